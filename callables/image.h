@@ -1,0 +1,61 @@
+// callables/image.h — kernel images: zstd detection and decompression, ELF checks, and
+// loading an ELF shared object from memory (memfd + dlopen) with its entry points resolved.
+//
+// Thread safety: every function is reentrant; loaded images are independent (each load gets
+// its own memfd, hence its own inode, so dlopen never shares two loads).
+#ifndef LANEWORK_CALLABLES_IMAGE_H_
+#define LANEWORK_CALLABLES_IMAGE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lanework/kernel.h"
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Plain ELF bytes: borrowed from the caller's image, or owned (decompressed) when owned != NULL.
+typedef struct lw_image_bytes {
+  const uint8_t *data;
+  size_t bytes;
+  void *owned;
+} lw_image_bytes_t;
+
+// True when the bytes start with the zstd frame magic.
+bool lw__image_is_zstd(const void *image, size_t bytes);
+
+// Gives the ELF bytes of image: decompresses a zstd frame (bounded by LW_MAX_IMAGE_BYTES),
+// otherwise borrows. Then checks the ELF header (lw__image_check_elf). Errors are
+// INVALID_ARGUMENT with the callable's name and the reason in err ("callable vector_add:
+// corrupt zstd frame: ...", "...: not an ELF image (bad magic)").
+LW_MUST_USE lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
+                                         lw_image_bytes_t *out, lw_error_t *err);
+void lw__image_bytes_release(lw_image_bytes_t *b);
+
+// ELF64, little endian, ET_DYN, this machine's e_machine; INVALID_ARGUMENT otherwise.
+LW_MUST_USE lw_status_t lw__image_check_elf(const uint8_t *elf, size_t bytes, const char *name,
+                                            lw_error_t *err);
+
+typedef struct lw_loaded_image {
+  void *dl;                          // dlopen handle
+  lw_kernel_main_fn main;            // the entry symbol
+  lw_kernel_prepare_fn prepare;      // lw_kernel_prepare, or NULL
+  lw_kernel_release_fn release;      // lw_kernel_release, or NULL
+} lw_loaded_image_t;
+
+// Writes elf to a memfd named after name, dlopens it (RTLD_NOW | RTLD_LOCAL) and resolves
+// entry (NULL: LW_DEFAULT_ENTRY) and the optional hooks. The memfd is closed before return.
+// Errors: INVALID_ARGUMENT for a dlopen failure or a missing entry symbol (message has the
+// dlerror text), RESOURCE_EXHAUSTED / INTERNAL for memfd failures.
+LW_MUST_USE lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
+                                       const char *name, lw_loaded_image_t *out, lw_error_t *err);
+// dlcloses. Accepts a zeroed struct.
+void lw__image_unload(lw_loaded_image_t *img);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_CALLABLES_IMAGE_H_

@@ -1,0 +1,73 @@
+// lanework/args.h — task arguments: tensors and scalars.
+//
+// lw_args_t lives in caller memory (stack is fine); it holds no allocation and needs no
+// deinitialize. Submitting copies it, so the caller may reuse it at once after a submit
+// returns. The tensor data itself is NOT copied: it must stay valid until the run finishes
+// (at L3 it must live in lw_worker_alloc memory).
+#ifndef LANEWORK_ARGS_H_
+#define LANEWORK_ARGS_H_
+
+#include <stdint.h>
+
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_MAX_TENSORS 16
+#define LW_MAX_SCALARS 16
+
+// Tags drive dependency inference in the L3 orchestrator's tensor map. At L2 they are kept but
+// not interpreted (the run lane is FIFO).
+typedef enum lw_tag {
+  LW_TAG_INPUT = 0,            // read: depends on the last writer (read-after-write)
+  LW_TAG_OUTPUT = 1,           // written: becomes the last writer
+  LW_TAG_INOUT = 2,            // read and written
+  LW_TAG_OUTPUT_EXISTING = 3,  // written in place into an existing buffer: orders after its writer
+  LW_TAG_NO_DEP = 4,           // neither looked up nor recorded
+} lw_tag_t;
+
+typedef struct lw_args_tensor {
+  void *data;
+  uint64_t bytes;
+  lw_tag_t tag;
+  uint32_t reserved_;
+} lw_args_tensor_t;
+
+typedef struct lw_args {
+  uint32_t n_tensors;
+  uint32_t n_scalars;
+  lw_args_tensor_t tensor[LW_MAX_TENSORS];
+  uint64_t scalar[LW_MAX_SCALARS];
+} lw_args_t;
+
+// What a kernel or a sub function receives: tags stripped, order kept.
+typedef struct lw_kernel_args {
+  uint32_t n_tensors;
+  uint32_t n_scalars;
+  struct {
+    void *data;
+    uint64_t bytes;
+  } tensor[LW_MAX_TENSORS];
+  uint64_t scalar[LW_MAX_SCALARS];
+} lw_kernel_args_t;
+
+// Empties *a.
+LW_API void lw_args_init(lw_args_t *a);
+
+// Appends a tensor. INVALID_ARGUMENT (and lw_last_error says why) when a is NULL, data is NULL
+// with bytes > 0, the tag is unknown, or LW_MAX_TENSORS are already present.
+LW_API LW_MUST_USE lw_status_t lw_args_add_tensor(lw_args_t *a, void *data, uint64_t bytes,
+                                                  lw_tag_t tag);
+
+// Appends a scalar; INVALID_ARGUMENT past LW_MAX_SCALARS.
+LW_API LW_MUST_USE lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value);
+
+// Checks an args struct filled by hand (counts within limits, tags known, data set).
+LW_API LW_MUST_USE lw_status_t lw_args_validate(const lw_args_t *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_ARGS_H_

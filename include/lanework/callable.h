@@ -1,0 +1,66 @@
+// lanework/callable.h — what a task runs.
+//
+// A chip callable is a kernel image (ELF .so bytes, or a zstd frame of them; auto-detected),
+// an entry symbol and a signature. The descriptor only points at caller memory: registering
+// copies what it needs, so the caller may free the image once register (or, for the async
+// form, its handle) has finished.
+//
+// Identity: the digest is XXH3-128 over a canonical encoding of {image bytes after
+// decompression, entry, signature}. Same digest = same callable: registering it twice on one
+// chip gives two handles on one refcounted slot.
+#ifndef LANEWORK_CALLABLE_H_
+#define LANEWORK_CALLABLE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_DEFAULT_ENTRY "lw_kernel_main"
+#define LW_MAX_PARAMS 32
+#define LW_MAX_IMAGE_BYTES (256ull << 20)  // decompressed; larger images are INVALID_ARGUMENT
+
+enum {
+  LW_PARAM_IN = 0,
+  LW_PARAM_OUT = 1,
+  LW_PARAM_INOUT = 2,
+  LW_PARAM_SCALAR = 3,
+};
+
+typedef struct lw_callable {
+  const char *name;          // for messages and traces; NULL gives "callable"
+  const void *image;         // ELF .so bytes or a zstd frame of them
+  size_t image_bytes;
+  const char *entry;         // NULL gives LW_DEFAULT_ENTRY
+  uint32_t n_params;         // <= LW_MAX_PARAMS
+  const uint8_t *param_dirs; // n_params entries of LW_PARAM_*; NULL when n_params == 0
+} lw_callable_t;
+
+// Opaque: an id in a per-chip (L2) or per-worker (L3) table, never a slot index. 0 is never a
+// valid handle.
+typedef struct lw_callable_handle {
+  uint64_t id;
+} lw_callable_handle_t;
+
+typedef struct lw_digest {
+  uint64_t lo, hi;
+} lw_digest_t;
+
+// Reads a kernel image file (.so, or a packed .lwk from `lanework pack`) into out. The image
+// buffer and the name are heap copies owned by out: release them with lw_callable_free_loaded.
+// name is the file's base name without extension; entry is LW_DEFAULT_ENTRY.
+LW_API LW_MUST_USE lw_status_t lw_callable_load_file(const char *path, lw_callable_t *out);
+LW_API void lw_callable_free_loaded(lw_callable_t *c);
+
+// Computes the digest (decompressing a zstd image first). INVALID_ARGUMENT for a malformed
+// descriptor or a corrupt zstd frame.
+LW_API LW_MUST_USE lw_status_t lw_callable_digest(const lw_callable_t *c, lw_digest_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_CALLABLE_H_

@@ -1,0 +1,61 @@
+// lanework/kernel.h — the kernel ABI. Header-only: kernels include this and do NOT link
+// against liblanework.
+//
+// A kernel image is an ELF shared object exporting
+//
+//   int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args);   // required*
+//   int lw_kernel_prepare(lw_kernel_ctx_t *ctx);   // optional: run once at register
+//   void lw_kernel_release(lw_kernel_ctx_t *ctx);  // optional: run once at unregister
+//
+// (*) the entry symbol may be renamed in lw_callable_t.entry.
+//
+// Return 0 for success; any other value fails the run with LW_TASK_FAILED and the value in
+// the message. A kernel polls lw_kernel_should_stop() at block granularity and returns
+// LW_KERNEL_CANCELLED (or any value) once it says true; the run then finishes LW_CANCELLED.
+//
+// ctx->state is the kernel's own: prepare may set it (e.g. to a table it built) and every
+// later run and release sees the same value. Runs of one chip are serial (one run lane), but
+// prepare/release run on the register lane, concurrently with runs of OTHER callables.
+#ifndef LANEWORK_KERNEL_H_
+#define LANEWORK_KERNEL_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanework/args.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_KERNEL_ABI_VERSION 1u
+#define LW_KERNEL_CANCELLED (-125)  // conventional return of a kernel that saw should_stop
+
+typedef struct lw_kernel_ctx {
+  uint32_t abi_version;           // LW_KERNEL_ABI_VERSION
+  int32_t chip_id;                // the chip's device id
+  // The run's cancel word and the generation this run started with. The word holds the
+  // generation while the run may continue; a canceller sets bit 0 (see lanes/cancel.h).
+  const _Atomic uint64_t *cancel_word;
+  uint64_t generation;
+  void *state;                    // kernel-owned; set by prepare, passed to every run
+  const char *name;               // the callable's name
+} lw_kernel_ctx_t;
+
+// True once this run was cancelled. One relaxed load and a compare: a stale value only delays
+// the stop by one block, and nothing else is read based on it.
+static inline bool lw_kernel_should_stop(const lw_kernel_ctx_t *ctx) {
+  return atomic_load_explicit(ctx->cancel_word, memory_order_relaxed) != ctx->generation;
+}
+
+typedef int (*lw_kernel_main_fn)(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args);
+typedef int (*lw_kernel_prepare_fn)(lw_kernel_ctx_t *ctx);
+typedef void (*lw_kernel_release_fn)(lw_kernel_ctx_t *ctx);
+
+#define LW_KERNEL_EXPORT __attribute__((visibility("default"), used))
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_KERNEL_H_

@@ -1,0 +1,82 @@
+// lanes/lane.h — a lane: a FIFO of work served by one thread.
+//
+// Items are intrusive: the submitter embeds an lw_lane_item_t in its own operation struct and
+// keeps it alive until the item's function has been called (the function usually finishes a
+// handle and may free the item). The lane never allocates per item.
+//
+// Order: items run one at a time in submission order. Capacity bounds the number of items
+// queued or running; lw_lane_submit blocks up to a deadline when the lane is full, then fails
+// RESOURCE_EXHAUSTED with a message naming the lane and its capacity. lw_lane_submit_reserved
+// ignores capacity: for follow-up work the lane's own machinery must never fail to queue
+// (e.g. a deferred free), and for which the caller bounds the count itself.
+//
+// Timeline: every item gets a sequence number (1, 2, ...) at submit; after an item's function
+// returns the lane signals its timeline to that number. lw_timeline_wait(lw_lane_timeline(l),
+// seq, ...) therefore waits until item seq and everything before it has run.
+//
+// Idle: the lane thread spins briefly (pause, then yield; lanes/wait.h) and then sleeps on a
+// futex, so an idle lane costs no CPU.
+//
+// Lifecycle: create -> submit* -> destroy. destroy(mode) stops accepting (submit then fails
+// UNAVAILABLE), then either runs every queued item (LW_LANE_DRAIN_RUN) or calls each queued
+// item's function with cancelled = true (LW_LANE_DRAIN_CANCEL), and joins the thread.
+// Thread safety: submit from any thread, including the lane's own thread (an item may queue
+// follow-ups); destroy from one thread that is not the lane thread, with no concurrent
+// submit.
+#ifndef LANEWORK_LANES_LANE_H_
+#define LANEWORK_LANES_LANE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanes/timeline.h"
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lw_lane lw_lane_t;
+typedef struct lw_lane_item lw_lane_item_t;
+
+// Runs on the lane thread. cancelled is true only when the lane is destroyed with
+// LW_LANE_DRAIN_CANCEL before the item started: finish the operation CANCELLED.
+typedef void (*lw_lane_fn)(lw_lane_item_t *item, bool cancelled);
+
+struct lw_lane_item {
+  lw_lane_item_t *next;  // owned by the lane while queued
+  lw_lane_fn fn;
+  uint64_t seq;          // set by submit
+};
+
+typedef enum lw_lane_drain {
+  LW_LANE_DRAIN_RUN = 0,
+  LW_LANE_DRAIN_CANCEL = 1,
+} lw_lane_drain_t;
+
+// name: for thread names and messages (copied; at most 15 chars used for the thread name).
+LW_MUST_USE lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out);
+void lw_lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode);
+
+// Queues item (item->fn must be set). deadline_ns: absolute (lw__now_ns clock); a deadline in
+// the past fails at once when full. On success *out_seq (may be NULL) gets the item's number.
+// Errors: RESOURCE_EXHAUSTED (full past the deadline), UNAVAILABLE (lane shutting down); the
+// item is then not queued. Errors also go to err when err is not NULL.
+LW_MUST_USE lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
+                                       uint64_t *out_seq, lw_error_t *err);
+
+// Queues item past capacity. Fails only with UNAVAILABLE after destroy began.
+LW_MUST_USE lw_status_t lw_lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item,
+                                                uint64_t *out_seq);
+
+lw_timeline_t *lw_lane_timeline(lw_lane_t *lane);
+
+// True when called on this lane's thread.
+bool lw_lane_is_current(const lw_lane_t *lane);
+
+const char *lw_lane_name(const lw_lane_t *lane);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_LANES_LANE_H_

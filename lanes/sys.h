@@ -1,0 +1,46 @@
+// lanes/sys.h — raw syscall wrappers and the monotonic clock. Each wrapper returns 0 or
+// -errno; nobody reads errno after these.
+#ifndef LANEWORK_LANES_SYS_H_
+#define LANEWORK_LANES_SYS_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_DEADLINE_NEVER INT64_MAX
+
+// CLOCK_MONOTONIC in nanoseconds.
+int64_t lw__now_ns(void);
+
+// Converts a relative timeout (LW_WAIT_FOREVER / negative: never) to an absolute deadline.
+int64_t lw__deadline_after(int64_t timeout_ns);
+
+// FUTEX_WAIT_BITSET on CLOCK_MONOTONIC with an absolute deadline (LW_DEADLINE_NEVER: none).
+// shared: the word may live in memory shared between processes (no FUTEX_PRIVATE_FLAG).
+// Returns 0 when woken (or spuriously), -EAGAIN when *addr != expected, -ETIMEDOUT, -EINTR.
+int lw__sys_futex_wait(const _Atomic uint32_t *addr, uint32_t expected, int64_t deadline_ns,
+                       bool shared);
+// Wakes up to n waiters. Returns the number woken or -errno.
+int lw__sys_futex_wake(const _Atomic uint32_t *addr, int n, bool shared);
+
+// One CPU relax instruction (pause on x86, yield on arm).
+static inline void lw__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_LANES_SYS_H_

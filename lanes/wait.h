@@ -1,0 +1,50 @@
+// lanes/wait.h — the wait primitive used by every blocking wait in lanework.
+//
+// Shape (after seed 001 and CUDA.jl's spinning synchronization): check the condition (no
+// syscall when it already holds), spin LW_WAIT_SPIN_PAUSE times with a cpu pause, then
+// sched_yield up to LW_WAIT_SPIN_YIELD times, then sleep on a futex word with an absolute
+// deadline. Sleepers are counted so that wakers skip the futex_wake syscall when nobody sleeps.
+#ifndef LANEWORK_LANES_WAIT_H_
+#define LANEWORK_LANES_WAIT_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_WAIT_SPIN_PAUSE 32
+#define LW_WAIT_SPIN_YIELD 224
+
+// A futex word plus a sleeper count. Lives in process memory or in shared memory (then
+// initialize with shared = true). Plain fixed-width fields: safe in a mailbox.
+typedef struct lw_waitword {
+  _Atomic uint32_t epoch;     // bumped by every lw_waitword_wake; the futex word
+  _Atomic uint32_t sleepers;  // threads inside futex_wait on epoch
+} lw_waitword_t;
+_Static_assert(sizeof(lw_waitword_t) == 8, "lw_waitword_t is part of shared layouts");
+
+void lw_waitword_initialize(lw_waitword_t *w);
+
+// Called after making the condition true (with release or stronger ordering). Bumps the
+// epoch and wakes all sleepers if there are any. seq_cst so that it pairs with the waiter's
+// sleeper increment (no lost wake-up).
+void lw_waitword_wake(lw_waitword_t *w, bool shared);
+
+// Returns true when the condition holds for the waiter.
+typedef bool (*lw_wait_cond_fn)(const void *ctx);
+
+// Waits until cond(ctx) is true or the absolute deadline (lw__now_ns clock) passes.
+// LW_OK when the condition holds, LW_DEADLINE_EXCEEDED otherwise. The condition is checked
+// before any spinning, so a true condition costs one call and no syscall.
+lw_status_t lw_waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                             int64_t deadline_ns, bool shared);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_LANES_WAIT_H_

@@ -1,0 +1,14 @@
+// tools/tool.h — subcommands of the `lanework` program. Each takes the arguments after its
+// own name (argv[0] is the subcommand) and returns the process exit code.
+#ifndef LANEWORK_TOOLS_TOOL_H_
+#define LANEWORK_TOOLS_TOOL_H_
+
+int lw__tool_info(int argc, char **argv);
+int lw__tool_pack(int argc, char **argv);
+int lw__tool_bench(int argc, char **argv);
+
+// The folder holding the built kernel images: $LW_KERNEL_DIR, else the build-time folder,
+// else <prefix>/lib/lanework/kernels next to the installed program.
+const char *lw__tool_kernel_dir(void);
+
+#endif  // LANEWORK_TOOLS_TOOL_H_
