@@ -1,1 +1,119 @@
-// placeholder: not written yet
+// child/backend_sim.c — the `sim` chip: kernels are host shared objects loaded from memory
+// and run on the run lane's own thread, with kernel args pointing at host memory.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callables/image.h"
+#include "child/backend.h"
+#include "lanes/error.h"
+#include "lanes/sys.h"
+
+typedef struct sim_device {
+  int32_t device_id;
+} sim_device_t;
+
+typedef struct sim_module {
+  lw_loaded_image_t image;
+  void *state;  // the kernel's own, set by its prepare hook
+  char name[128];
+} sim_module_t;
+
+static lw_status_t sim_open(const lw_chip_config_t *cfg, void **out_device, lw_error_t *err) {
+  *out_device = NULL;
+  if (cfg->device_id < 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "sim: device_id %d is negative",
+                         cfg->device_id);
+  }
+  sim_device_t *dev = calloc(1, sizeof(*dev));
+  if (!dev) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "sim: out of memory");
+  dev->device_id = cfg->device_id;
+  *out_device = dev;
+  return LW_OK;
+}
+
+static void sim_close(void *device) { free(device); }
+
+static void ctx_init(lw_kernel_ctx_t *ctx, const sim_device_t *dev, sim_module_t *m,
+                     lw_cancel_word_t *word, uint64_t generation) {
+  memset(ctx, 0, sizeof(*ctx));
+  ctx->abi_version = LW_KERNEL_ABI_VERSION;
+  ctx->chip_id = dev->device_id;
+  ctx->cancel_word = word;
+  ctx->generation = generation;
+  ctx->state = m->state;
+  ctx->name = m->name;
+}
+
+static lw_status_t sim_load(void *device, const uint8_t *elf, size_t bytes, const char *entry,
+                            const char *name, void **out_module, lw_error_t *err) {
+  sim_device_t *dev = device;
+  *out_module = NULL;
+  sim_module_t *m = calloc(1, sizeof(*m));
+  if (!m) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "sim: out of memory");
+  snprintf(m->name, sizeof(m->name), "%s", name ? name : "callable");
+  lw_status_t st = lw__image_load(elf, bytes, entry, m->name, &m->image, err);
+  if (st != LW_OK) {
+    free(m);
+    return st;
+  }
+  if (m->image.prepare) {
+    // Prepare sees a word that can never be cancelled: it runs once, to completion.
+    lw_cancel_word_t never = 0;
+    lw_kernel_ctx_t ctx;
+    ctx_init(&ctx, dev, m, &never, 0);
+    int rc = m->image.prepare(&ctx);
+    if (rc != 0) {
+      lw__image_unload(&m->image);
+      free(m);
+      return lw__error_set(err, LW_TASK_FAILED, -1, 0,
+                           "chip %d: prepare hook of callable %s returned %d", dev->device_id,
+                           name ? name : "callable", rc);
+    }
+    m->state = ctx.state;
+  }
+  *out_module = m;
+  return LW_OK;
+}
+
+static void sim_unload(void *device, void *module) {
+  sim_device_t *dev = device;
+  sim_module_t *m = module;
+  if (!m) return;
+  if (m->image.release) {
+    lw_cancel_word_t never = 0;
+    lw_kernel_ctx_t ctx;
+    ctx_init(&ctx, dev, m, &never, 0);
+    m->image.release(&ctx);
+  }
+  lw__image_unload(&m->image);
+  free(m);
+}
+
+static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t *args,
+                              lw_cancel_word_t *cancel_word, uint64_t generation,
+                              lw_backend_launch_result_t *out, lw_error_t *err) {
+  (void)err;
+  sim_device_t *dev = device;
+  sim_module_t *m = module;
+  lw_kernel_ctx_t ctx;
+  ctx_init(&ctx, dev, m, cancel_word, generation);
+  int64_t t0 = lw__now_ns();
+  out->kernel_rc = m->image.main(&ctx, args);
+  out->kernel_wall_ns = (uint64_t)(lw__now_ns() - t0);
+  return LW_OK;
+}
+
+const lw_backend_ops_t lw__backend_sim = {
+    .name = "sim",
+    .open = sim_open,
+    .close = sim_close,
+    .load = sim_load,
+    .unload = sim_unload,
+    .launch = sim_launch,
+};
+
+const lw_backend_ops_t *lw__backend_find(const char *name) {
+  if (name && strcmp(name, lw__backend_sim.name) == 0) return &lw__backend_sim;
+  return NULL;
+}

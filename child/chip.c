@@ -1,1 +1,591 @@
-// placeholder: not written yet
+// child/chip.c — the L2 chip worker: a run lane, a register lane, a registry and a backend.
+//
+// Operations are structs that embed their lw_handle_t first (lanes/handle_impl.h) and their
+// lane item; each holds two handle references (caller + lane) and is freed by the last unref.
+#include "lanework/chip.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callables/digest.h"
+#include "callables/image.h"
+#include "child/chip_impl.h"
+#include "lanes/error.h"
+#include "lanes/handle_impl.h"
+#include "lanes/sys.h"
+
+#define REGISTRY_SLOTS 256
+#define REGISTRY_HANDLES 4096
+
+#define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+static int64_t submit_deadline(const lw_chip_t *chip) {
+  return lw__deadline_after(chip->cfg.submit_timeout_ns);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watchdog
+
+typedef struct watch_cond {
+  lw_chip_watchdog_t *wd;
+  uint64_t seen_generation;
+} watch_cond_t;
+
+static bool watch_changed(const void *ctx) {
+  const watch_cond_t *c = ctx;
+  return atomic_load(&c->wd->stop) || atomic_load(&c->wd->armed_generation) != c->seen_generation;
+}
+
+static void *watchdog_main(void *arg) {
+  lw_chip_t *chip = arg;
+  lw_chip_watchdog_t *wd = &chip->watchdog;
+  while (!atomic_load(&wd->stop)) {
+    uint64_t gen = atomic_load(&wd->armed_generation);
+    int64_t deadline = gen ? atomic_load(&wd->deadline_ns) : LW_DEADLINE_NEVER;
+    if (gen && lw__now_ns() >= deadline) {
+      // A request against a generation that already ended misses by design (stale cancel).
+      if (lw_cancel_request(chip->cancel_word_ptr, gen)) {
+        atomic_store(&wd->fired_generation, gen);
+      }
+      uint64_t expected = gen;
+      atomic_compare_exchange_strong(&wd->armed_generation, &expected, 0);
+      continue;
+    }
+    watch_cond_t c = {wd, gen};
+    (void)lw_waitword_wait(&wd->word, watch_changed, &c, deadline, false);
+  }
+  return NULL;
+}
+
+static void watchdog_arm(lw_chip_t *chip, uint64_t generation, int64_t timeout_ns) {
+  lw_chip_watchdog_t *wd = &chip->watchdog;
+  atomic_store(&wd->deadline_ns, lw__now_ns() + timeout_ns);
+  atomic_store(&wd->armed_generation, generation);
+  lw_waitword_wake(&wd->word, false);
+}
+
+static void watchdog_disarm(lw_chip_t *chip) {
+  // The watchdog may keep sleeping toward the old deadline; when it wakes it finds nothing
+  // armed (or a newer run) and its cancel request against the old generation misses.
+  atomic_store(&chip->watchdog.armed_generation, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+typedef struct run_op {
+  lw_handle_t handle;  // first: the op lives as long as its handle
+  lw_lane_item_t item;
+  lw_chip_t *chip;
+  lw_registry_pin_t pin;
+  lw_kernel_args_t args;
+  int64_t timeout_ns;
+  uint64_t run_id;
+  int64_t t_submit;
+  _Atomic uint32_t phase;  // RUN_QUEUED -> RUN_RUNNING -> RUN_FINISHED
+  _Atomic uint64_t generation;
+} run_op_t;
+
+enum { RUN_QUEUED = 0, RUN_RUNNING = 1, RUN_FINISHED = 2 };
+
+static void run_destroy(lw_handle_t *h) { free(h); }
+
+static lw_status_t run_cancel(lw_handle_t *h) {
+  run_op_t *op = (run_op_t *)h;
+  // cancel_requested was set (seq_cst) before this call. If the lane has not started the run
+  // it sees the flag at start; if it has, we see RUNNING here and hit the generation. The lane
+  // stores the generation before RUNNING, so a RUNNING phase implies a valid generation.
+  if (atomic_load(&op->phase) == RUN_RUNNING) {
+    (void)lw_cancel_request(op->chip->cancel_word_ptr, atomic_load(&op->generation));
+  }
+  return LW_OK;
+}
+
+static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
+
+static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
+                      lw_registry_waiter_t *carrier);
+
+static void run_unpin(lw_chip_t *chip, uint32_t slot) {
+  void *module = NULL;
+  lw_registry_waiter_t *carrier = NULL;
+  if (!lw__registry_unpin(chip->registry, slot, &module, &carrier)) return;
+  // The last run of a tombstoned callable: free it on the register lane, not here on the run
+  // lane, so the next run does not wait for an unload.
+  post_free(chip, slot, module, carrier);
+}
+
+static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int64_t t_start,
+                       uint64_t kernel_ns) {
+  int64_t now = lw__now_ns();
+  op->handle.timing.host_wall_ns = (uint64_t)(now - op->t_submit);
+  op->handle.timing.queue_ns = t_start ? (uint64_t)(t_start - op->t_submit) : 0;
+  op->handle.timing.kernel_wall_ns = kernel_ns;
+  atomic_store(&op->phase, RUN_FINISHED);
+  lw_chip_t *chip = op->chip;
+  uint32_t slot = op->pin.slot;
+  // Finish the run before dropping its pin, so an unregister waiting on this callable finishes
+  // strictly after every run that pinned it.
+  (void)lw__handle_finish(&op->handle, st, err);
+  lw__handle_unref(&op->handle);
+  run_unpin(chip, slot);
+}
+
+static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
+  run_op_t *op = CONTAINER_OF(item, run_op_t, item);
+  lw_chip_t *chip = op->chip;
+  lw_error_t err;
+  lw__error_clear(&err);
+  int32_t dev = chip->cfg.device_id;
+
+  if (cancelled || lw__handle_cancel_requested(&op->handle)) {
+    lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
+                  "chip %d: run %llu of %s cancelled before it started", dev,
+                  (unsigned long long)op->run_id, op->pin.name);
+    run_finish(op, LW_CANCELLED, &err, 0, 0);
+    return;
+  }
+
+  int64_t t_start = lw__now_ns();
+  uint64_t gen = lw_cancel_begin(chip->cancel_word_ptr);
+  atomic_store(&op->generation, gen);
+  atomic_store(&op->phase, RUN_RUNNING);
+  // Dekker pair with run_cancel: either the canceller saw RUNNING, or we see its flag here.
+  if (lw__handle_cancel_requested(&op->handle)) {
+    (void)lw_cancel_request(chip->cancel_word_ptr, gen);
+  }
+  if (op->timeout_ns > 0) watchdog_arm(chip, gen, op->timeout_ns);
+
+  lw_backend_launch_result_t res = {0, 0};
+  lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args,
+                                         chip->cancel_word_ptr, gen, &res, &err);
+  if (op->timeout_ns > 0) watchdog_disarm(chip);
+  bool stop_requested = lw_cancel_is_requested(chip->cancel_word_ptr, gen);
+  bool deadline_hit = op->timeout_ns > 0 && atomic_load(&chip->watchdog.fired_generation) == gen;
+
+  if (st != LW_OK) {
+    err.worker_id = dev;
+    err.task_id = op->run_id;
+  } else if (res.kernel_rc == 0) {
+    st = LW_OK;  // finished before the stop was seen: the results are complete
+  } else if (stop_requested && deadline_hit) {
+    st = lw__error_set(&err, LW_DEADLINE_EXCEEDED, dev, op->run_id,
+                       "chip %d: run %llu of %s passed its %lld ns timeout and was cancelled",
+                       dev, (unsigned long long)op->run_id, op->pin.name,
+                       (long long)op->timeout_ns);
+  } else if (stop_requested) {
+    st = lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
+                       "chip %d: run %llu of %s cancelled while running", dev,
+                       (unsigned long long)op->run_id, op->pin.name);
+  } else {
+    st = lw__error_set(&err, LW_TASK_FAILED, dev, op->run_id,
+                       "chip %d: kernel %s returned %d", dev, op->pin.name, res.kernel_rc);
+  }
+  run_finish(op, st, &err, t_start, res.kernel_wall_ns);
+}
+
+lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
+                              const lw_run_config_t *cfg, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "run_async: chip and out must be set");
+  if (atomic_load(&chip->closing)) {
+    return lw__fail(LW_UNAVAILABLE, "chip %d: closing", chip->cfg.device_id);
+  }
+  lw_args_t empty;
+  if (!args) {
+    lw_args_init(&empty);
+    args = &empty;
+  }
+  LW_RETURN_IF_ERROR(lw_args_validate(args));
+  if (cfg && cfg->timeout_ns < 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "run_async: timeout_ns %lld is negative",
+                    (long long)cfg->timeout_ns);
+  }
+  run_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
+  lw__handle_initialize(&op->handle, LW_HANDLE_RUN, &run_ops);
+  op->chip = chip;
+  op->t_submit = lw__now_ns();
+  op->timeout_ns = cfg ? cfg->timeout_ns : 0;
+  op->run_id = atomic_fetch_add(&chip->next_run_id, 1) + 1;
+  op->item.fn = run_lane_fn;
+  op->args.n_tensors = args->n_tensors;
+  op->args.n_scalars = args->n_scalars;
+  for (uint32_t i = 0; i < args->n_tensors; ++i) {
+    op->args.tensor[i].data = args->tensor[i].data;
+    op->args.tensor[i].bytes = args->tensor[i].bytes;
+  }
+  memcpy(op->args.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
+
+  lw_error_t err;
+  // The pin is taken here, at acceptance: an unregister posted after this call returns sees
+  // the run and defers its free.
+  lw_status_t st = lw__registry_pin(chip->registry, h, &op->pin, &err);
+  if (st == LW_OK) {
+    st = lw_lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, &err);
+    if (st != LW_OK) run_unpin(chip, op->pin.slot);
+  }
+  if (st != LW_OK) {
+    err.worker_id = chip->cfg.device_id;
+    free(op);
+    return lw__last_error_store(&err);
+  }
+  *out = &op->handle;
+  return LW_OK;
+}
+
+// Waits for an op the caller created, copies its error to the thread's last error on failure,
+// and releases it.
+static lw_status_t wait_and_release(lw_handle_t *h) {
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  if (st != LW_OK) {
+    const lw_error_t *e = lw_handle_error(h);
+    if (e) lw__last_error_store(e);
+  }
+  return st;
+}
+
+lw_status_t lw_chip_run(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
+                        const lw_run_config_t *cfg, lw_run_timing_t *out_timing) {
+  lw_handle_t *hd = NULL;
+  LW_RETURN_IF_ERROR(lw_chip_run_async(chip, h, args, cfg, &hd));
+  lw_status_t st = wait_and_release(hd);
+  if (out_timing) *out_timing = hd->timing;
+  lw_handle_release(hd);
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Register
+
+typedef struct register_op {
+  lw_handle_t handle;
+  lw_lane_item_t item;
+  lw_chip_t *chip;
+  const void *image;  // owned_image, or the caller's image for a sync register
+  size_t image_bytes;
+  void *owned_image;
+  char name[LW_REGISTRY_NAME_BYTES];
+  char entry[128];
+  uint32_t n_params;
+  uint8_t param_dirs[LW_MAX_PARAMS];
+} register_op_t;
+
+static void register_destroy(lw_handle_t *h) {
+  register_op_t *op = (register_op_t *)h;
+  free(op->owned_image);
+  free(op);
+}
+
+// A queued register is withdrawn by its lane fn seeing cancel_requested; a running one
+// finishes normally. Nothing to do here.
+static const lw_handle_ops_t register_ops = {.cancel = NULL, .destroy = register_destroy};
+
+static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
+  register_op_t *op = CONTAINER_OF(item, register_op_t, item);
+  lw_chip_t *chip = op->chip;
+  int32_t dev = chip->cfg.device_id;
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_status_t st = LW_OK;
+  lw_image_bytes_t elf = {0};
+  lw_callable_handle_t ch = {0};
+
+  if (cancelled || lw__handle_cancel_requested(&op->handle)) {
+    st = lw__error_set(&err, LW_CANCELLED, dev, 0,
+                       "chip %d: register of %s withdrawn before it started", dev, op->name);
+    goto done;
+  }
+  st = lw__image_decode(op->image, op->image_bytes, op->name, &elf, &err);
+  if (st != LW_OK) goto done;
+  lw_digest_t digest;
+  lw__digest_compute(elf.data, elf.bytes, op->entry, op->n_params, op->param_dirs, &digest);
+  st = lw__registry_acquire(chip->registry, digest, &ch, &err);
+  if (st == LW_NOT_FOUND) {
+    void *module = NULL;
+    st = chip->backend->load(chip->device, elf.data, elf.bytes, op->entry, op->name, &module,
+                             &err);
+    if (st == LW_OK) {
+      st = lw__registry_insert(chip->registry, digest, op->name, module, &ch, &err);
+      if (st != LW_OK) chip->backend->unload(chip->device, module);
+    }
+  }
+done:
+  lw__image_bytes_release(&elf);
+  if (st != LW_OK && err.worker_id < 0) err.worker_id = dev;
+  // The image is no longer needed: drop the copy before finishing, so a big image does not
+  // live as long as the caller keeps the handle.
+  free(op->owned_image);
+  op->owned_image = NULL;
+  op->image = NULL;
+  op->handle.callable = ch;
+  (void)lw__handle_finish(&op->handle, st, st == LW_OK ? NULL : &err);
+  lw__handle_unref(&op->handle);
+}
+
+static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool copy_image,
+                                   lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!chip || !c || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "register: chip, callable and out must be set");
+  }
+  if (atomic_load(&chip->closing)) {
+    return lw__fail(LW_UNAVAILABLE, "chip %d: closing", chip->cfg.device_id);
+  }
+  lw_error_t err;
+  if (lw__callable_validate(c, &err) != LW_OK) return lw__last_error_store(&err);
+  register_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
+  lw__handle_initialize(&op->handle, LW_HANDLE_REGISTER, &register_ops);
+  op->chip = chip;
+  op->item.fn = register_lane_fn;
+  snprintf(op->name, sizeof(op->name), "%s", c->name ? c->name : "callable");
+  snprintf(op->entry, sizeof(op->entry), "%s", c->entry ? c->entry : LW_DEFAULT_ENTRY);
+  op->n_params = c->n_params;
+  if (c->n_params) memcpy(op->param_dirs, c->param_dirs, c->n_params);
+  op->image_bytes = c->image_bytes;
+  if (copy_image) {
+    op->owned_image = malloc(c->image_bytes);
+    if (!op->owned_image) {
+      free(op);
+      return lw__fail(LW_RESOURCE_EXHAUSTED, "register %s: cannot copy a %zu-byte image",
+                      c->name ? c->name : "callable", c->image_bytes);
+    }
+    memcpy(op->owned_image, c->image, c->image_bytes);
+    op->image = op->owned_image;
+  } else {
+    op->image = c->image;
+  }
+  lw_status_t st =
+      lw_lane_submit(chip->register_lane, &op->item, submit_deadline(chip), NULL, &err);
+  if (st != LW_OK) {
+    free(op->owned_image);
+    free(op);
+    err.worker_id = chip->cfg.device_id;
+    return lw__last_error_store(&err);
+  }
+  *out = &op->handle;
+  return LW_OK;
+}
+
+lw_status_t lw_chip_register_async(lw_chip_t *chip, const lw_callable_t *c, lw_handle_t **out) {
+  return register_submit(chip, c, true, out);
+}
+
+lw_status_t lw_chip_register(lw_chip_t *chip, const lw_callable_t *c, lw_callable_handle_t *out) {
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "register: out must be set");
+  out->id = 0;
+  lw_handle_t *h = NULL;
+  // The caller blocks until the register finished, so its image can be borrowed.
+  LW_RETURN_IF_ERROR(register_submit(chip, c, false, &h));
+  lw_status_t st = wait_and_release(h);
+  if (st == LW_OK) *out = h->callable;
+  lw_handle_release(h);
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unregister
+
+typedef struct unregister_op {
+  lw_handle_t handle;
+  lw_lane_item_t item;
+  lw_registry_waiter_t waiter;
+  lw_chip_t *chip;
+  lw_callable_handle_t target;
+  // Set when this op carries a deferred free to the register lane.
+  uint32_t free_slot;
+  void *free_module;
+} unregister_op_t;
+
+static void unregister_destroy(lw_handle_t *h) { free(h); }
+static const lw_handle_ops_t unregister_ops = {.cancel = NULL, .destroy = unregister_destroy};
+
+static void unregister_finish(unregister_op_t *op) {
+  (void)lw__handle_finish(&op->handle, LW_OK, NULL);
+  lw__handle_unref(&op->handle);
+}
+
+// Unloads a FREEING slot and finishes every unregister waiting on it. keep_last: a waiter
+// whose op the caller still uses (it is finished last).
+static void chip_free_slot(lw_chip_t *chip, uint32_t slot, void *module,
+                           lw_registry_waiter_t *keep_last) {
+  chip->backend->unload(chip->device, module);
+  lw_registry_waiter_t *w = lw__registry_complete_free(chip->registry, slot);
+  while (w) {
+    lw_registry_waiter_t *next = w->next;
+    if (w != keep_last) unregister_finish(CONTAINER_OF(w, unregister_op_t, waiter));
+    w = next;
+  }
+  if (keep_last) unregister_finish(CONTAINER_OF(keep_last, unregister_op_t, waiter));
+}
+
+// Runs on the register lane, carried by a waiting unregister's op (see run_unpin). Runs even
+// when the lane is draining with cancel: a free must never be lost.
+static void unregister_free_fn(lw_lane_item_t *item, bool cancelled) {
+  (void)cancelled;
+  unregister_op_t *op = CONTAINER_OF(item, unregister_op_t, item);
+  chip_free_slot(op->chip, op->free_slot, op->free_module, &op->waiter);
+}
+
+// Carries a deferred free to the register lane in the waiting unregister's own op: its lane
+// item is idle (it ran once already) and stays alive until the op is finished.
+static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
+                      lw_registry_waiter_t *carrier) {
+  unregister_op_t *op = CONTAINER_OF(carrier, unregister_op_t, waiter);
+  op->free_slot = slot;
+  op->free_module = module;
+  op->item.fn = unregister_free_fn;
+  if (lw_lane_is_current(chip->register_lane) ||
+      lw_lane_submit_reserved(chip->register_lane, &op->item, NULL) != LW_OK) {
+    // Already on the register lane, or it is gone (closing): free right here.
+    chip_free_slot(chip, slot, module, carrier);
+  }
+}
+
+static void unregister_lane_fn(lw_lane_item_t *item, bool cancelled) {
+  // An unregister whose first step already ran is applied even while the lane drains with
+  // cancel: the callable is already tombstoned and must still be freed.
+  (void)cancelled;
+  unregister_op_t *op = CONTAINER_OF(item, unregister_op_t, item);
+  lw_chip_t *chip = op->chip;
+  uint32_t slot = 0;
+  void *module = NULL;
+  switch (lw__registry_apply_unregister(chip->registry, op->target, &op->waiter, &slot, &module)) {
+    case LW_REGISTRY_UNREGISTER_DONE:
+      unregister_finish(op);
+      break;
+    case LW_REGISTRY_UNREGISTER_FREE_NOW:
+      // This op is not on the slot's waiter list; finish it after the free.
+      chip_free_slot(chip, slot, module, NULL);
+      unregister_finish(op);
+      break;
+    case LW_REGISTRY_UNREGISTER_DEFERRED:
+      break;  // the last unpin frees the slot and finishes this op
+  }
+}
+
+lw_status_t lw_chip_unregister_async(lw_chip_t *chip, lw_callable_handle_t h, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "unregister: chip and out must be set");
+  if (atomic_load(&chip->closing)) {
+    return lw__fail(LW_UNAVAILABLE, "chip %d: closing", chip->cfg.device_id);
+  }
+  unregister_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
+  lw__handle_initialize(&op->handle, LW_HANDLE_UNREGISTER, &unregister_ops);
+  op->chip = chip;
+  op->target = h;
+  op->item.fn = unregister_lane_fn;
+  lw_error_t err;
+  lw_status_t st = lw__registry_begin_unregister(chip->registry, h, &err);
+  if (st == LW_OK) {
+    // Reserved: the first step already changed the registry, so the second must be queued.
+    // Unregisters are bounded by the number of live callable handles.
+    st = lw_lane_submit_reserved(chip->register_lane, &op->item, NULL);
+    if (st != LW_OK) {
+      lw__error_set(&err, st, chip->cfg.device_id, 0, "chip %d: closing", chip->cfg.device_id);
+    }
+  }
+  if (st != LW_OK) {
+    free(op);
+    err.worker_id = chip->cfg.device_id;
+    return lw__last_error_store(&err);
+  }
+  *out = &op->handle;
+  return LW_OK;
+}
+
+lw_status_t lw_chip_unregister(lw_chip_t *chip, lw_callable_handle_t h) {
+  lw_handle_t *hd = NULL;
+  LW_RETURN_IF_ERROR(lw_chip_unregister_async(chip, h, &hd));
+  lw_status_t st = wait_and_release(hd);
+  lw_handle_release(hd);
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Open / close
+
+int32_t lw_chip_device_id(const lw_chip_t *chip) { return chip ? chip->cfg.device_id : -1; }
+
+static void close_unload(void *ctx, void *module) {
+  lw_chip_t *chip = ctx;
+  chip->backend->unload(chip->device, module);
+}
+
+static void close_waiter(void *ctx, lw_registry_waiter_t *w) {
+  (void)ctx;
+  unregister_finish(CONTAINER_OF(w, unregister_op_t, waiter));
+}
+
+void lw_chip_close(lw_chip_t *chip) {
+  if (!chip) return;
+  atomic_store(&chip->closing, true);
+  // Runs already accepted finish (their pins may queue frees on the register lane, which is
+  // still open); then queued registers are withdrawn while unregisters and frees still run.
+  if (chip->run_lane) lw_lane_destroy(chip->run_lane, LW_LANE_DRAIN_RUN);
+  if (chip->register_lane) lw_lane_destroy(chip->register_lane, LW_LANE_DRAIN_CANCEL);
+  if (chip->watchdog.started) {
+    atomic_store(&chip->watchdog.stop, true);
+    lw_waitword_wake(&chip->watchdog.word, false);
+    pthread_join(chip->watchdog.thread, NULL);
+  }
+  if (chip->registry) lw__registry_destroy(chip->registry, close_unload, close_waiter, chip);
+  if (chip->device) chip->backend->close(chip->device);
+  free(chip);
+}
+
+lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
+  if (!out_chip) return lw__fail(LW_INVALID_ARGUMENT, "chip_open: out_chip must be set");
+  *out_chip = NULL;
+  lw_chip_config_t defaults;
+  if (!cfg) {
+    lw_chip_config_default(&defaults);
+    cfg = &defaults;
+  }
+  const lw_backend_ops_t *backend = lw__backend_find(cfg->backend);
+  if (!backend) {
+    return lw__fail(LW_INVALID_ARGUMENT, "chip_open: unknown backend '%.*s' (known: sim)",
+                    LW_BACKEND_NAME_BYTES, cfg->backend);
+  }
+  if (cfg->run_queue_depth == 0 || cfg->register_queue_depth == 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "chip_open: queue depths must be > 0");
+  }
+  lw_chip_t *chip = calloc(1, sizeof(*chip));
+  if (!chip) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip_open: out of memory");
+  chip->cfg = *cfg;
+  chip->backend = backend;
+  chip->cancel_word_ptr = &chip->cancel_word;
+  lw_waitword_initialize(&chip->watchdog.word);
+
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_status_t st = backend->open(cfg, &chip->device, &err);
+  if (st != LW_OK) goto fail_err;
+  st = lw__registry_create(REGISTRY_SLOTS, REGISTRY_HANDLES, &chip->registry);
+  if (st != LW_OK) goto fail;
+  char name[16];
+  snprintf(name, sizeof(name), "lw-run-%d", cfg->device_id);
+  st = lw_lane_create(name, cfg->run_queue_depth, &chip->run_lane);
+  if (st != LW_OK) goto fail;
+  snprintf(name, sizeof(name), "lw-reg-%d", cfg->device_id);
+  st = lw_lane_create(name, cfg->register_queue_depth, &chip->register_lane);
+  if (st != LW_OK) goto fail;
+  if (pthread_create(&chip->watchdog.thread, NULL, watchdog_main, chip) != 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: cannot start the watchdog thread",
+                  cfg->device_id);
+    goto fail;
+  }
+  chip->watchdog.started = true;
+  *out_chip = chip;
+  return LW_OK;
+
+fail_err:
+  lw__last_error_store(&err);
+fail:
+  lw_chip_close(chip);
+  return st;
+}

@@ -1,1 +1,120 @@
-// placeholder: not written yet
+// tools/bench.c — `lanework bench <name>`: option parsing and shared helpers.
+#include "tools/bench.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/tool.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double lw__bench_quantile(double *v, size_t n, double q) {
+  if (n == 0) return 0.0;
+  qsort(v, n, sizeof(double), cmp_double);
+  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
+}
+
+double lw__bench_median(const double *v, size_t n) {
+  if (n == 0) return 0.0;
+  double *c = malloc(n * sizeof(double));
+  if (!c) return 0.0;
+  memcpy(c, v, n * sizeof(double));
+  qsort(c, n, sizeof(double), cmp_double);
+  double m = (n % 2) ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+  free(c);
+  return m;
+}
+
+double lw__bench_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+bool lw__bench_load_kernel(const char *name, lw_callable_t *out) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/%s.so", lw__tool_kernel_dir(), name);
+  lw_status_t st = lw_callable_load_file(path, out);
+  if (st != LW_OK) {
+    fprintf(stderr, "lanework bench: cannot load kernel %s: %s (set LW_KERNEL_DIR?)\n", path,
+            lw_last_error()->message);
+    return false;
+  }
+  return true;
+}
+
+int lw__bench_fail(const char *what, lw_status_t st) {
+  fprintf(stderr, "lanework bench: %s failed: %s: %s\n", what, lw_status_name(st),
+          lw_last_error()->message);
+  return 1;
+}
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: lanework bench <overlap|dispatch|wait> [options]\n"
+          "  --json           print one JSON object as the last stdout line\n"
+          "  --trials N       trials per configuration (overlap; default 5)\n"
+          "  --level 2|3      overlap: L2 direct chip worker or L3 worker (default 2)\n"
+          "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2)\n"
+          "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~15 ms)\n"
+          "  --iters N        dispatch/wait: iterations (default 20000 / 1000000)\n");
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+  char *end = NULL;
+  long v = strtol(s, &end, 10);
+  if (!s[0] || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+int lw__tool_bench(int argc, char **argv) {
+  if (argc < 2) {
+    bench_usage(stderr);
+    return 2;
+  }
+  const char *name = argv[1];
+  lw_bench_opts_t o = {.json = false, .trials = 5, .level = 2, .delays = "0,2"};
+  for (int i = 2; i < argc; ++i) {
+    const char *a = argv[i];
+    const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+    long n = 0;
+    if (strcmp(a, "--json") == 0) {
+      o.json = true;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      bench_usage(stdout);
+      return 0;
+    } else if (strcmp(a, "--trials") == 0 && v && parse_long(v, 1, 1000, &n)) {
+      o.trials = (int)n;
+      ++i;
+    } else if (strcmp(a, "--level") == 0 && v && parse_long(v, 2, 3, &n)) {
+      o.level = (int)n;
+      ++i;
+    } else if (strcmp(a, "--delay-ms") == 0 && v) {
+      o.delays = v;
+      ++i;
+    } else if (strcmp(a, "--repeat") == 0 && v && parse_long(v, 1, 100000000, &n)) {
+      o.repeat = n;
+      ++i;
+    } else if (strcmp(a, "--iters") == 0 && v && parse_long(v, 1, 100000000, &n)) {
+      o.iters = n;
+      ++i;
+    } else {
+      fprintf(stderr, "lanework bench: bad or incomplete option '%s'\n", a);
+      bench_usage(stderr);
+      return 2;
+    }
+  }
+  if (strcmp(name, "overlap") == 0) return lw__bench_overlap(&o);
+  if (strcmp(name, "dispatch") == 0) return lw__bench_dispatch(&o);
+  if (strcmp(name, "wait") == 0) return lw__bench_wait(&o);
+  fprintf(stderr, "lanework bench: unknown benchmark '%s'\n", name);
+  bench_usage(stderr);
+  return 2;
+}

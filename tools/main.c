@@ -1,1 +1,65 @@
-int main(void) { return 0; }
+// tools/main.c — the `lanework` command-line program.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lanework/lanework.h"
+#include "tools/tool.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: lanework <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  info                          version, backends, kernel folder, machine facts\n"
+          "  pack KERNEL.so -o OUT.lwk     write a zstd-compressed kernel image\n"
+          "  bench overlap --level 2|3     register/run overlap table (seed 004 shape)\n"
+          "  bench dispatch                empty-run round trips and the shm/futex floors\n"
+          "  bench wait                    cost of done / wait on a finished handle\n"
+          "  help                          this text\n"
+          "\n"
+          "bench options: --json (last stdout line is one JSON object), --trials N;\n"
+          "run `lanework bench <name> --help` for the rest.\n");
+}
+
+static bool is_dir(const char *p) {
+  struct stat st;
+  return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *lw__tool_kernel_dir(void) {
+  const char *env = getenv("LW_KERNEL_DIR");
+  if (env && *env) return env;
+  if (is_dir(LW_KERNEL_DIR)) return LW_KERNEL_DIR;
+  return LW_INSTALLED_KERNEL_DIR;
+}
+
+int lw__tool_info(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  printf("lanework %s\n", LW_VERSION);
+  printf("backends:   sim\n");
+  printf("kernels:    %s\n", lw__tool_kernel_dir());
+  printf("cpus:       %ld online\n", sysconf(_SC_NPROCESSORS_ONLN));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "info") == 0) return lw__tool_info(argc - 1, argv + 1);
+  if (strcmp(cmd, "pack") == 0) return lw__tool_pack(argc - 1, argv + 1);
+  if (strcmp(cmd, "bench") == 0) return lw__tool_bench(argc - 1, argv + 1);
+  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "lanework: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,36 @@
+// tools/bench.h — shared helpers of the `lanework bench` subcommands.
+#ifndef LANEWORK_TOOLS_BENCH_H_
+#define LANEWORK_TOOLS_BENCH_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lanework/lanework.h"
+
+typedef struct lw_bench_opts {
+  bool json;
+  int trials;
+  int level;
+  const char *delays;  // "0,2": delays in ms before the C2 register (overlap)
+  long repeat;         // overlap: C1 repeat count; 0 = calibrate
+  long iters;          // dispatch / wait iterations
+} lw_bench_opts_t;
+
+// Median of n doubles (sorts a copy).
+double lw__bench_median(const double *v, size_t n);
+// The q-quantile (0..1) of n doubles (sorts in place).
+double lw__bench_quantile(double *v, size_t n, double q);
+double lw__bench_now_us(void);
+
+// Loads <kernel dir>/<name>.so into out (heap image); prints the error and returns false.
+bool lw__bench_load_kernel(const char *name, lw_callable_t *out);
+// Prints the last error with a prefix and returns 1.
+int lw__bench_fail(const char *what, lw_status_t st);
+
+int lw__bench_overlap(const lw_bench_opts_t *o);
+int lw__bench_wait(const lw_bench_opts_t *o);
+int lw__bench_dispatch(const lw_bench_opts_t *o);
+
+#endif  // LANEWORK_TOOLS_BENCH_H_
