@@ -1,1 +1,439 @@
-// placeholder: not written yet
+// callables/image.c — kernel images: zstd frames, ELF header checks, and loading a shared
+// object from memory.
+//
+// Loading goes through a memfd so no kernel image ever touches the file system: the ELF bytes
+// are written to an anonymous file and dlopen reads it back through /proc/self/fd/N.
+#include "callables/image.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "lanework/callable.h"
+#include "lanes/error.h"
+
+#define LW_ZSTD_MAGIC 0xFD2FB528u
+
+#if defined(__x86_64__)
+#define LW_HOST_EM EM_X86_64
+#define LW_HOST_EM_NAME "EM_X86_64"
+#elif defined(__aarch64__)
+#define LW_HOST_EM EM_AARCH64
+#define LW_HOST_EM_NAME "EM_AARCH64"
+#else
+#error "lanework: unsupported host architecture (add its e_machine here)"
+#endif
+
+// Messages say "callable <name>: ..."; a descriptor without a name says "callable: ...".
+#define NAME_FMT "callable%s%s"
+#define NAME_ARGS(name) ((name) ? " " : ""), ((name) ? (name) : "")
+
+bool lw__image_is_zstd(const void *image, size_t bytes) {
+  if (image == NULL || bytes < 4) return false;
+  const uint8_t *p = image;
+  uint32_t magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                   (uint32_t)p[3] << 24;
+  return magic == LW_ZSTD_MAGIC;
+}
+
+static lw_status_t too_large(const char *name, lw_error_t *err) {
+  return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                       NAME_FMT ": decompressed image exceeds LW_MAX_IMAGE_BYTES (%llu bytes)",
+                       NAME_ARGS(name), (unsigned long long)LW_MAX_IMAGE_BYTES);
+}
+
+static lw_status_t corrupt(const char *name, const char *why, lw_error_t *err) {
+  return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": corrupt zstd frame: %s",
+                       NAME_ARGS(name), why);
+}
+
+// One frame whose header states its size: decompress in one call into an exact buffer.
+static lw_status_t decompress_known(ZSTD_DCtx *dctx, const void *src, size_t bytes,
+                                    size_t size, const char *name, uint8_t **out_buf,
+                                    size_t *out_bytes, lw_error_t *err) {
+  // malloc(0) may return NULL; an empty frame still gets a buffer (the ELF check rejects it).
+  uint8_t *buf = malloc(size ? size : 1);
+  if (buf == NULL) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         NAME_FMT ": cannot allocate %zu bytes for the decompressed image",
+                         NAME_ARGS(name), size);
+  }
+  size_t got = ZSTD_decompressDCtx(dctx, buf, size, src, bytes);
+  if (ZSTD_isError(got)) {
+    free(buf);
+    return corrupt(name, ZSTD_getErrorName(got), err);
+  }
+  if (got != size) {
+    free(buf);
+    return corrupt(name, "content size does not match the frame header", err);
+  }
+  *out_buf = buf;
+  *out_bytes = got;
+  return LW_OK;
+}
+
+// Unknown size, several frames, or a header that does not parse: stream into a buffer that
+// doubles up to LW_MAX_IMAGE_BYTES. A bad header shows up here as a zstd error with its name.
+static lw_status_t decompress_streaming(ZSTD_DCtx *dctx, const void *src, size_t bytes,
+                                        const char *name, uint8_t **out_buf,
+                                        size_t *out_bytes, lw_error_t *err) {
+  const size_t limit = (size_t)LW_MAX_IMAGE_BYTES;
+  size_t cap = bytes < limit / 4 ? bytes * 4 : limit;
+  if (cap < ZSTD_DStreamOutSize()) cap = ZSTD_DStreamOutSize();
+  if (cap > limit) cap = limit;
+  uint8_t *buf = malloc(cap);
+  if (buf == NULL) goto oom;
+
+  ZSTD_inBuffer in = {src, bytes, 0};
+  size_t pos = 0;
+  for (;;) {
+    ZSTD_outBuffer out = {buf, cap, pos};
+    size_t ret = ZSTD_decompressStream(dctx, &out, &in);
+    if (ZSTD_isError(ret)) {
+      free(buf);
+      return corrupt(name, ZSTD_getErrorName(ret), err);
+    }
+    pos = out.pos;
+    // ret == 0: a frame just ended. Another frame may follow in the input; zstd starts it on
+    // the next call.
+    if (ret == 0 && in.pos == in.size) break;
+    if (pos == cap) {
+      if (cap == limit) {
+        free(buf);
+        return too_large(name, err);
+      }
+      size_t next = cap > limit / 2 ? limit : cap * 2;
+      uint8_t *grown = realloc(buf, next);
+      if (grown == NULL) goto oom;
+      buf = grown;
+      cap = next;
+    } else if (in.pos == in.size) {
+      // The output has room, so the decoder flushed all it could: it is waiting for input
+      // that is not there.
+      free(buf);
+      return corrupt(name, "truncated frame", err);
+    }
+  }
+  *out_buf = buf;
+  *out_bytes = pos;
+  return LW_OK;
+
+oom:
+  free(buf);
+  return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                       NAME_FMT ": cannot allocate memory to decompress the image",
+                       NAME_ARGS(name));
+}
+
+static lw_status_t decompress(const void *src, size_t bytes, const char *name,
+                              uint8_t **out_buf, size_t *out_bytes, lw_error_t *err) {
+  ZSTD_DCtx *dctx = ZSTD_createDCtx();
+  if (dctx == NULL) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         NAME_FMT ": cannot create a zstd decompression context",
+                         NAME_ARGS(name));
+  }
+  lw_status_t st;
+  // The frame header's content size is only trusted when the input is exactly one frame;
+  // anything else (several frames, trailing bytes) goes through the streaming path, which
+  // checks every byte.
+  unsigned long long size = ZSTD_getFrameContentSize(src, bytes);
+  size_t frame = ZSTD_findFrameCompressedSize(src, bytes);
+  if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR &&
+      !ZSTD_isError(frame) && frame == bytes) {
+    if (size > LW_MAX_IMAGE_BYTES) {
+      st = too_large(name, err);
+    } else {
+      st = decompress_known(dctx, src, bytes, (size_t)size, name, out_buf, out_bytes, err);
+    }
+  } else {
+    st = decompress_streaming(dctx, src, bytes, name, out_buf, out_bytes, err);
+  }
+  ZSTD_freeDCtx(dctx);
+  return st;
+}
+
+lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
+                             lw_image_bytes_t *out, lw_error_t *err) {
+  if (out == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": out is NULL",
+                         NAME_ARGS(name));
+  }
+  *out = (lw_image_bytes_t){0};
+  if (image == NULL || bytes == 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": image is empty",
+                         NAME_ARGS(name));
+  }
+  if (bytes > LW_MAX_IMAGE_BYTES) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": image of %zu bytes exceeds LW_MAX_IMAGE_BYTES (%llu bytes)",
+                         NAME_ARGS(name), bytes, (unsigned long long)LW_MAX_IMAGE_BYTES);
+  }
+  lw_image_bytes_t b = {.data = image, .bytes = bytes, .owned = NULL};
+  if (lw__image_is_zstd(image, bytes)) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    LW_RETURN_IF_ERROR(decompress(image, bytes, name, &buf, &n, err));
+    b = (lw_image_bytes_t){.data = buf, .bytes = n, .owned = buf};
+  }
+  lw_status_t st = lw__image_check_elf(b.data, b.bytes, name, err);
+  if (st != LW_OK) {
+    lw__image_bytes_release(&b);
+    return st;
+  }
+  *out = b;
+  return LW_OK;
+}
+
+void lw__image_bytes_release(lw_image_bytes_t *b) {
+  if (b == NULL) return;
+  free(b->owned);
+  *b = (lw_image_bytes_t){0};
+}
+
+lw_status_t lw__image_check_elf(const uint8_t *elf, size_t bytes, const char *name,
+                                lw_error_t *err) {
+  if (elf == NULL || bytes < SELFMAG || memcmp(elf, ELFMAG, SELFMAG) != 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": not an ELF image (bad magic)", NAME_ARGS(name));
+  }
+  if (bytes < sizeof(Elf64_Ehdr)) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": truncated ELF header (%zu bytes, need %zu)",
+                         NAME_ARGS(name), bytes, sizeof(Elf64_Ehdr));
+  }
+  // The bytes may sit at any alignment (a zstd buffer, a file read at an offset): copy the
+  // header out instead of casting.
+  Elf64_Ehdr eh;
+  memcpy(&eh, elf, sizeof(eh));
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": not a 64-bit ELF image (EI_CLASS %u, need ELFCLASS64)",
+                         NAME_ARGS(name), (unsigned)eh.e_ident[EI_CLASS]);
+  }
+  if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": not a little-endian ELF image (EI_DATA %u, need "
+                         "ELFDATA2LSB)",
+                         NAME_ARGS(name), (unsigned)eh.e_ident[EI_DATA]);
+  }
+  if (eh.e_type != ET_DYN) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": not a shared object (e_type %u, need ET_DYN; build the "
+                         "kernel with -shared -fPIC)",
+                         NAME_ARGS(name), (unsigned)eh.e_type);
+  }
+  if (eh.e_machine != LW_HOST_EM) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": built for another machine (e_machine %u, this host needs "
+                         "%u " LW_HOST_EM_NAME ")",
+                         NAME_ARGS(name), (unsigned)eh.e_machine, (unsigned)LW_HOST_EM);
+  }
+  // A cut-off image would otherwise fail later inside dlopen with a vaguer message.
+  uint64_t ph_end = (uint64_t)eh.e_phnum * eh.e_phentsize;
+  if (eh.e_phoff > bytes || ph_end > bytes - eh.e_phoff) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": truncated ELF image (program headers end past its %zu "
+                         "bytes)",
+                         NAME_ARGS(name), bytes);
+  }
+  return LW_OK;
+}
+
+// Writes all of bytes, retrying short writes and EINTR. Returns 0 or -errno.
+static int write_all(int fd, const uint8_t *p, size_t bytes) {
+  while (bytes > 0) {
+    ssize_t n = write(fd, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (n == 0) return -EIO;
+    p += n;
+    bytes -= (size_t)n;
+  }
+  return 0;
+}
+
+static lw_status_t status_from_errno(int e) {
+  return (e == ENOMEM || e == ENOSPC || e == EMFILE || e == ENFILE || e == EFBIG)
+             ? LW_RESOURCE_EXHAUSTED
+             : LW_INTERNAL;
+}
+
+// A memfd holding a copy of elf, positioned anywhere (dlopen reads by offset).
+static lw_status_t memfd_with(const uint8_t *elf, size_t bytes, const char *name, int *out_fd,
+                              lw_error_t *err) {
+  char memfd_name[64];
+  snprintf(memfd_name, sizeof memfd_name, "lw:%s", name ? name : "kernel");
+  int fd = memfd_create(memfd_name, MFD_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return lw__error_set(err, status_from_errno(e), -1, 0, NAME_FMT ": memfd_create: %s",
+                         NAME_ARGS(name), strerror(e));
+  }
+  int rc = write_all(fd, elf, bytes);
+  if (rc < 0) {
+    close(fd);
+    return lw__error_set(err, status_from_errno(-rc), -1, 0,
+                         NAME_FMT ": writing %zu bytes to the memfd: %s", NAME_ARGS(name),
+                         bytes, strerror(-rc));
+  }
+  *out_fd = fd;
+  return LW_OK;
+}
+
+// True when sym lies inside the object dl itself, not in one of its dependencies (dlsym on a
+// handle also searches those, so entry "printf" would otherwise resolve to libc).
+static bool defined_by(void *dl, void *sym) {
+  struct link_map *own = NULL;
+  if (dlinfo(dl, RTLD_DI_LINKMAP, &own) != 0 || own == NULL) return false;
+  Dl_info info;
+  struct link_map *where = NULL;
+  if (dladdr1(sym, &info, (void **)&where, RTLD_DL_LINKMAP) == 0) return false;
+  return where == own;
+}
+
+static void *own_symbol(void *dl, const char *sym) {
+  void *p = dlsym(dl, sym);
+  return (p != NULL && defined_by(dl, p)) ? p : NULL;
+}
+
+#define LW_MEMFD_RETRIES 16
+
+lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
+                           const char *name, lw_loaded_image_t *out, lw_error_t *err) {
+  if (out == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": out is NULL",
+                         NAME_ARGS(name));
+  }
+  *out = (lw_loaded_image_t){0};
+  if (entry == NULL) entry = LW_DEFAULT_ENTRY;
+  LW_RETURN_IF_ERROR(lw__image_check_elf(elf, bytes, name, err));
+
+  // glibc finds an already-loaded object by the path string before it compares inodes, and
+  // the path names an fd number. An earlier image loaded through "/proc/self/fd/5" keeps that
+  // name after its fd was closed, so a later dlopen of a new memfd that got fd 5 again would
+  // silently return the OLD image. RTLD_NOLOAD tells whether the name is taken; if it is,
+  // keep that memfd open (so the next one gets another number) and try again.
+  int spare[LW_MEMFD_RETRIES];
+  int n_spare = 0;
+  int fd = -1;
+  char path[64];
+  lw_status_t st = LW_OK;
+  for (;;) {
+    st = memfd_with(elf, bytes, name, &fd, err);
+    if (st != LW_OK) goto done;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    void *taken = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (taken == NULL) break;
+    dlclose(taken);
+    if (n_spare == LW_MEMFD_RETRIES) {
+      close(fd);
+      fd = -1;
+      st = lw__error_set(err, LW_INTERNAL, -1, 0,
+                         NAME_FMT ": no free /proc/self/fd path to dlopen after %d tries",
+                         NAME_ARGS(name), LW_MEMFD_RETRIES);
+      goto done;
+    }
+    spare[n_spare++] = fd;
+    fd = -1;
+  }
+  (void)dlerror();  // drop the NOLOAD miss so a later dlerror() reports our own failure
+
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  // The mapping keeps the memfd's pages alive; the descriptor itself is no longer needed.
+  close(fd);
+  if (dl == NULL) {
+    const char *why = dlerror();
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": dlopen failed: %s",
+                       NAME_ARGS(name), why ? why : "unknown error");
+    goto done;
+  }
+  void *main_sym = own_symbol(dl, entry);
+  if (main_sym == NULL) {
+    dlclose(dl);
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                       NAME_FMT ": entry symbol '%s' not found", NAME_ARGS(name), entry);
+    goto done;
+  }
+  out->dl = dl;
+  // POSIX guarantees a data pointer from dlsym converts to a function pointer; C does not, so
+  // go through memcpy instead of a cast the compiler may warn about.
+  memcpy(&out->main, &main_sym, sizeof main_sym);
+  void *prepare = own_symbol(dl, "lw_kernel_prepare");
+  void *release = own_symbol(dl, "lw_kernel_release");
+  memcpy(&out->prepare, &prepare, sizeof prepare);
+  memcpy(&out->release, &release, sizeof release);
+  (void)dlerror();
+
+done:
+  for (int i = 0; i < n_spare; i++) close(spare[i]);
+  return st;
+}
+
+void lw__image_unload(lw_loaded_image_t *img) {
+  if (img == NULL) return;
+  if (img->dl != NULL) dlclose(img->dl);
+  *img = (lw_loaded_image_t){0};
+}
+
+lw_status_t lw__image_pack(const uint8_t *elf, size_t bytes, int level, void **out_frame,
+                           size_t *out_bytes, lw_error_t *err) {
+  if (out_frame == NULL || out_bytes == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "pack: out_frame/out_bytes is NULL");
+  }
+  *out_frame = NULL;
+  *out_bytes = 0;
+  if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "pack: zstd level %d is outside [%d, %d]", level, ZSTD_minCLevel(),
+                         ZSTD_maxCLevel());
+  }
+  if (bytes > LW_MAX_IMAGE_BYTES) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "pack: image of %zu bytes exceeds LW_MAX_IMAGE_BYTES (%llu bytes)",
+                         bytes, (unsigned long long)LW_MAX_IMAGE_BYTES);
+  }
+  // Packing something that could never be registered only moves the error later.
+  LW_RETURN_IF_ERROR(lw__image_check_elf(elf, bytes, NULL, err));
+
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  size_t cap = ZSTD_compressBound(bytes);
+  void *buf = malloc(cap);
+  lw_status_t st = LW_OK;
+  if (cctx == NULL || buf == NULL) {
+    st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                       "pack: cannot allocate %zu bytes for the zstd frame", cap);
+    goto done;
+  }
+  // The content size lets the decoder allocate once; the checksum turns silent corruption of
+  // a stored image into a clear "corrupt zstd frame" at register.
+  size_t r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  if (!ZSTD_isError(r)) r = ZSTD_compress2(cctx, buf, cap, elf, bytes);
+  if (ZSTD_isError(r)) {
+    st = lw__error_set(err, LW_INTERNAL, -1, 0, "pack: zstd compression failed: %s",
+                       ZSTD_getErrorName(r));
+    goto done;
+  }
+  // Hand back a buffer of the frame's size, not the worst-case bound.
+  void *shrunk = realloc(buf, r ? r : 1);
+  if (shrunk != NULL) buf = shrunk;
+  *out_frame = buf;
+  *out_bytes = r;
+  buf = NULL;
+
+done:
+  free(buf);
+  ZSTD_freeCCtx(cctx);
+  return st;
+}

@@ -55,6 +55,12 @@ LW_MUST_USE lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const c
 // dlcloses. Accepts a zeroed struct.
 void lw__image_unload(lw_loaded_image_t *img);
 
+// Compresses an ELF image (checked with lw__image_check_elf) into one zstd frame that records
+// its content size and a checksum: the packed .lwk format. level is a zstd level
+// (ZSTD_minCLevel..ZSTD_maxCLevel). *out_frame is malloc'ed; the caller frees it.
+LW_MUST_USE lw_status_t lw__image_pack(const uint8_t *elf, size_t bytes, int level,
+                                       void **out_frame, size_t *out_bytes, lw_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,136 @@
+// tests/callables/test_file.c — lw_callable_load_file / lw_callable_free_loaded.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "callables/digest.h"
+#include "callables/image.h"
+#include "callables_test_util.h"
+#include "lanework/callable.h"
+
+static char tmpdir[64];
+
+static void make_tmpdir(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lw_test_file_XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void) {
+  // Only this test's own plain files live here.
+  DIR *d = opendir(tmpdir);
+  if (d == NULL) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    cr_expect_eq(unlinkat(dirfd(d), e->d_name, 0), 0, "%s: %s", e->d_name, strerror(errno));
+  }
+  closedir(d);
+  cr_expect_eq(rmdir(tmpdir), 0, "%s: %s", tmpdir, strerror(errno));
+}
+
+TestSuite(callable_file, .init = make_tmpdir, .fini = remove_tmpdir, .timeout = 30);
+
+static void write_file(const char *path, const void *data, size_t bytes) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+  cr_assert_eq(write(fd, data, bytes), (ssize_t)bytes);
+  close(fd);
+}
+
+Test(callable_file, so_file_loads_whole_with_name_from_base_name) {
+  char path[4096];
+  test_kernel_path("vector_add", path, sizeof path);
+  size_t n = 0;
+  uint8_t *want = test_read_kernel("vector_add", &n);
+  int fds = test_count_fds();
+  lw_callable_t c;
+  cr_assert_eq(lw_callable_load_file(path, &c), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_str_eq(c.name, "vector_add");
+  cr_assert_str_eq(c.entry, LW_DEFAULT_ENTRY);
+  cr_assert_eq(c.n_params, 0);
+  cr_assert_null(c.param_dirs);
+  cr_assert_eq(c.image_bytes, n);
+  cr_assert_eq(memcmp(c.image, want, n), 0);
+  lw_digest_t d;
+  cr_assert_eq(lw_callable_digest(&c, &d), LW_OK, "%s", lw_last_error()->message);
+  lw_callable_free_loaded(&c);
+  cr_assert_null(c.image);
+  cr_assert_null(c.name);
+  lw_callable_free_loaded(&c);  // a freed (zeroed) descriptor may be freed again
+  lw_callable_free_loaded(NULL);
+  cr_assert_eq(test_count_fds(), fds, "load_file left a descriptor open");
+  free(want);
+}
+
+Test(callable_file, packed_file_is_kept_compressed_and_digests_like_the_so) {
+  size_t n = 0;
+  uint8_t *elf = test_read_kernel("noop", &n);
+  void *frame = NULL;
+  size_t fn = 0;
+  lw_error_t err;
+  cr_assert_eq(lw__image_pack(elf, n, 3, &frame, &fn, &err), LW_OK, "%s", err.message);
+  char path[128];
+  snprintf(path, sizeof path, "%s/noop.v2.lwk", tmpdir);
+  write_file(path, frame, fn);
+
+  lw_callable_t c;
+  cr_assert_eq(lw_callable_load_file(path, &c), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_str_eq(c.name, "noop.v2", "only the last extension is dropped");
+  cr_assert_eq(c.image_bytes, fn);
+  cr_assert(lw__image_is_zstd(c.image, c.image_bytes), "load_file does not decompress");
+  lw_digest_t d, want;
+  cr_assert_eq(lw_callable_digest(&c, &d), LW_OK, "%s", lw_last_error()->message);
+  lw__digest_compute(elf, n, NULL, 0, NULL, &want);
+  cr_assert(lw__digest_equal(d, want));
+  lw_callable_free_loaded(&c);
+  free(frame);
+  free(elf);
+}
+
+Test(callable_file, missing_file_is_not_found_with_path_and_reason) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/does_not_exist.so", tmpdir);
+  lw_callable_t c = {.name = "stale"};
+  cr_assert_eq(lw_callable_load_file(path, &c), LW_NOT_FOUND);
+  cr_assert_null(c.name, "out is cleared on failure");
+  cr_assert_null(c.image);
+  const lw_error_t *e = lw_last_error();
+  cr_assert_eq(e->code, LW_NOT_FOUND);
+  cr_assert_not_null(strstr(e->message, path), "%s", e->message);
+  cr_assert_not_null(strstr(e->message, strerror(ENOENT)), "%s", e->message);
+}
+
+Test(callable_file, empty_file_and_directory_are_invalid_argument) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/empty.so", tmpdir);
+  write_file(path, "", 0);
+  int fds = test_count_fds();
+  lw_callable_t c;
+  cr_assert_eq(lw_callable_load_file(path, &c), LW_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(lw_last_error()->message, "empty"), "%s",
+                     lw_last_error()->message);
+  cr_assert_not_null(strstr(lw_last_error()->message, path), "%s", lw_last_error()->message);
+  cr_assert_eq(lw_callable_load_file(tmpdir, &c), LW_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(lw_last_error()->message, "not a regular file"), "%s",
+                     lw_last_error()->message);
+  cr_assert_eq(lw_callable_load_file(NULL, &c), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw_callable_load_file(path, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_eq(test_count_fds(), fds, "a failed load_file left a descriptor open");
+}
+
+Test(callable_file, extensionless_and_dot_files_keep_their_whole_name) {
+  size_t n = 0;
+  uint8_t *elf = test_read_kernel("noop", &n);
+  const char *names[][2] = {{"plain", "plain"}, {".hidden", ".hidden"}};
+  for (int i = 0; i < 2; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, names[i][0]);
+    write_file(path, elf, n);
+    lw_callable_t c;
+    cr_assert_eq(lw_callable_load_file(path, &c), LW_OK, "%s", lw_last_error()->message);
+    cr_assert_str_eq(c.name, names[i][1]);
+    lw_callable_free_loaded(&c);
+  }
+  free(elf);
+}
