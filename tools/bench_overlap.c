@@ -29,12 +29,13 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-static void args_for(lw_args_t *args, const bufs_t *b, float *out, long repeat) {
+static lw_status_t args_for(lw_args_t *args, const bufs_t *b, float *out, long repeat) {
   lw_args_init(args);
-  (void)lw_args_add_tensor(args, b->a, N_ELEMS * sizeof(float), LW_TAG_INPUT);
-  (void)lw_args_add_tensor(args, b->b, N_ELEMS * sizeof(float), LW_TAG_INPUT);
-  (void)lw_args_add_tensor(args, out, N_ELEMS * sizeof(float), LW_TAG_OUTPUT);
-  if (repeat > 0) (void)lw_args_add_scalar(args, (uint64_t)repeat);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->a, N_ELEMS * sizeof(float), LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->b, N_ELEMS * sizeof(float), LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, out, N_ELEMS * sizeof(float), LW_TAG_OUTPUT));
+  if (repeat > 0) LW_RETURN_IF_ERROR(lw_args_add_scalar(args, (uint64_t)repeat));
+  return LW_OK;
 }
 
 static double max_diff(const bufs_t *b, const float *c) {
@@ -55,8 +56,8 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
                              lw_callable_handle_t h1, const bufs_t *b, long repeat, long delay,
                              row_t *r, double *diff) {
   lw_args_t a1, a2;
-  args_for(&a1, b, b->c1, repeat);
-  args_for(&a2, b, b->c2, 0);
+  LW_RETURN_IF_ERROR(args_for(&a1, b, b->c1, repeat));
+  LW_RETURN_IF_ERROR(args_for(&a2, b, b->c2, 0));
   lw_callable_handle_t h2;
 
   // Serial.
@@ -106,7 +107,7 @@ static lw_status_t calibrate(lw_overlap_driver_t *d, lw_callable_handle_t h1, co
   long repeat = 4;
   for (int round = 0; round < 3; ++round) {
     lw_args_t a;
-    args_for(&a, b, b->c1, repeat);
+    LW_RETURN_IF_ERROR(args_for(&a, b, b->c1, repeat));
     double t0 = lw__bench_now_us();
     LW_RETURN_IF_ERROR(d->run(d, h1, &a));
     double us = lw__bench_now_us() - t0;

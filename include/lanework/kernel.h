@@ -55,6 +55,12 @@ typedef void (*lw_kernel_release_fn)(lw_kernel_ctx_t *ctx);
 
 #define LW_KERNEL_EXPORT __attribute__((visibility("default"), used))
 
+// The entry points a kernel image may define (declared here so kernels compile cleanly with
+// -Wmissing-prototypes; a kernel defines only the ones it has).
+LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args);
+LW_KERNEL_EXPORT int lw_kernel_prepare(lw_kernel_ctx_t *ctx);
+LW_KERNEL_EXPORT void lw_kernel_release(lw_kernel_ctx_t *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,33 @@
+# scripts/common.sh — sourced by the other scripts: installs build dependencies from
+# Debian's packages when missing, and configures + builds lanework.
+set -euo pipefail
+
+LW_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LW_BUILD="${LW_BUILD:-$LW_ROOT/build}"
+
+# The Debian packages lanework builds and tests with.
+LW_PACKAGES=(build-essential cmake pkg-config libcriterion-dev libzstd-dev libxxhash-dev
+             libnuma-dev zstd)
+
+lw_install_deps() {
+  local missing=()
+  for p in "${LW_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  echo "==> installing: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# lw_build [extra cmake args...]
+lw_build() {
+  echo "==> configuring $LW_BUILD"
+  cmake -S "$LW_ROOT" -B "$LW_BUILD" -DCMAKE_BUILD_TYPE="${LW_BUILD_TYPE:-RelWithDebInfo}" "$@" >/dev/null
+  echo "==> building"
+  cmake --build "$LW_BUILD" -j"$(nproc)"
+}

@@ -1,0 +1,67 @@
+// tests/test_util.h — helpers shared by the Criterion tests.
+#ifndef LANEWORK_TESTS_TEST_UTIL_H_
+#define LANEWORK_TESTS_TEST_UTIL_H_
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lanework/lanework.h"
+
+// Loads <LW_KERNEL_DIR>/<name>.so; fails the test on error.
+static inline lw_callable_t lw_test_kernel(const char *name) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s.so", LW_KERNEL_DIR, name);
+  lw_callable_t c;
+  lw_status_t st = lw_callable_load_file(path, &c);
+  cr_assert_eq(st, LW_OK, "loading %s: %s", path, lw_last_error()->message);
+  return c;
+}
+
+// Number of open fds of this process.
+static inline int lw_test_fd_count(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] != '.') n++;
+  }
+  closedir(d);
+  return n - 1;  // the DIR's own fd
+}
+
+// Number of live children of this process (from /proc/<pid>/task/*/children).
+static inline int lw_test_child_count(void) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int n = 0, pid;
+  while (fscanf(f, "%d", &pid) == 1) n++;
+  fclose(f);
+  return n;
+}
+
+static inline void lw_test_sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+// Spins (sleeping briefly) until *word != 0. Bounded by the test's .timeout.
+static inline void lw_test_wait_nonzero(_Atomic uint32_t *word) {
+  while (atomic_load(word) == 0) lw_test_sleep_us(50);
+}
+
+#define LW_ASSERT_OK(expr)                                                              \
+  do {                                                                                  \
+    lw_status_t lw_st_ = (expr);                                                        \
+    cr_assert_eq(lw_st_, LW_OK, "%s -> %s: %s", #expr, lw_status_name(lw_st_),          \
+                 lw_last_error()->message);                                             \
+  } while (0)
+
+#endif  // LANEWORK_TESTS_TEST_UTIL_H_
