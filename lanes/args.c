@@ -1,1 +1,72 @@
-// placeholder: not written yet
+// lanes/args.c — building and checking lw_args_t. Errors go to the thread-local last error
+// with the limit in the message.
+#include "lanework/args.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "lanes/error.h"
+
+static bool tag_known(lw_tag_t tag) {
+  // Unsigned compare: a negative enum value read from a hand-filled struct is unknown too.
+  return (uint32_t)tag <= (uint32_t)LW_TAG_NO_DEP;
+}
+
+void lw_args_init(lw_args_t *a) {
+  if (a == NULL) return;
+  memset(a, 0, sizeof(*a));
+}
+
+lw_status_t lw_args_add_tensor(lw_args_t *a, void *data, uint64_t bytes, lw_tag_t tag) {
+  if (a == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: args is NULL");
+  if (a->n_tensors >= LW_MAX_TENSORS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: too many tensors (max %d)", LW_MAX_TENSORS);
+  }
+  if (data == NULL && bytes > 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: tensor %u has NULL data and %llu bytes",
+                    a->n_tensors, (unsigned long long)bytes);
+  }
+  if (!tag_known(tag)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: tensor %u has unknown tag %d (max %d)",
+                    a->n_tensors, (int)tag, (int)LW_TAG_NO_DEP);
+  }
+  lw_args_tensor_t *t = &a->tensor[a->n_tensors++];
+  t->data = data;
+  t->bytes = bytes;
+  t->tag = tag;
+  t->reserved_ = 0;
+  return LW_OK;
+}
+
+lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value) {
+  if (a == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: args is NULL");
+  if (a->n_scalars >= LW_MAX_SCALARS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: too many scalars (max %d)", LW_MAX_SCALARS);
+  }
+  a->scalar[a->n_scalars++] = value;
+  return LW_OK;
+}
+
+lw_status_t lw_args_validate(const lw_args_t *a) {
+  if (a == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: args is NULL");
+  if (a->n_tensors > LW_MAX_TENSORS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: too many tensors: %u (max %d)", a->n_tensors,
+                    LW_MAX_TENSORS);
+  }
+  if (a->n_scalars > LW_MAX_SCALARS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: too many scalars: %u (max %d)", a->n_scalars,
+                    LW_MAX_SCALARS);
+  }
+  for (uint32_t i = 0; i < a->n_tensors; ++i) {
+    const lw_args_tensor_t *t = &a->tensor[i];
+    if (t->data == NULL && t->bytes > 0) {
+      return lw__fail(LW_INVALID_ARGUMENT, "args: tensor %u has NULL data and %llu bytes", i,
+                      (unsigned long long)t->bytes);
+    }
+    if (!tag_known(t->tag)) {
+      return lw__fail(LW_INVALID_ARGUMENT, "args: tensor %u has unknown tag %d (max %d)", i,
+                      (int)t->tag, (int)LW_TAG_NO_DEP);
+    }
+  }
+  return LW_OK;
+}

@@ -1,1 +1,77 @@
-// placeholder: not written yet
+// lanes/error.c — lw_error_t records, status names and the thread-local last error.
+#include "lanes/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+// The last error of a failing sync call on this thread. Starts as {LW_OK, -1, 0, ""}.
+static _Thread_local lw_error_t last_error = {LW_OK, -1, 0, {0}};
+
+static const char *const status_names[LW_STATUS_COUNT_] = {
+    [LW_OK] = "LW_OK",
+    [LW_CANCELLED] = "LW_CANCELLED",
+    [LW_INVALID_ARGUMENT] = "LW_INVALID_ARGUMENT",
+    [LW_NOT_FOUND] = "LW_NOT_FOUND",
+    [LW_ALREADY_EXISTS] = "LW_ALREADY_EXISTS",
+    [LW_FAILED_PRECONDITION] = "LW_FAILED_PRECONDITION",
+    [LW_RESOURCE_EXHAUSTED] = "LW_RESOURCE_EXHAUSTED",
+    [LW_DEADLINE_EXCEEDED] = "LW_DEADLINE_EXCEEDED",
+    [LW_TASK_FAILED] = "LW_TASK_FAILED",
+    [LW_CHILD_EXITED] = "LW_CHILD_EXITED",
+    [LW_POISONED] = "LW_POISONED",
+    [LW_UNAVAILABLE] = "LW_UNAVAILABLE",
+    [LW_INTERNAL] = "LW_INTERNAL",
+};
+
+const char *lw_status_name(lw_status_t status) {
+  // Compare as unsigned so that a negative value read from untrusted memory is unknown too.
+  if ((uint32_t)status >= (uint32_t)LW_STATUS_COUNT_) return "LW_UNKNOWN";
+  return status_names[status];
+}
+
+const lw_error_t *lw_last_error(void) { return &last_error; }
+
+void lw__error_clear(lw_error_t *err) {
+  if (err == NULL) return;
+  err->code = LW_OK;
+  err->worker_id = -1;
+  err->task_id = 0;
+  memset(err->message, 0, sizeof(err->message));
+}
+
+static void error_vset(lw_error_t *err, lw_status_t code, int32_t worker_id, uint64_t task_id,
+                       const char *fmt, va_list ap) {
+  err->code = code;
+  err->worker_id = worker_id;
+  err->task_id = task_id;
+  // vsnprintf never writes past the buffer and always terminates it; a longer message is cut.
+  int n = vsnprintf(err->message, sizeof(err->message), fmt != NULL ? fmt : "", ap);
+  if (n < 0) err->message[0] = '\0';  // an encoding error leaves the contents unspecified
+}
+
+lw_status_t lw__error_set(lw_error_t *err, lw_status_t code, int32_t worker_id, uint64_t task_id,
+                          const char *fmt, ...) {
+  if (err == NULL) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  error_vset(err, code, worker_id, task_id, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+lw_status_t lw__last_error_store(const lw_error_t *err) {
+  if (err == NULL) return LW_OK;
+  // Copying onto itself (err == lw_last_error()) is harmless with memmove.
+  memmove(&last_error, err, sizeof(last_error));
+  last_error.message[sizeof(last_error.message) - 1] = '\0';
+  return last_error.code;
+}
+
+lw_status_t lw__fail(lw_status_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  error_vset(&last_error, code, -1, 0, fmt, ap);
+  va_end(ap);
+  return code;
+}

@@ -1,1 +1,258 @@
-// placeholder: not written yet
+// lanes/lane.c — a FIFO of intrusive items served by one thread.
+//
+// The list, the sequence counter and the stopping flag are guarded by mu. Two counters are
+// mirrored in atomics so that waiters can test their condition without the lock:
+//   queued     items in the list (the lane thread's "work to do" condition);
+//   in_flight  items queued or running (the submitters' "space left" condition).
+// Each counter has a waitword: the lane thread sleeps on work_word, submitters of a full lane
+// sleep on space_word.
+#include "lanes/lane.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "lanes/wait.h"
+
+#define LANE_NAME_BYTES 32
+
+struct lw_lane {
+  char name[LANE_NAME_BYTES];
+  uint32_t capacity;
+
+  pthread_mutex_t mu;
+  lw_lane_item_t *head;  // guarded by mu
+  lw_lane_item_t *tail;  // guarded by mu
+  uint64_t next_seq;     // guarded by mu; last sequence number handed out
+  bool stopping;         // guarded by mu; set once by destroy
+  lw_lane_drain_t mode;  // guarded by mu; valid once stopping
+
+  _Atomic uint32_t queued;     // mirrors the list length for lock-free idle checks
+  _Atomic uint32_t in_flight;  // queued + running, counted against capacity
+  _Atomic uint32_t stop;       // mirrors stopping for lock-free checks
+
+  lw_waitword_t work_word;   // lane thread sleeps here; woken by submit and destroy
+  lw_waitword_t space_word;  // full-lane submitters sleep here; woken when an item finishes
+  lw_timeline_t timeline;    // signalled with each item's seq after its fn returns
+
+  pthread_t thread;
+  bool thread_started;
+};
+
+// The lane whose thread this is (NULL on other threads). A thread-local instead of comparing
+// pthread_t values: it is never read before it is written, so it has no race with create.
+static _Thread_local const lw_lane_t *current_lane;
+
+static bool has_work_or_stop(const void *ctx) {
+  const lw_lane_t *lane = ctx;
+  // Relaxed: a hint only; the lane thread re-reads the list under mu before acting.
+  return atomic_load_explicit(&lane->queued, memory_order_relaxed) != 0 ||
+         atomic_load_explicit(&lane->stop, memory_order_relaxed) != 0;
+}
+
+static bool has_space_or_stop(const void *ctx) {
+  const lw_lane_t *lane = ctx;
+  // Relaxed: a hint only; submit re-checks under mu before queuing.
+  return atomic_load_explicit(&lane->in_flight, memory_order_relaxed) < lane->capacity ||
+         atomic_load_explicit(&lane->stop, memory_order_relaxed) != 0;
+}
+
+// Appends item; caller holds mu and has checked stopping.
+static uint64_t enqueue_locked(lw_lane_t *lane, lw_lane_item_t *item) {
+  item->next = NULL;
+  item->seq = ++lane->next_seq;
+  if (lane->tail != NULL) {
+    lane->tail->next = item;
+  } else {
+    lane->head = item;
+  }
+  lane->tail = item;
+  // Relaxed: mu orders these with the list; the waitword's seq_cst epoch bump that follows
+  // publishes them to lock-free readers (see lanes/wait.c).
+  atomic_fetch_add_explicit(&lane->in_flight, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&lane->queued, 1, memory_order_relaxed);
+  return item->seq;
+}
+
+static void *lane_main(void *arg) {
+  lw_lane_t *lane = arg;
+  current_lane = lane;
+  // Linux thread names hold 15 characters plus the terminator; longer lane names are cut.
+  char thread_name[16];
+  size_t n = strnlen(lane->name, sizeof(thread_name) - 1);
+  memcpy(thread_name, lane->name, n);
+  thread_name[n] = '\0';
+  (void)pthread_setname_np(pthread_self(), thread_name);  // cosmetic: ignore failure
+
+  for (;;) {
+    // Idle: spin, yield, then sleep on the futex until work or destroy arrives.
+    (void)lw_waitword_wait(&lane->work_word, has_work_or_stop, lane, LW_DEADLINE_NEVER, false);
+
+    pthread_mutex_lock(&lane->mu);
+    lw_lane_item_t *item = lane->head;
+    if (item == NULL) {
+      bool stopping = lane->stopping;
+      pthread_mutex_unlock(&lane->mu);
+      if (stopping) break;  // drained: nothing queued and nothing more can be queued
+      continue;
+    }
+    lane->head = item->next;
+    if (lane->head == NULL) lane->tail = NULL;
+    // Relaxed: only a hint for has_work_or_stop; the list under mu is the truth.
+    atomic_fetch_sub_explicit(&lane->queued, 1, memory_order_relaxed);
+    bool cancelled = lane->stopping && lane->mode == LW_LANE_DRAIN_CANCEL;
+    pthread_mutex_unlock(&lane->mu);
+
+    // Read seq before calling fn: fn usually finishes a handle and may free the item.
+    uint64_t seq = item->seq;
+    item->next = NULL;
+    item->fn(item, cancelled);
+
+    // Free the capacity slot before signalling the timeline, so that a waiter that sees seq
+    // reached also finds its slot free. Release: the slot is reused by the submitter that
+    // observes it; seq_cst is provided by the wake that follows.
+    atomic_fetch_sub_explicit(&lane->in_flight, 1, memory_order_release);
+    lw_waitword_wake(&lane->space_word, false);
+    // Seqs reach the lane thread in increasing order, so this only fails if someone failed
+    // the lane's timeline from outside; there is nothing useful to do about it here.
+    if (lw_timeline_signal(&lane->timeline, seq) != LW_OK) {
+      continue;
+    }
+  }
+  current_lane = NULL;
+  return NULL;
+}
+
+void lw_lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
+  if (lane == NULL) return;
+  if (lane->thread_started) {
+    pthread_mutex_lock(&lane->mu);
+    lane->stopping = true;
+    lane->mode = mode;
+    // Relaxed: published to lock-free readers by the seq_cst epoch bumps below.
+    atomic_store_explicit(&lane->stop, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&lane->mu);
+    lw_waitword_wake(&lane->work_word, false);
+    lw_waitword_wake(&lane->space_word, false);  // blocked submitters fail UNAVAILABLE
+    pthread_join(lane->thread, NULL);
+  }
+  lw_timeline_deinitialize(&lane->timeline);
+  pthread_mutex_destroy(&lane->mu);
+  free(lane);
+}
+
+lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out) {
+  if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "lane: out is NULL");
+  *out = NULL;
+  if (capacity == 0) return lw__fail(LW_INVALID_ARGUMENT, "lane: capacity must be > 0");
+
+  lw_lane_t *lane = calloc(1, sizeof(*lane));
+  if (lane == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "lane: out of memory");
+  snprintf(lane->name, sizeof(lane->name), "%s", name != NULL ? name : "lane");
+  lane->capacity = capacity;
+  pthread_mutex_init(&lane->mu, NULL);
+  atomic_init(&lane->queued, 0);
+  atomic_init(&lane->in_flight, 0);
+  atomic_init(&lane->stop, 0);
+  lw_waitword_initialize(&lane->work_word);
+  lw_waitword_initialize(&lane->space_word);
+  lw_timeline_initialize(&lane->timeline, 0, 0);
+
+  // The lane thread blocks every signal: process signals (SIGINT, SIGCHLD...) belong to the
+  // application's threads, never to a thread running kernels.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    lw_lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "lane %s: cannot start its thread (error %d)",
+                    name != NULL ? name : "lane", rc);
+  }
+  lane->thread_started = true;
+  *out = lane;
+  return LW_OK;
+}
+
+lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
+                           uint64_t *out_seq, lw_error_t *err) {
+  if (lane == NULL || item == NULL || item->fn == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lane: NULL lane, item or item fn");
+  }
+  for (;;) {
+    pthread_mutex_lock(&lane->mu);
+    if (lane->stopping) {
+      pthread_mutex_unlock(&lane->mu);
+      return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "lane %s: shutting down", lane->name);
+    }
+    // Relaxed: in_flight only grows under mu, so under mu this read bounds it from above.
+    if (atomic_load_explicit(&lane->in_flight, memory_order_relaxed) < lane->capacity) {
+      uint64_t seq = enqueue_locked(lane, item);
+      pthread_mutex_unlock(&lane->mu);
+      lw_waitword_wake(&lane->work_word, false);
+      if (out_seq != NULL) *out_seq = seq;
+      return LW_OK;
+    }
+    pthread_mutex_unlock(&lane->mu);
+
+    // The lane thread frees slots; waiting for one on the lane thread itself would deadlock.
+    if (current_lane == lane) {
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                           "lane %s: full (capacity %u) and submit came from its own thread",
+                           lane->name, lane->capacity);
+    }
+    if (lw_waitword_wait(&lane->space_word, has_space_or_stop, lane, deadline_ns, false) !=
+        LW_OK) {
+      // One last try under mu: a slot may have freed just as the deadline passed.
+      pthread_mutex_lock(&lane->mu);
+      lw_status_t st = LW_RESOURCE_EXHAUSTED;
+      uint64_t seq = 0;
+      if (lane->stopping) {
+        st = LW_UNAVAILABLE;
+      } else if (atomic_load_explicit(&lane->in_flight, memory_order_relaxed) < lane->capacity) {
+        seq = enqueue_locked(lane, item);  // relaxed load: see above
+        st = LW_OK;
+      }
+      pthread_mutex_unlock(&lane->mu);
+      if (st == LW_OK) {
+        lw_waitword_wake(&lane->work_word, false);
+        if (out_seq != NULL) *out_seq = seq;
+        return LW_OK;
+      }
+      if (st == LW_UNAVAILABLE) {
+        return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "lane %s: shutting down", lane->name);
+      }
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                           "lane %s: full (capacity %u) past the deadline", lane->name,
+                           lane->capacity);
+    }
+    // Space (or stop) observed: loop and try again under mu; another submitter may win.
+  }
+}
+
+lw_status_t lw_lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq) {
+  if (lane == NULL || item == NULL || item->fn == NULL) {
+    return lw__fail(LW_INVALID_ARGUMENT, "lane: NULL lane, item or item fn");
+  }
+  pthread_mutex_lock(&lane->mu);
+  if (lane->stopping) {
+    pthread_mutex_unlock(&lane->mu);
+    return lw__fail(LW_UNAVAILABLE, "lane %s: shutting down", lane->name);
+  }
+  uint64_t seq = enqueue_locked(lane, item);
+  pthread_mutex_unlock(&lane->mu);
+  lw_waitword_wake(&lane->work_word, false);
+  if (out_seq != NULL) *out_seq = seq;
+  return LW_OK;
+}
+
+lw_timeline_t *lw_lane_timeline(lw_lane_t *lane) { return &lane->timeline; }
+
+bool lw_lane_is_current(const lw_lane_t *lane) { return lane != NULL && current_lane == lane; }
+
+const char *lw_lane_name(const lw_lane_t *lane) { return lane->name; }

@@ -1,1 +1,61 @@
-// placeholder: not written yet
+// lanes/sys_linux.c — the raw syscalls lanes/ needs, each wrapped once. Every wrapper returns
+// 0 (or a count) or -errno; errno is read right after the syscall and nowhere else.
+#include "lanes/sys.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lanework/handle.h"
+
+int64_t lw__now_ns(void) {
+  struct timespec ts;
+  // CLOCK_MONOTONIC is the clock FUTEX_WAIT_BITSET uses for absolute deadlines, so deadlines
+  // computed here can be handed to the kernel unchanged.
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + (int64_t)ts.tv_nsec;
+}
+
+int64_t lw__deadline_after(int64_t timeout_ns) {
+  if (timeout_ns < 0) return LW_DEADLINE_NEVER;  // LW_WAIT_FOREVER and any other negative
+  int64_t now = lw__now_ns();
+  // Saturate instead of overflowing: a huge timeout means "never" in practice.
+  if (timeout_ns >= LW_DEADLINE_NEVER - now) return LW_DEADLINE_NEVER;
+  return now + timeout_ns;
+}
+
+static long sys_futex(const _Atomic uint32_t *addr, int op, uint32_t val,
+                      const struct timespec *ts, uint32_t val3) {
+  // The futex syscall wants a plain int pointer; a lock-free _Atomic uint32_t has the same
+  // size and representation, and the kernel accesses it atomically.
+  return syscall(SYS_futex, (uint32_t *)(uintptr_t)addr, op, val, ts, NULL, val3);
+}
+
+int lw__sys_futex_wait(const _Atomic uint32_t *addr, uint32_t expected, int64_t deadline_ns,
+                       bool shared) {
+  struct timespec ts;
+  const struct timespec *tsp = NULL;
+  if (deadline_ns != LW_DEADLINE_NEVER) {
+    if (deadline_ns < 0) deadline_ns = 0;
+    ts.tv_sec = (time_t)(deadline_ns / 1000000000LL);
+    ts.tv_nsec = (long)(deadline_ns % 1000000000LL);
+    tsp = &ts;
+  }
+  // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC timeout (plain FUTEX_WAIT takes a
+  // relative one), so a loop around spurious wake-ups never stretches the deadline.
+  int op = FUTEX_WAIT_BITSET | (shared ? 0 : FUTEX_PRIVATE_FLAG);
+  long rc = sys_futex(addr, op, expected, tsp, FUTEX_BITSET_MATCH_ANY);
+  if (rc < 0) return -errno;
+  return 0;
+}
+
+int lw__sys_futex_wake(const _Atomic uint32_t *addr, int n, bool shared) {
+  int op = FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG);
+  long rc = sys_futex(addr, op, (uint32_t)n, NULL, 0);
+  if (rc < 0) return -errno;
+  return (int)rc;
+}

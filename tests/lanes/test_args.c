@@ -1,0 +1,115 @@
+// tests/lanes/test_args.c — lw_args_*: limits and bad input, with the limit in the message.
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "lanework/args.h"
+#include "lanework/status.h"
+
+static void assert_last_error_mentions(const char *needle) {
+  const lw_error_t *e = lw_last_error();
+  cr_assert_eq(e->code, LW_INVALID_ARGUMENT);
+  cr_assert(strstr(e->message, needle) != NULL, "message \"%s\" lacks \"%s\"", e->message,
+            needle);
+}
+
+Test(args, init_empties_a_dirty_struct) {
+  lw_args_t a;
+  memset(&a, 0xab, sizeof(a));
+  lw_args_init(&a);
+  cr_assert_eq(a.n_tensors, 0);
+  cr_assert_eq(a.n_scalars, 0);
+  cr_assert_eq(lw_args_validate(&a), LW_OK);
+}
+
+Test(args, tensors_and_scalars_are_appended_in_order) {
+  lw_args_t a;
+  lw_args_init(&a);
+  char buf[3][8];
+  cr_assert_eq(lw_args_add_tensor(&a, buf[0], 8, LW_TAG_INPUT), LW_OK);
+  cr_assert_eq(lw_args_add_tensor(&a, buf[1], 4, LW_TAG_OUTPUT), LW_OK);
+  cr_assert_eq(lw_args_add_tensor(&a, buf[2], 2, LW_TAG_NO_DEP), LW_OK);
+  cr_assert_eq(lw_args_add_scalar(&a, 10), LW_OK);
+  cr_assert_eq(lw_args_add_scalar(&a, 20), LW_OK);
+  cr_assert_eq(a.n_tensors, 3);
+  cr_assert_eq(a.tensor[1].data, buf[1]);
+  cr_assert_eq(a.tensor[1].bytes, 4);
+  cr_assert_eq(a.tensor[1].tag, LW_TAG_OUTPUT);
+  cr_assert_eq(a.n_scalars, 2);
+  cr_assert_eq(a.scalar[0], 10);
+  cr_assert_eq(a.scalar[1], 20);
+  cr_assert_eq(lw_args_validate(&a), LW_OK);
+}
+
+Test(args, seventeenth_tensor_fails_with_the_limit_in_the_message) {
+  lw_args_t a;
+  lw_args_init(&a);
+  char buf[1];
+  for (int i = 0; i < LW_MAX_TENSORS; ++i) {
+    cr_assert_eq(lw_args_add_tensor(&a, buf, 1, LW_TAG_INOUT), LW_OK);
+  }
+  cr_assert_eq(lw_args_add_tensor(&a, buf, 1, LW_TAG_INOUT), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("too many tensors (max 16)");
+  cr_assert_eq(a.n_tensors, LW_MAX_TENSORS, "a failed add changes nothing");
+}
+
+Test(args, seventeenth_scalar_fails_with_the_limit_in_the_message) {
+  lw_args_t a;
+  lw_args_init(&a);
+  for (int i = 0; i < LW_MAX_SCALARS; ++i) cr_assert_eq(lw_args_add_scalar(&a, (uint64_t)i), LW_OK);
+  cr_assert_eq(lw_args_add_scalar(&a, 99), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("too many scalars (max 16)");
+  cr_assert_eq(a.n_scalars, LW_MAX_SCALARS);
+}
+
+Test(args, null_data_is_rejected_only_with_nonzero_bytes) {
+  lw_args_t a;
+  lw_args_init(&a);
+  cr_assert_eq(lw_args_add_tensor(&a, NULL, 0, LW_TAG_INPUT), LW_OK);
+  cr_assert_eq(lw_args_add_tensor(&a, NULL, 64, LW_TAG_INPUT), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("NULL data");
+  cr_assert_eq(a.n_tensors, 1);
+}
+
+Test(args, unknown_tag_is_rejected) {
+  lw_args_t a;
+  lw_args_init(&a);
+  char buf[1];
+  cr_assert_eq(lw_args_add_tensor(&a, buf, 1, (lw_tag_t)5), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("unknown tag 5");
+  cr_assert_eq(lw_args_add_tensor(&a, buf, 1, (lw_tag_t)-1), LW_INVALID_ARGUMENT);
+  cr_assert_eq(a.n_tensors, 0);
+}
+
+Test(args, null_args_is_invalid_argument) {
+  cr_assert_eq(lw_args_add_tensor(NULL, NULL, 0, LW_TAG_INPUT), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw_args_add_scalar(NULL, 1), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw_args_validate(NULL), LW_INVALID_ARGUMENT);
+  lw_args_init(NULL);  // ignored
+}
+
+Test(args, validate_catches_hand_filled_mistakes) {
+  lw_args_t a;
+  lw_args_init(&a);
+  a.n_tensors = LW_MAX_TENSORS + 1;
+  cr_assert_eq(lw_args_validate(&a), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("max 16");
+
+  lw_args_init(&a);
+  a.n_scalars = 100;
+  cr_assert_eq(lw_args_validate(&a), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("max 16");
+
+  lw_args_init(&a);
+  a.n_tensors = 2;
+  a.tensor[0] = (lw_args_tensor_t){&a, 1, LW_TAG_INPUT, 0};
+  a.tensor[1] = (lw_args_tensor_t){NULL, 8, LW_TAG_INPUT, 0};
+  cr_assert_eq(lw_args_validate(&a), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("tensor 1");
+
+  a.tensor[1] = (lw_args_tensor_t){&a, 8, (lw_tag_t)42, 0};
+  cr_assert_eq(lw_args_validate(&a), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("unknown tag 42");
+
+  a.tensor[1].tag = LW_TAG_OUTPUT_EXISTING;
+  cr_assert_eq(lw_args_validate(&a), LW_OK);
+}

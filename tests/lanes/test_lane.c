@@ -1,0 +1,443 @@
+// tests/lanes/test_lane.c — lanes: FIFO order, capacity, follow-ups, drain modes, timeline.
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes/lane.h"
+#include "lanes/sys.h"
+#include "lanes_test_util.h"
+
+#define LOG_MAX 8192
+
+typedef struct log_entry {
+  int producer;
+  int index;
+  uint64_t seq;
+  bool cancelled;
+} log_entry_t;
+
+// What ran on the lane, in order. Only the lane thread appends; the main thread reads after
+// a timeline wait or destroy, which orders the reads after the writes.
+typedef struct recorder {
+  uint32_t n;
+  log_entry_t log[LOG_MAX];
+} recorder_t;
+
+typedef struct rec_item {
+  lw_lane_item_t item;  // first, so the fn can cast back
+  recorder_t *rec;
+  int producer;
+  int index;
+  test_gate_t *gate;           // when set, the fn announces it started and waits for the gate
+  _Atomic uint32_t *started;
+  void (*extra)(struct rec_item *self);  // optional: more work on the lane thread
+  bool free_me;
+} rec_item_t;
+
+static void rec_fn(lw_lane_item_t *item, bool cancelled) {
+  rec_item_t *r = (rec_item_t *)item;
+  recorder_t *rec = r->rec;
+  cr_assert_lt(rec->n, LOG_MAX);
+  rec->log[rec->n++] = (log_entry_t){r->producer, r->index, item->seq, cancelled};
+  if (r->started != NULL) atomic_store(r->started, 1);
+  if (r->gate != NULL) test_gate_wait(r->gate);
+  if (r->extra != NULL) r->extra(r);
+  if (r->free_me) free(r);  // allowed: the lane must not touch the item after fn
+}
+
+static void rec_item_init(rec_item_t *r, recorder_t *rec, int producer, int index) {
+  memset(r, 0, sizeof(*r));
+  r->item.fn = rec_fn;
+  r->rec = rec;
+  r->producer = producer;
+  r->index = index;
+}
+
+static recorder_t *recorder_create(void) {
+  recorder_t *rec = calloc(1, sizeof(*rec));
+  cr_assert_not_null(rec);
+  return rec;
+}
+
+Test(lane, create_rejects_zero_capacity_and_null_out) {
+  lw_lane_t *lane = (lw_lane_t *)1;
+  cr_assert_eq(lw_lane_create("x", 0, &lane), LW_INVALID_ARGUMENT);
+  cr_assert_null(lane);
+  cr_assert_eq(lw_lane_create("x", 1, NULL), LW_INVALID_ARGUMENT);
+  lw_lane_destroy(NULL, LW_LANE_DRAIN_RUN);  // ignored
+}
+
+Test(lane, runs_items_in_submission_order_and_timeline_reaches_each_seq, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("order", 16, &lane), LW_OK);
+  cr_assert_str_eq(lw_lane_name(lane), "order");
+  recorder_t *rec = recorder_create();
+  enum { N = 200 };
+  rec_item_t *items = calloc(N, sizeof(*items));
+  uint64_t last_seq = 0;
+  for (int i = 0; i < N; ++i) {
+    rec_item_init(&items[i], rec, 0, i);
+    uint64_t seq = 0;
+    cr_assert_eq(lw_lane_submit(lane, &items[i].item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+    cr_assert_eq(seq, last_seq + 1, "seqs are 1, 2, ...");
+    last_seq = seq;
+  }
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), last_seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(rec->n, N);
+  for (int i = 0; i < N; ++i) {
+    cr_assert_eq(rec->log[i].index, i);
+    cr_assert_eq(rec->log[i].seq, (uint64_t)i + 1);
+    cr_assert_not(rec->log[i].cancelled);
+  }
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  free(items);
+  free(rec);
+}
+
+#define N_PRODUCERS 4
+#define ITEMS_EACH 1000
+
+typedef struct producer {
+  lw_lane_t *lane;
+  recorder_t *rec;
+  int id;
+  rec_item_t *items;
+  int submitted;
+  uint64_t last_seq;
+  bool seqs_increasing;
+} producer_t;
+
+static void *producer_main(void *p) {
+  producer_t *pr = p;
+  pr->seqs_increasing = true;
+  for (int i = 0; i < ITEMS_EACH; ++i) {
+    rec_item_init(&pr->items[i], pr->rec, pr->id, i);
+    uint64_t seq = 0;
+    // A small capacity makes producers block on a full lane now and then.
+    if (lw_lane_submit(pr->lane, &pr->items[i].item, LW_DEADLINE_NEVER, &seq, NULL) != LW_OK) {
+      break;
+    }
+    if (seq <= pr->last_seq) pr->seqs_increasing = false;
+    pr->last_seq = seq;
+    pr->submitted++;
+  }
+  return NULL;
+}
+
+Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("fifo-mt", 8, &lane), LW_OK);
+  recorder_t *rec = recorder_create();
+  pthread_t th[N_PRODUCERS];
+  producer_t pr[N_PRODUCERS];
+  for (int i = 0; i < N_PRODUCERS; ++i) {
+    pr[i] = (producer_t){lane, rec, i, calloc(ITEMS_EACH, sizeof(rec_item_t)), 0, 0, true};
+    cr_assert_eq(pthread_create(&th[i], NULL, producer_main, &pr[i]), 0);
+  }
+  uint64_t max_seq = 0;
+  for (int i = 0; i < N_PRODUCERS; ++i) {
+    pthread_join(th[i], NULL);
+    cr_assert_eq(pr[i].submitted, ITEMS_EACH);
+    cr_assert(pr[i].seqs_increasing);
+    if (pr[i].last_seq > max_seq) max_seq = pr[i].last_seq;
+  }
+  cr_assert_eq(max_seq, (uint64_t)N_PRODUCERS * ITEMS_EACH);
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), max_seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(rec->n, N_PRODUCERS * ITEMS_EACH, "every item ran exactly once");
+  int next[N_PRODUCERS] = {0};
+  for (uint32_t k = 0; k < rec->n; ++k) {
+    const log_entry_t *e = &rec->log[k];
+    cr_assert_eq(e->seq, (uint64_t)k + 1, "items run in seq order");
+    cr_assert_eq(e->index, next[e->producer], "producer %d: item %d ran out of order",
+                 e->producer, e->index);
+    next[e->producer]++;
+  }
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  for (int i = 0; i < N_PRODUCERS; ++i) free(pr[i].items);
+  free(rec);
+}
+
+Test(lane, full_lane_blocks_to_the_deadline_then_fails_resource_exhausted_naming_capacity,
+     .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("small", 2, &lane), LW_OK);
+  recorder_t *rec = recorder_create();
+  test_gate_t gate;
+  test_gate_init(&gate);
+  _Atomic uint32_t started = 0;
+  rec_item_t a, b, c;
+  rec_item_init(&a, rec, 0, 0);
+  a.gate = &gate;
+  a.started = &started;
+  rec_item_init(&b, rec, 0, 1);
+  rec_item_init(&c, rec, 0, 2);
+  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw_lane_submit(lane, &b.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  test_wait_nonzero(&started);  // a runs (and holds its slot), b is queued: the lane is full
+
+  lw_error_t err;
+  const int64_t timeout = 20 * 1000 * 1000;
+  int64_t start = lw__now_ns();
+  cr_assert_eq(lw_lane_submit(lane, &c.item, start + timeout, NULL, &err), LW_RESOURCE_EXHAUSTED);
+  cr_assert_geq(lw__now_ns() - start, timeout, "it blocked until the deadline");
+  cr_assert_eq(err.code, LW_RESOURCE_EXHAUSTED);
+  cr_assert(strstr(err.message, "capacity 2") != NULL, "message: %s", err.message);
+  cr_assert(strstr(err.message, "small") != NULL, "message names the lane: %s", err.message);
+
+  cr_assert_eq(lw_lane_submit(lane, &c.item, 0, NULL, &err), LW_RESOURCE_EXHAUSTED,
+               "a deadline in the past fails at once when full");
+
+  test_gate_open(&gate);
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  // The slots of finished items are free by the time the timeline says they ran.
+  uint64_t seq = 0;
+  cr_assert_eq(lw_lane_submit(lane, &c.item, 0, &seq, &err), LW_OK);
+  cr_assert_eq(seq, 3, "failed submits consume no sequence number");
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  cr_assert_eq(rec->n, 3);
+  cr_assert_eq(rec->log[2].index, 2);
+  free(rec);
+}
+
+typedef struct blocked_submit {
+  lw_lane_t *lane;
+  rec_item_t *item;
+  _Atomic uint32_t about_to_submit;
+  lw_status_t result;
+} blocked_submit_t;
+
+static void *blocked_submit_main(void *p) {
+  blocked_submit_t *bs = p;
+  atomic_store(&bs->about_to_submit, 1);
+  bs->result = lw_lane_submit(bs->lane, &bs->item->item, LW_DEADLINE_NEVER, NULL, NULL);
+  return NULL;
+}
+
+Test(lane, submit_to_full_lane_proceeds_once_a_slot_frees, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("one", 1, &lane), LW_OK);
+  recorder_t *rec = recorder_create();
+  test_gate_t gate;
+  test_gate_init(&gate);
+  _Atomic uint32_t started = 0;
+  rec_item_t a, b;
+  rec_item_init(&a, rec, 0, 0);
+  a.gate = &gate;
+  a.started = &started;
+  rec_item_init(&b, rec, 0, 1);
+  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  test_wait_nonzero(&started);
+  blocked_submit_t bs = {lane, &b, 0, LW_INTERNAL};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, blocked_submit_main, &bs), 0);
+  test_wait_nonzero(&bs.about_to_submit);
+  test_gate_open(&gate);
+  pthread_join(th, NULL);
+  cr_assert_eq(bs.result, LW_OK);
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(rec->n, 2);
+  cr_assert_eq(rec->log[0].index, 0);
+  cr_assert_eq(rec->log[1].index, 1);
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  free(rec);
+}
+
+// ---- destroy ----------------------------------------------------------------------------
+
+typedef struct drain_probe {
+  lw_lane_t *lane;
+  rec_item_t follow_up;
+  lw_status_t reserved_result;
+  lw_status_t normal_result;
+  lw_error_t normal_err;
+} drain_probe_t;
+
+static drain_probe_t *g_probe;  // read by probe_follow_ups on the lane thread
+
+static void probe_follow_ups(rec_item_t *self) {
+  (void)self;
+  g_probe->reserved_result = lw_lane_submit_reserved(g_probe->lane, &g_probe->follow_up.item, NULL);
+  g_probe->normal_result = lw_lane_submit(g_probe->lane, &g_probe->follow_up.item, 0, NULL,
+                                          &g_probe->normal_err);
+}
+
+typedef struct late_submitter {
+  lw_lane_t *lane;
+  rec_item_t *item;
+  test_gate_t *gate;
+  lw_status_t result;
+  lw_error_t err;
+} late_submitter_t;
+
+// Submits to a full lane; destroy wakes it with UNAVAILABLE. Only then does it open the gate
+// of the running item: so destroy has provably begun before the queued items are dequeued.
+static void *late_submitter_main(void *p) {
+  late_submitter_t *ls = p;
+  ls->result = lw_lane_submit(ls->lane, &ls->item->item, LW_DEADLINE_NEVER, NULL, &ls->err);
+  test_gate_open(ls->gate);
+  return NULL;
+}
+
+static void check_destroy(lw_lane_drain_t mode) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("drain", 3, &lane), LW_OK);
+  recorder_t *rec = recorder_create();
+  test_gate_t gate;
+  test_gate_init(&gate);
+  _Atomic uint32_t started = 0;
+  rec_item_t a, b, c, d;
+  rec_item_init(&a, rec, 0, 0);
+  a.gate = &gate;
+  a.started = &started;
+  rec_item_init(&b, rec, 0, 1);
+  b.extra = probe_follow_ups;
+  rec_item_init(&c, rec, 0, 2);
+  rec_item_init(&d, rec, 0, 3);
+  drain_probe_t probe = {.lane = lane, .reserved_result = LW_INTERNAL,
+                         .normal_result = LW_INTERNAL};
+  rec_item_init(&probe.follow_up, rec, 1, 0);
+  g_probe = &probe;
+
+  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw_lane_submit(lane, &b.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw_lane_submit(lane, &c.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  test_wait_nonzero(&started);  // a running, b and c queued: full
+
+  late_submitter_t ls = {lane, &d, &gate, LW_INTERNAL, {0}};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, late_submitter_main, &ls), 0);
+  lw_lane_destroy(lane, mode);  // returns once everything queued was run or cancelled
+  pthread_join(th, NULL);
+
+  cr_assert_eq(ls.result, LW_UNAVAILABLE, "submit after destroy began");
+  cr_assert(strstr(ls.err.message, "drain") != NULL, "message: %s", ls.err.message);
+  cr_assert_eq(probe.reserved_result, LW_UNAVAILABLE, "follow-up (reserved) during destroy");
+  cr_assert_eq(probe.normal_result, LW_UNAVAILABLE, "follow-up during destroy");
+  cr_assert_eq(rec->n, 3, "a, b and c got their fn called once; d and the follow-up never");
+  cr_assert_eq(rec->log[0].index, 0);
+  cr_assert_not(rec->log[0].cancelled, "a had started before destroy");
+  bool want = mode == LW_LANE_DRAIN_CANCEL;
+  for (int i = 1; i < 3; ++i) {
+    cr_assert_eq(rec->log[i].index, i);
+    cr_assert_eq(rec->log[i].cancelled, want, "item %d: cancelled=%d", i, rec->log[i].cancelled);
+  }
+  free(rec);
+}
+
+Test(lane, destroy_drain_cancel_calls_queued_fns_with_cancelled_and_rejects_new_work,
+     .timeout = 10) {
+  check_destroy(LW_LANE_DRAIN_CANCEL);
+}
+
+Test(lane, destroy_drain_run_runs_queued_items_in_order_and_rejects_new_work, .timeout = 10) {
+  check_destroy(LW_LANE_DRAIN_RUN);
+}
+
+Test(lane, destroy_of_an_idle_lane_wakes_and_joins_its_thread, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("idle", 4, &lane), LW_OK);
+  lw_lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
+}
+
+// ---- items on the lane thread ---------------------------------------------------------------
+
+Test(lane, fn_may_free_its_item, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("free", 4, &lane), LW_OK);
+  recorder_t *rec = recorder_create();
+  uint64_t seq = 0;
+  for (int i = 0; i < 100; ++i) {
+    rec_item_t *r = malloc(sizeof(*r));
+    rec_item_init(r, rec, 0, i);
+    r->free_me = true;
+    cr_assert_eq(lw_lane_submit(lane, &r->item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+  }
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(rec->n, 100);
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  free(rec);
+}
+
+typedef struct follow_up_ctx {
+  lw_lane_t *lane;
+  rec_item_t reserved_item, normal_item, overflow_item;
+  lw_status_t reserved_result, normal_result, overflow_result;
+  lw_error_t overflow_err;
+  bool is_current_here, is_current_other;
+  lw_lane_t *other;
+  char thread_name[32];
+} follow_up_ctx_t;
+
+static follow_up_ctx_t *g_fu;
+
+static void queue_follow_ups(rec_item_t *self) {
+  (void)self;
+  follow_up_ctx_t *fu = g_fu;
+  fu->is_current_here = lw_lane_is_current(fu->lane);
+  fu->is_current_other = lw_lane_is_current(fu->other);
+  pthread_getname_np(pthread_self(), fu->thread_name, sizeof(fu->thread_name));
+  fu->reserved_result = lw_lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
+  fu->normal_result = lw_lane_submit(fu->lane, &fu->normal_item.item, LW_DEADLINE_NEVER, NULL,
+                                     NULL);
+}
+
+Test(lane, item_queues_follow_ups_on_its_own_lane_and_they_run_after_it, .timeout = 10) {
+  lw_lane_t *lane, *other;
+  cr_assert_eq(lw_lane_create("follow-up-lane-long-name", 4, &lane), LW_OK);
+  cr_assert_eq(lw_lane_create("other", 1, &other), LW_OK);
+  recorder_t *rec = recorder_create();
+  follow_up_ctx_t fu = {.lane = lane, .other = other};
+  g_fu = &fu;
+  rec_item_t a;
+  rec_item_init(&a, rec, 0, 0);
+  a.extra = queue_follow_ups;
+  rec_item_init(&fu.reserved_item, rec, 0, 1);
+  rec_item_init(&fu.normal_item, rec, 0, 2);
+  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 3, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(fu.reserved_result, LW_OK);
+  cr_assert_eq(fu.normal_result, LW_OK);
+  cr_assert_eq(rec->n, 3);
+  for (int i = 0; i < 3; ++i) cr_assert_eq(rec->log[i].index, i);
+  cr_assert(fu.is_current_here);
+  cr_assert_not(fu.is_current_other);
+  cr_assert_not(lw_lane_is_current(lane), "the test thread is not the lane thread");
+  cr_assert_str_eq(fu.thread_name, "follow-up-lane-", "thread named after the lane (15 chars)");
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw_lane_destroy(other, LW_LANE_DRAIN_RUN);
+  free(rec);
+}
+
+static void overflow_own_lane(rec_item_t *self) {
+  (void)self;
+  follow_up_ctx_t *fu = g_fu;
+  // The lane is full (this item holds its only slot). Waiting here would deadlock.
+  fu->overflow_result = lw_lane_submit(fu->lane, &fu->overflow_item.item, LW_DEADLINE_NEVER,
+                                       NULL, &fu->overflow_err);
+  fu->reserved_result = lw_lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
+}
+
+Test(lane, full_own_lane_fails_submit_from_its_thread_at_once_but_takes_reserved,
+     .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw_lane_create("self", 1, &lane), LW_OK);
+  recorder_t *rec = recorder_create();
+  follow_up_ctx_t fu = {.lane = lane, .other = NULL};
+  g_fu = &fu;
+  rec_item_t a;
+  rec_item_init(&a, rec, 0, 0);
+  a.extra = overflow_own_lane;
+  rec_item_init(&fu.overflow_item, rec, 0, 99);
+  rec_item_init(&fu.reserved_item, rec, 0, 1);
+  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(fu.overflow_result, LW_RESOURCE_EXHAUSTED);
+  cr_assert(strstr(fu.overflow_err.message, "capacity 1") != NULL, "message: %s",
+            fu.overflow_err.message);
+  cr_assert_eq(fu.reserved_result, LW_OK);
+  cr_assert_eq(rec->n, 2);
+  cr_assert_eq(rec->log[1].index, 1, "the reserved follow-up ran, the overflow did not");
+  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  free(rec);
+}
