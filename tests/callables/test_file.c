@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "callables/digest.h"
@@ -133,4 +134,53 @@ Test(callable_file, extensionless_and_dot_files_keep_their_whole_name) {
     lw_callable_free_loaded(&c);
   }
   free(elf);
+}
+
+// Runs `lanework pack ARGS...` with stdout and stderr sent to /dev/null; returns the exit code.
+static int run_pack(const char *const *args) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    char *argv[8] = {(char *)LW_TOOL_PATH, (char *)"pack"};
+    for (int i = 0; args[i] != NULL && i < 5; i++) argv[i + 2] = (char *)args[i];
+    execv(LW_TOOL_PATH, argv);
+    _exit(127);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "status 0x%x", status);
+  return WEXITSTATUS(status);
+}
+
+Test(callable_file, cli_pack_output_loads_and_digests_like_the_so) {
+  char so[4096], lwk[128];
+  test_kernel_path("vector_add", so, sizeof so);
+  snprintf(lwk, sizeof lwk, "%s/vector_add.lwk", tmpdir);
+  cr_assert_eq(run_pack((const char *[]){so, "-o", lwk, "--level", "3", NULL}), 0);
+  lw_callable_t a, b;
+  cr_assert_eq(lw_callable_load_file(so, &a), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_eq(lw_callable_load_file(lwk, &b), LW_OK, "%s", lw_last_error()->message);
+  cr_assert(lw__image_is_zstd(b.image, b.image_bytes));
+  cr_assert_str_eq(b.name, "vector_add");
+  lw_digest_t da, db;
+  cr_assert_eq(lw_callable_digest(&a, &da), LW_OK);
+  cr_assert_eq(lw_callable_digest(&b, &db), LW_OK, "%s", lw_last_error()->message);
+  cr_assert(lw__digest_equal(da, db));
+  lw_callable_free_loaded(&a);
+  lw_callable_free_loaded(&b);
+
+  // Usage errors exit 2; a bad input exits 1 and writes no output.
+  cr_assert_eq(run_pack((const char *[]){so, NULL}), 2, "missing -o");
+  cr_assert_eq(run_pack((const char *[]){so, "-o", lwk, "--level", "0", NULL}), 2);
+  cr_assert_eq(run_pack((const char *[]){so, "-o", lwk, "--bogus", NULL}), 2);
+  char junk[128], out[128];
+  snprintf(junk, sizeof junk, "%s/junk.so", tmpdir);
+  snprintf(out, sizeof out, "%s/junk.lwk", tmpdir);
+  write_file(junk, "not an elf", 10);
+  cr_assert_eq(run_pack((const char *[]){junk, "-o", out, NULL}), 1);
+  cr_assert_neq(access(out, F_OK), 0, "a failed pack left %s behind", out);
+  cr_assert_eq(run_pack((const char *[]){lwk, "-o", out, NULL}), 1, "input already packed");
 }
