@@ -1,8 +1,10 @@
 // callables/image.h — kernel images: zstd detection and decompression, ELF checks, and
 // loading an ELF shared object from memory (memfd + dlopen) with its entry points resolved.
 //
-// Thread safety: every function is reentrant; loaded images are independent (each load gets
-// its own memfd, hence its own inode, so dlopen never shares two loads).
+// Thread safety: every function is reentrant; loaded images are independent. glibc matches an
+// already-loaded object by path before inode, and /proc/self/fd/N paths are reused once N is
+// closed, so lw__image_load checks the path with RTLD_NOLOAD and takes a fresh fd number when
+// it is taken (see image.c).
 #ifndef LANEWORK_CALLABLES_IMAGE_H_
 #define LANEWORK_CALLABLES_IMAGE_H_
 

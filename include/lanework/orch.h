@@ -1,0 +1,48 @@
+// lanework/orch.h — what an orch function may call. Every function here is only valid on the
+// orchestrator thread, inside the orch function it was handed to.
+//
+// Dependencies come from tensor tags (see args.h): INPUT waits for the last writer of the
+// same buffer (same data pointer), OUTPUT and INOUT become the new last writer, INOUT and
+// OUTPUT_EXISTING also wait for the previous writer, NO_DEP does neither.
+//
+// Back-pressure: when the task ring is full a submit blocks until tasks retire, and fails
+// RESOURCE_EXHAUSTED after the worker's submit timeout. Nothing is dropped silently.
+#ifndef LANEWORK_ORCH_H_
+#define LANEWORK_ORCH_H_
+
+#include "lanework/args.h"
+#include "lanework/callable.h"
+#include "lanework/config.h"
+#include "lanework/status.h"
+#include "lanework/worker.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_ANY_CHIP (-1)
+
+// One task of a chip callable on chip worker_id (0..n_chips-1, or LW_ANY_CHIP). cfg may be
+// NULL.
+LW_API LW_MUST_USE lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c,
+                                                         const lw_args_t *args,
+                                                         const lw_run_config_t *cfg,
+                                                         int32_t worker_id);
+// n tasks of one callable that launch all-or-nothing: none is dispatched until every one
+// can be (all dependencies met and a frame free on each chip).
+LW_API LW_MUST_USE lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o,
+                                                               lw_callable_handle_t c,
+                                                               const lw_args_t *const *args,
+                                                               const int32_t *worker_ids, int n);
+// One task of a sub callable, on any idle sub child.
+LW_API LW_MUST_USE lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c,
+                                                  const lw_args_t *args);
+// Scopes: buffers first written inside a scope are forgotten by the tensor map at its end, so
+// a later reuse of the same memory starts without stale dependencies. Nest up to 16 deep.
+LW_API LW_MUST_USE lw_status_t lw_orch_scope_begin(lw_orch_t *o);
+LW_API LW_MUST_USE lw_status_t lw_orch_scope_end(lw_orch_t *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_ORCH_H_

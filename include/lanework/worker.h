@@ -1,0 +1,115 @@
+// lanework/worker.h — the L3 worker: a parent process that runs orch functions, builds a DAG
+// of tasks from them and dispatches the tasks to forked chip children and sub children
+// through shared-memory mailboxes.
+//
+// Processes: lw_worker_create maps the shared arena and the mailboxes, then forks a fork
+// server (single-threaded) which forks every child, at start and for respawn. Children are
+// identical copies of the program as it was at create time, so function pointers stay valid.
+// Children exit when the worker is destroyed or the parent process dies.
+//
+// Lifecycle: create -> register callables -> run / run_async ... -> destroy. Handles from a
+// worker may outlive it (destroy finishes or cancels every operation first).
+//
+// Thread safety: every function but lw_worker_destroy may be called from any thread.
+// lw_worker_cancel_all is also async-signal-safe. Orch functions run on the worker's
+// orchestrator thread, one run at a time, in submission order.
+#ifndef LANEWORK_WORKER_H_
+#define LANEWORK_WORKER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lanework/args.h"
+#include "lanework/callable.h"
+#include "lanework/config.h"
+#include "lanework/handle.h"
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lw_worker lw_worker_t;
+typedef struct lw_orch lw_orch_t;
+
+// The user's orchestration function: submits the tasks of one run.
+typedef lw_status_t (*lw_orch_fn)(lw_orch_t *orch, void *user);
+// A sub function: runs in a sub child on the task's args. Return LW_OK or an error.
+typedef lw_status_t (*lw_sub_fn)(const lw_kernel_args_t *args);
+
+#define LW_MAX_CHIPS 16
+#define LW_MAX_SUBS 16
+
+typedef struct lw_worker_config {
+  uint32_t n_chips;             // chip children (1..LW_MAX_CHIPS)
+  uint32_t n_subs;              // sub children (0..LW_MAX_SUBS)
+  lw_chip_config_t chip;        // template; chip i gets device_id = chip.device_id + i
+  uint64_t arena_bytes;         // shared memory for tensors (lw_worker_alloc)
+  uint32_t task_ring;           // tasks alive at once (back-pressure beyond)
+  int64_t submit_timeout_ns;    // how long a submit blocks on a full ring before
+                                // RESOURCE_EXHAUSTED (-1: forever)
+  int64_t startup_timeout_ns;   // all children must report INIT_READY within this
+  uint32_t respawn;             // 1: respawn a dead child and replay its callables
+  uint32_t reserved_;
+} lw_worker_config_t;
+
+// What a finished run reports.
+typedef struct lw_run_report {
+  lw_status_t status;
+  uint32_t n_tasks;        // tasks the orch function submitted
+  uint32_t n_completed;    // finished successfully
+  uint32_t n_failed;       // failed, poisoned, cancelled or skipped
+  uint64_t wall_ns;        // from the orch function's start to the last task's end
+  lw_error_t error;        // the first error (code LW_OK when none)
+} lw_run_report_t;
+
+// 1 chip, 0 subs, backend "sim", 256 MiB arena, 4096-task ring, 10 s submit and startup
+// timeouts, respawn on.
+LW_API void lw_worker_config_default(lw_worker_config_t *c);
+
+LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,
+                                                lw_worker_t **out);
+// Cancels queued runs, lets running ones finish or cancels them, stops every child, and
+// frees everything: no child process, fd or shared memory is left behind. NULL is ignored.
+LW_API void lw_worker_destroy(lw_worker_t *w);
+
+// Chip callables: registered on every chip child, all-or-nothing (a failure rolls back the
+// children that succeeded and the error names the failing child).
+LW_API LW_MUST_USE lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c,
+                                                  lw_callable_handle_t *out);
+LW_API LW_MUST_USE lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c,
+                                                        lw_handle_t **out);
+LW_API LW_MUST_USE lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h);
+// Chip callables only: a sub callable handle gives INVALID_ARGUMENT.
+LW_API LW_MUST_USE lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h,
+                                                          lw_handle_t **out);
+// Sub callables: fn must be code that was mapped when the worker was created (checked with
+// dladdr); INVALID_ARGUMENT otherwise. name is copied.
+LW_API LW_MUST_USE lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn,
+                                                      const char *name,
+                                                      lw_callable_handle_t *out);
+
+// Runs fn(orch, user) on the orchestrator thread after every earlier run started, and waits
+// for all its tasks. out may be NULL.
+LW_API LW_MUST_USE lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user,
+                                             lw_run_report_t *out);
+LW_API LW_MUST_USE lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user,
+                                                   lw_handle_t **out);
+// The report of a finished worker-run handle. FAILED_PRECONDITION while running.
+LW_API LW_MUST_USE lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out);
+
+// Shared memory every child maps at the same address; tensors must live here. 64-byte
+// aligned. NULL (and lw_last_error) when the arena is exhausted.
+LW_API void *lw_worker_alloc(lw_worker_t *w, size_t bytes);
+LW_API void lw_worker_free(lw_worker_t *w, void *p);
+
+// Cancels every queued and running run. Async-signal-safe.
+LW_API void lw_worker_cancel_all(lw_worker_t *w);
+// Readable (EPOLLIN) when any handle of w finished since the last read; read 8 bytes to
+// reset. Owned by the worker: do not close it.
+LW_API int lw_worker_event_fd(lw_worker_t *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_WORKER_H_

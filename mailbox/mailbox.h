@@ -1,0 +1,393 @@
+// mailbox/mailbox.h — the shared-memory mailbox between the parent (L3 worker) and one child.
+// The wire format is documented in docs/protocol.md; this header is its source of truth.
+//
+//   offset  size  what                                     written by
+//   ------  ----  ---------------------------------------  -----------------------
+//   0       512   lw_mb_header_t (magic, version, sizes,   parent (init), child
+//                 pid, NUMA node, INIT state, shutdown)    (pid/numa/init state)
+//   512     64    lw_mb_doorbell_t   parent -> child       parent
+//   576     64    lw_mb_parent_line_t child -> parent      parent (sleeping flag)
+//   640     1024  lw_mb_control_t    one control frame     both (state machine)
+//   1664    D x 1024  lw_mb_task_t   task frames           both (state machine)
+//   ...     64    ring head (child produces)               child
+//   ...     64    ring tail (parent consumes)              parent
+//   ...     R x 384   lw_mb_completion_t entries           child
+//
+// Every field is fixed width; memory is referenced by arena offsets, never pointers. Every
+// field the other process writes is untrusted: decoders validate states, indices, counts and
+// arena bounds and say what was wrong.
+//
+// Task frame states:
+//   IDLE -> TASK_READY       parent wrote identity, callable, config, args (then the state,
+//                            release)
+//        -> TASK_RUNNING     child copied the payload out, pinned the callable, queued it
+//        -> TASK_DONE | TASK_FAILED | TASK_CANCELLED   child wrote the result first
+//        -> IDLE             parent consumed the result after checking the identity
+// Control frame: IDLE -> CONTROL_REQUEST -> CONTROL_DONE -> IDLE.
+// All state changes are compare-and-swap from the expected state; a failed CAS is a protocol
+// error, never silently ignored.
+//
+// Sequence numbers: every post (task or control) carries the next number of one per-mailbox
+// counter; the child applies posts strictly in that order.
+#ifndef LANEWORK_MAILBOX_MAILBOX_H_
+#define LANEWORK_MAILBOX_MAILBOX_H_
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lanes/cancel.h"
+#include "lanes/wait.h"
+#include "lanework/args.h"
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_MB_MAGIC 0x424d574cu  // "LWMB"
+#define LW_MB_VERSION 1u
+#define LW_MB_TASK_FRAMES 4u     // D
+#define LW_MB_RING_ENTRIES 64u   // R
+#define LW_MB_NAME_BYTES 128
+
+typedef enum lw_mb_child_kind {
+  LW_MB_CHILD_CHIP = 1,
+  LW_MB_CHILD_SUB = 2,
+} lw_mb_child_kind_t;
+
+typedef enum lw_mb_init_state {
+  LW_MB_INIT_NONE = 0,
+  LW_MB_INIT_READY = 1,
+  LW_MB_INIT_FAILED = 2,
+} lw_mb_init_state_t;
+
+typedef enum lw_mb_task_state {
+  LW_MB_TASK_IDLE = 0,
+  LW_MB_TASK_READY = 1,
+  LW_MB_TASK_RUNNING = 2,
+  LW_MB_TASK_DONE = 3,
+  LW_MB_TASK_FAILED = 4,
+  LW_MB_TASK_CANCELLED = 5,
+} lw_mb_task_state_t;
+
+typedef enum lw_mb_control_state {
+  LW_MB_CONTROL_IDLE = 0,
+  LW_MB_CONTROL_REQUEST = 1,
+  LW_MB_CONTROL_DONE = 2,
+} lw_mb_control_state_t;
+
+typedef enum lw_mb_command {
+  LW_MB_CMD_PING = 1,          // ack_value = child pid
+  LW_MB_CMD_REGISTER = 2,      // async: image in the arena; completion value = child-local id
+  LW_MB_CMD_UNREGISTER = 3,    // async: target = child-local id
+  LW_MB_CMD_REGISTER_SUB = 4,  // sync: target = function address, name; ack_value = sub index
+} lw_mb_command_t;
+
+typedef enum lw_mb_task_kind {
+  LW_MB_TASK_KERNEL = 1,  // callable = child-local callable handle id
+  LW_MB_TASK_SUB = 2,     // callable = sub index from REGISTER_SUB
+} lw_mb_task_kind_t;
+
+typedef enum lw_mb_completion_kind {
+  LW_MB_COMPLETION_TASK = 1,
+  LW_MB_COMPLETION_CONTROL = 2,
+} lw_mb_completion_kind_t;
+
+// Who a task is: the parent checks it on every completion.
+typedef struct lw_mb_identity {
+  uint64_t run_id;
+  uint64_t task_id;
+  uint64_t dispatch_id;  // unique per post on this mailbox
+  uint64_t generation;   // the child's incarnation (bumped at each respawn)
+} lw_mb_identity_t;
+_Static_assert(sizeof(lw_mb_identity_t) == 32, "identity layout");
+
+// Args as they cross the mailbox: tensors are arena offsets.
+typedef struct lw_mb_args {
+  uint32_t n_tensors;
+  uint32_t n_scalars;
+  struct {
+    uint64_t offset;
+    uint64_t bytes;
+  } tensor[LW_MAX_TENSORS];
+  uint64_t scalar[LW_MAX_SCALARS];
+} lw_mb_args_t;
+_Static_assert(sizeof(lw_mb_args_t) == 8 + 16 * LW_MAX_TENSORS + 8 * LW_MAX_SCALARS,
+               "args blob layout");
+
+typedef struct lw_mb_header {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t total_bytes;
+  uint32_t child_kind;     // lw_mb_child_kind_t
+  uint32_t child_index;    // chip or sub index
+  uint32_t n_task_frames;
+  uint32_t ring_entries;
+  uint32_t reserved0;
+  uint64_t arena_bytes;    // the arena the offsets refer to
+  _Atomic int32_t child_pid;
+  _Atomic int32_t numa_node;  // -1: not bound
+  _Atomic uint32_t init_state;
+  _Atomic uint32_t shutdown;  // sticky: once 1, the child leaves
+  _Atomic uint64_t generation;  // incarnation; parent bumps before each (re)spawn
+  lw_waitword_t init_word;      // woken when init_state changes
+  uint8_t reserved1[168];
+  lw_error_t init_error;        // INIT_FAILED: why
+} lw_mb_header_t;
+
+typedef struct lw_mb_doorbell {
+  lw_waitword_t word;          // bumped after every post; the child sleeps on it
+  _Atomic uint64_t post_seq;   // the last sequence number posted
+  uint8_t pad[48];
+} lw_mb_doorbell_t;
+
+typedef struct lw_mb_parent_line {
+  _Atomic uint32_t sleeping;   // parent is (about to be) asleep: child must ring the eventfd
+  uint8_t pad[60];
+} lw_mb_parent_line_t;
+
+typedef struct lw_mb_control {
+  _Atomic uint32_t state;      // lw_mb_control_state_t
+  uint32_t command;            // lw_mb_command_t
+  uint64_t seq;
+  uint64_t control_id;         // parent-chosen; echoed by the completion of an async command
+  uint64_t image_offset;       // REGISTER: arena offset of the image
+  uint64_t image_bytes;
+  uint64_t target;             // UNREGISTER: child-local id; REGISTER_SUB: function address
+  uint32_t n_params;
+  uint32_t reserved0;
+  uint8_t param_dirs[32];
+  char name[LW_MB_NAME_BYTES];
+  char entry[LW_MB_NAME_BYTES];
+  // The child's answer, written before CONTROL_DONE.
+  int32_t ack_status;          // lw_status_t
+  uint32_t ack_async;          // 1: the command's end comes through the completion ring
+  uint64_t ack_value;
+  lw_waitword_t done_word;     // the poster sleeps here for CONTROL_DONE
+  uint8_t reserved1[384];
+  lw_error_t ack_error;
+} lw_mb_control_t;
+
+typedef struct lw_mb_task {
+  _Atomic uint32_t state;      // lw_mb_task_state_t
+  uint32_t kind;               // lw_mb_task_kind_t
+  uint64_t seq;
+  lw_mb_identity_t identity;
+  uint64_t callable;
+  int64_t timeout_ns;          // 0: none
+  alignas(64) lw_cancel_word_t cancel;  // the run's cancel word; the kernel reads it here
+  uint8_t reserved1[56];
+  lw_mb_args_t args;
+  // The result, written by the child before the terminal state.
+  int32_t result_status;       // lw_status_t
+  int32_t kernel_rc;
+  uint64_t kernel_ns;
+  uint64_t queue_ns;
+  uint8_t reserved2[208];
+  lw_error_t result_error;
+} lw_mb_task_t;
+
+typedef struct lw_mb_completion {
+  uint32_t kind;               // lw_mb_completion_kind_t
+  uint32_t frame;              // TASK: the frame index
+  lw_mb_identity_t identity;   // TASK: the frame's identity
+  uint64_t control_id;         // CONTROL: the id from the request
+  int32_t status;              // CONTROL: the command's status
+  uint32_t reserved0;
+  uint64_t value;              // CONTROL: e.g. the child-local callable id
+  uint8_t reserved1[48];
+  lw_error_t error;            // CONTROL: why it failed
+} lw_mb_completion_t;
+
+typedef struct lw_mb_ring_cursor {
+  _Atomic uint64_t value;
+  uint8_t pad[56];
+} lw_mb_ring_cursor_t;
+
+typedef struct lw_mailbox {
+  lw_mb_header_t header;
+  lw_mb_doorbell_t doorbell;
+  lw_mb_parent_line_t parent;
+  lw_mb_control_t control;
+  lw_mb_task_t task[LW_MB_TASK_FRAMES];
+  lw_mb_ring_cursor_t ring_head;  // next entry the child writes
+  lw_mb_ring_cursor_t ring_tail;  // next entry the parent reads
+  lw_mb_completion_t ring[LW_MB_RING_ENTRIES];
+} lw_mailbox_t;
+
+_Static_assert(sizeof(lw_mb_header_t) == 512, "header size");
+_Static_assert(sizeof(lw_mb_doorbell_t) == 64, "doorbell size");
+_Static_assert(sizeof(lw_mb_parent_line_t) == 64, "parent line size");
+_Static_assert(sizeof(lw_mb_control_t) == 1024, "control frame size");
+_Static_assert(sizeof(lw_mb_task_t) == 1024, "task frame size");
+_Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
+_Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");
+_Static_assert(offsetof(lw_mailbox_t, parent) == 576, "parent line offset");
+_Static_assert(offsetof(lw_mailbox_t, control) == 640, "control offset");
+_Static_assert(offsetof(lw_mailbox_t, task) == 1664, "task frames offset");
+_Static_assert(offsetof(lw_mb_task_t, cancel) == 64, "cancel word on its own line");
+_Static_assert(offsetof(lw_mailbox_t, ring_head) == 1664 + 1024 * LW_MB_TASK_FRAMES,
+               "ring head offset");
+_Static_assert(offsetof(lw_mailbox_t, ring_tail) % 64 == 0, "ring tail on its own line");
+_Static_assert(offsetof(lw_mailbox_t, ring) == offsetof(lw_mailbox_t, ring_head) + 128,
+               "ring offset");
+_Static_assert(sizeof(lw_mailbox_t) % 64 == 0, "mailbox is whole cache lines");
+
+// ---------------------------------------------------------------------------------------------
+// Common
+
+// Initializes a zeroed mailbox (parent, before fork).
+void lw_mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t child_index,
+                           uint64_t arena_bytes);
+// Checks magic, version, sizes and kind. INVALID_ARGUMENT with the field in err.
+LW_MUST_USE lw_status_t lw_mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err);
+
+// True when from -> to is a legal task frame transition (see the diagram above).
+bool lw_mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_t to);
+const char *lw_mailbox_task_state_name(uint32_t state);
+
+// Arena view used to turn offsets into pointers and check bounds.
+typedef struct lw_mb_arena {
+  uint8_t *base;
+  uint64_t bytes;
+} lw_mb_arena_t;
+
+// Encodes args (pointers into the arena) into the wire form. INVALID_ARGUMENT naming the
+// tensor index when a tensor lies outside the arena, or counts exceed the limits.
+LW_MUST_USE lw_status_t lw_mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *arena,
+                                               lw_mb_args_t *out, lw_error_t *err);
+// Decodes the wire form (untrusted) into kernel args: validates counts and that every
+// [offset, offset + bytes) lies inside the arena (no overflow).
+LW_MUST_USE lw_status_t lw_mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *arena,
+                                               lw_kernel_args_t *out, lw_error_t *err);
+
+// ---------------------------------------------------------------------------------------------
+// Parent side. One poster at a time per mailbox (the caller serializes posts).
+
+// The next post sequence number (from one per-mailbox counter the caller keeps). Writes the
+// frame (IDLE expected; FAILED_PRECONDITION otherwise), then publishes TASK_READY (release)
+// and rings the doorbell. Pairs with lw_mailbox_take_task (acquire).
+typedef struct lw_mb_task_post {
+  uint64_t seq;
+  lw_mb_identity_t identity;
+  lw_mb_task_kind_t kind;
+  uint64_t callable;
+  int64_t timeout_ns;
+  lw_mb_args_t args;
+} lw_mb_task_post_t;
+LW_MUST_USE lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame,
+                                             const lw_mb_task_post_t *post, lw_error_t *err);
+
+// Reads a finished frame: checks it is in a terminal state and that its identity equals
+// expected (a stale or foreign identity is INTERNAL "identity mismatch": the child is broken),
+// copies the result out and sets the frame IDLE (release).
+typedef struct lw_mb_task_result {
+  lw_status_t status;
+  int32_t kernel_rc;
+  uint64_t kernel_ns;
+  uint64_t queue_ns;
+  lw_mb_task_state_t final_state;
+  lw_error_t error;
+} lw_mb_task_result_t;
+LW_MUST_USE lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
+                                                const lw_mb_identity_t *expected,
+                                                lw_mb_task_result_t *out, lw_error_t *err);
+
+// Sets bit 0 of the frame's cancel word iff it still holds a live generation (the running
+// task's). Returns true when it cancelled something.
+bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame);
+
+typedef struct lw_mb_control_post {
+  uint64_t seq;
+  lw_mb_command_t command;
+  uint64_t control_id;
+  uint64_t image_offset, image_bytes;
+  uint64_t target;
+  uint32_t n_params;
+  uint8_t param_dirs[32];
+  const char *name;   // copied, truncated to LW_MB_NAME_BYTES - 1
+  const char *entry;  // copied
+} lw_mb_control_post_t;
+// Writes the control frame (IDLE expected), publishes CONTROL_REQUEST, rings the doorbell.
+LW_MUST_USE lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
+                                                lw_error_t *err);
+
+typedef struct lw_mb_control_ack {
+  lw_status_t status;
+  bool async;
+  uint64_t value;
+  lw_error_t error;
+} lw_mb_control_ack_t;
+// If the control frame is CONTROL_DONE: copies the ack (validated) and sets IDLE; returns OK.
+// FAILED_PRECONDITION "not done" while it is still CONTROL_REQUEST.
+LW_MUST_USE lw_status_t lw_mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *out,
+                                                   lw_error_t *err);
+
+// Pops one completion (acquire on head), validates kind and indices, advances tail (release).
+// NOT_FOUND when the ring is empty; INTERNAL when the entry is malformed (the child is broken;
+// the entry is still consumed).
+LW_MUST_USE lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
+                                                  lw_error_t *err);
+
+// ---------------------------------------------------------------------------------------------
+// Child side.
+
+// The post with sequence number seq, if it is visible: *out_is_control tells which, *out_frame
+// the task frame. NOT_FOUND when not posted yet. INTERNAL when a frame is READY with a
+// sequence number out of order (the parent is broken).
+LW_MUST_USE lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
+                                             uint32_t *out_frame, lw_error_t *err);
+
+// Copies a TASK_READY frame's payload out, decoding and validating the args against the arena.
+typedef struct lw_mb_task_taken {
+  lw_mb_identity_t identity;
+  lw_mb_task_kind_t kind;
+  uint64_t callable;
+  int64_t timeout_ns;
+  lw_kernel_args_t args;
+} lw_mb_task_taken_t;
+LW_MUST_USE lw_status_t lw_mailbox_take_task(lw_mailbox_t *mb, uint32_t frame,
+                                             const lw_mb_arena_t *arena, lw_mb_task_taken_t *out,
+                                             lw_error_t *err);
+// TASK_READY -> TASK_RUNNING (CAS). FAILED_PRECONDITION if the frame was not READY.
+LW_MUST_USE lw_status_t lw_mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame,
+                                                    lw_error_t *err);
+// Writes the result, then READY|RUNNING -> DONE / FAILED / CANCELLED (from status: OK ->
+// DONE, CANCELLED or DEADLINE_EXCEEDED -> CANCELLED, others -> FAILED) with release.
+LW_MUST_USE lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
+                                                 const lw_mb_task_result_t *result,
+                                                 lw_error_t *err);
+
+// Copies a CONTROL_REQUEST out (validated: known command, NUL-terminated strings, n_params,
+// image range inside the arena for REGISTER).
+typedef struct lw_mb_control_taken {
+  lw_mb_command_t command;
+  uint64_t control_id;
+  uint64_t image_offset, image_bytes;
+  uint64_t target;
+  uint32_t n_params;
+  uint8_t param_dirs[32];
+  char name[LW_MB_NAME_BYTES];
+  char entry[LW_MB_NAME_BYTES];
+} lw_mb_control_taken_t;
+LW_MUST_USE lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena,
+                                                lw_mb_control_taken_t *out, lw_error_t *err);
+// Writes the ack, then CONTROL_REQUEST -> CONTROL_DONE (release), wakes done_word.
+LW_MUST_USE lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack,
+                                               lw_error_t *err);
+
+// Pushes a completion (the caller serializes pushes within the child). Waits (spin, then
+// yield, then futex-free sleep of 50 us) while the ring is full, until deadline_ns:
+// DEADLINE_EXCEEDED then. Returns whether the parent must be woken (its sleeping flag was
+// set) in *out_wake.
+LW_MUST_USE lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_t *c,
+                                                   int64_t deadline_ns, bool *out_wake,
+                                                   lw_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_MAILBOX_MAILBOX_H_

@@ -1,0 +1,101 @@
+// parent/forkserver.h — the fork server: a single-threaded process that lw_worker_create
+// forks before starting any thread, and that forks every child (chip or sub), at start and
+// for respawn. Every child is therefore a copy of the program as it was at create time
+// (function pointers valid) forked from a single-threaded process (no fork-in-a-threaded-
+// process hazard).
+//
+// Processes:
+//   worker (parent) --fork--> fork server --fork--> child 0, child 1, ...
+//
+// Liveness:
+//   - The server holds a pidfd of the worker process; when it becomes readable (the worker
+//     died, even by SIGKILL) the server SIGKILLs every child, reaps them and exits.
+//   - Each child has PR_SET_PDEATHSIG(SIGKILL) toward the server (safe: the server is single-
+//     threaded), re-checked with getppid() right after the prctl.
+//   - The server reaps children (waitpid) and publishes each exit in the shared status table
+//     (pid, raw wait status, a sequence number), release-ordered, then sends an EXIT message
+//     on its socket so the parent's event loop can wake on it.
+//   - The parent opens a pidfd per child (pidfd_open works on grandchildren) for prompt death
+//     notice in its epoll set.
+//
+// Protocol (SOCK_SEQPACKET socketpair; fixed-size lw_fs_msg_t messages):
+//   parent -> server  SPAWN(index)        server -> parent  SPAWNED(index, pid) or
+//                                                           SPAWN_FAILED(index, errno)
+//   parent -> server  STOP                server kills + reaps every child, replies STOPPED,
+//                                         exits 0
+//   server -> parent  EXIT(index, pid, wait_status)   at any time
+//
+// Thread safety: lw_forkserver_spawn/stop serialize on an internal mutex; call them from any
+// parent thread. lw_forkserver_poll_exit is for the one thread that owns the event loop.
+#ifndef LANEWORK_PARENT_FORKSERVER_H_
+#define LANEWORK_PARENT_FORKSERVER_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LW_FS_MAX_CHILDREN 64
+
+// Runs in the new child after fork; must not return (call _exit). index is the slot given to
+// lw_forkserver_spawn; arg is the pointer given to lw_forkserver_start (valid in the child:
+// it is a copy of the parent's memory at server start, plus any MAP_SHARED memory).
+typedef void (*lw_child_main_fn)(void *arg, uint32_t index);
+
+typedef struct lw_fs_child_status {
+  _Atomic int32_t pid;          // last pid spawned in this slot (0: never)
+  _Atomic int32_t wait_status;  // raw waitpid status of the last exit
+  _Atomic uint32_t exit_seq;    // bumped after each exit of this slot is published
+  _Atomic uint32_t spawn_seq;   // bumped after each spawn
+} lw_fs_child_status_t;
+_Static_assert(sizeof(lw_fs_child_status_t) == 16, "status table entry is shared memory");
+
+typedef struct lw_forkserver lw_forkserver_t;
+
+// Forks the server. Call before the calling process starts threads it cares about (the
+// worker calls it first thing). n_slots <= LW_FS_MAX_CHILDREN.
+LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
+                                            uint32_t n_slots, lw_forkserver_t **out);
+
+// Asks the server to fork the child of slot index. Waits up to deadline_ns (absolute,
+// lw__now_ns) for the answer. On success *out_pid is the child's pid and *out_pidfd a pidfd
+// for it (O_CLOEXEC; the caller closes it). UNAVAILABLE when the server is gone.
+LW_MUST_USE lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index,
+                                            int64_t deadline_ns, pid_t *out_pid,
+                                            int *out_pidfd, lw_error_t *err);
+
+// The socket fd to put in an epoll set: readable when an EXIT message (or server death) is
+// pending. Owned by the forkserver.
+int lw_forkserver_fd(const lw_forkserver_t *fs);
+
+// Reads pending EXIT messages without blocking; for each calls fn(ctx, index, pid, status).
+// Returns UNAVAILABLE if the server itself died (EOF on the socket).
+LW_MUST_USE lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
+                                                void (*fn)(void *ctx, uint32_t index, pid_t pid,
+                                                           int wait_status),
+                                                void *ctx);
+
+// The published exit of slot index if its last exit belongs to pid: true and *out_status.
+bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
+                               int *out_wait_status);
+
+// The server's pid (for tests).
+pid_t lw_forkserver_pid(const lw_forkserver_t *fs);
+
+// STOP: the server SIGKILLs and reaps every child, exits; the parent reaps the server, closes
+// the socket and unmaps the table. Accepts NULL and a server that already died.
+void lw_forkserver_stop(lw_forkserver_t *fs);
+
+// Formats a raw wait status: "killed by SIGSEGV", "exited with status 3".
+void lw_forkserver_describe_status(int wait_status, char *buf, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_PARENT_FORKSERVER_H_
