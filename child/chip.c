@@ -46,7 +46,8 @@ static void *watchdog_main(void *arg) {
     int64_t deadline = gen ? atomic_load(&wd->deadline_ns) : LW_DEADLINE_NEVER;
     if (gen && lw__now_ns() >= deadline) {
       // A request against a generation that already ended misses by design (stale cancel).
-      if (lw_cancel_request(chip->cancel_word_ptr, gen)) {
+      lw_cancel_word_t *word = atomic_load(&wd->armed_word);
+      if (word && lw_cancel_request(word, gen)) {
         atomic_store(&wd->fired_generation, gen);
       }
       uint64_t expected = gen;
@@ -59,9 +60,11 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-static void watchdog_arm(lw_chip_t *chip, uint64_t generation, int64_t timeout_ns) {
+static void watchdog_arm(lw_chip_t *chip, lw_cancel_word_t *word, uint64_t generation,
+                         int64_t timeout_ns) {
   lw_chip_watchdog_t *wd = &chip->watchdog;
   atomic_store(&wd->deadline_ns, lw__now_ns() + timeout_ns);
+  atomic_store(&wd->armed_word, word);
   atomic_store(&wd->armed_generation, generation);
   lw_waitword_wake(&wd->word, false);
 }
@@ -75,10 +78,11 @@ static void watchdog_disarm(lw_chip_t *chip) {
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-typedef struct run_op {
+struct lw_chip_run {
   lw_handle_t handle;  // first: the op lives as long as its handle
   lw_lane_item_t item;
   lw_chip_t *chip;
+  lw_cancel_word_t *cancel_word;
   lw_registry_pin_t pin;
   lw_kernel_args_t args;
   int64_t timeout_ns;
@@ -86,7 +90,8 @@ typedef struct run_op {
   int64_t t_submit;
   _Atomic uint32_t phase;  // RUN_QUEUED -> RUN_RUNNING -> RUN_FINISHED
   _Atomic uint64_t generation;
-} run_op_t;
+};
+typedef struct lw_chip_run run_op_t;
 
 enum { RUN_QUEUED = 0, RUN_RUNNING = 1, RUN_FINISHED = 2 };
 
@@ -98,7 +103,7 @@ static lw_status_t run_cancel(lw_handle_t *h) {
   // it sees the flag at start; if it has, we see RUNNING here and hit the generation. The lane
   // stores the generation before RUNNING, so a RUNNING phase implies a valid generation.
   if (atomic_load(&op->phase) == RUN_RUNNING) {
-    (void)lw_cancel_request(op->chip->cancel_word_ptr, atomic_load(&op->generation));
+    (void)lw_cancel_request(op->cancel_word, atomic_load(&op->generation));
   }
   return LW_OK;
 }
@@ -149,20 +154,20 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   }
 
   int64_t t_start = lw__now_ns();
-  uint64_t gen = lw_cancel_begin(chip->cancel_word_ptr);
+  uint64_t gen = lw_cancel_begin(op->cancel_word);
   atomic_store(&op->generation, gen);
   atomic_store(&op->phase, RUN_RUNNING);
   // Dekker pair with run_cancel: either the canceller saw RUNNING, or we see its flag here.
   if (lw__handle_cancel_requested(&op->handle)) {
-    (void)lw_cancel_request(chip->cancel_word_ptr, gen);
+    (void)lw_cancel_request(op->cancel_word, gen);
   }
-  if (op->timeout_ns > 0) watchdog_arm(chip, gen, op->timeout_ns);
+  if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
 
   lw_backend_launch_result_t res = {0, 0};
   lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args,
-                                         chip->cancel_word_ptr, gen, &res, &err);
+                                         op->cancel_word, gen, &res, &err);
   if (op->timeout_ns > 0) watchdog_disarm(chip);
-  bool stop_requested = lw_cancel_is_requested(chip->cancel_word_ptr, gen);
+  bool stop_requested = lw_cancel_is_requested(op->cancel_word, gen);
   bool deadline_hit = op->timeout_ns > 0 && atomic_load(&chip->watchdog.fired_generation) == gen;
 
   if (st != LW_OK) {
@@ -186,13 +191,54 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   run_finish(op, st, &err, t_start, res.kernel_wall_ns);
 }
 
+lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
+                                 const lw_kernel_args_t *args, int64_t timeout_ns,
+                                 const lw_chip_submit_opts_t *opts, lw_chip_run_t **out_run,
+                                 lw_error_t *err) {
+  *out_run = NULL;
+  if (atomic_load(&chip->closing)) {
+    return lw__error_set(err, LW_UNAVAILABLE, chip->cfg.device_id, 0, "chip %d: closing",
+                         chip->cfg.device_id);
+  }
+  run_op_t *op = calloc(1, sizeof(*op));
+  if (!op) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, chip->cfg.device_id, 0,
+                         "chip %d: out of memory", chip->cfg.device_id);
+  }
+  lw__handle_initialize(&op->handle, LW_HANDLE_RUN, &run_ops);
+  if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
+  op->chip = chip;
+  op->cancel_word = (opts && opts->cancel_word) ? opts->cancel_word : &chip->cancel_word;
+  op->t_submit = lw__now_ns();
+  op->timeout_ns = timeout_ns;
+  op->run_id = (opts && opts->task_id) ? opts->task_id
+                                       : atomic_fetch_add(&chip->next_run_id, 1) + 1;
+  op->item.fn = run_lane_fn;
+  op->args = *args;
+  // The pin is taken here, at acceptance: an unregister posted after this call returns sees
+  // the run and defers its free.
+  lw_status_t st = lw__registry_pin(chip->registry, h, &op->pin, err);
+  if (st != LW_OK) {
+    if (err) err->worker_id = chip->cfg.device_id;
+    free(op);
+    return st;
+  }
+  *out_run = op;
+  return LW_OK;
+}
+
+lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *op) {
+  if (lw_lane_submit_reserved(op->chip->run_lane, &op->item, NULL) != LW_OK) {
+    // The lane is gone (closing): finish the run here, CANCELLED, so nothing hangs.
+    run_lane_fn(&op->item, true);
+  }
+  return &op->handle;
+}
+
 lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
                               const lw_run_config_t *cfg, lw_handle_t **out) {
   if (out) *out = NULL;
   if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "run_async: chip and out must be set");
-  if (atomic_load(&chip->closing)) {
-    return lw__fail(LW_UNAVAILABLE, "chip %d: closing", chip->cfg.device_id);
-  }
   lw_args_t empty;
   if (!args) {
     lw_args_init(&empty);
@@ -203,33 +249,29 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
     return lw__fail(LW_INVALID_ARGUMENT, "run_async: timeout_ns %lld is negative",
                     (long long)cfg->timeout_ns);
   }
-  run_op_t *op = calloc(1, sizeof(*op));
-  if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
-  lw__handle_initialize(&op->handle, LW_HANDLE_RUN, &run_ops);
-  op->chip = chip;
-  op->t_submit = lw__now_ns();
-  op->timeout_ns = cfg ? cfg->timeout_ns : 0;
-  op->run_id = atomic_fetch_add(&chip->next_run_id, 1) + 1;
-  op->item.fn = run_lane_fn;
-  op->args.n_tensors = args->n_tensors;
-  op->args.n_scalars = args->n_scalars;
+  lw_kernel_args_t kargs;
+  memset(&kargs, 0, sizeof(kargs));
+  kargs.n_tensors = args->n_tensors;
+  kargs.n_scalars = args->n_scalars;
   for (uint32_t i = 0; i < args->n_tensors; ++i) {
-    op->args.tensor[i].data = args->tensor[i].data;
-    op->args.tensor[i].bytes = args->tensor[i].bytes;
+    kargs.tensor[i].data = args->tensor[i].data;
+    kargs.tensor[i].bytes = args->tensor[i].bytes;
   }
-  memcpy(op->args.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
+  memcpy(kargs.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
 
   lw_error_t err;
-  // The pin is taken here, at acceptance: an unregister posted after this call returns sees
-  // the run and defers its free.
-  lw_status_t st = lw__registry_pin(chip->registry, h, &op->pin, &err);
+  lw_chip_run_t *op = NULL;
+  lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg ? cfg->timeout_ns : 0, NULL, &op,
+                                        &err);
   if (st == LW_OK) {
     st = lw_lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, &err);
-    if (st != LW_OK) run_unpin(chip, op->pin.slot);
+    if (st != LW_OK) {
+      run_unpin(chip, op->pin.slot);
+      free(op);
+    }
   }
   if (st != LW_OK) {
     err.worker_id = chip->cfg.device_id;
-    free(op);
     return lw__last_error_store(&err);
   }
   *out = &op->handle;
@@ -326,7 +368,7 @@ done:
 }
 
 static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool copy_image,
-                                   lw_handle_t **out) {
+                                   const lw_chip_submit_opts_t *opts, lw_handle_t **out) {
   if (out) *out = NULL;
   if (!chip || !c || !out) {
     return lw__fail(LW_INVALID_ARGUMENT, "register: chip, callable and out must be set");
@@ -339,6 +381,7 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
   register_op_t *op = calloc(1, sizeof(*op));
   if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
   lw__handle_initialize(&op->handle, LW_HANDLE_REGISTER, &register_ops);
+  if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
   op->chip = chip;
   op->item.fn = register_lane_fn;
   snprintf(op->name, sizeof(op->name), "%s", c->name ? c->name : "callable");
@@ -371,7 +414,12 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
 }
 
 lw_status_t lw_chip_register_async(lw_chip_t *chip, const lw_callable_t *c, lw_handle_t **out) {
-  return register_submit(chip, c, true, out);
+  return register_submit(chip, c, true, NULL, out);
+}
+
+lw_status_t lw__chip_register_async_opts(lw_chip_t *chip, const lw_callable_t *c,
+                                         const lw_chip_submit_opts_t *opts, lw_handle_t **out) {
+  return register_submit(chip, c, !(opts && opts->borrow_image), opts, out);
 }
 
 lw_status_t lw_chip_register(lw_chip_t *chip, const lw_callable_t *c, lw_callable_handle_t *out) {
@@ -379,7 +427,7 @@ lw_status_t lw_chip_register(lw_chip_t *chip, const lw_callable_t *c, lw_callabl
   out->id = 0;
   lw_handle_t *h = NULL;
   // The caller blocks until the register finished, so its image can be borrowed.
-  LW_RETURN_IF_ERROR(register_submit(chip, c, false, &h));
+  LW_RETURN_IF_ERROR(register_submit(chip, c, false, NULL, &h));
   lw_status_t st = wait_and_release(h);
   if (st == LW_OK) *out = h->callable;
   lw_handle_release(h);
@@ -468,6 +516,11 @@ static void unregister_lane_fn(lw_lane_item_t *item, bool cancelled) {
 }
 
 lw_status_t lw_chip_unregister_async(lw_chip_t *chip, lw_callable_handle_t h, lw_handle_t **out) {
+  return lw__chip_unregister_async_opts(chip, h, NULL, out);
+}
+
+lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_callable_handle_t h,
+                                           const lw_chip_submit_opts_t *opts, lw_handle_t **out) {
   if (out) *out = NULL;
   if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "unregister: chip and out must be set");
   if (atomic_load(&chip->closing)) {
@@ -476,6 +529,7 @@ lw_status_t lw_chip_unregister_async(lw_chip_t *chip, lw_callable_handle_t h, lw
   unregister_op_t *op = calloc(1, sizeof(*op));
   if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
   lw__handle_initialize(&op->handle, LW_HANDLE_UNREGISTER, &unregister_ops);
+  if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
   op->chip = chip;
   op->target = h;
   op->item.fn = unregister_lane_fn;
@@ -558,7 +612,6 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   if (!chip) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip_open: out of memory");
   chip->cfg = *cfg;
   chip->backend = backend;
-  chip->cancel_word_ptr = &chip->cancel_word;
   lw_waitword_initialize(&chip->watchdog.word);
 
   lw_error_t err;

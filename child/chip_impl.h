@@ -9,6 +9,7 @@
 #include "callables/registry.h"
 #include "child/backend.h"
 #include "lanes/cancel.h"
+#include "lanes/handle_impl.h"
 #include "lanes/lane.h"
 #include "lanes/wait.h"
 #include "lanework/chip.h"
@@ -23,6 +24,7 @@ typedef struct lw_chip_watchdog {
   pthread_t thread;
   bool started;
   _Atomic uint64_t armed_generation;  // the run being watched; 0: none
+  lw_cancel_word_t *_Atomic armed_word;  // that run's cancel word
   _Atomic int64_t deadline_ns;        // absolute, for armed_generation
   _Atomic uint64_t fired_generation;  // the last run the watchdog cancelled
   _Atomic bool stop;
@@ -36,14 +38,41 @@ struct lw_chip {
   lw_registry_t *registry;
   lw_lane_t *run_lane;
   lw_lane_t *register_lane;
-  // The run lane's cancel word: a fresh even generation per run (lanes/cancel.h). A child
-  // points this at the task frame's word in the mailbox instead (cancel_word_ptr).
+  // The run lane's cancel word: a fresh even generation per run (lanes/cancel.h). A chip
+  // child gives each run the task frame's word in the mailbox instead (lw__chip_run_prepare).
   lw_cancel_word_t cancel_word;
-  lw_cancel_word_t *cancel_word_ptr;
   lw_chip_watchdog_t watchdog;
   _Atomic bool closing;
   _Atomic uint64_t next_run_id;
 };
+
+// Options of the internal submit paths used by the chip child.
+typedef struct lw_chip_submit_opts {
+  lw_cancel_word_t *cancel_word;  // the run's cancel word; NULL: the chip's own
+  lw_handle_notify_fn notify;     // called once when the handle finishes (finishing thread)
+  void *notify_ctx;
+  uint64_t task_id;               // for messages
+  bool borrow_image;              // register: the image outlives the register (no copy)
+} lw_chip_submit_opts_t;
+
+// A run split in two steps: prepare validates and pins (the callable can no longer be freed),
+// enqueue puts it on the run lane. Between the two the caller publishes TASK_RUNNING, so the
+// run cannot finish before its frame says it runs. On prepare failure nothing is pinned.
+typedef struct lw_chip_run lw_chip_run_t;
+LW_MUST_USE lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
+                                             const lw_kernel_args_t *args, int64_t timeout_ns,
+                                             const lw_chip_submit_opts_t *opts,
+                                             lw_chip_run_t **out_run, lw_error_t *err);
+// Queues a prepared run and returns its handle (the caller owns one reference). Reserved
+// submit: a chip child bounds its runs by its task frames.
+lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *run);
+
+LW_MUST_USE lw_status_t lw__chip_register_async_opts(lw_chip_t *chip, const lw_callable_t *c,
+                                                     const lw_chip_submit_opts_t *opts,
+                                                     lw_handle_t **out);
+LW_MUST_USE lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_callable_handle_t h,
+                                                       const lw_chip_submit_opts_t *opts,
+                                                       lw_handle_t **out);
 
 #ifdef __cplusplus
 }

@@ -309,11 +309,11 @@ Test(chip, stale_cancel_does_not_hit_the_next_run) {
   lw_handle_t *first = NULL;
   LW_ASSERT_OK(lw_chip_run_async(chip, hr, &a, NULL, &first));
   LW_ASSERT_OK(lw_handle_wait(first, LW_WAIT_FOREVER));
-  uint64_t stale_generation = atomic_load(chip->cancel_word_ptr);
+  uint64_t stale_generation = atomic_load(&chip->cancel_word);
   // A canceller that loaded the first run's generation fires after it finished.
   record_args(&a, log, 8, 2);
   LW_ASSERT_OK(lw_chip_run(chip, hr, &a, NULL, NULL));
-  cr_assert_not(lw_cancel_request(chip->cancel_word_ptr, stale_generation),
+  cr_assert_not(lw_cancel_request(&chip->cancel_word, stale_generation),
                 "a stale generation must not match a later run");
   cr_assert_eq(lw_handle_cancel(first), LW_NOT_FOUND);
   cr_assert_eq(log[0], 2);
