@@ -108,6 +108,8 @@ lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
 lw_status_t lw_handle_cancel(lw_handle_t *h) {
   if (!handle_ok(h)) return bad_handle(h, "lw_handle_cancel");
   if (lw_timeline_reached(&h->done, 1)) return LW_NOT_FOUND;  // finished: nothing changes
+  // The op may still finish between the check above and the hook below; ops->cancel must
+  // accept an op that just finished (the caller's reference keeps the memory alive).
   // seq_cst pairs with lw__handle_cancel_requested in the op. The exchange makes the op's
   // cancel hook run once however many times the caller cancels.
   if (atomic_exchange_explicit(&h->cancel_requested, 1, memory_order_seq_cst) != 0) {

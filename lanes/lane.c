@@ -129,6 +129,12 @@ static void *lane_main(void *arg) {
 
 void lw_lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
   if (lane == NULL) return;
+  if (current_lane == lane) {
+    // The lane thread cannot join itself; going on would free the lane under its own feet.
+    fprintf(stderr, "lanework: lw_lane_destroy(%s) called on the lane's own thread\n",
+            lane->name);
+    abort();
+  }
   if (lane->thread_started) {
     pthread_mutex_lock(&lane->mu);
     lane->stopping = true;

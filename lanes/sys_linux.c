@@ -3,14 +3,11 @@
 #include "lanes/sys.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "lanework/handle.h"
 
 int64_t lw__now_ns(void) {
   struct timespec ts;

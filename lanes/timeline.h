@@ -48,7 +48,8 @@ void lw_timeline_fail(lw_timeline_t *t, lw_status_t status);
 uint64_t lw_timeline_value(const lw_timeline_t *t);
 lw_status_t lw_timeline_failure(const lw_timeline_t *t);
 
-// True when value >= target and the timeline is healthy: one acquire load on the fast path.
+// True when value >= target: one acquire load, no syscall. It does not look at the failure
+// status: a target reached before a failure stays reached (see lw_timeline_wait).
 static inline bool lw_timeline_reached(const lw_timeline_t *t, uint64_t target) {
   return atomic_load_explicit(&t->value, memory_order_acquire) >= target;
 }

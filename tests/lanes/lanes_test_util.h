@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "lanes/sys.h"
 #include "lanes/wait.h"
@@ -43,6 +46,13 @@ static inline void test_gate_wait(test_gate_t *g) {
 // Yields until *word != 0 (used to wait for events that have no waitword of their own).
 static inline void test_wait_nonzero(const _Atomic uint32_t *word) {
   while (atomic_load_explicit(word, memory_order_acquire) == 0) sched_yield();
+}
+
+// True while thread tid of this process exists (used to check a lane joined its thread).
+static inline bool test_thread_alive(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+  return access(path, F_OK) == 0;
 }
 
 #endif  // LANEWORK_TESTS_LANES_TEST_UTIL_H_

@@ -1,6 +1,7 @@
 // tests/lanes/test_timeline.c — timeline semaphores: monotonic signal, sticky failure, waits
 // in one process and across a fork through MAP_SHARED memory.
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -182,6 +183,12 @@ static int wait_child(pid_t pid) {
   return WEXITSTATUS(wstatus);
 }
 
+// Tests that fork end by checking they left no child behind.
+static void assert_no_children_left(void) {
+  cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1);
+  cr_assert_eq(errno, ECHILD);
+}
+
 Test(timeline, shared_timeline_wakes_a_forked_child_and_back, .timeout = 20) {
   lw_timeline_t *t = map_shared_timeline();
   pid_t pid = fork();
@@ -197,6 +204,7 @@ Test(timeline, shared_timeline_wakes_a_forked_child_and_back, .timeout = 20) {
   cr_assert_eq(lw_timeline_wait(t, 2, LW_DEADLINE_NEVER), LW_OK, "the child's signal arrives");
   cr_assert_eq(wait_child(pid), LW_OK);
   munmap(t, sizeof(*t));
+  assert_no_children_left();
 }
 
 Test(timeline, shared_timeline_failure_reaches_a_forked_child, .timeout = 20) {
@@ -210,4 +218,5 @@ Test(timeline, shared_timeline_failure_reaches_a_forked_child, .timeout = 20) {
   lw_timeline_fail(t, LW_CHILD_EXITED);
   cr_assert_eq(wait_child(pid), LW_CHILD_EXITED);
   munmap(t, sizeof(*t));
+  assert_no_children_left();
 }
