@@ -1,0 +1,48 @@
+// child/child.h — the chip-child and sub-child process loops (the fork targets of the L3
+// worker). Each runs in its own forked process, serves one mailbox and never returns.
+//
+// A chip child: binds to its NUMA node (libnuma; a no-op with a note in the header when NUMA
+// is unavailable), opens its lw_chip_t, publishes INIT_READY (or INIT_FAILED with the reason),
+// then applies posts in sequence order on its mailbox thread:
+//   - a task: copy the payload out, pin the callable (lw__chip_run_prepare), publish
+//     TASK_RUNNING, queue it on the run lane; the run's completion writes the result into the
+//     frame and pushes a completion;
+//   - a control: REGISTER / UNREGISTER go to the register lane at once (ack: async, end via
+//     the completion ring), PING answers with the pid.
+// Because the payload is copied out before TASK_RUNNING, controls are served while the run
+// lane executes: a register prepares beside the running kernel.
+//
+// A sub child: a single thread that runs registered lw_sub_fn functions on task args, one at
+// a time, and answers REGISTER_SUB and PING.
+//
+// Both leave when the sticky shutdown word is set, or when the parent is gone.
+#ifndef LANEWORK_CHILD_CHILD_H_
+#define LANEWORK_CHILD_CHILD_H_
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lanework/config.h"
+#include "mailbox/mailbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// What a child needs, prepared by the parent before the fork server starts (so every child
+// inherits a copy).
+typedef struct lw_child_env {
+  lw_mailbox_t *mailbox;
+  lw_mb_arena_t arena;
+  lw_chip_config_t chip;  // chip children
+  int wake_fd;            // eventfd the child writes when the parent sleeps
+  pid_t parent_pid;       // the worker process
+} lw_child_env_t;
+
+_Noreturn void lw__chip_child_main(const lw_child_env_t *env);
+_Noreturn void lw__sub_child_main(const lw_child_env_t *env);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_CHILD_CHILD_H_

@@ -1,0 +1,99 @@
+// child/child_common.c — see child_common.h.
+#include "child/child_common.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+
+// How long one doorbell sleep lasts before the child re-checks that its parent lives.
+#define PARENT_CHECK_NS (100ll * 1000 * 1000)
+// How long a completion may wait for ring space before the child gives up on its parent.
+#define PUSH_TIMEOUT_NS (30ll * 1000 * 1000 * 1000)
+
+void lw__child_ctx_init(lw_child_ctx_t *c, const lw_child_env_t *env) {
+  c->env = env;
+  c->mb = env->mailbox;
+  pthread_mutex_init(&c->push_mu, NULL);
+}
+
+void lw__child_publish_init(lw_child_ctx_t *c, lw_mb_init_state_t state, const lw_error_t *err) {
+  lw_mb_header_t *h = &c->mb->header;
+  if (err) {
+    h->init_error = *err;
+    h->init_error.message[LW_ERROR_MESSAGE_BYTES - 1] = '\0';
+  }
+  atomic_store_explicit(&h->child_pid, (int32_t)getpid(), memory_order_relaxed);
+  // Release: the pid and the error are visible to a parent that sees the new state.
+  atomic_store_explicit(&h->init_state, (uint32_t)state, memory_order_release);
+  lw_waitword_wake(&h->init_word, true);
+}
+
+static void wake_parent(lw_child_ctx_t *c) {
+  uint64_t one = 1;
+  // A failed write (EAGAIN: the counter is saturated) still leaves the eventfd readable.
+  ssize_t n = write(c->env->wake_fd, &one, sizeof(one));
+  (void)n;
+}
+
+void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
+  bool wake = false;
+  lw_error_t err;
+  pthread_mutex_lock(&c->push_mu);
+  lw_status_t st = lw_mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake,
+                                              &err);
+  pthread_mutex_unlock(&c->push_mu);
+  if (st != LW_OK) _exit(3);  // the parent stopped draining: it is gone or broken
+  if (wake) wake_parent(c);
+}
+
+void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
+                             const lw_mb_task_result_t *result) {
+  lw_error_t err;
+  if (lw_mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) _exit(4);
+  lw_mb_completion_t done;
+  memset(&done, 0, sizeof(done));
+  done.kind = LW_MB_COMPLETION_TASK;
+  done.frame = frame;
+  done.identity = *id;
+  lw__child_push(c, &done);
+}
+
+typedef struct post_cond {
+  lw_mailbox_t *mb;
+  uint64_t seq;
+} post_cond_t;
+
+static bool post_visible(const void *ctx) {
+  const post_cond_t *p = ctx;
+  return atomic_load_explicit(&p->mb->doorbell.post_seq, memory_order_acquire) >= p->seq ||
+         atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0;
+}
+
+bool lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq) {
+  post_cond_t p = {c->mb, seq};
+  for (;;) {
+    lw_status_t st = lw_waitword_wait(&c->mb->doorbell.word, post_visible, &p,
+                                      lw__now_ns() + PARENT_CHECK_NS, true);
+    if (atomic_load_explicit(&c->mb->header.shutdown, memory_order_acquire)) return false;
+    if (st == LW_OK) return true;
+    if (getppid() == 1 || kill(c->env->parent_pid, 0) != 0) return false;  // orphaned
+  }
+}
+
+void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value,
+                   const lw_error_t *err) {
+  lw_mb_control_ack_t ack;
+  memset(&ack, 0, sizeof(ack));
+  ack.status = st;
+  ack.async = async;
+  ack.value = value;
+  if (err && st != LW_OK) ack.error = *err;
+  ack.error.code = st;
+  lw_error_t e2;
+  if (lw_mailbox_ack_control(c->mb, &ack, &e2) != LW_OK) _exit(5);
+}

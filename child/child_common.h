@@ -1,0 +1,37 @@
+// child/child_common.h — pieces shared by the chip-child and sub-child loops.
+#ifndef LANEWORK_CHILD_CHILD_COMMON_H_
+#define LANEWORK_CHILD_CHILD_COMMON_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "child/child.h"
+
+typedef struct lw_child_ctx {
+  const lw_child_env_t *env;
+  lw_mailbox_t *mb;
+  pthread_mutex_t push_mu;  // completions come from several threads of this child
+} lw_child_ctx_t;
+
+void lw__child_ctx_init(lw_child_ctx_t *c, const lw_child_env_t *env);
+
+// Publishes the child's pid and INIT state (READY, or FAILED with err).
+void lw__child_publish_init(lw_child_ctx_t *c, lw_mb_init_state_t state, const lw_error_t *err);
+
+// Pushes a completion and wakes the parent if it sleeps. A full ring that never drains means
+// the parent is gone or broken: the child exits.
+void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done);
+
+// Completes task frame `frame` with result and pushes its completion.
+void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
+                             const lw_mb_task_result_t *result);
+
+// Waits until post seq is visible or shutdown/parent death. Returns false when the child
+// must leave.
+bool lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq);
+
+// Acks a control with a synchronous result.
+void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value,
+                   const lw_error_t *err);
+
+#endif  // LANEWORK_CHILD_CHILD_COMMON_H_

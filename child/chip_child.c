@@ -1,0 +1,209 @@
+// child/chip_child.c — the chip-child process loop. See child.h.
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "child/chip_impl.h"
+#include "child/child_common.h"
+#include "lanes/error.h"
+#include "lanes/sys.h"
+
+typedef struct frame_ctx {
+  lw_child_ctx_t *c;
+  uint32_t frame;
+  lw_mb_identity_t identity;
+} frame_ctx_t;
+
+typedef struct control_ctx {
+  lw_child_ctx_t *c;
+  uint64_t control_id;
+  lw_mb_command_t command;
+} control_ctx_t;
+
+static frame_ctx_t frames[LW_MB_TASK_FRAMES];
+
+// Binds this process to the chip's NUMA node. Returns the node, -1 when NUMA is unavailable
+// (then nothing is bound), or -2 with err set when the configured node does not exist.
+static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *err) {
+  if (numa_available() < 0) return -1;
+  int max = numa_max_node();
+  int node = cfg->numa_node >= 0 ? cfg->numa_node : cfg->device_id % (max + 1);
+  if (node > max) {
+    lw__error_set(err, LW_INVALID_ARGUMENT, cfg->device_id, 0,
+                  "chip %d: NUMA node %d does not exist (max %d)", cfg->device_id, node, max);
+    return -2;
+  }
+  if (numa_run_on_node(node) != 0) return -1;
+  numa_set_preferred(node);
+  numa_tonode_memory(mb, sizeof(*mb), node);
+  return node;
+}
+
+static void task_done(void *ctx, lw_handle_t *h) {
+  frame_ctx_t *fc = ctx;
+  lw_mb_task_result_t r;
+  memset(&r, 0, sizeof(r));
+  r.status = h->status;
+  r.kernel_ns = h->timing.kernel_wall_ns;
+  r.queue_ns = h->timing.queue_ns;
+  r.error = h->error;
+  lw__child_complete_task(fc->c, fc->frame, &fc->identity, &r);
+  lw_handle_release(h);
+}
+
+static void fail_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
+                      const lw_error_t *err) {
+  lw_mb_task_result_t r;
+  memset(&r, 0, sizeof(r));
+  r.status = err->code != LW_OK ? err->code : LW_INTERNAL;
+  r.error = *err;
+  lw__child_complete_task(c, frame, id, &r);
+}
+
+static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
+  lw_mb_task_taken_t t;
+  lw_error_t err;
+  lw__error_clear(&err);
+  int32_t dev = chip->cfg.device_id;
+  if (lw_mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
+    // The identity could not be trusted either; echo what the frame says so the parent can
+    // match (or reject) it.
+    lw_mb_identity_t id = c->mb->task[frame].identity;
+    fail_task(c, frame, &id, &err);
+    return;
+  }
+  if (t.kind != LW_MB_TASK_KERNEL) {
+    lw__error_set(&err, LW_INVALID_ARGUMENT, dev, t.identity.task_id,
+                  "chip %d: task frame %u holds a sub task (kind %u)", dev, frame,
+                  (unsigned)t.kind);
+    fail_task(c, frame, &t.identity, &err);
+    return;
+  }
+  frame_ctx_t *fc = &frames[frame];
+  fc->c = c;
+  fc->frame = frame;
+  fc->identity = t.identity;
+  lw_chip_submit_opts_t opts = {.cancel_word = &c->mb->task[frame].cancel,
+                                .notify = task_done,
+                                .notify_ctx = fc,
+                                .task_id = t.identity.task_id};
+  lw_chip_run_t *run = NULL;
+  lw_status_t st = lw__chip_run_prepare(chip, (lw_callable_handle_t){t.callable}, &t.args,
+                                        t.timeout_ns, &opts, &run, &err);
+  if (st != LW_OK) {
+    fail_task(c, frame, &t.identity, &err);
+    return;
+  }
+  // The payload is copied and the callable pinned: from here the frame is not read again, so
+  // controls may be served while the run lane executes.
+  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(7);
+  (void)lw__chip_run_enqueue(run);  // task_done releases the handle
+}
+
+static void control_done(void *ctx, lw_handle_t *h) {
+  control_ctx_t *cc = ctx;
+  lw_mb_completion_t done;
+  memset(&done, 0, sizeof(done));
+  done.kind = LW_MB_COMPLETION_CONTROL;
+  done.control_id = cc->control_id;
+  done.status = h->status;
+  done.value = cc->command == LW_MB_CMD_REGISTER ? h->callable.id : 0;
+  done.error = h->error;
+  lw__child_push(cc->c, &done);
+  lw_handle_release(h);
+  free(cc);
+}
+
+static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
+  lw_mb_control_taken_t t;
+  lw_error_t err;
+  lw__error_clear(&err);
+  int32_t dev = chip->cfg.device_id;
+  if (lw_mailbox_take_control(c->mb, &c->env->arena, &t, &err) != LW_OK) {
+    lw__child_ack(c, err.code, false, 0, &err);
+    return;
+  }
+  if (t.command == LW_MB_CMD_PING) {
+    lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
+    return;
+  }
+  if (t.command != LW_MB_CMD_REGISTER && t.command != LW_MB_CMD_UNREGISTER) {
+    lw__error_set(&err, LW_INVALID_ARGUMENT, dev, 0, "chip %d: command %u is not for chips",
+                  dev, (unsigned)t.command);
+    lw__child_ack(c, LW_INVALID_ARGUMENT, false, 0, &err);
+    return;
+  }
+  control_ctx_t *cc = calloc(1, sizeof(*cc));
+  if (!cc) {
+    lw__error_set(&err, LW_RESOURCE_EXHAUSTED, dev, 0, "chip %d: out of memory", dev);
+    lw__child_ack(c, LW_RESOURCE_EXHAUSTED, false, 0, &err);
+    return;
+  }
+  cc->c = c;
+  cc->control_id = t.control_id;
+  cc->command = t.command;
+  lw_chip_submit_opts_t opts = {.notify = control_done, .notify_ctx = cc, .borrow_image = true};
+  lw_handle_t *h = NULL;
+  lw_status_t st;
+  if (t.command == LW_MB_CMD_REGISTER) {
+    // The image stays in the arena until the parent sees this register's completion.
+    lw_callable_t callable = {.name = t.name,
+                              .image = c->env->arena.base + t.image_offset,
+                              .image_bytes = t.image_bytes,
+                              .entry = t.entry[0] ? t.entry : NULL,
+                              .n_params = t.n_params,
+                              .param_dirs = t.n_params ? t.param_dirs : NULL};
+    st = lw__chip_register_async_opts(chip, &callable, &opts, &h);
+  } else {
+    st = lw__chip_unregister_async_opts(chip, (lw_callable_handle_t){t.target}, &opts, &h);
+  }
+  if (st != LW_OK) {
+    free(cc);
+    lw_error_t e = *lw_last_error();
+    e.worker_id = dev;
+    lw__child_ack(c, st, false, 0, &e);
+    return;
+  }
+  lw__child_ack(c, LW_OK, true, 0, NULL);
+}
+
+_Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
+  lw_child_ctx_t c;
+  lw__child_ctx_init(&c, env);
+  char name[16];
+  snprintf(name, sizeof(name), "lw-chip-%d", env->chip.device_id);
+  prctl(PR_SET_NAME, name);
+
+  lw_error_t err;
+  lw__error_clear(&err);
+  int node = bind_numa(&env->chip, c.mb, &err);
+  atomic_store(&c.mb->header.numa_node, node >= 0 ? node : -1);
+  if (node == -2) {
+    lw__child_publish_init(&c, LW_MB_INIT_FAILED, &err);
+    _exit(1);
+  }
+  lw_chip_t *chip = NULL;
+  if (lw_chip_open(&env->chip, &chip) != LW_OK) {
+    lw__child_publish_init(&c, LW_MB_INIT_FAILED, lw_last_error());
+    _exit(1);
+  }
+  lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
+
+  for (uint64_t seq = 1; lw__child_wait_post(&c, seq); ++seq) {
+    bool is_control = false;
+    uint32_t frame = 0;
+    if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
+      _exit(6);  // the doorbell announced a post that is not there: the parent is broken
+    }
+    if (is_control) {
+      serve_control(&c, chip);
+    } else {
+      serve_task(&c, chip, frame);
+    }
+  }
+  lw_chip_close(chip);
+  _exit(0);
+}

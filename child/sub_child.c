@@ -1,0 +1,121 @@
+// child/sub_child.c — the sub-child process loop. See child.h.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "child/child_common.h"
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "lanework/worker.h"
+
+#define MAX_SUB_FNS 256
+
+typedef struct sub_entry {
+  lw_sub_fn fn;
+  char name[LW_MB_NAME_BYTES];
+} sub_entry_t;
+
+static sub_entry_t subs[MAX_SUB_FNS];
+static uint32_t n_subs;
+
+static void serve_control(lw_child_ctx_t *c, uint32_t index) {
+  lw_mb_control_taken_t t;
+  lw_error_t err;
+  lw__error_clear(&err);
+  if (lw_mailbox_take_control(c->mb, &c->env->arena, &t, &err) != LW_OK) {
+    lw__child_ack(c, err.code, false, 0, &err);
+    return;
+  }
+  if (t.command == LW_MB_CMD_PING) {
+    lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
+    return;
+  }
+  if (t.command != LW_MB_CMD_REGISTER_SUB) {
+    lw__error_set(&err, LW_INVALID_ARGUMENT, (int32_t)index, 0,
+                  "sub child %u: command %u is not for sub children", index,
+                  (unsigned)t.command);
+    lw__child_ack(c, LW_INVALID_ARGUMENT, false, 0, &err);
+    return;
+  }
+  // The address comes from shared memory: check it is code of a loaded object before it is
+  // ever called.
+  Dl_info info;
+  void *addr = (void *)(uintptr_t)t.target;
+  if (!addr || dladdr(addr, &info) == 0 || info.dli_fbase == NULL) {
+    lw__error_set(&err, LW_INVALID_ARGUMENT, (int32_t)index, 0,
+                  "sub child %u: %p is not code of a loaded object", index, addr);
+    lw__child_ack(c, LW_INVALID_ARGUMENT, false, 0, &err);
+    return;
+  }
+  if (n_subs == MAX_SUB_FNS) {
+    lw__error_set(&err, LW_RESOURCE_EXHAUSTED, (int32_t)index, 0,
+                  "sub child %u: %u sub functions registered already", index, MAX_SUB_FNS);
+    lw__child_ack(c, LW_RESOURCE_EXHAUSTED, false, 0, &err);
+    return;
+  }
+  subs[n_subs].fn = (lw_sub_fn)addr;
+  snprintf(subs[n_subs].name, sizeof(subs[n_subs].name), "%s", t.name);
+  lw__child_ack(c, LW_OK, false, n_subs, NULL);
+  n_subs++;
+}
+
+static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
+  lw_mb_task_taken_t t;
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_mb_task_result_t r;
+  memset(&r, 0, sizeof(r));
+  if (lw_mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
+    lw_mb_identity_t id = c->mb->task[frame].identity;
+    r.status = err.code;
+    r.error = err;
+    lw__child_complete_task(c, frame, &id, &r);
+    return;
+  }
+  if (t.kind != LW_MB_TASK_SUB || t.callable >= n_subs) {
+    r.status = lw__error_set(&r.error, LW_INVALID_ARGUMENT, (int32_t)index, t.identity.task_id,
+                             "sub child %u: unknown sub function %llu (kind %u)", index,
+                             (unsigned long long)t.callable, (unsigned)t.kind);
+    lw__child_complete_task(c, frame, &t.identity, &r);
+    return;
+  }
+  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(7);
+  const sub_entry_t *s = &subs[t.callable];
+  int64_t t0 = lw__now_ns();
+  lw_status_t st = s->fn(&t.args);
+  r.kernel_ns = (uint64_t)(lw__now_ns() - t0);
+  if (st == LW_OK) {
+    r.status = LW_OK;
+  } else {
+    r.status = lw__error_set(&r.error, LW_TASK_FAILED, (int32_t)index, t.identity.task_id,
+                             "sub %u: function %s returned %s", index, s->name,
+                             lw_status_name(st));
+    r.kernel_rc = (int32_t)st;
+  }
+  lw__child_complete_task(c, frame, &t.identity, &r);
+}
+
+_Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
+  lw_child_ctx_t c;
+  lw__child_ctx_init(&c, env);
+  uint32_t index = c.mb->header.child_index;
+  char name[16];
+  snprintf(name, sizeof(name), "lw-sub-%u", index);
+  prctl(PR_SET_NAME, name);
+  atomic_store(&c.mb->header.numa_node, -1);
+  lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
+  lw_error_t err;
+  for (uint64_t seq = 1; lw__child_wait_post(&c, seq); ++seq) {
+    bool is_control = false;
+    uint32_t frame = 0;
+    if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) _exit(6);
+    if (is_control) {
+      serve_control(&c, index);
+    } else {
+      serve_task(&c, index, frame);
+    }
+  }
+  _exit(0);
+}

@@ -1,0 +1,126 @@
+// parent/arena.c — the shared arena: one memfd mapped MAP_SHARED before the fork server
+// starts, so every child sees it at the same address. The allocator's metadata lives only in
+// the parent's heap: a child can scribble over the memory but never over the bookkeeping.
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "lanes/error.h"
+#include "parent/worker_impl.h"
+
+#define ALIGN 64u
+
+static bool grow(lw_arena_block_t **v, uint32_t *cap, uint32_t need) {
+  if (need <= *cap) return true;
+  uint32_t n = *cap ? *cap * 2 : 64;
+  while (n < need) n *= 2;
+  lw_arena_block_t *p = realloc(*v, n * sizeof(**v));
+  if (!p) return false;
+  *v = p;
+  *cap = n;
+  return true;
+}
+
+static void insert_at(lw_arena_block_t *v, uint32_t *n, uint32_t i, lw_arena_block_t b) {
+  memmove(&v[i + 1], &v[i], (*n - i) * sizeof(*v));
+  v[i] = b;
+  (*n)++;
+}
+
+static void remove_at(lw_arena_block_t *v, uint32_t *n, uint32_t i) {
+  memmove(&v[i], &v[i + 1], (*n - i - 1) * sizeof(*v));
+  (*n)--;
+}
+
+lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
+  memset(a, 0, sizeof(*a));
+  a->fd = -1;
+  pthread_mutex_init(&a->mu, NULL);
+  bytes = (bytes + 4095) & ~(uint64_t)4095;
+  if (bytes == 0) return lw__fail(LW_INVALID_ARGUMENT, "worker: arena_bytes must be > 0");
+  a->fd = memfd_create("lw-arena", MFD_CLOEXEC);
+  if (a->fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: memfd_create for the arena failed");
+  if (ftruncate(a->fd, (off_t)bytes) != 0) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot size the arena to %llu bytes",
+                    (unsigned long long)bytes);
+  }
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, a->fd, 0);
+  if (p == MAP_FAILED) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot map a %llu-byte arena",
+                    (unsigned long long)bytes);
+  }
+  a->base = p;
+  a->bytes = bytes;
+  if (!grow(&a->free_list, &a->cap_free, 1)) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory");
+  a->free_list[0] = (lw_arena_block_t){0, bytes};
+  a->n_free = 1;
+  return LW_OK;
+}
+
+void lw__arena_destroy(lw_arena_t *a) {
+  if (a->base) munmap(a->base, a->bytes);
+  if (a->fd >= 0) close(a->fd);
+  free(a->free_list);
+  free(a->used);
+  pthread_mutex_destroy(&a->mu);
+  memset(a, 0, sizeof(*a));
+  a->fd = -1;
+}
+
+void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes > a->bytes) return NULL;
+  bytes = (bytes + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+  void *out = NULL;
+  pthread_mutex_lock(&a->mu);
+  for (uint32_t i = 0; i < a->n_free; ++i) {
+    lw_arena_block_t *f = &a->free_list[i];
+    if (f->bytes < bytes) continue;
+    if (!grow(&a->used, &a->cap_used, a->n_used + 1)) break;
+    lw_arena_block_t b = {f->offset, bytes};
+    f->offset += bytes;
+    f->bytes -= bytes;
+    if (f->bytes == 0) remove_at(a->free_list, &a->n_free, i);
+    uint32_t j = 0;
+    while (j < a->n_used && a->used[j].offset < b.offset) ++j;
+    insert_at(a->used, &a->n_used, j, b);
+    out = a->base + b.offset;
+    break;
+  }
+  pthread_mutex_unlock(&a->mu);
+  return out;
+}
+
+bool lw__arena_free(lw_arena_t *a, void *p) {
+  if (!p || !lw__arena_contains(a, p, 0)) return false;
+  uint64_t off = (uint64_t)((uint8_t *)p - a->base);
+  bool ok = false;
+  pthread_mutex_lock(&a->mu);
+  uint32_t lo = 0, hi = a->n_used;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (a->used[mid].offset < off) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < a->n_used && a->used[lo].offset == off &&
+      grow(&a->free_list, &a->cap_free, a->n_free + 1)) {
+    lw_arena_block_t b = a->used[lo];
+    remove_at(a->used, &a->n_used, lo);
+    uint32_t i = 0;
+    while (i < a->n_free && a->free_list[i].offset < b.offset) ++i;
+    insert_at(a->free_list, &a->n_free, i, b);
+    // Coalesce with the neighbours.
+    if (i + 1 < a->n_free && a->free_list[i].offset + a->free_list[i].bytes == a->free_list[i + 1].offset) {
+      a->free_list[i].bytes += a->free_list[i + 1].bytes;
+      remove_at(a->free_list, &a->n_free, i + 1);
+    }
+    if (i > 0 && a->free_list[i - 1].offset + a->free_list[i - 1].bytes == a->free_list[i].offset) {
+      a->free_list[i - 1].bytes += a->free_list[i].bytes;
+      remove_at(a->free_list, &a->n_free, i);
+    }
+    ok = true;
+  }
+  pthread_mutex_unlock(&a->mu);
+  return ok;
+}

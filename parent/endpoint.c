@@ -1,0 +1,184 @@
+// parent/endpoint.c — one endpoint per child: spawn through the fork server, INIT wait,
+// control round trips and task posts.
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/worker_impl.h"
+
+// A control round trip re-checks the child's liveness this often while it waits.
+#define CONTROL_SLICE_NS (20ll * 1000 * 1000)
+#define CONTROL_TIMEOUT_NS (30ll * 1000 * 1000 * 1000)
+
+const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes) {
+  snprintf(buf, bytes, "%s %u", ep->kind == LW_MB_CHILD_CHIP ? "chip" : "sub", ep->index);
+  return buf;
+}
+
+bool lw__ep_check_dead(lw_endpoint_t *ep) {
+  if (atomic_load(&ep->state) == LW_EP_DEAD) return true;
+  if (ep->pidfd < 0) return false;
+  struct pollfd p = {.fd = ep->pidfd, .events = POLLIN};
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+    atomic_store(&ep->state, LW_EP_DEAD);
+    return true;
+  }
+  return false;
+}
+
+void lw__ep_describe_exit(lw_endpoint_t *ep) {
+  int status = 0;
+  // The fork server publishes the exit right after it reaps; give it a moment.
+  for (int i = 0; i < 200; ++i) {
+    if (lw_forkserver_exit_status(ep->w->fs, ep->slot, ep->pid, &status)) {
+      char desc[64];
+      lw_forkserver_describe_status(status, desc, sizeof(desc));
+      snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d %s", (int)ep->pid, desc);
+      return;
+    }
+    struct timespec ts = {0, 500000};
+    nanosleep(&ts, NULL);
+  }
+  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d died (exit status not known)",
+           (int)ep->pid);
+}
+
+lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err) {
+  lw_mb_header_t *h = &ep->mb->header;
+  atomic_store(&h->init_state, LW_MB_INIT_NONE);
+  atomic_store(&h->generation, ++ep->generation);
+  ep->next_seq = 0;
+  ep->pid = 0;
+  ep->pidfd = -1;
+  lw_status_t st = lw_forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &ep->pid, &ep->pidfd, err);
+  if (st != LW_OK) return st;
+  atomic_store(&ep->state, LW_EP_STARTING);
+  return LW_OK;
+}
+
+typedef struct init_cond {
+  lw_mailbox_t *mb;
+} init_cond_t;
+
+static bool init_changed(const void *ctx) {
+  const init_cond_t *c = ctx;
+  return atomic_load_explicit(&c->mb->header.init_state, memory_order_acquire) != LW_MB_INIT_NONE;
+}
+
+lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err) {
+  char name[32];
+  lw__ep_name(ep, name, sizeof(name));
+  init_cond_t c = {ep->mb};
+  for (;;) {
+    int64_t slice = lw__now_ns() + CONTROL_SLICE_NS;
+    lw_status_t st = lw_waitword_wait(&ep->mb->header.init_word, init_changed, &c,
+                                      slice < deadline_ns ? slice : deadline_ns, true);
+    uint32_t s = atomic_load_explicit(&ep->mb->header.init_state, memory_order_acquire);
+    if (s == LW_MB_INIT_READY) {
+      atomic_store(&ep->state, LW_EP_READY);
+      return LW_OK;
+    }
+    if (s == LW_MB_INIT_FAILED) {
+      lw_error_t e = ep->mb->header.init_error;
+      e.message[LW_ERROR_MESSAGE_BYTES - 1] = '\0';
+      return lw__error_set(err, LW_UNAVAILABLE, (int32_t)ep->index, 0,
+                           "%s: child failed to start: %s", name, e.message);
+    }
+    if (s != LW_MB_INIT_NONE) {
+      return lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0,
+                           "%s: child published an unknown INIT state %u", name, s);
+    }
+    if (lw__ep_check_dead(ep)) {
+      lw__ep_describe_exit(ep);
+      return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                           "%s: %s during start-up", name, ep->exit_desc);
+    }
+    if (st == LW_DEADLINE_EXCEEDED && lw__now_ns() >= deadline_ns) {
+      return lw__error_set(err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, 0,
+                           "%s: child did not report INIT_READY before the startup deadline",
+                           name);
+    }
+  }
+}
+
+typedef struct control_cond {
+  lw_mailbox_t *mb;
+} control_cond_t;
+
+static bool control_done(const void *ctx) {
+  const control_cond_t *c = ctx;
+  return atomic_load_explicit(&c->mb->control.state, memory_order_acquire) != LW_MB_CONTROL_REQUEST;
+}
+
+lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
+                           lw_mb_control_ack_t *out_ack, lw_error_t *err) {
+  char name[32];
+  lw__ep_name(ep, name, sizeof(name));
+  memset(out_ack, 0, sizeof(*out_ack));
+  pthread_mutex_lock(&ep->ctl_mu);
+  lw_status_t st;
+  if (atomic_load(&ep->state) != LW_EP_READY) {
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down: %s", name,
+                       ep->exit_desc[0] ? ep->exit_desc : "not running");
+    goto out;
+  }
+  lw_mb_control_post_t p = *post;
+  pthread_mutex_lock(&ep->post_mu);
+  p.seq = ++ep->next_seq;
+  st = lw_mailbox_post_control(ep->mb, &p, err);
+  pthread_mutex_unlock(&ep->post_mu);
+  if (st != LW_OK) goto out;
+  control_cond_t c = {ep->mb};
+  int64_t deadline = lw__now_ns() + CONTROL_TIMEOUT_NS;
+  for (;;) {
+    int64_t slice = lw__now_ns() + CONTROL_SLICE_NS;
+    (void)lw_waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
+    if (control_done(&c)) break;
+    if (lw__ep_check_dead(ep)) {
+      lw__ep_describe_exit(ep);
+      st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                         "%s: %s while a control waited for its answer", name, ep->exit_desc);
+      goto out;
+    }
+    if (lw__now_ns() >= deadline) {
+      st = lw__error_set(err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, 0,
+                         "%s: no answer to a control within 30 s", name);
+      goto out;
+    }
+  }
+  st = lw_mailbox_consume_control(ep->mb, out_ack, err);
+out:
+  pthread_mutex_unlock(&ep->ctl_mu);
+  return st;
+}
+
+lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
+  uint32_t frame = 0;
+  while (frame < LW_MB_TASK_FRAMES && ep->frame_task[frame]) ++frame;
+  if (frame == LW_MB_TASK_FRAMES) {
+    return lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, t->task_id, "no free task frame");
+  }
+  lw_mb_task_post_t p;
+  memset(&p, 0, sizeof(p));
+  p.kind = t->kind;
+  p.callable = t->kind == LW_MB_TASK_KERNEL ? ep->w->callables[t->wc].local[ep->index]
+                                            : ep->w->callables[t->wc].sub_index;
+  p.timeout_ns = t->timeout_ns;
+  p.args = t->args;
+  pthread_mutex_lock(&ep->post_mu);
+  p.seq = ++ep->next_seq;
+  p.identity = (lw_mb_identity_t){t->run->run_id, t->task_id, ++ep->next_dispatch,
+                                  ep->generation};
+  lw_status_t st = lw_mailbox_post_task(ep->mb, frame, &p, err);
+  pthread_mutex_unlock(&ep->post_mu);
+  if (st != LW_OK) return st;
+  t->identity = p.identity;
+  t->ep = ep;
+  t->frame = frame;
+  ep->frame_task[frame] = t;
+  ep->busy++;
+  return LW_OK;
+}

@@ -1,0 +1,769 @@
+// parent/orch.c — runs and the orchestrator: the FIFO run queue, the orchestrator thread that
+// calls orch functions, lw_orch_* (task ring with back-pressure, tensor map, scopes), and what
+// happens when a task reaches a terminal state.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/worker_impl.h"
+
+// ---------------------------------------------------------------------------------------------
+// Tensor map: buffer address -> last writer. Keys are exact data pointers (two tensors that
+// overlap without the same start address are not related). Buffers first written inside a
+// scope are forgotten when the scope ends.
+
+typedef struct tmap_node {
+  uintptr_t key;
+  lw_task_ref_t writer;
+  struct tmap_node *next;
+} tmap_node_t;
+
+typedef struct lw_tmap {
+  tmap_node_t **buckets;
+  uint32_t n_buckets;
+  uint32_t n;
+  uintptr_t *scope_keys[LW_MAX_SCOPES + 1];
+  uint32_t n_scope_keys[LW_MAX_SCOPES + 1];
+  uint32_t cap_scope_keys[LW_MAX_SCOPES + 1];
+} lw_tmap_t;
+
+static uint32_t tmap_hash(uintptr_t k, uint32_t n) {
+  uint64_t x = (uint64_t)k * 0x9e3779b97f4a7c15ull;
+  return (uint32_t)(x >> 32) & (n - 1);
+}
+
+static lw_tmap_t *tmap_create(void) {
+  lw_tmap_t *m = calloc(1, sizeof(*m));
+  if (!m) return NULL;
+  m->n_buckets = 1024;
+  m->buckets = calloc(m->n_buckets, sizeof(tmap_node_t *));
+  if (!m->buckets) {
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+static void tmap_clear(lw_tmap_t *m) {
+  for (uint32_t i = 0; i < m->n_buckets; ++i) {
+    tmap_node_t *n = m->buckets[i];
+    while (n) {
+      tmap_node_t *next = n->next;
+      free(n);
+      n = next;
+    }
+    m->buckets[i] = NULL;
+  }
+  m->n = 0;
+  for (uint32_t d = 0; d <= LW_MAX_SCOPES; ++d) m->n_scope_keys[d] = 0;
+}
+
+void lw__tmap_destroy(lw_tmap_t *m) {
+  if (!m) return;
+  tmap_clear(m);
+  for (uint32_t d = 0; d <= LW_MAX_SCOPES; ++d) free(m->scope_keys[d]);
+  free(m->buckets);
+  free(m);
+}
+
+static tmap_node_t *tmap_find(lw_tmap_t *m, uintptr_t key) {
+  for (tmap_node_t *n = m->buckets[tmap_hash(key, m->n_buckets)]; n; n = n->next) {
+    if (n->key == key) return n;
+  }
+  return NULL;
+}
+
+static void tmap_grow(lw_tmap_t *m) {
+  uint32_t nb = m->n_buckets * 2;
+  tmap_node_t **b = calloc(nb, sizeof(tmap_node_t *));
+  if (!b) return;  // keep the longer chains; correctness does not depend on the size
+  for (uint32_t i = 0; i < m->n_buckets; ++i) {
+    tmap_node_t *n = m->buckets[i];
+    while (n) {
+      tmap_node_t *next = n->next;
+      uint32_t h = tmap_hash(n->key, nb);
+      n->next = b[h];
+      b[h] = n;
+      n = next;
+    }
+  }
+  free(m->buckets);
+  m->buckets = b;
+  m->n_buckets = nb;
+}
+
+static bool tmap_set(lw_tmap_t *m, uintptr_t key, lw_task_ref_t writer, uint32_t depth) {
+  tmap_node_t *n = tmap_find(m, key);
+  if (n) {
+    n->writer = writer;
+    return true;
+  }
+  if (depth > 0 && m->n_scope_keys[depth] == m->cap_scope_keys[depth]) {
+    uint32_t cap = m->cap_scope_keys[depth] ? m->cap_scope_keys[depth] * 2 : 64;
+    uintptr_t *k = realloc(m->scope_keys[depth], cap * sizeof(uintptr_t));
+    if (!k) return false;
+    m->scope_keys[depth] = k;
+    m->cap_scope_keys[depth] = cap;
+  }
+  n = malloc(sizeof(*n));
+  if (!n) return false;
+  if (m->n >= 2 * m->n_buckets) tmap_grow(m);
+  uint32_t h = tmap_hash(key, m->n_buckets);
+  n->key = key;
+  n->writer = writer;
+  n->next = m->buckets[h];
+  m->buckets[h] = n;
+  m->n++;
+  if (depth > 0) m->scope_keys[depth][m->n_scope_keys[depth]++] = key;
+  return true;
+}
+
+static void tmap_remove(lw_tmap_t *m, uintptr_t key) {
+  tmap_node_t **pp = &m->buckets[tmap_hash(key, m->n_buckets)];
+  for (; *pp; pp = &(*pp)->next) {
+    if ((*pp)->key == key) {
+      tmap_node_t *n = *pp;
+      *pp = n->next;
+      free(n);
+      m->n--;
+      return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+static lw_status_t run_cancel(lw_handle_t *h) {
+  lw_run_t *run = (lw_run_t *)h;
+  // The flag (set by lw_handle_cancel before this call) is read by the orchestrator before it
+  // starts the run and by the scheduler before it dispatches each task.
+  lw__worker_kick(run->w);
+  return LW_OK;
+}
+
+static void run_destroy(lw_handle_t *h) { free(h); }
+static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
+
+void lw__run_complete(lw_run_t *run) {
+  lw_worker_t *w = run->w;
+  lw_run_report_t *r = &run->report;
+  memset(r, 0, sizeof(*r));
+  r->n_tasks = run->n_tasks;
+  r->n_completed = run->n_completed;
+  r->n_failed = run->n_failed;
+  r->wall_ns = run->t_start ? (uint64_t)(lw__now_ns() - run->t_start) : 0;
+  r->status = run->failed ? run->error.code : (run->cancelled ? LW_CANCELLED : LW_OK);
+  if (run->failed) {
+    r->error = run->error;
+  } else if (run->cancelled) {
+    lw__error_set(&r->error, LW_CANCELLED, -1, 0, "run %llu cancelled",
+                  (unsigned long long)run->run_id);
+  } else {
+    lw__error_clear(&r->error);
+  }
+  run->handle.timing.host_wall_ns = r->wall_ns;
+  (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
+  pthread_mutex_lock(&w->mu);
+  w->live_runs--;
+  pthread_cond_broadcast(&w->idle_cv);
+  pthread_mutex_unlock(&w->mu);
+  lw__handle_unref(&run->handle);
+}
+
+lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
+  if (!h || !out) return lw__fail(LW_INVALID_ARGUMENT, "handle_run_report: handle and out must be set");
+  if (h->kind != LW_HANDLE_WORKER_RUN) {
+    return lw__fail(LW_INVALID_ARGUMENT, "handle_run_report: not a worker run handle");
+  }
+  if (!lw_handle_done(h)) {
+    return lw__fail(LW_FAILED_PRECONDITION, "handle_run_report: the run is still going");
+  }
+  *out = ((const lw_run_t *)h)->report;
+  return LW_OK;
+}
+
+lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !fn || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_run: worker, orch function and out must be set");
+  }
+  if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
+  lw_run_t *run = calloc(1, sizeof(*run));
+  if (!run) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_run: out of memory");
+  lw__handle_initialize(&run->handle, LW_HANDLE_WORKER_RUN, &run_ops);
+  lw__handle_set_notify(&run->handle, lw__worker_notify_user, w);
+  run->w = w;
+  run->fn = fn;
+  run->user = user;
+  lw__error_clear(&run->error);
+  pthread_mutex_lock(&w->mu);
+  w->live_runs++;
+  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_lock(&w->run_mu);
+  run->run_id = ++w->next_run_id;
+  if (w->runq_tail) {
+    w->runq_tail->next = run;
+  } else {
+    w->runq_head = run;
+  }
+  w->runq_tail = run;
+  pthread_cond_signal(&w->run_cv);
+  pthread_mutex_unlock(&w->run_mu);
+  *out = &run->handle;
+  return LW_OK;
+}
+
+lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
+  lw_handle_t *h = NULL;
+  LW_RETURN_IF_ERROR(lw_worker_run_async(w, fn, user, &h));
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  if (st != LW_OK && lw_handle_error(h)) lw__last_error_store(lw_handle_error(h));
+  if (out) *out = ((lw_run_t *)h)->report;
+  lw_handle_release(h);
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks (w->mu held)
+
+static void queue_push(lw_task_queue_t *q, lw_task_t *t) {
+  t->next = NULL;
+  if (q->tail) {
+    q->tail->next = t;
+  } else {
+    q->head = t;
+  }
+  q->tail = t;
+  q->n++;
+}
+
+static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
+
+static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
+                         lw_run_t **finished);
+
+static void retire(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
+  lw_run_t *run = t->run;
+  if (t->group) {
+    lw_group_t *g = t->group;
+    t->group = NULL;
+    if (--g->n_open == 0) {
+      free(g->members);
+      free(g);
+    }
+  }
+  t->n_consumers = 0;
+  t->state = LW_TS_FREE;
+  t->gen++;
+  t->run = NULL;
+  t->ep = NULL;
+  w->free_tasks[w->n_free_tasks++] = t->index;
+  pthread_cond_broadcast(&w->space_cv);
+  run->n_terminal++;
+  if (run->orch_done && run->n_terminal == run->n_tasks) {
+    run->next = *finished;
+    *finished = run;
+  }
+}
+
+static void unpin(lw_worker_t *w, lw_task_t *t) {
+  lw_wcallable_t *c = &w->callables[t->wc];
+  if (c->pins > 0) c->pins--;
+}
+
+void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+                     lw_run_t **finished) {
+  if (t->state == LW_TS_FREE || t->state == LW_TS_COMPLETED || t->state == LW_TS_FAILED) {
+    return;  // one claim per task
+  }
+  bool dispatched = t->state == LW_TS_RUNNING;
+  if (!dispatched) unpin(w, t);
+  t->state = st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED;
+  lw_run_t *run = t->run;
+  if (st == LW_OK) {
+    run->n_completed++;
+  } else {
+    run->n_failed++;
+    // The first error wins: it names the failing task, callable and worker.
+    if (!run->failed) {
+      run->failed = true;
+      run->error = *err;
+      run->error.code = st;
+      run->error.task_id = t->task_id;
+    }
+  }
+  for (uint32_t i = 0; i < t->n_consumers; ++i) {
+    lw_task_t *c = &w->tasks[t->consumers[i].index];
+    if (c->gen != t->consumers[i].gen || c->state != LW_TS_PENDING) continue;
+    if (st != LW_OK) {
+      lw_error_t why;
+      lw__error_set(&why, LW_POISONED, err ? err->worker_id : -1, c->task_id,
+                    "task %llu of run %llu poisoned: upstream task %llu (%s) failed: %s",
+                    (unsigned long long)c->task_id, (unsigned long long)run->run_id,
+                    (unsigned long long)t->task_id, w->callables[t->wc].name,
+                    err ? err->message : lw_status_name(st));
+      lw__task_finish(w, c, LW_POISONED, &why, finished);
+    } else if (--c->n_pending == 0) {
+      make_ready(w, c, finished);
+    }
+  }
+  if (st != LW_OK && !dispatched && t->group) poison_group(w, t->group, err, finished);
+  retire(w, t, finished);
+}
+
+static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
+                         lw_run_t **finished) {
+  // All-or-nothing: a member that can never launch takes the whole group down.
+  for (uint32_t i = 0; i < g->n; ++i) {
+    lw_task_t *m = g->members[i];
+    if (m && m->group == g && (m->state == LW_TS_PENDING || m->state == LW_TS_READY)) {
+      lw_error_t e;
+      lw__error_set(&e, LW_POISONED, -1, m->task_id,
+                    "task %llu: its group cannot launch: %s", (unsigned long long)m->task_id,
+                    why ? why->message : "a member failed");
+      lw__task_finish(w, m, LW_POISONED, &e, finished);
+    }
+  }
+}
+
+// A task that can no longer run because its run failed or was cancelled.
+void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
+void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
+  lw_run_t *run = t->run;
+  lw_error_t e;
+  if (run->failed) {
+    lw__error_set(&e, LW_POISONED, -1, t->task_id,
+                  "task %llu skipped: run %llu already failed: %s", (unsigned long long)t->task_id,
+                  (unsigned long long)run->run_id, run->error.message);
+    lw__task_finish(w, t, LW_POISONED, &e, finished);
+  } else {
+    lw__error_set(&e, LW_CANCELLED, -1, t->task_id, "task %llu skipped: run %llu cancelled",
+                  (unsigned long long)t->task_id, (unsigned long long)run->run_id);
+    lw__task_finish(w, t, LW_CANCELLED, &e, finished);
+  }
+}
+
+bool lw__run_stopped(const lw_run_t *run);
+bool lw__run_stopped(const lw_run_t *run) {
+  return run->failed || run->cancelled || lw__handle_cancel_requested(&run->handle);
+}
+
+static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
+  if (lw__run_stopped(t->run)) {
+    if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
+    lw__task_skip(w, t, finished);
+    return;
+  }
+  t->state = LW_TS_READY;
+  if (t->group) {
+    lw_group_t *g = t->group;
+    if (++g->n_ready == g->n) {
+      g->next_ready = NULL;
+      if (w->groups_tail) {
+        w->groups_tail->next_ready = g;
+      } else {
+        w->groups_head = g;
+      }
+      w->groups_tail = g;
+    }
+    return;
+  }
+  if (t->kind == LW_MB_TASK_SUB) {
+    queue_push(&w->sub_q, t);
+  } else if (t->worker >= 0) {
+    queue_push(&w->chip_q[t->worker], t);
+  } else {
+    queue_push(&w->any_q, t);
+  }
+}
+
+static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *consumer) {
+  if (producer == consumer) return LW_OK;
+  if (producer->n_consumers == producer->cap_consumers) {
+    uint32_t cap = producer->cap_consumers ? producer->cap_consumers * 2 : 4;
+    lw_task_ref_t *p = realloc(producer->consumers, cap * sizeof(*p));
+    if (!p) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory for dependencies");
+    producer->consumers = p;
+    producer->cap_consumers = cap;
+  }
+  // A task lists each consumer once per tensor; duplicates just count twice on both sides.
+  producer->consumers[producer->n_consumers++] = (lw_task_ref_t){consumer->index, consumer->gen};
+  consumer->n_pending++;
+  (void)w;
+  return LW_OK;
+}
+
+// The live, unfinished writer behind a tensor map entry, or NULL.
+static lw_task_t *live_writer(lw_worker_t *w, lw_tmap_t *m, uintptr_t key) {
+  tmap_node_t *n = tmap_find(m, key);
+  if (!n) return NULL;
+  lw_task_t *p = &w->tasks[n->writer.index];
+  if (p->gen != n->writer.gen) return NULL;  // retired: its result is complete
+  if (p->state != LW_TS_BUILDING && p->state != LW_TS_PENDING && p->state != LW_TS_READY &&
+      p->state != LW_TS_RUNNING) {
+    return NULL;
+  }
+  return p;
+}
+
+static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
+  int64_t deadline = lw__deadline_after(w->cfg.submit_timeout_ns);
+  while (w->n_free_tasks == 0) {
+    if (atomic_load(&w->stopping) && w->n_free_tasks == 0 && deadline != LW_DEADLINE_NEVER &&
+        lw__now_ns() >= deadline) {
+      break;
+    }
+    int64_t now = lw__now_ns();
+    if (now >= deadline) {
+      return lw__fail(LW_RESOURCE_EXHAUSTED,
+                      "orch: the task ring is full (%u tasks alive) and no task retired within "
+                      "the submit timeout (%lld ns); nothing was dropped",
+                      w->n_tasks_cap, (long long)w->cfg.submit_timeout_ns);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wait = deadline - now;
+    if (wait > 50ll * 1000 * 1000) wait = 50ll * 1000 * 1000;
+    ts.tv_nsec += wait % 1000000000;
+    ts.tv_sec += wait / 1000000000 + ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&w->space_cv, &w->mu, &ts);
+  }
+  if (w->n_free_tasks == 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: the task ring is full");
+  lw_task_t *t = &w->tasks[w->free_tasks[--w->n_free_tasks]];
+  t->state = LW_TS_BUILDING;
+  t->n_pending = 0;
+  t->n_consumers = 0;
+  t->group = NULL;
+  t->next = NULL;
+  t->ep = NULL;
+  *out = t;
+  return LW_OK;
+}
+
+typedef struct submit_desc {
+  lw_mb_task_kind_t kind;
+  int32_t worker;
+  lw_callable_handle_t callable;
+  const lw_args_t *args;
+  int64_t timeout_ns;
+} submit_desc_t;
+
+// Checks what can be checked without the lock: argument shapes and shared-memory bounds.
+static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t *out_args) {
+  lw_worker_t *w = o->w;
+  lw_args_t empty;
+  const lw_args_t *args = d->args;
+  if (!args) {
+    lw_args_init(&empty);
+    args = &empty;
+  }
+  LW_RETURN_IF_ERROR(lw_args_validate(args));
+  if (d->kind == LW_MB_TASK_KERNEL && (d->worker < LW_ANY_CHIP || d->worker >= (int32_t)w->cfg.n_chips)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)",
+                    d->worker, w->cfg.n_chips - 1);
+  }
+  if (d->kind == LW_MB_TASK_SUB && w->cfg.n_subs == 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: submit_sub on a worker with no sub children");
+  }
+  lw_error_t err;
+  if (lw_mailbox_args_encode(args, &w->mb_arena, out_args, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  for (uint32_t i = 0; i < args->n_tensors; ++i) {
+    if (args->tensor[i].tag > LW_TAG_NO_DEP) {
+      return lw__fail(LW_INVALID_ARGUMENT, "orch: tensor %u has unknown tag %d", i,
+                      (int)args->tensor[i].tag);
+    }
+  }
+  return LW_OK;
+}
+
+// Builds one task (w->mu held). On error nothing is left behind.
+static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_args_t *margs,
+                              lw_task_t **out) {
+  lw_worker_t *w = o->w;
+  lw_run_t *run = o->run;
+  *out = NULL;
+  if (run->failed) {
+    return lw__fail(LW_POISONED, "orch: run %llu already failed, no more tasks are accepted: %s",
+                    (unsigned long long)run->run_id, run->error.message);
+  }
+  uint64_t index = d->callable.id & 0xffffffffu;
+  lw_wcallable_t *c = (index >= 1 && index <= LW_MAX_CALLABLES) ? &w->callables[index - 1] : NULL;
+  if (!c || c->state == LW_WC_FREE || c->id != d->callable.id) {
+    return lw__fail(LW_NOT_FOUND, "orch: unknown or released callable handle 0x%llx",
+                    (unsigned long long)d->callable.id);
+  }
+  if (c->state == LW_WC_UNREGISTERING) {
+    return lw__fail(LW_FAILED_PRECONDITION, "orch: callable %s is pending unregister", c->name);
+  }
+  if (c->state != LW_WC_LIVE) {
+    return lw__fail(LW_FAILED_PRECONDITION, "orch: callable %s is still registering", c->name);
+  }
+  bool want_sub = d->kind == LW_MB_TASK_SUB;
+  if (want_sub != (c->kind == LW_WC_SUB)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: %s is a %s callable; use %s", c->name,
+                    c->kind == LW_WC_SUB ? "sub" : "chip",
+                    c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
+  }
+  lw_task_t *t = NULL;
+  LW_RETURN_IF_ERROR(take_task_slot(w, &t));
+  t->run = run;
+  t->task_id = ++run->n_tasks;
+  t->kind = d->kind;
+  t->worker = want_sub ? -1 : d->worker;
+  t->wc = (uint32_t)(c - w->callables);
+  t->wc_id = c->id;
+  t->args = *margs;
+  t->timeout_ns = d->timeout_ns;
+  c->pins++;
+  // Dependencies from tags, in tensor order.
+  const lw_args_t *args = d->args;
+  for (uint32_t i = 0; args && i < args->n_tensors; ++i) {
+    uintptr_t key = (uintptr_t)args->tensor[i].data;
+    lw_tag_t tag = args->tensor[i].tag;
+    if (key == 0 || tag == LW_TAG_NO_DEP) continue;
+    if (tag == LW_TAG_INPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING) {
+      lw_task_t *p = live_writer(w, o->tmap, key);
+      if (p && add_edge(w, p, t) != LW_OK) goto oom;
+    }
+    if (tag == LW_TAG_OUTPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING) {
+      if (!tmap_set(o->tmap, key, (lw_task_ref_t){t->index, t->gen}, o->depth)) goto oom;
+    }
+  }
+  t->state = LW_TS_PENDING;
+  *out = t;
+  return LW_OK;
+oom:
+  // Edges already added point at this task; finishing it as failed would poison the run, so
+  // report the allocation failure on the run instead.
+  t->state = LW_TS_PENDING;
+  *out = t;
+  return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory while building task %llu",
+                  (unsigned long long)t->task_id);
+}
+
+static void finish_runs(lw_run_t *finished) {
+  while (finished) {
+    lw_run_t *next = finished->next;
+    lw__run_complete(finished);
+    finished = next;
+  }
+}
+
+static lw_status_t submit_one(lw_orch_t *o, const submit_desc_t *d) {
+  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+  lw_mb_args_t margs;
+  LW_RETURN_IF_ERROR(check_desc(o, d, &margs));
+  lw_worker_t *w = o->w;
+  lw_run_t *finished = NULL;
+  pthread_mutex_lock(&w->mu);
+  lw_task_t *t = NULL;
+  lw_status_t st = build_task(o, d, &margs, &t);
+  if (t) {
+    if (st != LW_OK) {
+      lw_error_t e = *lw_last_error();
+      lw__task_finish(w, t, st, &e, &finished);
+    } else if (t->n_pending == 0) {
+      make_ready(w, t, &finished);
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  finish_runs(finished);
+  lw__worker_kick(w);
+  return st;
+}
+
+lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args,
+                                      const lw_run_config_t *cfg, int32_t worker_id) {
+  if (cfg && cfg->timeout_ns < 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: timeout_ns %lld is negative",
+                    (long long)cfg->timeout_ns);
+  }
+  submit_desc_t d = {LW_MB_TASK_KERNEL, worker_id, c, args, cfg ? cfg->timeout_ns : 0};
+  return submit_one(o, &d);
+}
+
+lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args) {
+  submit_desc_t d = {LW_MB_TASK_SUB, -1, c, args, 0};
+  return submit_one(o, &d);
+}
+
+lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c,
+                                            const lw_args_t *const *args,
+                                            const int32_t *worker_ids, int n) {
+  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+  lw_worker_t *w = o->w;
+  if (n <= 0 || !args || !worker_ids) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: a group needs n > 0, args and worker_ids");
+  }
+  if ((uint32_t)n > w->cfg.n_chips * LW_MB_TASK_FRAMES || (uint32_t)n > w->n_tasks_cap) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "orch: a group of %d tasks can never launch at once (at most %u: %u chips x "
+                    "%u frames)",
+                    n, w->cfg.n_chips * LW_MB_TASK_FRAMES, w->cfg.n_chips, LW_MB_TASK_FRAMES);
+  }
+  lw_mb_args_t *margs = calloc((size_t)n, sizeof(*margs));
+  if (!margs) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
+  for (int i = 0; i < n; ++i) {
+    if (worker_ids[i] < 0) {
+      free(margs);
+      return lw__fail(LW_INVALID_ARGUMENT, "orch: group member %d needs a chip id, not %d", i,
+                      worker_ids[i]);
+    }
+    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0};
+    lw_status_t st = check_desc(o, &d, &margs[i]);
+    if (st != LW_OK) {
+      free(margs);
+      return st;
+    }
+  }
+  lw_group_t *g = calloc(1, sizeof(*g));
+  lw_task_t **members = calloc((size_t)n, sizeof(lw_task_t *));
+  if (!g || !members) {
+    free(g);
+    free(members);
+    free(margs);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
+  }
+  g->members = members;
+  g->n = (uint32_t)n;
+  lw_run_t *finished = NULL;
+  lw_status_t st = LW_OK;
+  pthread_mutex_lock(&w->mu);
+  uint32_t built = 0;
+  for (int i = 0; i < n && st == LW_OK; ++i) {
+    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0};
+    lw_task_t *t = NULL;
+    st = build_task(o, &d, &margs[i], &t);
+    if (t) {
+      t->group = g;
+      members[built++] = t;
+      g->n_open++;
+    }
+  }
+  if (st != LW_OK) {
+    g->n = built;
+    lw_error_t e = *lw_last_error();
+    if (built == 0) {
+      free(members);
+      free(g);
+    } else {
+      poison_group(w, g, &e, &finished);
+    }
+  } else {
+    for (uint32_t i = 0; i < built; ++i) {
+      if (members[i]->n_pending == 0) make_ready(w, members[i], &finished);
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  free(margs);
+  finish_runs(finished);
+  lw__worker_kick(w);
+  return st;
+}
+
+lw_status_t lw_orch_scope_begin(lw_orch_t *o) {
+  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+  if (o->depth == LW_MAX_SCOPES) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: scopes nest at most %d deep", LW_MAX_SCOPES);
+  }
+  o->depth++;
+  o->tmap->n_scope_keys[o->depth] = 0;
+  return LW_OK;
+}
+
+lw_status_t lw_orch_scope_end(lw_orch_t *o) {
+  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+  if (o->depth == 0) return lw__fail(LW_INVALID_ARGUMENT, "orch: scope_end without scope_begin");
+  lw_tmap_t *m = o->tmap;
+  pthread_mutex_lock(&o->w->mu);
+  for (uint32_t i = 0; i < m->n_scope_keys[o->depth]; ++i) tmap_remove(m, m->scope_keys[o->depth][i]);
+  pthread_mutex_unlock(&o->w->mu);
+  m->n_scope_keys[o->depth] = 0;
+  o->depth--;
+  return LW_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The orchestrator thread
+
+static void run_not_started(lw_run_t *run, const char *why) {
+  run->cancelled = true;
+  run->orch_done = true;
+  lw__error_set(&run->error, LW_CANCELLED, -1, 0, "run %llu %s", (unsigned long long)run->run_id,
+                why);
+  lw__run_complete(run);
+}
+
+static void *orch_main(void *arg) {
+  lw_worker_t *w = arg;
+  lw_tmap_t *tmap = tmap_create();
+  for (;;) {
+    pthread_mutex_lock(&w->run_mu);
+    while (!w->runq_head && !atomic_load(&w->stopping)) pthread_cond_wait(&w->run_cv, &w->run_mu);
+    lw_run_t *run = w->runq_head;
+    if (run) {
+      w->runq_head = run->next;
+      if (!w->runq_head) w->runq_tail = NULL;
+      run->next = NULL;
+    }
+    pthread_mutex_unlock(&w->run_mu);
+    if (!run) break;
+    if (atomic_load(&w->stopping)) {
+      run_not_started(run, "cancelled: the worker was destroyed before it started");
+      continue;
+    }
+    if (lw__handle_cancel_requested(&run->handle)) {
+      run_not_started(run, "cancelled before it started");
+      continue;
+    }
+    if (!tmap) {
+      lw__error_set(&run->error, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
+      run->failed = true;
+      run->orch_done = true;
+      lw__run_complete(run);
+      continue;
+    }
+    lw_orch_t o = {w, run, 0, tmap};
+    run->t_start = lw__now_ns();
+    lw_status_t st = run->fn(&o, run->user);
+    lw_error_t last = *lw_last_error();
+    pthread_mutex_lock(&w->mu);
+    tmap_clear(tmap);
+    run->orch_done = true;
+    if (st != LW_OK && !run->failed) {
+      run->failed = true;
+      lw__error_set(&run->error, st, last.worker_id, last.task_id,
+                    "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
+                    lw_status_name(st), last.code == st ? last.message : "");
+    }
+    bool complete = run->n_terminal == run->n_tasks;
+    pthread_mutex_unlock(&w->mu);
+    if (complete) lw__run_complete(run);
+  }
+  lw__tmap_destroy(tmap);
+  return NULL;
+}
+
+lw_status_t lw__orch_start(lw_worker_t *w) {
+  if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the orchestrator thread");
+  }
+  w->orch_started = true;
+  return LW_OK;
+}
+
+void lw__orch_stop(lw_worker_t *w) {
+  if (!w->orch_started) return;
+  pthread_mutex_lock(&w->run_mu);
+  pthread_cond_broadcast(&w->run_cv);
+  pthread_mutex_unlock(&w->run_mu);
+  pthread_join(w->orch_thread, NULL);
+  w->orch_started = false;
+}

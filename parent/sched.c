@@ -1,0 +1,427 @@
+// parent/sched.c — the scheduler thread: the single progress owner of a worker.
+//
+// Loop: drain every child's completion ring, dispatch ready tasks into free task frames,
+// apply cancellations; when a pass makes no progress, spin briefly (pause, then yield), then
+// sleep in one epoll_wait over the wake eventfd (children and other threads ring it), every
+// child's pidfd (death) and the fork server's socket.
+//
+// Sleeping without losing a wake-up: the scheduler stores `sleeping = 1` (seq_cst) in every
+// mailbox's parent line and in w->sched_sleeping, then re-checks the rings and kick_seq, and
+// only then calls epoll_wait. A child pushes its completion (release) and then loads the
+// sleeping flag (seq_cst): either the scheduler's re-check sees the entry or the child sees
+// the flag and writes the eventfd. Threads that kick use kick_seq the same way.
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/worker_impl.h"
+
+#define SPIN_PAUSE 64
+#define SPIN_YIELD 256
+#define TAG_WAKE 0xffffffffu
+#define TAG_FS 0xfffffffeu
+
+void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
+bool lw__run_stopped(const lw_run_t *run);
+
+typedef struct pending_work {
+  lw_run_t *finished;
+  lw_wop_t *ops[64];
+  uint32_t n_ops;
+  lw_wop_t *unregisters[64];
+  uint32_t n_unregisters;
+} pending_work_t;
+
+static void flush(lw_worker_t *w, pending_work_t *pw) {
+  (void)w;
+  while (pw->finished) {
+    lw_run_t *next = pw->finished->next;
+    lw__run_complete(pw->finished);
+    pw->finished = next;
+  }
+  for (uint32_t i = 0; i < pw->n_ops; ++i) lw__wop_complete(pw->ops[i]);
+  pw->n_ops = 0;
+  for (uint32_t i = 0; i < pw->n_unregisters; ++i) lw__wop_start_unregister(pw->unregisters[i]);
+  pw->n_unregisters = 0;
+}
+
+static void kill_child(lw_endpoint_t *ep) {
+  // A child that broke the protocol is not trusted again: kill it; its pidfd reports the
+  // death and the normal path fails its work.
+  if (ep->pidfd >= 0) syscall(SYS_pidfd_send_signal, ep->pidfd, SIGKILL, NULL, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completions (w->mu held)
+
+static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
+  bool progress = false;
+  for (;;) {
+    lw_mb_completion_t c;
+    lw_error_t err;
+    lw_status_t st = lw_mailbox_pop_completion(ep->mb, &c, &err);
+    if (st == LW_NOT_FOUND) break;
+    progress = true;
+    if (st != LW_OK) {
+      kill_child(ep);
+      break;
+    }
+    if (c.kind == LW_MB_COMPLETION_CONTROL) {
+      lw_wop_t *op = NULL;
+      c.error.worker_id = (int32_t)ep->index;
+      if (lw__wop_report(w, c.control_id, (lw_status_t)c.status, c.value, &c.error, &op) &&
+          pw->n_ops < 64) {
+        pw->ops[pw->n_ops++] = op;
+      }
+      continue;
+    }
+    lw_task_t *t = ep->frame_task[c.frame];
+    lw_mb_task_result_t r;
+    if (!t || lw_mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
+      kill_child(ep);
+      break;
+    }
+    ep->frame_task[c.frame] = NULL;
+    ep->busy--;
+    r.error.worker_id = (int32_t)ep->index;
+    r.error.task_id = t->task_id;
+    lw__task_finish(w, t, r.status, &r.error, &pw->finished);
+  }
+  return progress;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch (w->mu held)
+
+static lw_task_t *queue_pop(lw_task_queue_t *q) {
+  lw_task_t *t = q->head;
+  if (!t) return NULL;
+  q->head = t->next;
+  if (!q->head) q->tail = NULL;
+  q->n--;
+  t->next = NULL;
+  return t;
+}
+
+static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
+  lw_wcallable_t *c = &w->callables[t->wc];
+  t->state = LW_TS_RUNNING;
+  // Posted: the child applies posts in sequence order, so an unregister posted from now on
+  // reaches it after this task pinned the callable.
+  if (c->pins > 0 && --c->pins == 0 && c->deferred_unregister && pw->n_unregisters < 64) {
+    pw->unregisters[pw->n_unregisters++] = c->deferred_unregister;
+    c->deferred_unregister = NULL;
+  }
+  lw_error_t err;
+  if (lw__ep_post_task(ep, t, &err) != LW_OK) {
+    err.worker_id = (int32_t)ep->index;
+    lw__task_finish(w, t, err.code, &err, &pw->finished);
+  }
+}
+
+static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
+  lw_error_t err;
+  char name[32];
+  lw__error_set(&err, LW_CHILD_EXITED, (int32_t)(ep ? ep->index : 0), t->task_id,
+                "%s is down (%s); task %llu of run %llu (%s) cannot run",
+                ep ? lw__ep_name(ep, name, sizeof(name)) : "every child",
+                ep && ep->exit_desc[0] ? ep->exit_desc : "no child alive",
+                (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                w->callables[t->wc].name);
+  lw__task_finish(w, t, LW_CHILD_EXITED, &err, &pw->finished);
+}
+
+static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
+  if (!lw__run_stopped(t->run)) return false;
+  if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
+  lw__task_skip(w, t, &pw->finished);
+  return true;
+}
+
+static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
+  bool progress = false;
+  uint32_t n_chips = w->cfg.n_chips;
+  for (uint32_t i = 0; i < n_chips; ++i) {
+    lw_endpoint_t *ep = &w->eps[i];
+    lw_task_queue_t *q = &w->chip_q[i];
+    bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
+    while (q->head && (dead || ep->busy < LW_MB_TASK_FRAMES)) {
+      lw_task_t *t = queue_pop(q);
+      progress = true;
+      if (skip_if_stopped(w, t, pw)) continue;
+      if (dead) {
+        fail_down(w, ep, t, pw);
+        continue;
+      }
+      post(w, ep, t, pw);
+    }
+  }
+  while (w->any_q.head) {
+    lw_endpoint_t *best = NULL;
+    bool any_alive = false;
+    for (uint32_t i = 0; i < n_chips; ++i) {
+      lw_endpoint_t *ep = &w->eps[i];
+      if (atomic_load(&ep->state) != LW_EP_READY) continue;
+      any_alive = true;
+      if (ep->busy < LW_MB_TASK_FRAMES && (!best || ep->busy < best->busy)) best = ep;
+    }
+    if (!best && any_alive) break;
+    lw_task_t *t = queue_pop(&w->any_q);
+    progress = true;
+    if (skip_if_stopped(w, t, pw)) continue;
+    if (!best) {
+      fail_down(w, NULL, t, pw);
+      continue;
+    }
+    post(w, best, t, pw);
+  }
+  while (w->groups_head) {
+    lw_group_t *g = w->groups_head;
+    uint32_t need[LW_MAX_CHIPS] = {0};
+    bool stopped = false, dead = false, fits = true;
+    for (uint32_t i = 0; i < g->n; ++i) {
+      lw_task_t *t = g->members[i];
+      stopped |= lw__run_stopped(t->run);
+      need[t->worker]++;
+    }
+    for (uint32_t c = 0; c < n_chips; ++c) {
+      if (!need[c]) continue;
+      if (atomic_load(&w->eps[c].state) == LW_EP_DEAD) dead = true;
+      if (w->eps[c].busy + need[c] > LW_MB_TASK_FRAMES) fits = false;
+    }
+    if (!stopped && !dead && !fits) break;  // FIFO: later groups wait behind this one
+    w->groups_head = g->next_ready;
+    if (!w->groups_head) w->groups_tail = NULL;
+    progress = true;
+    // Copy the members: finishing the last one frees the group.
+    uint32_t n = g->n;
+    lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
+    memcpy(members, g->members, n * sizeof(lw_task_t *));
+    for (uint32_t i = 0; i < n; ++i) {
+      lw_task_t *t = members[i];
+      if (stopped) {
+        if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
+        lw__task_skip(w, t, &pw->finished);
+      } else if (dead) {
+        fail_down(w, &w->eps[t->worker], t, pw);
+      } else {
+        post(w, &w->eps[t->worker], t, pw);
+      }
+    }
+  }
+  while (w->sub_q.head) {
+    lw_endpoint_t *idle = NULL;
+    bool any_alive = false;
+    for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
+      lw_endpoint_t *ep = &w->eps[n_chips + i];
+      if (atomic_load(&ep->state) != LW_EP_READY) continue;
+      any_alive = true;
+      if (ep->busy == 0) {
+        idle = ep;
+        break;
+      }
+    }
+    if (!idle && any_alive) break;
+    lw_task_t *t = queue_pop(&w->sub_q);
+    progress = true;
+    if (skip_if_stopped(w, t, pw)) continue;
+    if (!idle) {
+      fail_down(w, NULL, t, pw);
+      continue;
+    }
+    post(w, idle, t, pw);
+  }
+  return progress;
+}
+
+// Cancels the running kernels of cancelled runs through their frames' cancel words.
+static void apply_cancels(lw_worker_t *w) {
+  uint32_t all = atomic_load(&w->cancel_all_seq);
+  bool cancel_all = all != w->cancel_all_seen;
+  w->cancel_all_seen = all;
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_endpoint_t *ep = &w->eps[s];
+    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+      lw_task_t *t = ep->frame_task[f];
+      if (!t) continue;
+      if (cancel_all) atomic_store(&t->run->handle.cancel_requested, 1);
+      if (lw__handle_cancel_requested(&t->run->handle)) {
+        t->run->cancelled = true;
+        (void)lw_mailbox_cancel_task(ep->mb, f);
+      }
+    }
+  }
+  if (cancel_all) {
+    // Runs that have not started yet are cancelled by the orchestrator when it takes them.
+    pthread_mutex_lock(&w->run_mu);
+    for (lw_run_t *r = w->runq_head; r; r = r->next) atomic_store(&r->handle.cancel_requested, 1);
+    pthread_mutex_unlock(&w->run_mu);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child death (no lock held on entry)
+
+static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
+  if (atomic_exchange(&ep->state, LW_EP_DEAD) == LW_EP_DEAD && ep->pidfd < 0) return;
+  lw__ep_describe_exit(ep);
+  if (ep->pidfd >= 0) {
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+    close(ep->pidfd);
+    ep->pidfd = -1;
+  }
+  char name[32];
+  lw__ep_name(ep, name, sizeof(name));
+  pthread_mutex_lock(&w->mu);
+  // Whatever the child reported before it died still counts.
+  (void)drain_endpoint(w, ep, pw);
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    lw_task_t *t = ep->frame_task[f];
+    if (!t) continue;
+    ep->frame_task[f] = NULL;
+    ep->busy--;
+    lw_error_t err;
+    lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, t->task_id,
+                  "%s: %s during run of %s (task %llu of run %llu)", name, ep->exit_desc,
+                  w->callables[t->wc].name, (unsigned long long)t->task_id,
+                  (unsigned long long)t->run->run_id);
+    lw__task_finish(w, t, LW_CHILD_EXITED, &err, &pw->finished);
+  }
+  if (ep->kind == LW_MB_CHILD_CHIP) {
+    lw_error_t err;
+    lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, ep->exit_desc);
+    pw->n_ops += lw__wop_fail_chip(w, ep->index, &err, pw->ops + pw->n_ops, 64 - pw->n_ops);
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+static bool rings_pending(lw_worker_t *w) {
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_mailbox_t *mb = w->eps[s].mb;
+    if (atomic_load(&mb->ring_head.value) != atomic_load(&mb->ring_tail.value)) return true;
+  }
+  return false;
+}
+
+static void set_sleeping(lw_worker_t *w, uint32_t v) {
+  for (uint32_t s = 0; s < w->n_children; ++s) atomic_store(&w->eps[s].mb->parent.sleeping, v);
+  atomic_store(&w->sched_sleeping, v);
+}
+
+static void *sched_main(void *arg) {
+  lw_worker_t *w = arg;
+  pending_work_t pw;
+  memset(&pw, 0, sizeof(pw));
+  uint32_t idle = 0;
+  uint64_t seen_kick = atomic_load(&w->kick_seq);
+  uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
+  while (!atomic_load(&w->sched_exit)) {
+    bool progress = false;
+    pthread_mutex_lock(&w->mu);
+    for (uint32_t s = 0; s < w->n_children; ++s) {
+      lw_endpoint_t *ep = &w->eps[s];
+      if (atomic_load(&ep->state) == LW_EP_READY) progress |= drain_endpoint(w, ep, &pw);
+    }
+    uint64_t kick = atomic_load(&w->kick_seq);
+    if (kick != seen_kick || atomic_load(&w->cancel_all_seq) != seen_cancel) {
+      seen_kick = kick;
+      seen_cancel = atomic_load(&w->cancel_all_seq);
+      apply_cancels(w);
+      progress = true;
+    }
+    progress |= dispatch(w, &pw);
+    pthread_mutex_unlock(&w->mu);
+    flush(w, &pw);
+    if (progress) {
+      idle = 0;
+      continue;
+    }
+    if (idle < SPIN_PAUSE) {
+      idle++;
+      lw__cpu_relax();
+      continue;
+    }
+    if (idle < SPIN_PAUSE + SPIN_YIELD) {
+      idle++;
+      sched_yield();
+      continue;
+    }
+    set_sleeping(w, 1);
+    if (rings_pending(w) || atomic_load(&w->kick_seq) != seen_kick ||
+        atomic_load(&w->cancel_all_seq) != seen_cancel) {
+      set_sleeping(w, 0);
+      idle = 0;
+      continue;
+    }
+    struct epoll_event ev[16];
+    // The timeout bounds how long a stop request can go unseen when nobody kicks.
+    int n = epoll_wait(w->epoll_fd, ev, 16, 100);
+    set_sleeping(w, 0);
+    // A timeout with nothing to do goes straight back to sleep: no new spin phase.
+    if (n > 0) idle = 0;
+    for (int i = 0; i < n; ++i) {
+      uint32_t tag = (uint32_t)ev[i].data.u64;
+      if (tag == TAG_WAKE) {
+        uint64_t v;
+        ssize_t r = read(w->wake_fd, &v, sizeof(v));
+        (void)r;
+      } else if (tag == TAG_FS) {
+        if (lw_forkserver_poll_exit(w->fs, NULL, NULL) != LW_OK) {
+          epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw_forkserver_fd(w->fs), NULL);
+        }
+      } else if (tag < w->n_children) {
+        on_child_death(w, &w->eps[tag], &pw);
+        flush(w, &pw);
+      }
+    }
+  }
+  return NULL;
+}
+
+static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+  if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return lw__fail(LW_INTERNAL, "worker: epoll_ctl failed (errno %d)", errno);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw__sched_start(lw_worker_t *w) {
+  w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (w->epoll_fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: epoll_create1 failed");
+  LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE));
+  LW_RETURN_IF_ERROR(epoll_add(w, lw_forkserver_fd(w->fs), TAG_FS));
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s));
+  }
+  if (pthread_create(&w->sched_thread, NULL, sched_main, w) != 0) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the scheduler thread");
+  }
+  w->sched_started = true;
+  return LW_OK;
+}
+
+void lw__sched_stop(lw_worker_t *w) {
+  if (w->sched_started) {
+    atomic_store(&w->sched_exit, true);
+    lw__worker_kick(w);
+    uint64_t one = 1;
+    ssize_t n = write(w->wake_fd, &one, sizeof(one));
+    (void)n;
+    pthread_join(w->sched_thread, NULL);
+    w->sched_started = false;
+  }
+  if (w->epoll_fd >= 0) {
+    close(w->epoll_fd);
+    w->epoll_fd = -1;
+  }
+}

@@ -1,0 +1,696 @@
+// parent/worker.c — lw_worker_t: create/destroy, callables broadcast to every chip child
+// (all-or-nothing with rollback), the shared arena, user events.
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "callables/digest.h"
+#include "child/backend.h"
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/worker_impl.h"
+
+void lw_worker_config_default(lw_worker_config_t *c) {
+  memset(c, 0, sizeof(*c));
+  c->n_chips = 1;
+  c->n_subs = 0;
+  lw_chip_config_default(&c->chip);
+  c->arena_bytes = 256ull << 20;
+  c->task_ring = 4096;
+  c->submit_timeout_ns = 10ll * 1000 * 1000 * 1000;
+  c->startup_timeout_ns = 10ll * 1000 * 1000 * 1000;
+  c->respawn = 1;
+}
+
+void lw__worker_kick(lw_worker_t *w) {
+  atomic_fetch_add(&w->kick_seq, 1);
+  // seq_cst pairs with the scheduler's store of sched_sleeping before it re-checks kick_seq.
+  if (atomic_load(&w->sched_sleeping)) {
+    uint64_t one = 1;
+    ssize_t n = write(w->wake_fd, &one, sizeof(one));
+    (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
+  }
+}
+
+void lw__worker_notify_user(void *ctx, lw_handle_t *h) {
+  (void)h;
+  lw_worker_t *w = ctx;
+  uint64_t one = 1;
+  ssize_t n = write(w->user_fd, &one, sizeof(one));
+  (void)n;
+}
+
+int lw_worker_event_fd(lw_worker_t *w) { return w ? w->user_fd : -1; }
+
+void *lw_worker_alloc(lw_worker_t *w, size_t bytes) {
+  if (!w) {
+    lw__fail(LW_INVALID_ARGUMENT, "worker_alloc: worker is NULL");
+    return NULL;
+  }
+  void *p = lw__arena_alloc(&w->arena, bytes);
+  if (!p) {
+    lw__fail(LW_RESOURCE_EXHAUSTED,
+             "worker_alloc: %zu bytes do not fit the shared arena (%llu bytes; raise "
+             "lw_worker_config_t.arena_bytes)",
+             bytes, (unsigned long long)w->arena.bytes);
+  }
+  return p;
+}
+
+void lw_worker_free(lw_worker_t *w, void *p) {
+  if (w && p) (void)lw__arena_free(&w->arena, p);
+}
+
+void lw_worker_cancel_all(lw_worker_t *w) {
+  if (!w) return;
+  // Only atomics and write(2): async-signal-safe.
+  atomic_fetch_add(&w->cancel_all_seq, 1);
+  atomic_fetch_add(&w->kick_seq, 1);
+  uint64_t one = 1;
+  ssize_t n = write(w->wake_fd, &one, sizeof(one));
+  (void)n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Code mapped at create time (lw_worker_register_sub checks function pointers against it).
+
+static int collect_base(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  lw_worker_t *w = data;
+  uintptr_t *p = realloc(w->code_bases, (w->n_code_bases + 1) * sizeof(uintptr_t));
+  if (!p) return 1;
+  w->code_bases = p;
+  w->code_bases[w->n_code_bases++] = (uintptr_t)info->dlpi_addr;
+  return 0;
+}
+
+static bool base_known(const lw_worker_t *w, uintptr_t base) {
+  for (uint32_t i = 0; i < w->n_code_bases; ++i) {
+    if (w->code_bases[i] == base) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callable table (w->mu held)
+
+static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
+  uint64_t index = h.id & 0xffffffffu;
+  if (index == 0 || index > LW_MAX_CALLABLES) return NULL;
+  lw_wcallable_t *c = &w->callables[index - 1];
+  if (c->state == LW_WC_FREE || c->id != h.id) return NULL;
+  return c;
+}
+
+static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
+  for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
+    lw_wcallable_t *c = &w->callables[i];
+    if (c->state != LW_WC_FREE) continue;
+    memset(c, 0, sizeof(*c));
+    uint32_t gen = ++w->callable_gen;
+    if (gen == 0) gen = ++w->callable_gen;
+    c->id = ((uint64_t)gen << 32) | (i + 1);
+    return c;
+  }
+  return NULL;
+}
+
+static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
+  if (c->image) lw__arena_free(&w->arena, c->image);
+  memset(c, 0, sizeof(*c));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Register / unregister ops
+
+static void wop_destroy(lw_handle_t *h) { free(h); }
+static const lw_handle_ops_t wop_ops = {.cancel = NULL, .destroy = wop_destroy};
+
+static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
+  lw_wop_t *op = calloc(1, sizeof(*op));
+  if (!op) return NULL;
+  lw__handle_initialize(&op->handle, kind == LW_WOP_REGISTER ? LW_HANDLE_REGISTER
+                                                             : LW_HANDLE_UNREGISTER,
+                        &wop_ops);
+  lw__handle_set_notify(&op->handle, lw__worker_notify_user, w);
+  op->w = w;
+  op->kind = kind;
+  op->wc = wc;
+  op->pending = w->cfg.n_chips;
+  return op;
+}
+
+// control id = op address is not shared memory safe; use (serial << 8) | chip and keep ops
+// in a list.
+static uint64_t op_control_id(lw_wop_t *op, uint32_t chip) {
+  return ((uint64_t)(uintptr_t)op << 8) | chip;
+}
+
+static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t value,
+                      const lw_error_t *err) {
+  if (chip >= LW_MAX_CHIPS || op->reported[chip]) return;
+  op->reported[chip] = true;
+  op->pending--;
+  if (st == LW_OK) {
+    op->ok[chip] = true;
+    op->local[chip] = value;
+  } else if (op->status == LW_OK) {
+    op->status = st;
+    const char *what = op->kind == LW_WOP_REGISTER ? "register" : "unregister";
+    lw__error_set(&op->error, st, (int32_t)chip, 0, "chip %u: %s of %s failed: %s", chip, what,
+                  op->w->callables[op->wc].name, err ? err->message : lw_status_name(st));
+  }
+}
+
+static void ops_unlink(lw_worker_t *w, lw_wop_t *op) {
+  for (lw_wop_t **pp = &w->ops; *pp; pp = &(*pp)->next_pending) {
+    if (*pp == op) {
+      *pp = op->next_pending;
+      return;
+    }
+  }
+}
+
+bool lw__wop_report(lw_worker_t *w, uint64_t control_id, lw_status_t st, uint64_t value,
+                    const lw_error_t *err, lw_wop_t **out_op) {
+  *out_op = NULL;
+  uint32_t chip = (uint32_t)(control_id & 0xff);
+  for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
+    if (op_control_id(op, chip) != control_id) continue;
+    op_record(op, chip, st, value, err);
+    if (op->pending == 0) {
+      ops_unlink(w, op);
+      *out_op = op;
+      return true;
+    }
+    return false;
+  }
+  return false;  // a completion for nothing we wait on: ignore (e.g. after destroy began)
+}
+
+uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **out,
+                           uint32_t cap) {
+  uint32_t n = 0;
+  lw_wop_t *op = w->ops;
+  while (op) {
+    lw_wop_t *next = op->next_pending;
+    if (!op->reported[chip]) {
+      op_record(op, chip, err->code, 0, err);
+      if (op->pending == 0 && n < cap) {
+        ops_unlink(w, op);
+        out[n++] = op;
+      }
+    }
+    op = next;
+  }
+  return n;
+}
+
+// Posts the op's command to every chip (no lock held). A chip that answers with a
+// synchronous failure is recorded at once; the others report through their completion rings.
+static void wop_post(lw_wop_t *op) {
+  lw_worker_t *w = op->w;
+  lw_wcallable_t *c = &w->callables[op->wc];
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
+    lw_endpoint_t *ep = &w->eps[i];
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.control_id = op_control_id(op, i);
+    p.name = c->name;
+    p.entry = c->entry;
+    if (op->kind == LW_WOP_REGISTER) {
+      p.command = LW_MB_CMD_REGISTER;
+      p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
+      p.image_bytes = c->image_bytes;
+      p.n_params = c->n_params;
+      memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
+    } else {
+      if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
+        // Nothing to undo on this chip.
+        pthread_mutex_lock(&w->mu);
+        op_record(op, i, LW_OK, 0, NULL);
+        pthread_mutex_unlock(&w->mu);
+        continue;
+      }
+      p.command = LW_MB_CMD_UNREGISTER;
+      p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
+    }
+    lw_mb_control_ack_t ack;
+    lw_error_t err;
+    lw_status_t st = lw__ep_control(ep, &p, &ack, &err);
+    if (st == LW_OK && ack.status != LW_OK) {
+      st = ack.status;
+      err = ack.error;
+    } else if (st == LW_OK && !ack.async) {
+      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "chip %u answered synchronously", i);
+    }
+    if (st != LW_OK) {
+      lw_wop_t *done = NULL;
+      pthread_mutex_lock(&w->mu);
+      bool complete = lw__wop_report(w, p.control_id, st, 0, &err, &done);
+      pthread_mutex_unlock(&w->mu);
+      if (complete) lw__wop_complete(done);
+    }
+  }
+}
+
+void lw__wop_start_unregister(lw_wop_t *op) { wop_post(op); }
+
+void lw__wop_complete(lw_wop_t *op) {
+  lw_worker_t *w = op->w;
+  if (op->kind == LW_WOP_ROLLBACK) {
+    // The callable slot was kept until every chip undid its register.
+    pthread_mutex_lock(&w->mu);
+    wc_release(w, &w->callables[op->wc]);
+    w->live_ops--;
+    pthread_cond_broadcast(&w->idle_cv);
+    pthread_mutex_unlock(&w->mu);
+    lw__handle_unref(&op->handle);
+    return;
+  }
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = &w->callables[op->wc];
+  lw_wop_t *rollback = NULL;
+  if (op->kind == LW_WOP_REGISTER) {
+    if (op->status == LW_OK) {
+      memcpy(c->local, op->local, sizeof(c->local));
+      c->state = LW_WC_LIVE;
+      op->handle.callable.id = c->id;
+    } else {
+      bool any_ok = false;
+      for (uint32_t i = 0; i < w->cfg.n_chips; ++i) any_ok |= op->ok[i];
+      if (any_ok && (rollback = wop_new(w, LW_WOP_ROLLBACK, op->wc)) != NULL) {
+        memcpy(rollback->ok, op->ok, sizeof(op->ok));
+        memcpy(rollback->local, op->local, sizeof(op->local));
+        rollback->next_pending = w->ops;
+        w->ops = rollback;
+        w->live_ops++;
+        lw__handle_unref(&rollback->handle);  // no caller holds a rollback's handle
+      } else {
+        wc_release(w, c);
+      }
+    }
+  } else {
+    wc_release(w, c);
+  }
+  w->live_ops--;
+  pthread_cond_broadcast(&w->idle_cv);
+  pthread_mutex_unlock(&w->mu);
+  (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
+  lw__handle_unref(&op->handle);
+  if (rollback) wop_post(rollback);
+}
+
+lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !c || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_register: worker, callable and out must be set");
+  }
+  if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
+  lw_error_t err;
+  if (lw__callable_validate(c, &err) != LW_OK) return lw__last_error_store(&err);
+  void *image = lw__arena_alloc(&w->arena, c->image_bytes);
+  if (!image) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED,
+                    "worker_register %s: a %zu-byte image does not fit the shared arena",
+                    c->name ? c->name : "callable", c->image_bytes);
+  }
+  memcpy(image, c->image, c->image_bytes);
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *wc = wc_alloc(w);
+  lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->callables)) : NULL;
+  if (!op) {
+    pthread_mutex_unlock(&w->mu);
+    lw__arena_free(&w->arena, image);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_register: callable table is full (%d)",
+                    LW_MAX_CALLABLES);
+  }
+  wc->state = LW_WC_REGISTERING;
+  wc->kind = LW_WC_CHIP;
+  snprintf(wc->name, sizeof(wc->name), "%s", c->name ? c->name : "callable");
+  snprintf(wc->entry, sizeof(wc->entry), "%s", c->entry ? c->entry : LW_DEFAULT_ENTRY);
+  wc->n_params = c->n_params;
+  if (c->n_params) memcpy(wc->param_dirs, c->param_dirs, c->n_params);
+  wc->image = image;
+  wc->image_bytes = c->image_bytes;
+  // Listed before any post: a child may report before its ack is even read.
+  op->next_pending = w->ops;
+  w->ops = op;
+  w->live_ops++;
+  pthread_mutex_unlock(&w->mu);
+  wop_post(op);
+  *out = &op->handle;
+  return LW_OK;
+}
+
+static lw_status_t wait_sync(lw_handle_t *h) {
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  if (st != LW_OK && lw_handle_error(h)) lw__last_error_store(lw_handle_error(h));
+  return st;
+}
+
+lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c, lw_callable_handle_t *out) {
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_register: out must be set");
+  out->id = 0;
+  lw_handle_t *h = NULL;
+  LW_RETURN_IF_ERROR(lw_worker_register_async(w, c, &h));
+  lw_status_t st = wait_sync(h);
+  if (st == LW_OK) *out = h->callable;
+  lw_handle_release(h);
+  return st;
+}
+
+lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker and out must be set");
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_lookup(w, h);
+  lw_status_t st = LW_OK;
+  if (!c) {
+    st = lw__fail(LW_NOT_FOUND, "worker_unregister: unknown or released callable handle 0x%llx",
+                  (unsigned long long)h.id);
+  } else if (c->kind != LW_WC_CHIP) {
+    st = lw__fail(LW_INVALID_ARGUMENT,
+                  "worker_unregister_async: %s is a sub callable; register_async and "
+                  "unregister_async accept chip callables only",
+                  c->name);
+  } else if (c->state != LW_WC_LIVE) {
+    st = lw__fail(LW_FAILED_PRECONDITION, "worker_unregister: %s is %s", c->name,
+                  c->state == LW_WC_UNREGISTERING ? "already being unregistered"
+                                                  : "still registering");
+  }
+  lw_wop_t *op = NULL;
+  if (st == LW_OK) {
+    op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
+    if (!op) st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
+  }
+  if (st != LW_OK) {
+    pthread_mutex_unlock(&w->mu);
+    return st;
+  }
+  // Tombstone: tasks submitted from now on fail "pending unregister". Tasks already accepted
+  // but not dispatched hold pins; the children are told only once those are posted, so on
+  // every child the unregister is applied after the runs that use the callable pinned it.
+  c->state = LW_WC_UNREGISTERING;
+  op->next_pending = w->ops;
+  w->ops = op;
+  w->live_ops++;
+  bool post_now = c->pins == 0;
+  if (!post_now) c->deferred_unregister = op;
+  pthread_mutex_unlock(&w->mu);
+  if (post_now) wop_post(op);
+  *out = &op->handle;
+  return LW_OK;
+}
+
+lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
+  if (!w) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker is NULL");
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_lookup(w, h);
+  if (c && c->kind == LW_WC_SUB) {
+    // Sub functions live in the children's images; forgetting the handle is all there is.
+    wc_release(w, c);
+    pthread_mutex_unlock(&w->mu);
+    return LW_OK;
+  }
+  pthread_mutex_unlock(&w->mu);
+  lw_handle_t *hd = NULL;
+  LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, h, &hd));
+  lw_status_t st = wait_sync(hd);
+  lw_handle_release(hd);
+  return st;
+}
+
+lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *name,
+                                   lw_callable_handle_t *out) {
+  if (out) out->id = 0;
+  if (!w || !fn || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
+  }
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "worker_register_sub %s: function %p is not in code that was mapped when "
+                    "the worker was created (children could not call it)",
+                    name ? name : "sub", (void *)(uintptr_t)fn);
+  }
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_alloc(w);
+  if (!c) {
+    pthread_mutex_unlock(&w->mu);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_register_sub: callable table is full");
+  }
+  c->state = LW_WC_REGISTERING;
+  c->kind = LW_WC_SUB;
+  c->fn = fn;
+  snprintf(c->name, sizeof(c->name), "%s", name ? name : "sub");
+  pthread_mutex_unlock(&w->mu);
+
+  lw_status_t st = LW_OK;
+  lw_error_t err;
+  uint64_t index = UINT64_MAX;
+  for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
+    lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_REGISTER_SUB;
+    p.target = (uint64_t)(uintptr_t)fn;
+    p.name = c->name;
+    lw_mb_control_ack_t ack;
+    st = lw__ep_control(ep, &p, &ack, &err);
+    if (st == LW_OK && ack.status != LW_OK) {
+      st = ack.status;
+      err = ack.error;
+    }
+    // Every sub child receives the same registrations in the same order, so the indices agree.
+    if (st == LW_OK && index != UINT64_MAX && ack.value != index) {
+      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0,
+                         "sub %u: gave index %llu, expected %llu", i,
+                         (unsigned long long)ack.value, (unsigned long long)index);
+    }
+    if (st == LW_OK) index = ack.value;
+  }
+  pthread_mutex_lock(&w->mu);
+  if (st == LW_OK) {
+    c->sub_index = index == UINT64_MAX ? 0 : index;
+    c->state = LW_WC_LIVE;
+    *out = (lw_callable_handle_t){c->id};
+  } else {
+    wc_release(w, c);
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (st != LW_OK) return lw__last_error_store(&err);
+  return LW_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Create / destroy
+
+static void child_entry(void *arg, uint32_t slot) {
+  lw_child_env_t *envs = arg;
+  const lw_child_env_t *env = &envs[slot];
+  if (env->mailbox->header.child_kind == LW_MB_CHILD_CHIP) lw__chip_child_main(env);
+  lw__sub_child_main(env);
+}
+
+static lw_status_t validate_config(const lw_worker_config_t *c) {
+  if (c->n_chips < 1 || c->n_chips > LW_MAX_CHIPS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker: n_chips %u is outside 1..%d", c->n_chips,
+                    LW_MAX_CHIPS);
+  }
+  if (c->n_subs > LW_MAX_SUBS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker: n_subs %u is more than %d", c->n_subs,
+                    LW_MAX_SUBS);
+  }
+  if (c->task_ring < 2 || c->task_ring > (1u << 20)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker: task_ring %u is outside 2..%u", c->task_ring,
+                    1u << 20);
+  }
+  if (strnlen(c->chip.backend, LW_BACKEND_NAME_BYTES) == LW_BACKEND_NAME_BYTES ||
+      !lw__backend_find(c->chip.backend)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker: unknown backend '%.*s' (known: sim)",
+                    LW_BACKEND_NAME_BYTES, c->chip.backend);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_create: out must be set");
+  *out = NULL;
+  lw_worker_config_t defaults;
+  if (!cfg) {
+    lw_worker_config_default(&defaults);
+    cfg = &defaults;
+  }
+  LW_RETURN_IF_ERROR(validate_config(cfg));
+  lw_worker_t *w = calloc(1, sizeof(*w));
+  if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
+  w->cfg = *cfg;
+  w->n_children = cfg->n_chips + cfg->n_subs;
+  w->wake_fd = w->user_fd = w->epoll_fd = w->mailboxes_fd = -1;
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->space_cv, NULL);
+  pthread_cond_init(&w->idle_cv, NULL);
+  pthread_mutex_init(&w->run_mu, NULL);
+  pthread_cond_init(&w->run_cv, NULL);
+  lw_status_t st;
+  lw_error_t err;
+  int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
+
+  // 1. Shared memory, mapped before the fork server so every child has it at this address.
+  if ((st = lw__arena_create(&w->arena, cfg->arena_bytes)) != LW_OK) goto fail;
+  w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
+  w->mailboxes_bytes = sizeof(lw_mailbox_t) * w->n_children;
+  w->mailboxes_fd = memfd_create("lw-mailboxes", MFD_CLOEXEC);
+  if (w->mailboxes_fd < 0 || ftruncate(w->mailboxes_fd, (off_t)w->mailboxes_bytes) != 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
+    goto fail;
+  }
+  w->mailboxes = mmap(NULL, w->mailboxes_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      w->mailboxes_fd, 0);
+  if (w->mailboxes == MAP_FAILED) {
+    w->mailboxes = NULL;
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
+    goto fail;
+  }
+  w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (w->wake_fd < 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
+    goto fail;
+  }
+
+  // 2. What each child needs, in memory the fork server copies.
+  w->envs = calloc(w->n_children, sizeof(lw_child_env_t));
+  w->eps = calloc(w->n_children, sizeof(lw_endpoint_t));
+  w->n_tasks_cap = cfg->task_ring;
+  w->tasks = calloc(cfg->task_ring, sizeof(lw_task_t));
+  w->free_tasks = calloc(cfg->task_ring, sizeof(uint32_t));
+  if (!w->envs || !w->eps || !w->tasks || !w->free_tasks) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
+    goto fail;
+  }
+  for (uint32_t i = 0; i < cfg->task_ring; ++i) {
+    w->tasks[i].index = i;
+    w->free_tasks[cfg->task_ring - 1 - i] = i;
+  }
+  w->n_free_tasks = cfg->task_ring;
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    bool chip = s < cfg->n_chips;
+    lw_mailbox_t *mb = &w->mailboxes[s];
+    uint32_t index = chip ? s : s - cfg->n_chips;
+    lw_mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
+    lw_child_env_t *env = &w->envs[s];
+    env->mailbox = mb;
+    env->arena = w->mb_arena;
+    env->chip = cfg->chip;
+    env->chip.device_id = cfg->chip.device_id + (int32_t)index;
+    env->wake_fd = w->wake_fd;
+    env->parent_pid = getpid();
+    lw_endpoint_t *ep = &w->eps[s];
+    ep->w = w;
+    ep->slot = s;
+    ep->kind = chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB;
+    ep->index = index;
+    ep->mb = mb;
+    ep->pidfd = -1;
+    pthread_mutex_init(&ep->post_mu, NULL);
+    pthread_mutex_init(&ep->ctl_mu, NULL);
+  }
+  dl_iterate_phdr(collect_base, w);
+
+  // 3. The fork server, before any thread of this worker exists.
+  if ((st = lw_forkserver_start(child_entry, w->envs, w->n_children, &w->fs)) != LW_OK) goto fail;
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    if ((st = lw__ep_spawn(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
+  }
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    if ((st = lw__ep_wait_ready(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
+  }
+
+  // 4. Threads and the user's event fd (created after the fork so children do not hold it).
+  w->user_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (w->user_fd < 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
+    goto fail;
+  }
+  if ((st = lw__sched_start(w)) != LW_OK) goto fail;
+  if ((st = lw__orch_start(w)) != LW_OK) goto fail;
+  *out = w;
+  return LW_OK;
+
+fail_err:
+  lw__last_error_store(&err);
+fail:
+  lw_worker_destroy(w);
+  return st;
+}
+
+void lw_worker_destroy(lw_worker_t *w) {
+  if (!w) return;
+  atomic_store(&w->stopping, true);
+  // Queued runs are cancelled, the running orch function finishes its submissions.
+  lw__orch_stop(w);
+  // Let dispatched work and callable ops drain (the scheduler keeps running meanwhile).
+  pthread_mutex_lock(&w->mu);
+  int64_t deadline = lw__now_ns() + 30ll * 1000 * 1000 * 1000;
+  while ((w->live_runs > 0 || w->live_ops > 0) && w->sched_started && lw__now_ns() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 20 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&w->idle_cv, &w->mu, &ts);
+  }
+  pthread_mutex_unlock(&w->mu);
+  lw__sched_stop(w);
+  // Children leave on the sticky shutdown word; the fork server kills any that do not.
+  for (uint32_t s = 0; w->mailboxes && s < w->n_children; ++s) {
+    atomic_store(&w->mailboxes[s].header.shutdown, 1);
+    lw_waitword_wake(&w->mailboxes[s].doorbell.word, true);
+  }
+  lw_forkserver_stop(w->fs);
+  for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
+    if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);
+    pthread_mutex_destroy(&w->eps[s].post_mu);
+    pthread_mutex_destroy(&w->eps[s].ctl_mu);
+  }
+  // Anything still waiting (a child died mid-register, a hung kernel) is failed now.
+  lw_error_t err;
+  lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");
+  // No thread of this worker is left: no lock needed.
+  while (w->ops) {
+    lw_wop_t *op = w->ops;
+    w->ops = op->next_pending;
+    for (uint32_t i = 0; i < w->cfg.n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
+    if (op->kind != LW_WOP_ROLLBACK) {
+      (void)lw__handle_finish(&op->handle, op->status, &op->error);
+    }
+    lw__handle_unref(&op->handle);
+  }
+  // (A deferred unregister is on w->ops too, so the loop above finished it.)
+  for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) free(w->tasks[i].consumers);
+  free(w->tasks);
+  free(w->free_tasks);
+  free(w->eps);
+  free(w->envs);
+  free(w->code_bases);
+  if (w->mailboxes) munmap(w->mailboxes, w->mailboxes_bytes);
+  if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
+  if (w->wake_fd >= 0) close(w->wake_fd);
+  if (w->user_fd >= 0) close(w->user_fd);
+  lw__arena_destroy(&w->arena);
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->space_cv);
+  pthread_cond_destroy(&w->idle_cv);
+  pthread_mutex_destroy(&w->run_mu);
+  pthread_cond_destroy(&w->run_cv);
+  free(w);
+}

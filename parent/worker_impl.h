@@ -1,0 +1,339 @@
+// parent/worker_impl.h — internals of lw_worker_t shared by the parent's files:
+//   worker.c    create/destroy, callables (register/unregister broadcast), alloc, events
+//   arena.c     the shared-arena allocator
+//   endpoint.c  one endpoint per child: spawn, INIT wait, control round trips, task posts
+//   orch.c      runs, the orchestrator thread, lw_orch_* (task ring, tensor map, scopes)
+//   sched.c     the scheduler thread: completions, dispatch, child death
+//
+// Threads:
+//   - the orchestrator thread runs orch functions, one run at a time, in FIFO order;
+//   - the scheduler thread is the single progress owner: it drains every child's completion
+//     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
+//     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
+//   - user threads post controls (register/unregister) themselves, under the endpoint's
+//     control mutex.
+//
+// Locks (in this order; never the reverse):
+//   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
+//   ep->ctl_mu (a control round trip) is taken without w->mu held.
+//   w->run_mu guards the run queue only.
+#ifndef LANEWORK_PARENT_WORKER_IMPL_H_
+#define LANEWORK_PARENT_WORKER_IMPL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "child/child.h"
+#include "lanes/handle_impl.h"
+#include "lanework/orch.h"
+#include "lanework/worker.h"
+#include "mailbox/mailbox.h"
+#include "parent/forkserver.h"
+
+#define LW_CALLABLE_NAME_BYTES 128
+#define LW_MAX_CALLABLES 1024
+#define LW_MAX_SCOPES 16
+
+typedef struct lw_worker lw_worker_t;
+typedef struct lw_task lw_task_t;
+typedef struct lw_run lw_run_t;
+typedef struct lw_wop lw_wop_t;
+
+// ---------------------------------------------------------------------------------------------
+// Arena
+
+typedef struct lw_arena_block {
+  uint64_t offset, bytes;
+} lw_arena_block_t;
+
+typedef struct lw_arena {
+  pthread_mutex_t mu;
+  uint8_t *base;
+  uint64_t bytes;
+  int fd;
+  lw_arena_block_t *free_list;  // sorted by offset, coalesced
+  uint32_t n_free, cap_free;
+  lw_arena_block_t *used;       // sorted by offset
+  uint32_t n_used, cap_used;
+} lw_arena_t;
+
+LW_MUST_USE lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes);
+void lw__arena_destroy(lw_arena_t *a);
+void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes);
+// false when p is not a live block of this arena.
+bool lw__arena_free(lw_arena_t *a, void *p);
+static inline bool lw__arena_contains(const lw_arena_t *a, const void *p, uint64_t bytes) {
+  uintptr_t b = (uintptr_t)a->base, q = (uintptr_t)p;
+  return q >= b && q - b <= a->bytes && bytes <= a->bytes - (q - b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints
+
+typedef enum lw_ep_state {
+  LW_EP_STARTING = 0,
+  LW_EP_READY = 1,
+  LW_EP_DEAD = 2,
+} lw_ep_state_t;
+
+typedef struct lw_endpoint {
+  lw_worker_t *w;
+  uint32_t slot;             // fork-server slot: chips first, then subs
+  lw_mb_child_kind_t kind;
+  uint32_t index;            // chip index or sub index
+  lw_mailbox_t *mb;
+  pid_t pid;
+  int pidfd;
+  _Atomic uint32_t state;    // lw_ep_state_t
+  uint64_t generation;
+  pthread_mutex_t post_mu;   // next_seq and publishing a post
+  uint64_t next_seq;
+  uint64_t next_dispatch;
+  pthread_mutex_t ctl_mu;    // one control round trip at a time
+  // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
+  lw_task_t *frame_task[LW_MB_TASK_FRAMES];
+  uint32_t busy;
+  char exit_desc[96];        // "killed by SIGSEGV" once dead
+} lw_endpoint_t;
+
+// "chip 1" / "sub 0".
+const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
+LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err);
+// Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
+LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
+                                          lw_error_t *err);
+// One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
+// one holding w->mu. The child's death while waiting gives CHILD_EXITED.
+LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
+                                       lw_mb_control_ack_t *out_ack, lw_error_t *err);
+// Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
+// identity and frame.
+LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
+// True when the child died (pidfd readable). Marks it DEAD.
+bool lw__ep_check_dead(lw_endpoint_t *ep);
+// Fills ep->exit_desc from the fork server's table (waits briefly for the reap).
+void lw__ep_describe_exit(lw_endpoint_t *ep);
+
+// ---------------------------------------------------------------------------------------------
+// Callables
+
+typedef enum lw_wc_state {
+  LW_WC_FREE = 0,
+  LW_WC_REGISTERING = 1,
+  LW_WC_LIVE = 2,
+  LW_WC_UNREGISTERING = 3,
+} lw_wc_state_t;
+
+typedef enum lw_wc_kind {
+  LW_WC_CHIP = 1,
+  LW_WC_SUB = 2,
+} lw_wc_kind_t;
+
+typedef struct lw_wcallable {
+  lw_wc_state_t state;
+  lw_wc_kind_t kind;
+  uint64_t id;
+  char name[LW_CALLABLE_NAME_BYTES];
+  char entry[LW_CALLABLE_NAME_BYTES];
+  uint32_t n_params;
+  uint8_t param_dirs[32];
+  void *image;                 // arena copy (chip): replayed to a respawned child
+  uint64_t image_bytes;
+  uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
+  uint64_t sub_index;          // sub callables: index in every sub child's table
+  lw_sub_fn fn;
+  uint32_t pins;               // submitted tasks not yet dispatched
+  lw_wop_t *deferred_unregister;  // waits for pins == 0
+} lw_wcallable_t;
+
+// A worker-level register or unregister, broadcast to every chip child.
+typedef enum lw_wop_kind {
+  LW_WOP_REGISTER = 1,
+  LW_WOP_UNREGISTER = 2,
+  LW_WOP_ROLLBACK = 3,  // an unregister undoing a partial register: no handle is waiting
+} lw_wop_kind_t;
+
+struct lw_wop {
+  lw_handle_t handle;  // first
+  lw_worker_t *w;
+  lw_wop_kind_t kind;
+  uint32_t wc;         // callable table index
+  uint32_t pending;    // chips that have not reported
+  bool reported[LW_MAX_CHIPS];
+  bool ok[LW_MAX_CHIPS];
+  uint64_t local[LW_MAX_CHIPS];
+  lw_status_t status;  // first failure
+  lw_error_t error;
+  lw_wop_t *next_pending;  // in w->ops (under w->mu)
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tasks and runs
+
+typedef enum lw_task_state {
+  LW_TS_FREE = 0,
+  LW_TS_BUILDING = 1,
+  LW_TS_PENDING = 2,
+  LW_TS_READY = 3,
+  LW_TS_RUNNING = 4,
+  LW_TS_COMPLETED = 5,
+  LW_TS_FAILED = 6,
+  LW_TS_CONSUMED = 7,
+} lw_task_state_t;
+
+typedef struct lw_task_ref {
+  uint32_t index;
+  uint32_t gen;
+} lw_task_ref_t;
+
+typedef struct lw_group {
+  uint32_t n;
+  uint32_t n_ready;
+  uint32_t n_open;       // members not yet terminal
+  lw_task_t **members;
+  struct lw_group *next_ready;
+} lw_group_t;
+
+struct lw_task {
+  uint32_t index;
+  uint32_t gen;
+  lw_task_state_t state;
+  lw_run_t *run;
+  uint64_t task_id;
+  lw_mb_task_kind_t kind;
+  int32_t worker;          // chip index, LW_ANY_CHIP, or -1 for subs
+  uint32_t wc;             // callable table index
+  uint64_t wc_id;
+  lw_mb_args_t args;
+  int64_t timeout_ns;
+  uint32_t n_pending;      // unmet dependencies
+  lw_task_ref_t *consumers;
+  uint32_t n_consumers, cap_consumers;
+  lw_group_t *group;
+  lw_task_t *next;         // ready queue link
+  // Dispatch.
+  lw_endpoint_t *ep;
+  uint32_t frame;
+  lw_mb_identity_t identity;
+};
+
+typedef struct lw_task_queue {
+  lw_task_t *head, *tail;
+  uint32_t n;
+} lw_task_queue_t;
+
+struct lw_run {
+  lw_handle_t handle;  // first
+  lw_worker_t *w;
+  lw_orch_fn fn;
+  void *user;
+  uint64_t run_id;
+  lw_run_t *next;      // run queue link
+  bool orch_done;
+  bool failed;
+  bool cancelled;
+  uint32_t n_tasks, n_terminal, n_completed, n_failed;
+  int64_t t_start;
+  lw_error_t error;    // first error
+  lw_run_report_t report;
+};
+
+struct lw_orch {
+  lw_worker_t *w;
+  lw_run_t *run;
+  uint32_t depth;      // scope depth
+  struct lw_tmap *tmap;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The worker
+
+struct lw_worker {
+  lw_worker_config_t cfg;
+  uint32_t n_children;
+  lw_arena_t arena;
+  lw_mb_arena_t mb_arena;
+  lw_mailbox_t *mailboxes;
+  size_t mailboxes_bytes;
+  int mailboxes_fd;
+  lw_child_env_t *envs;
+  lw_forkserver_t *fs;
+  lw_endpoint_t *eps;        // n_children: chips, then subs
+  int wake_fd;               // eventfd: children and threads wake the scheduler
+  int user_fd;               // eventfd: readable when a handle of this worker finished
+  int epoll_fd;
+
+  pthread_mutex_t mu;
+  pthread_cond_t space_cv;   // a task slot was freed
+  pthread_cond_t idle_cv;    // a run or op finished (destroy waits on it)
+  lw_task_t *tasks;          // the task ring
+  uint32_t n_tasks_cap;
+  uint32_t *free_tasks;      // stack of free task indices
+  uint32_t n_free_tasks;
+  lw_task_queue_t chip_q[LW_MAX_CHIPS];
+  lw_task_queue_t any_q;
+  lw_task_queue_t sub_q;
+  lw_group_t *groups_head, *groups_tail;  // groups whose members are all ready
+  lw_wcallable_t callables[LW_MAX_CALLABLES];
+  uint32_t callable_gen;
+  lw_wop_t *ops;             // register/unregister ops waiting for chip reports
+  uint64_t next_control_id;
+  uint32_t live_runs;
+  uint32_t live_ops;
+
+  pthread_mutex_t run_mu;
+  pthread_cond_t run_cv;
+  lw_run_t *runq_head, *runq_tail;
+  uint64_t next_run_id;
+  pthread_t orch_thread;
+  bool orch_started;
+  pthread_t sched_thread;
+  bool sched_started;
+  _Atomic bool stopping;
+  _Atomic bool sched_exit;
+  _Atomic uint32_t cancel_all_seq;  // bumped by lw_worker_cancel_all (async-signal-safe)
+  uint32_t cancel_all_seen;
+  _Atomic uint64_t kick_seq;
+  _Atomic uint32_t sched_sleeping;
+
+  // Code mapped at create time, for lw_worker_register_sub.
+  uintptr_t *code_bases;
+  uint32_t n_code_bases;
+};
+
+// Wakes the scheduler: new work, or something for it to look at. Any thread.
+void lw__worker_kick(lw_worker_t *w);
+// Writes the user event fd. Any thread.
+void lw__worker_notify_user(void *ctx, lw_handle_t *h);
+
+// orch.c
+LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
+void lw__orch_stop(lw_worker_t *w);
+// A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
+// Runs that completed are appended to *finished (finish them after unlocking).
+void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+                     lw_run_t **finished);
+// Finishes a run's handle (no lock held).
+void lw__run_complete(lw_run_t *run);
+void lw__tmap_destroy(struct lw_tmap *m);
+
+// sched.c
+LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w);
+void lw__sched_stop(lw_worker_t *w);
+
+// worker.c: a chip reported on a register/unregister op (w->mu held). Returns true when the
+// op has every report and must be completed with lw__wop_complete (without w->mu).
+bool lw__wop_report(lw_worker_t *w, uint64_t control_id, lw_status_t st, uint64_t value,
+                    const lw_error_t *err, lw_wop_t **out_op);
+void lw__wop_complete(lw_wop_t *op);
+// A chip died: every op waiting on it gets CHILD_EXITED (w->mu held); completed ops go to
+// *out (array of n_children capacity... caller provides LW_MAX_CALLABLES slots).
+uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err,
+                           lw_wop_t **out, uint32_t cap);
+// Starts posting a deferred unregister (no lock held).
+void lw__wop_start_unregister(lw_wop_t *op);
+
+#endif  // LANEWORK_PARENT_WORKER_IMPL_H_
