@@ -38,7 +38,8 @@ static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *
   }
   if (numa_run_on_node(node) != 0) return -1;
   numa_set_preferred(node);
-  numa_tonode_memory(mb, sizeof(*mb), node);
+  // The parent gives each mailbox its own pages (LW_MAILBOX_STRIDE), so this binds no one else's.
+  numa_tonode_memory(mb, (sizeof(*mb) + 4095) & ~(size_t)4095, node);
   return node;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -546,7 +547,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
   if ((st = lw__arena_create(&w->arena, cfg->arena_bytes)) != LW_OK) goto fail;
   w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
-  w->mailboxes_bytes = sizeof(lw_mailbox_t) * w->n_children;
+  // Each mailbox starts on its own page so a child can bind its pages to its NUMA node.
+  w->mailboxes_bytes = LW_MAILBOX_STRIDE * w->n_children;
   w->mailboxes_fd = memfd_create("lw-mailboxes", MFD_CLOEXEC);
   if (w->mailboxes_fd < 0 || ftruncate(w->mailboxes_fd, (off_t)w->mailboxes_bytes) != 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
@@ -582,7 +584,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->n_free_tasks = cfg->task_ring;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
-    lw_mailbox_t *mb = &w->mailboxes[s];
+    lw_mailbox_t *mb = lw__worker_mailbox(w, s);
     uint32_t index = chip ? s : s - cfg->n_chips;
     lw_mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
     lw_child_env_t *env = &w->envs[s];
@@ -631,31 +633,52 @@ fail:
   return st;
 }
 
-void lw_worker_destroy(lw_worker_t *w) {
-  if (!w) return;
-  atomic_store(&w->stopping, true);
-  // Queued runs are cancelled, the running orch function finishes its submissions.
-  lw__orch_stop(w);
-  // Let dispatched work and callable ops drain (the scheduler keeps running meanwhile).
+// Waits (bounded) until no run and no callable op is in flight.
+static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
+  int64_t deadline = lw__now_ns() + timeout_ns;
   pthread_mutex_lock(&w->mu);
-  int64_t deadline = lw__now_ns() + 30ll * 1000 * 1000 * 1000;
   while ((w->live_runs > 0 || w->live_ops > 0) && w->sched_started && lw__now_ns() < deadline) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 20 * 1000 * 1000;
+    ts.tv_nsec += 10 * 1000 * 1000;
     if (ts.tv_nsec >= 1000000000) {
       ts.tv_sec++;
       ts.tv_nsec -= 1000000000;
     }
     pthread_cond_timedwait(&w->idle_cv, &w->mu, &ts);
   }
+  bool idle = w->live_runs == 0 && w->live_ops == 0;
   pthread_mutex_unlock(&w->mu);
-  lw__sched_stop(w);
-  // Children leave on the sticky shutdown word; the fork server kills any that do not.
+  return idle;
+}
+
+// How long destroy lets cancelled kernels stop by themselves before it stops the children.
+#define DESTROY_GRACE_NS (2ll * 1000 * 1000 * 1000)
+
+void lw_worker_destroy(lw_worker_t *w) {
+  if (!w) return;
+  atomic_store(&w->stopping, true);
+  // 1. Cancel: queued runs never start, running kernels see their cancel words.
+  if (w->sched_started) lw_worker_cancel_all(w);
+  lw__orch_stop(w);
+  // 2. Let cancelled work and callable ops drain while the scheduler still runs.
+  (void)wait_idle(w, DESTROY_GRACE_NS);
+  // 3. Children leave on the sticky shutdown word; one that does not (a kernel ignoring its
+  //    cancel word) is killed. The scheduler, still running, sees each death on its pidfd and
+  //    fails whatever that child still held.
   for (uint32_t s = 0; w->mailboxes && s < w->n_children; ++s) {
-    atomic_store(&w->mailboxes[s].header.shutdown, 1);
-    lw_waitword_wake(&w->mailboxes[s].doorbell.word, true);
+    atomic_store(&lw__worker_mailbox(w, s)->header.shutdown, 1);
+    lw_waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
   }
+  if (!wait_idle(w, DESTROY_GRACE_NS)) {
+    for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
+      if (atomic_load(&w->eps[s].state) != LW_EP_DEAD && w->eps[s].pid > 0) {
+        kill(w->eps[s].pid, SIGKILL);
+      }
+    }
+    (void)wait_idle(w, DESTROY_GRACE_NS);
+  }
+  lw__sched_stop(w);
   lw_forkserver_stop(w->fs);
   for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);

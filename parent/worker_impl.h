@@ -304,6 +304,12 @@ struct lw_worker {
   uint32_t n_code_bases;
 };
 
+#define LW_MAILBOX_STRIDE ((sizeof(lw_mailbox_t) + 4095) & ~(size_t)4095)
+
+static inline lw_mailbox_t *lw__worker_mailbox(lw_worker_t *w, uint32_t slot) {
+  return (lw_mailbox_t *)((uint8_t *)w->mailboxes + LW_MAILBOX_STRIDE * slot);
+}
+
 // Wakes the scheduler: new work, or something for it to look at. Any thread.
 void lw__worker_kick(lw_worker_t *w);
 // Writes the user event fd. Any thread.
