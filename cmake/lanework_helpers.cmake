@@ -41,6 +41,11 @@ function(lw_add_test)
   target_compile_definitions(${T_NAME} PRIVATE
     LW_KERNEL_DIR="${LW_KERNEL_OUTPUT_DIR}" LW_TOOL_PATH="$<TARGET_FILE:lanework_cli>")
   add_dependencies(${T_NAME} lw_kernels lw_test_kernels lanework_cli)
+  if(LW_TSAN)
+    # Criterion cannot start under ThreadSanitizer (Snaipe/Criterion#274): TSan builds compile
+    # the same sources against the Criterion-compatible runner in tests/tsan_shim.
+    target_include_directories(${T_NAME} BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/tests/tsan_shim)
+  endif()
   add_test(NAME ${T_NAME} COMMAND ${T_NAME} --jobs=1)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT})
 endfunction()

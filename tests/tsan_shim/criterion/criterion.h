@@ -1,10 +1,11 @@
-// tests/lanes/tsan_shim/criterion/criterion.h — a minimal stand-in for Criterion, used only
-// when the lanes tests build with LW_TSAN=ON.
+// tests/tsan_shim/criterion/criterion.h — a minimal stand-in for Criterion, used only when
+// the tests build with LW_TSAN=ON (lw_add_test puts this folder first on the include path).
 //
 // Why: Criterion cannot start under ThreadSanitizer ("Could not initialize inheritable
 // arena", Snaipe/Criterion#274): its fixed-address arena collides with TSan's shadow
-// mappings. This shim supports the subset the lanes tests use (Test with .timeout, cr_assert*
-// with optional printf-style messages) so that the very same sources run under TSan. Each
+// mappings. This shim supports the subset the tests use (Test and TestSuite with .timeout,
+// .init and .fini; cr_assert* and cr_expect* with optional printf-style messages that start
+// with a string literal) so that the very same sources run under TSan. Each
 // test runs in its own forked process with an alarm() for its timeout, like Criterion does;
 // a TSan report makes that process exit non-zero, which fails the test.
 #ifndef LANEWORK_TESTS_TSAN_SHIM_CRITERION_H_
@@ -23,7 +24,28 @@
 
 typedef struct shim_test_opts {
   double timeout;
+  void (*init)(void);
+  void (*fini)(void);
 } shim_test_opts_t;
+
+typedef struct shim_suite {
+  const char *name;
+  shim_test_opts_t opts;
+} shim_suite_t;
+
+#define SHIM_MAX_SUITES 64
+static shim_suite_t shim_suites[SHIM_MAX_SUITES];
+static int shim_n_suites;
+static bool shim_expect_failed;
+
+static inline void shim_register_suite(const char *name, shim_test_opts_t opts) {
+  if (shim_n_suites < SHIM_MAX_SUITES) shim_suites[shim_n_suites++] = (shim_suite_t){name, opts};
+}
+
+#define TestSuite(suite, ...)                                                           \
+  __attribute__((constructor)) static void shim_suite_##suite(void) {                   \
+    shim_register_suite(#suite, (shim_test_opts_t){__VA_ARGS__});                       \
+  }
 
 typedef struct shim_test {
   const char *suite;
@@ -50,7 +72,8 @@ static inline void shim_register(const char *suite, const char *name, void (*fn)
   }                                                                                     \
   static void suite##_##name(void)
 
-__attribute__((format(printf, 5, 6))) static inline void shim_check(bool ok, const char *expr,
+__attribute__((format(printf, 6, 7))) static inline void shim_check(bool fatal, bool ok,
+                                                                     const char *expr,
                                                                      const char *file, int line,
                                                                      const char *fmt, ...) {
   if (ok) return;
@@ -64,11 +87,15 @@ __attribute__((format(printf, 5, 6))) static inline void shim_check(bool ok, con
   }
   fputc('\n', stderr);
   fflush(stderr);
-  _exit(1);
+  if (fatal) _exit(1);
+  shim_expect_failed = true;
 }
 
 // The optional message must start with a string literal (as in every lanes test).
-#define cr_assert(cond, ...) shim_check(!!(cond), #cond, __FILE__, __LINE__, "" __VA_ARGS__)
+#define cr_assert(cond, ...) shim_check(true, !!(cond), #cond, __FILE__, __LINE__, "" __VA_ARGS__)
+#define cr_expect(cond, ...) shim_check(false, !!(cond), #cond, __FILE__, __LINE__, "" __VA_ARGS__)
+#define cr_expect_eq(a, b, ...) cr_expect((a) == (b), __VA_ARGS__)
+#define cr_expect_neq(a, b, ...) cr_expect((a) != (b), __VA_ARGS__)
 #define cr_assert_not(cond, ...) cr_assert(!(cond), __VA_ARGS__)
 #define cr_assert_eq(a, b, ...) cr_assert((a) == (b), __VA_ARGS__)
 #define cr_assert_neq(a, b, ...) cr_assert((a) != (b), __VA_ARGS__)
@@ -94,9 +121,18 @@ int main(int argc, char **argv) {
       return 1;
     }
     if (pid == 0) {
-      if (t->opts.timeout > 0) alarm((unsigned)(t->opts.timeout + 0.999));
+      shim_test_opts_t o = t->opts;
+      for (int k = 0; k < shim_n_suites; ++k) {
+        if (strcmp(shim_suites[k].name, t->suite) != 0) continue;
+        if (o.timeout <= 0) o.timeout = shim_suites[k].opts.timeout;
+        o.init = shim_suites[k].opts.init;
+        o.fini = shim_suites[k].opts.fini;
+      }
+      if (o.timeout > 0) alarm((unsigned)(o.timeout + 0.999));
+      if (o.init) o.init();
       t->fn();
-      exit(0);  // exit (not _exit) so TSan's end-of-process checks run
+      if (o.fini) o.fini();
+      exit(shim_expect_failed ? 1 : 0);  // exit (not _exit) so TSan's end-of-process checks run
     }
     int ws = 0;
     while (waitpid(pid, &ws, 0) < 0) {
