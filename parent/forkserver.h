@@ -18,12 +18,23 @@
 //   - The parent opens a pidfd per child (pidfd_open works on grandchildren) for prompt death
 //     notice in its epoll set.
 //
-// Protocol (SOCK_SEQPACKET socketpair; fixed-size lw_fs_msg_t messages):
-//   parent -> server  SPAWN(index)        server -> parent  SPAWNED(index, pid) or
-//                                                           SPAWN_FAILED(index, errno)
-//   parent -> server  STOP                server kills + reaps every child, replies STOPPED,
-//                                         exits 0
-//   server -> parent  EXIT(index, pid, wait_status)   at any time
+// Protocol (two SOCK_SEQPACKET socketpairs; fixed-size lw_fs_msg_t messages, private to
+// forkserver.c):
+//   control socket (request/reply, used under the mutex):
+//     server -> parent  READY(errno)        once, after the server's setup
+//     parent -> server  SPAWN(index)        server -> parent  SPAWNED(index, pid) or
+//                                                             SPAWN_FAILED(index, errno)
+//     parent -> server  STOP                server kills + reaps every child, replies STOPPED,
+//                                           exits 0
+//   event socket (lw_forkserver_fd; read only by lw_forkserver_poll_exit):
+//     server -> parent  EXIT(index, pid, wait_status)   at any time, in reap order
+//   Replies never share a socket with EXITs, so a spawn never has to read (and hide) an EXIT.
+//   A slot holds at most one live child: SPAWN of a slot whose child is alive fails.
+//
+// Lifecycle:
+//   - lw_forkserver_start -> any number of spawn / poll_exit -> lw_forkserver_stop (frees).
+//   - The caller owns each child pidfd returned by spawn; the forkserver owns its sockets.
+//   - The caller MUST NOT call anything on fs during or after lw_forkserver_stop.
 //
 // Thread safety: lw_forkserver_spawn/stop serialize on an internal mutex; call them from any
 // parent thread. lw_forkserver_poll_exit is for the one thread that owns the event loop.
@@ -64,8 +75,17 @@ LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
                                             uint32_t n_slots, lw_forkserver_t **out);
 
 // Asks the server to fork the child of slot index. Waits up to deadline_ns (absolute,
-// lw__now_ns) for the answer. On success *out_pid is the child's pid and *out_pidfd a pidfd
-// for it (O_CLOEXEC; the caller closes it). UNAVAILABLE when the server is gone.
+// lw__now_ns; LW_DEADLINE_NEVER: no limit) for the answer. On success *out_pid is the child's
+// pid and *out_pidfd a pidfd for it (close-on-exec; the caller closes it). Otherwise *out_pid
+// is 0, *out_pidfd -1, and err (may be NULL; also copied to lw_last_error) says why:
+//   UNAVAILABLE          the server is gone
+//   CHILD_EXITED         the child died before its pidfd could be opened; the message has its
+//                        status ("... killed by SIGSEGV"). Its EXIT still comes through poll_exit.
+//   FAILED_PRECONDITION  the slot's previous child is still alive (wait for its pidfd first)
+//   DEADLINE_EXCEEDED    no answer in time; a child forked after the deadline is killed when the
+//                        late answer is read (its EXIT, with a pid never returned, comes through
+//                        poll_exit)
+//   RESOURCE_EXHAUSTED   fork failed, or too many EXITs wait undelivered (call poll_exit)
 LW_MUST_USE lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index,
                                             int64_t deadline_ns, pid_t *out_pid,
                                             int *out_pidfd, lw_error_t *err);
@@ -74,14 +94,20 @@ LW_MUST_USE lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index,
 // pending. Owned by the forkserver.
 int lw_forkserver_fd(const lw_forkserver_t *fs);
 
-// Reads pending EXIT messages without blocking; for each calls fn(ctx, index, pid, status).
-// Returns UNAVAILABLE if the server itself died (EOF on the socket).
+// Reads pending EXIT messages without blocking; for each calls fn(ctx, index, pid, status), in
+// the order the server reaped them (for one slot: its spawn order). No exit is dropped: the server queues what the socket cannot
+// take and refuses spawns before its queue could overflow. fn may call lw_forkserver_spawn.
+// fn NULL: drain and drop the EXITs (lw_forkserver_exit_status still has each slot's last).
+// fn may see a pid spawn never returned (see DEADLINE_EXCEEDED); compare pids before acting.
+// Returns UNAVAILABLE (after delivering every queued EXIT) if the server itself died.
 LW_MUST_USE lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
                                                 void (*fn)(void *ctx, uint32_t index, pid_t pid,
                                                            int wait_status),
                                                 void *ctx);
 
-// The published exit of slot index if its last exit belongs to pid: true and *out_status.
+// The published exit of slot index if pid is the slot's latest child and has exited: true and
+// *out_wait_status. False while it runs, and once the slot was respawned (use poll_exit).
+// Reads the table with acquire loads (pairs with the server's release stores).
 bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
                                int *out_wait_status);
 

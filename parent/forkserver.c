@@ -1,0 +1,876 @@
+// parent/forkserver.c — the fork server (Linux: pidfd, signalfd, SOCK_SEQPACKET).
+//
+// Two socketpairs connect the worker (parent) and the server:
+//
+//   control  parent -> server  SPAWN(index, req), STOP(req)
+//            server -> parent  READY(err), SPAWNED(index, req, pid), SPAWN_FAILED(index, req,
+//                              errno), STOPPED(req)
+//   events   server -> parent  EXIT(index, pid, wait_status, exit_seq)
+//
+// Why two: lw_forkserver_spawn (any thread, under the mutex) reads the control socket while the
+// event-loop thread reads the event socket in lw_forkserver_poll_exit. With one socket, spawn
+// would have to read EXIT messages that arrive ahead of its reply and park them in process
+// memory, where the event loop's epoll cannot see them (the fd stops being readable while
+// exits are still pending). With two, each reader owns its socket, and EXITs stay in the
+// kernel queue, in order, until poll_exit takes them.
+//
+// No exit is lost:
+//   - The server publishes every exit in the shared table before it reaps the child, then
+//     queues an EXIT message.
+//   - EXIT messages are sent without blocking. When the event socket is full, the server keeps
+//     them in a fixed FIFO (kOutqCap) and flushes it when the socket turns writable.
+//   - The FIFO never overflows: the server refuses SPAWN (ENOBUFS) while
+//     queued EXITs + live children >= kOutqCap. Every future EXIT belongs to a live child, and
+//     each slot holds at most one live child (SPAWN of a busy slot fails with EBUSY), so
+//     queued + live never grows past the cap.
+//
+// Pids are never confused: the server peeks each exit with waitid(WNOWAIT), publishes it, and
+// only then reaps the zombie. A pid can be reused only after the reap, so when the parent opens
+// a pidfd and afterwards reads "not exited" from the table, the pidfd names that child.
+#include "parent/forkserver.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+enum {
+  kOutqCap = 4 * LW_FS_MAX_CHILDREN,  // server's queue of EXITs the event socket refused
+  kStartTimeoutNs = 5000000000,       // lw_forkserver_start waits this long for READY
+  kStopTimeoutNs = 5000000000,        // lw_forkserver_stop waits this long before SIGKILL
+};
+
+typedef enum lw_fs_msg_type {
+  LW_FS_MSG_READY = 1,         // server -> parent (control): setup done; value = 0 or errno
+  LW_FS_MSG_SPAWN = 2,         // parent -> server (control)
+  LW_FS_MSG_SPAWNED = 3,       // server -> parent (control): pid
+  LW_FS_MSG_SPAWN_FAILED = 4,  // server -> parent (control): value = errno
+  LW_FS_MSG_STOP = 5,          // parent -> server (control)
+  LW_FS_MSG_STOPPED = 6,       // server -> parent (control)
+  LW_FS_MSG_EXIT = 7,          // server -> parent (events): pid, value = raw wait status
+} lw_fs_msg_type_t;
+
+// One message; SOCK_SEQPACKET keeps the boundaries, so a short read means a malformed peer.
+typedef struct lw_fs_msg {
+  uint32_t type;   // lw_fs_msg_type_t
+  uint32_t index;  // slot (READY: the setup step that failed)
+  uint32_t seq;    // control: request id echoed in the reply; EXIT: the slot's new exit_seq
+  int32_t pid;
+  int32_t value;   // errno or raw wait status
+  uint32_t reserved;
+} lw_fs_msg_t;
+_Static_assert(sizeof(lw_fs_msg_t) == 24, "lw_fs_msg_t is the wire format");
+
+// Setup steps of the server, reported in READY.index when one fails.
+enum { kStepPidfd = 1, kStepSignalfd = 2 };
+
+struct lw_forkserver {
+  pthread_mutex_t mu;  // serializes control requests (spawn, stop)
+  int ctl;             // parent end of the control socket
+  int ev;              // parent end of the event socket (lw_forkserver_fd)
+  int server_pidfd;
+  pid_t server_pid;
+  bool ctl_closed;  // EOF or an error seen on the control socket
+  bool server_reaped;
+  uint32_t n_slots;
+  uint32_t next_req;
+  lw_fs_child_status_t *table;  // MAP_SHARED with the server and its children
+  size_t table_bytes;
+};
+
+// --------------------------------------------------------------------------------------------
+// Syscall wrappers: each returns a value >= 0 or -errno.
+
+static int sys_pidfd_open(pid_t pid) {
+  // Flags 0: the kernel makes every pidfd close-on-exec.
+  long rc = syscall(SYS_pidfd_open, pid, 0);
+  return rc < 0 ? -errno : (int)rc;
+}
+
+static int sys_pidfd_send_signal(int pidfd, int sig) {
+  long rc = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+  return rc < 0 ? -errno : 0;
+}
+
+// Sends one message without blocking and without SIGPIPE. 0 or -errno.
+static int send_msg(int fd, const lw_fs_msg_t *m) {
+  for (;;) {
+    ssize_t n = send(fd, m, sizeof(*m), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == (ssize_t)sizeof(*m)) return 0;
+    if (n >= 0) return -EMSGSIZE;  // SOCK_SEQPACKET sends whole messages or nothing
+    if (errno != EINTR) return -errno;
+  }
+}
+
+// Receives one message without blocking: 1, 0 on EOF, -EAGAIN when none is queued, -EBADMSG
+// for a message of the wrong size, or another -errno.
+static int recv_msg(int fd, lw_fs_msg_t *m) {
+  for (;;) {
+    ssize_t n = recv(fd, m, sizeof(*m), MSG_DONTWAIT | MSG_TRUNC);
+    if (n == (ssize_t)sizeof(*m)) return 1;
+    if (n == 0) return 0;
+    if (n > 0) return -EBADMSG;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+// Waits until fd is readable (or hung up) or deadline_ns passes: 1, 0 on timeout, or -errno.
+static int wait_readable(int fd, int64_t deadline_ns) {
+  for (;;) {
+    struct timespec ts;
+    const struct timespec *tsp = NULL;
+    if (deadline_ns != LW_DEADLINE_NEVER) {
+      int64_t left = deadline_ns - lw__now_ns();
+      if (left <= 0) return 0;
+      ts.tv_sec = (time_t)(left / 1000000000LL);
+      ts.tv_nsec = (long)(left % 1000000000LL);
+      tsp = &ts;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int rc = ppoll(&p, 1, tsp, NULL);
+    if (rc > 0) return 1;
+    if (rc < 0 && errno != EINTR) return -errno;
+  }
+}
+
+// The raw wait status (as waitpid reports it) of an exit that waitid described.
+static int status_from_siginfo(const siginfo_t *si) {
+  switch (si->si_code) {
+    case CLD_EXITED:
+      return (si->si_status & 0xff) << 8;
+    case CLD_KILLED:
+      return si->si_status & 0x7f;
+    case CLD_DUMPED:
+      return (si->si_status & 0x7f) | 0x80;
+    default:
+      return 0;
+  }
+}
+
+// --------------------------------------------------------------------------------------------
+// Shared table. The server is the only writer; every store is release and every load in the
+// parent acquire. Server order: spawn stores pid, then spawn_seq; an exit stores wait_status,
+// then exit_seq.
+
+typedef struct slot_view {
+  uint32_t exit_seq;
+  int32_t wait_status;
+  int32_t pid;
+  uint32_t spawn_seq;
+} slot_view_t;
+
+// Reads in the order exit_seq, wait_status, pid, spawn_seq. With the server's store order this
+// makes "pid == P && spawn_seq == exit_seq" prove that wait_status is the exit of P: had a later
+// spawn and exit of the slot overwritten wait_status, the acquire load of it would make the new
+// pid and spawn_seq visible to the two loads after it, and the check would fail.
+static slot_view_t slot_read(const lw_fs_child_status_t *e) {
+  slot_view_t v;
+  v.exit_seq = atomic_load_explicit(&e->exit_seq, memory_order_acquire);
+  v.wait_status = atomic_load_explicit(&e->wait_status, memory_order_acquire);
+  v.pid = atomic_load_explicit(&e->pid, memory_order_acquire);
+  v.spawn_seq = atomic_load_explicit(&e->spawn_seq, memory_order_acquire);
+  return v;
+}
+
+// --------------------------------------------------------------------------------------------
+// The server process. Only plain syscalls from here to the end of the section: the server may
+// have been forked from a process with other threads, so locks held there (malloc, stdio) may
+// be held forever here.
+
+typedef struct server {
+  int ctl, ev, sigfd, ppidfd;
+  pid_t self;
+  uint32_t n_slots;
+  lw_fs_child_status_t *table;
+  lw_child_main_fn main_fn;
+  void *arg;
+  // The program's dispositions of the signals the server resets (see server_main); children
+  // get them back. changed[sig] says which.
+  struct sigaction app_action[NSIG];
+  bool changed[NSIG];
+  char comm[16];                 // the program's thread name, restored in children
+  pid_t live[LW_FS_MAX_CHILDREN];  // 0: slot free
+  uint32_t n_live;
+  bool parent_gone;
+  uint32_t outq_head, outq_len;
+  lw_fs_msg_t outq[kOutqCap];
+} server_t;
+
+static void server_flush(server_t *s) {
+  while (s->outq_len > 0) {
+    int rc = send_msg(s->ev, &s->outq[s->outq_head]);
+    if (rc == -EAGAIN) return;  // the loop polls for POLLOUT while the queue is non-empty
+    if (rc < 0) {
+      s->parent_gone = true;  // EPIPE and friends: the parent closed its end
+      return;
+    }
+    s->outq_head = (s->outq_head + 1) % kOutqCap;
+    s->outq_len--;
+  }
+}
+
+static void server_queue_exit(server_t *s, const lw_fs_msg_t *m) {
+  // Cannot overflow: SPAWN keeps outq_len + n_live <= kOutqCap (see the top of the file).
+  if (s->outq_len == kOutqCap) return;
+  s->outq[(s->outq_head + s->outq_len) % kOutqCap] = *m;
+  s->outq_len++;
+  server_flush(s);
+}
+
+// Publishes the exit of slot i, whose child is still an unreaped zombie.
+static uint32_t server_publish_exit(server_t *s, uint32_t i, int wait_status) {
+  lw_fs_child_status_t *e = &s->table[i];
+  // Release: wait_status before exit_seq, so a reader that sees the new exit_seq sees it.
+  atomic_store_explicit(&e->wait_status, wait_status, memory_order_release);
+  uint32_t seq = atomic_load_explicit(&e->exit_seq, memory_order_relaxed) + 1;  // sole writer
+  atomic_store_explicit(&e->exit_seq, seq, memory_order_release);
+  s->live[i] = 0;
+  s->n_live--;
+  return seq;
+}
+
+static int server_slot_of(const server_t *s, pid_t pid) {
+  for (uint32_t i = 0; i < s->n_slots; ++i) {
+    if (s->live[i] == pid) return (int)i;
+  }
+  return -1;
+}
+
+// Publishes and reaps every child that has exited, sending an EXIT for each.
+static void server_reap(server_t *s) {
+  for (;;) {
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    // WNOWAIT: publish while the child is a zombie, so its pid cannot be reused before the
+    // table says it exited (see the top of the file).
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: no children at all
+    }
+    if (si.si_pid == 0) return;  // children, but none has exited
+    pid_t pid = si.si_pid;
+    int ws = status_from_siginfo(&si);
+    int slot = server_slot_of(s, pid);
+    uint32_t seq = 0;
+    if (slot >= 0) seq = server_publish_exit(s, (uint32_t)slot, ws);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (slot >= 0) {
+      lw_fs_msg_t m = {.type = LW_FS_MSG_EXIT, .index = (uint32_t)slot, .seq = seq, .pid = pid,
+                       .value = ws};
+      server_queue_exit(s, &m);
+    }
+  }
+}
+
+static _Noreturn void server_child(server_t *s, uint32_t index) {
+  // The server runs with SIGCHLD blocked and default dispositions; the child starts from the
+  // program's own dispositions and an empty mask.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (s->changed[sig]) sigaction(sig, &s->app_action[sig], NULL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  // Safe toward the server: it is single-threaded, so the "parent thread" never exits early.
+  // Re-check after the prctl: the server may have died before it took effect.
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() != s->self) _exit(1);
+  prctl(PR_SET_NAME, s->comm, 0, 0, 0);
+  close(s->ctl);
+  close(s->ev);
+  close(s->sigfd);
+  close(s->ppidfd);
+  s->main_fn(s->arg, index);
+  _exit(0);
+}
+
+static void server_spawn(server_t *s, const lw_fs_msg_t *req) {
+  lw_fs_msg_t rep = {.type = LW_FS_MSG_SPAWN_FAILED, .index = req->index, .seq = req->seq};
+  uint32_t i = req->index;
+  // A child whose death the parent already saw on its pidfd may not be reaped yet: its
+  // SIGCHLD can be pending behind this request. Reap first so such a slot is free.
+  server_reap(s);
+  if (i >= s->n_slots) {
+    rep.value = EINVAL;
+  } else if (s->live[i] != 0) {
+    rep.value = EBUSY;
+    rep.pid = s->live[i];
+  } else if (s->outq_len + s->n_live >= kOutqCap) {
+    rep.value = ENOBUFS;
+  } else {
+    pid_t pid = fork();
+    if (pid == 0) server_child(s, i);
+    if (pid < 0) {
+      rep.value = errno;
+    } else {
+      s->live[i] = pid;
+      s->n_live++;
+      lw_fs_child_status_t *e = &s->table[i];
+      // Release: pid before spawn_seq (slot_read relies on this order).
+      atomic_store_explicit(&e->pid, pid, memory_order_release);
+      uint32_t seq = atomic_load_explicit(&e->spawn_seq, memory_order_relaxed) + 1;
+      atomic_store_explicit(&e->spawn_seq, seq, memory_order_release);
+      rep.type = LW_FS_MSG_SPAWNED;
+      rep.pid = pid;
+    }
+  }
+  // A refused reply is dropped: the control socket holds at most a few replies (the parent
+  // waits for each), so it cannot be full; if the parent is gone, nobody needs it.
+  (void)send_msg(s->ctl, &rep);
+}
+
+// Kills and reaps every child, then exits. STOP (stop_req != NULL) gets a STOPPED reply.
+static _Noreturn void server_teardown(server_t *s, const lw_fs_msg_t *stop_req) {
+  for (uint32_t i = 0; i < s->n_slots; ++i) {
+    // Not yet reaped, so the pid is still ours.
+    if (s->live[i] != 0) kill(s->live[i], SIGKILL);
+  }
+  for (uint32_t i = 0; i < s->n_slots; ++i) {
+    if (s->live[i] == 0) continue;
+    int ws = 0;
+    pid_t r;
+    while ((r = waitpid(s->live[i], &ws, 0)) < 0 && errno == EINTR) {
+    }
+    (void)server_publish_exit(s, i, r > 0 ? ws : SIGKILL);
+  }
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+  if (stop_req != NULL) {
+    lw_fs_msg_t rep = {.type = LW_FS_MSG_STOPPED, .seq = stop_req->seq};
+    (void)send_msg(s->ctl, &rep);
+  }
+  _exit(0);
+}
+
+static void server_drain_signalfd(int fd) {
+  struct signalfd_siginfo buf[8];
+  // Signals coalesce, so the count means nothing; server_reap loops until no exit is left.
+  while (read(fd, buf, sizeof(buf)) > 0) {
+  }
+}
+
+static _Noreturn void server_loop(server_t *s) {
+  for (;;) {
+    if (s->parent_gone) server_teardown(s, NULL);
+    struct pollfd p[4] = {
+        {.fd = s->ppidfd, .events = POLLIN},
+        {.fd = s->sigfd, .events = POLLIN},
+        {.fd = s->ctl, .events = POLLIN},
+        // With no events asked, poll still reports POLLHUP/POLLERR: the parent closed it.
+        {.fd = s->ev, .events = s->outq_len > 0 ? POLLOUT : 0},
+    };
+    if (poll(p, 4, -1) < 0) {
+      if (errno == EINTR) continue;
+      server_teardown(s, NULL);
+    }
+    if (p[0].revents != 0) server_teardown(s, NULL);  // the worker process died
+    if (p[1].revents & POLLIN) {
+      server_drain_signalfd(s->sigfd);
+      server_reap(s);
+    }
+    if (p[2].revents != 0) {
+      for (;;) {
+        lw_fs_msg_t m;
+        int rc = recv_msg(s->ctl, &m);
+        if (rc == -EAGAIN) break;
+        if (rc == -EBADMSG) continue;  // not ours; the parent only sends lw_fs_msg_t
+        if (rc <= 0) server_teardown(s, NULL);  // EOF: the parent closed or exec'd
+        if (m.type == LW_FS_MSG_SPAWN) server_spawn(s, &m);
+        if (m.type == LW_FS_MSG_STOP) server_teardown(s, &m);
+      }
+    }
+    if (p[3].revents & (POLLHUP | POLLERR)) s->parent_gone = true;
+    if (p[3].revents & POLLOUT) server_flush(s);
+  }
+}
+
+// Runs in the new server process; never returns.
+static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int parent_ev) {
+  close(parent_ctl);
+  close(parent_ev);
+  s->self = getpid();
+  lw_fs_msg_t ready = {.type = LW_FS_MSG_READY};
+
+  // The program's signal handlers must not run here: they would run program code (locks,
+  // stdio, the copied worker) in a process that is not the program. A signal meant for the
+  // process group gets its default action instead; if that kills the server, the children
+  // follow (PR_SET_PDEATHSIG) and the parent sees UNAVAILABLE.
+  // SIGCHLD in particular: SIG_IGN or SA_NOCLDWAIT would make the kernel reap children itself
+  // and drop their status; the default disposition queues SIGCHLD (blocked since before the
+  // fork) for the signalfd.
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    if (sigaction(sig, NULL, &s->app_action[sig]) != 0) continue;  // reserved by libc
+    bool handled = (s->app_action[sig].sa_flags & SA_SIGINFO) != 0 ||
+                   (s->app_action[sig].sa_handler != SIG_DFL &&
+                    s->app_action[sig].sa_handler != SIG_IGN);
+    if (handled || sig == SIGCHLD) s->changed[sig] = sigaction(sig, &dfl, NULL) == 0;
+  }
+  prctl(PR_GET_NAME, s->comm, 0, 0, 0);
+  prctl(PR_SET_NAME, "lw-forkserver", 0, 0, 0);
+
+  // A pidfd, not PR_SET_PDEATHSIG: the death signal follows the thread that forked us, and the
+  // worker may start the server from a thread that exits long before the process does.
+  s->ppidfd = sys_pidfd_open(parent);
+  if (s->ppidfd < 0) {
+    ready.index = kStepPidfd;
+    ready.value = -s->ppidfd;
+    (void)send_msg(s->ctl, &ready);
+    _exit(1);
+  }
+  // The pidfd names whatever process had that pid when it was opened. Still being its child
+  // afterwards proves it was our parent and that it is alive.
+  if (getppid() != parent) _exit(0);
+
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  s->sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (s->sigfd < 0) {
+    ready.index = kStepSignalfd;
+    ready.value = errno;
+    (void)send_msg(s->ctl, &ready);
+    _exit(1);
+  }
+  (void)send_msg(s->ctl, &ready);
+  server_loop(s);
+}
+
+// --------------------------------------------------------------------------------------------
+// Parent side.
+
+static const char *setup_step_name(uint32_t step) {
+  switch (step) {
+    case kStepPidfd:
+      return "pidfd_open(parent)";
+    case kStepSignalfd:
+      return "signalfd(SIGCHLD)";
+    default:
+      return "setup";
+  }
+}
+
+// Waits (bounded) for the exited server and reaps it. Accepts a server reaped elsewhere.
+static void reap_server(lw_forkserver_t *fs, int64_t deadline_ns) {
+  if (fs->server_pid <= 0 || fs->server_reaped) return;
+  if (fs->server_pidfd < 0) {
+    // Only on a failed start before the pidfd existed; the server is our unreaped child.
+    kill(fs->server_pid, SIGKILL);
+    while (waitpid(fs->server_pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    fs->server_reaped = true;
+    return;
+  }
+  if (wait_readable(fs->server_pidfd, deadline_ns) != 1) {
+    (void)sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
+  }
+  siginfo_t si;
+  // P_PIDFD cannot hit a reused pid. ECHILD: someone else reaped it (e.g. a waitpid(-1) in the
+  // program, or SIGCHLD set to SIG_IGN).
+  while (waitid(P_PIDFD, (id_t)fs->server_pidfd, &si, WEXITED) < 0 && errno == EINTR) {
+  }
+  fs->server_reaped = true;
+}
+
+static void destroy(lw_forkserver_t *fs) {
+  reap_server(fs, lw__now_ns() + kStopTimeoutNs);
+  if (fs->ctl >= 0) close(fs->ctl);
+  if (fs->ev >= 0) close(fs->ev);
+  if (fs->server_pidfd >= 0) close(fs->server_pidfd);
+  if (fs->table != NULL) munmap(fs->table, fs->table_bytes);
+  pthread_mutex_destroy(&fs->mu);
+  free(fs);
+}
+
+// "fork server (pid N) was killed by SIGKILL" or similar, for UNAVAILABLE messages.
+static void describe_server_gone(lw_forkserver_t *fs, char *buf, size_t bytes) {
+  siginfo_t si;
+  memset(&si, 0, sizeof(si));
+  if (fs->server_pidfd >= 0 && !fs->server_reaped) {
+    // The socket reaches EOF while the server exits, a moment before its exit is waitable.
+    (void)wait_readable(fs->server_pidfd, lw__now_ns() + 100000000);
+    // WNOWAIT: leave the zombie for lw_forkserver_stop to reap.
+    if (waitid(P_PIDFD, (id_t)fs->server_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      si.si_pid = 0;
+    }
+  }
+  if (si.si_pid != 0) {
+    char how[64];
+    lw_forkserver_describe_status(status_from_siginfo(&si), how, sizeof(how));
+    snprintf(buf, bytes, "fork server (pid %d) is gone: %s", (int)fs->server_pid, how);
+  } else {
+    snprintf(buf, bytes, "fork server (pid %d) is gone (its socket closed)",
+             (int)fs->server_pid);
+  }
+}
+
+lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_slots,
+                                lw_forkserver_t **out) {
+  if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: out is NULL");
+  *out = NULL;
+  if (main_fn == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: main_fn is NULL");
+  if (n_slots == 0 || n_slots > LW_FS_MAX_CHILDREN) {
+    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: n_slots %u not in 1..%d", n_slots,
+                    LW_FS_MAX_CHILDREN);
+  }
+
+  lw_forkserver_t *fs = calloc(1, sizeof(*fs));
+  if (fs == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: out of memory");
+  fs->ctl = fs->ev = fs->server_pidfd = -1;
+  fs->n_slots = n_slots;
+  pthread_mutex_init(&fs->mu, NULL);
+  lw_status_t st = LW_OK;
+  int ctl[2] = {-1, -1}, ev[2] = {-1, -1};
+
+  long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = (size_t)n_slots * sizeof(lw_fs_child_status_t);
+  fs->table_bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+  void *table = mmap(NULL, fs->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                     -1, 0);
+  if (table == MAP_FAILED) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: mmap of the status table: %s",
+                  strerror(errno));
+    goto fail;
+  }
+  fs->table = table;  // zero-filled: pid 0 (never spawned), sequences 0
+
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0 ||
+      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) != 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: socketpair: %s", strerror(errno));
+    if (ctl[0] >= 0) close(ctl[0]);
+    if (ctl[1] >= 0) close(ctl[1]);
+    goto fail;
+  }
+  fs->ctl = ctl[0];
+  fs->ev = ev[0];
+
+  // Prepared here, copied into the server by fork; the server itself allocates nothing.
+  server_t proto;
+  memset(&proto, 0, sizeof(proto));
+  proto.ctl = ctl[1];
+  proto.ev = ev[1];
+  proto.sigfd = proto.ppidfd = -1;
+  proto.n_slots = n_slots;
+  proto.table = fs->table;
+  proto.main_fn = main_fn;
+  proto.arg = arg;
+  pid_t parent = getpid();
+
+  // SIGCHLD is blocked across the fork so that the server starts with it blocked and no
+  // SIGCHLD of a fast-dying child can be lost before its signalfd exists.
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, &old);
+  // Unflushed stdio data would otherwise be copied into every child and written twice.
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) server_main(&proto, parent, ctl[0], ev[0]);
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  close(ctl[1]);
+  close(ev[1]);
+  if (pid < 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: fork: %s", strerror(fork_errno));
+    goto fail;
+  }
+  fs->server_pid = pid;
+
+  int pidfd = sys_pidfd_open(pid);
+  if (pidfd < 0) {
+    st = lw__fail(LW_UNAVAILABLE, "forkserver: pidfd_open(server pid %d): %s (Linux >= 5.3)",
+                  (int)pid, strerror(-pidfd));
+    goto fail;
+  }
+  fs->server_pidfd = pidfd;
+
+  // The server reports its setup in READY, so a failure there surfaces here, not at spawn.
+  int64_t deadline = lw__now_ns() + kStartTimeoutNs;
+  for (;;) {
+    lw_fs_msg_t m;
+    int rc = recv_msg(fs->ctl, &m);
+    if (rc == -EAGAIN) {
+      rc = wait_readable(fs->ctl, deadline);
+      if (rc == 1) continue;
+      st = lw__fail(LW_UNAVAILABLE, "forkserver: server (pid %d) did not start within %d s",
+                    (int)pid, (int)(kStartTimeoutNs / 1000000000));
+      goto fail;
+    }
+    if (rc == 1 && m.type == LW_FS_MSG_READY) {
+      if (m.value == 0) break;
+      st = lw__fail(LW_UNAVAILABLE, "forkserver: server setup failed at %s: %s",
+                    setup_step_name(m.index), strerror(m.value));
+      goto fail;
+    }
+    if (rc == 1) continue;
+    char why[128];
+    describe_server_gone(fs, why, sizeof(why));
+    st = lw__fail(LW_UNAVAILABLE, "forkserver: %s before it was ready", why);
+    goto fail;
+  }
+  *out = fs;
+  return LW_OK;
+
+fail:
+  // A half-started server is killed now rather than given the stop timeout.
+  if (fs->server_pidfd >= 0) (void)sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
+  destroy(fs);
+  return st;
+}
+
+int lw_forkserver_fd(const lw_forkserver_t *fs) { return fs != NULL ? fs->ev : -1; }
+
+pid_t lw_forkserver_pid(const lw_forkserver_t *fs) { return fs != NULL ? fs->server_pid : 0; }
+
+bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
+                               int *out_wait_status) {
+  if (fs == NULL || index >= fs->n_slots || pid <= 0) return false;
+  slot_view_t v = slot_read(&fs->table[index]);
+  if (v.pid != pid || v.spawn_seq != v.exit_seq) return false;
+  if (out_wait_status != NULL) *out_wait_status = v.wait_status;
+  return true;
+}
+
+// A SPAWNED reply to a request that timed out: the child exists but nobody knows its pid, and
+// it holds the slot. Kill it; its EXIT then arrives through lw_forkserver_poll_exit as usual.
+static void kill_orphan(lw_forkserver_t *fs, const lw_fs_msg_t *m) {
+  if (m->index >= fs->n_slots || m->pid <= 0) return;
+  int pidfd = sys_pidfd_open(m->pid);
+  if (pidfd < 0) return;  // already reaped
+  slot_view_t v = slot_read(&fs->table[m->index]);
+  // Not yet published as exited, so not reaped when the pidfd was opened: it names the orphan.
+  if (v.pid == m->pid && v.spawn_seq != v.exit_seq) (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+  close(pidfd);
+}
+
+static lw_status_t spawn_failed(lw_forkserver_t *fs, const lw_fs_msg_t *m, lw_error_t *err) {
+  int32_t wid = (int32_t)m->index;
+  switch (m->value) {
+    case EBUSY:
+      return lw__error_set(err, LW_FAILED_PRECONDITION, wid, 0,
+                           "forkserver: slot %u still has a live child (pid %d); wait for its "
+                           "exit before respawning",
+                           m->index, (int)m->pid);
+    case ENOBUFS:
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, wid, 0,
+                           "forkserver: too many undelivered exit notices; call "
+                           "lw_forkserver_poll_exit before spawning more");
+    case EINVAL:
+      return lw__error_set(err, LW_INVALID_ARGUMENT, wid, 0,
+                           "forkserver: server rejected slot %u (n_slots %u)", m->index,
+                           fs->n_slots);
+    default:
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, wid, 0,
+                           "forkserver: fork of slot %u failed: %s", m->index,
+                           strerror(m->value));
+  }
+}
+
+static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out_pid,
+                           int *out_pidfd, lw_error_t *err) {
+  uint32_t i = m->index;
+  int32_t wid = (int32_t)i;
+  pid_t pid = m->pid;
+  if (pid <= 0) {
+    return lw__error_set(err, LW_INTERNAL, wid, 0, "forkserver: SPAWNED with pid %d", (int)pid);
+  }
+  // Open first, then read the table: see the top of the file for why this order proves the
+  // pidfd names our child.
+  int pidfd = sys_pidfd_open(pid);
+  int ws = 0;
+  if (lw_forkserver_exit_status(fs, i, pid, &ws)) {
+    if (pidfd >= 0) close(pidfd);
+    char how[64];
+    lw_forkserver_describe_status(ws, how, sizeof(how));
+    return lw__error_set(err, LW_CHILD_EXITED, wid, 0,
+                         "forkserver: child %u (pid %d) died right after fork: %s", i, (int)pid,
+                         how);
+  }
+  if (pidfd < 0) {
+    // ESRCH cannot happen here (the exit is published before the reap). Other errors leave a
+    // live child in the slot; lw_forkserver_stop kills it.
+    lw_status_t code = (pidfd == -EMFILE || pidfd == -ENFILE || pidfd == -ENOMEM)
+                           ? LW_RESOURCE_EXHAUSTED
+                           : LW_INTERNAL;
+    return lw__error_set(err, code, wid, 0,
+                         "forkserver: pidfd_open of child %u (pid %d): %s; the child keeps "
+                         "the slot until lw_forkserver_stop",
+                         i, (int)pid, strerror(-pidfd));
+  }
+  *out_pid = pid;
+  *out_pidfd = pidfd;
+  return LW_OK;
+}
+
+static lw_status_t spawn_locked(lw_forkserver_t *fs, uint32_t index, int64_t deadline_ns,
+                                pid_t *out_pid, int *out_pidfd, lw_error_t *err) {
+  int32_t wid = (int32_t)index;
+  char why[160];
+  if (fs->ctl_closed) {
+    describe_server_gone(fs, why, sizeof(why));
+    return lw__error_set(err, LW_UNAVAILABLE, wid, 0, "forkserver: %s", why);
+  }
+  uint32_t req = ++fs->next_req;
+  lw_fs_msg_t m = {.type = LW_FS_MSG_SPAWN, .index = index, .seq = req};
+  int rc = send_msg(fs->ctl, &m);
+  if (rc == -EAGAIN) {
+    // The server is not reading (stopped or hung); it has at most a few requests queued.
+    return lw__error_set(err, LW_DEADLINE_EXCEEDED, wid, 0,
+                         "forkserver: server (pid %d) is not reading requests",
+                         (int)fs->server_pid);
+  }
+  if (rc < 0) {
+    fs->ctl_closed = true;
+    describe_server_gone(fs, why, sizeof(why));
+    return lw__error_set(err, LW_UNAVAILABLE, wid, 0, "forkserver: %s", why);
+  }
+  for (;;) {
+    rc = recv_msg(fs->ctl, &m);
+    if (rc == 1) {
+      bool reply = m.type == LW_FS_MSG_SPAWNED || m.type == LW_FS_MSG_SPAWN_FAILED;
+      if (reply && m.seq == req) {
+        if (m.index != index) {
+          return lw__error_set(err, LW_INTERNAL, wid, 0,
+                               "forkserver: reply for slot %u to a request for slot %u",
+                               m.index, index);
+        }
+        if (m.type == LW_FS_MSG_SPAWN_FAILED) return spawn_failed(fs, &m, err);
+        return spawned(fs, &m, out_pid, out_pidfd, err);
+      }
+      if (m.type == LW_FS_MSG_SPAWNED) kill_orphan(fs, &m);  // reply to a timed-out request
+      continue;
+    }
+    if (rc == -EAGAIN) {
+      rc = wait_readable(fs->ctl, deadline_ns);
+      if (rc == 1) continue;
+      if (rc == 0) {
+        return lw__error_set(err, LW_DEADLINE_EXCEEDED, wid, 0,
+                             "forkserver: no answer to SPAWN(%u) from the server (pid %d) "
+                             "before the deadline",
+                             index, (int)fs->server_pid);
+      }
+    }
+    if (rc == -EBADMSG) continue;
+    fs->ctl_closed = true;
+    describe_server_gone(fs, why, sizeof(why));
+    return lw__error_set(err, LW_UNAVAILABLE, wid, 0, "forkserver: %s", why);
+  }
+}
+
+lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index, int64_t deadline_ns,
+                                pid_t *out_pid, int *out_pidfd, lw_error_t *err) {
+  lw_error_t local;
+  if (err == NULL) err = &local;
+  lw__error_clear(err);
+  lw_status_t st;
+  if (out_pid == NULL || out_pidfd == NULL) {
+    lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: out_pid/out_pidfd is NULL");
+    return lw__last_error_store(err);
+  }
+  *out_pid = 0;
+  *out_pidfd = -1;
+  if (fs == NULL) {
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: fs is NULL");
+  } else if (index >= fs->n_slots) {
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, (int32_t)index, 0,
+                       "forkserver: slot %u out of range (n_slots %u)", index, fs->n_slots);
+  } else {
+    pthread_mutex_lock(&fs->mu);
+    st = spawn_locked(fs, index, deadline_ns, out_pid, out_pidfd, err);
+    pthread_mutex_unlock(&fs->mu);
+  }
+  if (st != LW_OK) lw__last_error_store(err);
+  return st;
+}
+
+lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
+                                    void (*fn)(void *ctx, uint32_t index, pid_t pid,
+                                               int wait_status),
+                                    void *ctx) {
+  if (fs == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: poll_exit: fs is NULL");
+  // No lock: the event socket has one reader (the event-loop thread), and fn may call
+  // lw_forkserver_spawn.
+  for (;;) {
+    lw_fs_msg_t m;
+    int rc = recv_msg(fs->ev, &m);
+    if (rc == 1) {
+      // The server is trusted code, but check anyway before indexing with its numbers.
+      if (fn != NULL && m.type == LW_FS_MSG_EXIT && m.index < fs->n_slots && m.pid > 0) {
+        fn(ctx, m.index, m.pid, m.value);
+      }
+      continue;
+    }
+    if (rc == -EAGAIN) return LW_OK;
+    if (rc == -EBADMSG) continue;
+    // EOF comes after every queued EXIT has been read: nothing is lost before it.
+    char why[160];
+    describe_server_gone(fs, why, sizeof(why));
+    return lw__fail(LW_UNAVAILABLE, "forkserver: %s", why);
+  }
+}
+
+void lw_forkserver_stop(lw_forkserver_t *fs) {
+  if (fs == NULL) return;
+  pthread_mutex_lock(&fs->mu);
+  int64_t deadline = lw__now_ns() + kStopTimeoutNs;
+  if (!fs->ctl_closed) {
+    lw_fs_msg_t m = {.type = LW_FS_MSG_STOP, .seq = ++fs->next_req};
+    if (send_msg(fs->ctl, &m) == 0) {
+      // Wait for STOPPED: by then every child is dead and reaped. Other replies are stale.
+      for (;;) {
+        int rc = recv_msg(fs->ctl, &m);
+        if (rc == 1 && m.type == LW_FS_MSG_STOPPED) break;
+        if (rc == 1 || rc == -EBADMSG) continue;
+        if (rc == -EAGAIN && wait_readable(fs->ctl, deadline) == 1) continue;
+        break;  // EOF, error or deadline: reap_server SIGKILLs it; children get PDEATHSIG
+      }
+    }
+  }
+  reap_server(fs, deadline);
+  pthread_mutex_unlock(&fs->mu);
+  destroy(fs);
+}
+
+void lw_forkserver_describe_status(int wait_status, char *buf, size_t bytes) {
+  if (buf == NULL || bytes == 0) return;
+  if (WIFEXITED(wait_status)) {
+    snprintf(buf, bytes, "exited with status %d", WEXITSTATUS(wait_status));
+  } else if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    const char *core = WCOREDUMP(wait_status) ? " (core dumped)" : "";
+    const char *abbrev = sigabbrev_np(sig);  // "SEGV"; NULL for real-time and unknown signals
+    if (abbrev != NULL) {
+      snprintf(buf, bytes, "killed by SIG%s%s", abbrev, core);
+    } else {
+      snprintf(buf, bytes, "killed by signal %d%s", sig, core);
+    }
+  } else {
+    snprintf(buf, bytes, "wait status 0x%x", (unsigned)wait_status);
+  }
+}
