@@ -1,0 +1,584 @@
+// tests/parent/test_worker.c — the L3 worker: forked children over mailboxes, the DAG engine,
+// register/unregister broadcast, runs, and clean teardown.
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+
+#include "lanework/orch.h"
+#include "lanework/worker.h"
+#include "parent/worker_impl.h"
+#include "test_util.h"
+
+static lw_worker_t *w;
+static int fds_before;
+static int children_before;
+
+static void make_worker(uint32_t chips, uint32_t subs) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = chips;
+  cfg.n_subs = subs;
+  cfg.arena_bytes = 64ull << 20;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+}
+
+static void destroy_and_check(void) {
+  lw_worker_destroy(w);
+  w = NULL;
+  cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
+  cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
+}
+
+static lw_callable_handle_t wreg(const char *name) {
+  lw_callable_t c = lw_test_kernel(name);
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_worker_register(w, &c, &h));
+  lw_callable_free_loaded(&c);
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+typedef struct vadd_job {
+  lw_callable_handle_t k;
+  float *a, *b, *c;
+  uint32_t n;
+  int32_t chip;
+} vadd_job_t;
+
+static lw_status_t vadd_orch(lw_orch_t *o, void *user) {
+  vadd_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->a, j->n * sizeof(float), LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->b, j->n * sizeof(float), LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->c, j->n * sizeof(float), LW_TAG_OUTPUT));
+  return lw_orch_submit_next_level(o, j->k, &a, NULL, j->chip);
+}
+
+Test(worker, runs_vector_add_in_a_chip_child_with_exact_results, .timeout = 60) {
+  make_worker(2, 0);
+  vadd_job_t j = {wreg("vector_add"), NULL, NULL, NULL, 4099, 1};
+  j.a = lw_worker_alloc(w, j.n * sizeof(float));
+  j.b = lw_worker_alloc(w, j.n * sizeof(float));
+  j.c = lw_worker_alloc(w, j.n * sizeof(float));
+  for (uint32_t i = 0; i < j.n; ++i) {
+    j.a[i] = (float)i * 0.25f;
+    j.b[i] = 3.0f - (float)i;
+    j.c[i] = -1;
+  }
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, vadd_orch, &j, &rep));
+  cr_assert_eq(rep.n_tasks, 1);
+  cr_assert_eq(rep.n_completed, 1);
+  for (uint32_t i = 0; i < j.n; ++i) cr_assert_eq(j.c[i], j.a[i] + j.b[i], "index %u", i);
+  destroy_and_check();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for event-ordered tests: a shared log (record kernel) and a gate (gate kernel), both
+// in the worker's arena so chip children write them.
+
+typedef struct shared_state {
+  _Atomic uint32_t gate;
+  _Atomic uint32_t entered;
+  int64_t log[256];
+} shared_state_t;
+
+static shared_state_t *new_shared(void) {
+  shared_state_t *s = lw_worker_alloc(w, sizeof(shared_state_t));
+  cr_assert_not_null(s);
+  memset(s, 0, sizeof(*s));
+  return s;
+}
+
+static int log_pos(const shared_state_t *s, int64_t value) {
+  for (int64_t i = 0; i < s->log[0]; ++i) {
+    if (s->log[1 + i] == value) return (int)i;
+  }
+  return -1;
+}
+
+typedef struct rec {
+  int64_t value;
+  int64_t spin_us;
+  int32_t chip;
+  struct {
+    void *p;
+    lw_tag_t tag;
+  } dep[3];
+} rec_t;
+
+static lw_status_t submit_record(lw_orch_t *o, lw_callable_handle_t k, shared_state_t *s,
+                                 const rec_t *r) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, s->log, sizeof(s->log), LW_TAG_NO_DEP));
+  for (int i = 0; i < 3 && r->dep[i].p; ++i) {
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, r->dep[i].p, 64, r->dep[i].tag));
+  }
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)r->value));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)r->spin_us));
+  return lw_orch_submit_next_level(o, k, &a, NULL, r->chip);
+}
+
+static lw_status_t submit_gate(lw_orch_t *o, lw_callable_handle_t g, shared_state_t *s,
+                               int32_t chip) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&s->gate, sizeof(s->gate), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&s->entered, sizeof(s->entered), LW_TAG_NO_DEP));
+  return lw_orch_submit_next_level(o, g, &a, NULL, chip);
+}
+
+typedef struct gate_job {
+  lw_callable_handle_t gate;
+  shared_state_t *s;
+  int32_t chip;
+} gate_job_t;
+
+static lw_status_t gate_orch(lw_orch_t *o, void *user) {
+  gate_job_t *j = user;
+  return submit_gate(o, j->gate, j->s, j->chip);
+}
+
+Test(worker, register_posted_while_a_task_runs_completes_before_that_task, .timeout = 60) {
+  make_worker(1, 0);
+  shared_state_t *s = new_shared();
+  gate_job_t j = {wreg("gate"), s, 0};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, gate_orch, &j, &run));
+  lw_test_wait_nonzero(&s->entered);  // TASK_RUNNING: the kernel is executing
+
+  lw_callable_t big = lw_test_kernel("big_vector_add");
+  lw_handle_t *reg = NULL;
+  LW_ASSERT_OK(lw_worker_register_async(w, &big, &reg));
+  lw_callable_free_loaded(&big);
+  LW_ASSERT_OK(lw_handle_wait(reg, LW_WAIT_FOREVER));
+  cr_assert_not(lw_handle_done(run), "the register waited for the running task");
+  atomic_store(&s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  lw_callable_handle_t h2;
+  LW_ASSERT_OK(lw_handle_callable(reg, &h2));
+  LW_ASSERT_OK(lw_worker_unregister(w, h2));
+  lw_handle_release(reg);
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+Test(worker, unregister_posted_after_a_run_is_applied_after_that_run_pinned, .timeout = 60) {
+  make_worker(1, 0);
+  shared_state_t *s = new_shared();
+  gate_job_t j = {wreg("gate"), s, 0};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, gate_orch, &j, &run));
+  lw_test_wait_nonzero(&s->entered);
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(w, j.gate, &unreg));
+  // New work with the callable is refused at once.
+  lw_run_report_t rep;
+  cr_assert_neq(lw_worker_run(w, gate_orch, &j, &rep), LW_OK);
+  cr_assert_eq(rep.error.code, LW_FAILED_PRECONDITION, "got %s: %s", lw_status_name(rep.error.code),
+               rep.error.message);
+  cr_assert(strstr(rep.error.message, "pending unregister"), "message: %s", rep.error.message);
+  cr_assert_not(lw_handle_done(unreg), "the child freed a callable its running task pinned");
+  atomic_store(&s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(unreg, LW_WAIT_FOREVER));
+  cr_assert(lw_handle_done(run), "the unregister finished before the run that pinned it");
+  LW_ASSERT_OK(lw_handle_wait(run, 0));
+  lw_handle_release(unreg);
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+typedef struct dag_job {
+  lw_callable_handle_t rec;
+  shared_state_t *s;
+  uint8_t *bufs;  // 64-byte dependency carriers in the arena
+} dag_job_t;
+
+static void *buf(dag_job_t *j, int i) { return j->bufs + 64 * i; }
+
+static lw_status_t diamond_orch(lw_orch_t *o, void *user) {
+  dag_job_t *j = user;
+  void *X = buf(j, 0), *Y = buf(j, 1), *Z = buf(j, 2);
+  // A writes X slowly; B and C read X on two chips; D reads what B and C wrote.
+  rec_t A = {1, 3000, 0, {{X, LW_TAG_OUTPUT}}};
+  rec_t B = {2, 0, 0, {{X, LW_TAG_INPUT}, {Y, LW_TAG_OUTPUT}}};
+  rec_t C = {3, 0, 1, {{X, LW_TAG_INPUT}, {Z, LW_TAG_OUTPUT}}};
+  rec_t D = {4, 0, 1, {{Y, LW_TAG_INPUT}, {Z, LW_TAG_INPUT}}};
+  // RAW alone: E reads X on chip 1 while A still writes it on chip 0.
+  rec_t E = {5, 0, 1, {{X, LW_TAG_INPUT}}};
+  // WAW: F rewrites X in place after A; G reads F's X.
+  rec_t F = {6, 2000, 1, {{X, LW_TAG_OUTPUT_EXISTING}}};
+  rec_t G = {7, 0, 0, {{X, LW_TAG_INPUT}}};
+  const rec_t *all[] = {&A, &B, &C, &D, &E, &F, &G};
+  for (int i = 0; i < 7; ++i) LW_RETURN_IF_ERROR(submit_record(o, j->rec, j->s, all[i]));
+  return LW_OK;
+}
+
+Test(worker, raw_waw_and_diamond_dependencies_run_in_a_valid_order, .timeout = 60) {
+  make_worker(2, 0);
+  dag_job_t j = {wreg("record"), new_shared(), lw_worker_alloc(w, 64 * 8)};
+  for (int round = 0; round < 5; ++round) {
+    memset(j.s->log, 0, sizeof(j.s->log));
+    lw_run_report_t rep;
+    LW_ASSERT_OK(lw_worker_run(w, diamond_orch, &j, &rep));
+    cr_assert_eq(rep.n_completed, 7);
+    cr_assert_eq(j.s->log[0], 7);
+    int a = log_pos(j.s, 1), b = log_pos(j.s, 2), c = log_pos(j.s, 3), d = log_pos(j.s, 4);
+    int e = log_pos(j.s, 5), f = log_pos(j.s, 6), g = log_pos(j.s, 7);
+    cr_assert(a < b && a < c, "RAW: B (%d) and C (%d) must follow A (%d)", b, c, a);
+    cr_assert(b < d && c < d, "diamond: D (%d) must follow B (%d) and C (%d)", d, b, c);
+    cr_assert(a < e, "RAW across chips: E (%d) must follow A (%d)", e, a);
+    cr_assert(a < f, "WAW: F (%d) must follow A (%d)", f, a);
+    cr_assert(f < g, "RAW after WAW: G (%d) must follow F (%d)", g, f);
+  }
+  destroy_and_check();
+}
+
+typedef struct group_job {
+  lw_callable_handle_t rec, gate;
+  shared_state_t *s;
+  int phase;
+} group_job_t;
+
+static lw_status_t blockers_orch(lw_orch_t *o, void *user) {
+  group_job_t *j = user;
+  // Fill all four task frames of chip 1: the gate runs, three records wait behind it.
+  LW_RETURN_IF_ERROR(submit_gate(o, j->gate, j->s, 1));
+  for (int i = 0; i < 3; ++i) {
+    rec_t r = {100 + i, 0, 1, {{NULL, 0}}};
+    LW_RETURN_IF_ERROR(submit_record(o, j->rec, j->s, &r));
+  }
+  return LW_OK;
+}
+
+static lw_status_t group_orch(lw_orch_t *o, void *user) {
+  group_job_t *j = user;
+  lw_args_t a0, a1;
+  lw_args_init(&a0);
+  lw_args_init(&a1);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a0, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a0, 200));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a1, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a1, 201));
+  const lw_args_t *args[2] = {&a0, &a1};
+  int32_t chips[2] = {0, 1};
+  return lw_orch_submit_next_level_group(o, j->rec, args, chips, 2);
+}
+
+static lw_status_t marker_orch(lw_orch_t *o, void *user) {
+  group_job_t *j = user;
+  rec_t r = {300 + j->phase, 0, 0, {{NULL, 0}}};
+  return submit_record(o, j->rec, j->s, &r);
+}
+
+Test(worker, group_launches_all_or_nothing, .timeout = 60) {
+  make_worker(2, 0);
+  group_job_t j = {wreg("record"), wreg("gate"), new_shared(), 0};
+  lw_handle_t *blockers = NULL, *group = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, blockers_orch, &j, &blockers));
+  lw_test_wait_nonzero(&j.s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(w, group_orch, &j, &group));
+  // Two later runs on the idle chip 0 go through while the group must still wait: chip 1 has
+  // no free frame, so its member cannot launch, so neither may the chip 0 member.
+  for (j.phase = 0; j.phase < 2; ++j.phase) LW_ASSERT_OK(lw_worker_run(w, marker_orch, &j, NULL));
+  cr_assert_eq(log_pos(&*j.s, 200), -1, "a group member launched before the whole group could");
+  cr_assert_eq(log_pos(&*j.s, 201), -1);
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(blockers, LW_WAIT_FOREVER));
+  LW_ASSERT_OK(lw_handle_wait(group, LW_WAIT_FOREVER));
+  int m = log_pos(j.s, 301), g0 = log_pos(j.s, 200), g1 = log_pos(j.s, 201);
+  cr_assert(g0 > m && g1 > m, "group members (%d, %d) must follow the markers (%d)", g0, g1, m);
+  lw_handle_release(blockers);
+  lw_handle_release(group);
+  destroy_and_check();
+}
+
+typedef struct bp_job {
+  lw_callable_handle_t rec, gate;
+  shared_state_t *s;
+  int n;
+  _Atomic int submitted;
+  lw_status_t last;
+  char message[LW_ERROR_MESSAGE_BYTES];
+} bp_job_t;
+
+static lw_status_t backpressure_orch(lw_orch_t *o, void *user) {
+  bp_job_t *j = user;
+  j->last = submit_gate(o, j->gate, j->s, 0);
+  atomic_fetch_add(&j->submitted, 1);
+  for (int i = 1; i < j->n && j->last == LW_OK; ++i) {
+    rec_t r = {i, 0, 0, {{NULL, 0}}};
+    j->last = submit_record(o, j->rec, j->s, &r);
+    if (j->last == LW_OK) atomic_fetch_add(&j->submitted, 1);
+  }
+  if (j->last != LW_OK) snprintf(j->message, sizeof(j->message), "%s", lw_last_error()->message);
+  return LW_OK;  // the test inspects the submit result itself
+}
+
+static void make_small_ring_worker(int64_t submit_timeout_ns) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 16ull << 20;
+  cfg.task_ring = 4;
+  cfg.submit_timeout_ns = submit_timeout_ns;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+}
+
+Test(worker, full_task_ring_blocks_submit_then_fails_with_a_clear_error, .timeout = 60) {
+  make_small_ring_worker(50ll * 1000 * 1000);
+  bp_job_t j = {wreg("record"), wreg("gate"), new_shared(), 5, 0, LW_OK, ""};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, backpressure_orch, &j, &run));
+  // The gate holds the only chip: four tasks fill the ring and none can retire.
+  while (j.last == LW_OK && atomic_load(&j.submitted) < 5 && !lw_handle_done(run)) lw_test_sleep_us(200);
+  lw_test_wait_nonzero(&j.s->entered);
+  while (!lw_handle_done(run) && j.last == LW_OK) lw_test_sleep_us(200);
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  cr_assert_eq(j.last, LW_RESOURCE_EXHAUSTED, "got %s", lw_status_name(j.last));
+  cr_assert_eq(atomic_load(&j.submitted), 4);
+  cr_assert(strstr(j.message, "task ring is full"), "message: %s", j.message);
+  cr_assert(strstr(j.message, "nothing was dropped"), "message: %s", j.message);
+  cr_assert_eq(j.s->log[0], 3, "the accepted tasks all ran");
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+Test(worker, full_task_ring_blocks_submit_until_a_task_retires, .timeout = 60) {
+  make_small_ring_worker(-1);
+  bp_job_t j = {wreg("record"), wreg("gate"), new_shared(), 9, 0, LW_OK, ""};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, backpressure_orch, &j, &run));
+  lw_test_wait_nonzero(&j.s->entered);
+  while (atomic_load(&j.submitted) < 4) lw_test_sleep_us(200);
+  cr_assert_lt(atomic_load(&j.submitted), 5, "a fifth task entered a full ring of 4");
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  LW_ASSERT_OK(j.last);
+  cr_assert_eq(atomic_load(&j.submitted), 9);
+  cr_assert_eq(j.s->log[0], 8);
+  for (int i = 0; i < 8; ++i) cr_assert_eq(j.s->log[1 + i], i + 1, "tasks on one chip stay FIFO");
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+typedef struct fifo_job {
+  int *order;
+  _Atomic int *next;
+  int me;
+} fifo_job_t;
+
+static lw_status_t fifo_orch(lw_orch_t *o, void *user) {
+  (void)o;
+  fifo_job_t *j = user;
+  j->order[atomic_fetch_add(j->next, 1)] = j->me;
+  return LW_OK;
+}
+
+Test(worker, runs_start_in_submission_order, .timeout = 60) {
+  make_worker(1, 0);
+  enum { N = 32 };
+  int order[N];
+  _Atomic int next = 0;
+  fifo_job_t jobs[N];
+  lw_handle_t *h[N];
+  for (int i = 0; i < N; ++i) {
+    jobs[i] = (fifo_job_t){order, &next, i};
+    if (i % 4 == 3) {
+      LW_ASSERT_OK(lw_worker_run(w, fifo_orch, &jobs[i], NULL));  // sync runs share the queue
+      h[i] = NULL;
+    } else {
+      LW_ASSERT_OK(lw_worker_run_async(w, fifo_orch, &jobs[i], &h[i]));
+    }
+  }
+  for (int i = 0; i < N; ++i) {
+    if (h[i]) LW_ASSERT_OK(lw_handle_wait(h[i], LW_WAIT_FOREVER));
+    lw_handle_release(h[i]);
+  }
+  for (int i = 0; i < N; ++i) cr_assert_eq(order[i], i, "run %d started at position %d", order[i], i);
+  destroy_and_check();
+}
+
+static lw_status_t double_it(const lw_kernel_args_t *args) {
+  if (args->n_tensors < 1) return LW_INVALID_ARGUMENT;
+  float *x = args->tensor[0].data;
+  for (uint64_t i = 0; i < args->tensor[0].bytes / sizeof(float); ++i) x[i] *= 2.0f;
+  return LW_OK;
+}
+
+Test(worker, sub_callable_handles_are_refused_by_unregister_async, .timeout = 60) {
+  make_worker(1, 1);
+  lw_callable_handle_t s;
+  LW_ASSERT_OK(lw_worker_register_sub(w, double_it, "double_it", &s));
+  lw_handle_t *h = NULL;
+  cr_assert_eq(lw_worker_unregister_async(w, s, &h), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "chip callables only"), "message: %s",
+            lw_last_error()->message);
+  cr_assert_null(h);
+  LW_ASSERT_OK(lw_worker_unregister(w, s));
+  destroy_and_check();
+}
+
+typedef struct bad_tensor_job {
+  lw_callable_handle_t k;
+  lw_status_t st;
+  char message[LW_ERROR_MESSAGE_BYTES];
+} bad_tensor_job_t;
+
+static lw_status_t bad_tensor_orch(lw_orch_t *o, void *user) {
+  bad_tensor_job_t *j = user;
+  float on_stack[16] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, on_stack, sizeof(on_stack), LW_TAG_INPUT));
+  j->st = lw_orch_submit_next_level(o, j->k, &a, NULL, 0);
+  snprintf(j->message, sizeof(j->message), "%s", lw_last_error()->message);
+  return LW_OK;
+}
+
+Test(worker, tensor_outside_shared_memory_is_invalid_argument, .timeout = 60) {
+  make_worker(1, 0);
+  bad_tensor_job_t j = {wreg("vector_add"), LW_OK, ""};
+  LW_ASSERT_OK(lw_worker_run(w, bad_tensor_orch, &j, NULL));
+  cr_assert_eq(j.st, LW_INVALID_ARGUMENT);
+  cr_assert(strstr(j.message, "lw_worker_alloc"), "message: %s", j.message);
+  destroy_and_check();
+}
+
+typedef struct sub_job {
+  lw_callable_handle_t s;
+  float *x;
+} sub_job_t;
+
+static lw_status_t sub_orch(lw_orch_t *o, void *user) {
+  sub_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 8 * sizeof(float), LW_TAG_INOUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_sub(o, j->s, &a));
+  return lw_orch_submit_sub(o, j->s, &a);  // INOUT: runs after the first
+}
+
+Test(worker, sub_functions_run_in_a_sub_child_in_dependency_order, .timeout = 60) {
+  make_worker(1, 2);
+  sub_job_t j;
+  LW_ASSERT_OK(lw_worker_register_sub(w, double_it, "double_it", &j.s));
+  j.x = lw_worker_alloc(w, 8 * sizeof(float));
+  for (int i = 0; i < 8; ++i) j.x[i] = (float)i;
+  LW_ASSERT_OK(lw_worker_run(w, sub_orch, &j, NULL));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(j.x[i], 4.0f * (float)i);
+  destroy_and_check();
+}
+
+Test(worker, destroy_with_work_in_flight_finishes_every_handle_and_leaves_nothing, .timeout = 60) {
+  make_worker(2, 1);
+  shared_state_t *s = new_shared();
+  gate_job_t j = {wreg("gate"), s, 0};
+  lw_handle_t *hs[6];
+  for (int i = 0; i < 6; ++i) LW_ASSERT_OK(lw_worker_run_async(w, gate_orch, &j, &hs[i]));
+  lw_test_wait_nonzero(&s->entered);
+  lw_callable_t big = lw_test_kernel("big_vector_add");
+  lw_handle_t *reg = NULL;
+  LW_ASSERT_OK(lw_worker_register_async(w, &big, &reg));
+  lw_callable_free_loaded(&big);
+  destroy_and_check();  // the gate never opens: destroy must cancel it
+  for (int i = 0; i < 6; ++i) {
+    cr_assert(lw_handle_done(hs[i]), "run %d was left unfinished", i);
+    lw_status_t st = lw_handle_wait(hs[i], 0);
+    cr_assert(st == LW_CANCELLED || st == LW_CHILD_EXITED || st == LW_OK, "run %d: %s", i,
+              lw_status_name(st));
+    lw_handle_release(hs[i]);
+  }
+  cr_assert(lw_handle_done(reg));
+  lw_handle_release(reg);
+  FILE *maps = fopen("/proc/self/maps", "r");
+  char line[512];
+  while (fgets(line, sizeof(line), maps)) {
+    cr_assert_null(strstr(line, "lw-arena"), "arena still mapped: %s", line);
+    cr_assert_null(strstr(line, "lw-mailboxes"), "mailboxes still mapped: %s", line);
+  }
+  fclose(maps);
+}
+
+Test(worker, two_workers_in_one_process_work_side_by_side, .timeout = 60) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_t *ws[2];
+  vadd_job_t jobs[2];
+  for (int k = 0; k < 2; ++k) {
+    lw_worker_config_t cfg;
+    lw_worker_config_default(&cfg);
+    cfg.arena_bytes = 16ull << 20;
+    LW_ASSERT_OK(lw_worker_create(&cfg, &ws[k]));
+    w = ws[k];
+    jobs[k] = (vadd_job_t){wreg("vector_add"), NULL, NULL, NULL, 1000, LW_ANY_CHIP};
+    jobs[k].a = lw_worker_alloc(w, 4000);
+    jobs[k].b = lw_worker_alloc(w, 4000);
+    jobs[k].c = lw_worker_alloc(w, 4000);
+    for (int i = 0; i < 1000; ++i) {
+      jobs[k].a[i] = (float)(i + k);
+      jobs[k].b[i] = 1.0f;
+    }
+  }
+  lw_handle_t *h[2];
+  for (int k = 0; k < 2; ++k) LW_ASSERT_OK(lw_worker_run_async(ws[k], vadd_orch, &jobs[k], &h[k]));
+  for (int k = 0; k < 2; ++k) {
+    LW_ASSERT_OK(lw_handle_wait(h[k], LW_WAIT_FOREVER));
+    lw_handle_release(h[k]);
+    for (int i = 0; i < 1000; ++i) cr_assert_eq(jobs[k].c[i], (float)(i + k) + 1.0f);
+  }
+  lw_worker_destroy(ws[0]);
+  lw_worker_destroy(ws[1]);
+  w = NULL;
+  cr_expect_eq(lw_test_child_count(), children_before);
+  cr_expect_eq(lw_test_fd_count(), fds_before);
+}
+
+Test(worker, register_of_a_corrupt_image_fails_on_every_chip_and_names_one, .timeout = 60) {
+  make_worker(2, 0);
+  static const char text[] = "definitely not an ELF image";
+  lw_callable_t c = {.name = "text", .image = text, .image_bytes = sizeof(text)};
+  lw_callable_handle_t h;
+  cr_assert_eq(lw_worker_register(w, &c, &h), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "chip "), "the error names a chip: %s",
+            lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "ELF"), "and says why: %s", lw_last_error()->message);
+  cr_assert_eq(h.id, 0);
+  // The worker is still fine.
+  lw_callable_handle_t ok = wreg("noop");
+  cr_assert_neq(ok.id, 0);
+  destroy_and_check();
+}
+
+Test(worker, event_fd_becomes_readable_when_a_handle_finishes, .timeout = 60) {
+  make_worker(1, 0);
+  int efd = lw_worker_event_fd(w);
+  cr_assert_geq(efd, 0);
+  uint64_t v;
+  while (read(efd, &v, sizeof(v)) > 0) {
+  }
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN};
+  cr_assert_eq(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev), 0);
+  vadd_job_t j = {wreg("vector_add"), NULL, NULL, NULL, 64, 0};
+  j.a = lw_worker_alloc(w, 256);
+  j.b = lw_worker_alloc(w, 256);
+  j.c = lw_worker_alloc(w, 256);
+  while (read(efd, &v, sizeof(v)) > 0) {
+  }
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, vadd_orch, &j, &h));
+  struct epoll_event out;
+  cr_assert_eq(epoll_wait(ep, &out, 1, 30000), 1, "the event fd never became readable");
+  cr_assert(lw_handle_done(h), "the event fired before the handle finished");
+  close(ep);
+  lw_handle_release(h);
+  destroy_and_check();
+}
