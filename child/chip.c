@@ -309,15 +309,50 @@ typedef struct register_op {
   const void *image;  // owned_image, or the caller's image for a sync register
   size_t image_bytes;
   void *owned_image;
+  bool staged;        // owned_image is the chip's staging buffer
   char name[LW_REGISTRY_NAME_BYTES];
   char entry[128];
   uint32_t n_params;
   uint8_t param_dirs[LW_MAX_PARAMS];
 } register_op_t;
 
+// Takes the chip's staging buffer for a copy of bytes, or NULL when it is in use.
+static void *staging_take(lw_chip_t *chip, size_t bytes) {
+  void *p = NULL;
+  pthread_mutex_lock(&chip->staging_mu);
+  if (!chip->staging_busy) {
+    if (chip->staging_bytes < bytes) {
+      void *grown = realloc(chip->staging, bytes);
+      if (grown) {
+        chip->staging = grown;
+        chip->staging_bytes = bytes;
+      }
+    }
+    if (chip->staging_bytes >= bytes) {
+      chip->staging_busy = true;
+      p = chip->staging;
+    }
+  }
+  pthread_mutex_unlock(&chip->staging_mu);
+  return p;
+}
+
+static void image_release(register_op_t *op) {
+  if (op->staged) {
+    pthread_mutex_lock(&op->chip->staging_mu);
+    op->chip->staging_busy = false;
+    pthread_mutex_unlock(&op->chip->staging_mu);
+  } else {
+    free(op->owned_image);
+  }
+  op->owned_image = NULL;
+  op->staged = false;
+  op->image = NULL;
+}
+
 static void register_destroy(lw_handle_t *h) {
   register_op_t *op = (register_op_t *)h;
-  free(op->owned_image);
+  image_release(op);
   free(op);
 }
 
@@ -359,9 +394,7 @@ done:
   if (st != LW_OK && err.worker_id < 0) err.worker_id = dev;
   // The image is no longer needed: drop the copy before finishing, so a big image does not
   // live as long as the caller keeps the handle.
-  free(op->owned_image);
-  op->owned_image = NULL;
-  op->image = NULL;
+  image_release(op);
   op->handle.callable = ch;
   (void)lw__handle_finish(&op->handle, st, st == LW_OK ? NULL : &err);
   lw__handle_unref(&op->handle);
@@ -390,7 +423,9 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
   if (c->n_params) memcpy(op->param_dirs, c->param_dirs, c->n_params);
   op->image_bytes = c->image_bytes;
   if (copy_image) {
-    op->owned_image = malloc(c->image_bytes);
+    op->owned_image = staging_take(chip, c->image_bytes);
+    op->staged = op->owned_image != NULL;
+    if (!op->owned_image) op->owned_image = malloc(c->image_bytes);
     if (!op->owned_image) {
       free(op);
       return lw__fail(LW_RESOURCE_EXHAUSTED, "register %s: cannot copy a %zu-byte image",
@@ -404,7 +439,7 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
   lw_status_t st =
       lw_lane_submit(chip->register_lane, &op->item, submit_deadline(chip), NULL, &err);
   if (st != LW_OK) {
-    free(op->owned_image);
+    image_release(op);
     free(op);
     err.worker_id = chip->cfg.device_id;
     return lw__last_error_store(&err);
@@ -589,6 +624,8 @@ void lw_chip_close(lw_chip_t *chip) {
   }
   if (chip->registry) lw__registry_destroy(chip->registry, close_unload, close_waiter, chip);
   if (chip->device) chip->backend->close(chip->device);
+  free(chip->staging);
+  pthread_mutex_destroy(&chip->staging_mu);
   free(chip);
 }
 
@@ -612,6 +649,7 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   if (!chip) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip_open: out of memory");
   chip->cfg = *cfg;
   chip->backend = backend;
+  pthread_mutex_init(&chip->staging_mu, NULL);
   lw_waitword_initialize(&chip->watchdog.word);
 
   lw_error_t err;
@@ -627,6 +665,13 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   snprintf(name, sizeof(name), "lw-reg-%d", cfg->device_id);
   st = lw_lane_create(name, cfg->register_queue_depth, &chip->register_lane);
   if (st != LW_OK) goto fail;
+  if (cfg->run_lane_cpu >= 0 && (st = lw_lane_set_cpu(chip->run_lane, cfg->run_lane_cpu)) != LW_OK) {
+    goto fail;
+  }
+  if (cfg->register_lane_cpu >= 0 &&
+      (st = lw_lane_set_cpu(chip->register_lane, cfg->register_lane_cpu)) != LW_OK) {
+    goto fail;
+  }
   if (pthread_create(&chip->watchdog.thread, NULL, watchdog_main, chip) != 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: cannot start the watchdog thread",
                   cfg->device_id);

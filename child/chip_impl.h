@@ -42,6 +42,13 @@ struct lw_chip {
   // child gives each run the task frame's word in the mailbox instead (lw__chip_run_prepare).
   lw_cancel_word_t cancel_word;
   lw_chip_watchdog_t watchdog;
+  // A staging buffer reused by register_async's image copy: a fresh malloc of a multi-MB image
+  // page-faults on every register, which costs more than the copy itself. One register at a
+  // time uses it; others fall back to malloc.
+  pthread_mutex_t staging_mu;
+  void *staging;
+  size_t staging_bytes;
+  bool staging_busy;
   _Atomic bool closing;
   _Atomic uint64_t next_run_id;
 };

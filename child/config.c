@@ -11,6 +11,8 @@ void lw_chip_config_default(lw_chip_config_t *c) {
   c->run_queue_depth = 256;
   c->register_queue_depth = 64;
   c->submit_timeout_ns = 10ll * 1000 * 1000 * 1000;
+  c->run_lane_cpu = -1;
+  c->register_lane_cpu = -1;
 }
 
 void lw_run_config_default(lw_run_config_t *c) { memset(c, 0, sizeof(*c)); }

@@ -9,6 +9,7 @@
 #include "lanes/lane.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,3 +263,18 @@ lw_timeline_t *lw_lane_timeline(lw_lane_t *lane) { return &lane->timeline; }
 bool lw_lane_is_current(const lw_lane_t *lane) { return lane != NULL && current_lane == lane; }
 
 const char *lw_lane_name(const lw_lane_t *lane) { return lane->name; }
+
+lw_status_t lw_lane_set_cpu(lw_lane_t *lane, int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) {
+    return lw__fail(LW_INVALID_ARGUMENT, "lane %s: cpu %d is out of range", lane->name, cpu);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  int rc = pthread_setaffinity_np(lane->thread, sizeof(set), &set);
+  if (rc != 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "lane %s: cannot run on cpu %d (error %d)", lane->name,
+                    cpu, rc);
+  }
+  return LW_OK;
+}

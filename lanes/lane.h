@@ -71,6 +71,10 @@ LW_MUST_USE lw_status_t lw_lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t 
 
 lw_timeline_t *lw_lane_timeline(lw_lane_t *lane);
 
+// Pins the lane's thread to one CPU (sched affinity). INVALID_ARGUMENT when cpu is negative,
+// not online or not allowed for this process. Any thread; typically right after create.
+LW_MUST_USE lw_status_t lw_lane_set_cpu(lw_lane_t *lane, int cpu);
+
 // True when called on this lane's thread.
 bool lw_lane_is_current(const lw_lane_t *lane);
 

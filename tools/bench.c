@@ -63,6 +63,8 @@ static void bench_usage(FILE *f) {
           "  --level 2|3      overlap: L2 direct chip worker or L3 worker (default 2)\n"
           "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2)\n"
           "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~15 ms)\n"
+          "  --pin / --no-pin overlap: run lane on CPU 0, register lane on CPU 1 (default:\n"
+          "                   pinned when the machine has at least 2 CPUs)\n"
           "  --iters N        dispatch/wait: iterations (default 20000 / 1000000)\n");
 }
 
@@ -80,13 +82,17 @@ int lw__tool_bench(int argc, char **argv) {
     return 2;
   }
   const char *name = argv[1];
-  lw_bench_opts_t o = {.json = false, .trials = 5, .level = 2, .delays = "0,2"};
+  lw_bench_opts_t o = {.json = false, .trials = 5, .level = 2, .delays = "0,2", .pin = -1};
   for (int i = 2; i < argc; ++i) {
     const char *a = argv[i];
     const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
     long n = 0;
     if (strcmp(a, "--json") == 0) {
       o.json = true;
+    } else if (strcmp(a, "--pin") == 0) {
+      o.pin = 1;
+    } else if (strcmp(a, "--no-pin") == 0) {
+      o.pin = 0;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       bench_usage(stdout);
       return 0;

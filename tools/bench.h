@@ -16,6 +16,7 @@ typedef struct lw_bench_opts {
   const char *delays;  // "0,2": delays in ms before the C2 register (overlap)
   long repeat;         // overlap: C1 repeat count; 0 = calibrate
   long iters;          // dispatch / wait iterations
+  int pin;             // overlap: -1 auto (pin when >= 2 CPUs), 0 no, 1 yes
 } lw_bench_opts_t;
 
 // Median of n doubles (sorts a copy).

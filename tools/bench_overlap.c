@@ -12,11 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tools/bench.h"
 #include "tools/overlap_driver.h"
 
+// C2 runs over 1 Mi elements. C1 repeats its add over a cache-resident 64 Ki elements (like the
+// seed's repeat_count = 1e6 runs): a long run that does not fight C2's prepare for memory
+// bandwidth, so the table shows lane overlap rather than DRAM contention.
 #define N_ELEMS (1u << 20)
+#define C1_ELEMS (1u << 16)
 #define TARGET_C1_US 15000.0
 
 typedef struct bufs {
@@ -30,17 +35,18 @@ static void sleep_ms(long ms) {
 }
 
 static lw_status_t args_for(lw_args_t *args, const bufs_t *b, float *out, long repeat) {
+  uint64_t bytes = (repeat > 0 ? C1_ELEMS : N_ELEMS) * sizeof(float);
   lw_args_init(args);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->a, N_ELEMS * sizeof(float), LW_TAG_INPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->b, N_ELEMS * sizeof(float), LW_TAG_INPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, out, N_ELEMS * sizeof(float), LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->a, bytes, LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->b, bytes, LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, out, bytes, LW_TAG_OUTPUT));
   if (repeat > 0) LW_RETURN_IF_ERROR(lw_args_add_scalar(args, (uint64_t)repeat));
   return LW_OK;
 }
 
-static double max_diff(const bufs_t *b, const float *c) {
+static double max_diff(const bufs_t *b, const float *c, uint32_t n) {
   double m = 0.0;
-  for (uint32_t i = 0; i < N_ELEMS; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     double d = fabs((double)c[i] - (double)(b->a[i] + b->b[i]));
     if (d > m) m = d;
   }
@@ -74,7 +80,7 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   r->reg_c2 = t2 - t1;
   r->run_c2 = t3 - t2;
   r->serial = t3 - t0;
-  *diff = fmax(*diff, fmax(max_diff(b, b->c1), max_diff(b, b->c2)));
+  *diff = fmax(*diff, fmax(max_diff(b, b->c1, C1_ELEMS), max_diff(b, b->c2, N_ELEMS)));
   LW_RETURN_IF_ERROR(d->unregister(d, h2));
 
   // Overlap.
@@ -97,21 +103,26 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   lw_handle_release(run2);
   lw_handle_release(reg);
   if (st != LW_OK) return st;
-  *diff = fmax(*diff, fmax(max_diff(b, b->c1), max_diff(b, b->c2)));
+  *diff = fmax(*diff, fmax(max_diff(b, b->c1, C1_ELEMS), max_diff(b, b->c2, N_ELEMS)));
   return d->unregister(d, h2);
 }
 
-// Picks repeat_count so one C1 run takes about TARGET_C1_US.
+// Picks repeat_count so one C1 run takes about TARGET_C1_US: a few rounds, each the median of
+// five runs, so one slow run (page faults, a noisy neighbour) does not skew the table.
 static lw_status_t calibrate(lw_overlap_driver_t *d, lw_callable_handle_t h1, const bufs_t *b,
                              long *out_repeat) {
-  long repeat = 4;
-  for (int round = 0; round < 3; ++round) {
+  long repeat = 16;
+  for (int round = 0; round < 4; ++round) {
     lw_args_t a;
     LW_RETURN_IF_ERROR(args_for(&a, b, b->c1, repeat));
-    double t0 = lw__bench_now_us();
-    LW_RETURN_IF_ERROR(d->run(d, h1, &a));
-    double us = lw__bench_now_us() - t0;
-    long next = (long)((double)repeat * TARGET_C1_US / (us > 1.0 ? us : 1.0));
+    double us[5];
+    for (int i = 0; i < 5; ++i) {
+      double t0 = lw__bench_now_us();
+      LW_RETURN_IF_ERROR(d->run(d, h1, &a));
+      us[i] = lw__bench_now_us() - t0;
+    }
+    double m = lw__bench_median(us, 5);
+    long next = (long)((double)repeat * TARGET_C1_US / (m > 1.0 ? m : 1.0));
     repeat = next < 1 ? 1 : next;
   }
   *out_repeat = repeat;
@@ -142,7 +153,8 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   bufs_t b = {0};
   lw_overlap_driver_t *d = NULL;
   int rc = 1;
-  lw_status_t st = lw__overlap_driver_open(o->level, N_ELEMS * sizeof(float) * 4, &d);
+  bool pin = o->pin == 1 || (o->pin == -1 && sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+  lw_status_t st = lw__overlap_driver_open(o->level, N_ELEMS * sizeof(float) * 4, pin, &d);
   if (st != LW_OK) {
     rc = lw__bench_fail("opening the driver", st);
     goto out;
@@ -190,6 +202,10 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
         rc = lw__bench_fail("trial", st);
         goto out;
       }
+      if (getenv("LW_BENCH_VERBOSE")) {
+        fprintf(stderr, "trial %d delay %ld: run_c1 %.0f reg_c2 %.0f run_c2 %.0f serial %.0f overlap %.0f\n",
+                t, delays[di], r.run_c1, r.reg_c2, r.run_c2, r.serial, r.overlap);
+      }
       run_c1[t] = r.run_c1;
       reg_c2[t] = r.reg_c2;
       run_c2[t] = r.run_c2;
@@ -204,12 +220,14 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
                        lw__bench_median(overlap, (size_t)trials)};
   }
 
-  printf("L%d %s end-to-end: C1 = repeat_vector_add (repeat_count=%ld), C2 = big_vector_add "
-         "(%zu-byte image, prepare hook), trials=%d\n",
-         o->level, o->level == 2 ? "direct chip worker" : "worker (forked chip child)", repeat,
-         c2.image_bytes, trials);
-  printf("  run(C1) %.1f us, register(C2) %.1f us, run(C2) %.1f us (medians, delay %ld ms)\n\n",
+  printf("L%d %s end-to-end: C1 = repeat_vector_add (%u elements, repeat_count=%ld), "
+         "C2 = big_vector_add (%u elements, %zu-byte image, prepare hook), trials=%d\n",
+         o->level, o->level == 2 ? "direct chip worker" : "worker (forked chip child)", C1_ELEMS,
+         repeat, N_ELEMS, c2.image_bytes, trials);
+  printf("  run(C1) %.1f us, register(C2) %.1f us, run(C2) %.1f us (medians, delay %ld ms)\n",
          rows[0].run_c1, rows[0].reg_c2, rows[0].run_c2, rows[0].delay_ms);
+  printf("  lanes: %s\n\n", pin ? "run lane on CPU 0, register lane on CPU 1 (--no-pin to let the OS place them)"
+                                 : "placed by the OS");
   printf("| Delay before C2 register | Serial median | Overlap median | Reduction | Speedup | "
          "Hidden |\n");
   printf("|---|---|---|---|---|---|\n");
@@ -224,10 +242,10 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   if (o->json) {
     const row_t *r = &rows[0];
     printf("{\"bench\":\"overlap\",\"level\":%d,\"trials\":%d,\"repeat_count\":%ld,"
-           "\"delay_ms\":%ld,\"run_c1_us\":%.1f,\"register_c2_us\":%.1f,\"run_c2_us\":%.1f,"
+           "\"pinned\":%s,\"delay_ms\":%ld,\"run_c1_us\":%.1f,\"register_c2_us\":%.1f,\"run_c2_us\":%.1f,"
            "\"serial_median_us\":%.1f,\"overlap_median_us\":%.1f,\"speedup\":%.3f,"
            "\"hidden_fraction\":%.3f,\"max_diff\":%.3e,\"rows\":[",
-           o->level, trials, repeat, r->delay_ms, r->run_c1, r->reg_c2, r->run_c2, r->serial,
+           o->level, trials, repeat, pin ? "true" : "false", r->delay_ms, r->run_c1, r->reg_c2, r->run_c2, r->serial,
            r->overlap, r->serial / r->overlap,
            (r->serial - r->overlap) / fmin(r->run_c1, r->reg_c2), diff);
     for (int di = 0; di < n_delays; ++di) {

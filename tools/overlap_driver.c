@@ -103,13 +103,21 @@ static void l3_close(lw_overlap_driver_t *d) {
   free(d);
 }
 
-static lw_status_t open_l3(size_t arena_bytes, lw_overlap_driver_t **out) {
+static void pin_lanes(lw_chip_config_t *c, bool pin) {
+  if (pin) {
+    c->run_lane_cpu = 0;
+    c->register_lane_cpu = 1;
+  }
+}
+
+static lw_status_t open_l3(size_t arena_bytes, bool pin, lw_overlap_driver_t **out) {
   l3_driver_t *d = calloc(1, sizeof(*d));
   if (!d) return LW_RESOURCE_EXHAUSTED;
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
   // Tensors plus two copies of the C2 image (registered, and the next register).
   cfg.arena_bytes = arena_bytes + (64ull << 20);
+  pin_lanes(&cfg.chip, pin);
   lw_status_t st = lw_worker_create(&cfg, &d->w);
   if (st != LW_OK) {
     free(d);
@@ -121,16 +129,20 @@ static lw_status_t open_l3(size_t arena_bytes, lw_overlap_driver_t **out) {
   return LW_OK;
 }
 
-lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, lw_overlap_driver_t **out) {
+lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, bool pin,
+                                    lw_overlap_driver_t **out) {
   *out = NULL;
-  if (level == 3) return open_l3(arena_bytes, out);
+  if (level == 3) return open_l3(arena_bytes, pin, out);
   if (level != 2) {
     fprintf(stderr, "lanework bench overlap: level %d does not exist (2 or 3)\n", level);
     return LW_INVALID_ARGUMENT;
   }
   l2_driver_t *d = calloc(1, sizeof(*d));
   if (!d) return LW_RESOURCE_EXHAUSTED;
-  lw_status_t st = lw_chip_open(NULL, &d->chip);
+  lw_chip_config_t cfg;
+  lw_chip_config_default(&cfg);
+  pin_lanes(&cfg, pin);
+  lw_status_t st = lw_chip_open(&cfg, &d->chip);
   if (st != LW_OK) {
     free(d);
     return st;

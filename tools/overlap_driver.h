@@ -3,6 +3,8 @@
 #ifndef LANEWORK_TOOLS_OVERLAP_DRIVER_H_
 #define LANEWORK_TOOLS_OVERLAP_DRIVER_H_
 
+#include <stdbool.h>
+
 #include "lanework/lanework.h"
 
 typedef struct lw_overlap_driver lw_overlap_driver_t;
@@ -21,7 +23,8 @@ struct lw_overlap_driver {
 };
 
 // level 2: an lw_chip_t; level 3: an lw_worker_t with one chip child. arena_bytes: the tensor
-// memory the benchmark needs.
-lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, lw_overlap_driver_t **out);
+// memory the benchmark needs. pin: run lane on CPU 0, register lane on CPU 1.
+lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, bool pin,
+                                    lw_overlap_driver_t **out);
 
 #endif  // LANEWORK_TOOLS_OVERLAP_DRIVER_H_

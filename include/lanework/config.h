@@ -22,6 +22,11 @@ typedef struct lw_chip_config {
   // How long a submit blocks when a lane is full before RESOURCE_EXHAUSTED
   // (0: fail at once; -1: block until space).
   int64_t submit_timeout_ns;
+  // CPUs for the lane threads (-1: let the OS place them). Giving the run lane and the
+  // register lane different cores guarantees a register really runs beside a CPU-bound run
+  // (the sim backend runs kernels on the run lane's thread).
+  int32_t run_lane_cpu;
+  int32_t register_lane_cpu;
 } lw_chip_config_t;
 
 typedef struct lw_run_config {
@@ -32,7 +37,8 @@ typedef struct lw_run_config {
   uint32_t reserved_;
 } lw_run_config_t;
 
-// backend "sim", device 0, NUMA auto, run queue 256, register queue 64, submit blocks 10 s.
+// backend "sim", device 0, NUMA auto, run queue 256, register queue 64, submit blocks 10 s,
+// lanes unpinned.
 LW_API void lw_chip_config_default(lw_chip_config_t *c);
 // no timeout.
 LW_API void lw_run_config_default(lw_run_config_t *c);
