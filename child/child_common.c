@@ -53,13 +53,16 @@ void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
 
 void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
                              const lw_mb_task_result_t *result) {
+  // Copy the identity first: once the frame is terminal the parent may consume it and post
+  // the next task into the same frame, which rewrites whatever *id points at.
+  const lw_mb_identity_t identity = *id;
   lw_error_t err;
   if (lw_mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) _exit(4);
   lw_mb_completion_t done;
   memset(&done, 0, sizeof(done));
   done.kind = LW_MB_COMPLETION_TASK;
   done.frame = frame;
-  done.identity = *id;
+  done.identity = identity;
   lw__child_push(c, &done);
 }
 

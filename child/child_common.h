@@ -22,7 +22,8 @@ void lw__child_publish_init(lw_child_ctx_t *c, lw_mb_init_state_t state, const l
 // the parent is gone or broken: the child exits.
 void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done);
 
-// Completes task frame `frame` with result and pushes its completion.
+// Completes task frame `frame` with result and pushes its completion. id may point into
+// per-frame state: it is copied before the frame becomes terminal.
 void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
                              const lw_mb_task_result_t *result);
 

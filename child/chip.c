@@ -47,9 +47,11 @@ static void *watchdog_main(void *arg) {
     if (gen && lw__now_ns() >= deadline) {
       // A request against a generation that already ended misses by design (stale cancel).
       lw_cancel_word_t *word = atomic_load(&wd->armed_word);
-      if (word && lw_cancel_request(word, gen)) {
-        atomic_store(&wd->fired_generation, gen);
-      }
+      // Record the firing before the cancel lands: the run lane reads fired_generation as soon
+      // as the kernel returns. A run that already ended ignores it (it checks its result
+      // first).
+      atomic_store(&wd->fired_generation, gen);
+      if (word) (void)lw_cancel_request(word, gen);
       uint64_t expected = gen;
       atomic_compare_exchange_strong(&wd->armed_generation, &expected, 0);
       continue;

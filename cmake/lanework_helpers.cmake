@@ -48,4 +48,9 @@ function(lw_add_test)
   endif()
   add_test(NAME ${T_NAME} COMMAND ${T_NAME} --jobs=1)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT})
+  if(LW_TSAN)
+    # A second worker in one process forks its fork server from a threaded process (the first
+    # worker's threads); TSan refuses thread creation after such a fork unless told not to.
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "TSAN_OPTIONS=die_after_fork=0")
+  endif()
 endfunction()

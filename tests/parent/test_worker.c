@@ -303,20 +303,21 @@ typedef struct bp_job {
   shared_state_t *s;
   int n;
   _Atomic int submitted;
-  lw_status_t last;
-  char message[LW_ERROR_MESSAGE_BYTES];
+  _Atomic lw_status_t last;  // read by the test thread while the orch thread submits
+  char message[LW_ERROR_MESSAGE_BYTES];  // read only after the run finished
 } bp_job_t;
 
 static lw_status_t backpressure_orch(lw_orch_t *o, void *user) {
   bp_job_t *j = user;
-  j->last = submit_gate(o, j->gate, j->s, 0);
-  atomic_fetch_add(&j->submitted, 1);
-  for (int i = 1; i < j->n && j->last == LW_OK; ++i) {
+  lw_status_t st = submit_gate(o, j->gate, j->s, 0);
+  if (st == LW_OK) atomic_fetch_add(&j->submitted, 1);
+  for (int i = 1; i < j->n && st == LW_OK; ++i) {
     rec_t r = {i, 0, 0, {{NULL, 0}}};
-    j->last = submit_record(o, j->rec, j->s, &r);
-    if (j->last == LW_OK) atomic_fetch_add(&j->submitted, 1);
+    st = submit_record(o, j->rec, j->s, &r);
+    if (st == LW_OK) atomic_fetch_add(&j->submitted, 1);
   }
-  if (j->last != LW_OK) snprintf(j->message, sizeof(j->message), "%s", lw_last_error()->message);
+  if (st != LW_OK) snprintf(j->message, sizeof(j->message), "%s", lw_last_error()->message);
+  atomic_store(&j->last, st);
   return LW_OK;  // the test inspects the submit result itself
 }
 
@@ -337,12 +338,12 @@ Test(worker, full_task_ring_blocks_submit_then_fails_with_a_clear_error, .timeou
   lw_handle_t *run = NULL;
   LW_ASSERT_OK(lw_worker_run_async(w, backpressure_orch, &j, &run));
   // The gate holds the only chip: four tasks fill the ring and none can retire.
-  while (j.last == LW_OK && atomic_load(&j.submitted) < 5 && !lw_handle_done(run)) lw_test_sleep_us(200);
   lw_test_wait_nonzero(&j.s->entered);
-  while (!lw_handle_done(run) && j.last == LW_OK) lw_test_sleep_us(200);
+  // The fifth submit times out while the gate still holds the chip.
+  while (!lw_handle_done(run) && atomic_load(&j.last) == LW_OK) lw_test_sleep_us(200);
   atomic_store(&j.s->gate, 1);
   LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
-  cr_assert_eq(j.last, LW_RESOURCE_EXHAUSTED, "got %s", lw_status_name(j.last));
+  cr_assert_eq(atomic_load(&j.last), LW_RESOURCE_EXHAUSTED, "got %s", lw_status_name(atomic_load(&j.last)));
   cr_assert_eq(atomic_load(&j.submitted), 4);
   cr_assert(strstr(j.message, "task ring is full"), "message: %s", j.message);
   cr_assert(strstr(j.message, "nothing was dropped"), "message: %s", j.message);
@@ -361,7 +362,7 @@ Test(worker, full_task_ring_blocks_submit_until_a_task_retires, .timeout = 60) {
   cr_assert_lt(atomic_load(&j.submitted), 5, "a fifth task entered a full ring of 4");
   atomic_store(&j.s->gate, 1);
   LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
-  LW_ASSERT_OK(j.last);
+  LW_ASSERT_OK(atomic_load(&j.last));
   cr_assert_eq(atomic_load(&j.submitted), 9);
   cr_assert_eq(j.s->log[0], 8);
   for (int i = 0; i < 8; ++i) cr_assert_eq(j.s->log[1 + i], i + 1, "tasks on one chip stay FIFO");
