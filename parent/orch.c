@@ -186,10 +186,10 @@ lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
   return LW_OK;
 }
 
-lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
-  if (out) *out = NULL;
-  if (!w || !fn || !out) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker_run: worker, orch function and out must be set");
+static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_t **out) {
+  *out = NULL;
+  if (!w || !fn) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_run: worker and orch function must be set");
   }
   if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
   lw_run_t *run = calloc(1, sizeof(*run));
@@ -203,6 +203,11 @@ lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_ha
   pthread_mutex_lock(&w->mu);
   w->live_runs++;
   pthread_mutex_unlock(&w->mu);
+  *out = run;
+  return LW_OK;
+}
+
+static void run_enqueue(lw_worker_t *w, lw_run_t *run) {
   pthread_mutex_lock(&w->run_mu);
   run->run_id = ++w->next_run_id;
   if (w->runq_tail) {
@@ -211,18 +216,28 @@ lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_ha
     w->runq_head = run;
   }
   w->runq_tail = run;
-  pthread_cond_signal(&w->run_cv);
+  pthread_cond_broadcast(&w->run_cv);
   pthread_mutex_unlock(&w->run_mu);
+}
+
+lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_run_async: out must be set");
+  lw_run_t *run = NULL;
+  LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
+  run_enqueue(w, run);
   *out = &run->handle;
   return LW_OK;
 }
 
 lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
-  lw_handle_t *h = NULL;
-  LW_RETURN_IF_ERROR(lw_worker_run_async(w, fn, user, &h));
+  lw_run_t *run = NULL;
+  LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
+  if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
+  lw_handle_t *h = &run->handle;
   lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
   if (st != LW_OK && lw_handle_error(h)) lw__last_error_store(lw_handle_error(h));
-  if (out) *out = ((lw_run_t *)h)->report;
+  if (out) *out = run->report;
   lw_handle_release(h);
   return st;
 }
@@ -575,6 +590,7 @@ static lw_status_t submit_one(lw_orch_t *o, const submit_desc_t *d) {
   }
   pthread_mutex_unlock(&w->mu);
   finish_runs(finished);
+  if (st == LW_OK) lw__sched_dispatch_now(w);
   lw__worker_kick(w);
   return st;
 }
@@ -701,57 +717,89 @@ static void run_not_started(lw_run_t *run, const char *why) {
   lw__run_complete(run);
 }
 
+// Calls the run's orch function and settles the run. Whoever holds the orchestrator token
+// (w->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
+static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
+  if (atomic_load(&w->stopping)) {
+    run_not_started(run, "cancelled: the worker was destroyed before it started");
+    return;
+  }
+  if (lw__handle_cancel_requested(&run->handle)) {
+    run_not_started(run, "cancelled before it started");
+    return;
+  }
+  lw_orch_t o = {w, run, 0, tmap};
+  run->t_start = lw__now_ns();
+  lw_status_t st = run->fn(&o, run->user);
+  lw_error_t last = *lw_last_error();
+  pthread_mutex_lock(&w->mu);
+  tmap_clear(tmap);
+  run->orch_done = true;
+  if (st != LW_OK && !run->failed) {
+    run->failed = true;
+    lw__error_set(&run->error, st, last.worker_id, last.task_id,
+                  "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
+                  lw_status_name(st), last.code == st ? last.message : "");
+  }
+  bool complete = run->n_terminal == run->n_tasks;
+  pthread_mutex_unlock(&w->mu);
+  if (complete) lw__run_complete(run);
+}
+
+static void release_token(lw_worker_t *w) {
+  pthread_mutex_lock(&w->run_mu);
+  w->orch_busy = false;
+  // Wake the orchestrator only when a run waits for the token (or destroy waits for it):
+  // waking it after every inline run would cost a futex round trip per run for nothing.
+  if (w->runq_head || atomic_load(&w->stopping)) pthread_cond_broadcast(&w->run_cv);
+  pthread_mutex_unlock(&w->run_mu);
+}
+
 static void *orch_main(void *arg) {
   lw_worker_t *w = arg;
-  lw_tmap_t *tmap = tmap_create();
+  (void)pthread_setname_np(pthread_self(), "lw-orch");
   for (;;) {
     pthread_mutex_lock(&w->run_mu);
-    while (!w->runq_head && !atomic_load(&w->stopping)) pthread_cond_wait(&w->run_cv, &w->run_mu);
+    // The token keeps one orch function at a time: an inline sync run may hold it.
+    while ((!w->runq_head || w->orch_busy) && !(atomic_load(&w->stopping) && !w->orch_busy)) {
+      pthread_cond_wait(&w->run_cv, &w->run_mu);
+    }
     lw_run_t *run = w->runq_head;
     if (run) {
       w->runq_head = run->next;
       if (!w->runq_head) w->runq_tail = NULL;
       run->next = NULL;
+      w->orch_busy = true;
     }
     pthread_mutex_unlock(&w->run_mu);
     if (!run) break;
-    if (atomic_load(&w->stopping)) {
-      run_not_started(run, "cancelled: the worker was destroyed before it started");
-      continue;
-    }
-    if (lw__handle_cancel_requested(&run->handle)) {
-      run_not_started(run, "cancelled before it started");
-      continue;
-    }
-    if (!tmap) {
-      lw__error_set(&run->error, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
-      run->failed = true;
-      run->orch_done = true;
-      lw__run_complete(run);
-      continue;
-    }
-    lw_orch_t o = {w, run, 0, tmap};
-    run->t_start = lw__now_ns();
-    lw_status_t st = run->fn(&o, run->user);
-    lw_error_t last = *lw_last_error();
-    pthread_mutex_lock(&w->mu);
-    tmap_clear(tmap);
-    run->orch_done = true;
-    if (st != LW_OK && !run->failed) {
-      run->failed = true;
-      lw__error_set(&run->error, st, last.worker_id, last.task_id,
-                    "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
-                    lw_status_name(st), last.code == st ? last.message : "");
-    }
-    bool complete = run->n_terminal == run->n_tasks;
-    pthread_mutex_unlock(&w->mu);
-    if (complete) lw__run_complete(run);
+    execute_run(w, run, w->orch_tmap);
+    release_token(w);
   }
-  lw__tmap_destroy(tmap);
   return NULL;
 }
 
+// lw_worker_run's fast path: when no earlier run is queued or running, the orch function runs
+// right here on the caller's thread (no hand-off to the orchestrator thread). FIFO order
+// holds: the token is taken under the run-queue lock, only when the queue is empty. Returns
+// false (nothing done) otherwise.
+bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
+  pthread_mutex_lock(&w->run_mu);
+  bool mine = !w->runq_head && !w->orch_busy && !atomic_load(&w->stopping);
+  if (mine) {
+    w->orch_busy = true;
+    run->run_id = ++w->next_run_id;
+  }
+  pthread_mutex_unlock(&w->run_mu);
+  if (!mine) return false;
+  execute_run(w, run, w->orch_tmap);
+  release_token(w);
+  return true;
+}
+
 lw_status_t lw__orch_start(lw_worker_t *w) {
+  w->orch_tmap = tmap_create();
+  if (!w->orch_tmap) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory");
   if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the orchestrator thread");
   }
@@ -766,4 +814,6 @@ void lw__orch_stop(lw_worker_t *w) {
   pthread_mutex_unlock(&w->run_mu);
   pthread_join(w->orch_thread, NULL);
   w->orch_started = false;
+  lw__tmap_destroy(w->orch_tmap);
+  w->orch_tmap = NULL;
 }

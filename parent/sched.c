@@ -319,6 +319,7 @@ static void set_sleeping(lw_worker_t *w, uint32_t v) {
 
 static void *sched_main(void *arg) {
   lw_worker_t *w = arg;
+  (void)pthread_setname_np(pthread_self(), "lw-sched");
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   uint32_t idle = 0;
@@ -424,4 +425,16 @@ void lw__sched_stop(lw_worker_t *w) {
     close(w->epoll_fd);
     w->epoll_fd = -1;
   }
+}
+
+// Dispatch from a submitting thread (orchestrator or inline run): posting the task right away
+// saves the hand-off to the scheduler thread. w->mu serializes it with the scheduler; the
+// scheduler stays the only thread that drains completions and watches children.
+void lw__sched_dispatch_now(lw_worker_t *w) {
+  pending_work_t pw;
+  memset(&pw, 0, sizeof(pw));
+  pthread_mutex_lock(&w->mu);
+  (void)dispatch(w, &pw);
+  pthread_mutex_unlock(&w->mu);
+  flush(w, &pw);
 }

@@ -289,6 +289,8 @@ struct lw_worker {
   lw_run_t *runq_head, *runq_tail;
   uint64_t next_run_id;
   pthread_t orch_thread;
+  bool orch_busy;            // the orchestrator token: an orch function is running (run_mu)
+  struct lw_tmap *orch_tmap; // used by whoever holds the token
   bool orch_started;
   pthread_t sched_thread;
   bool sched_started;
@@ -317,6 +319,7 @@ void lw__worker_notify_user(void *ctx, lw_handle_t *h);
 
 // orch.c
 LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
+bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
 void lw__orch_stop(lw_worker_t *w);
 // A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
 // Runs that completed are appended to *finished (finish them after unlocking).
@@ -328,6 +331,7 @@ void lw__tmap_destroy(struct lw_tmap *m);
 
 // sched.c
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w);
+void lw__sched_dispatch_now(lw_worker_t *w);
 void lw__sched_stop(lw_worker_t *w);
 
 // worker.c: a chip reported on a register/unregister op (w->mu held). Returns true when the
