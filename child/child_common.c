@@ -10,8 +10,9 @@
 #include "lanes/error.h"
 #include "lanes/sys.h"
 
-// How long one doorbell sleep lasts before the child re-checks that its parent lives.
-#define PARENT_CHECK_NS (100ll * 1000 * 1000)
+// How long one doorbell sleep lasts before the child re-checks that its parent lives. A
+// backstop only: the fork server kills children promptly when the worker dies.
+#define PARENT_CHECK_NS (1000ll * 1000 * 1000)
 // How long a completion may wait for ring space before the child gives up on its parent.
 #define PUSH_TIMEOUT_NS (30ll * 1000 * 1000 * 1000)
 

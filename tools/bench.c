@@ -57,7 +57,7 @@ int lw__bench_fail(const char *what, lw_status_t st) {
 
 static void bench_usage(FILE *f) {
   fprintf(f,
-          "usage: lanework bench <overlap|dispatch|wait> [options]\n"
+          "usage: lanework bench <overlap|dispatch|wait|idle> [options]\n"
           "  --json           print one JSON object as the last stdout line\n"
           "  --trials N       trials per configuration (overlap; default 5)\n"
           "  --level 2|3      overlap: L2 direct chip worker or L3 worker (default 2)\n"
@@ -65,7 +65,8 @@ static void bench_usage(FILE *f) {
           "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~15 ms)\n"
           "  --pin / --no-pin overlap: run lane on CPU 0, register lane on CPU 1 (default:\n"
           "                   pinned when the machine has at least 2 CPUs)\n"
-          "  --iters N        dispatch/wait: iterations (default 20000 / 1000000)\n");
+          "  --iters N        dispatch/wait: iterations (default 20000 / 1000000);\n"
+          "                   idle: seconds to sample (default 5)\n");
 }
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
@@ -120,6 +121,7 @@ int lw__tool_bench(int argc, char **argv) {
   if (strcmp(name, "overlap") == 0) return lw__bench_overlap(&o);
   if (strcmp(name, "dispatch") == 0) return lw__bench_dispatch(&o);
   if (strcmp(name, "wait") == 0) return lw__bench_wait(&o);
+  if (strcmp(name, "idle") == 0) return lw__bench_idle(&o);
   fprintf(stderr, "lanework bench: unknown benchmark '%s'\n", name);
   bench_usage(stderr);
   return 2;

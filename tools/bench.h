@@ -33,5 +33,6 @@ int lw__bench_fail(const char *what, lw_status_t st);
 int lw__bench_overlap(const lw_bench_opts_t *o);
 int lw__bench_wait(const lw_bench_opts_t *o);
 int lw__bench_dispatch(const lw_bench_opts_t *o);
+int lw__bench_idle(const lw_bench_opts_t *o);
 
 #endif  // LANEWORK_TOOLS_BENCH_H_

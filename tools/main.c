@@ -18,6 +18,7 @@ static void usage(FILE *f) {
           "  bench overlap --level 2|3     register/run overlap table (seed 004 shape)\n"
           "  bench dispatch                empty-run round trips and the shm/futex floors\n"
           "  bench wait                    cost of done / wait on a finished handle\n"
+          "  bench idle                    CPU used by an idle worker and its children\n"
           "  help                          this text\n"
           "\n"
           "bench options: --json (last stdout line is one JSON object), --trials N;\n"
