@@ -62,7 +62,7 @@ static void bench_usage(FILE *f) {
           "  --trials N       trials per configuration (overlap; default 5)\n"
           "  --level 2|3      overlap: L2 direct chip worker or L3 worker (default 2)\n"
           "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2)\n"
-          "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~15 ms)\n"
+          "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~25 ms)\n"
           "  --pin / --no-pin overlap: run lane on CPU 0, register lane on CPU 1 (default:\n"
           "                   pinned when the machine has at least 2 CPUs)\n"
           "  --iters N        dispatch/wait: iterations (default 20000 / 1000000);\n"
