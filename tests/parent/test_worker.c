@@ -1,5 +1,6 @@
 // tests/parent/test_worker.c — the L3 worker: forked children over mailboxes, the DAG engine,
 // register/unregister broadcast, runs, and clean teardown.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -581,5 +582,92 @@ Test(worker, event_fd_becomes_readable_when_a_handle_finishes, .timeout = 60) {
   cr_assert(lw_handle_done(h), "the event fired before the handle finished");
   close(ep);
   lw_handle_release(h);
+  destroy_and_check();
+}
+
+typedef struct scope_job {
+  lw_callable_handle_t rec, gate;
+  shared_state_t *s;
+  uint8_t *x;
+  bool use_scope;
+} scope_job_t;
+
+static lw_status_t scope_orch(lw_orch_t *o, void *user) {
+  scope_job_t *j = user;
+  if (j->use_scope) LW_RETURN_IF_ERROR(lw_orch_scope_begin(o));
+  // The gate writes X on chip 0 and holds it until the test opens the gate.
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->gate, sizeof(j->s->gate), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->entered, sizeof(j->s->entered), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
+  if (j->use_scope) LW_RETURN_IF_ERROR(lw_orch_scope_end(o));
+  // A reader of X on chip 1: it depends on the gate only if X is still remembered.
+  rec_t r = {42, 0, 1, {{j->x, LW_TAG_INPUT}}};
+  return submit_record(o, j->rec, j->s, &r);
+}
+
+Test(worker, scope_end_forgets_buffers_first_written_inside_it, .timeout = 60) {
+  make_worker(2, 0);
+  scope_job_t j = {wreg("record"), wreg("gate"), new_shared(), lw_worker_alloc(w, 64), true};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, scope_orch, &j, &run));
+  // The reader runs while the gate still holds X's writer: no edge was made.
+  while (atomic_load((_Atomic int64_t *)&j.s->log[0]) == 0) lw_test_sleep_us(100);
+  cr_assert_eq(j.s->log[1], 42);
+  cr_assert_not(lw_handle_done(run));
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  lw_handle_release(run);
+
+  // Without the scope the reader waits for the writer.
+  memset(j.s, 0, sizeof(*j.s));
+  j.use_scope = false;
+  LW_ASSERT_OK(lw_worker_run_async(w, scope_orch, &j, &run));
+  lw_test_wait_nonzero(&j.s->entered);
+  // Give the reader every chance to (wrongly) run: a full round trip on chip 1 first.
+  vadd_job_t v = {wreg("vector_add"), lw_worker_alloc(w, 64), lw_worker_alloc(w, 64),
+                  lw_worker_alloc(w, 64), 16, 1};
+  LW_ASSERT_OK(lw_worker_run(w, vadd_orch, &v, NULL));
+  cr_assert_eq(atomic_load((_Atomic int64_t *)&j.s->log[0]), 0, "the reader ran before its writer");
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  cr_assert_eq(j.s->log[1], 42);
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+static lw_status_t scope_misuse_orch(lw_orch_t *o, void *user) {
+  lw_status_t *out = user;
+  out[0] = lw_orch_scope_end(o);
+  for (int i = 0; i < 16; ++i) LW_RETURN_IF_ERROR(lw_orch_scope_begin(o));
+  out[1] = lw_orch_scope_begin(o);
+  return LW_OK;
+}
+
+Test(worker, scope_misuse_is_invalid_argument, .timeout = 60) {
+  make_worker(1, 0);
+  lw_status_t st[2] = {LW_OK, LW_OK};
+  LW_ASSERT_OK(lw_worker_run(w, scope_misuse_orch, st, NULL));
+  cr_assert_eq(st[0], LW_INVALID_ARGUMENT, "scope_end without begin");
+  cr_assert_eq(st[1], LW_INVALID_ARGUMENT, "a 17th nested scope");
+  destroy_and_check();
+}
+
+Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
+  make_worker(1, 1);
+  char path[512];
+  snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(dl, "%s", dlerror());
+  lw_sub_fn late = (lw_sub_fn)(uintptr_t)dlsym(dl, "lw_kernel_main");
+  cr_assert_not_null(late);
+  lw_callable_handle_t h;
+  cr_assert_eq(lw_worker_register_sub(w, late, "late", &h), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "mapped when the worker was created"), "message: %s",
+            lw_last_error()->message);
+  dlclose(dl);
+  LW_ASSERT_OK(lw_worker_register_sub(w, double_it, "double_it", &h));  // code from the image
   destroy_and_check();
 }
