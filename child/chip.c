@@ -85,6 +85,8 @@ struct lw_chip_run {
   lw_lane_item_t item;
   lw_chip_t *chip;
   lw_cancel_word_t *cancel_word;
+  const _Atomic uint32_t *cancel_flag;
+  _Atomic uint64_t *started_ns;
   lw_registry_pin_t pin;
   lw_kernel_args_t args;
   int64_t timeout_ns;
@@ -147,7 +149,8 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   lw__error_clear(&err);
   int32_t dev = chip->cfg.device_id;
 
-  if (cancelled || lw__handle_cancel_requested(&op->handle)) {
+  if (cancelled || lw__handle_cancel_requested(&op->handle) ||
+      (op->cancel_flag && atomic_load(op->cancel_flag))) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
                   "chip %d: run %llu of %s cancelled before it started", dev,
                   (unsigned long long)op->run_id, op->pin.name);
@@ -159,8 +162,12 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   uint64_t gen = lw_cancel_begin(op->cancel_word);
   atomic_store(&op->generation, gen);
   atomic_store(&op->phase, RUN_RUNNING);
-  // Dekker pair with run_cancel: either the canceller saw RUNNING, or we see its flag here.
-  if (lw__handle_cancel_requested(&op->handle)) {
+  if (op->started_ns) atomic_store(op->started_ns, (uint64_t)t_start);
+  // Dekker pairs with run_cancel and with lw_mailbox_cancel_task: either the canceller saw
+  // RUNNING (or the fresh generation), or we see its flag here.
+  atomic_thread_fence(memory_order_seq_cst);
+  if (lw__handle_cancel_requested(&op->handle) ||
+      (op->cancel_flag && atomic_load(op->cancel_flag))) {
     (void)lw_cancel_request(op->cancel_word, gen);
   }
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
@@ -211,6 +218,8 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
   op->chip = chip;
   op->cancel_word = (opts && opts->cancel_word) ? opts->cancel_word : &chip->cancel_word;
+  op->cancel_flag = opts ? opts->cancel_flag : NULL;
+  op->started_ns = opts ? opts->started_ns : NULL;
   op->t_submit = lw__now_ns();
   op->timeout_ns = timeout_ns;
   op->run_id = (opts && opts->task_id) ? opts->task_id

@@ -21,9 +21,28 @@ typedef struct control_ctx {
   lw_child_ctx_t *c;
   uint64_t control_id;
   lw_mb_command_t command;
+  lw_handle_t *h;  // set once submitted (under pending_mu)
+  struct control_ctx *next;
 } control_ctx_t;
 
 static frame_ctx_t frames[LW_MB_TASK_FRAMES];
+
+// Registers and unregisters on the register lane, by control id, so CANCEL can withdraw one.
+// An entry leaves the list (under the lock) before its handle is released, so a cancel found
+// through the list always acts on a live handle.
+static pthread_mutex_t pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static control_ctx_t *pending;
+
+static void pending_remove(control_ctx_t *cc) {
+  pthread_mutex_lock(&pending_mu);
+  for (control_ctx_t **pp = &pending; *pp; pp = &(*pp)->next) {
+    if (*pp == cc) {
+      *pp = cc->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&pending_mu);
+}
 
 // Binds this process to the chip's NUMA node. Returns the node, -1 when NUMA is unavailable
 // (then nothing is bound), or -2 with err set when the configured node does not exist.
@@ -88,6 +107,8 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->frame = frame;
   fc->identity = t.identity;
   lw_chip_submit_opts_t opts = {.cancel_word = &c->mb->task[frame].cancel,
+                                .cancel_flag = &c->mb->task[frame].cancel_requested,
+                                .started_ns = &c->mb->task[frame].started_ns,
                                 .notify = task_done,
                                 .notify_ctx = fc,
                                 .task_id = t.identity.task_id};
@@ -106,6 +127,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
 
 static void control_done(void *ctx, lw_handle_t *h) {
   control_ctx_t *cc = ctx;
+  pending_remove(cc);
   lw_mb_completion_t done;
   memset(&done, 0, sizeof(done));
   done.kind = LW_MB_COMPLETION_CONTROL;
@@ -131,6 +153,17 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
     lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
     return;
   }
+  if (t.command == LW_MB_CMD_CANCEL) {
+    lw_status_t st = LW_NOT_FOUND;
+    pthread_mutex_lock(&pending_mu);
+    for (control_ctx_t *p = pending; p; p = p->next) {
+      // OK: a queued command will finish CANCELLED; one already running finishes normally.
+      if (p->control_id == t.target && p->h) st = lw_handle_cancel(p->h) == LW_OK ? LW_OK : LW_NOT_FOUND;
+    }
+    pthread_mutex_unlock(&pending_mu);
+    lw__child_ack(c, LW_OK, false, st == LW_OK ? 1 : 0, NULL);
+    return;
+  }
   if (t.command != LW_MB_CMD_REGISTER && t.command != LW_MB_CMD_UNREGISTER) {
     lw__error_set(&err, LW_INVALID_ARGUMENT, dev, 0, "chip %d: command %u is not for chips",
                   dev, (unsigned)t.command);
@@ -146,6 +179,11 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
   cc->c = c;
   cc->control_id = t.control_id;
   cc->command = t.command;
+  // Listed before the submit: the command may finish (and unlist itself) before it returns.
+  pthread_mutex_lock(&pending_mu);
+  cc->next = pending;
+  pending = cc;
+  pthread_mutex_unlock(&pending_mu);
   lw_chip_submit_opts_t opts = {.notify = control_done, .notify_ctx = cc, .borrow_image = true};
   lw_handle_t *h = NULL;
   lw_status_t st;
@@ -162,12 +200,18 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
     st = lw__chip_unregister_async_opts(chip, (lw_callable_handle_t){t.target}, &opts, &h);
   }
   if (st != LW_OK) {
+    pending_remove(cc);
     free(cc);
     lw_error_t e = *lw_last_error();
     e.worker_id = dev;
     lw__child_ack(c, st, false, 0, &e);
     return;
   }
+  pthread_mutex_lock(&pending_mu);
+  for (control_ctx_t *p = pending; p; p = p->next) {
+    if (p == cc) p->h = h;  // still listed: not finished yet
+  }
+  pthread_mutex_unlock(&pending_mu);
   lw__child_ack(c, LW_OK, true, 0, NULL);
 }
 

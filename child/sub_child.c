@@ -32,6 +32,10 @@ static void serve_control(lw_child_ctx_t *c, uint32_t index) {
     lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
     return;
   }
+  if (t.command == LW_MB_CMD_CANCEL) {
+    lw__child_ack(c, LW_OK, false, 0, NULL);  // REGISTER_SUB is synchronous: nothing queued
+    return;
+  }
   if (t.command != LW_MB_CMD_REGISTER_SUB) {
     lw__error_set(&err, LW_INVALID_ARGUMENT, (int32_t)index, 0,
                   "sub child %u: command %u is not for sub children", index,

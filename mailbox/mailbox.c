@@ -73,7 +73,8 @@ static bool status_is_valid(int32_t status) {
 
 static bool command_is_known(uint32_t command) {
   return command == LW_MB_CMD_PING || command == LW_MB_CMD_REGISTER ||
-         command == LW_MB_CMD_UNREGISTER || command == LW_MB_CMD_REGISTER_SUB;
+         command == LW_MB_CMD_UNREGISTER || command == LW_MB_CMD_REGISTER_SUB ||
+         command == LW_MB_CMD_CANCEL;
 }
 
 static bool task_kind_is_known(uint32_t kind) {
@@ -336,6 +337,9 @@ lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_t
   t->callable = post->callable;
   t->timeout_ns = post->timeout_ns;
   t->args = post->args;
+  // Relaxed: the READY publication below orders these for the child.
+  atomic_store_explicit(&t->cancel_requested, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
   t->result_status = LW_OK;
   t->kernel_rc = 0;
   t->kernel_ns = 0;
@@ -414,8 +418,10 @@ lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
 bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
   if (frame >= LW_MB_TASK_FRAMES) return false;
   lw_cancel_word_t *word = &mb->task[frame].cancel;
-  // Acquire: pairs with lw_cancel_begin's release store of the generation.
-  uint64_t loaded = atomic_load_explicit(word, memory_order_acquire);
+  // seq_cst: pairs with the child's fence after lw_cancel_begin: either the starting run sees
+  // the flag, or the load below sees its fresh generation.
+  atomic_store_explicit(&mb->task[frame].cancel_requested, 1, memory_order_seq_cst);
+  uint64_t loaded = atomic_load_explicit(word, memory_order_seq_cst);
   // 0: no run ever began on this frame; odd: the last run was cancelled or has completed
   // (task_complete retires the generation). Only an even, nonzero word is a live run.
   if (loaded == 0 || (loaded & 1u) != 0) return false;

@@ -84,6 +84,8 @@ typedef enum lw_mb_command {
   LW_MB_CMD_REGISTER = 2,      // async: image in the arena; completion value = child-local id
   LW_MB_CMD_UNREGISTER = 3,    // async: target = child-local id
   LW_MB_CMD_REGISTER_SUB = 4,  // sync: target = function address, name; ack_value = sub index
+  LW_MB_CMD_CANCEL = 5,        // sync: target = control_id of a queued REGISTER/UNREGISTER to
+                               // withdraw (one already running finishes normally)
 } lw_mb_command_t;
 
 typedef enum lw_mb_task_kind {
@@ -179,7 +181,13 @@ typedef struct lw_mb_task {
   uint64_t callable;
   int64_t timeout_ns;          // 0: none
   alignas(64) lw_cancel_word_t cancel;  // the run's cancel word; the kernel reads it here
-  uint8_t reserved1[56];
+  // Set by the parent's cancel before it tries the word: a run that has not started yet sees it
+  // at its start (the word holds no live generation then). Cleared by post_task.
+  _Atomic uint32_t cancel_requested;
+  uint32_t reserved_pad;
+  // CLOCK_MONOTONIC ns when the kernel started (0: not yet); the parent's escalation clock.
+  _Atomic uint64_t started_ns;
+  uint8_t reserved1[40];
   lw_mb_args_t args;
   // The result, written by the child before the terminal state.
   int32_t result_status;       // lw_status_t
@@ -229,6 +237,8 @@ _Static_assert(offsetof(lw_mailbox_t, parent) == 576, "parent line offset");
 _Static_assert(offsetof(lw_mailbox_t, control) == 640, "control offset");
 _Static_assert(offsetof(lw_mailbox_t, task) == 1664, "task frames offset");
 _Static_assert(offsetof(lw_mb_task_t, cancel) == 64, "cancel word on its own line");
+_Static_assert(offsetof(lw_mb_task_t, cancel_requested) == 72, "cancel flag beside the word");
+_Static_assert(offsetof(lw_mb_task_t, started_ns) == 80, "start time beside the word");
 _Static_assert(offsetof(lw_mailbox_t, ring_head) == 1664 + 1024 * LW_MB_TASK_FRAMES,
                "ring head offset");
 _Static_assert(offsetof(lw_mailbox_t, ring_tail) % 64 == 0, "ring tail on its own line");
@@ -296,8 +306,9 @@ LW_MUST_USE lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame
                                                 const lw_mb_identity_t *expected,
                                                 lw_mb_task_result_t *out, lw_error_t *err);
 
-// Sets bit 0 of the frame's cancel word iff it still holds a live generation (the running
-// task's). Returns true when it cancelled something.
+// Cancels the frame's task: sets cancel_requested (seq_cst; a run that has not started sees it
+// when it starts), then sets bit 0 of the cancel word iff it holds a live generation (the
+// running kernel's). Returns true when it hit a running kernel. Idempotent.
 bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame);
 
 typedef struct lw_mb_control_post {

@@ -19,31 +19,31 @@ const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes) {
 }
 
 bool lw__ep_check_dead(lw_endpoint_t *ep) {
-  if (atomic_load(&ep->state) == LW_EP_DEAD) return true;
-  if (ep->pidfd < 0) return false;
-  struct pollfd p = {.fd = ep->pidfd, .events = POLLIN};
-  if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
-    atomic_store(&ep->state, LW_EP_DEAD);
-    return true;
-  }
-  return false;
+  uint32_t state = atomic_load(&ep->state);
+  if (state == LW_EP_DEAD || state == LW_EP_RESPAWNING) return true;
+  // Any thread may ask, so read the fork server's shared exit table rather than the pidfd
+  // (which only the scheduler owns). The server publishes an exit before it reaps the child.
+  pid_t pid = atomic_load(&ep->pid);
+  int status = 0;
+  return pid > 0 && lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status);
 }
 
 void lw__ep_describe_exit(lw_endpoint_t *ep) {
   int status = 0;
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
-    if (lw_forkserver_exit_status(ep->w->fs, ep->slot, ep->pid, &status)) {
+    pid_t pid = atomic_load(&ep->pid);
+    if (lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
       char desc[64];
       lw_forkserver_describe_status(status, desc, sizeof(desc));
-      snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d %s", (int)ep->pid, desc);
+      snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d %s", (int)pid, desc);
       return;
     }
     struct timespec ts = {0, 500000};
     nanosleep(&ts, NULL);
   }
   snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d died (exit status not known)",
-           (int)ep->pid);
+           (int)atomic_load(&ep->pid));
 }
 
 lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err) {
@@ -51,10 +51,12 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   atomic_store(&h->init_state, LW_MB_INIT_NONE);
   atomic_store(&h->generation, ++ep->generation);
   ep->next_seq = 0;
-  ep->pid = 0;
+  atomic_store(&ep->pid, 0);
   ep->pidfd = -1;
-  lw_status_t st = lw_forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &ep->pid, &ep->pidfd, err);
+  pid_t pid = 0;
+  lw_status_t st = lw_forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &pid, &ep->pidfd, err);
   if (st != LW_OK) return st;
+  atomic_store(&ep->pid, pid);
   atomic_store(&ep->state, LW_EP_STARTING);
   return LW_OK;
 }
@@ -121,7 +123,9 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
   pthread_mutex_lock(&ep->ctl_mu);
   lw_status_t st;
   if (atomic_load(&ep->state) != LW_EP_READY) {
-    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down: %s", name,
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down (%s): %s",
+                       name,
+                       atomic_load(&ep->state) == LW_EP_RESPAWNING ? "respawning" : "failed",
                        ep->exit_desc[0] ? ep->exit_desc : "not running");
     goto out;
   }

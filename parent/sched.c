@@ -152,6 +152,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     lw_endpoint_t *ep = &w->eps[i];
     lw_task_queue_t *q = &w->chip_q[i];
     bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
+    if (!dead && !ep->accepting) continue;  // respawning: its tasks wait for it
     while (q->head && (dead || ep->busy < LW_MB_TASK_FRAMES)) {
       lw_task_t *t = queue_pop(q);
       progress = true;
@@ -168,8 +169,9 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     bool any_alive = false;
     for (uint32_t i = 0; i < n_chips; ++i) {
       lw_endpoint_t *ep = &w->eps[i];
-      if (atomic_load(&ep->state) != LW_EP_READY) continue;
-      any_alive = true;
+      if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
+      any_alive = true;  // a respawning chip will take work again
+      if (!ep->accepting) continue;
       if (ep->busy < LW_MB_TASK_FRAMES && (!best || ep->busy < best->busy)) best = ep;
     }
     if (!best && any_alive) break;
@@ -194,7 +196,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     for (uint32_t c = 0; c < n_chips; ++c) {
       if (!need[c]) continue;
       if (atomic_load(&w->eps[c].state) == LW_EP_DEAD) dead = true;
-      if (w->eps[c].busy + need[c] > LW_MB_TASK_FRAMES) fits = false;
+      if (!w->eps[c].accepting || w->eps[c].busy + need[c] > LW_MB_TASK_FRAMES) fits = false;
     }
     if (!stopped && !dead && !fits) break;  // FIFO: later groups wait behind this one
     w->groups_head = g->next_ready;
@@ -221,8 +223,9 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     bool any_alive = false;
     for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
       lw_endpoint_t *ep = &w->eps[n_chips + i];
-      if (atomic_load(&ep->state) != LW_EP_READY) continue;
+      if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;
+      if (!ep->accepting) continue;
       if (ep->busy == 0) {
         idle = ep;
         break;
@@ -252,8 +255,10 @@ static void apply_cancels(lw_worker_t *w) {
       lw_task_t *t = ep->frame_task[f];
       if (!t) continue;
       if (cancel_all) atomic_store(&t->run->handle.cancel_requested, 1);
-      if (lw__handle_cancel_requested(&t->run->handle)) {
-        t->run->cancelled = true;
+      if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
+      // A cancelled run, or one that failed, stops its kernels still in flight.
+      if (t->cancel_at == 0 && (t->run->cancelled || t->run->failed)) {
+        t->cancel_at = lw__now_ns();
         (void)lw_mailbox_cancel_task(ep->mb, f);
       }
     }
@@ -266,20 +271,62 @@ static void apply_cancels(lw_worker_t *w) {
   }
 }
 
+// Kills the children of kernels that ignore their cancel word past the grace period, or run
+// past their timeout plus the grace (w->mu held). Returns the next time something may be due
+// (LW_DEADLINE_NEVER: nothing).
+static int64_t check_escalations(lw_worker_t *w, int64_t now) {
+  int64_t next = LW_DEADLINE_NEVER;
+  int64_t grace = w->cfg.cancel_grace_ns;
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_endpoint_t *ep = &w->eps[s];
+    if (atomic_load(&ep->state) != LW_EP_READY) continue;
+    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+      lw_task_t *t = ep->frame_task[f];
+      if (!t || t->escalated != LW_OK) continue;
+      int64_t due = LW_DEADLINE_NEVER;
+      lw_status_t why = LW_OK;
+      if (t->cancel_at) {
+        due = t->cancel_at + grace;
+        why = LW_CANCELLED;
+      }
+      if (t->timeout_ns > 0) {
+        // The child stamps the kernel's start; until then, look again soon.
+        int64_t started = (int64_t)atomic_load(&ep->mb->task[f].started_ns);
+        int64_t d = started ? started + t->timeout_ns + grace : now + 10 * 1000 * 1000;
+        if (started && d < due) {
+          due = d;
+          why = LW_DEADLINE_EXCEEDED;
+        } else if (!started && d < next) {
+          next = d;
+        }
+      }
+      if (why == LW_OK) continue;
+      if (now >= due) {
+        t->escalated = why;
+        kill_child(ep);  // its pidfd reports the death; on_child_death finishes the task
+      } else if (due < next) {
+        next = due;
+      }
+    }
+  }
+  return next;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Child death (no lock held on entry)
 
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
-  if (atomic_exchange(&ep->state, LW_EP_DEAD) == LW_EP_DEAD && ep->pidfd < 0) return;
+  if (ep->pidfd < 0) return;  // already handled
   lw__ep_describe_exit(ep);
-  if (ep->pidfd >= 0) {
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
-    close(ep->pidfd);
-    ep->pidfd = -1;
-  }
+  epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+  close(ep->pidfd);
+  ep->pidfd = -1;
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
+  int64_t grace_ms = w->cfg.cancel_grace_ns / 1000000;
   pthread_mutex_lock(&w->mu);
+  ep->accepting = false;
+  atomic_store(&ep->state, LW_EP_RESPAWNING);
   // Whatever the child reported before it died still counts.
   (void)drain_endpoint(w, ep, pw);
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
@@ -288,11 +335,24 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     ep->frame_task[f] = NULL;
     ep->busy--;
     lw_error_t err;
-    lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, t->task_id,
-                  "%s: %s during run of %s (task %llu of run %llu)", name, ep->exit_desc,
-                  w->callables[t->wc].name, (unsigned long long)t->task_id,
-                  (unsigned long long)t->run->run_id);
-    lw__task_finish(w, t, LW_CHILD_EXITED, &err, &pw->finished);
+    const char *callable = w->callables[t->wc].name;
+    unsigned long long tid = t->task_id, rid = t->run->run_id;
+    if (t->escalated == LW_DEADLINE_EXCEEDED) {
+      lw__error_set(&err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, t->task_id,
+                    "%s: task %llu of run %llu (%s) ran past its %lld ms timeout and ignored "
+                    "cancellation for %lld ms: %s",
+                    name, tid, rid, callable, (long long)(t->timeout_ns / 1000000),
+                    (long long)grace_ms, ep->exit_desc);
+    } else if (t->escalated == LW_CANCELLED) {
+      lw__error_set(&err, LW_CANCELLED, (int32_t)ep->index, t->task_id,
+                    "%s: task %llu of run %llu (%s) ignored cancellation for %lld ms: %s", name,
+                    tid, rid, callable, (long long)grace_ms, ep->exit_desc);
+    } else {
+      lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, t->task_id,
+                    "%s: %s during run of %s (task %llu of run %llu)", name, ep->exit_desc,
+                    callable, tid, rid);
+    }
+    lw__task_finish(w, t, err.code, &err, &pw->finished);
   }
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
@@ -300,6 +360,8 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     pw->n_ops += lw__wop_fail_chip(w, ep->index, &err, pw->ops + pw->n_ops, 64 - pw->n_ops);
   }
   pthread_mutex_unlock(&w->mu);
+  flush(w, pw);
+  lw__ep_respawn(w, ep);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -336,10 +398,11 @@ static void *sched_main(void *arg) {
     if (kick != seen_kick || atomic_load(&w->cancel_all_seq) != seen_cancel) {
       seen_kick = kick;
       seen_cancel = atomic_load(&w->cancel_all_seq);
-      apply_cancels(w);
       progress = true;
     }
     progress |= dispatch(w, &pw);
+    apply_cancels(w);
+    int64_t next_due = check_escalations(w, lw__now_ns());
     pthread_mutex_unlock(&w->mu);
     flush(w, &pw);
     if (progress) {
@@ -364,8 +427,14 @@ static void *sched_main(void *arg) {
       continue;
     }
     struct epoll_event ev[16];
-    // The timeout bounds how long a stop request can go unseen when nobody kicks.
-    int n = epoll_wait(w->epoll_fd, ev, 16, 100);
+    // Sleep until woken, or until the next escalation may be due; at most 100 ms, which
+    // bounds how long a stop request can go unseen when nobody kicks.
+    int timeout_ms = 100;
+    if (next_due != LW_DEADLINE_NEVER) {
+      int64_t ms = (next_due - lw__now_ns() + 999999) / 1000000;
+      if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
+    }
+    int n = epoll_wait(w->epoll_fd, ev, 16, timeout_ms);
     set_sleeping(w, 0);
     // A timeout with nothing to do goes straight back to sleep: no new spin phase.
     if (n > 0) idle = 0;
@@ -381,7 +450,6 @@ static void *sched_main(void *arg) {
         }
       } else if (tag < w->n_children) {
         on_child_death(w, &w->eps[tag], &pw);
-        flush(w, &pw);
       }
     }
   }

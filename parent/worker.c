@@ -27,6 +27,9 @@ void lw_worker_config_default(lw_worker_config_t *c) {
   c->submit_timeout_ns = 10ll * 1000 * 1000 * 1000;
   c->startup_timeout_ns = 10ll * 1000 * 1000 * 1000;
   c->respawn = 1;
+  c->respawn_max = 5;
+  c->respawn_window_ns = 10ll * 1000 * 1000 * 1000;
+  c->cancel_grace_ns = 1000ll * 1000 * 1000;
 }
 
 void lw__worker_kick(lw_worker_t *w) {
@@ -131,7 +134,8 @@ static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
 // Register / unregister ops
 
 static void wop_destroy(lw_handle_t *h) { free(h); }
-static const lw_handle_ops_t wop_ops = {.cancel = NULL, .destroy = wop_destroy};
+static lw_status_t wop_cancel(lw_handle_t *h);
+static const lw_handle_ops_t wop_ops = {.cancel = wop_cancel, .destroy = wop_destroy};
 
 static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
   lw_wop_t *op = calloc(1, sizeof(*op));
@@ -202,7 +206,10 @@ uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err,
   while (op) {
     lw_wop_t *next = op->next_pending;
     if (!op->reported[chip]) {
-      op_record(op, chip, err->code, 0, err);
+      // An unregister is done on a chip that died: nothing of the callable is left there (the
+      // replay skips callables being unregistered).
+      bool gone_is_done = op->kind == LW_WOP_UNREGISTER || op->kind == LW_WOP_ROLLBACK;
+      op_record(op, chip, gone_is_done ? LW_OK : err->code, 0, err);
       if (op->pending == 0 && n < cap) {
         ops_unlink(w, op);
         out[n++] = op;
@@ -262,6 +269,30 @@ static void wop_post(lw_wop_t *op) {
 }
 
 void lw__wop_start_unregister(lw_wop_t *op) { wop_post(op); }
+
+// Withdraws the op's command where it is still queued on a chip's register lane; where it
+// already runs it finishes. The op then completes as usual: a register withdrawn on one chip
+// fails CANCELLED and is rolled back on the chips where it had finished.
+static lw_status_t wop_cancel(lw_handle_t *h) {
+  lw_wop_t *op = (lw_wop_t *)h;
+  lw_worker_t *w = op->w;
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
+    pthread_mutex_lock(&w->mu);
+    bool waiting = !op->reported[i] && !lw_handle_done(h);
+    pthread_mutex_unlock(&w->mu);
+    if (!waiting) continue;
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_CANCEL;
+    p.target = op_control_id(op, i);
+    lw_mb_control_ack_t ack;
+    lw_error_t err;
+    // A chip that died reports on its own; a command already finished is simply not found.
+    lw_status_t ignored = lw__ep_control(&w->eps[i], &p, &ack, &err);
+    (void)ignored;
+  }
+  return LW_OK;
+}
 
 void lw__wop_complete(lw_wop_t *op) {
   lw_worker_t *w = op->w;
@@ -478,8 +509,26 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     if (st == LW_OK) index = ack.value;
   }
   pthread_mutex_lock(&w->mu);
+  if (st == LW_OK && w->n_sub_fns % 16 == 0) {
+    lw_sub_fn *fns = realloc(w->sub_fns, (w->n_sub_fns + 16) * sizeof(*fns));
+    if (fns) w->sub_fns = fns;
+    char(*names)[LW_CALLABLE_NAME_BYTES] =
+        realloc(w->sub_names, (w->n_sub_fns + 16) * sizeof(*names));
+    if (names) w->sub_names = names;
+    if (!fns || !names) {
+      st = lw__error_set(&err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_register_sub: out of memory");
+    }
+  }
+  if (st == LW_OK && w->cfg.n_subs > 0 && index != w->n_sub_fns) {
+    st = lw__error_set(&err, LW_INTERNAL, -1, 0, "worker_register_sub: sub index %llu, expected %u",
+                       (unsigned long long)index, w->n_sub_fns);
+  }
   if (st == LW_OK) {
-    c->sub_index = index == UINT64_MAX ? 0 : index;
+    // Remembered in order for a respawned sub child; the index is the position.
+    c->sub_index = w->n_sub_fns;
+    w->sub_fns[w->n_sub_fns] = fn;
+    snprintf(w->sub_names[w->n_sub_fns], LW_CALLABLE_NAME_BYTES, "%s", c->name);
+    w->n_sub_fns++;
     c->state = LW_WC_LIVE;
     *out = (lw_callable_handle_t){c->id};
   } else {
@@ -613,6 +662,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   }
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if ((st = lw__ep_wait_ready(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
+    w->eps[s].accepting = true;
   }
 
   // 4. Threads and the user's event fd (created after the fork so children do not hold it).
@@ -672,9 +722,8 @@ void lw_worker_destroy(lw_worker_t *w) {
   }
   if (!wait_idle(w, DESTROY_GRACE_NS)) {
     for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
-      if (atomic_load(&w->eps[s].state) != LW_EP_DEAD && w->eps[s].pid > 0) {
-        kill(w->eps[s].pid, SIGKILL);
-      }
+      pid_t pid = atomic_load(&w->eps[s].pid);
+      if (atomic_load(&w->eps[s].state) != LW_EP_DEAD && pid > 0) kill(pid, SIGKILL);
     }
     (void)wait_idle(w, DESTROY_GRACE_NS);
   }
@@ -705,6 +754,8 @@ void lw_worker_destroy(lw_worker_t *w) {
   free(w->eps);
   free(w->envs);
   free(w->code_bases);
+  free(w->sub_fns);
+  free(w->sub_names);
   if (w->mailboxes) munmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);

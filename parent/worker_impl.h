@@ -76,8 +76,11 @@ static inline bool lw__arena_contains(const lw_arena_t *a, const void *p, uint64
 typedef enum lw_ep_state {
   LW_EP_STARTING = 0,
   LW_EP_READY = 1,
-  LW_EP_DEAD = 2,
+  LW_EP_DEAD = 2,        // failed for good: its tasks fail at once
+  LW_EP_RESPAWNING = 3,  // died; a new child is being started and its callables replayed
 } lw_ep_state_t;
+
+#define LW_EP_DEATH_LOG 16
 
 typedef struct lw_endpoint {
   lw_worker_t *w;
@@ -85,8 +88,8 @@ typedef struct lw_endpoint {
   lw_mb_child_kind_t kind;
   uint32_t index;            // chip index or sub index
   lw_mailbox_t *mb;
-  pid_t pid;
-  int pidfd;
+  _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
+  int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
   uint64_t generation;
   pthread_mutex_t post_mu;   // next_seq and publishing a post
@@ -97,6 +100,11 @@ typedef struct lw_endpoint {
   lw_task_t *frame_task[LW_MB_TASK_FRAMES];
   uint32_t busy;
   char exit_desc[96];        // "killed by SIGSEGV" once dead
+  // Takes tasks (w->mu): false from a death until the new child has every callable again.
+  bool accepting;
+  int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
+  uint32_t n_deaths;
+  uint32_t respawns;
 } lw_endpoint_t;
 
 // "chip 1" / "sub 0".
@@ -218,6 +226,8 @@ struct lw_task {
   lw_endpoint_t *ep;
   uint32_t frame;
   lw_mb_identity_t identity;
+  int64_t cancel_at;       // when the scheduler cancelled it in its child (0: not)
+  lw_status_t escalated;   // CANCELLED / DEADLINE_EXCEEDED: its child was killed for it
 };
 
 typedef struct lw_task_queue {
@@ -301,6 +311,12 @@ struct lw_worker {
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sched_sleeping;
 
+  // Every sub function ever registered, in order: replayed to a respawned sub child so its
+  // table indices match.
+  lw_sub_fn *sub_fns;
+  char (*sub_names)[LW_CALLABLE_NAME_BYTES];
+  uint32_t n_sub_fns;
+
   // Code mapped at create time, for lw_worker_register_sub.
   uintptr_t *code_bases;
   uint32_t n_code_bases;
@@ -343,6 +359,11 @@ void lw__wop_complete(lw_wop_t *op);
 // *out (array of n_children capacity... caller provides LW_MAX_CALLABLES slots).
 uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err,
                            lw_wop_t **out, uint32_t cap);
+// Restarts a dead child and replays its callables (scheduler thread, no lock held). On
+// success the endpoint takes tasks again; on failure (crash loop, respawn off, start-up or
+// replay failure) it is failed for good.
+void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep);
+
 // Starts posting a deferred unregister (no lock held).
 void lw__wop_start_unregister(lw_wop_t *op);
 

@@ -49,8 +49,14 @@ typedef struct lw_worker_config {
   int64_t submit_timeout_ns;    // how long a submit blocks on a full ring before
                                 // RESOURCE_EXHAUSTED (-1: forever)
   int64_t startup_timeout_ns;   // all children must report INIT_READY within this
-  uint32_t respawn;             // 1: respawn a dead child and replay its callables
-  uint32_t reserved_;
+  uint32_t respawn;             // 1: respawn a dead child and replay its callables;
+                                // 0: a dead chip stays failed and its tasks fail at once
+  uint32_t respawn_max;         // a child that dies this many times within respawn_window_ns
+                                // is failed for good (crash loop)
+  int64_t respawn_window_ns;
+  // How long a cancelled or timed-out kernel may ignore its cancel word before its child is
+  // killed (and respawned): cancel always ends in bounded time.
+  int64_t cancel_grace_ns;
 } lw_worker_config_t;
 
 // What a finished run reports.
@@ -64,7 +70,7 @@ typedef struct lw_run_report {
 } lw_run_report_t;
 
 // 1 chip, 0 subs, backend "sim", 256 MiB arena, 4096-task ring, 10 s submit and startup
-// timeouts, respawn on.
+// timeouts, respawn on (at most 5 deaths in 10 s), 1 s cancel grace.
 LW_API void lw_worker_config_default(lw_worker_config_t *c);
 
 LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,

@@ -1,0 +1,194 @@
+// parent/respawn.c — bringing a dead child back: crash-loop bound, a fresh mailbox, a new
+// child from the fork server, and every registered callable replayed before it takes work.
+//
+// Runs on the scheduler thread (the only consumer of the child's completion ring), so the
+// replay can read its completions straight from the ring. The endpoint does not take tasks
+// (accepting = false) until the replay is complete; tasks directed to it wait in its queue.
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/worker_impl.h"
+
+#define REPLAY_TIMEOUT_NS (60ll * 1000 * 1000 * 1000)
+
+// Records a death; true when the child died respawn_max times within the window.
+static bool crash_loop(lw_worker_t *w, lw_endpoint_t *ep, int64_t now) {
+  ep->deaths[ep->n_deaths % LW_EP_DEATH_LOG] = now;
+  ep->n_deaths++;
+  uint32_t max = w->cfg.respawn_max;
+  if (max == 0 || max > LW_EP_DEATH_LOG) max = LW_EP_DEATH_LOG;
+  if (ep->n_deaths < max) return false;
+  int64_t oldest = ep->deaths[(ep->n_deaths - max) % LW_EP_DEATH_LOG];
+  return now - oldest <= w->cfg.respawn_window_ns;
+}
+
+// Waits for the completion of control_id on ep's ring (nothing else is in flight on a child
+// that was just started).
+static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_t *out_value,
+                                 lw_error_t *err) {
+  int64_t deadline = lw__now_ns() + REPLAY_TIMEOUT_NS;
+  for (;;) {
+    lw_mb_completion_t c;
+    lw_status_t st = lw_mailbox_pop_completion(ep->mb, &c, err);
+    if (st == LW_OK && c.kind == LW_MB_COMPLETION_CONTROL && c.control_id == control_id) {
+      *out_value = c.value;
+      if (c.status != LW_OK) {
+        *err = c.error;
+        err->code = (lw_status_t)c.status;
+      }
+      return (lw_status_t)c.status;
+    }
+    if (st == LW_OK) {
+      // Not ours: a register or unregister a user posted to the new child meanwhile.
+      if (c.kind == LW_MB_COMPLETION_CONTROL) {
+        lw_wop_t *op = NULL;
+        c.error.worker_id = (int32_t)ep->index;
+        pthread_mutex_lock(&ep->w->mu);
+        bool done = lw__wop_report(ep->w, c.control_id, (lw_status_t)c.status, c.value, &c.error,
+                                   &op);
+        pthread_mutex_unlock(&ep->w->mu);
+        if (done) lw__wop_complete(op);
+      }
+      continue;
+    }
+    if (st != LW_NOT_FOUND) return st;
+    if (lw__ep_check_dead(ep)) {
+      return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                           "the respawned child died during the replay");
+    }
+    if (lw__now_ns() >= deadline) {
+      return lw__error_set(err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, 0,
+                           "replay of a callable did not finish in time");
+    }
+    sched_yield();
+  }
+}
+
+static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
+  for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
+    pthread_mutex_lock(&w->mu);
+    lw_wcallable_t *c = &w->callables[i];
+    bool live = c->state == LW_WC_LIVE && c->kind == LW_WC_CHIP;
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    if (live) {
+      p.command = LW_MB_CMD_REGISTER;
+      p.control_id = ((uint64_t)0xfe << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
+      p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
+      p.image_bytes = c->image_bytes;
+      p.n_params = c->n_params;
+      memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
+      p.name = c->name;
+      p.entry = c->entry;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!live) continue;
+    lw_mb_control_ack_t ack;
+    LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
+    if (ack.status != LW_OK) {
+      *err = ack.error;
+      return ack.status;
+    }
+    uint64_t local = 0;
+    LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &local, err));
+    pthread_mutex_lock(&w->mu);
+    // An unregister may have started meanwhile; its post to this chip (if any) comes after
+    // this replay, which is what it needs.
+    c->local[ep->index] = local;
+    pthread_mutex_unlock(&w->mu);
+  }
+  return LW_OK;
+}
+
+static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
+  pthread_mutex_lock(&w->mu);
+  uint32_t n = w->n_sub_fns;
+  pthread_mutex_unlock(&w->mu);
+  for (uint32_t i = 0; i < n; ++i) {
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_REGISTER_SUB;
+    pthread_mutex_lock(&w->mu);
+    p.target = (uint64_t)(uintptr_t)w->sub_fns[i];
+    p.name = w->sub_names[i];
+    pthread_mutex_unlock(&w->mu);
+    lw_mb_control_ack_t ack;
+    LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
+    if (ack.status != LW_OK || ack.value != i) {
+      *err = ack.error;
+      return ack.status != LW_OK ? ack.status
+                                 : lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0,
+                                                 "sub replay gave index %llu, expected %u",
+                                                 (unsigned long long)ack.value, i);
+    }
+  }
+  return LW_OK;
+}
+
+static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
+  char desc[sizeof(ep->exit_desc)];
+  memcpy(desc, ep->exit_desc, sizeof(desc));
+  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "%.40s; %.50s", desc, why);
+  pthread_mutex_lock(&w->mu);
+  atomic_store(&ep->state, LW_EP_DEAD);
+  ep->accepting = false;
+  pthread_mutex_unlock(&w->mu);
+  lw__worker_kick(w);  // the dispatcher fails what waits for this chip
+}
+
+void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
+  int64_t now = lw__now_ns();
+  if (!w->cfg.respawn) {
+    fail_for_good(w, ep, "respawn is off");
+    return;
+  }
+  if (atomic_load(&w->stopping)) {
+    fail_for_good(w, ep, "the worker is shutting down");
+    return;
+  }
+  if (crash_loop(w, ep, now)) {
+    char why[64];
+    snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", w->cfg.respawn_max,
+             (long long)(w->cfg.respawn_window_ns / 1000000));
+    fail_for_good(w, ep, why);
+    return;
+  }
+  atomic_store(&ep->state, LW_EP_RESPAWNING);
+  lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  lw_error_t err;
+  int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
+  lw_status_t st = lw__ep_spawn(ep, deadline, &err);
+  if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, &err);  // sets READY
+  if (st == LW_OK) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
+    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
+      st = lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0, "epoll_ctl failed");
+    }
+  }
+  if (st == LW_OK) {
+    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(w, ep, &err) : replay_subs(w, ep, &err);
+  }
+  if (st != LW_OK) {
+    if (ep->pidfd >= 0) {
+      epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+      pid_t pid = atomic_load(&ep->pid);
+      if (pid > 0) kill(pid, SIGKILL);
+      close(ep->pidfd);
+      ep->pidfd = -1;
+    }
+    char why[80];
+    snprintf(why, sizeof(why), "respawn failed: %.60s", err.message);
+    fail_for_good(w, ep, why);
+    return;
+  }
+  pthread_mutex_lock(&w->mu);
+  ep->respawns++;
+  ep->accepting = true;
+  pthread_mutex_unlock(&w->mu);
+  lw__worker_kick(w);
+}
