@@ -1,0 +1,151 @@
+// tests/faults/fault_util.h — helpers for the fault-injection suite: a worker whose children
+// the test can kill, a shared gate/log in the arena, and waits on events.
+#ifndef LANEWORK_TESTS_FAULTS_FAULT_UTIL_H_
+#define LANEWORK_TESTS_FAULTS_FAULT_UTIL_H_
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include "lanework/orch.h"
+#include "lanework/worker.h"
+#include "parent/worker_impl.h"
+#include "test_util.h"
+
+typedef struct fx {
+  lw_worker_t *w;
+  int fds_before;
+  int children_before;
+} fx_t;
+
+static inline void fx_create(fx_t *f, const lw_worker_config_t *cfg) {
+  f->fds_before = lw_test_fd_count();
+  f->children_before = lw_test_child_count();
+  LW_ASSERT_OK(lw_worker_create(cfg, &f->w));
+}
+
+static inline void fx_config(lw_worker_config_t *cfg, uint32_t chips, uint32_t subs) {
+  lw_worker_config_default(cfg);
+  cfg->n_chips = chips;
+  cfg->n_subs = subs;
+  cfg->arena_bytes = 64ull << 20;
+  cfg->cancel_grace_ns = 200ll * 1000 * 1000;
+}
+
+static inline void fx_destroy(fx_t *f) {
+  lw_worker_destroy(f->w);
+  f->w = NULL;
+  cr_expect_eq(lw_test_child_count(), f->children_before, "a child process was left behind");
+  cr_expect_eq(lw_test_fd_count(), f->fds_before, "an fd was left behind");
+}
+
+static inline lw_callable_handle_t fx_reg(fx_t *f, const char *name) {
+  lw_callable_t c = lw_test_kernel(name);
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_worker_register(f->w, &c, &h));
+  lw_callable_free_loaded(&c);
+  return h;
+}
+
+static inline pid_t fx_pid(fx_t *f, uint32_t slot) { return atomic_load(&f->w->eps[slot].pid); }
+
+static inline uint32_t fx_respawns(fx_t *f, uint32_t slot) {
+  pthread_mutex_lock(&f->w->mu);
+  uint32_t n = f->w->eps[slot].respawns;
+  pthread_mutex_unlock(&f->w->mu);
+  return n;
+}
+
+// Waits until the child in slot was respawned at least n times and takes work again.
+static inline void fx_wait_respawned(fx_t *f, uint32_t slot, uint32_t n) {
+  for (;;) {
+    pthread_mutex_lock(&f->w->mu);
+    bool ok = f->w->eps[slot].respawns >= n && f->w->eps[slot].accepting;
+    pthread_mutex_unlock(&f->w->mu);
+    if (ok) return;
+    lw_test_sleep_us(500);
+  }
+}
+
+static inline lw_ep_state_t fx_state(fx_t *f, uint32_t slot) {
+  return (lw_ep_state_t)atomic_load(&f->w->eps[slot].state);
+}
+
+typedef struct shared {
+  _Atomic uint32_t gate;
+  _Atomic uint32_t entered;
+  float a[256], b[256], c[256];
+} shared_t;
+
+static inline shared_t *fx_shared(fx_t *f) {
+  shared_t *s = lw_worker_alloc(f->w, sizeof(shared_t));
+  cr_assert_not_null(s);
+  memset(s, 0, sizeof(*s));
+  for (int i = 0; i < 256; ++i) {
+    s->a[i] = (float)i;
+    s->b[i] = 0.5f;
+  }
+  return s;
+}
+
+// One task of kernel k on chip, with args built by the job's kind.
+typedef enum job_kind { JOB_GATE, JOB_VADD, JOB_SCALAR, JOB_NONE } job_kind_t;
+
+typedef struct job {
+  lw_callable_handle_t k;
+  shared_t *s;
+  job_kind_t kind;
+  int32_t chip;
+  uint64_t scalar;
+  int64_t timeout_ns;
+  int n;  // tasks (independent), default 1
+} job_t;
+
+static inline lw_status_t job_args(const job_t *j, lw_args_t *a) {
+  lw_args_init(a);
+  switch (j->kind) {
+    case JOB_GATE:
+      LW_RETURN_IF_ERROR(lw_args_add_tensor(a, (void *)&j->s->gate, 4, LW_TAG_NO_DEP));
+      LW_RETURN_IF_ERROR(lw_args_add_tensor(a, (void *)&j->s->entered, 4, LW_TAG_NO_DEP));
+      break;
+    case JOB_VADD:
+      LW_RETURN_IF_ERROR(lw_args_add_tensor(a, j->s->a, sizeof(j->s->a), LW_TAG_INPUT));
+      LW_RETURN_IF_ERROR(lw_args_add_tensor(a, j->s->b, sizeof(j->s->b), LW_TAG_INPUT));
+      LW_RETURN_IF_ERROR(lw_args_add_tensor(a, j->s->c, sizeof(j->s->c), LW_TAG_OUTPUT));
+      break;
+    case JOB_SCALAR:
+      LW_RETURN_IF_ERROR(lw_args_add_scalar(a, j->scalar));
+      break;
+    case JOB_NONE:
+      break;
+  }
+  return LW_OK;
+}
+
+static inline lw_status_t job_orch(lw_orch_t *o, void *user) {
+  const job_t *j = user;
+  lw_run_config_t cfg;
+  lw_run_config_default(&cfg);
+  cfg.timeout_ns = j->timeout_ns;
+  for (int i = 0; i < (j->n ? j->n : 1); ++i) {
+    lw_args_t a;
+    LW_RETURN_IF_ERROR(job_args(j, &a));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->k, &a, &cfg, j->chip));
+  }
+  return LW_OK;
+}
+
+static inline void fx_check_vadd(const shared_t *s) {
+  for (int i = 0; i < 256; ++i) cr_assert_eq(s->c[i], s->a[i] + s->b[i], "index %d", i);
+}
+
+static inline void fx_run_vadd_ok(fx_t *f, lw_callable_handle_t vadd, shared_t *s, int32_t chip) {
+  memset(s->c, 0, sizeof(s->c));
+  job_t j = {vadd, s, JOB_VADD, chip, 0, 0, 1};
+  LW_ASSERT_OK(lw_worker_run(f->w, job_orch, &j, NULL));
+  fx_check_vadd(s);
+}
+
+#define ASSERT_MSG_HAS(msg, needle) \
+  cr_assert(strstr((msg), (needle)), "message '%s' lacks '%s'", (msg), (needle))
+
+#endif  // LANEWORK_TESTS_FAULTS_FAULT_UTIL_H_

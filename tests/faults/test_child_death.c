@@ -1,0 +1,225 @@
+// tests/faults/test_child_death.c — SIGKILL a chip child while idle, during a run, during a
+// register, during an unregister and while a control waits; crashing kernels; respawn off;
+// crash loops.
+#include <pthread.h>
+
+#include "fault_util.h"
+
+static fx_t f;
+
+Test(child_death, idle_chip_child_is_respawned_with_its_callables, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  pid_t old = fx_pid(&f, 0);
+  cr_assert_eq(kill(old, SIGKILL), 0);
+  fx_wait_respawned(&f, 0, 1);
+  cr_assert_neq(fx_pid(&f, 0), old, "the chip runs in a new process");
+  // The callable was replayed: the same handle works on the new child.
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_destroy(&f);
+}
+
+Test(child_death, kill_during_a_run_fails_its_task_and_other_chips_keep_working, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  shared_t *s1 = fx_shared(&f);
+  job_t doomed = {gate, s, JOB_GATE, 0, 0, 0, 1};
+  job_t other = {gate, s1, JOB_GATE, 1, 0, 0, 1};
+  lw_handle_t *h0 = NULL, *h1 = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &doomed, &h0));
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &other, &h1));
+  lw_test_wait_nonzero(&s->entered);
+  lw_test_wait_nonzero(&s1->entered);
+  pid_t victim = fx_pid(&f, 0);
+  cr_assert_eq(kill(victim, SIGKILL), 0);
+  cr_assert_eq(lw_handle_wait(h0, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  const lw_error_t *e = lw_handle_error(h0);
+  ASSERT_MSG_HAS(e->message, "killed by SIGKILL");
+  ASSERT_MSG_HAS(e->message, "chip 0");
+  ASSERT_MSG_HAS(e->message, "gate");
+  cr_assert_eq(e->worker_id, 0);
+  cr_assert_eq(e->task_id, 1);
+  // Chip 1 never noticed.
+  cr_assert_not(lw_handle_done(h1));
+  atomic_store(&s1->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(h1, LW_WAIT_FOREVER));
+  fx_wait_respawned(&f, 0, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  lw_handle_release(h0);
+  lw_handle_release(h1);
+  fx_destroy(&f);
+}
+
+Test(child_death, kill_during_a_register_fails_it_naming_the_chip, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_t big = lw_test_kernel("big_vector_add");
+  lw_handle_t *reg = NULL;
+  // The register costs ~15 ms in the child (image copy, dlopen, prepare): kill it right after
+  // the post, most likely inside that window.
+  pid_t victim = fx_pid(&f, 1);
+  LW_ASSERT_OK(lw_worker_register_async(f.w, &big, &reg));
+  cr_assert_eq(kill(victim, SIGKILL), 0);
+  lw_status_t st = lw_handle_wait(reg, LW_WAIT_FOREVER);
+  if (st == LW_OK) {
+    // The register finished before the kill landed: the respawn replays it.
+    cr_log_info("register finished before the kill; checked the replay instead");
+  } else {
+    cr_assert_eq(st, LW_CHILD_EXITED, "got %s: %s", lw_status_name(st), lw_handle_error(reg)->message);
+    ASSERT_MSG_HAS(lw_handle_error(reg)->message, "chip 1");
+  }
+  fx_wait_respawned(&f, 1, 1);
+  // Either way the worker is whole: the image registers (again) and runs on both chips.
+  lw_callable_handle_t h;
+  if (st == LW_OK) {
+    LW_ASSERT_OK(lw_handle_callable(reg, &h));
+  } else {
+    LW_ASSERT_OK(lw_worker_register(f.w, &big, &h));
+  }
+  shared_t *s = fx_shared(&f);
+  fx_run_vadd_ok(&f, h, s, 0);
+  fx_run_vadd_ok(&f, h, s, 1);
+  lw_handle_release(reg);
+  lw_callable_free_loaded(&big);
+  fx_destroy(&f);
+}
+
+Test(child_death, kill_during_a_deferred_unregister_finishes_it, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  shared_t *s = fx_shared(&f);
+  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 1};
+  lw_handle_t *run = NULL, *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &run));
+  lw_test_wait_nonzero(&s->entered);
+  LW_ASSERT_OK(lw_worker_unregister_async(f.w, gate, &unreg));  // deferred: the run pins it
+  cr_assert_eq(kill(fx_pid(&f, 0), SIGKILL), 0);
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  // Nothing of the callable is left on the dead chip: the unregister is complete.
+  LW_ASSERT_OK(lw_handle_wait(unreg, LW_WAIT_FOREVER));
+  fx_wait_respawned(&f, 0, 1);
+  lw_run_report_t rep;
+  cr_assert_neq(lw_worker_run(f.w, job_orch, &j, &rep), LW_OK);
+  cr_assert_eq(rep.error.code, LW_NOT_FOUND, "got %s", lw_status_name(rep.error.code));
+  lw_handle_release(run);
+  lw_handle_release(unreg);
+  fx_destroy(&f);
+}
+
+typedef struct reg_thread {
+  fx_t *f;
+  lw_callable_t *c;
+  lw_status_t st;
+  char message[LW_ERROR_MESSAGE_BYTES];
+} reg_thread_t;
+
+static void *register_in_thread(void *arg) {
+  reg_thread_t *r = arg;
+  lw_callable_handle_t h;
+  r->st = lw_worker_register(r->f->w, r->c, &h);
+  snprintf(r->message, sizeof(r->message), "%s", lw_last_error()->message);
+  return NULL;
+}
+
+Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  lw_callable_t noop = lw_test_kernel("noop");
+  pid_t victim = fx_pid(&f, 0);
+  // A stopped child never answers: the register's control round trip waits on it.
+  cr_assert_eq(kill(victim, SIGSTOP), 0);
+  reg_thread_t r = {&f, &noop, LW_OK, ""};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, register_in_thread, &r), 0);
+  // Wait until the request is posted (the control frame leaves IDLE).
+  while (atomic_load(&f.w->eps[0].mb->control.state) != LW_MB_CONTROL_REQUEST) lw_test_sleep_us(200);
+  cr_assert_eq(kill(victim, SIGKILL), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(r.st, LW_CHILD_EXITED, "got %s: %s", lw_status_name(r.st), r.message);
+  ASSERT_MSG_HAS(r.message, "chip 0");
+  fx_wait_respawned(&f, 0, 1);
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_worker_register(f.w, &noop, &h));
+  lw_callable_free_loaded(&noop);
+  fx_destroy(&f);
+}
+
+static void expect_kernel_death(const char *kernel, const char *signal_name) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t k = fx_reg(&f, kernel);
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  job_t j = {k, s, JOB_NONE, 0, 0, 0, 1};
+  lw_run_report_t rep;
+  cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED);
+  ASSERT_MSG_HAS(rep.error.message, signal_name);
+  ASSERT_MSG_HAS(rep.error.message, kernel);
+  ASSERT_MSG_HAS(rep.error.message, "chip 0");
+  cr_assert_eq(rep.n_failed, 1);
+  fx_run_vadd_ok(&f, vadd, s, 1);  // the other chip works throughout
+  fx_wait_respawned(&f, 0, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
+
+Test(child_death, crash_kernel_reports_sigsegv_and_the_chip_comes_back, .timeout = 60) {
+  expect_kernel_death("crash", "SIGSEGV");
+}
+
+Test(child_death, abort_kernel_reports_sigabrt_and_the_chip_comes_back, .timeout = 60) {
+  expect_kernel_death("abort", "SIGABRT");
+}
+
+Test(child_death, with_respawn_off_a_dead_chip_fails_its_tasks_at_once, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  cfg.respawn = 0;
+  fx_create(&f, &cfg);
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  cr_assert_eq(kill(fx_pid(&f, 0), SIGKILL), 0);
+  while (fx_state(&f, 0) != LW_EP_DEAD) lw_test_sleep_us(500);
+  job_t j = {vadd, s, JOB_VADD, 0, 0, 0, 1};
+  lw_run_report_t rep;
+  cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED);
+  ASSERT_MSG_HAS(rep.error.message, "respawn is off");
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_destroy(&f);
+}
+
+Test(child_death, a_crash_loop_fails_the_chip_for_good, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  cfg.respawn_max = 3;
+  cfg.respawn_window_ns = 60ll * 1000 * 1000 * 1000;
+  fx_create(&f, &cfg);
+  lw_callable_handle_t crash = fx_reg(&f, "crash");
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  job_t j = {crash, NULL, JOB_NONE, 0, 0, 0, 1};
+  for (uint32_t i = 0; i < 3; ++i) {
+    cr_assert_eq(lw_worker_run(f.w, job_orch, &j, NULL), LW_CHILD_EXITED);
+    if (i < 2) fx_wait_respawned(&f, 0, i + 1);
+  }
+  while (fx_state(&f, 0) != LW_EP_DEAD) lw_test_sleep_us(500);
+  cr_assert_eq(fx_respawns(&f, 0), 2);
+  shared_t *s = fx_shared(&f);
+  job_t v = {vadd, s, JOB_VADD, 0, 0, 0, 1};
+  lw_run_report_t rep;
+  cr_assert_eq(lw_worker_run(f.w, job_orch, &v, &rep), LW_CHILD_EXITED);
+  ASSERT_MSG_HAS(rep.error.message, "crash loop");
+  fx_destroy(&f);
+}
