@@ -432,6 +432,15 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
                     s->app_action[sig].sa_handler != SIG_IGN);
     if (handled || sig == SIGCHLD) s->changed[sig] = sigaction(sig, &dfl, NULL) == 0;
   }
+  // A terminal's Ctrl-C (or Ctrl-\) reaches the whole process group: the server must outlive
+  // it, since the program may handle SIGINT (e.g. with lw_worker_cancel_all). It dies with
+  // its parent through the pidfd below, not through terminal signals.
+  struct sigaction ign;
+  memset(&ign, 0, sizeof(ign));
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGINT, &ign, NULL);
+  sigaction(SIGQUIT, &ign, NULL);
   prctl(PR_GET_NAME, s->comm, 0, 0, 0);
   prctl(PR_SET_NAME, "lw-forkserver", 0, 0, 0);
 

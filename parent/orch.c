@@ -456,6 +456,9 @@ static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
   t->group = NULL;
   t->next = NULL;
   t->ep = NULL;
+  // A reused slot must not inherit its last task's cancellation or escalation.
+  t->cancel_at = 0;
+  t->escalated = LW_OK;
   *out = t;
   return LW_OK;
 }

@@ -133,7 +133,7 @@ static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
 static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
   char desc[sizeof(ep->exit_desc)];
   memcpy(desc, ep->exit_desc, sizeof(desc));
-  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "%.40s; %.50s", desc, why);
+  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "%.90s; %.90s", desc, why);
   pthread_mutex_lock(&w->mu);
   atomic_store(&ep->state, LW_EP_DEAD);
   ep->accepting = false;
@@ -141,50 +141,60 @@ static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
   lw__worker_kick(w);  // the dispatcher fails what waits for this chip
 }
 
+// One attempt: a fresh mailbox, a new child, INIT_READY, the replay.
+static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
+  atomic_store(&ep->state, LW_EP_RESPAWNING);
+  lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
+  lw_status_t st = lw__ep_spawn(ep, deadline, err);
+  if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, err);  // sets READY
+  if (st == LW_OK) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
+    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
+      st = lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0, "epoll_ctl failed");
+    }
+  }
+  if (st == LW_OK) {
+    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(w, ep, err) : replay_subs(w, ep, err);
+  }
+  if (st != LW_OK && ep->pidfd >= 0) {
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+    pid_t pid = atomic_load(&ep->pid);
+    if (pid > 0) kill(pid, SIGKILL);
+    close(ep->pidfd);
+    ep->pidfd = -1;
+  }
+  return st;
+}
+
 void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
-  int64_t now = lw__now_ns();
   if (!w->cfg.respawn) {
     fail_for_good(w, ep, "respawn is off");
     return;
   }
-  if (atomic_load(&w->stopping)) {
-    fail_for_good(w, ep, "the worker is shutting down");
-    return;
-  }
-  if (crash_loop(w, ep, now)) {
-    char why[64];
-    snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", w->cfg.respawn_max,
-             (long long)(w->cfg.respawn_window_ns / 1000000));
-    fail_for_good(w, ep, why);
-    return;
-  }
-  atomic_store(&ep->state, LW_EP_RESPAWNING);
-  lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
-  lw_error_t err;
-  int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
-  lw_status_t st = lw__ep_spawn(ep, deadline, &err);
-  if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, &err);  // sets READY
-  if (st == LW_OK) {
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
-    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
-      st = lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0, "epoll_ctl failed");
+  for (;;) {
+    if (atomic_load(&w->stopping)) {
+      fail_for_good(w, ep, "the worker is shutting down");
+      return;
     }
-  }
-  if (st == LW_OK) {
-    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(w, ep, &err) : replay_subs(w, ep, &err);
-  }
-  if (st != LW_OK) {
-    if (ep->pidfd >= 0) {
-      epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
-      pid_t pid = atomic_load(&ep->pid);
-      if (pid > 0) kill(pid, SIGKILL);
-      close(ep->pidfd);
-      ep->pidfd = -1;
+    if (crash_loop(w, ep, lw__now_ns())) {
+      char why[64];
+      snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", w->cfg.respawn_max,
+               (long long)(w->cfg.respawn_window_ns / 1000000));
+      fail_for_good(w, ep, why);
+      return;
     }
-    char why[80];
-    snprintf(why, sizeof(why), "respawn failed: %.60s", err.message);
-    fail_for_good(w, ep, why);
-    return;
+    lw_error_t err;
+    lw_status_t st = respawn_once(w, ep, &err);
+    if (st == LW_OK) break;
+    // The new child died too (killed again, or crashed while starting): another death that
+    // counts toward the crash-loop bound. Anything else will not get better by retrying.
+    if (st != LW_CHILD_EXITED) {
+      char why[80];
+      snprintf(why, sizeof(why), "respawn failed: %.60s", err.message);
+      fail_for_good(w, ep, why);
+      return;
+    }
   }
   pthread_mutex_lock(&w->mu);
   ep->respawns++;

@@ -544,6 +544,10 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
 
 static void child_entry(void *arg, uint32_t slot) {
   lw_child_env_t *envs = arg;
+  // Children ignore terminal interrupts: Ctrl-C reaches the whole process group, and it is
+  // the program's to handle (lw_worker_cancel_all). They leave with the worker instead.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
   const lw_child_env_t *env = &envs[slot];
   if (env->mailbox->header.child_kind == LW_MB_CHILD_CHIP) lw__chip_child_main(env);
   lw__sub_child_main(env);

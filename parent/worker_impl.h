@@ -99,7 +99,7 @@ typedef struct lw_endpoint {
   // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
   lw_task_t *frame_task[LW_MB_TASK_FRAMES];
   uint32_t busy;
-  char exit_desc[96];        // "killed by SIGSEGV" once dead
+  char exit_desc[192];       // "child pid 42 killed by SIGSEGV" once dead
   // Takes tasks (w->mu): false from a death until the new child has every callable again.
   bool accepting;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
