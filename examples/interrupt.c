@@ -97,19 +97,11 @@ int main(int argc, char **argv) {
   char *kargv[2] = {argv[0], (char *)kdir};
   lw_callable_t spin = example_kernel(kdir ? 2 : 1, kargv, "spin");
 
-  // Ctrl-C in a terminal signals the whole process group: the fork server and the chip
-  // children too. The fork server (forked by lw_worker_create) resets a handled SIGINT to its
-  // default action, so a handler installed before create would let Ctrl-C kill the server and
-  // every child. An ignored SIGINT stays ignored there and in every child it forks, so ignore
-  // it until the worker exists, then install the handler: only this process runs it.
+  // Ctrl-C in a terminal signals the whole process group; the worker's fork server and
+  // children ignore it, so only this process's handler reacts.
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sigemptyset(&sa.sa_mask);
-  sa.sa_handler = SIG_IGN;
-  if (sigaction(SIGINT, &sa, NULL) != 0) {
-    perror("sigaction");
-    return 1;
-  }
 
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
