@@ -21,7 +21,8 @@ static bool crash_loop(lw_worker_t *w, lw_endpoint_t *ep, int64_t now) {
   ep->deaths[ep->n_deaths % LW_EP_DEATH_LOG] = now;
   ep->n_deaths++;
   uint32_t max = w->cfg.respawn_max;
-  if (max == 0 || max > LW_EP_DEATH_LOG) max = LW_EP_DEATH_LOG;
+  if (max == 0) return false;  // no bound
+  if (max > LW_EP_DEATH_LOG) max = LW_EP_DEATH_LOG;
   if (ep->n_deaths < max) return false;
   int64_t oldest = ep->deaths[(ep->n_deaths - max) % LW_EP_DEATH_LOG];
   return now - oldest <= w->cfg.respawn_window_ns;

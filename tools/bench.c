@@ -57,9 +57,9 @@ int lw__bench_fail(const char *what, lw_status_t st) {
 
 static void bench_usage(FILE *f) {
   fprintf(f,
-          "usage: lanework bench <overlap|dispatch|wait|idle> [options]\n"
+          "usage: lanework bench <overlap|dispatch|wait|idle|cancel|crash> [options]\n"
           "  --json           print one JSON object as the last stdout line\n"
-          "  --trials N       trials per configuration (overlap; default 5)\n"
+          "  --trials N       trials per configuration (overlap, crash; default 5)\n"
           "  --level 2|3      overlap: L2 direct chip worker or L3 worker (default 2)\n"
           "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2)\n"
           "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~25 ms)\n"
@@ -122,6 +122,8 @@ int lw__tool_bench(int argc, char **argv) {
   if (strcmp(name, "dispatch") == 0) return lw__bench_dispatch(&o);
   if (strcmp(name, "wait") == 0) return lw__bench_wait(&o);
   if (strcmp(name, "idle") == 0) return lw__bench_idle(&o);
+  if (strcmp(name, "cancel") == 0) return lw__bench_cancel(&o);
+  if (strcmp(name, "crash") == 0) return lw__bench_crash(&o);
   fprintf(stderr, "lanework bench: unknown benchmark '%s'\n", name);
   bench_usage(stderr);
   return 2;

@@ -19,6 +19,8 @@ static void usage(FILE *f) {
           "  bench dispatch                empty-run round trips and the shm/futex floors\n"
           "  bench wait                    cost of done / wait on a finished handle\n"
           "  bench idle                    CPU used by an idle worker and its children\n"
+          "  bench cancel                  cancel latency, cooperative and escalated (L3)\n"
+          "  bench crash                   child death: detection and respawn times (L3)\n"
           "  help                          this text\n"
           "\n"
           "bench options: --json (last stdout line is one JSON object), --trials N;\n"

@@ -52,7 +52,7 @@ typedef struct lw_worker_config {
   uint32_t respawn;             // 1: respawn a dead child and replay its callables;
                                 // 0: a dead chip stays failed and its tasks fail at once
   uint32_t respawn_max;         // a child that dies this many times within respawn_window_ns
-                                // is failed for good (crash loop)
+                                // is failed for good (crash loop); at most 16; 0: no bound
   int64_t respawn_window_ns;
   // How long a cancelled or timed-out kernel may ignore its cancel word before its child is
   // killed (and respawned): cancel always ends in bounded time.
