@@ -28,29 +28,43 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
   return pid > 0 && lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status);
 }
 
-void lw__ep_describe_exit(lw_endpoint_t *ep) {
+void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   int status = 0;
+  pid_t pid = atomic_load(&ep->pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
-    pid_t pid = atomic_load(&ep->pid);
     if (lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
       char desc[64];
       lw_forkserver_describe_status(status, desc, sizeof(desc));
-      snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d %s", (int)pid, desc);
+      snprintf(buf, bytes, "child pid %d %s", (int)pid, desc);
       return;
     }
     struct timespec ts = {0, 500000};
     nanosleep(&ts, NULL);
   }
-  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "child pid %d died (exit status not known)",
-           (int)atomic_load(&ep->pid));
+  snprintf(buf, bytes, "child pid %d died (exit status not known)", (int)pid);
+}
+
+void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc) {
+  pthread_mutex_lock(&ep->desc_mu);
+  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "%s", desc);
+  pthread_mutex_unlock(&ep->desc_mu);
+}
+
+const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes) {
+  pthread_mutex_lock(&ep->desc_mu);
+  snprintf(buf, bytes, "%s", ep->exit_desc);
+  pthread_mutex_unlock(&ep->desc_mu);
+  return buf;
 }
 
 lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err) {
   lw_mb_header_t *h = &ep->mb->header;
   atomic_store(&h->init_state, LW_MB_INIT_NONE);
+  pthread_mutex_lock(&ep->post_mu);
   atomic_store(&h->generation, ++ep->generation);
   ep->next_seq = 0;
+  pthread_mutex_unlock(&ep->post_mu);
   atomic_store(&ep->pid, 0);
   ep->pidfd = -1;
   pid_t pid = 0;
@@ -94,9 +108,10 @@ lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t
                            "%s: child published an unknown INIT state %u", name, s);
     }
     if (lw__ep_check_dead(ep)) {
-      lw__ep_describe_exit(ep);
+      char desc[128];
+      lw__ep_describe_exit(ep, desc, sizeof(desc));
       return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
-                           "%s: %s during start-up", name, ep->exit_desc);
+                           "%s: %s during start-up", name, desc);
     }
     if (st == LW_DEADLINE_EXCEEDED && lw__now_ns() >= deadline_ns) {
       return lw__error_set(err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, 0,
@@ -123,10 +138,12 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
   pthread_mutex_lock(&ep->ctl_mu);
   lw_status_t st;
   if (atomic_load(&ep->state) != LW_EP_READY) {
+    char desc[192];
+    lw__ep_exit_desc(ep, desc, sizeof(desc));
     st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down (%s): %s",
                        name,
                        atomic_load(&ep->state) == LW_EP_RESPAWNING ? "respawning" : "failed",
-                       ep->exit_desc[0] ? ep->exit_desc : "not running");
+                       desc[0] ? desc : "not running");
     goto out;
   }
   lw_mb_control_post_t p = *post;
@@ -142,9 +159,10 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
     (void)lw_waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
     if (control_done(&c)) break;
     if (lw__ep_check_dead(ep)) {
-      lw__ep_describe_exit(ep);
+      char desc[128];
+      lw__ep_describe_exit(ep, desc, sizeof(desc));
       st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
-                         "%s: %s while a control waited for its answer", name, ep->exit_desc);
+                         "%s: %s while a control waited for its answer", name, desc);
       goto out;
     }
     if (lw__now_ns() >= deadline) {

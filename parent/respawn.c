@@ -132,9 +132,10 @@ static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
 }
 
 static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
-  char desc[sizeof(ep->exit_desc)];
-  memcpy(desc, ep->exit_desc, sizeof(desc));
-  snprintf(ep->exit_desc, sizeof(ep->exit_desc), "%.90s; %.90s", desc, why);
+  char desc[sizeof(ep->exit_desc)], both[sizeof(ep->exit_desc)];
+  lw__ep_exit_desc(ep, desc, sizeof(desc));
+  snprintf(both, sizeof(both), "%.90s; %.90s", desc, why);
+  lw__ep_set_exit_desc(ep, both);
   pthread_mutex_lock(&w->mu);
   atomic_store(&ep->state, LW_EP_DEAD);
   ep->accepting = false;
@@ -145,7 +146,13 @@ static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
 // One attempt: a fresh mailbox, a new child, INIT_READY, the replay.
 static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
   atomic_store(&ep->state, LW_EP_RESPAWNING);
+  // A control round trip still running on the dead child sees RESPAWNING within one wait slice
+  // and gives up; taking its lock (and the post lock) keeps it out of the mailbox reset.
+  pthread_mutex_lock(&ep->ctl_mu);
+  pthread_mutex_lock(&ep->post_mu);
   lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  pthread_mutex_unlock(&ep->post_mu);
+  pthread_mutex_unlock(&ep->ctl_mu);
   int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
   lw_status_t st = lw__ep_spawn(ep, deadline, err);
   if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, err);  // sets READY

@@ -128,11 +128,12 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
 
 static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
   lw_error_t err;
-  char name[32];
+  char name[32], desc[192] = "";
+  if (ep) lw__ep_exit_desc(ep, desc, sizeof(desc));
   lw__error_set(&err, LW_CHILD_EXITED, (int32_t)(ep ? ep->index : 0), t->task_id,
                 "%s is down (%s); task %llu of run %llu (%s) cannot run",
                 ep ? lw__ep_name(ep, name, sizeof(name)) : "every child",
-                ep && ep->exit_desc[0] ? ep->exit_desc : "no child alive",
+                desc[0] ? desc : "no child alive",
                 (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
                 w->callables[t->wc].name);
   lw__task_finish(w, t, LW_CHILD_EXITED, &err, &pw->finished);
@@ -317,7 +318,9 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
 
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
-  lw__ep_describe_exit(ep);
+  char desc[128];
+  lw__ep_describe_exit(ep, desc, sizeof(desc));
+  lw__ep_set_exit_desc(ep, desc);
   epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
   close(ep->pidfd);
   ep->pidfd = -1;
@@ -342,21 +345,21 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
                     "%s: task %llu of run %llu (%s) ran past its %lld ms timeout and ignored "
                     "cancellation for %lld ms: %s",
                     name, tid, rid, callable, (long long)(t->timeout_ns / 1000000),
-                    (long long)grace_ms, ep->exit_desc);
+                    (long long)grace_ms, desc);
     } else if (t->escalated == LW_CANCELLED) {
       lw__error_set(&err, LW_CANCELLED, (int32_t)ep->index, t->task_id,
                     "%s: task %llu of run %llu (%s) ignored cancellation for %lld ms: %s", name,
-                    tid, rid, callable, (long long)grace_ms, ep->exit_desc);
+                    tid, rid, callable, (long long)grace_ms, desc);
     } else {
       lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, t->task_id,
-                    "%s: %s during run of %s (task %llu of run %llu)", name, ep->exit_desc,
+                    "%s: %s during run of %s (task %llu of run %llu)", name, desc,
                     callable, tid, rid);
     }
     lw__task_finish(w, t, err.code, &err, &pw->finished);
   }
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
-    lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, ep->exit_desc);
+    lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
     pw->n_ops += lw__wop_fail_chip(w, ep->index, &err, pw->ops + pw->n_ops, 64 - pw->n_ops);
   }
   pthread_mutex_unlock(&w->mu);

@@ -656,6 +656,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     ep->pidfd = -1;
     pthread_mutex_init(&ep->post_mu, NULL);
     pthread_mutex_init(&ep->ctl_mu, NULL);
+    pthread_mutex_init(&ep->desc_mu, NULL);
   }
   dl_iterate_phdr(collect_base, w);
 
@@ -737,6 +738,7 @@ void lw_worker_destroy(lw_worker_t *w) {
     if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);
     pthread_mutex_destroy(&w->eps[s].post_mu);
     pthread_mutex_destroy(&w->eps[s].ctl_mu);
+    pthread_mutex_destroy(&w->eps[s].desc_mu);
   }
   // Anything still waiting (a child died mid-register, a hung kernel) is failed now.
   lw_error_t err;

@@ -99,7 +99,10 @@ typedef struct lw_endpoint {
   // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
   lw_task_t *frame_task[LW_MB_TASK_FRAMES];
   uint32_t busy;
-  char exit_desc[192];       // "child pid 42 killed by SIGSEGV" once dead
+  // "child pid 42 killed by SIGSEGV" once dead; written by the scheduler, read by any thread:
+  // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
+  pthread_mutex_t desc_mu;
+  char exit_desc[192];
   // Takes tasks (w->mu): false from a death until the new child has every callable again.
   bool accepting;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
@@ -122,8 +125,12 @@ LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_po
 LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
 // True when the child died (pidfd readable). Marks it DEAD.
 bool lw__ep_check_dead(lw_endpoint_t *ep);
-// Fills ep->exit_desc from the fork server's table (waits briefly for the reap).
-void lw__ep_describe_exit(lw_endpoint_t *ep);
+// Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
+// SIGSEGV"); waits briefly for the server to publish it.
+void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
+void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
+// Copies the last exit description ("" when none) into buf.
+const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes);
 
 // ---------------------------------------------------------------------------------------------
 // Callables

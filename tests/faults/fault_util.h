@@ -66,6 +66,13 @@ static inline void fx_wait_respawned(fx_t *f, uint32_t slot, uint32_t n) {
   }
 }
 
+static inline bool fx_accepting(fx_t *f, uint32_t slot) {
+  pthread_mutex_lock(&f->w->mu);
+  bool ok = f->w->eps[slot].accepting;
+  pthread_mutex_unlock(&f->w->mu);
+  return ok;
+}
+
 static inline lw_ep_state_t fx_state(fx_t *f, uint32_t slot) {
   return (lw_ep_state_t)atomic_load(&f->w->eps[slot].state);
 }

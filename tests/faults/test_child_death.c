@@ -145,6 +145,10 @@ Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .
   cr_assert_eq(pthread_create(&t, NULL, register_in_thread, &r), 0);
   // Wait until the request is posted (the control frame leaves IDLE).
   while (atomic_load(&f.w->eps[0].mb->control.state) != LW_MB_CONTROL_REQUEST) lw_test_sleep_us(200);
+  // Order this probe of the mailbox before the respawn that resets it (the scheduler takes
+  // w->mu when it handles the death).
+  pthread_mutex_lock(&f.w->mu);
+  pthread_mutex_unlock(&f.w->mu);
   cr_assert_eq(kill(victim, SIGKILL), 0);
   pthread_join(t, NULL);
   cr_assert_eq(r.st, LW_CHILD_EXITED, "got %s: %s", lw_status_name(r.st), r.message);

@@ -176,10 +176,11 @@ Test(soak, random_child_kills_lose_no_handle_and_corrupt_no_result, .timeout = 6
   for (uint32_t s = 0; s < f.w->n_children; ++s) {
     // The last kill may not have been seen yet: wait for a child other than the one killed
     // last, READY and taking work.
-    while (!(fx_state(&f, s) == LW_EP_READY && f.w->eps[s].accepting) ||
+    while (!(fx_state(&f, s) == LW_EP_READY && fx_accepting(&f, s)) ||
            fx_pid(&f, s) == k.last_killed[s] || lw__ep_check_dead(&f.w->eps[s])) {
+      char desc[192];
       cr_assert_neq(fx_state(&f, s), LW_EP_DEAD, "slot %u failed for good: %s", s,
-                    f.w->eps[s].exit_desc);
+                    lw__ep_exit_desc(&f.w->eps[s], desc, sizeof(desc)));
       lw_test_sleep_us(1000);
     }
   }

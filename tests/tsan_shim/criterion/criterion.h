@@ -93,6 +93,8 @@ __attribute__((format(printf, 6, 7))) static inline void shim_check(bool fatal, 
 
 // The optional message must start with a string literal (as in every lanes test).
 #define cr_assert(cond, ...) shim_check(true, !!(cond), #cond, __FILE__, __LINE__, "" __VA_ARGS__)
+// Informational logs go to stderr.
+#define cr_log_info(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
 #define cr_expect(cond, ...) shim_check(false, !!(cond), #cond, __FILE__, __LINE__, "" __VA_ARGS__)
 #define cr_expect_eq(a, b, ...) cr_expect((a) == (b), __VA_ARGS__)
 #define cr_expect_neq(a, b, ...) cr_expect((a) != (b), __VA_ARGS__)
