@@ -1,0 +1,156 @@
+// tests/fuzz/harness_completions.c — the parent's validation of completions and task results.
+//
+// The input writes what the child owns: the ring cursors (possibly corrupt), the ring
+// entries, and each task frame's state, identity and result. The harness drains the ring as
+// the parent's scheduler does (pop until NOT_FOUND, stopping at a corrupt head, bounded), and
+// for each TASK completion consumes the frame it names against the identity the parent
+// posted there. Then it pushes one completion as the child does, against cursors from the
+// input, to check the child's side of the ring bounds too.
+#include <string.h>
+
+#include "fuzz/fuzz_harness.h"
+
+static uint32_t frame_state(lw_mailbox_t *mb, uint32_t frame) {
+  return atomic_load_explicit(&mb->task[frame].state, memory_order_relaxed);
+}
+
+static bool state_terminal(uint32_t s) {
+  return s == LW_MB_TASK_DONE || s == LW_MB_TASK_FAILED || s == LW_MB_TASK_CANCELLED;
+}
+
+// The parent consumes the frame a TASK completion named.
+static void consume(lw_mailbox_t *mb, uint32_t frame, const lw_mb_identity_t *expected) {
+  uint32_t before = frame_state(mb, frame);
+  lw_mb_task_t snapshot;
+  memcpy(&snapshot, &mb->task[frame], sizeof(snapshot));
+  lw_mb_task_result_t out;
+  lw_error_t err;
+  lw__fuzz_poison_error(&err);
+  lw_status_t st = lw_mailbox_consume_task(mb, frame, expected, &out, &err);
+  if (st != LW_OK) {
+    lw__fuzz_check_error(st, &err);
+    LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION || st == LW_INTERNAL);
+    LW_FUZZ_CHECK(st != LW_FAILED_PRECONDITION || !state_terminal(before));
+    // The frame is left untouched.
+    LW_FUZZ_CHECK(memcmp(&snapshot, &mb->task[frame], sizeof(snapshot)) == 0);
+    return;
+  }
+  LW_FUZZ_CHECK(state_terminal(before));
+  LW_FUZZ_CHECK(memcmp(&snapshot.identity, expected, sizeof(*expected)) == 0);
+  LW_FUZZ_CHECK((uint32_t)out.status < (uint32_t)LW_STATUS_COUNT_);
+  LW_FUZZ_CHECK(out.final_state == (lw_mb_task_state_t)before);
+  LW_FUZZ_CHECK((out.final_state == LW_MB_TASK_DONE) == (out.status == LW_OK));
+  LW_FUZZ_CHECK(out.error.code == out.status);
+  LW_FUZZ_CHECK(lw__fuzz_terminated(out.error.message, sizeof(out.error.message)));
+  LW_FUZZ_CHECK(frame_state(mb, frame) == LW_MB_TASK_IDLE);
+}
+
+static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
+  // Every pop either advances the tail or stops the loop, so 2R + 2 pops drain any ring.
+  for (uint32_t n = 0; n < 2 * LW_MB_RING_ENTRIES + 2; ++n) {
+    uint64_t tail0 = atomic_load(&mb->ring_tail.value);
+    uint64_t head0 = atomic_load(&mb->ring_head.value);
+    lw_mb_completion_t c;
+    memset(&c, 0x3c, sizeof(c));
+    lw_error_t err;
+    lw__fuzz_poison_error(&err);
+    lw_status_t st = lw_mailbox_pop_completion(mb, &c, &err);
+    uint64_t tail1 = atomic_load(&mb->ring_tail.value);
+    LW_FUZZ_CHECK(atomic_load(&mb->ring_head.value) == head0);  // the parent never moves it
+    if (st == LW_NOT_FOUND) {
+      // The empty ring is the hot path's answer, not an error: no message is formatted.
+      LW_FUZZ_CHECK(head0 == tail0);
+      LW_FUZZ_CHECK(tail1 == tail0);
+      return;
+    }
+    LW_FUZZ_CHECK(head0 != tail0);
+    if (st != LW_OK) {
+      lw__fuzz_check_error(st, &err);
+      LW_FUZZ_CHECK(st == LW_INTERNAL);
+      if (head0 - tail0 > LW_MB_RING_ENTRIES) {
+        // A corrupt head is not consumed; the parent kills the child.
+        LW_FUZZ_CHECK(tail1 == tail0);
+        return;
+      }
+      // A malformed entry is consumed.
+      LW_FUZZ_CHECK(tail1 == tail0 + 1);
+      continue;
+    }
+    LW_FUZZ_CHECK(head0 - tail0 <= LW_MB_RING_ENTRIES);
+    LW_FUZZ_CHECK(tail1 == tail0 + 1);
+    LW_FUZZ_CHECK(lw__fuzz_terminated(c.error.message, sizeof(c.error.message)));
+    if (c.kind == LW_MB_COMPLETION_TASK) {
+      LW_FUZZ_CHECK(c.frame < LW_MB_TASK_FRAMES);
+      consume(mb, c.frame, &p->expected[c.frame]);
+    } else {
+      LW_FUZZ_CHECK(c.kind == LW_MB_COMPLETION_CONTROL);
+      LW_FUZZ_CHECK((uint32_t)c.status < (uint32_t)LW_STATUS_COUNT_);
+    }
+  }
+  // Unreachable with a ring of R entries: more pops than the ring can hold succeeded.
+  lw__fuzz_fail("the ring yielded at most 2R + 2 entries", __FILE__, __LINE__);
+}
+
+// The child pushes one completion against cursors from the input.
+static void push(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
+  atomic_store_explicit(&mb->ring_head.value, p->push_head, memory_order_relaxed);
+  atomic_store_explicit(&mb->ring_tail.value, p->push_tail, memory_order_relaxed);
+  lw_mb_completion_t c;
+  memset(&c, 0, sizeof(c));
+  c.kind = LW_MB_COMPLETION_CONTROL;
+  c.control_id = 1;
+  memset(c.error.message, 'p', sizeof(c.error.message));  // no NUL: push must add one
+  bool wake = true;
+  lw_error_t err;
+  lw__fuzz_poison_error(&err);
+  // A deadline already passed: a full ring answers at once.
+  lw_status_t st = lw_mailbox_push_completion(mb, &c, 0, &wake, &err);
+  uint64_t used = p->push_head - p->push_tail;
+  if (used < LW_MB_RING_ENTRIES) {
+    LW_FUZZ_CHECK(st == LW_OK);
+    LW_FUZZ_CHECK(atomic_load(&mb->ring_head.value) == p->push_head + 1);
+    const lw_mb_completion_t *slot = &mb->ring[p->push_head % LW_MB_RING_ENTRIES];
+    LW_FUZZ_CHECK(lw__fuzz_terminated(slot->error.message, sizeof(slot->error.message)));
+    return;
+  }
+  lw__fuzz_check_error(st, &err);
+  LW_FUZZ_CHECK(st == (used == LW_MB_RING_ENTRIES ? LW_DEADLINE_EXCEEDED : LW_INTERNAL));
+  LW_FUZZ_CHECK(!wake);
+  LW_FUZZ_CHECK(atomic_load(&mb->ring_head.value) == p->push_head);
+}
+
+int lw_fuzz_completions(const uint8_t *data, size_t size) {
+  lw_fuzz_completion_params_t p;
+  size_t used = lw__fuzz_read_params(&p, sizeof(p), data, size);
+  data += used;
+  size -= used;
+
+  lw_mailbox_t *mb = lw__fuzz_mailbox(LW_MB_CHILD_CHIP, p.header_xor);
+
+  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
+    lw_mb_task_t *t = &mb->task[i];
+    const lw_fuzz_completion_frame_t *f = &p.frame[i];
+    // Relaxed: one thread plays both processes here.
+    atomic_store_explicit(&t->state, f->state, memory_order_relaxed);
+    t->identity = (f->same_identity & 1u) != 0 ? p.expected[i] : f->identity;
+    t->result_status = f->result_status;
+    t->kernel_rc = f->kernel_rc;
+    t->result_error.code = (lw_status_t)f->result_status;
+    memset(t->result_error.message, 'r', sizeof(t->result_error.message));  // no NUL
+  }
+  // Entries: unwritten bytes are non-NUL too, so messages are never terminated by accident.
+  memset(mb->ring, 'c', sizeof(mb->ring));
+  uint64_t slot = p.tail % LW_MB_RING_ENTRIES;
+  uint8_t *ring = (uint8_t *)mb->ring;
+  size_t offset = (size_t)slot * sizeof(lw_mb_completion_t);
+  size_t n = size < sizeof(mb->ring) ? size : sizeof(mb->ring);
+  size_t first = n < sizeof(mb->ring) - offset ? n : sizeof(mb->ring) - offset;
+  memcpy(ring + offset, data, first);
+  memcpy(ring, data + first, n - first);
+  atomic_store_explicit(&mb->ring_head.value, p.head, memory_order_relaxed);
+  atomic_store_explicit(&mb->ring_tail.value, p.tail, memory_order_relaxed);
+
+  drain(mb, &p);
+  push(mb, &p);
+  return 0;
+}

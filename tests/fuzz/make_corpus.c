@@ -1,0 +1,443 @@
+// tests/fuzz/make_corpus.c — writes the seed corpus: a few valid (and a few deliberately
+// malformed) inputs per harness, built with the real encoders (lw_mailbox_post_task,
+// lw_mailbox_post_control, ...) so fuzzing starts from frames the parent actually writes.
+//
+//   lw_fuzz_make_corpus DIR    writes DIR/<target>/<name> (the committed copy is
+//                              tests/fuzz/corpus; regression inputs live there too)
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fuzz/fuzz_harness.h"
+
+static const char *g_dir;
+
+static void die(const char *what) {
+  fprintf(stderr, "lw_fuzz_make_corpus: %s\n", what);
+  exit(1);
+}
+
+static void make_dir(const char *path) {
+  if (mkdir(path, 0755) != 0 && errno != EEXIST) die(path);
+}
+
+static void write_seed(const char *target, const char *name, const void *params,
+                       size_t params_size, const void *payload, size_t payload_size) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", g_dir, target);
+  make_dir(path);
+  snprintf(path, sizeof(path), "%s/%s/%s", g_dir, target, name);
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) die(path);
+  if (fwrite(params, 1, params_size, f) != params_size ||
+      (payload_size > 0 && fwrite(payload, 1, payload_size, f) != payload_size) ||
+      fclose(f) != 0) {
+    die(path);
+  }
+}
+
+static void check(lw_status_t st, const lw_error_t *err) {
+  if (st != LW_OK) die(err->message);
+}
+
+static lw_mb_identity_t ident(uint64_t n) {
+  return (lw_mb_identity_t){.run_id = 10 + n, .task_id = 20 + n, .dispatch_id = 30 + n,
+                            .generation = 2};
+}
+
+// ---------------------------------------------------------------------------------------------
+// take_task
+
+// How many bytes of a task frame the seeds carry: through the args (the child reads nothing
+// after them).
+#define TASK_PAYLOAD_BYTES (offsetof(lw_mb_task_t, args) + sizeof(lw_mb_args_t))
+
+static lw_mb_task_post_t task_post(uint64_t seq, uint64_t n, lw_mb_task_kind_t kind) {
+  lw_mb_task_post_t p;
+  memset(&p, 0, sizeof(p));
+  p.seq = seq;
+  p.identity = ident(n);
+  p.kind = kind;
+  p.callable = 3;
+  p.timeout_ns = 0;
+  return p;
+}
+
+// Posts post on a scratch mailbox and writes params + the frame's bytes.
+static void task_seed(const char *name, lw_fuzz_task_params_t *params,
+                      const lw_mb_task_post_t *post, uint32_t raw_kind) {
+  static _Alignas(64) lw_mailbox_t mb;
+  lw_mailbox_initialize(&mb, LW_MB_CHILD_CHIP, 0, LW_FUZZ_ARENA_BYTES);
+  lw_error_t err;
+  uint32_t frame = params->frame % LW_MB_TASK_FRAMES;
+  check(lw_mailbox_post_task(&mb, frame, post, &err), &err);
+  if (raw_kind != 0) mb.task[frame].kind = raw_kind;  // what post_task refuses to write
+  params->post_seq = post->seq;
+  write_seed("take_task", name, params, sizeof(*params), &mb.task[frame], TASK_PAYLOAD_BYTES);
+}
+
+static void take_task_seeds(void) {
+  lw_fuzz_task_params_t p;
+  lw_mb_task_post_t t;
+
+  // A kernel task with two tensors (one at the arena's end) and three scalars.
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 1;
+  p.probe_frame = LW_MB_TASK_FRAMES;
+  p.arena = LW_FUZZ_ARENA_FULL;
+  p.result_status = LW_OK;
+  t = task_post(1, 1, LW_MB_TASK_KERNEL);
+  t.args.n_tensors = 2;
+  t.args.tensor[0].offset = 0;
+  t.args.tensor[0].bytes = 256;
+  t.args.tensor[1].offset = LW_FUZZ_ARENA_BYTES - 64;
+  t.args.tensor[1].bytes = 64;
+  t.args.n_scalars = 3;
+  t.args.scalar[0] = 1;
+  t.args.scalar[1] = 2;
+  t.args.scalar[2] = UINT64_MAX;
+  task_seed("kernel_two_tensors", &p, &t, 0);
+
+  // A sub task with every slot used, a zero-byte tensor at the arena's end; a later post and
+  // a later control request are visible too (find_post must pick seq 5).
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 5;
+  p.frame = 2;
+  p.probe_frame = 1;
+  p.arena = LW_FUZZ_ARENA_FULL;
+  p.result_status = LW_TASK_FAILED;
+  p.control_state = LW_MB_CONTROL_REQUEST;
+  p.control_seq = 7;
+  p.other_state[1] = LW_MB_TASK_READY;
+  p.other_seq[1] = 6;
+  p.other_state[3] = LW_MB_TASK_RUNNING;
+  p.other_seq[3] = 4;
+  t = task_post(5, 2, LW_MB_TASK_SUB);
+  t.args.n_tensors = LW_MAX_TENSORS;
+  for (uint32_t i = 0; i < LW_MAX_TENSORS; ++i) {
+    t.args.tensor[i].offset = 4096u * i;
+    t.args.tensor[i].bytes = 4096;
+  }
+  t.args.tensor[15].offset = LW_FUZZ_ARENA_BYTES;
+  t.args.tensor[15].bytes = 0;
+  t.args.n_scalars = LW_MAX_SCALARS;
+  for (uint32_t i = 0; i < LW_MAX_SCALARS; ++i) t.args.scalar[i] = 100 + i;
+  task_seed("sub_all_slots", &p, &t, 0);
+
+  // A tensor running 8 bytes past the arena: the child fails the task from READY.
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 3;
+  p.frame = 1;
+  p.probe_frame = 1;
+  p.arena = LW_FUZZ_ARENA_FULL;
+  t = task_post(3, 3, LW_MB_TASK_KERNEL);
+  t.args.n_tensors = 1;
+  t.args.tensor[0].offset = LW_FUZZ_ARENA_BYTES - 8;
+  t.args.tensor[0].bytes = 16;
+  task_seed("tensor_past_arena", &p, &t, 0);
+
+  // An unknown task kind, in a mailbox whose header has the wrong version.
+  memset(&p, 0, sizeof(p));
+  p.header_xor[1] = 2;
+  p.next_seq = 9;
+  p.frame = 3;
+  p.probe_frame = 0xffffffffu;
+  p.arena = LW_FUZZ_ARENA_FULL;
+  t = task_post(9, 4, LW_MB_TASK_KERNEL);
+  task_seed("unknown_kind", &p, &t, 7);
+
+  // The control request holds the expected number; the task is the next one.
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 1;
+  p.arena = LW_FUZZ_ARENA_FULL;
+  p.control_state = LW_MB_CONTROL_REQUEST;
+  p.control_seq = 1;
+  t = task_post(2, 5, LW_MB_TASK_KERNEL);
+  t.args.n_scalars = 1;
+  t.args.scalar[0] = 42;
+  task_seed("control_first", &p, &t, 0);
+
+  // A 4 KiB arena view, and a kernel that was cancelled.
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 12;
+  p.probe_frame = 2;
+  p.arena = LW_FUZZ_ARENA_4K;
+  p.result_status = LW_CANCELLED;
+  t = task_post(12, 6, LW_MB_TASK_KERNEL);
+  t.timeout_ns = 1000000;
+  t.args.n_tensors = 1;
+  t.args.tensor[0].offset = 1024;
+  t.args.tensor[0].bytes = 3072;
+  task_seed("cancelled_in_4k_view", &p, &t, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// take_control
+
+// The request fields (the child reads nothing after them while it is a request).
+#define CONTROL_REQUEST_BYTES offsetof(lw_mb_control_t, ack_status)
+
+static lw_mb_control_post_t control_post(uint64_t seq, lw_mb_command_t command) {
+  lw_mb_control_post_t c;
+  memset(&c, 0, sizeof(c));
+  c.seq = seq;
+  c.command = command;
+  c.control_id = 100 + seq;
+  return c;
+}
+
+static void control_seed(const char *name, lw_fuzz_control_params_t *params,
+                         const lw_mb_control_post_t *post, const lw_mb_control_ack_t *ack) {
+  static _Alignas(64) lw_mailbox_t mb;
+  lw_mailbox_initialize(&mb, LW_MB_CHILD_SUB, 0, LW_FUZZ_ARENA_BYTES);
+  lw_error_t err;
+  check(lw_mailbox_post_control(&mb, post, &err), &err);
+  size_t bytes = CONTROL_REQUEST_BYTES;
+  if (ack != NULL) {
+    // A frame the child already answered: the parent's side reads the ack.
+    check(lw_mailbox_ack_control(&mb, ack, &err), &err);
+    bytes = sizeof(lw_mb_control_t);
+  }
+  params->post_seq = post->seq;
+  write_seed("take_control", name, params, sizeof(*params), &mb.control, bytes);
+}
+
+static void take_control_seeds(void) {
+  lw_fuzz_control_params_t p;
+  lw_mb_control_post_t c;
+
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 1;
+  p.ack_value = 4242;
+  c = control_post(1, LW_MB_CMD_PING);
+  control_seed("ping", &p, &c, NULL);
+
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 2;
+  p.ack_async = 1;
+  p.ack_value = 7;
+  p.task_state[0] = LW_MB_TASK_READY;
+  p.task_seq[0] = 3;
+  c = control_post(2, LW_MB_CMD_REGISTER);
+  c.image_offset = 4096;
+  c.image_bytes = 8192;
+  c.n_params = 3;
+  c.param_dirs[0] = 0;
+  c.param_dirs[1] = 0;
+  c.param_dirs[2] = 1;
+  c.name = "vector_add";
+  c.entry = "lw_kernel_main";
+  control_seed("register", &p, &c, NULL);
+
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 4;
+  p.ack_value = 1;
+  c = control_post(4, LW_MB_CMD_REGISTER_SUB);
+  c.target = 0x401000;
+  c.n_params = 2;
+  c.name = "sub_scale";
+  control_seed("register_sub", &p, &c, NULL);
+
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 6;
+  p.ack_async = 1;
+  p.ack_status = LW_NOT_FOUND;
+  c = control_post(6, LW_MB_CMD_UNREGISTER);
+  c.target = 5;
+  control_seed("unregister", &p, &c, NULL);
+
+  // Withdraw a queued register (control 102).
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 7;
+  c = control_post(7, LW_MB_CMD_CANCEL);
+  c.target = 102;
+  control_seed("cancel", &p, &c, NULL);
+
+  // The image ends past the 4 KiB arena view: INVALID_ARGUMENT, acked with the error.
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 8;
+  p.arena = LW_FUZZ_ARENA_4K;
+  c = control_post(8, LW_MB_CMD_REGISTER);
+  c.image_offset = 2048;
+  c.image_bytes = 4096;
+  c.name = "too_big";
+  c.entry = "main";
+  control_seed("register_outside_arena", &p, &c, NULL);
+
+  // CONTROL_DONE with a failed ack: what consume_control validates.
+  memset(&p, 0, sizeof(p));
+  p.next_seq = 10;
+  c = control_post(10, LW_MB_CMD_PING);
+  lw_mb_control_ack_t ack;
+  memset(&ack, 0, sizeof(ack));
+  ack.status = LW_UNAVAILABLE;
+  ack.value = 99;
+  snprintf(ack.error.message, sizeof(ack.error.message), "sub child 0: shutting down");
+  control_seed("done_ack", &p, &c, &ack);
+}
+
+// ---------------------------------------------------------------------------------------------
+// completions
+
+static lw_mb_completion_t task_completion(uint32_t frame, lw_mb_identity_t id) {
+  lw_mb_completion_t c;
+  memset(&c, 0, sizeof(c));
+  c.kind = LW_MB_COMPLETION_TASK;
+  c.frame = frame;
+  c.identity = id;
+  return c;
+}
+
+static lw_mb_completion_t control_completion(uint64_t control_id, lw_status_t st,
+                                             uint64_t value, const char *msg) {
+  lw_mb_completion_t c;
+  memset(&c, 0, sizeof(c));
+  c.kind = LW_MB_COMPLETION_CONTROL;
+  c.control_id = control_id;
+  c.status = (int32_t)st;
+  c.value = value;
+  c.error.code = st;
+  snprintf(c.error.message, sizeof(c.error.message), "%s", msg);
+  return c;
+}
+
+static void completion_seed(const char *name, const lw_fuzz_completion_params_t *p,
+                            const lw_mb_completion_t *entries, size_t n) {
+  write_seed("completions", name, p, sizeof(*p), entries, n * sizeof(*entries));
+}
+
+static void frame_result(lw_fuzz_completion_params_t *p, uint32_t frame, uint64_t n,
+                         lw_mb_task_state_t state, lw_status_t st) {
+  p->expected[frame] = ident(n);
+  p->frame[frame].state = state;
+  p->frame[frame].result_status = (int32_t)st;
+  p->frame[frame].kernel_rc = st == LW_OK ? 0 : -22;
+  p->frame[frame].same_identity = 1;
+}
+
+static void completions_seeds(void) {
+  lw_fuzz_completion_params_t p;
+  lw_mb_completion_t e[4];
+
+  // Two finished tasks and a register's completion.
+  memset(&p, 0, sizeof(p));
+  p.tail = 0;
+  p.head = 3;
+  p.push_head = 3;
+  p.push_tail = 3;
+  frame_result(&p, 0, 1, LW_MB_TASK_DONE, LW_OK);
+  frame_result(&p, 1, 2, LW_MB_TASK_FAILED, LW_TASK_FAILED);
+  e[0] = task_completion(0, ident(1));
+  e[1] = control_completion(102, LW_OK, 5, "");
+  e[2] = task_completion(1, ident(2));
+  completion_seed("two_tasks_one_register", &p, e, 3);
+
+  // Entries across the ring's wrap; the push then finds the ring full.
+  memset(&p, 0, sizeof(p));
+  p.header_xor[3] = LW_MB_CHILD_CHIP ^ LW_MB_CHILD_SUB;  // sub child 1
+  p.header_xor[4] = 1;
+  p.tail = 2 * LW_MB_RING_ENTRIES - 2;
+  p.head = p.tail + 4;
+  p.push_tail = 10;
+  p.push_head = 10 + LW_MB_RING_ENTRIES;
+  frame_result(&p, 2, 3, LW_MB_TASK_CANCELLED, LW_CANCELLED);
+  frame_result(&p, 3, 4, LW_MB_TASK_CANCELLED, LW_DEADLINE_EXCEEDED);
+  e[0] = task_completion(2, ident(3));
+  e[1] = control_completion(7, LW_INVALID_ARGUMENT, 0, "register: image is not a kernel");
+  e[2] = task_completion(3, ident(4));
+  e[3] = control_completion(8, LW_OK, 0, "");
+  completion_seed("wrapping_ring_full_push", &p, e, 4);
+
+  // A stale identity, and a DONE frame with a failure status: both INTERNAL.
+  memset(&p, 0, sizeof(p));
+  p.tail = 5;
+  p.head = 7;
+  p.push_head = 7;
+  p.push_tail = 5;
+  frame_result(&p, 0, 5, LW_MB_TASK_DONE, LW_OK);
+  p.frame[0].same_identity = 0;
+  p.frame[0].identity = ident(5);
+  p.frame[0].identity.generation = 1;
+  frame_result(&p, 1, 6, LW_MB_TASK_DONE, LW_TASK_FAILED);
+  e[0] = task_completion(0, ident(5));
+  e[1] = task_completion(1, ident(6));
+  completion_seed("identity_and_status_mismatch", &p, e, 2);
+
+  // A head 65 entries past the tail, and push cursors with the tail past the head.
+  memset(&p, 0, sizeof(p));
+  p.tail = 100;
+  p.head = 100 + LW_MB_RING_ENTRIES + 1;
+  p.push_head = 3;
+  p.push_tail = 4;
+  e[0] = task_completion(9, ident(9));
+  completion_seed("corrupt_cursors", &p, e, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// args_decode
+
+static void args_seed(const char *name, uint32_t arena_bytes, uint8_t mode,
+                      const lw_mb_args_t *a) {
+  lw_fuzz_args_params_t p;
+  memset(&p, 0, sizeof(p));
+  p.arena_bytes = arena_bytes;
+  p.arena_mode = mode;
+  write_seed("args_decode", name, &p, sizeof(p), a, sizeof(*a));
+}
+
+static void args_decode_seeds(void) {
+  lw_mb_args_t a;
+
+  memset(&a, 0, sizeof(a));
+  a.n_tensors = 2;
+  a.tensor[0].offset = 0;
+  a.tensor[0].bytes = 1024;
+  a.tensor[1].offset = 1024;
+  a.tensor[1].bytes = 3072;
+  a.n_scalars = 2;
+  a.scalar[0] = 7;
+  a.scalar[1] = 8;
+  args_seed("two_tensors_4k", 4096, 0, &a);
+
+  memset(&a, 0, sizeof(a));
+  a.n_tensors = LW_MAX_TENSORS;
+  for (uint32_t i = 0; i < LW_MAX_TENSORS; ++i) {
+    a.tensor[i].offset = 64u * i;
+    a.tensor[i].bytes = 64;
+  }
+  a.tensor[15].offset = 1024;
+  a.tensor[15].bytes = 0;
+  a.n_scalars = LW_MAX_SCALARS;
+  for (uint32_t i = 0; i < LW_MAX_SCALARS; ++i) a.scalar[i] = i;
+  args_seed("all_slots_1k", 1024, 0, &a);
+
+  // offset + bytes wraps around 2^64.
+  memset(&a, 0, sizeof(a));
+  a.n_tensors = 1;
+  a.tensor[0].offset = UINT64_MAX - 7;
+  a.tensor[0].bytes = 16;
+  args_seed("offset_overflow", 65536, 0, &a);
+
+  // No memory behind the view: only empty tensors decode.
+  memset(&a, 0, sizeof(a));
+  a.n_tensors = 2;
+  a.n_scalars = 1;
+  a.scalar[0] = 1;
+  args_seed("null_base_empty_tensors", 512, 1, &a);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  make_dir(g_dir);
+  take_task_seeds();
+  take_control_seeds();
+  completions_seeds();
+  args_decode_seeds();
+  return 0;
+}
