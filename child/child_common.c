@@ -101,3 +101,17 @@ void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value
   lw_error_t e2;
   if (lw_mailbox_ack_control(c->mb, &ack, &e2) != LW_OK) _exit(5);
 }
+
+bool lw__child_take_control(lw_child_ctx_t *c, lw_mb_control_taken_t *out) {
+  lw_error_t err;
+  lw__error_clear(&err);
+  if (lw_mailbox_take_control(c->mb, &c->env->arena, out, &err) != LW_OK) {
+    lw__child_ack(c, err.code, false, 0, &err);
+    return false;
+  }
+  if (out->command == LW_MB_CMD_PING) {
+    lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
+    return false;
+  }
+  return true;
+}

@@ -31,6 +31,11 @@ void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_iden
 // must leave.
 bool lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq);
 
+// Takes the control frame's request and answers what every child answers the same way: a
+// malformed request (acked with its error) and PING (acked with the pid). Returns true when
+// the request in *out is left for the caller to serve and ack.
+bool lw__child_take_control(lw_child_ctx_t *c, lw_mb_control_taken_t *out);
+
 // Acks a control with a synchronous result.
 void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value,
                    const lw_error_t *err);

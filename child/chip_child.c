@@ -145,14 +145,7 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
   lw_error_t err;
   lw__error_clear(&err);
   int32_t dev = chip->cfg.device_id;
-  if (lw_mailbox_take_control(c->mb, &c->env->arena, &t, &err) != LW_OK) {
-    lw__child_ack(c, err.code, false, 0, &err);
-    return;
-  }
-  if (t.command == LW_MB_CMD_PING) {
-    lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
-    return;
-  }
+  if (!lw__child_take_control(c, &t)) return;
   if (t.command == LW_MB_CMD_CANCEL) {
     lw_status_t st = LW_NOT_FOUND;
     pthread_mutex_lock(&pending_mu);

@@ -24,14 +24,7 @@ static void serve_control(lw_child_ctx_t *c, uint32_t index) {
   lw_mb_control_taken_t t;
   lw_error_t err;
   lw__error_clear(&err);
-  if (lw_mailbox_take_control(c->mb, &c->env->arena, &t, &err) != LW_OK) {
-    lw__child_ack(c, err.code, false, 0, &err);
-    return;
-  }
-  if (t.command == LW_MB_CMD_PING) {
-    lw__child_ack(c, LW_OK, false, (uint64_t)getpid(), NULL);
-    return;
-  }
+  if (!lw__child_take_control(c, &t)) return;
   if (t.command == LW_MB_CMD_CANCEL) {
     lw__child_ack(c, LW_OK, false, 0, NULL);  // REGISTER_SUB is synchronous: nothing queued
     return;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "lanework/kernel.h"
+#include "vadd_args.h"
 
 #ifndef LW_BLOB_PATH
 #error "LW_BLOB_PATH must name the generated data file"
@@ -74,14 +75,12 @@ LW_KERNEL_EXPORT void lw_kernel_release(lw_kernel_ctx_t *ctx) {
 LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args) {
   const table_t *t = ctx->state;
   if (t == NULL) return -4;  // not prepared
-  if (args->n_tensors < 3) return -1;
-  uint64_t bytes = args->tensor[2].bytes;
-  if (bytes % sizeof(float) != 0) return -2;
-  if (args->tensor[0].bytes != bytes || args->tensor[1].bytes != bytes) return -2;
-  const float *a = args->tensor[0].data;
-  const float *b = args->tensor[1].data;
-  float *c = args->tensor[2].data;
-  uint64_t n = bytes / sizeof(float);
+  vadd_args_t v;
+  int rc = vadd_args_check(args, 0, &v);
+  if (rc != 0) return rc;
+  const float *a = v.a, *b = v.b;
+  float *c = v.c;
+  uint64_t n = v.n;
   // The table is read (so prepare's work is needed) but only to pick where to start; every
   // element is still written exactly once with a + b.
   uint64_t start = n ? t->count[t->digest & ((1u << TABLE_BITS) - 1)] % n : 0;
