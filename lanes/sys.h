@@ -21,6 +21,10 @@ int64_t lw__now_ns(void);
 // Converts a relative timeout (LW_WAIT_FOREVER / negative: never) to an absolute deadline.
 int64_t lw__deadline_after(int64_t timeout_ns);
 
+// The CLOCK_REALTIME time ns from now, for pthread_cond_timedwait (whose default clock it is).
+struct timespec;
+void lw__realtime_after(int64_t ns, struct timespec *out);
+
 // FUTEX_WAIT_BITSET on CLOCK_MONOTONIC with an absolute deadline (LW_DEADLINE_NEVER: none).
 // shared: the word may live in memory shared between processes (no FUTEX_PRIVATE_FLAG).
 // Returns 0 when woken (or spuriously), -EAGAIN when *addr != expected, -ETIMEDOUT, -EINTR.

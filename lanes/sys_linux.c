@@ -56,3 +56,13 @@ int lw__sys_futex_wake(const _Atomic uint32_t *addr, int n, bool shared) {
   if (rc < 0) return -errno;
   return (int)rc;
 }
+
+void lw__realtime_after(int64_t ns, struct timespec *out) {
+  clock_gettime(CLOCK_REALTIME, out);
+  out->tv_sec += (time_t)(ns / 1000000000);
+  out->tv_nsec += (long)(ns % 1000000000);
+  if (out->tv_nsec >= 1000000000) {
+    out->tv_sec++;
+    out->tv_nsec -= 1000000000;
+  }
+}

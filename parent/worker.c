@@ -694,12 +694,7 @@ static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
   pthread_mutex_lock(&w->mu);
   while ((w->live_runs > 0 || w->live_ops > 0) && w->sched_started && lw__now_ns() < deadline) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 10 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
+    lw__realtime_after(10ll * 1000 * 1000, &ts);
     pthread_cond_timedwait(&w->idle_cv, &w->mu, &ts);
   }
   bool idle = w->live_runs == 0 && w->live_ops == 0;
