@@ -550,8 +550,8 @@ static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_
   *out = t;
   return LW_OK;
 oom:
-  // Edges already added point at this task; finishing it as failed would poison the run, so
-  // report the allocation failure on the run instead.
+  // Producers may already list this task as a consumer, so it cannot just be dropped: it is
+  // handed back PENDING and the caller finishes it failed, which fails the run with this error.
   t->state = LW_TS_PENDING;
   *out = t;
   return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory while building task %llu",
