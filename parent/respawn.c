@@ -1,11 +1,13 @@
 // parent/respawn.c — bringing a dead child back: crash-loop bound, a fresh mailbox, a new
 // child from the fork server, and every registered callable replayed before it takes work.
 //
-// Runs on the scheduler thread (the only consumer of the child's completion ring), so the
-// replay can read its completions straight from the ring. The endpoint does not take tasks
-// (accepting = false) until the replay is complete; tasks directed to it wait in its queue.
+// Runs on the worker's supervisor thread, so the scheduler keeps serving the other children
+// meanwhile. The endpoint does not take tasks and the scheduler does not drain its ring
+// (accepting = false) until the replay is complete, so the replay reads the new child's
+// completions straight from the ring; tasks directed to it wait in its queue.
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -157,13 +159,15 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   lw_status_t st = lw__ep_spawn(ep, deadline, err);
   if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, err);  // sets READY
   if (st == LW_OK) {
+    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(w, ep, err) : replay_subs(w, ep, err);
+  }
+  // Only a child that took its replay joins the scheduler's epoll set: until then its death
+  // is this thread's business (the replay sees it), not the scheduler's.
+  if (st == LW_OK) {
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
     if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
       st = lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0, "epoll_ctl failed");
     }
-  }
-  if (st == LW_OK) {
-    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(w, ep, err) : replay_subs(w, ep, err);
   }
   if (st != LW_OK && ep->pidfd >= 0) {
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
@@ -209,4 +213,60 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
   ep->accepting = true;
   pthread_mutex_unlock(&w->mu);
   lw__worker_kick(w);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The supervisor thread: respawns children whose death the scheduler reported.
+
+void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep) {
+  pthread_mutex_lock(&w->sup_mu);
+  w->sup_pending[ep->slot] = true;
+  pthread_cond_signal(&w->sup_cv);
+  pthread_mutex_unlock(&w->sup_mu);
+}
+
+static void *supervisor_main(void *arg) {
+  lw_worker_t *w = arg;
+  (void)pthread_setname_np(pthread_self(), "lw-supervise");
+  pthread_mutex_lock(&w->sup_mu);
+  for (;;) {
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t s = 0; s < w->n_children && slot == UINT32_MAX; ++s) {
+      if (w->sup_pending[s]) slot = s;
+    }
+    if (slot == UINT32_MAX) {
+      if (w->sup_exit) break;
+      pthread_cond_wait(&w->sup_cv, &w->sup_mu);
+      continue;
+    }
+    w->sup_pending[slot] = false;
+    pthread_mutex_unlock(&w->sup_mu);
+    lw__ep_respawn(w, &w->eps[slot]);
+    pthread_mutex_lock(&w->sup_mu);
+  }
+  pthread_mutex_unlock(&w->sup_mu);
+  return NULL;
+}
+
+lw_status_t lw__supervisor_start(lw_worker_t *w) {
+  w->sup_pending = calloc(w->n_children, sizeof(bool));
+  if (!w->sup_pending) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory");
+  if (pthread_create(&w->sup_thread, NULL, supervisor_main, w) != 0) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the supervisor thread");
+  }
+  w->sup_started = true;
+  return LW_OK;
+}
+
+void lw__supervisor_stop(lw_worker_t *w) {
+  if (w->sup_started) {
+    pthread_mutex_lock(&w->sup_mu);
+    w->sup_exit = true;
+    pthread_cond_signal(&w->sup_cv);
+    pthread_mutex_unlock(&w->sup_mu);
+    pthread_join(w->sup_thread, NULL);
+    w->sup_started = false;
+  }
+  free(w->sup_pending);
+  w->sup_pending = NULL;
 }

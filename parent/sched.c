@@ -364,13 +364,21 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   }
   pthread_mutex_unlock(&w->mu);
   flush(w, pw);
-  lw__ep_respawn(w, ep);
+  // The supervisor thread respawns it; the scheduler goes on serving the other children.
+  lw__supervisor_queue(w, ep);
 }
 
 // ---------------------------------------------------------------------------------------------
 
+// The mailboxes the scheduler may touch: a child being respawned has its mailbox reset by the
+// supervisor (maybe several times, if the new child dies too). Only this thread clears
+// accepting (on_child_death, before handing the child over), and the supervisor sets it only
+// after a replay succeeded, so this check cannot race a reset.
+static bool ep_mailbox_live(lw_endpoint_t *ep) { return atomic_load(&ep->accepting); }
+
 static bool rings_pending(lw_worker_t *w) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
+    if (!ep_mailbox_live(&w->eps[s])) continue;
     lw_mailbox_t *mb = w->eps[s].mb;
     if (atomic_load(&mb->ring_head.value) != atomic_load(&mb->ring_tail.value)) return true;
   }
@@ -378,7 +386,9 @@ static bool rings_pending(lw_worker_t *w) {
 }
 
 static void set_sleeping(lw_worker_t *w, uint32_t v) {
-  for (uint32_t s = 0; s < w->n_children; ++s) atomic_store(&w->eps[s].mb->parent.sleeping, v);
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    if (ep_mailbox_live(&w->eps[s])) atomic_store(&w->eps[s].mb->parent.sleeping, v);
+  }
   atomic_store(&w->sched_sleeping, v);
 }
 
@@ -395,7 +405,10 @@ static void *sched_main(void *arg) {
     pthread_mutex_lock(&w->mu);
     for (uint32_t s = 0; s < w->n_children; ++s) {
       lw_endpoint_t *ep = &w->eps[s];
-      if (atomic_load(&ep->state) == LW_EP_READY) progress |= drain_endpoint(w, ep, &pw);
+      // A child being respawned is not drained here: its replay reads its ring.
+      if (atomic_load(&ep->state) == LW_EP_READY && ep->accepting) {
+        progress |= drain_endpoint(w, ep, &pw);
+      }
     }
     uint64_t kick = atomic_load(&w->kick_seq);
     if (kick != seen_kick || atomic_load(&w->cancel_all_seq) != seen_cancel) {
@@ -492,10 +505,8 @@ void lw__sched_stop(lw_worker_t *w) {
     pthread_join(w->sched_thread, NULL);
     w->sched_started = false;
   }
-  if (w->epoll_fd >= 0) {
-    close(w->epoll_fd);
-    w->epoll_fd = -1;
-  }
+  // The epoll fd stays open: a respawn under way on the supervisor may still add to it.
+  // lw_worker_destroy closes it once the supervisor has stopped.
 }
 
 // Dispatch from a submitting thread (orchestrator or inline run): posting the task right away

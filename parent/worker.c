@@ -593,6 +593,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   pthread_cond_init(&w->idle_cv, NULL);
   pthread_mutex_init(&w->run_mu, NULL);
   pthread_cond_init(&w->run_cv, NULL);
+  pthread_mutex_init(&w->sup_mu, NULL);
+  pthread_cond_init(&w->sup_cv, NULL);
   lw_status_t st;
   lw_error_t err;
   int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
@@ -676,6 +678,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;
   }
+  if ((st = lw__supervisor_start(w)) != LW_OK) goto fail;
   if ((st = lw__sched_start(w)) != LW_OK) goto fail;
   if ((st = lw__orch_start(w)) != LW_OK) goto fail;
   *out = w;
@@ -728,6 +731,10 @@ void lw_worker_destroy(lw_worker_t *w) {
     (void)wait_idle(w, DESTROY_GRACE_NS);
   }
   lw__sched_stop(w);
+  // After the scheduler: nothing reports deaths any more. A respawn under way sees stopping.
+  lw__supervisor_stop(w);
+  if (w->epoll_fd >= 0) close(w->epoll_fd);
+  w->epoll_fd = -1;
   lw_forkserver_stop(w->fs);
   for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);
@@ -767,5 +774,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   pthread_cond_destroy(&w->idle_cv);
   pthread_mutex_destroy(&w->run_mu);
   pthread_cond_destroy(&w->run_cv);
+  pthread_mutex_destroy(&w->sup_mu);
+  pthread_cond_destroy(&w->sup_cv);
   free(w);
 }

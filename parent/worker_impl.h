@@ -103,8 +103,10 @@ typedef struct lw_endpoint {
   // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
   pthread_mutex_t desc_mu;
   char exit_desc[192];
-  // Takes tasks (w->mu): false from a death until the new child has every callable again.
-  bool accepting;
+  // Takes tasks, and the scheduler may touch its mailbox: false from a death until the new
+  // child has every callable again. Written under w->mu; atomic so the scheduler's sleep
+  // bookkeeping can read it without the lock.
+  _Atomic bool accepting;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
   uint32_t respawns;
@@ -311,6 +313,13 @@ struct lw_worker {
   bool orch_started;
   pthread_t sched_thread;
   bool sched_started;
+  // The supervisor: respawns dead children off the scheduler thread (respawn.c).
+  pthread_t sup_thread;
+  bool sup_started;
+  pthread_mutex_t sup_mu;
+  pthread_cond_t sup_cv;
+  bool *sup_pending;  // per slot: a death waiting for its respawn
+  bool sup_exit;
   _Atomic bool stopping;
   _Atomic bool sched_exit;
   _Atomic uint32_t cancel_all_seq;  // bumped by lw_worker_cancel_all (async-signal-safe)
@@ -366,7 +375,12 @@ void lw__wop_complete(lw_wop_t *op);
 // *out (array of n_children capacity... caller provides LW_MAX_CALLABLES slots).
 uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err,
                            lw_wop_t **out, uint32_t cap);
-// Restarts a dead child and replays its callables (scheduler thread, no lock held). On
+// The supervisor thread, and how the scheduler hands it a dead child.
+LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w);
+void lw__supervisor_stop(lw_worker_t *w);
+void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep);
+
+// Restarts a dead child and replays its callables (supervisor thread, no lock held). On
 // success the endpoint takes tasks again; on failure (crash loop, respawn off, start-up or
 // replay failure) it is failed for good.
 void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep);

@@ -625,8 +625,9 @@ Test(worker, scope_end_forgets_buffers_first_written_inside_it, .timeout = 60) {
   lw_handle_t *run = NULL;
   LW_ASSERT_OK(lw_worker_run_async(w, scope_orch, &j, &run));
   // The reader runs while the gate still holds X's writer: no edge was made.
-  while (atomic_load((_Atomic int64_t *)&j.s->log[0]) == 0) lw_test_sleep_us(100);
-  cr_assert_eq(j.s->log[1], 42);
+  // The record kernel claims its slot, then writes the value: wait for the value.
+  while (atomic_load((_Atomic int64_t *)&j.s->log[1]) == 0) lw_test_sleep_us(100);
+  cr_assert_eq(atomic_load((_Atomic int64_t *)&j.s->log[1]), 42);
   cr_assert_not(lw_handle_done(run));
   atomic_store(&j.s->gate, 1);
   LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
