@@ -3,15 +3,18 @@
 //   arena.c     the shared-arena allocator
 //   endpoint.c  one endpoint per child: spawn, INIT wait, control round trips, task posts
 //   orch.c      runs, the orchestrator thread, lw_orch_* (task ring, tensor map, scopes)
-//   sched.c     the scheduler thread: completions, dispatch, child death
+//   sched.c     the scheduler thread: completions, dispatch, cancels, escalation, child death
+//   respawn.c   the supervisor thread: respawn with callable replay, crash-loop bound
 //
 // Threads:
 //   - the orchestrator thread runs orch functions, one run at a time, in FIFO order;
 //   - the scheduler thread is the single progress owner: it drains every child's completion
 //     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
 //     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
+//   - the supervisor thread (respawn.c) respawns children the scheduler found dead and replays
+//     their callables, so the scheduler keeps serving the others meanwhile;
 //   - user threads post controls (register/unregister) themselves, under the endpoint's
-//     control mutex.
+//     control mutex; submitting threads may post ready tasks directly (under w->mu).
 //
 // Locks (in this order; never the reverse):
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
