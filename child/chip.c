@@ -289,22 +289,11 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
   return LW_OK;
 }
 
-// Waits for an op the caller created, copies its error to the thread's last error on failure,
-// and releases it.
-static lw_status_t wait_and_release(lw_handle_t *h) {
-  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
-  if (st != LW_OK) {
-    const lw_error_t *e = lw_handle_error(h);
-    if (e) lw__last_error_store(e);
-  }
-  return st;
-}
-
 lw_status_t lw_chip_run(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
                         const lw_run_config_t *cfg, lw_run_timing_t *out_timing) {
   lw_handle_t *hd = NULL;
   LW_RETURN_IF_ERROR(lw_chip_run_async(chip, h, args, cfg, &hd));
-  lw_status_t st = wait_and_release(hd);
+  lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
   if (out_timing) *out_timing = hd->timing;
   lw_handle_release(hd);
   return st;
@@ -474,7 +463,7 @@ lw_status_t lw_chip_register(lw_chip_t *chip, const lw_callable_t *c, lw_callabl
   lw_handle_t *h = NULL;
   // The caller blocks until the register finished, so its image can be borrowed.
   LW_RETURN_IF_ERROR(register_submit(chip, c, false, NULL, &h));
-  lw_status_t st = wait_and_release(h);
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
   if (st == LW_OK) *out = h->callable;
   lw_handle_release(h);
   return st;
@@ -601,7 +590,7 @@ lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_callable_handle_t
 lw_status_t lw_chip_unregister(lw_chip_t *chip, lw_callable_handle_t h) {
   lw_handle_t *hd = NULL;
   LW_RETURN_IF_ERROR(lw_chip_unregister_async(chip, h, &hd));
-  lw_status_t st = wait_and_release(hd);
+  lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
   lw_handle_release(hd);
   return st;
 }

@@ -235,8 +235,7 @@ lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_repo
   LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
   if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
   lw_handle_t *h = &run->handle;
-  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
-  if (st != LW_OK && lw_handle_error(h)) lw__last_error_store(lw_handle_error(h));
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
   if (out) *out = run->report;
   lw_handle_release(h);
   return st;
@@ -345,10 +344,12 @@ static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
   }
 }
 
-// A task that can no longer run because its run failed or was cancelled.
+// A task that can no longer run because its run failed or was cancelled (a run whose cancel
+// was requested is marked cancelled here).
 void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
 void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
   lw_run_t *run = t->run;
+  if (lw__handle_cancel_requested(&run->handle)) run->cancelled = true;
   lw_error_t e;
   if (run->failed) {
     lw__error_set(&e, LW_POISONED, -1, t->task_id,
@@ -369,7 +370,6 @@ bool lw__run_stopped(const lw_run_t *run) {
 
 static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
   if (lw__run_stopped(t->run)) {
-    if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
     lw__task_skip(w, t, finished);
     return;
   }

@@ -141,7 +141,6 @@ static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_w
 
 static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
   if (!lw__run_stopped(t->run)) return false;
-  if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
   lw__task_skip(w, t, &pw->finished);
   return true;
 }
@@ -210,7 +209,6 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     for (uint32_t i = 0; i < n; ++i) {
       lw_task_t *t = members[i];
       if (stopped) {
-        if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
         lw__task_skip(w, t, &pw->finished);
       } else if (dead) {
         fail_down(w, &w->eps[t->worker], t, pw);

@@ -381,18 +381,12 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   return LW_OK;
 }
 
-static lw_status_t wait_sync(lw_handle_t *h) {
-  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
-  if (st != LW_OK && lw_handle_error(h)) lw__last_error_store(lw_handle_error(h));
-  return st;
-}
-
 lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c, lw_callable_handle_t *out) {
   if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_register: out must be set");
   out->id = 0;
   lw_handle_t *h = NULL;
   LW_RETURN_IF_ERROR(lw_worker_register_async(w, c, &h));
-  lw_status_t st = wait_sync(h);
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
   if (st == LW_OK) *out = h->callable;
   lw_handle_release(h);
   return st;
@@ -454,7 +448,7 @@ lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
   pthread_mutex_unlock(&w->mu);
   lw_handle_t *hd = NULL;
   LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, h, &hd));
-  lw_status_t st = wait_sync(hd);
+  lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
   lw_handle_release(hd);
   return st;
 }

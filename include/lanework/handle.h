@@ -49,6 +49,7 @@ LW_API bool lw_handle_done(const lw_handle_t *h);
 // Waits until the handle finishes or timeout_ns passes (LW_WAIT_FOREVER: no limit; 0: poll).
 // Returns the operation's status, or LW_DEADLINE_EXCEEDED if the wait timed out (the operation
 // goes on). Idempotent: waiting again on a finished handle returns the same status at once.
+// A failed operation's error is also copied to this thread's lw_last_error().
 // Waits spin briefly, then yield, then sleep on a futex with an absolute deadline.
 LW_API lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns);
 
