@@ -12,6 +12,9 @@ static fx_t f;
 Test(cancel, cancel_of_a_running_kernel_stops_it_cooperatively, .timeout = 60) {
   lw_worker_config_t cfg;
   fx_config(&cfg, 1, 0);
+  // A long grace: the child must survive because the kernel cooperates, not because it was
+  // scheduled in time on a busy machine.
+  cfg.cancel_grace_ns = 30ll * 1000 * 1000 * 1000;
   fx_create(&f, &cfg);
   lw_callable_handle_t gate = fx_reg(&f, "gate");
   shared_t *s = fx_shared(&f);
@@ -62,6 +65,9 @@ Test(cancel, a_kernel_that_ignores_cancel_is_killed_after_the_grace, .timeout = 
 Test(cancel, a_task_timeout_cancels_a_cooperative_kernel_with_deadline_exceeded, .timeout = 60) {
   lw_worker_config_t cfg;
   fx_config(&cfg, 1, 0);
+  // A long grace: the child must survive because the kernel cooperates, not because it was
+  // scheduled in time on a busy machine.
+  cfg.cancel_grace_ns = 30ll * 1000 * 1000 * 1000;
   fx_create(&f, &cfg);
   lw_callable_handle_t spin = fx_reg(&f, "spin");
   job_t j = {spin, NULL, JOB_SCALAR, 0, 60ull * 1000 * 1000, 20ll * 1000 * 1000, 1};
