@@ -92,6 +92,10 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
     // The identity could not be trusted either; echo what the frame says so the parent can
     // match (or reject) it.
     lw_mb_identity_t id = c->mb->task[frame].identity;
+    // The mailbox does not name the child (its header is writable memory); this child does.
+    char what[LW_ERROR_MESSAGE_BYTES];
+    snprintf(what, sizeof(what), "%s", err.message);
+    lw__error_set(&err, err.code, dev, id.task_id, "chip %d: %s", dev, what);
     fail_task(c, frame, &id, &err);
     return;
   }

@@ -66,8 +66,9 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
   memset(&r, 0, sizeof(r));
   if (lw_mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
     lw_mb_identity_t id = c->mb->task[frame].identity;
-    r.status = err.code;
-    r.error = err;
+    // The mailbox does not name the child (its header is writable memory); this child does.
+    r.status = lw__error_set(&r.error, err.code, (int32_t)index, id.task_id, "sub child %u: %s",
+                             index, err.message);
     lw__child_complete_task(c, frame, &id, &r);
     return;
   }

@@ -81,41 +81,26 @@ static bool task_kind_is_known(uint32_t kind) {
   return kind == LW_MB_TASK_KERNEL || kind == LW_MB_TASK_SUB;
 }
 
-// "chip child 3" / "sub child 0": who the mailbox belongs to, for messages. The header is
-// written by the parent at initialize and read-only afterwards.
-static const char *child_kind_word(const lw_mailbox_t *mb) {
-  return mb->header.child_kind == LW_MB_CHILD_SUB ? "sub" : "chip";
-}
-
-static int32_t child_worker_id(const lw_mailbox_t *mb) {
-  return (int32_t)mb->header.child_index;
-}
+// Messages never name the child: the header's kind and index live in memory the child can
+// write, so a broken child could make them say anything. The caller knows which child it
+// talks to from its own records and puts that name in front (worker_id stays -1 here).
 
 static void force_nul(lw_error_t *e) { e->message[LW_ERROR_MESSAGE_BYTES - 1] = '\0'; }
 
-static lw_status_t frame_index_error(const lw_mailbox_t *mb, lw_error_t *err, const char *op,
-                                     uint32_t frame) {
-  return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                       "%s child %u: %s: task frame %u out of range (%u frames)",
-                       child_kind_word(mb), mb->header.child_index, op, frame,
-                       LW_MB_TASK_FRAMES);
+static lw_status_t frame_index_error(lw_error_t *err, const char *op, uint32_t frame) {
+  return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                       "%s: task frame %u out of range (%u frames)", op, frame, LW_MB_TASK_FRAMES);
 }
 
-static lw_status_t task_state_error(const lw_mailbox_t *mb, lw_error_t *err, lw_status_t code,
-                                    const char *op, uint32_t frame, const char *expected,
-                                    uint32_t actual) {
-  return lw__error_set(err, code, child_worker_id(mb), 0,
-                       "%s child %u: %s: task frame %u is %s (%u), expected %s",
-                       child_kind_word(mb), mb->header.child_index, op, frame,
+static lw_status_t task_state_error(lw_error_t *err, lw_status_t code, const char *op,
+                                    uint32_t frame, const char *expected, uint32_t actual) {
+  return lw__error_set(err, code, -1, 0, "%s: task frame %u is %s (%u), expected %s", op, frame,
                        lw_mailbox_task_state_name(actual), actual, expected);
 }
 
-static lw_status_t control_state_error(const lw_mailbox_t *mb, lw_error_t *err,
-                                       lw_status_t code, const char *op, const char *expected,
-                                       uint32_t actual) {
-  return lw__error_set(err, code, child_worker_id(mb), 0,
-                       "%s child %u: %s: control frame is %s (%u), expected %s",
-                       child_kind_word(mb), mb->header.child_index, op,
+static lw_status_t control_state_error(lw_error_t *err, lw_status_t code, const char *op,
+                                       const char *expected, uint32_t actual) {
+  return lw__error_set(err, code, -1, 0, "%s: control frame is %s (%u), expected %s", op,
                        control_state_name(actual), actual, expected);
 }
 
@@ -309,25 +294,24 @@ lw_status_t lw_mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *
 
 lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_task_post_t *post,
                                  lw_error_t *err) {
-  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(mb, err, "post_task", frame);
+  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "post_task", frame);
   if (!task_kind_is_known((uint32_t)post->kind)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), post->identity.task_id,
-                         "%s child %u: post_task: unknown task kind %d", child_kind_word(mb),
-                         mb->header.child_index, (int)post->kind);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, post->identity.task_id,
+                         "post_task: unknown task kind %d", (int)post->kind);
   }
   if (post->args.n_tensors > LW_MAX_TENSORS || post->args.n_scalars > LW_MAX_SCALARS) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), post->identity.task_id,
-                         "%s child %u: post_task: args with %u tensors, %u scalars exceed a "
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, post->identity.task_id,
+                         "post_task: args with %u tensors, %u scalars exceed a "
                          "frame (%d, %d)",
-                         child_kind_word(mb), mb->header.child_index, post->args.n_tensors,
-                         post->args.n_scalars, LW_MAX_TENSORS, LW_MAX_SCALARS);
+                         post->args.n_tensors, post->args.n_scalars, LW_MAX_TENSORS,
+                         LW_MAX_SCALARS);
   }
   lw_mb_task_t *t = &mb->task[frame];
   // Acquire: pairs with consume_task's release of IDLE, so this thread's reads of the old
   // result are ordered before the writes below (in case another parent thread consumed).
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
   if (state != LW_MB_TASK_IDLE) {
-    return task_state_error(mb, err, LW_FAILED_PRECONDITION, "post_task", frame, "IDLE", state);
+    return task_state_error(err, LW_FAILED_PRECONDITION, "post_task", frame, "IDLE", state);
   }
   // The frame is IDLE: only the parent writes it now. The cancel word is left alone: the
   // run lane stores a fresh generation at run start (lw_cancel_begin).
@@ -350,7 +334,7 @@ lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_t
   // means the child touched an IDLE frame: report it, never overwrite.
   if (!atomic_compare_exchange_strong_explicit(&t->state, &expected, LW_MB_TASK_READY,
                                                memory_order_release, memory_order_relaxed)) {
-    return task_state_error(mb, err, LW_INTERNAL, "post_task", frame, "IDLE", expected);
+    return task_state_error(err, LW_INTERNAL, "post_task", frame, "IDLE", expected);
   }
   ring_doorbell(mb, post->seq);
   return LW_OK;
@@ -365,12 +349,12 @@ static void format_identity(char *buf, size_t n, const lw_mb_identity_t *id) {
 lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
                                     const lw_mb_identity_t *expected, lw_mb_task_result_t *out,
                                     lw_error_t *err) {
-  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(mb, err, "consume_task", frame);
+  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "consume_task", frame);
   lw_mb_task_t *t = &mb->task[frame];
   // Acquire: pairs with task_complete's release CAS; the result below was written before it.
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
   if (!task_state_is_terminal(state)) {
-    return task_state_error(mb, err, LW_FAILED_PRECONDITION, "consume_task", frame,
+    return task_state_error(err, LW_FAILED_PRECONDITION, "consume_task", frame,
                             "TASK_DONE, TASK_FAILED or TASK_CANCELLED", state);
   }
   // Snapshot the result once: the child must not write a terminal frame, but if it does the
@@ -381,16 +365,14 @@ lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
     char want[160], got[160];
     format_identity(want, sizeof(want), expected);
     format_identity(got, sizeof(got), &id);
-    return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), expected->task_id,
-                         "%s child %u: identity mismatch on frame %u: expected %s, found %s",
-                         child_kind_word(mb), mb->header.child_index, frame, want, got);
+    return lw__error_set(err, LW_INTERNAL, -1, expected->task_id,
+                         "identity mismatch on frame %u: expected %s, found %s", frame, want, got);
   }
   bool consistent = status_is_valid(status) &&
                     (state == LW_MB_TASK_DONE ? status == LW_OK : status != LW_OK);
   if (!consistent) {
-    return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), expected->task_id,
-                         "%s child %u: frame %u is %s with result status %" PRId32 " (%s)",
-                         child_kind_word(mb), mb->header.child_index, frame,
+    return lw__error_set(err, LW_INTERNAL, -1, expected->task_id,
+                         "frame %u is %s with result status %" PRId32 " (%s)", frame,
                          lw_mailbox_task_state_name(state), status,
                          lw_status_name((lw_status_t)status));
   }
@@ -409,7 +391,7 @@ lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   // Release: the reads above complete before the frame can be posted (and written) again.
   if (!atomic_compare_exchange_strong_explicit(&t->state, &from, LW_MB_TASK_IDLE,
                                                memory_order_release, memory_order_relaxed)) {
-    return task_state_error(mb, err, LW_INTERNAL, "consume_task", frame,
+    return task_state_error(err, LW_INTERNAL, "consume_task", frame,
                             lw_mailbox_task_state_name(state), from);
   }
   return LW_OK;
@@ -431,20 +413,18 @@ bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
 lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
                                     lw_error_t *err) {
   if (!command_is_known((uint32_t)p->command)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: post_control: unknown command %d", child_kind_word(mb),
-                         mb->header.child_index, (int)p->command);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "post_control: unknown command %d",
+                         (int)p->command);
   }
   if (p->n_params > sizeof(p->param_dirs)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: post_control: %u params > %zu", child_kind_word(mb),
-                         mb->header.child_index, p->n_params, sizeof(p->param_dirs));
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "post_control: %u params > %zu",
+                         p->n_params, sizeof(p->param_dirs));
   }
   lw_mb_control_t *c = &mb->control;
   // Acquire: pairs with consume_control's release of IDLE (the previous ack was read first).
   uint32_t state = atomic_load_explicit(&c->state, memory_order_acquire);
   if (state != LW_MB_CONTROL_IDLE) {
-    return control_state_error(mb, err, LW_FAILED_PRECONDITION, "post_control", "IDLE", state);
+    return control_state_error(err, LW_FAILED_PRECONDITION, "post_control", "IDLE", state);
   }
   c->command = (uint32_t)p->command;
   c->seq = p->seq;
@@ -465,7 +445,7 @@ lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t
   // Release: the request above is visible to a child that acquires CONTROL_REQUEST.
   if (!atomic_compare_exchange_strong_explicit(&c->state, &expected, LW_MB_CONTROL_REQUEST,
                                                memory_order_release, memory_order_relaxed)) {
-    return control_state_error(mb, err, LW_INTERNAL, "post_control", "IDLE", expected);
+    return control_state_error(err, LW_INTERNAL, "post_control", "IDLE", expected);
   }
   ring_doorbell(mb, p->seq);
   return LW_OK;
@@ -477,22 +457,19 @@ lw_status_t lw_mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *ou
   // Acquire: pairs with ack_control's release CAS; the ack below was written before it.
   uint32_t state = atomic_load_explicit(&c->state, memory_order_acquire);
   if (state == LW_MB_CONTROL_REQUEST) {
-    return lw__error_set(err, LW_FAILED_PRECONDITION, child_worker_id(mb), 0,
-                         "%s child %u: consume_control: control frame not done "
-                         "(CONTROL_REQUEST)",
-                         child_kind_word(mb), mb->header.child_index);
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                         "consume_control: control frame not done (CONTROL_REQUEST)");
   }
   if (state != LW_MB_CONTROL_DONE) {
-    return control_state_error(mb, err,
+    return control_state_error(err,
                                state == LW_MB_CONTROL_IDLE ? LW_FAILED_PRECONDITION : LW_INTERNAL,
                                "consume_control", "CONTROL_DONE", state);
   }
   int32_t status = c->ack_status;
   uint32_t async = c->ack_async;
   if (!status_is_valid(status) || async > 1) {
-    return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                         "%s child %u: control ack has status %" PRId32 " (%s), async %" PRIu32,
-                         child_kind_word(mb), mb->header.child_index, status,
+    return lw__error_set(err, LW_INTERNAL, -1, 0,
+                         "control ack has status %" PRId32 " (%s), async %" PRIu32, status,
                          lw_status_name((lw_status_t)status), async);
   }
   memset(out, 0, sizeof(*out));
@@ -506,7 +483,7 @@ lw_status_t lw_mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *ou
   // Release: the ack is read before the frame can be posted (and written) again.
   if (!atomic_compare_exchange_strong_explicit(&c->state, &from, LW_MB_CONTROL_IDLE,
                                                memory_order_release, memory_order_relaxed)) {
-    return control_state_error(mb, err, LW_INTERNAL, "consume_control", "CONTROL_DONE", from);
+    return control_state_error(err, LW_INTERNAL, "consume_control", "CONTROL_DONE", from);
   }
   return LW_OK;
 }
@@ -521,12 +498,11 @@ lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
   uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_seq_cst);
   if (head == tail) return LW_NOT_FOUND;
   if (head - tail > LW_MB_RING_ENTRIES) {
-    return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                         "%s child %u: completion ring head %llu is %llu entries past tail %llu "
+    return lw__error_set(err, LW_INTERNAL, -1, 0,
+                         "completion ring head %llu is %llu entries past tail %llu "
                          "(ring holds %u)",
-                         child_kind_word(mb), mb->header.child_index, (unsigned long long)head,
-                         (unsigned long long)(head - tail), (unsigned long long)tail,
-                         LW_MB_RING_ENTRIES);
+                         (unsigned long long)head, (unsigned long long)(head - tail),
+                         (unsigned long long)tail, LW_MB_RING_ENTRIES);
   }
   *out = mb->ring[tail % LW_MB_RING_ENTRIES];
   // Release: the copy above is complete before the child may overwrite the slot.
@@ -535,22 +511,17 @@ lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
   switch (out->kind) {
     case LW_MB_COMPLETION_TASK:
       if (out->frame < LW_MB_TASK_FRAMES) return LW_OK;
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), out->identity.task_id,
-                           "%s child %u: completion %llu names task frame %" PRIu32
-                           " (%u frames)",
-                           child_kind_word(mb), mb->header.child_index,
+      return lw__error_set(err, LW_INTERNAL, -1, out->identity.task_id,
+                           "completion %llu names task frame %" PRIu32 " (%u frames)",
                            (unsigned long long)tail, out->frame, LW_MB_TASK_FRAMES);
     case LW_MB_COMPLETION_CONTROL:
       if (status_is_valid(out->status)) return LW_OK;
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                           "%s child %u: completion %llu (control %llu) has status %" PRId32,
-                           child_kind_word(mb), mb->header.child_index,
-                           (unsigned long long)tail, (unsigned long long)out->control_id,
-                           out->status);
+      return lw__error_set(
+          err, LW_INTERNAL, -1, 0, "completion %llu (control %llu) has status %" PRId32,
+          (unsigned long long)tail, (unsigned long long)out->control_id, out->status);
     default:
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                           "%s child %u: completion %llu has kind %" PRIu32, child_kind_word(mb),
-                           mb->header.child_index, (unsigned long long)tail, out->kind);
+      return lw__error_set(err, LW_INTERNAL, -1, 0, "completion %llu has kind %" PRIu32,
+                           (unsigned long long)tail, out->kind);
   }
 }
 
@@ -568,10 +539,9 @@ lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_co
   if (cstate == LW_MB_CONTROL_REQUEST) {
     uint64_t cseq = mb->control.seq;
     if (cseq < seq) {
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                           "%s child %u: control request has sequence number %llu, below the "
+      return lw__error_set(err, LW_INTERNAL, -1, 0,
+                           "control request has sequence number %llu, below the "
                            "next expected %llu (stale or out of order)",
-                           child_kind_word(mb), mb->header.child_index,
                            (unsigned long long)cseq, (unsigned long long)seq);
     }
     if (cseq == seq) found = is_control = true;
@@ -581,18 +551,17 @@ lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_co
     if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY) continue;
     uint64_t tseq = t->seq;
     if (tseq < seq) {
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), t->identity.task_id,
-                           "%s child %u: task frame %u is TASK_READY with sequence number %llu, "
+      return lw__error_set(err, LW_INTERNAL, -1, t->identity.task_id,
+                           "task frame %u is TASK_READY with sequence number %llu, "
                            "below the next expected %llu (stale or out of order)",
-                           child_kind_word(mb), mb->header.child_index, i,
-                           (unsigned long long)tseq, (unsigned long long)seq);
+                           i, (unsigned long long)tseq, (unsigned long long)seq);
     }
     if (tseq != seq) continue;
     if (found) {
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                           "%s child %u: sequence number %llu is posted twice (%s and task "
+      return lw__error_set(err, LW_INTERNAL, -1, 0,
+                           "sequence number %llu is posted twice (%s and task "
                            "frame %u)",
-                           child_kind_word(mb), mb->header.child_index, (unsigned long long)seq,
+                           (unsigned long long)seq,
                            is_control ? "the control frame" : "another task frame", i);
     }
     found = true;
@@ -600,9 +569,8 @@ lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_co
     found_frame = i;
   }
   if (!found) {
-    return lw__error_set(err, LW_NOT_FOUND, child_worker_id(mb), 0,
-                         "%s child %u: post %llu is not visible yet", child_kind_word(mb),
-                         mb->header.child_index, (unsigned long long)seq);
+    return lw__error_set(err, LW_NOT_FOUND, -1, 0, "post %llu is not visible yet",
+                         (unsigned long long)seq);
   }
   *out_is_control = is_control;
   *out_frame = is_control ? 0 : found_frame;
@@ -611,21 +579,19 @@ lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_co
 
 lw_status_t lw_mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *arena,
                                  lw_mb_task_taken_t *out, lw_error_t *err) {
-  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(mb, err, "take_task", frame);
+  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "take_task", frame);
   lw_mb_task_t *t = &mb->task[frame];
   // Acquire: pairs with post_task's release CAS; the payload was written before READY.
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
   if (state != LW_MB_TASK_READY) {
-    return task_state_error(mb, err, LW_FAILED_PRECONDITION, "take_task", frame, "TASK_READY",
-                            state);
+    return task_state_error(err, LW_FAILED_PRECONDITION, "take_task", frame, "TASK_READY", state);
   }
   memset(out, 0, sizeof(*out));
   out->identity = t->identity;
   uint32_t kind = t->kind;
   if (!task_kind_is_known(kind)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), out->identity.task_id,
-                         "%s child %u: task frame %u has unknown kind %" PRIu32,
-                         child_kind_word(mb), mb->header.child_index, frame, kind);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, out->identity.task_id,
+                         "task frame %u has unknown kind %" PRIu32, frame, kind);
   }
   out->kind = (lw_mb_task_kind_t)kind;
   out->callable = t->callable;
@@ -634,40 +600,37 @@ lw_status_t lw_mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_a
   lw_mb_args_t wire = t->args;
   lw_status_t st = lw_mailbox_args_decode(&wire, arena, &out->args, err);
   if (st != LW_OK && err != NULL) {
-    err->worker_id = child_worker_id(mb);
     err->task_id = out->identity.task_id;
   }
   return st;
 }
 
 lw_status_t lw_mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame, lw_error_t *err) {
-  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(mb, err, "task_set_running", frame);
+  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "task_set_running", frame);
   uint32_t expected = LW_MB_TASK_READY;
   // Release: the child's reads of the payload (take_task) are done before RUNNING is seen.
   // Acquire on failure: the state reported in the error is the current one.
   if (!atomic_compare_exchange_strong_explicit(&mb->task[frame].state, &expected,
                                                LW_MB_TASK_RUNNING, memory_order_release,
                                                memory_order_acquire)) {
-    return task_state_error(mb, err, LW_FAILED_PRECONDITION, "task_set_running", frame,
-                            "TASK_READY", expected);
+    return task_state_error(err, LW_FAILED_PRECONDITION, "task_set_running", frame, "TASK_READY",
+                            expected);
   }
   return LW_OK;
 }
 
 lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
                                      const lw_mb_task_result_t *result, lw_error_t *err) {
-  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(mb, err, "task_complete", frame);
+  if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "task_complete", frame);
   if (!status_is_valid((int32_t)result->status)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: task_complete: frame %u: invalid status %d",
-                         child_kind_word(mb), mb->header.child_index, frame,
-                         (int)result->status);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "task_complete: frame %u: invalid status %d", frame, (int)result->status);
   }
   lw_mb_task_t *t = &mb->task[frame];
   // Acquire: the frame is the child's only in READY or RUNNING; check before writing into it.
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
   if (state != LW_MB_TASK_READY && state != LW_MB_TASK_RUNNING) {
-    return task_state_error(mb, err, LW_FAILED_PRECONDITION, "task_complete", frame,
+    return task_state_error(err, LW_FAILED_PRECONDITION, "task_complete", frame,
                             "TASK_READY or TASK_RUNNING", state);
   }
   lw_mb_task_state_t final_state;
@@ -699,7 +662,7 @@ lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
   // Release: the result above is visible to a parent that acquires the terminal state.
   if (!atomic_compare_exchange_strong_explicit(&t->state, &from, (uint32_t)final_state,
                                                memory_order_release, memory_order_acquire)) {
-    return task_state_error(mb, err, LW_INTERNAL, "task_complete", frame,
+    return task_state_error(err, LW_INTERNAL, "task_complete", frame,
                             lw_mailbox_task_state_name(state), from);
   }
   return LW_OK;
@@ -711,8 +674,8 @@ lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena
   // Acquire: pairs with post_control's release CAS; the request was written before it.
   uint32_t state = atomic_load_explicit(&c->state, memory_order_acquire);
   if (state != LW_MB_CONTROL_REQUEST) {
-    return control_state_error(mb, err, LW_FAILED_PRECONDITION, "take_control",
-                               "CONTROL_REQUEST", state);
+    return control_state_error(err, LW_FAILED_PRECONDITION, "take_control", "CONTROL_REQUEST",
+                               state);
   }
   memset(out, 0, sizeof(*out));
   uint32_t command = c->command;
@@ -726,23 +689,18 @@ lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena
   memcpy(out->entry, c->entry, sizeof(out->entry));
   // Validate the private copy, not the shared frame.
   if (!command_is_known(command)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: control %llu: unknown command %" PRIu32,
-                         child_kind_word(mb), mb->header.child_index,
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "control %llu: unknown command %" PRIu32,
                          (unsigned long long)out->control_id, command);
   }
   out->command = (lw_mb_command_t)command;
   if (!name_is_terminated(out->name) || !name_is_terminated(out->entry)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: control %llu: %s is not NUL-terminated within %d bytes",
-                         child_kind_word(mb), mb->header.child_index,
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "control %llu: %s is not NUL-terminated within %d bytes",
                          (unsigned long long)out->control_id,
                          name_is_terminated(out->name) ? "entry" : "name", LW_MB_NAME_BYTES);
   }
   if (out->n_params > sizeof(out->param_dirs)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: control %llu: %" PRIu32 " params > %zu",
-                         child_kind_word(mb), mb->header.child_index,
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "control %llu: %" PRIu32 " params > %zu",
                          (unsigned long long)out->control_id, out->n_params,
                          sizeof(out->param_dirs));
   }
@@ -750,10 +708,9 @@ lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena
     uint64_t arena_bytes = arena != NULL && arena->base != NULL ? arena->bytes : 0;
     if (out->image_bytes == 0 || out->image_offset > arena_bytes ||
         out->image_bytes > arena_bytes - out->image_offset) {
-      return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                           "%s child %u: control %llu: REGISTER image [offset %llu, %llu bytes] "
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "control %llu: REGISTER image [offset %llu, %llu bytes] "
                            "is empty or outside the %llu-byte arena",
-                           child_kind_word(mb), mb->header.child_index,
                            (unsigned long long)out->control_id,
                            (unsigned long long)out->image_offset,
                            (unsigned long long)out->image_bytes, (unsigned long long)arena_bytes);
@@ -765,16 +722,15 @@ lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena
 lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack,
                                    lw_error_t *err) {
   if (!status_is_valid((int32_t)ack->status)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, child_worker_id(mb), 0,
-                         "%s child %u: ack_control: invalid status %d", child_kind_word(mb),
-                         mb->header.child_index, (int)ack->status);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "ack_control: invalid status %d",
+                         (int)ack->status);
   }
   lw_mb_control_t *c = &mb->control;
   // Acquire: the frame is the child's only in CONTROL_REQUEST; check before writing into it.
   uint32_t state = atomic_load_explicit(&c->state, memory_order_acquire);
   if (state != LW_MB_CONTROL_REQUEST) {
-    return control_state_error(mb, err, LW_FAILED_PRECONDITION, "ack_control",
-                               "CONTROL_REQUEST", state);
+    return control_state_error(err, LW_FAILED_PRECONDITION, "ack_control", "CONTROL_REQUEST",
+                               state);
   }
   c->ack_status = (int32_t)ack->status;
   c->ack_async = ack->async ? 1u : 0u;
@@ -785,7 +741,7 @@ lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *
   // Release: the ack above is visible to a parent that acquires CONTROL_DONE.
   if (!atomic_compare_exchange_strong_explicit(&c->state, &from, LW_MB_CONTROL_DONE,
                                                memory_order_release, memory_order_acquire)) {
-    return control_state_error(mb, err, LW_INTERNAL, "ack_control", "CONTROL_REQUEST", from);
+    return control_state_error(err, LW_INTERNAL, "ack_control", "CONTROL_REQUEST", from);
   }
   // Shared futex: the poster sleeps on done_word from the parent process.
   lw_waitword_wake(&c->done_word, true);
@@ -808,17 +764,16 @@ lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_
     uint64_t used = head - tail;
     if (used < LW_MB_RING_ENTRIES) break;
     if (used > LW_MB_RING_ENTRIES) {
-      return lw__error_set(err, LW_INTERNAL, child_worker_id(mb), 0,
-                           "%s child %u: completion ring tail %llu is not within %u entries of "
+      return lw__error_set(err, LW_INTERNAL, -1, 0,
+                           "completion ring tail %llu is not within %u entries of "
                            "head %llu",
-                           child_kind_word(mb), mb->header.child_index, (unsigned long long)tail,
-                           LW_MB_RING_ENTRIES, (unsigned long long)head);
+                           (unsigned long long)tail, LW_MB_RING_ENTRIES, (unsigned long long)head);
     }
     if (deadline_passed(deadline_ns)) {
-      return lw__error_set(err, LW_DEADLINE_EXCEEDED, child_worker_id(mb), 0,
-                           "%s child %u: completion ring full (%u entries) until the deadline; "
+      return lw__error_set(err, LW_DEADLINE_EXCEEDED, -1, 0,
+                           "completion ring full (%u entries) until the deadline; "
                            "the parent is not draining",
-                           child_kind_word(mb), mb->header.child_index, LW_MB_RING_ENTRIES);
+                           LW_MB_RING_ENTRIES);
     }
     if (round < LW_MB_PUSH_SPINS) {
       lw__cpu_relax();

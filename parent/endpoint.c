@@ -30,19 +30,61 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
 
 void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   int status = 0;
+  // The pid is the fork server's answer to the spawn, never the one the child wrote into its
+  // mailbox header.
   pid_t pid = atomic_load(&ep->pid);
+  char how[96];
+  snprintf(how, sizeof(how), "child pid %d died (exit status not known)", (int)pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
     if (lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
       char desc[64];
       lw_forkserver_describe_status(status, desc, sizeof(desc));
-      snprintf(buf, bytes, "child pid %d %s", (int)pid, desc);
-      return;
+      snprintf(how, sizeof(how), "child pid %d %s", (int)pid, desc);
+      break;
     }
     struct timespec ts = {0, 500000};
     nanosleep(&ts, NULL);
   }
-  snprintf(buf, bytes, "child pid %d died (exit status not known)", (int)pid);
+  if (atomic_load(&ep->violated)) {
+    // Killed for breaking the protocol: that is the reason worth reading, the signal is not.
+    char what[sizeof(ep->violation)];
+    pthread_mutex_lock(&ep->desc_mu);
+    snprintf(what, sizeof(what), "%s", ep->violation);
+    pthread_mutex_unlock(&ep->desc_mu);
+    snprintf(buf, bytes, "protocol violation: %s; child killed (%s)", what, how);
+    return;
+  }
+  snprintf(buf, bytes, "%s", how);
+}
+
+lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *err) {
+  char name[32];
+  lw__ep_name(ep, name, sizeof(name));
+  pthread_mutex_lock(&ep->desc_mu);
+  if (!atomic_load(&ep->violated)) {
+    snprintf(ep->violation, sizeof(ep->violation), "%s", what);
+    atomic_store(&ep->violated, true);
+  }
+  pthread_mutex_unlock(&ep->desc_mu);
+  // The scheduler holds the child's pidfd: it does the kill.
+  lw__worker_kick(ep->w);
+  return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                       "%s: protocol violation: %s; child killed", name, what);
+}
+
+// The header fields the parent wrote at initialize and no child may change; a child that
+// changed them is broken. The message never repeats the child's index (it is garbage).
+static lw_status_t check_header(lw_endpoint_t *ep, lw_error_t *err) {
+  lw_error_t why;
+  if (lw_mailbox_validate_header(ep->mb, &why) != LW_OK) {
+    return lw__ep_violation(ep, why.message, err);
+  }
+  const lw_mb_header_t *h = &ep->mb->header;
+  if (h->child_kind != (uint32_t)ep->kind || h->child_index != ep->index) {
+    return lw__ep_violation(ep, "mailbox header: child_kind or child_index was overwritten", err);
+  }
+  return LW_OK;
 }
 
 void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc) {
@@ -146,12 +188,33 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                        desc[0] ? desc : "not running");
     goto out;
   }
+  if (atomic_load(&ep->violated)) {
+    char what[sizeof(ep->violation)];
+    pthread_mutex_lock(&ep->desc_mu);
+    snprintf(what, sizeof(what), "%s", ep->violation);
+    pthread_mutex_unlock(&ep->desc_mu);
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                       "%s is down (protocol violation: %s; child killed)", name, what);
+    goto out;
+  }
+  if ((st = check_header(ep, err)) != LW_OK) goto out;
   lw_mb_control_post_t p = *post;
   pthread_mutex_lock(&ep->post_mu);
   p.seq = ++ep->next_seq;
-  st = lw_mailbox_post_control(ep->mb, &p, err);
+  lw_error_t why;
+  st = lw_mailbox_post_control(ep->mb, &p, &why);
   pthread_mutex_unlock(&ep->post_mu);
-  if (st != LW_OK) goto out;
+  if (st == LW_INVALID_ARGUMENT) {
+    // The request itself was bad (the parent's own doing): nothing was written.
+    st = lw__error_set(err, st, (int32_t)ep->index, 0, "%s: %s", name, why.message);
+    goto out;
+  }
+  // Any other failure means the control frame was not IDLE although every earlier round trip
+  // on this endpoint (serialized by ctl_mu) consumed its ack: the child wrote it.
+  if (st != LW_OK) {
+    st = lw__ep_violation(ep, why.message, err);
+    goto out;
+  }
   control_cond_t c = {ep->mb};
   int64_t deadline = lw__now_ns() + CONTROL_TIMEOUT_NS;
   for (;;) {
@@ -171,7 +234,9 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
       goto out;
     }
   }
-  st = lw_mailbox_consume_control(ep->mb, out_ack, err);
+  st = lw_mailbox_consume_control(ep->mb, out_ack, &why);
+  // CONTROL_DONE was seen, so any failure here is the child's: a garbage state or ack.
+  if (st != LW_OK) st = lw__ep_violation(ep, why.message, err);
 out:
   pthread_mutex_unlock(&ep->ctl_mu);
   return st;
@@ -194,8 +259,21 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   p.seq = ++ep->next_seq;
   p.identity = (lw_mb_identity_t){t->run->run_id, t->task_id, ++ep->next_dispatch,
                                   ep->generation};
-  lw_status_t st = lw_mailbox_post_task(ep->mb, frame, &p, err);
+  lw_error_t why;
+  lw_status_t st = check_header(ep, err);
+  if (st == LW_OK) st = lw_mailbox_post_task(ep->mb, frame, &p, &why);
   pthread_mutex_unlock(&ep->post_mu);
+  if (st == LW_INVALID_ARGUMENT) {
+    // A bad post (the parent's own doing): nothing was written.
+    char name[32];
+    return lw__error_set(err, st, (int32_t)ep->index, t->task_id, "%s: %s",
+                         lw__ep_name(ep, name, sizeof(name)), why.message);
+  }
+  if (st != LW_OK && st != LW_CHILD_EXITED) {
+    // The frame is free in the parent's record (frame_task[frame] is NULL: its last result
+    // was consumed), so a state other than IDLE was written by the child.
+    st = lw__ep_violation(ep, why.message, err);
+  }
   if (st != LW_OK) return st;
   t->identity = p.identity;
   t->ep = ep;

@@ -52,8 +52,8 @@ static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_
         lw_wop_t *op = NULL;
         c.error.worker_id = (int32_t)ep->index;
         pthread_mutex_lock(&ep->w->mu);
-        bool done = lw__wop_report(ep->w, c.control_id, (lw_status_t)c.status, c.value, &c.error,
-                                   &op);
+        bool done = lw__wop_report(ep->w, ep->index, c.control_id, (lw_status_t)c.status,
+                                   c.value, &c.error, &op);
         pthread_mutex_unlock(&ep->w->mu);
         if (done) lw__wop_complete(op);
       }
@@ -153,6 +153,8 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   pthread_mutex_lock(&ep->ctl_mu);
   pthread_mutex_lock(&ep->post_mu);
   lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  // The new child starts with a clean record: the old one's violation was reported at its death.
+  atomic_store(&ep->violated, false);
   pthread_mutex_unlock(&ep->post_mu);
   pthread_mutex_unlock(&ep->ctl_mu);
   int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);

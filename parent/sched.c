@@ -53,9 +53,23 @@ static void flush(lw_worker_t *w, pending_work_t *pw) {
 }
 
 static void kill_child(lw_endpoint_t *ep) {
-  // A child that broke the protocol is not trusted again: kill it; its pidfd reports the
-  // death and the normal path fails its work.
+  // Its pidfd reports the death and the normal path (on_child_death) fails its work.
   if (ep->pidfd >= 0) syscall(SYS_pidfd_send_signal, ep->pidfd, SIGKILL, NULL, 0);
+}
+
+// A child that broke the protocol is not trusted again (w->mu held; the scheduler, or a thread
+// dispatching): its mailbox is not read again (accepting = false takes it out of the drain,
+// the sleep check and dispatch), and the scheduler kills it on its next pass (only the
+// scheduler may use the pidfd). Its death fails what it held, naming the violation, and hands
+// it to the supervisor. Never re-reading the bad ring is what lets the scheduler sleep until
+// that death arrives.
+static void break_child(lw_endpoint_t *ep, const lw_error_t *why) {
+  if (why) {
+    lw_error_t ignored;
+    (void)lw__ep_violation(ep, why->message, &ignored);  // records the reason, kicks
+  }
+  ep->accepting = false;
+  ep->broken = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -63,6 +77,8 @@ static void kill_child(lw_endpoint_t *ep) {
 
 static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   bool progress = false;
+  // A broken child's ring is never read again, not even after its death: it holds garbage.
+  if (atomic_load(&ep->violated)) return false;
   for (;;) {
     lw_mb_completion_t c;
     lw_error_t err;
@@ -70,13 +86,14 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     if (st == LW_NOT_FOUND) break;
     progress = true;
     if (st != LW_OK) {
-      kill_child(ep);
+      break_child(ep, &err);
       break;
     }
     if (c.kind == LW_MB_COMPLETION_CONTROL) {
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
-      if (lw__wop_report(w, c.control_id, (lw_status_t)c.status, c.value, &c.error, &op) &&
+      if (lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
+                         &op) &&
           pw->n_ops < 64) {
         pw->ops[pw->n_ops++] = op;
       }
@@ -84,8 +101,14 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     }
     lw_task_t *t = ep->frame_task[c.frame];
     lw_mb_task_result_t r;
-    if (!t || lw_mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
-      kill_child(ep);
+    if (!t) {
+      lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0,
+                    "a completion names task frame %u, which holds no task", c.frame);
+      break_child(ep, &err);
+      break;
+    }
+    if (lw_mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
+      break_child(ep, &err);
       break;
     }
     ep->frame_task[c.frame] = NULL;
@@ -121,7 +144,10 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
   }
   lw_error_t err;
   if (lw__ep_post_task(ep, t, &err) != LW_OK) {
+    // A violation found by the post: no more posts to this child (the scheduler kills it).
+    if (atomic_load(&ep->violated)) break_child(ep, NULL);
     err.worker_id = (int32_t)ep->index;
+    err.task_id = t->task_id;
     lw__task_finish(w, t, err.code, &err, &pw->finished);
   }
 }
@@ -153,7 +179,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     lw_task_queue_t *q = &w->chip_q[i];
     bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
     if (!dead && !ep->accepting) continue;  // respawning: its tasks wait for it
-    while (q->head && (dead || ep->busy < LW_MB_TASK_FRAMES)) {
+    while (q->head && (dead || (ep->accepting && ep->busy < LW_MB_TASK_FRAMES))) {
       lw_task_t *t = queue_pop(q);
       progress = true;
       if (skip_if_stopped(w, t, pw)) continue;
@@ -327,8 +353,10 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   int64_t grace_ms = w->cfg.cancel_grace_ns / 1000000;
   pthread_mutex_lock(&w->mu);
   ep->accepting = false;
+  ep->broken = false;
   atomic_store(&ep->state, LW_EP_RESPAWNING);
-  // Whatever the child reported before it died still counts.
+  // Whatever the child reported before it died still counts (unless it broke the protocol:
+  // drain_endpoint then reads nothing).
   (void)drain_endpoint(w, ep, pw);
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
     lw_task_t *t = ep->frame_task[f];
@@ -369,10 +397,13 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
 // ---------------------------------------------------------------------------------------------
 
 // The mailboxes the scheduler may touch: a child being respawned has its mailbox reset by the
-// supervisor (maybe several times, if the new child dies too). Only this thread clears
-// accepting (on_child_death, before handing the child over), and the supervisor sets it only
-// after a replay succeeded, so this check cannot race a reset.
-static bool ep_mailbox_live(lw_endpoint_t *ep) { return atomic_load(&ep->accepting); }
+// supervisor (maybe several times, if the new child dies too). Only threads holding w->mu
+// clear accepting (on_child_death before handing the child over; break_child), and the
+// supervisor sets it only after a replay succeeded, so this check cannot race a reset. A
+// broken child's mailbox is not read either: its ring may say anything, forever.
+static bool ep_mailbox_live(lw_endpoint_t *ep) {
+  return atomic_load(&ep->accepting) && !atomic_load(&ep->violated);
+}
 
 static bool rings_pending(lw_worker_t *w) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
@@ -403,10 +434,13 @@ static void *sched_main(void *arg) {
     pthread_mutex_lock(&w->mu);
     for (uint32_t s = 0; s < w->n_children; ++s) {
       lw_endpoint_t *ep = &w->eps[s];
+      bool ready = atomic_load(&ep->state) == LW_EP_READY;
+      // A violation another thread found (a control round trip): this thread owns the kill.
+      if (ready && ep->accepting && atomic_load(&ep->violated)) break_child(ep, NULL);
+      // Until its death is seen; a repeated SIGKILL is harmless and is not progress.
+      if (ready && ep->broken) kill_child(ep);
       // A child being respawned is not drained here: its replay reads its ring.
-      if (atomic_load(&ep->state) == LW_EP_READY && ep->accepting) {
-        progress |= drain_endpoint(w, ep, &pw);
-      }
+      if (ready && ep->accepting) progress |= drain_endpoint(w, ep, &pw);
     }
     uint64_t kick = atomic_load(&w->kick_seq);
     if (kick != seen_kick || atomic_load(&w->cancel_all_seq) != seen_cancel) {

@@ -182,10 +182,11 @@ static void ops_unlink(lw_worker_t *w, lw_wop_t *op) {
   }
 }
 
-bool lw__wop_report(lw_worker_t *w, uint64_t control_id, lw_status_t st, uint64_t value,
-                    const lw_error_t *err, lw_wop_t **out_op) {
+bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
+                    uint64_t value, const lw_error_t *err, lw_wop_t **out_op) {
   *out_op = NULL;
-  uint32_t chip = (uint32_t)(control_id & 0xff);
+  // Matched against the id this op posted to *this* chip: a control id the child made up (or
+  // one naming another chip) matches nothing.
   for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
     if (op_control_id(op, chip) != control_id) continue;
     op_record(op, chip, st, value, err);
@@ -261,7 +262,7 @@ static void wop_post(lw_wop_t *op) {
     if (st != LW_OK) {
       lw_wop_t *done = NULL;
       pthread_mutex_lock(&w->mu);
-      bool complete = lw__wop_report(w, p.control_id, st, 0, &err, &done);
+      bool complete = lw__wop_report(w, i, p.control_id, st, 0, &err, &done);
       pthread_mutex_unlock(&w->mu);
       if (complete) lw__wop_complete(done);
     }
@@ -699,6 +700,54 @@ static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
   return idle;
 }
 
+// Finishes every run still unfinished once no thread of the worker is left: a task whose
+// child's death was never seen, a task queued for a child being respawned when the
+// supervisor stopped, a run queued after the orchestrator left. Every handle the user still
+// holds then answers a wait at once. Normally there is none: this is the backstop that makes
+// "destroy finishes every handle" hold whatever went wrong before.
+static void finish_leftover_runs(lw_worker_t *w) {
+  lw_run_t *finished = NULL;
+  pthread_mutex_lock(&w->mu);
+  for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) {
+    lw_task_t *t = &w->tasks[i];
+    // lw__task_finish retires a task (FREE) before it returns, and may finish others (its
+    // consumers, its group) on the way: those are FREE by the time the loop reaches them.
+    if (t->state != LW_TS_BUILDING && t->state != LW_TS_PENDING && t->state != LW_TS_READY &&
+        t->state != LW_TS_RUNNING) {
+      continue;
+    }
+    lw_error_t err;
+    char name[32] = "";
+    bool posted = t->state == LW_TS_RUNNING && t->ep;
+    if (posted) lw__ep_name(t->ep, name, sizeof(name));
+    lw__error_set(&err, LW_UNAVAILABLE, posted ? (int32_t)t->ep->index : -1, t->task_id,
+                  "worker destroyed before task %llu of run %llu (%s) finished%s%s",
+                  (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                  w->callables[t->wc].name, posted ? " on " : "", name);
+    lw__task_finish(w, t, LW_UNAVAILABLE, &err, &finished);
+  }
+  pthread_mutex_unlock(&w->mu);
+  while (finished) {
+    lw_run_t *next = finished->next;
+    lw__run_complete(finished);
+    finished = next;
+  }
+  pthread_mutex_lock(&w->run_mu);
+  lw_run_t *queued = w->runq_head;
+  w->runq_head = w->runq_tail = NULL;
+  pthread_mutex_unlock(&w->run_mu);
+  while (queued) {
+    lw_run_t *next = queued->next;
+    queued->orch_done = true;
+    queued->failed = true;
+    lw__error_set(&queued->error, LW_UNAVAILABLE, -1, 0,
+                  "run %llu: worker destroyed before it started",
+                  (unsigned long long)queued->run_id);
+    lw__run_complete(queued);
+    queued = next;
+  }
+}
+
 // How long destroy lets cancelled kernels stop by themselves before it stops the children.
 #define DESTROY_GRACE_NS (2ll * 1000 * 1000 * 1000)
 
@@ -729,6 +778,8 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw__supervisor_stop(w);
   if (w->epoll_fd >= 0) close(w->epoll_fd);
   w->epoll_fd = -1;
+  // 4. No thread of this worker is left: whatever run is still unfinished is finished now.
+  finish_leftover_runs(w);
   lw_forkserver_stop(w->fs);
   for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);

@@ -106,10 +106,20 @@ typedef struct lw_endpoint {
   // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
   pthread_mutex_t desc_mu;
   char exit_desc[192];
-  // Takes tasks, and the scheduler may touch its mailbox: false from a death until the new
-  // child has every callable again. Written under w->mu; atomic so the scheduler's sleep
-  // bookkeeping can read it without the lock.
+  // Takes tasks, and the scheduler may touch its mailbox: false from a death (or a protocol
+  // violation) until the new child has every callable again. Written under w->mu; atomic so
+  // the scheduler's sleep bookkeeping can read it without the lock.
   _Atomic bool accepting;
+  // The child broke the protocol (garbage in its mailbox or completion ring): nothing reads
+  // its mailbox again, it is killed, and the death path fails its work naming the violation
+  // and respawns it. `violated` is set by whichever thread found it (lw__ep_violation) and
+  // cleared by the supervisor when it resets the mailbox for a new child; the reason
+  // (`violation`) is under desc_mu. `broken` (under w->mu) means the scheduler owns the kill:
+  // set with accepting = false by the thread that found the violation while dispatching, or
+  // by the scheduler for a violation another thread found; cleared at the death.
+  _Atomic bool violated;
+  bool broken;
+  char violation[160];
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
   uint32_t respawns;
@@ -122,11 +132,13 @@ LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_
 LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
                                           lw_error_t *err);
 // One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
-// one holding w->mu. The child's death while waiting gives CHILD_EXITED.
+// one holding w->mu. The child's death while waiting gives CHILD_EXITED; so does a control
+// frame or header the child corrupted (a protocol violation: lw__ep_violation).
 LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                                        lw_mb_control_ack_t *out_ack, lw_error_t *err);
 // Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
-// identity and frame.
+// identity and frame. A frame the parent's record says is free but that is not IDLE, or a
+// header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
 LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
 // True when the child died (pidfd readable). Marks it DEAD.
 bool lw__ep_check_dead(lw_endpoint_t *ep);
@@ -136,6 +148,11 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
 void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
 // Copies the last exit description ("" when none) into buf.
 const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes);
+// Records that ep's child broke the protocol (any thread; the first reason wins) and wakes the
+// scheduler, which stops reading the mailbox, kills the child and lets the death path fail its
+// work and respawn it. Fills err with CHILD_EXITED "chip 1: protocol violation: <what>; child
+// killed", naming the child from the endpoint, never from the mailbox.
+lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *err);
 
 // ---------------------------------------------------------------------------------------------
 // Callables
@@ -371,8 +388,10 @@ void lw__sched_stop(lw_worker_t *w);
 
 // worker.c: a chip reported on a register/unregister op (w->mu held). Returns true when the
 // op has every report and must be completed with lw__wop_complete (without w->mu).
-bool lw__wop_report(lw_worker_t *w, uint64_t control_id, lw_status_t st, uint64_t value,
-                    const lw_error_t *err, lw_wop_t **out_op);
+// chip is the parent's own record of where the completion came from (the endpoint whose ring
+// held it), never a value the child wrote: a child cannot report for another chip.
+bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
+                    uint64_t value, const lw_error_t *err, lw_wop_t **out_op);
 void lw__wop_complete(lw_wop_t *op);
 // A chip died: every op waiting on it gets CHILD_EXITED (w->mu held); completed ops go to
 // *out (array of n_children capacity... caller provides LW_MAX_CALLABLES slots).

@@ -1,0 +1,202 @@
+// tests/faults/test_protocol.c — a child that breaks the mailbox protocol (garbage in its
+// completion ring, task frames, control frame or header) is killed and handled like a death:
+// its work fails CHILD_EXITED naming the chip (from the parent's own records) and the
+// violation, the scheduler keeps serving, the child is respawned; and lw_worker_destroy
+// finishes every run handle, whatever state the run was in.
+//
+// The garbage is written from the test (the parent's side of the shared mapping), which is
+// what a stray kernel write in the child would leave behind.
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "fault_util.h"
+
+static fx_t f;
+
+// Values no parent-written field ever holds; if a message repeats one, it named the child
+// from memory the child can write.
+#define GARBAGE_INDEX 0x56786461u
+#define GARBAGE_PID 0x42424242
+#define GARBAGE_STATE 0x43434343u
+
+static lw_mailbox_t *fx_mailbox(fx_t *fx, uint32_t slot) { return fx->w->eps[slot].mb; }
+
+static void assert_no_garbage_names(const char *msg) {
+  char v[4][32];
+  snprintf(v[0], sizeof(v[0]), "%u", GARBAGE_INDEX);
+  snprintf(v[1], sizeof(v[1]), "%x", GARBAGE_INDEX);
+  snprintf(v[2], sizeof(v[2]), "%d", GARBAGE_PID);
+  snprintf(v[3], sizeof(v[3]), "%x", GARBAGE_PID);
+  for (int i = 0; i < 4; ++i) {
+    cr_assert(!strstr(msg, v[i]), "message repeats the garbage value %s: %s", v[i], msg);
+  }
+}
+
+Test(protocol, corrupt_completion_ring_mid_run_fails_the_run_and_the_chip_comes_back,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  job_t j = {gate, s, JOB_GATE, 1, 0, 0, 1};
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h));
+  lw_test_wait_nonzero(&s->entered);
+  // The child is inside the kernel and pushes nothing: the head is the test's to break. A head
+  // a thousand entries past the tail can never be drained.
+  lw_mailbox_t *mb = fx_mailbox(&f, 1);
+  atomic_store(&mb->ring_head.value, atomic_load(&mb->ring_tail.value) + 1000);
+  lw__worker_kick(f.w);
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CHILD_EXITED, "%s",
+               lw_handle_error(h)->message);
+  const lw_error_t *e = lw_handle_error(h);
+  ASSERT_MSG_HAS(e->message, "chip 1");
+  ASSERT_MSG_HAS(e->message, "protocol violation");
+  ASSERT_MSG_HAS(e->message, "completion ring head");
+  ASSERT_MSG_HAS(e->message, "child killed");
+  cr_assert_eq(e->worker_id, 1);
+  lw_handle_release(h);
+  // The scheduler was not stuck on the bad ring: it saw the death, the supervisor respawned
+  // the chip, and both chips serve runs again.
+  fx_wait_respawned(&f, 1, 1);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
+
+Test(protocol, garbage_task_frame_state_fails_the_next_task_and_the_chip_comes_back,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  // Idle chip 1: every frame is IDLE and free in the parent's record; frame 0 is used next.
+  atomic_store(&fx_mailbox(&f, 1)->task[0].state, GARBAGE_STATE);
+  job_t j = {vadd, s, JOB_VADD, 1, 0, 0, 1};
+  lw_run_report_t rep;
+  cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED, "%s",
+               rep.error.message);
+  ASSERT_MSG_HAS(rep.error.message, "chip 1: protocol violation");
+  ASSERT_MSG_HAS(rep.error.message, "task frame 0 is UNKNOWN");
+  cr_assert_eq(rep.error.worker_id, 1);
+  // Not failed forever: the chip is respawned with its callables and takes tasks again.
+  fx_wait_respawned(&f, 1, 1);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
+
+Test(protocol, garbage_header_fails_the_next_task_naming_the_chip_from_the_parent,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  lw_mailbox_t *mb = fx_mailbox(&f, 1);
+  mb->header.child_index = GARBAGE_INDEX;
+  atomic_store(&mb->header.child_pid, GARBAGE_PID);
+  atomic_store(&mb->task[0].state, GARBAGE_STATE);
+  atomic_store(&mb->task[1].state, GARBAGE_STATE);
+  job_t j = {vadd, s, JOB_VADD, 1, 0, 0, 1};
+  lw_run_report_t rep;
+  cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED, "%s",
+               rep.error.message);
+  ASSERT_MSG_HAS(rep.error.message, "chip 1");
+  ASSERT_MSG_HAS(rep.error.message, "protocol violation");
+  assert_no_garbage_names(rep.error.message);
+  cr_assert_eq(rep.error.worker_id, 1);
+  fx_wait_respawned(&f, 1, 1);
+  // The death's description (what later failures of this chip quote) names no garbage either.
+  char desc[192];
+  lw__ep_exit_desc(&f.w->eps[1], desc, sizeof(desc));
+  ASSERT_MSG_HAS(desc, "protocol violation");
+  assert_no_garbage_names(desc);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
+
+Test(protocol, garbage_control_frame_fails_the_register_naming_the_chip_and_respawns,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  shared_t *s = fx_shared(&f);
+  atomic_store(&fx_mailbox(&f, 1)->control.state, GARBAGE_STATE);
+  lw_callable_t c = lw_test_kernel("vector_add");
+  lw_handle_t *reg = NULL;
+  LW_ASSERT_OK(lw_worker_register_async(f.w, &c, &reg));
+  cr_assert_eq(lw_handle_wait(reg, LW_WAIT_FOREVER), LW_CHILD_EXITED, "%s",
+               lw_handle_error(reg)->message);
+  ASSERT_MSG_HAS(lw_handle_error(reg)->message, "chip 1");
+  ASSERT_MSG_HAS(lw_handle_error(reg)->message, "protocol violation");
+  ASSERT_MSG_HAS(lw_handle_error(reg)->message, "control frame is UNKNOWN");
+  lw_handle_release(reg);
+  fx_wait_respawned(&f, 1, 1);
+  lw_callable_handle_t vadd;
+  LW_ASSERT_OK(lw_worker_register(f.w, &c, &vadd));
+  lw_callable_free_loaded(&c);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
+
+Test(protocol, destroy_right_after_a_ring_corruption_finishes_the_run_in_flight,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  shared_t *s = fx_shared(&f);
+  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 1};
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h));
+  lw_test_wait_nonzero(&s->entered);
+  lw_mailbox_t *mb = fx_mailbox(&f, 0);
+  atomic_store(&mb->ring_head.value, atomic_load(&mb->ring_tail.value) + 1000);
+  fx_destroy(&f);
+  // The handle outlives the worker; its wait answers at once (a bounded wait, so a handle
+  // left unfinished fails here instead of hanging).
+  lw_status_t st = lw_handle_wait(h, 5ll * 1000 * 1000 * 1000);
+  cr_assert(st != LW_OK && st != LW_DEADLINE_EXCEEDED, "run ended %s: %s", lw_status_name(st),
+            lw_handle_error(h)->message);
+  lw_handle_release(h);
+}
+
+Test(protocol, destroy_finishes_runs_the_scheduler_can_no_longer_finish, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  shared_t *s = fx_shared(&f);
+  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 1};
+  lw_handle_t *h[2] = {NULL, NULL};
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h[0]));
+  lw_test_wait_nonzero(&s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h[1]));
+  // Both runs hold posted tasks (the second waits behind the first on the chip's run lane)
+  // when nothing is left to see them through: the scheduler is gone. Destroy must still
+  // finish both handles.
+  for (;;) {
+    pthread_mutex_lock(&f.w->mu);
+    uint32_t busy = f.w->eps[0].busy;
+    pthread_mutex_unlock(&f.w->mu);
+    if (busy == 2) break;
+    lw_test_sleep_us(500);
+  }
+  lw__sched_stop(f.w);
+  fx_destroy(&f);
+  for (int i = 0; i < 2; ++i) {
+    lw_status_t st = lw_handle_wait(h[i], 5ll * 1000 * 1000 * 1000);
+    cr_assert_eq(st, LW_UNAVAILABLE, "run %d ended %s: %s", i, lw_status_name(st),
+                 lw_handle_error(h[i])->message);
+    ASSERT_MSG_HAS(lw_handle_error(h[i])->message, "worker destroyed");
+    lw_handle_release(h[i]);
+  }
+}
