@@ -15,7 +15,9 @@
 //
 // Every field is fixed width; memory is referenced by arena offsets, never pointers. Every
 // field the other process writes is untrusted: decoders validate states, indices, counts and
-// arena bounds and say what was wrong.
+// arena bounds and say what was wrong. Error messages name the operation and the frame but
+// never the child, and worker_id is -1: the header's kind and index are memory a child can
+// write, so the caller names the child from its own records.
 //
 // Task frame states:
 //   IDLE -> TASK_READY       parent wrote identity, callable, config, args (then the state,

@@ -59,7 +59,12 @@ static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_
       }
       continue;
     }
-    if (st != LW_NOT_FOUND) return st;
+    if (st != LW_NOT_FOUND) {
+      // A malformed ring: the new child is broken. CHILD_EXITED, so the respawn loop kills it
+      // and tries again (within the crash-loop bound) rather than failing the chip for good.
+      lw_error_t why = *err;
+      return lw__ep_violation(ep, why.message, err);
+    }
     if (lw__ep_check_dead(ep)) {
       return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
                            "the respawned child died during the replay");
