@@ -353,11 +353,12 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   int64_t grace_ms = w->cfg.cancel_grace_ns / 1000000;
   pthread_mutex_lock(&w->mu);
   ep->accepting = false;
-  ep->broken = false;
   atomic_store(&ep->state, LW_EP_RESPAWNING);
   // Whatever the child reported before it died still counts (unless it broke the protocol:
   // drain_endpoint then reads nothing).
   (void)drain_endpoint(w, ep, pw);
+  // After the drain, which may itself find garbage: the kill is done, the next child is new.
+  ep->broken = false;
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
     lw_task_t *t = ep->frame_task[f];
     if (!t) continue;
