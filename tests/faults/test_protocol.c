@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "fault_util.h"
+#include "lanes/sys.h"
 
 static fx_t f;
 
@@ -199,4 +200,67 @@ Test(protocol, destroy_finishes_runs_the_scheduler_can_no_longer_finish, .timeou
     ASSERT_MSG_HAS(lw_handle_error(h[i])->message, "worker destroyed");
     lw_handle_release(h[i]);
   }
+}
+
+typedef struct reg_call {
+  lw_worker_t *w;
+  lw_callable_t *c;
+  lw_handle_t *h;
+  lw_status_t st;
+} reg_call_t;
+
+static void *register_thread(void *arg) {
+  reg_call_t *r = arg;
+  r->st = lw_worker_register_async(r->w, r->c, &r->h);
+  return NULL;
+}
+
+Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  shared_t *s = fx_shared(&f);
+  lw_callable_t c = lw_test_kernel("vector_add");
+  // Chip 0 is stopped, so the register waits for chip 0's ack with its op listed.
+  pid_t pid0 = fx_pid(&f, 0);
+  cr_assert_eq(kill(pid0, SIGSTOP), 0);
+  reg_call_t r = {f.w, &c, NULL, LW_OK};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, register_thread, &r), 0);
+  lw_wop_t *op = NULL;
+  while (!op) {
+    pthread_mutex_lock(&f.w->mu);
+    op = f.w->ops;
+    pthread_mutex_unlock(&f.w->mu);
+    if (!op) lw_test_sleep_us(200);
+  }
+  // Chip 1 "reports" the op on chip 0's behalf: the control id chip 0 was given, a bogus
+  // callable id. It must count for nothing (chip 1's ring speaks only for chip 1).
+  lw_mb_completion_t fake;
+  memset(&fake, 0, sizeof(fake));
+  fake.kind = LW_MB_COMPLETION_CONTROL;
+  fake.control_id = ((uint64_t)(uintptr_t)op << 8) | 0;
+  fake.status = LW_OK;
+  fake.value = 0x7777;
+  lw_mailbox_t *mb1 = fx_mailbox(&f, 1);
+  bool wake = false;
+  lw_error_t err;
+  LW_ASSERT_OK(lw_mailbox_push_completion(mb1, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
+  lw__worker_kick(f.w);
+  while (atomic_load(&mb1->ring_tail.value) != atomic_load(&mb1->ring_head.value)) {
+    lw_test_sleep_us(200);
+  }
+  cr_assert_eq(kill(pid0, SIGCONT), 0);
+  cr_assert_eq(pthread_join(th, NULL), 0);
+  LW_ASSERT_OK(r.st);
+  LW_ASSERT_OK(lw_handle_wait(r.h, LW_WAIT_FOREVER));
+  lw_callable_handle_t vadd;
+  LW_ASSERT_OK(lw_handle_callable(r.h, &vadd));
+  // Chip 0's own report (its real callable id) is the one that counted.
+  cr_assert_neq(f.w->callables[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  lw_handle_release(r.h);
+  lw_callable_free_loaded(&c);
+  fx_destroy(&f);
 }
