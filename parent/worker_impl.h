@@ -18,6 +18,7 @@
 //
 // Locks (in this order; never the reverse):
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
+//     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
 //   w->run_mu guards the run queue only.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
