@@ -358,7 +358,8 @@ Test(chip, a_timeout_of_int64_max_does_not_overflow_and_the_run_completes) {
   lw_callable_handle_t hs = reg_kernel("spin");
   lw_args_t a;
   lw_args_init(&a);
-  LW_ASSERT_OK(lw_args_add_scalar(&a, 1000));  // 1 ms
+  // 20 ms: long enough for the watchdog to fire on an overflowed (past) deadline.
+  LW_ASSERT_OK(lw_args_add_scalar(&a, 20000));
   lw_run_config_t cfg;
   lw_run_config_default(&cfg);
   cfg.timeout_ns = INT64_MAX;
