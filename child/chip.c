@@ -18,6 +18,8 @@
 
 #define REGISTRY_SLOTS 256
 #define REGISTRY_HANDLES 4096
+// How often a register waiting for room on a full register lane bumps its heartbeat.
+#define REGISTER_BEAT_NS (20ll * 1000 * 1000)
 
 #define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -469,8 +471,20 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
   } else {
     op->image = c->image;
   }
-  lw_status_t st =
-      lw_lane_submit(chip->register_lane, &op->item, submit_deadline(chip), NULL, &err);
+  int64_t deadline = submit_deadline(chip);
+  lw_status_t st;
+  for (;;) {
+    // With a heartbeat to keep, wait for room in slices and beat between them: a full
+    // register lane is progress elsewhere in this process, not a wedged mailbox loop.
+    int64_t slice = deadline;
+    if (opts && opts->heartbeat) {
+      int64_t s = lw__deadline_after(REGISTER_BEAT_NS);
+      if (s < slice) slice = s;
+    }
+    st = lw_lane_submit(chip->register_lane, &op->item, slice, NULL, &err);
+    if (st != LW_RESOURCE_EXHAUSTED || slice == deadline || lw__now_ns() >= deadline) break;
+    atomic_fetch_add_explicit(opts->heartbeat, 1, memory_order_relaxed);
+  }
   if (st != LW_OK) {
     image_release(op);
     free(op);

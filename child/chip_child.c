@@ -203,7 +203,10 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
   cc->next = pending;
   pending = cc;
   pthread_mutex_unlock(&pending_mu);
-  lw_chip_submit_opts_t opts = {.notify = control_done, .notify_ctx = cc, .borrow_image = true};
+  lw_chip_submit_opts_t opts = {.notify = control_done,
+                                .notify_ctx = cc,
+                                .borrow_image = true,
+                                .heartbeat = &c->mb->header.heartbeat};
   lw_handle_t *h = NULL;
   lw_status_t st;
   if (t.command == LW_MB_CMD_REGISTER) {
