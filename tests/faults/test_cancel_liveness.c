@@ -229,3 +229,31 @@ Test(liveness, a_kernel_running_longer_than_the_liveness_timeout_is_not_killed, 
   lw_handle_release(run);
   fx_destroy(&f);
 }
+
+Test(liveness, a_child_stopped_while_its_kernel_runs_fails_its_work_in_finite_time,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  liveness_config(&cfg);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 1};  // no timeout: only liveness can end it
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &run));
+  lw_test_wait_nonzero(&s->entered);
+  // An unregister that waits in the child for the running kernel's pin.
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(f.w, gate, &unreg));
+  stop_child(fx_pid(&f, 0));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  ASSERT_MSG_HAS(lw_handle_error(run)->message, "no heartbeat");
+  ASSERT_MSG_HAS(lw_handle_error(run)->message, "gate");
+  // The unregister ends too: nothing of the callable is left on a dead chip.
+  LW_ASSERT_OK(lw_handle_wait(unreg, LW_WAIT_FOREVER));
+  lw_handle_release(unreg);
+  lw_handle_release(run);
+  fx_wait_respawned(&f, 0, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
