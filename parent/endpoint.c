@@ -148,6 +148,16 @@ static bool control_done(const void *ctx) {
   return atomic_load_explicit(&c->mb->control.state, memory_order_acquire) != LW_MB_CONTROL_REQUEST;
 }
 
+// A sub child calls its functions on its mailbox loop, so its heartbeat stands still while one
+// runs (as long as the function likes); the control waits behind it without counting that.
+static bool sub_function_running(const lw_endpoint_t *ep) {
+  if (ep->kind != LW_MB_CHILD_SUB) return false;
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_RUNNING) return true;
+  }
+  return false;
+}
+
 lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                            lw_mb_control_ack_t *out_ack, lw_error_t *err) {
   char name[32];
@@ -190,7 +200,7 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
     }
     int64_t now = lw__now_ns();
     uint64_t b = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
-    if (b != beat) {
+    if (b != beat || sub_function_running(ep)) {
       beat = b;
       beat_at = now;
     } else if (live > 0 && now - beat_at >= live) {
