@@ -4,7 +4,8 @@
 //   offset  size  what                                     written by
 //   ------  ----  ---------------------------------------  -----------------------
 //   0       512   lw_mb_header_t (magic, version, sizes,   parent (init), child
-//                 pid, NUMA node, INIT state, shutdown)    (pid/numa/init state)
+//                 pid, NUMA node, INIT state, shutdown,    (pid/numa/init state,
+//                 heartbeat)                               heartbeat)
 //   512     64    lw_mb_doorbell_t   parent -> child       parent
 //   576     64    lw_mb_parent_line_t child -> parent      parent (sleeping flag)
 //   640     1024  lw_mb_control_t    one control frame     both (state machine)
