@@ -128,6 +128,40 @@ Test(cancel, cancel_of_a_task_queued_behind_a_running_kernel_finishes_it_without
   fx_destroy(&f);
 }
 
+static void stop_child(pid_t pid);
+
+Test(cancel, cancel_of_a_task_the_child_has_not_taken_never_escalates, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);  // grace 200 ms
+  cfg.liveness_timeout_ns = 0;  // the child is stopped on purpose; only the cancel rules count
+  fx_create(&f, &cfg);
+  two_runs_t j = {fx_reg(&f, "gate"), fx_reg(&f, "record"), fx_shared(&f), NULL};
+  j.log = lw_worker_alloc(f.w, 8 * sizeof(int64_t));
+  cr_assert_not_null(j.log);
+  memset(j.log, 0, 8 * sizeof(int64_t));
+  pid_t pid = fx_pid(&f, 0);
+  stop_child(pid);
+  lw_handle_t *b = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, record_orch, &j, &b));
+  // Posted (TASK_READY) but not taken: the child is stopped.
+  lw_mb_task_t *frame = &f.w->eps[0].mb->task[0];
+  while (atomic_load(&frame->state) != LW_MB_TASK_READY) lw_test_sleep_us(200);
+  LW_ASSERT_OK(lw_handle_cancel(b));
+  while (atomic_load(&frame->cancel_requested) == 0) lw_test_sleep_us(200);
+  // Well past the grace: a task that never started must not be escalated however long it
+  // waits (the old rule counted the grace from the cancel and killed the child here).
+  lw_test_sleep_us(3 * 200 * 1000);
+  cr_assert_eq(kill(pid, SIGCONT), 0);
+  cr_assert_eq(lw_handle_wait(b, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(b, &rep));
+  ASSERT_MSG_HAS(rep.error.message, "before it started");
+  cr_assert_eq(j.log[0], 0, "the cancelled task never ran");
+  cr_assert_eq(fx_pid(&f, 0), pid, "cancelling a task that never started must not kill its child");
+  lw_handle_release(b);
+  fx_destroy(&f);
+}
+
 Test(cancel, a_timeout_of_int64_max_does_not_overflow_and_the_task_runs, .timeout = 60) {
   lw_worker_config_t cfg;
   fx_config(&cfg, 1, 0);
