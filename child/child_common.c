@@ -70,22 +70,52 @@ void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_iden
 typedef struct post_cond {
   lw_mailbox_t *mb;
   uint64_t seq;
+  const uint64_t *cancel_seen;  // NULL: cancel notices do not wake this loop
 } post_cond_t;
 
 static bool post_visible(const void *ctx) {
   const post_cond_t *p = ctx;
   return atomic_load_explicit(&p->mb->doorbell.post_seq, memory_order_acquire) >= p->seq ||
-         atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0;
+         atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0 ||
+         (p->cancel_seen && atomic_load_explicit(&p->mb->doorbell.cancel_seq,
+                                                 memory_order_acquire) != *p->cancel_seen);
 }
 
-bool lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq) {
-  post_cond_t p = {c->mb, seq};
+void lw__child_beat(lw_child_ctx_t *c) {
+  atomic_fetch_add_explicit(&c->mb->header.heartbeat, 1, memory_order_relaxed);
+}
+
+// The parent asks for a period (a fraction of its liveness timeout); the value comes from
+// shared memory, so keep it within sane bounds.
+static int64_t beat_period(const lw_child_ctx_t *c) {
+  uint64_t p = c->mb->header.heartbeat_period_ns;
+  if (p < 1000000ull || p > (uint64_t)PARENT_CHECK_NS) return PARENT_CHECK_NS;
+  return (int64_t)p;
+}
+
+lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen) {
+  post_cond_t p = {c->mb, seq, cancel_seen};
+  int64_t period = beat_period(c);
+  int64_t next_parent_check = lw__now_ns() + PARENT_CHECK_NS;
   for (;;) {
+    lw__child_beat(c);
     lw_status_t st = lw_waitword_wait(&c->mb->doorbell.word, post_visible, &p,
-                                      lw__now_ns() + PARENT_CHECK_NS, true);
-    if (atomic_load_explicit(&c->mb->header.shutdown, memory_order_acquire)) return false;
-    if (st == LW_OK) return true;
-    if (getppid() == 1 || kill(c->env->parent_pid, 0) != 0) return false;  // orphaned
+                                      lw__now_ns() + period, true);
+    if (atomic_load_explicit(&c->mb->header.shutdown, memory_order_acquire)) {
+      return LW_CHILD_WAKE_LEAVE;
+    }
+    if (st == LW_OK) {
+      if (atomic_load_explicit(&c->mb->doorbell.post_seq, memory_order_acquire) >= seq) {
+        return LW_CHILD_WAKE_POST;
+      }
+      if (!cancel_seen) continue;
+      *cancel_seen = atomic_load_explicit(&c->mb->doorbell.cancel_seq, memory_order_acquire);
+      return LW_CHILD_WAKE_CANCEL;
+    }
+    if (lw__now_ns() >= next_parent_check) {
+      if (getppid() == 1 || kill(c->env->parent_pid, 0) != 0) return LW_CHILD_WAKE_LEAVE;
+      next_parent_check = lw__now_ns() + PARENT_CHECK_NS;
+    }
   }
 }
 

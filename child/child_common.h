@@ -27,9 +27,21 @@ void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done);
 void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
                              const lw_mb_task_result_t *result);
 
-// Waits until post seq is visible or shutdown/parent death. Returns false when the child
-// must leave.
-bool lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq);
+// Why lw__child_wait_post returned.
+typedef enum lw_child_wake {
+  LW_CHILD_WAKE_POST = 0,    // post seq is visible
+  LW_CHILD_WAKE_CANCEL = 1,  // the parent cancelled a task frame (doorbell.cancel_seq moved)
+  LW_CHILD_WAKE_LEAVE = 2,   // shutdown or parent death: the child must leave
+} lw_child_wake_t;
+
+// Waits until post seq is visible, shutdown/parent death, or (when cancel_seen is not NULL) a
+// cancel notice newer than *cancel_seen (then *cancel_seen is updated). Bumps the mailbox
+// heartbeat on entry and at least every heartbeat period while it waits: the parent's
+// liveness check watches this loop, not the kernels (a long kernel is legal).
+lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen);
+
+// Adds one to the mailbox heartbeat (relaxed: the parent only looks for movement).
+void lw__child_beat(lw_child_ctx_t *c);
 
 // Takes the control frame's request and answers what every child answers the same way: a
 // malformed request (acked with its error) and PING (acked with the pid). Returns true when

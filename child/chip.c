@@ -18,6 +18,8 @@
 
 #define REGISTRY_SLOTS 256
 #define REGISTRY_HANDLES 4096
+// How often a register waiting for room on a full register lane bumps its heartbeat.
+#define REGISTER_BEAT_NS (20ll * 1000 * 1000)
 
 #define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -65,7 +67,8 @@ static void *watchdog_main(void *arg) {
 static void watchdog_arm(lw_chip_t *chip, lw_cancel_word_t *word, uint64_t generation,
                          int64_t timeout_ns) {
   lw_chip_watchdog_t *wd = &chip->watchdog;
-  atomic_store(&wd->deadline_ns, lw__now_ns() + timeout_ns);
+  // Saturating: a timeout of INT64_MAX means "never", not a deadline in the past.
+  atomic_store(&wd->deadline_ns, lw__deadline_after(timeout_ns));
   atomic_store(&wd->armed_word, word);
   atomic_store(&wd->armed_generation, generation);
   lw_waitword_wake(&wd->word, false);
@@ -92,30 +95,52 @@ struct lw_chip_run {
   int64_t timeout_ns;
   uint64_t run_id;
   int64_t t_submit;
-  _Atomic uint32_t phase;  // RUN_QUEUED -> RUN_RUNNING -> RUN_FINISHED
+  // RUN_QUEUED -> RUN_STARTING -> RUN_RUNNING -> RUN_FINISHED, or RUN_QUEUED -> RUN_WITHDRAWN
+  // when a cancel finishes the run while it still waits on the lane.
+  _Atomic uint32_t phase;
   _Atomic uint64_t generation;
 };
 typedef struct lw_chip_run run_op_t;
 
-enum { RUN_QUEUED = 0, RUN_RUNNING = 1, RUN_FINISHED = 2 };
+enum { RUN_QUEUED = 0, RUN_STARTING = 1, RUN_RUNNING = 2, RUN_FINISHED = 3, RUN_WITHDRAWN = 4 };
 
 static void run_destroy(lw_handle_t *h) { free(h); }
 
+static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
+                      lw_registry_waiter_t *carrier);
+static void run_unpin(lw_chip_t *chip, uint32_t slot);
+
 static lw_status_t run_cancel(lw_handle_t *h) {
   run_op_t *op = (run_op_t *)h;
-  // cancel_requested was set (seq_cst) before this call. If the lane has not started the run
-  // it sees the flag at start; if it has, we see RUNNING here and hit the generation. The lane
-  // stores the generation before RUNNING, so a RUNNING phase implies a valid generation.
-  if (atomic_load(&op->phase) == RUN_RUNNING) {
+  // A run still waiting behind another run's kernel is finished right here, CANCELLED, so its
+  // caller does not wait for the kernel ahead of it. The lane claims the run with the same
+  // compare-and-swap, so exactly one of the two finishes it; the lane item stays queued (with
+  // the lane's reference) and is dropped when the lane reaches it.
+  uint32_t expected = RUN_QUEUED;
+  if (atomic_compare_exchange_strong(&op->phase, &expected, RUN_WITHDRAWN)) {
+    int32_t dev = op->chip->cfg.device_id;
+    lw_error_t err;
+    lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
+                  "chip %d: run %llu of %s cancelled before it started", dev,
+                  (unsigned long long)op->run_id, op->pin.name);
+    op->handle.timing.host_wall_ns = (uint64_t)(lw__now_ns() - op->t_submit);
+    lw_chip_t *chip = op->chip;
+    uint32_t slot = op->pin.slot;
+    (void)lw__handle_finish(&op->handle, LW_CANCELLED, &err);
+    run_unpin(chip, slot);
+    return LW_OK;
+  }
+  // cancel_requested was set (seq_cst) before this call. If the lane is starting the run it
+  // sees the flag after it stored RUNNING; if it already did, we see RUNNING here and hit the
+  // generation. The lane stores the generation before RUNNING, so a RUNNING phase implies a
+  // valid generation.
+  if (expected == RUN_RUNNING) {
     (void)lw_cancel_request(op->cancel_word, atomic_load(&op->generation));
   }
   return LW_OK;
 }
 
 static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
-
-static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
-                      lw_registry_waiter_t *carrier);
 
 static void run_unpin(lw_chip_t *chip, uint32_t slot) {
   void *module = NULL;
@@ -149,6 +174,12 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   lw__error_clear(&err);
   int32_t dev = chip->cfg.device_id;
 
+  // Claim the run; a cancel that withdrew it while queued already finished and unpinned it.
+  uint32_t expected = RUN_QUEUED;
+  if (!atomic_compare_exchange_strong(&op->phase, &expected, RUN_STARTING)) {
+    lw__handle_unref(&op->handle);  // the lane's reference
+    return;
+  }
   if (cancelled || lw__handle_cancel_requested(&op->handle) ||
       (op->cancel_flag && atomic_load(op->cancel_flag))) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
@@ -179,20 +210,24 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   bool stop_requested = lw_cancel_is_requested(op->cancel_word, gen);
   bool deadline_hit = op->timeout_ns > 0 && atomic_load(&chip->watchdog.fired_generation) == gen;
 
+  // A stop requested before the kernel returned wins over what it returned: a kernel that
+  // bails out on lw_kernel_should_stop and returns 0 left partial outputs, which must never be
+  // reported OK.
   if (st != LW_OK) {
     err.worker_id = dev;
     err.task_id = op->run_id;
-  } else if (res.kernel_rc == 0) {
-    st = LW_OK;  // finished before the stop was seen: the results are complete
   } else if (stop_requested && deadline_hit) {
     st = lw__error_set(&err, LW_DEADLINE_EXCEEDED, dev, op->run_id,
-                       "chip %d: run %llu of %s passed its %lld ns timeout and was cancelled",
+                       "chip %d: run %llu of %s passed its %lld ns timeout and was cancelled "
+                       "(kernel returned %d)",
                        dev, (unsigned long long)op->run_id, op->pin.name,
-                       (long long)op->timeout_ns);
+                       (long long)op->timeout_ns, res.kernel_rc);
   } else if (stop_requested) {
     st = lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
-                       "chip %d: run %llu of %s cancelled while running", dev,
-                       (unsigned long long)op->run_id, op->pin.name);
+                       "chip %d: run %llu of %s cancelled while running (kernel returned %d)",
+                       dev, (unsigned long long)op->run_id, op->pin.name, res.kernel_rc);
+  } else if (res.kernel_rc == 0) {
+    st = LW_OK;
   } else {
     st = lw__error_set(&err, LW_TASK_FAILED, dev, op->run_id,
                        "chip %d: kernel %s returned %d", dev, op->pin.name, res.kernel_rc);
@@ -436,8 +471,20 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
   } else {
     op->image = c->image;
   }
-  lw_status_t st =
-      lw_lane_submit(chip->register_lane, &op->item, submit_deadline(chip), NULL, &err);
+  int64_t deadline = submit_deadline(chip);
+  lw_status_t st;
+  for (;;) {
+    // With a heartbeat to keep, wait for room in slices and beat between them: a full
+    // register lane is progress elsewhere in this process, not a wedged mailbox loop.
+    int64_t slice = deadline;
+    if (opts && opts->heartbeat) {
+      int64_t s = lw__deadline_after(REGISTER_BEAT_NS);
+      if (s < slice) slice = s;
+    }
+    st = lw_lane_submit(chip->register_lane, &op->item, slice, NULL, &err);
+    if (st != LW_RESOURCE_EXHAUSTED || slice == deadline || lw__now_ns() >= deadline) break;
+    atomic_fetch_add_explicit(opts->heartbeat, 1, memory_order_relaxed);
+  }
   if (st != LW_OK) {
     image_release(op);
     free(op);

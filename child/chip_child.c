@@ -15,6 +15,11 @@ typedef struct frame_ctx {
   lw_child_ctx_t *c;
   uint32_t frame;
   lw_mb_identity_t identity;
+  // The frame's last run, owned by the mailbox loop: released when the frame takes its next
+  // task (the parent reposts a frame only after consuming its completion, so the run has
+  // finished by then). Lets a cancel notice reach a run still queued on the run lane.
+  lw_handle_t *run;
+  bool cancel_sent;
 } frame_ctx_t;
 
 typedef struct control_ctx {
@@ -71,7 +76,20 @@ static void task_done(void *ctx, lw_handle_t *h) {
   r.queue_ns = h->timing.queue_ns;
   r.error = h->error;
   lw__child_complete_task(fc->c, fc->frame, &fc->identity, &r);
-  lw_handle_release(h);
+  // The mailbox loop keeps its reference in fc->run (see frame_ctx_t).
+}
+
+// Forwards the parent's cancel of a frame (its cancel_requested flag) to the frame's run: a run
+// still queued behind another kernel finishes CANCELLED now, without running; a running one
+// has already had its cancel word set by the parent. Mailbox loop only.
+static void forward_cancel(lw_child_ctx_t *c, uint32_t frame) {
+  frame_ctx_t *fc = &frames[frame];
+  if (!fc->run || fc->cancel_sent) return;
+  // seq_cst: pairs with the parent's store in lw_mailbox_cancel_task; either this load sees
+  // the flag or the parent's cancel_seq bump comes after it and wakes the loop again.
+  if (!atomic_load_explicit(&c->mb->task[frame].cancel_requested, memory_order_seq_cst)) return;
+  fc->cancel_sent = true;
+  (void)lw_handle_cancel(fc->run);  // NOT_FOUND when it finished already
 }
 
 static void fail_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
@@ -88,6 +106,11 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   lw_error_t err;
   lw__error_clear(&err);
   int32_t dev = chip->cfg.device_id;
+  // The frame's previous run finished before the parent could post into it again.
+  if (frames[frame].run) {
+    lw_handle_release(frames[frame].run);
+    frames[frame].run = NULL;
+  }
   if (lw_mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
     // The identity could not be trusted either; echo what the frame says so the parent can
     // match (or reject) it.
@@ -110,6 +133,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->c = c;
   fc->frame = frame;
   fc->identity = t.identity;
+  fc->cancel_sent = false;
   lw_chip_submit_opts_t opts = {.cancel_word = &c->mb->task[frame].cancel,
                                 .cancel_flag = &c->mb->task[frame].cancel_requested,
                                 .started_ns = &c->mb->task[frame].started_ns,
@@ -126,7 +150,9 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   // The payload is copied and the callable pinned: from here the frame is not read again, so
   // controls may be served while the run lane executes.
   if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(7);
-  (void)lw__chip_run_enqueue(run);  // task_done releases the handle
+  fc->run = lw__chip_run_enqueue(run);
+  // A cancel posted before this point may have been noticed while the frame had no run yet.
+  forward_cancel(c, frame);
 }
 
 static void control_done(void *ctx, lw_handle_t *h) {
@@ -181,7 +207,10 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
   cc->next = pending;
   pending = cc;
   pthread_mutex_unlock(&pending_mu);
-  lw_chip_submit_opts_t opts = {.notify = control_done, .notify_ctx = cc, .borrow_image = true};
+  lw_chip_submit_opts_t opts = {.notify = control_done,
+                                .notify_ctx = cc,
+                                .borrow_image = true,
+                                .heartbeat = &c->mb->header.heartbeat};
   lw_handle_t *h = NULL;
   lw_status_t st;
   if (t.command == LW_MB_CMD_REGISTER) {
@@ -234,7 +263,14 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   }
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
 
-  for (uint64_t seq = 1; lw__child_wait_post(&c, seq); ++seq) {
+  uint64_t cancel_seen = 0;
+  for (uint64_t seq = 1;;) {
+    lw_child_wake_t why = lw__child_wait_post(&c, seq, &cancel_seen);
+    if (why == LW_CHILD_WAKE_LEAVE) break;
+    if (why == LW_CHILD_WAKE_CANCEL) {
+      for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) forward_cancel(&c, f);
+      continue;
+    }
     bool is_control = false;
     uint32_t frame = 0;
     if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
@@ -245,7 +281,11 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     } else {
       serve_task(&c, chip, frame);
     }
+    ++seq;
   }
-  lw_chip_close(chip);
+  lw_chip_close(chip);  // finishes every queued run, so the frames' runs are done
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    if (frames[f].run) lw_handle_release(frames[f].run);
+  }
   _exit(0);
 }

@@ -65,6 +65,9 @@ typedef struct lw_chip_submit_opts {
   void *notify_ctx;
   uint64_t task_id;               // for messages
   bool borrow_image;              // register: the image outlives the register (no copy)
+  // register: bumped while the submit waits for room on a full register lane, so a mailbox
+  // loop waiting there still shows its liveness heartbeat (mailbox.h). May be NULL.
+  _Atomic uint64_t *heartbeat;
 } lw_chip_submit_opts_t;
 
 // A run split in two steps: prepare validates and pins (the callable can no longer be freed),

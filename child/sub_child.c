@@ -105,7 +105,9 @@ _Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
   atomic_store(&c.mb->header.numa_node, -1);
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
   lw_error_t err;
-  for (uint64_t seq = 1; lw__child_wait_post(&c, seq); ++seq) {
+  // A sub function runs on this loop, so the heartbeat stands still while one runs; the parent
+  // expects it to move only while a post waits here (see sched.c, check_liveness).
+  for (uint64_t seq = 1; lw__child_wait_post(&c, seq, NULL) == LW_CHILD_WAKE_POST; ++seq) {
     bool is_control = false;
     uint32_t frame = 0;
     if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) _exit(6);

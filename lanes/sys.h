@@ -21,6 +21,14 @@ int64_t lw__now_ns(void);
 // Converts a relative timeout (LW_WAIT_FOREVER / negative: never) to an absolute deadline.
 int64_t lw__deadline_after(int64_t timeout_ns);
 
+// a + b for non-negative nanosecond quantities, saturating at LW_DEADLINE_NEVER instead of
+// overflowing (a timeout of INT64_MAX means "never"). A negative operand counts as 0.
+static inline int64_t lw__add_ns_sat(int64_t a, int64_t b) {
+  if (a < 0) a = 0;
+  if (b < 0) b = 0;
+  return b >= LW_DEADLINE_NEVER - a ? LW_DEADLINE_NEVER : a + b;
+}
+
 // The CLOCK_REALTIME time ns from now, for pthread_cond_timedwait (whose default clock it is).
 struct timespec;
 void lw__realtime_after(int64_t ns, struct timespec *out);

@@ -152,6 +152,8 @@ void lw_mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t c
   h->init_error.worker_id = (int32_t)child_index;
   lw_waitword_initialize(&mb->doorbell.word);
   atomic_init(&mb->doorbell.post_seq, 0);
+  atomic_init(&mb->doorbell.cancel_seq, 0);
+  atomic_init(&h->heartbeat, 0);
   atomic_init(&mb->parent.sleeping, 0);
   atomic_init(&mb->control.state, LW_MB_CONTROL_IDLE);
   lw_waitword_initialize(&mb->control.done_word);
@@ -406,8 +408,11 @@ bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
   uint64_t loaded = atomic_load_explicit(word, memory_order_seq_cst);
   // 0: no run ever began on this frame; odd: the last run was cancelled or has completed
   // (task_complete retires the generation). Only an even, nonzero word is a live run.
-  if (loaded == 0 || (loaded & 1u) != 0) return false;
-  return lw_cancel_request(word, loaded);
+  bool hit = loaded != 0 && (loaded & 1u) == 0 && lw_cancel_request(word, loaded);
+  // Release: a child that sees the new cancel_seq (acquire) sees cancel_requested too.
+  atomic_fetch_add_explicit(&mb->doorbell.cancel_seq, 1, memory_order_release);
+  lw_waitword_wake(&mb->doorbell.word, true);
+  return hit;
 }
 
 lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,

@@ -4,7 +4,8 @@
 //   offset  size  what                                     written by
 //   ------  ----  ---------------------------------------  -----------------------
 //   0       512   lw_mb_header_t (magic, version, sizes,   parent (init), child
-//                 pid, NUMA node, INIT state, shutdown)    (pid/numa/init state)
+//                 pid, NUMA node, INIT state, shutdown,    (pid/numa/init state,
+//                 heartbeat)                               heartbeat)
 //   512     64    lw_mb_doorbell_t   parent -> child       parent
 //   576     64    lw_mb_parent_line_t child -> parent      parent (sleeping flag)
 //   640     1024  lw_mb_control_t    one control frame     both (state machine)
@@ -50,7 +51,7 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 1u
+#define LW_MB_VERSION 2u
 #define LW_MB_TASK_FRAMES 4u     // D
 #define LW_MB_RING_ENTRIES 64u   // R
 #define LW_MB_NAME_BYTES 128
@@ -138,14 +139,22 @@ typedef struct lw_mb_header {
   _Atomic uint32_t shutdown;  // sticky: once 1, the child leaves
   _Atomic uint64_t generation;  // incarnation; parent bumps before each (re)spawn
   lw_waitword_t init_word;      // woken when init_state changes
-  uint8_t reserved1[168];
+  // Liveness (DESIGN 4.6): the child's mailbox loop adds 1 at least every heartbeat_period_ns
+  // (parent-written at initialize, 0: the child picks its own period). The parent watches it
+  // only while the child holds work and kills a child whose count stops moving.
+  _Atomic uint64_t heartbeat;
+  uint64_t heartbeat_period_ns;
+  uint8_t reserved1[152];
   lw_error_t init_error;        // INIT_FAILED: why
 } lw_mb_header_t;
 
 typedef struct lw_mb_doorbell {
   lw_waitword_t word;          // bumped after every post; the child sleeps on it
   _Atomic uint64_t post_seq;   // the last sequence number posted
-  uint8_t pad[48];
+  // Bumped by lw_mailbox_cancel_task after it set a frame's cancel_requested: wakes the child's
+  // mailbox loop, which withdraws a cancelled task still queued behind another kernel.
+  _Atomic uint64_t cancel_seq;
+  uint8_t pad[40];
 } lw_mb_doorbell_t;
 
 typedef struct lw_mb_parent_line {
@@ -234,6 +243,9 @@ _Static_assert(sizeof(lw_mb_parent_line_t) == 64, "parent line size");
 _Static_assert(sizeof(lw_mb_control_t) == 1024, "control frame size");
 _Static_assert(sizeof(lw_mb_task_t) == 1024, "task frame size");
 _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
+_Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
+_Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
+_Static_assert(offsetof(lw_mb_doorbell_t, cancel_seq) == 16, "cancel notice offset");
 _Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");
 _Static_assert(offsetof(lw_mailbox_t, parent) == 576, "parent line offset");
 _Static_assert(offsetof(lw_mailbox_t, control) == 640, "control offset");
@@ -310,7 +322,9 @@ LW_MUST_USE lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame
 
 // Cancels the frame's task: sets cancel_requested (seq_cst; a run that has not started sees it
 // when it starts), then sets bit 0 of the cancel word iff it holds a live generation (the
-// running kernel's). Returns true when it hit a running kernel. Idempotent.
+// running kernel's), then bumps doorbell.cancel_seq and wakes the child, whose mailbox loop
+// finishes a task still queued behind another kernel CANCELLED at once. Returns true when it
+// hit a running kernel. Idempotent.
 bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame);
 
 typedef struct lw_mb_control_post {

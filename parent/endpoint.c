@@ -2,8 +2,11 @@
 // control round trips and task posts.
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
@@ -26,6 +29,20 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
   pid_t pid = atomic_load(&ep->pid);
   int status = 0;
   return pid > 0 && lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status);
+}
+
+void lw__ep_kill(lw_endpoint_t *ep) {
+  pid_t pid = atomic_load(&ep->pid);
+  if (pid <= 0) return;
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) return;  // gone already
+  // The fork server publishes an exit before it reaps, and a pid is reused only after the
+  // reap: if no exit of this pid is published now, the pidfd opened above is our child's.
+  int status = 0;
+  if (!lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
+    (void)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+  }
+  close(fd);
 }
 
 void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
@@ -108,6 +125,7 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   ep->next_seq = 0;
   pthread_mutex_unlock(&ep->post_mu);
   atomic_store(&ep->pid, 0);
+  atomic_store(&ep->hb_killed_ms, 0);
   ep->pidfd = -1;
   pid_t pid = 0;
   lw_status_t st = lw_forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &pid, &ep->pidfd, err);
@@ -172,6 +190,16 @@ static bool control_done(const void *ctx) {
   return atomic_load_explicit(&c->mb->control.state, memory_order_acquire) != LW_MB_CONTROL_REQUEST;
 }
 
+// A sub child calls its functions on its mailbox loop, so its heartbeat stands still while one
+// runs (as long as the function likes); the control waits behind it without counting that.
+static bool sub_function_running(const lw_endpoint_t *ep) {
+  if (ep->kind != LW_MB_CHILD_SUB) return false;
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_RUNNING) return true;
+  }
+  return false;
+}
+
 lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                            lw_mb_control_ack_t *out_ack, lw_error_t *err) {
   char name[32];
@@ -217,6 +245,11 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
   }
   control_cond_t c = {ep->mb};
   int64_t deadline = lw__now_ns() + CONTROL_TIMEOUT_NS;
+  // Liveness on this thread's own clock: the child's mailbox loop must beat while it owes an
+  // answer, or it is stopped or wedged and the round trip would otherwise wait 30 s.
+  int64_t live = ep->w->cfg.liveness_timeout_ns;
+  uint64_t beat = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
+  int64_t beat_at = lw__now_ns();
   for (;;) {
     int64_t slice = lw__now_ns() + CONTROL_SLICE_NS;
     (void)lw_waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
@@ -226,6 +259,21 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
       lw__ep_describe_exit(ep, desc, sizeof(desc));
       st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
                          "%s: %s while a control waited for its answer", name, desc);
+      goto out;
+    }
+    int64_t now = lw__now_ns();
+    uint64_t b = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
+    if (b != beat || sub_function_running(ep)) {
+      beat = b;
+      beat_at = now;
+    } else if (live > 0 && now - beat_at >= live) {
+      int64_t ms = (now - beat_at) / 1000000;
+      atomic_store(&ep->hb_killed_ms, ms > 0 ? ms : 1);
+      lw__ep_kill(ep);  // the scheduler (or the supervisor's replay) handles the death
+      st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                         "%s: no heartbeat for %lld ms (stopped or wedged) while a control "
+                         "waited for its answer; the child was killed",
+                         name, (long long)ms);
       goto out;
     }
     if (lw__now_ns() >= deadline) {
@@ -276,6 +324,7 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   }
   if (st != LW_OK) return st;
   t->identity = p.identity;
+  t->seen_started_at = 0;
   t->ep = ep;
   t->frame = frame;
   ep->frame_task[frame] = t;

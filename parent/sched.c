@@ -296,36 +296,57 @@ static void apply_cancels(lw_worker_t *w) {
   }
 }
 
+// Whether the parent can see the task in frame f running: a chip child stamps started_ns
+// when the kernel starts (only "non-zero" is used here: the value is the child's), a sub child
+// takes the frame to TASK_RUNNING right before it calls the function.
+static bool frame_started(const lw_endpoint_t *ep, uint32_t f) {
+  const lw_mb_task_t *ft = &ep->mb->task[f];
+  if (ep->kind == LW_MB_CHILD_SUB) return atomic_load(&ft->state) != LW_MB_TASK_READY;
+  return atomic_load(&ft->started_ns) != 0;
+}
+
+// How often the scheduler looks again at a cancelled or timed task that has not started.
+#define START_POLL_NS (10ll * 1000 * 1000)
+
 // Kills the children of kernels that ignore their cancel word past the grace period, or run
-// past their timeout plus the grace (w->mu held). Returns the next time something may be due
-// (LW_DEADLINE_NEVER: nothing).
+// past their timeout plus the grace (w->mu held). Everything is on the parent's clock: a
+// kernel's time counts from when this thread first saw it running, and the grace from that or
+// the cancel, whichever is later. A task that has not started (queued behind another kernel)
+// is never escalated: its child withdraws it when cancelled (lw_mailbox_cancel_task), and a
+// child that stops serving its mailbox is caught by check_liveness. Returns the next time
+// something may be due (LW_DEADLINE_NEVER: nothing).
 static int64_t check_escalations(lw_worker_t *w, int64_t now) {
   int64_t next = LW_DEADLINE_NEVER;
   int64_t grace = w->cfg.cancel_grace_ns;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
-    if (atomic_load(&ep->state) != LW_EP_READY) continue;
+    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting) continue;
     for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
       lw_task_t *t = ep->frame_task[f];
       if (!t || t->escalated != LW_OK) continue;
+      if (!t->cancel_at && t->timeout_ns <= 0) continue;
+      if (!t->seen_started_at) {
+        if (!frame_started(ep, f)) {
+          if (now + START_POLL_NS < next) next = now + START_POLL_NS;
+          continue;
+        }
+        t->seen_started_at = now;
+      }
       int64_t due = LW_DEADLINE_NEVER;
       lw_status_t why = LW_OK;
       if (t->cancel_at) {
-        due = t->cancel_at + grace;
+        int64_t from = t->cancel_at > t->seen_started_at ? t->cancel_at : t->seen_started_at;
+        due = lw__add_ns_sat(from, grace);
         why = LW_CANCELLED;
       }
       if (t->timeout_ns > 0) {
-        // The child stamps the kernel's start; until then, look again soon.
-        int64_t started = (int64_t)atomic_load(&ep->mb->task[f].started_ns);
-        int64_t d = started ? started + t->timeout_ns + grace : now + 10 * 1000 * 1000;
-        if (started && d < due) {
+        int64_t d = lw__add_ns_sat(lw__add_ns_sat(t->seen_started_at, t->timeout_ns), grace);
+        if (d < due) {
           due = d;
           why = LW_DEADLINE_EXCEEDED;
-        } else if (!started && d < next) {
-          next = d;
         }
       }
-      if (why == LW_OK) continue;
+      if (due == LW_DEADLINE_NEVER) continue;
       if (now >= due) {
         t->escalated = why;
         kill_child(ep);  // its pidfd reports the death; on_child_death finishes the task
@@ -337,13 +358,74 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
   return next;
 }
 
+// Whether the child owes the parent something its mailbox loop must pick up or serve: a
+// posted task, or an async register/unregister whose end it has not reported (w->mu held). A
+// sub child runs its function on the mailbox loop, so a running sub task does not count.
+static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    if (!ep->frame_task[f]) continue;
+    if (ep->kind == LW_MB_CHILD_CHIP) return true;
+    if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;
+  }
+  if (ep->kind != LW_MB_CHILD_CHIP) return false;
+  for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
+    if (!op->reported[ep->index]) return true;
+  }
+  return false;
+}
+
+// Kills a child that holds work while its heartbeat stands still for liveness_timeout_ns
+// (SIGSTOP, a wedged mailbox loop): handled like a death, so nothing waits forever on it. The
+// clock starts when the scheduler first sees the child hold work, so an idle child that was
+// stopped is caught once it is given work (w->mu held). Returns the next time to look.
+static int64_t check_liveness(lw_worker_t *w, int64_t now) {
+  int64_t live = w->cfg.liveness_timeout_ns;
+  if (live <= 0) return LW_DEADLINE_NEVER;
+  int64_t next = LW_DEADLINE_NEVER;
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_endpoint_t *ep = &w->eps[s];
+    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->pidfd < 0 ||
+        atomic_load(&ep->hb_killed_ms) != 0 || !ep_holds_work(w, ep)) {
+      ep->hb_watching = false;
+      continue;
+    }
+    // Relaxed: only movement matters, and the value carries no other data.
+    uint64_t beat = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
+    if (!ep->hb_watching || beat != ep->hb_seen) {
+      ep->hb_watching = true;
+      ep->hb_seen = beat;
+      ep->hb_seen_at = now;
+    }
+    int64_t due = lw__add_ns_sat(ep->hb_seen_at, live);
+    if (now >= due) {
+      int64_t ms = (now - ep->hb_seen_at) / 1000000;
+      atomic_store(&ep->hb_killed_ms, ms > 0 ? ms : 1);
+      ep->hb_watching = false;
+      kill_child(ep);  // its pidfd reports the death; on_child_death fails its work
+      continue;
+    }
+    // Look again a little after the child's next beat is due, or at the deadline.
+    int64_t again = lw__add_ns_sat(now, lw__heartbeat_period_ns(w));
+    if (again > due) again = due;
+    if (again < next) next = again;
+  }
+  return next;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Child death (no lock held on entry)
 
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
-  char desc[128];
-  lw__ep_describe_exit(ep, desc, sizeof(desc));
+  char exit_desc[128], desc[192];
+  lw__ep_describe_exit(ep, exit_desc, sizeof(exit_desc));
+  int64_t silent_ms = atomic_exchange(&ep->hb_killed_ms, 0);
+  if (silent_ms > 0) {
+    snprintf(desc, sizeof(desc), "no heartbeat for %lld ms (stopped or wedged), %s",
+             (long long)silent_ms, exit_desc);
+  } else {
+    snprintf(desc, sizeof(desc), "%s", exit_desc);
+  }
   lw__ep_set_exit_desc(ep, desc);
   epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
   close(ep->pidfd);
@@ -451,7 +533,10 @@ static void *sched_main(void *arg) {
     }
     progress |= dispatch(w, &pw);
     apply_cancels(w);
-    int64_t next_due = check_escalations(w, lw__now_ns());
+    int64_t now = lw__now_ns();
+    int64_t next_due = check_escalations(w, now);
+    int64_t live_due = check_liveness(w, now);
+    if (live_due < next_due) next_due = live_due;
     pthread_mutex_unlock(&w->mu);
     flush(w, &pw);
     if (progress) {

@@ -30,6 +30,17 @@ void lw_worker_config_default(lw_worker_config_t *c) {
   c->respawn_max = 5;
   c->respawn_window_ns = 10ll * 1000 * 1000 * 1000;
   c->cancel_grace_ns = 1000ll * 1000 * 1000;
+  c->liveness_timeout_ns = 5000ll * 1000 * 1000;
+}
+
+int64_t lw__heartbeat_period_ns(const lw_worker_t *w) {
+  int64_t live = w->cfg.liveness_timeout_ns;
+  if (live <= 0) return 0;  // the child picks its own (slow) period
+  // Several beats per timeout, so one late wake-up of a busy child is not a death.
+  int64_t p = live / 8;
+  if (p < 1000000) p = 1000000;
+  if (p > 250000000) p = 250000000;
+  return p;
 }
 
 void lw__worker_kick(lw_worker_t *w) {
@@ -557,6 +568,11 @@ static lw_status_t validate_config(const lw_worker_config_t *c) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker: n_subs %u is more than %d", c->n_subs,
                     LW_MAX_SUBS);
   }
+  if (c->cancel_grace_ns < 0 || c->liveness_timeout_ns < 0) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "worker: cancel_grace_ns %lld and liveness_timeout_ns %lld must be >= 0",
+                    (long long)c->cancel_grace_ns, (long long)c->liveness_timeout_ns);
+  }
   if (c->task_ring < 2 || c->task_ring > (1u << 20)) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker: task_ring %u is outside 2..%u", c->task_ring,
                     1u << 20);
@@ -637,6 +653,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
     uint32_t index = chip ? s : s - cfg->n_chips;
     lw_mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
+    mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
     lw_child_env_t *env = &w->envs[s];
     env->mailbox = mb;
     env->arena = w->mb_arena;

@@ -121,6 +121,14 @@ typedef struct lw_endpoint {
   _Atomic bool violated;
   bool broken;
   char violation[160];
+  // Liveness (sched.c, under w->mu): while the child holds work, the heartbeat seen last and
+  // when the scheduler saw it move (parent clock).
+  bool hb_watching;
+  uint64_t hb_seen;
+  int64_t hb_seen_at;
+  // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
+  // set by the killer before the kill, read (and cleared) by on_child_death for its message.
+  _Atomic int64_t hb_killed_ms;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
   uint32_t respawns;
@@ -143,6 +151,12 @@ LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_po
 LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
 // True when the child died (pidfd readable). Marks it DEAD.
 bool lw__ep_check_dead(lw_endpoint_t *ep);
+// Kills ep's current child with SIGKILL from any thread (through a pidfd of its own, checked
+// against the fork server's exit table so a reused pid is never hit). Its death is then
+// handled as usual.
+void lw__ep_kill(lw_endpoint_t *ep);
+// The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
+int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
 // SIGSEGV"); waits briefly for the server to publish it.
 void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
@@ -257,6 +271,9 @@ struct lw_task {
   uint32_t frame;
   lw_mb_identity_t identity;
   int64_t cancel_at;       // when the scheduler cancelled it in its child (0: not)
+  // When the scheduler first saw the kernel running (parent clock; 0: not yet): escalation
+  // grace and timeouts count from here, never from a time the child wrote.
+  int64_t seen_started_at;
   lw_status_t escalated;   // CANCELLED / DEADLINE_EXCEEDED: its child was killed for it
 };
 

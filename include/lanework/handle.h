@@ -54,7 +54,8 @@ LW_API bool lw_handle_done(const lw_handle_t *h);
 LW_API lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns);
 
 // Requests cancellation. LW_OK: the operation will finish (CANCELLED if it had not started or
-// stopped in time; a register/unregister already running finishes normally). LW_NOT_FOUND:
+// stopped in time; a register/unregister already running finishes normally). A chip run still
+// queued behind another run finishes CANCELLED before this call returns. LW_NOT_FOUND:
 // it had already finished; nothing changes. A second cancel is harmless.
 LW_API lw_status_t lw_handle_cancel(lw_handle_t *h);
 

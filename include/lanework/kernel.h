@@ -11,7 +11,9 @@
 //
 // Return 0 for success; any other value fails the run with LW_TASK_FAILED and the value in
 // the message. A kernel polls lw_kernel_should_stop() at block granularity and returns
-// LW_KERNEL_CANCELLED (or any value) once it says true; the run then finishes LW_CANCELLED.
+// LW_KERNEL_CANCELLED (or any value) once it says true; the run then finishes LW_CANCELLED
+// (LW_DEADLINE_EXCEEDED when its timeout stopped it) whatever the kernel returned, 0
+// included: outputs of a stopped run are unspecified and never reported OK.
 //
 // ctx->state is the kernel's own: prepare may set it (e.g. to a table it built) and every
 // later run and release sees the same value. Runs of one chip are serial (one run lane), but

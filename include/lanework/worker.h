@@ -57,6 +57,12 @@ typedef struct lw_worker_config {
   // How long a cancelled or timed-out kernel may ignore its cancel word before its child is
   // killed (and respawned): cancel always ends in bounded time.
   int64_t cancel_grace_ns;
+  // Liveness: a child that holds work (posted tasks, a control waiting for its answer) and
+  // whose mailbox loop shows no heartbeat for this long is stopped (SIGSTOP) or wedged; it is
+  // killed and handled like a death ("no heartbeat for N ms (stopped or wedged)"). A long
+  // kernel does not count: the heartbeat comes from the mailbox loop, not the run lane.
+  // 0: no liveness check. Default 5 s.
+  int64_t liveness_timeout_ns;
 } lw_worker_config_t;
 
 // What a finished run reports.
@@ -70,7 +76,7 @@ typedef struct lw_run_report {
 } lw_run_report_t;
 
 // 1 chip, 0 subs, backend "sim", 256 MiB arena, 4096-task ring, 10 s submit and startup
-// timeouts, respawn on (at most 5 deaths in 10 s), 1 s cancel grace.
+// timeouts, respawn on (at most 5 deaths in 10 s), 1 s cancel grace, 5 s liveness timeout.
 LW_API void lw_worker_config_default(lw_worker_config_t *c);
 
 LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,

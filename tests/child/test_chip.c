@@ -296,13 +296,103 @@ Test(chip, cancel_of_queued_run_finishes_cancelled_without_running) {
   lw_handle_t *queued = NULL;
   LW_ASSERT_OK(lw_chip_run_async(chip, hr, &a, NULL, &queued));
   LW_ASSERT_OK(lw_handle_cancel(queued));
-  LW_ASSERT_OK(lw_handle_cancel(queued));  // a second cancel is harmless
-  atomic_store(&g.open, 1);
+  // Finished by the cancel itself, while the gate run still holds the lane: the caller does
+  // not wait for the kernel ahead of it.
   cr_assert_eq(lw_handle_wait(queued, LW_WAIT_FOREVER), LW_CANCELLED);
+  cr_assert(strstr(lw_handle_error(queued)->message, "before it started"), "message: %s",
+            lw_handle_error(queued)->message);
+  cr_assert_not(lw_handle_done(gate_run), "the gate run is still running");
+  cr_assert_eq(lw_handle_cancel(queued), LW_NOT_FOUND, "a second cancel finds it finished");
+  atomic_store(&g.open, 1);
   LW_ASSERT_OK(lw_handle_wait(gate_run, LW_WAIT_FOREVER));
   cr_assert_eq(log[0], 0, "a cancelled queued run must not execute");
   lw_handle_release(queued);
   lw_handle_release(gate_run);
+}
+
+// A gate run whose kernel returns `rc_when_stopped` when it sees the stop.
+static lw_handle_t *start_bailing_gate(lw_callable_handle_t hg, gate_t *g, uint64_t rc_when_stopped,
+                                       int64_t timeout_ns) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, (void *)&g->open, sizeof(g->open), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&a, (void *)&g->entered, sizeof(g->entered), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(&a, rc_when_stopped));
+  lw_run_config_t cfg;
+  lw_run_config_default(&cfg);
+  cfg.timeout_ns = timeout_ns;
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_chip_run_async(chip, hg, &a, &cfg, &h));
+  return h;
+}
+
+Test(chip, a_cancelled_kernel_that_returns_0_finishes_cancelled_not_ok) {
+  lw_callable_handle_t hg = reg_kernel("gate");
+  gate_t g = {0, 0};
+  lw_handle_t *h = start_bailing_gate(hg, &g, 0, 0);
+  lw_test_wait_nonzero(&g.entered);
+  LW_ASSERT_OK(lw_handle_cancel(h));
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED,
+               "a kernel that bailed out on the stop and returned 0 left partial outputs");
+  cr_assert(strstr(lw_handle_error(h)->message, "kernel returned 0"), "message: %s",
+            lw_handle_error(h)->message);
+  lw_handle_release(h);
+  // The chip stays usable: the same kernel runs to completion.
+  atomic_store(&g.open, 1);
+  h = start_bailing_gate(hg, &g, 0, 0);
+  LW_ASSERT_OK(lw_handle_wait(h, LW_WAIT_FOREVER));
+  lw_handle_release(h);
+}
+
+Test(chip, a_timed_out_kernel_that_returns_0_finishes_deadline_exceeded) {
+  lw_callable_handle_t hg = reg_kernel("gate");
+  gate_t g = {0, 0};
+  lw_handle_t *h = start_bailing_gate(hg, &g, 0, 20ll * 1000 * 1000);
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_DEADLINE_EXCEEDED);
+  cr_assert(strstr(lw_handle_error(h)->message, "timeout"), "message: %s",
+            lw_handle_error(h)->message);
+  lw_handle_release(h);
+}
+
+Test(chip, a_timeout_of_int64_max_does_not_overflow_and_the_run_completes) {
+  lw_callable_handle_t hs = reg_kernel("spin");
+  lw_args_t a;
+  lw_args_init(&a);
+  // 20 ms: long enough for the watchdog to fire on an overflowed (past) deadline.
+  LW_ASSERT_OK(lw_args_add_scalar(&a, 20000));
+  lw_run_config_t cfg;
+  lw_run_config_default(&cfg);
+  cfg.timeout_ns = INT64_MAX;
+  LW_ASSERT_OK(lw_chip_run(chip, hs, &a, &cfg, NULL));
+}
+
+Test(chip, cancels_racing_the_lane_finish_every_run_once_and_ok_runs_all_ran) {
+  lw_callable_handle_t hr = reg_kernel("record");
+  enum { N = 128 };
+  int64_t *log = calloc(N + 1, sizeof(int64_t));
+  lw_handle_t *h[N];
+  for (int i = 0; i < N; ++i) {
+    lw_args_t a;
+    record_args(&a, log, N + 1, (uint64_t)i);
+    LW_ASSERT_OK(lw_chip_run_async(chip, hr, &a, NULL, &h[i]));
+    // Every other run is cancelled while the lane may be starting it: the lane and the cancel
+    // race for the run's phase, and exactly one of them finishes it.
+    if (i % 2) (void)lw_handle_cancel(h[i]);
+  }
+  bool ran[N] = {false};
+  int n_ok = 0;
+  for (int i = 0; i < N; ++i) {
+    lw_status_t st = lw_handle_wait(h[i], LW_WAIT_FOREVER);
+    cr_assert(st == LW_OK || (i % 2 && st == LW_CANCELLED), "run %d: %s", i, lw_status_name(st));
+    if (st == LW_OK) n_ok++;
+  }
+  for (int64_t k = 0; k < log[0]; ++k) ran[log[1 + k]] = true;
+  for (int i = 0; i < N; ++i) {
+    if (lw_handle_status(h[i]) == LW_OK) cr_assert(ran[i], "run %d finished OK without running", i);
+    lw_handle_release(h[i]);
+  }
+  cr_assert_geq(log[0], n_ok);
+  free(log);
 }
 
 Test(chip, stale_cancel_does_not_hit_the_next_run) {

@@ -1,7 +1,9 @@
 // tests/kernels/gate.c — holds the run lane until the test opens the gate.
 //   tensor[0]: uint32 gate (0 closed, non-zero open)
 //   tensor[1]: uint32 entered, set to 1 when the kernel starts (optional)
-// Returns 0 when the gate opens, LW_KERNEL_CANCELLED when the run is cancelled first.
+//   scalar[0] (optional): what to return when the run is cancelled first (default
+//   LW_KERNEL_CANCELLED); 0 makes a kernel that bails out early and claims success.
+// Returns 0 when the gate opens.
 // Lets tests assert events ("the register finished while this run was still running").
 #include <stdatomic.h>
 #include <time.h>
@@ -14,7 +16,9 @@ LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t
   if (args->n_tensors > 1) atomic_store((_Atomic uint32_t *)args->tensor[1].data, 1u);
   struct timespec pause = {0, 20000};
   while (atomic_load(gate) == 0) {
-    if (lw_kernel_should_stop(ctx)) return LW_KERNEL_CANCELLED;
+    if (lw_kernel_should_stop(ctx)) {
+      return args->n_scalars > 0 ? (int)(int64_t)args->scalar[0] : LW_KERNEL_CANCELLED;
+    }
     nanosleep(&pause, NULL);
   }
   return 0;
