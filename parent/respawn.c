@@ -158,12 +158,9 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   pthread_mutex_lock(&ep->ctl_mu);
   pthread_mutex_lock(&ep->post_mu);
   lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
-<<<<<<< HEAD
   // The new child starts with a clean record: the old one's violation was reported at its death.
   atomic_store(&ep->violated, false);
-=======
   ep->mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
->>>>>>> i7-cancel
   pthread_mutex_unlock(&ep->post_mu);
   pthread_mutex_unlock(&ep->ctl_mu);
   int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
