@@ -81,7 +81,13 @@ static void wait_logged(const shared_state_t *s, int64_t value) {
   while (log_pos(s, value) < 0) lw_test_sleep_us(100);
 }
 
-typedef enum task_kind { K_RECORD = 0, K_GATE = 1, K_LATCH = 2 } task_kind_t;
+typedef enum task_kind {
+  K_RECORD = 0,
+  K_GATE = 1,
+  K_LATCH = 2,
+  K_SCOPE_BEGIN = 3,  // not a task: lw_orch_scope_begin
+  K_SCOPE_END = 4,    // not a task: lw_orch_scope_end
+} task_kind_t;
 
 // One task of a test DAG: a record of value (or the gate / latch) on chip, with at most one
 // dependency carrier buf tagged tag (NULL: none).
@@ -101,6 +107,8 @@ typedef struct dag {
 } dag_t;
 
 static lw_status_t submit_spec(lw_orch_t *o, const dag_t *d, const spec_t *sp) {
+  if (sp->kind == K_SCOPE_BEGIN) return lw_orch_scope_begin(o);
+  if (sp->kind == K_SCOPE_END) return lw_orch_scope_end(o);
   lw_args_t a;
   lw_args_init(&a);
   lw_callable_handle_t k = d->rec;
@@ -241,6 +249,35 @@ Test(dag, a_writer_waits_for_every_reader_since_the_last_write, .timeout = 60) {
   LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
   int wpos = log_pos(d.s, WRITER);
   for (int i = 0; i < 20; ++i) cr_assert_gt(wpos, log_pos(d.s, 100 + i));
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+Test(dag, a_buffer_only_read_inside_a_scope_still_orders_a_later_writer, .timeout = 60) {
+  make_worker(2, 0);
+  dag_t d = new_dag();
+  void *X = lw_worker_alloc(w, 64), *T = lw_worker_alloc(w, 64);
+  // Inside the scope the gate reads X and writes the temporary T; the scope forgets T only.
+  spec_t specs[] = {
+      {K_SCOPE_BEGIN, 0, 0, NULL, 0},
+      {K_GATE, 0, 0, X, LW_TAG_INPUT},
+      {K_RECORD, 1, 0, T, LW_TAG_OUTPUT},
+      {K_SCOPE_END, 0, 0, NULL, 0},
+      {K_RECORD, 5, 1, T, LW_TAG_OUTPUT},  // T was forgotten: no wait for 1
+      {K_RECORD, WRITER, 1, X, LW_TAG_OUTPUT},
+      {K_RECORD, MARKER, 1, NULL, 0},
+  };
+  d.specs = specs;
+  d.n = 7;
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, dag_orch, &d, &run));
+  lw_test_wait_nonzero(&d.s->entered);
+  wait_logged(d.s, MARKER);
+  cr_assert_geq(log_pos(d.s, 5), 0, "a buffer first written inside the scope was remembered");
+  cr_assert_eq(log_pos(d.s, WRITER), -1, "the writer of X ran while the gate still read X");
+  atomic_store(&d.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  cr_assert_gt(log_pos(d.s, WRITER), log_pos(d.s, MARKER));
   lw_handle_release(run);
   destroy_and_check();
 }
