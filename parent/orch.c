@@ -159,10 +159,9 @@ static lw_status_t run_cancel(lw_handle_t *h) {
 static void run_destroy(lw_handle_t *h) { free(h); }
 static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
 
-// Builds the report and finishes the handle of a settled run whose predecessors' handles all
-// finished (no lock held).
-static void run_finish_handle(lw_run_t *run) {
-  lw_worker_t *w = run->w;
+// Builds the report of a run that just settled (its last task ended now), before its handle
+// may have to wait for earlier runs: wall_ns stays the run's own time.
+static void run_build_report(lw_run_t *run) {
   lw_run_report_t *r = &run->report;
   memset(r, 0, sizeof(*r));
   r->n_tasks = run->n_tasks;
@@ -179,6 +178,13 @@ static void run_finish_handle(lw_run_t *run) {
     lw__error_clear(&r->error);
   }
   run->handle.timing.host_wall_ns = r->wall_ns;
+}
+
+// Finishes the handle of a settled run whose predecessors' handles all finished (no lock
+// held).
+static void run_finish_handle(lw_run_t *run) {
+  lw_worker_t *w = run->w;
+  lw_run_report_t *r = &run->report;
   (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
   pthread_mutex_lock(&w->mu);
   w->live_runs--;
@@ -206,6 +212,7 @@ void lw__run_complete(lw_run_t *run) {
   // handle) never returns before an earlier run_async handle has finished. One thread at a
   // time finishes handles from the head of the list; a run settling while another thread does
   // so is left to that thread, which looks at the head again after each handle.
+  run_build_report(run);
   pthread_mutex_lock(&w->run_mu);
   run->settled = true;
   if (w->finishing_runs) {
