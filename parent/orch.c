@@ -11,13 +11,23 @@
 #include "parent/worker_impl.h"
 
 // ---------------------------------------------------------------------------------------------
-// Tensor map: buffer address -> last writer. Keys are exact data pointers (two tensors that
-// overlap without the same start address are not related). Buffers first written inside a
-// scope are forgotten when the scope ends.
+// Tensor map: buffer address -> the last writer and the readers since that write. Keys are
+// exact data pointers (two tensors that overlap without the same start address are not
+// related). Entries hold task references with their generation, so a retired task is simply
+// skipped: the map never waits on a finished task. Buffers first written inside a scope are
+// forgotten when the scope ends.
+
+#define TMAP_INLINE_READERS 4
 
 typedef struct tmap_node {
   uintptr_t key;
+  bool has_writer;            // some task of this run wrote the buffer
   lw_task_ref_t writer;
+  // Readers since the last write (the write-after-read edges of the next writer). The first
+  // few live in the node itself, so a buffer read by one or two tasks costs no allocation.
+  lw_task_ref_t *readers;
+  uint32_t n_readers, cap_readers;
+  lw_task_ref_t inline_readers[TMAP_INLINE_READERS];
   struct tmap_node *next;
 } tmap_node_t;
 
@@ -47,15 +57,22 @@ static lw_tmap_t *tmap_create(void) {
   return m;
 }
 
+static void tmap_node_free(tmap_node_t *n) {
+  if (n->readers != n->inline_readers) free(n->readers);
+  free(n);
+}
+
 static void tmap_clear(lw_tmap_t *m) {
-  for (uint32_t i = 0; i < m->n_buckets; ++i) {
-    tmap_node_t *n = m->buckets[i];
-    while (n) {
-      tmap_node_t *next = n->next;
-      free(n);
-      n = next;
+  if (m->n > 0) {
+    for (uint32_t i = 0; i < m->n_buckets; ++i) {
+      tmap_node_t *n = m->buckets[i];
+      while (n) {
+        tmap_node_t *next = n->next;
+        tmap_node_free(n);
+        n = next;
+      }
+      m->buckets[i] = NULL;
     }
-    m->buckets[i] = NULL;
   }
   m->n = 0;
   for (uint32_t d = 0; d <= LW_MAX_SCOPES; ++d) m->n_scope_keys[d] = 0;
@@ -95,30 +112,24 @@ static void tmap_grow(lw_tmap_t *m) {
   m->n_buckets = nb;
 }
 
-static bool tmap_set(lw_tmap_t *m, uintptr_t key, lw_task_ref_t writer, uint32_t depth) {
+// The entry for key, created empty (no writer, no readers) when there is none.
+static tmap_node_t *tmap_get(lw_tmap_t *m, uintptr_t key) {
   tmap_node_t *n = tmap_find(m, key);
-  if (n) {
-    n->writer = writer;
-    return true;
-  }
-  if (depth > 0 && m->n_scope_keys[depth] == m->cap_scope_keys[depth]) {
-    uint32_t cap = m->cap_scope_keys[depth] ? m->cap_scope_keys[depth] * 2 : 64;
-    uintptr_t *k = realloc(m->scope_keys[depth], cap * sizeof(uintptr_t));
-    if (!k) return false;
-    m->scope_keys[depth] = k;
-    m->cap_scope_keys[depth] = cap;
-  }
+  if (n) return n;
   n = malloc(sizeof(*n));
-  if (!n) return false;
+  if (!n) return NULL;
   if (m->n >= 2 * m->n_buckets) tmap_grow(m);
   uint32_t h = tmap_hash(key, m->n_buckets);
   n->key = key;
-  n->writer = writer;
+  n->has_writer = false;
+  n->writer = (lw_task_ref_t){0, 0};
+  n->readers = n->inline_readers;
+  n->n_readers = 0;
+  n->cap_readers = TMAP_INLINE_READERS;
   n->next = m->buckets[h];
   m->buckets[h] = n;
   m->n++;
-  if (depth > 0) m->scope_keys[depth][m->n_scope_keys[depth]++] = key;
-  return true;
+  return n;
 }
 
 static void tmap_remove(lw_tmap_t *m, uintptr_t key) {
@@ -127,7 +138,7 @@ static void tmap_remove(lw_tmap_t *m, uintptr_t key) {
     if ((*pp)->key == key) {
       tmap_node_t *n = *pp;
       *pp = n->next;
-      free(n);
+      tmap_node_free(n);
       m->n--;
       return;
     }
@@ -148,8 +159,9 @@ static lw_status_t run_cancel(lw_handle_t *h) {
 static void run_destroy(lw_handle_t *h) { free(h); }
 static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
 
-void lw__run_complete(lw_run_t *run) {
-  lw_worker_t *w = run->w;
+// Builds the report of a run that just settled (its last task ended now), before its handle
+// may have to wait for earlier runs: wall_ns stays the run's own time.
+static void run_build_report(lw_run_t *run) {
   lw_run_report_t *r = &run->report;
   memset(r, 0, sizeof(*r));
   r->n_tasks = run->n_tasks;
@@ -166,12 +178,58 @@ void lw__run_complete(lw_run_t *run) {
     lw__error_clear(&r->error);
   }
   run->handle.timing.host_wall_ns = r->wall_ns;
+}
+
+// Finishes the handle of a settled run whose predecessors' handles all finished (no lock
+// held).
+static void run_finish_handle(lw_run_t *run) {
+  lw_worker_t *w = run->w;
+  lw_run_report_t *r = &run->report;
   (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
   pthread_mutex_lock(&w->mu);
   w->live_runs--;
   pthread_cond_broadcast(&w->idle_cv);
   pthread_mutex_unlock(&w->mu);
   lw__handle_unref(&run->handle);
+}
+
+// Every run gets its id and its place in the unfinished list together (w->run_mu held), so
+// the list is in id order, which is submission order.
+static void run_take_id(lw_worker_t *w, lw_run_t *run) {
+  run->run_id = ++w->next_run_id;
+  run->next_unfinished = NULL;
+  if (w->unfinished_tail) {
+    w->unfinished_tail->next_unfinished = run;
+  } else {
+    w->unfinished_head = run;
+  }
+  w->unfinished_tail = run;
+}
+
+void lw__run_complete(lw_run_t *run) {
+  lw_worker_t *w = run->w;
+  // Run handles finish in submission order, so a sync lw_worker_run (which waits for its own
+  // handle) never returns before an earlier run_async handle has finished. One thread at a
+  // time finishes handles from the head of the list; a run settling while another thread does
+  // so is left to that thread, which looks at the head again after each handle.
+  run_build_report(run);
+  pthread_mutex_lock(&w->run_mu);
+  run->settled = true;
+  if (w->finishing_runs) {
+    pthread_mutex_unlock(&w->run_mu);
+    return;
+  }
+  w->finishing_runs = true;
+  while (w->unfinished_head && w->unfinished_head->settled) {
+    lw_run_t *r = w->unfinished_head;
+    w->unfinished_head = r->next_unfinished;
+    if (!w->unfinished_head) w->unfinished_tail = NULL;
+    pthread_mutex_unlock(&w->run_mu);
+    run_finish_handle(r);  // may free r
+    pthread_mutex_lock(&w->run_mu);
+  }
+  w->finishing_runs = false;
+  pthread_mutex_unlock(&w->run_mu);
 }
 
 lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
@@ -209,7 +267,7 @@ static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_
 
 static void run_enqueue(lw_worker_t *w, lw_run_t *run) {
   pthread_mutex_lock(&w->run_mu);
-  run->run_id = ++w->next_run_id;
+  run_take_id(w, run);
   if (w->runq_tail) {
     w->runq_tail->next = run;
   } else {
@@ -296,6 +354,18 @@ void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_erro
   }
   bool dispatched = t->state == LW_TS_RUNNING;
   if (!dispatched) unpin(w, t);
+  lw_error_t stopped;
+  if (st == LW_OK && t->cancel_at != 0) {
+    // The run stopped (failed or cancelled) and the parent asked the child to stop this task
+    // before it consumed the result: the task counts as cancelled even though its kernel
+    // returned 0, so a stopped run never reports a task completed that finished after the
+    // stop. Its outputs are unspecified, as for every task of a stopped run.
+    lw__error_set(&stopped, LW_CANCELLED, err ? err->worker_id : -1, t->task_id,
+                  "task %llu of run %llu cancelled: the run stopped while it was in flight",
+                  (unsigned long long)t->task_id, (unsigned long long)t->run->run_id);
+    st = LW_CANCELLED;
+    err = &stopped;
+  }
   t->state = st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED;
   lw_run_t *run = t->run;
   if (st == LW_OK) {
@@ -398,6 +468,9 @@ static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
 
 static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *consumer) {
   if (producer == consumer) return LW_OK;
+  // Members of one group launch together (all-or-nothing), so one can never wait for another:
+  // an edge between them would keep the group from ever launching.
+  if (producer->group && producer->group == consumer->group) return LW_OK;
   if (producer->n_consumers == producer->cap_consumers) {
     uint32_t cap = producer->cap_consumers ? producer->cap_consumers * 2 : 4;
     lw_task_ref_t *p = realloc(producer->consumers, cap * sizeof(*p));
@@ -412,17 +485,83 @@ static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *cons
   return LW_OK;
 }
 
-// The live, unfinished writer behind a tensor map entry, or NULL.
-static lw_task_t *live_writer(lw_worker_t *w, lw_tmap_t *m, uintptr_t key) {
-  tmap_node_t *n = tmap_find(m, key);
-  if (!n) return NULL;
-  lw_task_t *p = &w->tasks[n->writer.index];
-  if (p->gen != n->writer.gen) return NULL;  // retired: its result is complete
+// The task behind a reference while it is still unfinished, or NULL: a retired or terminal
+// task's effect on the buffer is complete, so nothing waits for it.
+static lw_task_t *live_task(lw_worker_t *w, lw_task_ref_t r) {
+  lw_task_t *p = &w->tasks[r.index];
+  if (p->gen != r.gen) return NULL;
   if (p->state != LW_TS_BUILDING && p->state != LW_TS_PENDING && p->state != LW_TS_READY &&
       p->state != LW_TS_RUNNING) {
     return NULL;
   }
   return p;
+}
+
+// Appends t to the readers of n. A full list first drops its finished readers, so it holds
+// at most about twice the readers still alive (bounded by the task ring), however many tasks
+// read the buffer over a run.
+static bool tmap_add_reader(lw_worker_t *w, tmap_node_t *n, lw_task_t *t) {
+  lw_task_ref_t me = {t->index, t->gen};
+  if (n->n_readers > 0 && n->readers[n->n_readers - 1].index == me.index &&
+      n->readers[n->n_readers - 1].gen == me.gen) {
+    return true;  // the same task reads the buffer through two tensors
+  }
+  if (n->n_readers == n->cap_readers) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < n->n_readers; ++i) {
+      if (live_task(w, n->readers[i])) n->readers[kept++] = n->readers[i];
+    }
+    n->n_readers = kept;
+  }
+  if (n->n_readers == n->cap_readers) {
+    uint32_t cap = n->cap_readers * 2;
+    lw_task_ref_t *r;
+    if (n->readers == n->inline_readers) {
+      r = malloc(cap * sizeof(*r));
+      if (r) memcpy(r, n->inline_readers, sizeof(n->inline_readers));
+    } else {
+      r = realloc(n->readers, cap * sizeof(*r));
+    }
+    if (!r) return false;
+    n->readers = r;
+    n->cap_readers = cap;
+  }
+  n->readers[n->n_readers++] = me;
+  return true;
+}
+
+// Records one tensor of task t in the tensor map and adds the edges its tag needs (w->mu held):
+//   a read (INPUT) waits for the last writer (RAW) and joins the readers;
+//   a write (OUTPUT, INOUT, OUTPUT_EXISTING) waits for the last writer (WAW, and RAW for the
+//   modes that read) and for every reader since that write (WAR), then becomes the writer.
+static lw_status_t tmap_use(lw_orch_t *o, lw_task_t *t, uintptr_t key, lw_tag_t tag) {
+  lw_worker_t *w = o->w;
+  lw_tmap_t *m = o->tmap;
+  tmap_node_t *n = tmap_get(m, key);
+  if (!n) return LW_RESOURCE_EXHAUSTED;
+  lw_task_t *p = n->has_writer ? live_task(w, n->writer) : NULL;
+  if (p && add_edge(w, p, t) != LW_OK) return LW_RESOURCE_EXHAUSTED;
+  if (tag == LW_TAG_INPUT) return tmap_add_reader(w, n, t) ? LW_OK : LW_RESOURCE_EXHAUSTED;
+  for (uint32_t i = 0; i < n->n_readers; ++i) {
+    lw_task_t *r = live_task(w, n->readers[i]);
+    if (r && add_edge(w, r, t) != LW_OK) return LW_RESOURCE_EXHAUSTED;
+  }
+  if (!n->has_writer && o->depth > 0) {
+    // First written inside the current scope: forgotten when it ends.
+    uint32_t d = o->depth;
+    if (m->n_scope_keys[d] == m->cap_scope_keys[d]) {
+      uint32_t cap = m->cap_scope_keys[d] ? m->cap_scope_keys[d] * 2 : 64;
+      uintptr_t *k = realloc(m->scope_keys[d], cap * sizeof(uintptr_t));
+      if (!k) return LW_RESOURCE_EXHAUSTED;
+      m->scope_keys[d] = k;
+      m->cap_scope_keys[d] = cap;
+    }
+    m->scope_keys[d][m->n_scope_keys[d]++] = key;
+  }
+  n->has_writer = true;
+  n->writer = (lw_task_ref_t){t->index, t->gen};
+  n->n_readers = 0;
+  return LW_OK;
 }
 
 static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
@@ -461,6 +600,7 @@ typedef struct submit_desc {
   lw_callable_handle_t callable;
   const lw_args_t *args;
   int64_t timeout_ns;
+  lw_group_t *group;  // the group the task joins, NULL for a single task
 } submit_desc_t;
 
 // Checks what can be checked without the lock: argument shapes and shared-memory bounds.
@@ -532,19 +672,15 @@ static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_
   t->args = *margs;
   t->timeout_ns = d->timeout_ns;
   c->pins++;
+  // Set before the edges: members of one group get none between them.
+  t->group = d->group;
   // Dependencies from tags, in tensor order.
   const lw_args_t *args = d->args;
   for (uint32_t i = 0; args && i < args->n_tensors; ++i) {
     uintptr_t key = (uintptr_t)args->tensor[i].data;
     lw_tag_t tag = args->tensor[i].tag;
     if (key == 0 || tag == LW_TAG_NO_DEP) continue;
-    if (tag == LW_TAG_INPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING) {
-      lw_task_t *p = live_writer(w, o->tmap, key);
-      if (p && add_edge(w, p, t) != LW_OK) goto oom;
-    }
-    if (tag == LW_TAG_OUTPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING) {
-      if (!tmap_set(o->tmap, key, (lw_task_ref_t){t->index, t->gen}, o->depth)) goto oom;
-    }
+    if (tmap_use(o, t, key, tag) != LW_OK) goto oom;
   }
   t->state = LW_TS_PENDING;
   *out = t;
@@ -596,12 +732,12 @@ lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c, cons
     return lw__fail(LW_INVALID_ARGUMENT, "orch: timeout_ns %lld is negative",
                     (long long)cfg->timeout_ns);
   }
-  submit_desc_t d = {LW_MB_TASK_KERNEL, worker_id, c, args, cfg ? cfg->timeout_ns : 0};
+  submit_desc_t d = {LW_MB_TASK_KERNEL, worker_id, c, args, cfg ? cfg->timeout_ns : 0, NULL};
   return submit_one(o, &d);
 }
 
 lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args) {
-  submit_desc_t d = {LW_MB_TASK_SUB, -1, c, args, 0};
+  submit_desc_t d = {LW_MB_TASK_SUB, -1, c, args, 0, NULL};
   return submit_one(o, &d);
 }
 
@@ -627,7 +763,7 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
       return lw__fail(LW_INVALID_ARGUMENT, "orch: group member %d needs a chip id, not %d", i,
                       worker_ids[i]);
     }
-    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0};
+    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, NULL};
     lw_status_t st = check_desc(o, &d, &margs[i]);
     if (st != LW_OK) {
       free(margs);
@@ -649,7 +785,7 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   pthread_mutex_lock(&w->mu);
   uint32_t built = 0;
   for (int i = 0; i < n && st == LW_OK; ++i) {
-    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0};
+    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, g};
     lw_task_t *t = NULL;
     st = build_task(o, &d, &margs[i], &t);
     if (t) {
@@ -712,6 +848,23 @@ static void run_not_started(lw_run_t *run, const char *why) {
   lw__run_complete(run);
 }
 
+// Writes the cancel word of every task of run that sits in a child's task frame (w->mu held),
+// as the scheduler does for a stopped run, so the stop takes effect at once rather than on
+// the scheduler's next pass. cancel_at marks the request: the escalation clock starts there,
+// and the task's result counts as cancelled (lw__task_finish).
+static void cancel_in_flight(lw_worker_t *w, lw_run_t *run) {
+  int64_t now = lw__now_ns();
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_endpoint_t *ep = &w->eps[s];
+    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+      lw_task_t *t = ep->frame_task[f];
+      if (!t || t->run != run || t->cancel_at != 0) continue;
+      t->cancel_at = now;
+      (void)lw_mailbox_cancel_task(ep->mb, f);
+    }
+  }
+}
+
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
 // (w->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
 static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
@@ -730,14 +883,24 @@ static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
   pthread_mutex_lock(&w->mu);
   tmap_clear(tmap);
   run->orch_done = true;
-  if (st != LW_OK && !run->failed) {
-    run->failed = true;
-    lw__error_set(&run->error, st, last.worker_id, last.task_id,
-                  "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
-                  lw_status_name(st), last.code == st ? last.message : "");
+  if (st != LW_OK) {
+    // The orch function's error is the run's first error unless a task failed before it
+    // (first error wins). Either way the run stops here, under w->mu, as for a task failure:
+    // from now on no task of the run is dispatched (the scheduler and make_ready skip them
+    // POISONED), and every task in flight is cancelled now and counts failed whatever its
+    // kernel returns. Tasks that already finished keep their outcome.
+    if (!run->failed) {
+      run->failed = true;
+      lw__error_set(&run->error, st, last.worker_id, last.task_id,
+                    "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
+                    lw_status_name(st), last.code == st ? last.message : "");
+    }
+    cancel_in_flight(w, run);
   }
   bool complete = run->n_terminal == run->n_tasks;
   pthread_mutex_unlock(&w->mu);
+  // The scheduler skips the run's queued tasks on its next pass.
+  if (st != LW_OK) lw__worker_kick(w);
   if (complete) lw__run_complete(run);
 }
 
@@ -783,7 +946,7 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
   bool mine = !w->runq_head && !w->orch_busy && !atomic_load(&w->stopping);
   if (mine) {
     w->orch_busy = true;
-    run->run_id = ++w->next_run_id;
+    run_take_id(w, run);
   }
   pthread_mutex_unlock(&w->run_mu);
   if (!mine) return false;

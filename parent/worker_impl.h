@@ -20,7 +20,7 @@
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
-//   w->run_mu guards the run queue only.
+//   w->run_mu guards the run queue and the list of unfinished runs only.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
 #define LANEWORK_PARENT_WORKER_IMPL_H_
 
@@ -289,6 +289,10 @@ struct lw_run {
   void *user;
   uint64_t run_id;
   lw_run_t *next;      // run queue link
+  // Run handles finish in run-id order (w->run_mu): settled = every task is terminal and the
+  // orch function returned; the handle finishes once every earlier run's handle has.
+  lw_run_t *next_unfinished;
+  bool settled;
   bool orch_done;
   bool failed;
   bool cancelled;
@@ -345,6 +349,10 @@ struct lw_worker {
   pthread_cond_t run_cv;
   lw_run_t *runq_head, *runq_tail;
   uint64_t next_run_id;
+  // Every run that has an id and whose handle has not finished, in id order; one thread at a
+  // time (finishing_runs) finishes handles from its head.
+  lw_run_t *unfinished_head, *unfinished_tail;
+  bool finishing_runs;
   pthread_t orch_thread;
   bool orch_busy;            // the orchestrator token: an orch function is running (run_mu)
   struct lw_tmap *orch_tmap; // used by whoever holds the token
@@ -395,7 +403,9 @@ void lw__orch_stop(lw_worker_t *w);
 // Runs that completed are appended to *finished (finish them after unlocking).
 void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished);
-// Finishes a run's handle (no lock held).
+// A run is settled: every task is terminal and its orch function returned (no lock held).
+// Its handle finishes now if every earlier run's handle has finished, else right after the
+// last of them: run handles finish in submission (run-id) order.
 void lw__run_complete(lw_run_t *run);
 void lw__tmap_destroy(struct lw_tmap *m);
 

@@ -22,9 +22,11 @@ extern "C" {
 // not interpreted (the run lane is FIFO).
 typedef enum lw_tag {
   LW_TAG_INPUT = 0,            // read: depends on the last writer (read-after-write)
-  LW_TAG_OUTPUT = 1,           // written: becomes the last writer
+  // The three writes depend on the last writer (write-after-write) and on every reader since
+  // it (write-after-read), then become the last writer.
+  LW_TAG_OUTPUT = 1,           // written
   LW_TAG_INOUT = 2,            // read and written
-  LW_TAG_OUTPUT_EXISTING = 3,  // written in place into an existing buffer: orders after its writer
+  LW_TAG_OUTPUT_EXISTING = 3,  // written in place into an existing buffer
   LW_TAG_NO_DEP = 4,           // neither looked up nor recorded
 } lw_tag_t;
 

@@ -1,9 +1,19 @@
 // lanework/orch.h — what an orch function may call. Every function here is only valid on the
 // orchestrator thread, inside the orch function it was handed to.
 //
-// Dependencies come from tensor tags (see args.h): INPUT waits for the last writer of the
-// same buffer (same data pointer), OUTPUT and INOUT become the new last writer, INOUT and
-// OUTPUT_EXISTING also wait for the previous writer, NO_DEP does neither.
+// Dependencies come from tensor tags (see args.h), per buffer (same data pointer), and every
+// hazard is ordered: a read (INPUT) waits for the last writer (read-after-write); a write
+// (OUTPUT, INOUT, OUTPUT_EXISTING) waits for the last writer (write-after-write) and for every
+// read of the buffer since that write (write-after-read), then becomes the last writer. So a
+// task never overwrites a buffer that an earlier task, on any chip, still reads. NO_DEP does
+// neither. Members of one group launch together, so no dependency is made between them.
+//
+// An orch function that returns an error fails its run like a task failure, with that error
+// (unless a task of the run failed before: the first error wins). Tasks of the run that
+// finished before it returned keep their outcome; every other task of the run is stopped at
+// once: one not yet dispatched is skipped (POISONED) and never runs, one in flight is
+// cancelled (its kernel sees the cancel word) and counts as failed whatever its kernel
+// returns.
 //
 // Back-pressure: when the task ring is full a submit blocks until tasks retire, and fails
 // RESOURCE_EXHAUSTED after the worker's submit timeout. Nothing is dropped silently.
@@ -37,8 +47,9 @@ LW_API LW_MUST_USE lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o,
 // One task of a sub callable, on any idle sub child.
 LW_API LW_MUST_USE lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c,
                                                   const lw_args_t *args);
-// Scopes: buffers first written inside a scope are forgotten by the tensor map at its end, so
-// a later reuse of the same memory starts without stale dependencies. Nest up to 16 deep.
+// Scopes: buffers first written inside a scope are forgotten by the tensor map at its end
+// (their last writer and its readers), so a later reuse of the same memory starts without
+// stale dependencies. A buffer only read inside the scope is remembered. Nest up to 16 deep.
 LW_API LW_MUST_USE lw_status_t lw_orch_scope_begin(lw_orch_t *o);
 LW_API LW_MUST_USE lw_status_t lw_orch_scope_end(lw_orch_t *o);
 

@@ -32,7 +32,9 @@ extern "C" {
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_orch lw_orch_t;
 
-// The user's orchestration function: submits the tasks of one run.
+// The user's orchestration function: submits the tasks of one run. Returning an error fails
+// the run with it: tasks that already finished keep their outcome, the others are skipped
+// (never dispatched) or cancelled (in flight) and count as failed (see orch.h).
 typedef lw_status_t (*lw_orch_fn)(lw_orch_t *orch, void *user);
 // A sub function: runs in a sub child on the task's args. Return LW_OK or an error.
 typedef lw_status_t (*lw_sub_fn)(const lw_kernel_args_t *args);
@@ -104,8 +106,14 @@ LW_API LW_MUST_USE lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn 
                                                       const char *name,
                                                       lw_callable_handle_t *out);
 
-// Runs fn(orch, user) on the orchestrator thread after every earlier run started, and waits
-// for all its tasks. out may be NULL.
+// Runs fn(orch, user) after every earlier run started, and waits for all its tasks. out may
+// be NULL.
+//
+// Run handles finish in submission order: a run's handle finishes once all its tasks are
+// terminal, its orch function returned, and every earlier run's handle (sync or async) has
+// finished. So lw_worker_run returns only after every earlier lw_worker_run_async handle has
+// finished, and waiting on a later handle also waits for the earlier runs. (Tasks of
+// different runs still execute concurrently; only the handles are ordered.)
 LW_API LW_MUST_USE lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user,
                                              lw_run_report_t *out);
 LW_API LW_MUST_USE lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user,

@@ -102,6 +102,17 @@ static int log_pos(const shared_state_t *s, int64_t value) {
   return -1;
 }
 
+// Waits until the record kernel logged value (it claims its slot, then writes the value).
+static void wait_logged(const shared_state_t *s, int64_t value) {
+  for (;;) {
+    int64_t n = atomic_load((_Atomic int64_t *)&s->log[0]);
+    for (int64_t i = 0; i < n && i < 255; ++i) {
+      if (atomic_load((_Atomic int64_t *)&s->log[1 + i]) == value) return;
+    }
+    lw_test_sleep_us(100);
+  }
+}
+
 typedef struct rec {
   int64_t value;
   int64_t spin_us;
@@ -169,6 +180,21 @@ Test(worker, register_posted_while_a_task_runs_completes_before_that_task, .time
   destroy_and_check();
 }
 
+typedef struct probe_job {
+  gate_job_t gate;
+  _Atomic int tried;   // set once the orch function's submit returned
+  lw_status_t st;      // written before tried
+  char message[LW_ERROR_MESSAGE_BYTES];
+} probe_job_t;
+
+static lw_status_t probe_orch(lw_orch_t *o, void *user) {
+  probe_job_t *j = user;
+  j->st = submit_gate(o, j->gate.gate, j->gate.s, j->gate.chip);
+  snprintf(j->message, sizeof(j->message), "%s", lw_last_error()->message);
+  atomic_store(&j->tried, 1);
+  return j->st;
+}
+
 Test(worker, unregister_posted_after_a_run_is_applied_after_that_run_pinned, .timeout = 60) {
   make_worker(1, 0);
   shared_state_t *s = new_shared();
@@ -178,17 +204,21 @@ Test(worker, unregister_posted_after_a_run_is_applied_after_that_run_pinned, .ti
   lw_test_wait_nonzero(&s->entered);
   lw_handle_t *unreg = NULL;
   LW_ASSERT_OK(lw_worker_unregister_async(w, j.gate, &unreg));
-  // New work with the callable is refused at once.
-  lw_run_report_t rep;
-  cr_assert_neq(lw_worker_run(w, gate_orch, &j, &rep), LW_OK);
-  cr_assert_eq(rep.error.code, LW_FAILED_PRECONDITION, "got %s: %s", lw_status_name(rep.error.code),
-               rep.error.message);
-  cr_assert(strstr(rep.error.message, "pending unregister"), "message: %s", rep.error.message);
+  // New work with the callable is refused at once. (A later run's handle finishes only after
+  // the gated run's, so the refusal is observed inside the orch function.)
+  probe_job_t p = {j, 0, LW_OK, ""};
+  lw_handle_t *refused = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, probe_orch, &p, &refused));
+  while (!atomic_load(&p.tried)) lw_test_sleep_us(100);
+  cr_assert_eq(p.st, LW_FAILED_PRECONDITION, "got %s: %s", lw_status_name(p.st), p.message);
+  cr_assert(strstr(p.message, "pending unregister"), "message: %s", p.message);
   cr_assert_not(lw_handle_done(unreg), "the child freed a callable its running task pinned");
   atomic_store(&s->gate, 1);
   LW_ASSERT_OK(lw_handle_wait(unreg, LW_WAIT_FOREVER));
   cr_assert(lw_handle_done(run), "the unregister finished before the run that pinned it");
   LW_ASSERT_OK(lw_handle_wait(run, 0));
+  cr_assert_eq(lw_handle_wait(refused, LW_WAIT_FOREVER), LW_FAILED_PRECONDITION);
+  lw_handle_release(refused);
   lw_handle_release(unreg);
   lw_handle_release(run);
   destroy_and_check();
@@ -285,13 +315,26 @@ Test(worker, group_launches_all_or_nothing, .timeout = 60) {
   lw_test_wait_nonzero(&j.s->entered);
   LW_ASSERT_OK(lw_worker_run_async(w, group_orch, &j, &group));
   // Two later runs on the idle chip 0 go through while the group must still wait: chip 1 has
-  // no free frame, so its member cannot launch, so neither may the chip 0 member.
-  for (j.phase = 0; j.phase < 2; ++j.phase) LW_ASSERT_OK(lw_worker_run(w, marker_orch, &j, NULL));
+  // no free frame, so its member cannot launch, so neither may the chip 0 member. (Their
+  // handles finish only after the earlier runs', so their tasks are watched in the log.)
+  group_job_t markers[2] = {j, j};
+  lw_handle_t *mh[2];
+  for (int i = 0; i < 2; ++i) {
+    markers[i].phase = i;
+    LW_ASSERT_OK(lw_worker_run_async(w, marker_orch, &markers[i], &mh[i]));
+  }
+  wait_logged(j.s, 300);
+  wait_logged(j.s, 301);
   cr_assert_eq(log_pos(&*j.s, 200), -1, "a group member launched before the whole group could");
   cr_assert_eq(log_pos(&*j.s, 201), -1);
+  cr_assert_not(lw_handle_done(mh[1]), "a later run's handle finished before the group's");
   atomic_store(&j.s->gate, 1);
   LW_ASSERT_OK(lw_handle_wait(blockers, LW_WAIT_FOREVER));
   LW_ASSERT_OK(lw_handle_wait(group, LW_WAIT_FOREVER));
+  for (int i = 0; i < 2; ++i) {
+    LW_ASSERT_OK(lw_handle_wait(mh[i], LW_WAIT_FOREVER));
+    lw_handle_release(mh[i]);
+  }
   int m = log_pos(j.s, 301), g0 = log_pos(j.s, 200), g1 = log_pos(j.s, 201);
   cr_assert(g0 > m && g1 > m, "group members (%d, %d) must follow the markers (%d)", g0, g1, m);
   lw_handle_release(blockers);
@@ -619,6 +662,12 @@ static lw_status_t scope_orch(lw_orch_t *o, void *user) {
   return submit_record(o, j->rec, j->s, &r);
 }
 
+static lw_status_t marker_on_chip1_orch(lw_orch_t *o, void *user) {
+  group_job_t *j = user;
+  rec_t r = {300 + j->phase, 0, 1, {{NULL, 0}}};
+  return submit_record(o, j->rec, j->s, &r);
+}
+
 Test(worker, scope_end_forgets_buffers_first_written_inside_it, .timeout = 60) {
   make_worker(2, 0);
   scope_job_t j = {wreg("record"), wreg("gate"), new_shared(), lw_worker_alloc(w, 64), true};
@@ -638,14 +687,19 @@ Test(worker, scope_end_forgets_buffers_first_written_inside_it, .timeout = 60) {
   j.use_scope = false;
   LW_ASSERT_OK(lw_worker_run_async(w, scope_orch, &j, &run));
   lw_test_wait_nonzero(&j.s->entered);
-  // Give the reader every chance to (wrongly) run: a full round trip on chip 1 first.
-  vadd_job_t v = {wreg("vector_add"), lw_worker_alloc(w, 64), lw_worker_alloc(w, 64),
-                  lw_worker_alloc(w, 64), 16, 1};
-  LW_ASSERT_OK(lw_worker_run(w, vadd_orch, &v, NULL));
+  // Give the reader every chance to (wrongly) run: a task of a later run on chip 1 first (a
+  // chip runs its tasks in post order). Its handle finishes only after the gated run's, so
+  // the task is watched in its own log.
+  group_job_t later = {j.rec, j.gate, new_shared(), 0};
+  lw_handle_t *marker = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, marker_on_chip1_orch, &later, &marker));
+  wait_logged(later.s, 300);
   cr_assert_eq(atomic_load((_Atomic int64_t *)&j.s->log[0]), 0, "the reader ran before its writer");
   atomic_store(&j.s->gate, 1);
   LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
   cr_assert_eq(j.s->log[1], 42);
+  LW_ASSERT_OK(lw_handle_wait(marker, LW_WAIT_FOREVER));
+  lw_handle_release(marker);
   lw_handle_release(run);
   destroy_and_check();
 }
