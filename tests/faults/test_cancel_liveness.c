@@ -109,16 +109,21 @@ Test(cancel, cancel_of_a_task_queued_behind_a_running_kernel_finishes_it_without
   while (frames_taken(&f) < 2) lw_test_sleep_us(200);
   pid_t pid = fx_pid(&f, 0);
   LW_ASSERT_OK(lw_handle_cancel(b));
-  cr_assert_eq(lw_handle_wait(b, LW_WAIT_FOREVER), LW_CANCELLED);
-  cr_assert_not(lw_handle_done(a), "B finished while A still runs");
-  lw_run_report_t rep;
-  LW_ASSERT_OK(lw_handle_run_report(b, &rep));
-  cr_assert_eq(rep.n_failed, 1);
-  ASSERT_MSG_HAS(rep.error.message, "before it started");
+  // Run handles finish in submission order, so B's handle waits for A's. B's task itself
+  // finishes while A's kernel still holds the gate: the child withdraws it and the parent
+  // consumes its frame (only A's frame stays RUNNING).
+  while (frames_taken(&f) > 1) lw_test_sleep_us(200);
+  cr_assert_eq(j.s->gate, 0, "A is still held");
+  cr_assert_not(lw_handle_done(a));
   cr_assert_eq(fx_pid(&f, 0), pid, "cancelling a queued task must not kill its child");
   atomic_store(&j.s->gate, 1);
   cr_assert_eq(lw_handle_wait(a, LW_WAIT_FOREVER), LW_OK, "A finishes normally: %s",
                lw_handle_error(a) ? lw_handle_error(a)->message : "");
+  cr_assert_eq(lw_handle_wait(b, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(b, &rep));
+  cr_assert_eq(rep.n_failed, 1);
+  ASSERT_MSG_HAS(rep.error.message, "before it started");
   LW_ASSERT_OK(lw_handle_run_report(a, &rep));
   cr_assert_eq(rep.n_completed, 1);
   cr_assert_eq(j.log[0], 0, "the cancelled task never ran");
