@@ -718,6 +718,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   //    kernels stop at once, and the scheduler kills the child of one that ignores its cancel
   //    word after cancel_grace_ns (its run finishes CANCELLED, "ignored cancellation").
   int64_t grace = w->cfg.cancel_grace_ns > 0 ? w->cfg.cancel_grace_ns : 0;
+  if (grace > INT64_MAX / 4) grace = INT64_MAX / 4;  // decades: a deadline that cannot overflow
   (void)wait_idle(w, grace + DESTROY_MARGIN_NS);
   // 3. Children leave on the sticky shutdown word; one that does not (a kernel ignoring its
   //    cancel word) is killed. The scheduler, still running, sees each death on its pidfd and
