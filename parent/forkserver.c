@@ -30,6 +30,7 @@
 #include "parent/forkserver.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -257,7 +258,9 @@ static int server_slot_of(const server_t *s, pid_t pid) {
   return -1;
 }
 
-// Publishes and reaps every child that has exited, sending an EXIT for each.
+// Publishes and reaps every child that has exited, sending an EXIT for each slot child. An
+// adopted orphan (a process a kernel forked whose parent died; see server_loop) has no slot:
+// it is reaped without a word, and frees no slot.
 static void server_reap(server_t *s) {
   for (;;) {
     siginfo_t si;
@@ -341,22 +344,94 @@ static void server_spawn(server_t *s, const lw_fs_msg_t *req) {
   (void)send_msg(s->ctl, &rep);
 }
 
-// Kills and reaps every child, then exits. STOP (stop_req != NULL) gets a STOPPED reply.
-static _Noreturn void server_teardown(server_t *s, const lw_fs_msg_t *stop_req) {
+// Stores the pids of the server's children (slot children and adopted orphans) in out, at
+// most cap of them, from /proc/<pid>/task/<pid>/children (the server is single-threaded, so
+// its one thread has them all). Returns how many; 0 also when the file cannot be read (a
+// kernel without CONFIG_PROC_CHILDREN). Allocates nothing: the server never does. The list is
+// a snapshot: a child adopted right after it is read shows up in the next call.
+static size_t server_list_children(const server_t *s, pid_t *out, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)s->self, (int)s->self);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  size_t len = 0;
+  while (len < sizeof(buf)) {
+    ssize_t r = read(fd, buf + len, sizeof(buf) - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  close(fd);
+  // Each pid is written as "<digits> ": one cut off by a full buffer has no space after it and
+  // is skipped (it comes back in the next call, once earlier children are reaped).
+  size_t n = 0;
+  long v = 0;
+  bool digits = false;
+  for (size_t i = 0; i < len && n < cap; ++i) {
+    char c = buf[i];
+    if (c >= '0' && c <= '9') {
+      v = v * 10 + (c - '0');
+      digits = true;
+    } else {
+      if (digits && v > 0) out[n++] = (pid_t)v;
+      v = 0;
+      digits = false;
+    }
+  }
+  return n;
+}
+
+// Accounts for a reaped child: a slot child's exit is published; an adopted orphan (a process
+// a kernel forked, see server_loop) is nobody's business.
+static void server_reaped(server_t *s, pid_t pid, int wait_status) {
+  int slot = server_slot_of(s, pid);
+  if (slot >= 0) (void)server_publish_exit(s, (uint32_t)slot, wait_status);
+}
+
+// SIGKILLs every descendant and reaps every child. Killing an adopted process re-parents its
+// own children to the server (a subreaper), so this goes in rounds: list the children, kill
+// them, reap, until waitpid says none is left. A process that forks while it is being killed
+// is caught the same way in the next round. Every pid killed is an unreaped child of the
+// server, so it cannot name a reused pid.
+static void server_kill_descendants(server_t *s) {
   for (uint32_t i = 0; i < s->n_slots; ++i) {
-    // Not yet reaped, so the pid is still ours.
     if (s->live[i] != 0) kill(s->live[i], SIGKILL);
   }
-  for (uint32_t i = 0; i < s->n_slots; ++i) {
-    if (s->live[i] == 0) continue;
+  // Rounds in which a child exists that the list does not show (adopted after the read, or no
+  // /proc): wait a millisecond and look again, at most this many times.
+  enum { kBlindRounds = 1000 };
+  uint32_t blind = 0;
+  for (;;) {
+    pid_t kids[256];
+    size_t n = server_list_children(s, kids, sizeof(kids) / sizeof(kids[0]));
+    for (size_t i = 0; i < n; ++i) kill(kids[i], SIGKILL);
+    // Something killed is still unreaped: a blocking wait returns.
+    bool killed_pending = n > 0 || s->n_live > 0;
     int ws = 0;
-    pid_t r;
-    while ((r = waitpid(s->live[i], &ws, 0)) < 0 && errno == EINTR) {
+    pid_t r = waitpid(-1, &ws, killed_pending ? 0 : WNOHANG);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: no child left, so no descendant either (orphans come to the server)
     }
-    (void)server_publish_exit(s, i, r > 0 ? ws : SIGKILL);
+    if (r == 0) {
+      // Only on a kernel without the children list (or a child adopted in the instant after
+      // the read): what is left there outlives the server, re-parented to init.
+      if (++blind > kBlindRounds) return;
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+      continue;
+    }
+    blind = 0;
+    server_reaped(s, r, ws);
+    while ((r = waitpid(-1, &ws, WNOHANG)) > 0) server_reaped(s, r, ws);
   }
-  while (waitpid(-1, NULL, WNOHANG) > 0) {
-  }
+}
+
+// Kills every descendant and reaps it, then exits. STOP (stop_req != NULL) gets a STOPPED
+// reply once nothing the worker started (its children, what their kernels forked) is left.
+static _Noreturn void server_teardown(server_t *s, const lw_fs_msg_t *stop_req) {
+  server_kill_descendants(s);
   if (stop_req != NULL) {
     lw_fs_msg_t rep = {.type = LW_FS_MSG_STOPPED, .seq = stop_req->seq};
     (void)send_msg(s->ctl, &rep);
@@ -372,6 +447,12 @@ static void server_drain_signalfd(int fd) {
 }
 
 static _Noreturn void server_loop(server_t *s) {
+  // A subreaper: a process a kernel forks is re-parented to the server, not to init, when its
+  // parent dies (a double-forked daemon at once, a kernel's child when its chip child dies), so
+  // server_teardown can find and kill it and server_reap reaps it when it exits. Set before
+  // the first SPAWN, so it covers every descendant. It cannot fail on Linux >= 3.4, which the
+  // pidfds need anyway.
+  (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   for (;;) {
     if (s->parent_gone) server_teardown(s, NULL);
     struct pollfd p[4] = {

@@ -9,7 +9,14 @@
 //
 // Liveness:
 //   - The server holds a pidfd of the worker process; when it becomes readable (the worker
-//     died, even by SIGKILL) the server SIGKILLs every child, reaps them and exits.
+//     died, even by SIGKILL) the server SIGKILLs every descendant, reaps them and exits.
+//   - The server is a child subreaper (PR_SET_CHILD_SUBREAPER): a process a kernel forked is
+//     re-parented to it, not to init, when its parent dies (a double-forked daemon at once, a
+//     kernel's child when its chip child dies). The server reaps such orphans silently (no
+//     EXIT, no slot). They live on until STOP or the worker's death, when the server kills
+//     every descendant in rounds (list its children in /proc, SIGKILL, reap) until none is
+//     left; a respawned child may therefore share the machine with what its predecessor's
+//     kernels forked. Killing the server itself (SIGKILL) leaves such orphans to init.
 //   - Each child has PR_SET_PDEATHSIG(SIGKILL) toward the server (safe: the server is single-
 //     threaded), re-checked with getppid() right after the prctl.
 //   - The server reaps children (waitpid) and publishes each exit in the shared status table
@@ -24,8 +31,8 @@
 //     server -> parent  READY(errno)        once, after the server's setup
 //     parent -> server  SPAWN(index)        server -> parent  SPAWNED(index, pid) or
 //                                                             SPAWN_FAILED(index, errno)
-//     parent -> server  STOP                server kills + reaps every child, replies STOPPED,
-//                                           exits 0
+//     parent -> server  STOP                server kills + reaps every descendant (children and
+//                                           adopted orphans), replies STOPPED, exits 0
 //   event socket (lw_forkserver_fd; read only by lw_forkserver_poll_exit):
 //     server -> parent  EXIT(index, pid, wait_status)   at any time, in reap order
 //   Replies never share a socket with EXITs, so a spawn never has to read (and hide) an EXIT.
@@ -114,8 +121,9 @@ bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t 
 // The server's pid (for tests).
 pid_t lw_forkserver_pid(const lw_forkserver_t *fs);
 
-// STOP: the server SIGKILLs and reaps every child, exits; the parent reaps the server, closes
-// the socket and unmaps the table. Accepts NULL and a server that already died.
+// STOP: the server SIGKILLs and reaps every descendant (its children and what their kernels
+// forked), exits; the parent reaps the server, closes the socket and unmaps the table. Accepts
+// NULL and a server that already died.
 void lw_forkserver_stop(lw_forkserver_t *fs);
 
 // Formats a raw wait status: "killed by SIGSEGV", "exited with status 3".

@@ -141,7 +141,9 @@ static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
 static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
   char desc[sizeof(ep->exit_desc)], both[sizeof(ep->exit_desc)];
   lw__ep_exit_desc(ep, desc, sizeof(desc));
-  snprintf(both, sizeof(both), "%.90s; %.90s", desc, why);
+  // why is the news: it is kept whole, and the death before it shortened to fit, if need be.
+  int room = (int)sizeof(both) - (int)strlen(why) - 3;
+  snprintf(both, sizeof(both), "%.*s; %s", room > 0 ? room : 0, desc, why);
   lw__ep_set_exit_desc(ep, both);
   pthread_mutex_lock(&w->mu);
   atomic_store(&ep->state, LW_EP_DEAD);
@@ -210,8 +212,12 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
     // The new child died too (killed again, or crashed while starting): another death that
     // counts toward the crash-loop bound. Anything else will not get better by retrying.
     if (st != LW_CHILD_EXITED) {
-      char why[80];
-      snprintf(why, sizeof(why), "respawn failed: %.60s", err.message);
+      // As long as the exit description holds, so that the cause ("fork server (pid N) is
+      // gone: killed by SIGKILL") reaches the error messages whole.
+      static const char kPrefix[] = "respawn failed: ";
+      char why[sizeof(ep->exit_desc)];
+      snprintf(why, sizeof(why), "%s%.*s", kPrefix, (int)(sizeof(why) - sizeof(kPrefix)),
+               err.message);
       fail_for_good(w, ep, why);
       return;
     }

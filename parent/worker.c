@@ -765,8 +765,14 @@ static void finish_leftover_runs(lw_worker_t *w) {
   }
 }
 
-// How long destroy lets cancelled kernels stop by themselves before it stops the children.
-#define DESTROY_GRACE_NS (2ll * 1000 * 1000 * 1000)
+// Destroy's waits follow the worker's cancel grace: the scheduler escalates a kernel that
+// ignores its cancel word once the grace has passed, so destroy lets that happen and waits only
+// a margin more at each step (the kill, the death notice, the children leaving on the shutdown
+// word are a few milliseconds each).
+#define DESTROY_MARGIN_NS (250ll * 1000 * 1000)
+// After destroy SIGKILLs the children, the scheduler fails what they held as soon as it sees
+// the deaths; this only bounds that wait in case it does not.
+#define DESTROY_REAP_NS (2ll * 1000 * 1000 * 1000)
 
 void lw_worker_destroy(lw_worker_t *w) {
   if (!w) return;
@@ -774,8 +780,12 @@ void lw_worker_destroy(lw_worker_t *w) {
   // 1. Cancel: queued runs never start, running kernels see their cancel words.
   if (w->sched_started) lw_worker_cancel_all(w);
   lw__orch_stop(w);
-  // 2. Let cancelled work and callable ops drain while the scheduler still runs.
-  (void)wait_idle(w, DESTROY_GRACE_NS);
+  // 2. Let cancelled work and callable ops drain while the scheduler still runs: cooperative
+  //    kernels stop at once, and the scheduler kills the child of one that ignores its cancel
+  //    word after cancel_grace_ns (its run finishes CANCELLED, "ignored cancellation").
+  int64_t grace = w->cfg.cancel_grace_ns > 0 ? w->cfg.cancel_grace_ns : 0;
+  if (grace > INT64_MAX / 4) grace = INT64_MAX / 4;  // decades: a deadline that cannot overflow
+  (void)wait_idle(w, grace + DESTROY_MARGIN_NS);
   // 3. Children leave on the sticky shutdown word; one that does not (a kernel ignoring its
   //    cancel word) is killed. The scheduler, still running, sees each death on its pidfd and
   //    fails whatever that child still held.
@@ -783,12 +793,12 @@ void lw_worker_destroy(lw_worker_t *w) {
     atomic_store(&lw__worker_mailbox(w, s)->header.shutdown, 1);
     lw_waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
   }
-  if (!wait_idle(w, DESTROY_GRACE_NS)) {
+  if (!wait_idle(w, DESTROY_MARGIN_NS)) {
     for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
       pid_t pid = atomic_load(&w->eps[s].pid);
       if (atomic_load(&w->eps[s].state) != LW_EP_DEAD && pid > 0) kill(pid, SIGKILL);
     }
-    (void)wait_idle(w, DESTROY_GRACE_NS);
+    (void)wait_idle(w, DESTROY_REAP_NS);
   }
   lw__sched_stop(w);
   // After the scheduler: nothing reports deaths any more. A respawn under way sees stopping.

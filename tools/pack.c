@@ -73,45 +73,61 @@ static int read_file(const char *path, uint8_t **out, size_t *out_bytes) {
   return 0;
 }
 
-// Writes to OUT.tmp.PID, then renames, so a reader never sees half a packed image.
+// Writes to a fresh temporary file next to path (mkostemp: a new name, O_EXCL, so a file or
+// symlink planted there is never followed or overwritten), then renames it over path, so a
+// reader never sees half a packed image. The file gets mode 0644 less the umask, like a file
+// created with open(path, ..., 0644). Every failure removes the temporary file.
 static int write_file_atomic(const char *path, const void *data, size_t bytes) {
   char tmp[PATH_MAX];
-  int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int len = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
   if (len < 0 || (size_t)len >= sizeof tmp) {
     fprintf(stderr, "lanework pack: output path too long: %s\n", path);
     return 1;
   }
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) {
-    fprintf(stderr, "lanework pack: %s: %s\n", tmp, strerror(errno));
+    fprintf(stderr, "lanework pack: creating a temporary file next to %s: %s\n", path,
+            strerror(errno));
     return 1;
   }
+  // mkostemp creates the file 0600; reading the umask means setting it, and this tool has no
+  // other thread that could create a file meanwhile.
+  mode_t mask = umask(0);
+  umask(mask);
+  const char *what = "fchmod";
+  if (fchmod(fd, (mode_t)0644 & ~mask) != 0) goto fail;
+  what = "write";
   const uint8_t *p = data;
   size_t left = bytes;
   while (left > 0) {
     ssize_t n = write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      fprintf(stderr, "lanework pack: writing %s: %s\n", tmp,
-              n < 0 ? strerror(errno) : "no progress");
-      close(fd);
-      unlink(tmp);
-      return 1;
+    if (n < 0) goto fail;
+    if (n == 0) {
+      errno = EIO;  // no progress on a regular file
+      goto fail;
     }
     p += n;
     left -= (size_t)n;
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    fprintf(stderr, "lanework pack: writing %s: %s\n", tmp, strerror(errno));
-    unlink(tmp);
-    return 1;
-  }
+  what = "fsync";
+  if (fsync(fd) != 0) goto fail;
+  what = "close";
+  int rc = close(fd);
+  fd = -1;
+  if (rc != 0) goto fail;
   if (rename(tmp, path) != 0) {
     fprintf(stderr, "lanework pack: rename %s -> %s: %s\n", tmp, path, strerror(errno));
     unlink(tmp);
     return 1;
   }
   return 0;
+
+fail:
+  fprintf(stderr, "lanework pack: %s %s: %s\n", what, tmp, strerror(errno));
+  if (fd >= 0) close(fd);
+  unlink(tmp);
+  return 1;
 }
 
 int lw__tool_pack(int argc, char **argv) {

@@ -84,10 +84,12 @@ LW_API void lw_worker_config_default(lw_worker_config_t *c);
 LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,
                                                 lw_worker_t **out);
 // Cancels queued runs, lets running ones finish or cancels them, stops every child, and
-// frees everything: no child process, fd or shared memory is left behind. Every handle of the
-// worker is finished before it returns (a run that could not end otherwise: UNAVAILABLE
-// "worker destroyed ..."), so a later lw_handle_wait on a handle the caller still holds
-// returns at once. NULL is ignored.
+// frees everything: no child process (nor any process a kernel forked), fd or shared memory is
+// left behind. A kernel that ignores its cancel word keeps its child for cancel_grace_ns, as
+// after lw_handle_cancel: destroy waits that long plus a small margin, then kills it (its run
+// finishes CANCELLED, "ignored cancellation"). Every handle of the worker is finished before
+// it returns (a run that could not end otherwise: UNAVAILABLE "worker destroyed ..."), so a
+// later lw_handle_wait on a handle the caller still holds returns at once. NULL is ignored.
 LW_API void lw_worker_destroy(lw_worker_t *w);
 
 // Chip callables: registered on every chip child, all-or-nothing (a failure rolls back the

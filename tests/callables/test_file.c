@@ -137,10 +137,18 @@ Test(callable_file, extensionless_and_dot_files_keep_their_whole_name) {
 }
 
 // Runs `lanework pack ARGS...` with stdout and stderr sent to /dev/null; returns the exit code.
-static int run_pack(const char *const *args) {
+// trap_out (may be NULL): before the tool starts, its process plants a symlink to trap_target
+// at "<trap_out>.tmp.<its pid>", the temporary name older versions of the tool wrote through.
+static int run_pack_trapped(const char *const *args, const char *trap_out,
+                            const char *trap_target) {
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    if (trap_out != NULL) {
+      char link[256];
+      snprintf(link, sizeof link, "%s.tmp.%ld", trap_out, (long)getpid());  // exec keeps the pid
+      if (symlink(trap_target, link) != 0) _exit(126);
+    }
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     dup2(null, 2);
@@ -153,6 +161,25 @@ static int run_pack(const char *const *args) {
   cr_assert_eq(waitpid(pid, &status, 0), pid);
   cr_assert(WIFEXITED(status), "status 0x%x", status);
   return WEXITSTATUS(status);
+}
+
+static int run_pack(const char *const *args) { return run_pack_trapped(args, NULL, NULL); }
+
+// Whether tmpdir holds a name with ".tmp." in it (a temporary file of the tool left behind);
+// the first such name goes to found.
+static bool tmpdir_has_temporary(char *found, size_t bytes) {
+  DIR *d = opendir(tmpdir);
+  cr_assert_not_null(d);
+  struct dirent *e;
+  bool any = false;
+  while (!any && (e = readdir(d)) != NULL) {
+    if (strstr(e->d_name, ".tmp.") != NULL) {
+      snprintf(found, bytes, "%s", e->d_name);
+      any = true;
+    }
+  }
+  closedir(d);
+  return any;
 }
 
 Test(callable_file, cli_pack_output_loads_and_digests_like_the_so) {
@@ -183,4 +210,67 @@ Test(callable_file, cli_pack_output_loads_and_digests_like_the_so) {
   cr_assert_eq(run_pack((const char *[]){junk, "-o", out, NULL}), 1);
   cr_assert_neq(access(out, F_OK), 0, "a failed pack left %s behind", out);
   cr_assert_eq(run_pack((const char *[]){lwk, "-o", out, NULL}), 1, "input already packed");
+}
+
+Test(callable_file, cli_pack_never_writes_through_a_planted_temporary_name) {
+  char so[4096], lwk[128], victim[128], link[512], found[256];
+  test_kernel_path("vector_add", so, sizeof so);
+  snprintf(lwk, sizeof lwk, "%s/trap.lwk", tmpdir);
+  snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+  write_file(victim, "precious", 8);
+  mode_t mask = umask(022);  // a known umask: the output is then 0644
+  int rc = run_pack_trapped((const char *[]){so, "-o", lwk, NULL}, lwk, victim);
+  umask(mask);
+  cr_assert_eq(rc, 0);
+  // The file the symlink pointed to is untouched...
+  char buf[16] = {0};
+  int fd = open(victim, O_RDONLY | O_CLOEXEC);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(read(fd, buf, sizeof buf), 8);
+  close(fd);
+  cr_assert_str_eq(buf, "precious", "the tool wrote through a planted symlink");
+  // ...and the output is a regular file of its own, mode 0644, that loads as a packed image.
+  struct stat st;
+  cr_assert_eq(lstat(lwk, &st), 0, "%s: %s", lwk, strerror(errno));
+  cr_assert(S_ISREG(st.st_mode), "the output is not a regular file (mode 0%o)", st.st_mode);
+  cr_assert_eq(st.st_mode & 07777, 0644, "mode 0%o", st.st_mode & 07777);
+  lw_callable_t c;
+  cr_assert_eq(lw_callable_load_file(lwk, &c), LW_OK, "%s", lw_last_error()->message);
+  cr_assert(lw__image_is_zstd(c.image, c.image_bytes));
+  lw_callable_free_loaded(&c);
+  // The planted symlink is the only ".tmp." name: the tool's own temporary file was renamed.
+  DIR *d = opendir(tmpdir);
+  cr_assert_not_null(d);
+  struct dirent *e;
+  int n_tmp = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strstr(e->d_name, ".tmp.") == NULL) continue;
+    n_tmp++;
+    snprintf(link, sizeof link, "%s/%s", tmpdir, e->d_name);
+    cr_assert_eq(lstat(link, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "%s was left behind", e->d_name);
+  }
+  closedir(d);
+  cr_assert_eq(n_tmp, 1);
+  cr_assert_eq(unlink(link), 0);
+  cr_assert_not(tmpdir_has_temporary(found, sizeof found), "%s", found);
+}
+
+Test(callable_file, cli_pack_that_cannot_rename_leaves_no_temporary_file) {
+  char so[4096], out[128], found[256];
+  test_kernel_path("vector_add", so, sizeof so);
+  // The output names a non-empty directory: the temporary file is written, the rename fails.
+  snprintf(out, sizeof out, "%s/dir.lwk", tmpdir);
+  cr_assert_eq(mkdir(out, 0755), 0);
+  char inside[192];
+  snprintf(inside, sizeof inside, "%s/keep", out);
+  write_file(inside, "x", 1);
+  cr_assert_eq(run_pack((const char *[]){so, "-o", out, NULL}), 1);
+  cr_assert_not(tmpdir_has_temporary(found, sizeof found), "%s was left behind", found);
+  cr_assert_eq(unlink(inside), 0);
+  cr_assert_eq(rmdir(out), 0);
+  // A folder that does not exist: nothing can be created, and the tool says so.
+  snprintf(out, sizeof out, "%s/missing/x.lwk", tmpdir);
+  cr_assert_eq(run_pack((const char *[]){so, "-o", out, NULL}), 1);
+  cr_assert_not(tmpdir_has_temporary(found, sizeof found), "%s was left behind", found);
 }

@@ -3,8 +3,11 @@
 #ifndef LANEWORK_TESTS_FAULTS_FAULT_UTIL_H_
 #define LANEWORK_TESTS_FAULTS_FAULT_UTIL_H_
 
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lanework/orch.h"
 #include "lanework/worker.h"
@@ -141,6 +144,22 @@ static inline lw_status_t job_orch(lw_orch_t *o, void *user) {
   return LW_OK;
 }
 
+// A job for tests/kernels/fork_sleeper on chip 0.
+typedef struct fork_job {
+  lw_callable_handle_t k;
+  _Atomic int32_t *pid_out;  // in the arena
+  uint64_t mode;             // fork_sleeper's scalar[0]: 0 own child, 1 double fork
+} fork_job_t;
+
+static inline lw_status_t fork_orch(lw_orch_t *o, void *user) {
+  const fork_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->pid_out, sizeof(int32_t), LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, j->mode));
+  return lw_orch_submit_next_level(o, j->k, &a, NULL, 0);
+}
+
 static inline void fx_check_vadd(const shared_t *s) {
   for (int i = 0; i < 256; ++i) cr_assert_eq(s->c[i], s->a[i] + s->b[i], "index %d", i);
 }
@@ -150,6 +169,39 @@ static inline void fx_run_vadd_ok(fx_t *f, lw_callable_handle_t vadd, shared_t *
   job_t j = {vadd, s, JOB_VADD, chip, 0, 0, 1};
   LW_ASSERT_OK(lw_worker_run(f->w, job_orch, &j, NULL));
   fx_check_vadd(s);
+}
+
+// The start time of pid (field 22 of /proc/<pid>/stat, in clock ticks since boot), or -1 when
+// it does not exist. Together with the pid it names one process: a reused pid has a later one.
+static inline long long fx_proc_start_time(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return -1;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  p += 2;  // field 3, the state
+  if (*p == 'Z' || *p == 'X') return -1;  // dead, waiting for its reaper: gone for our purpose
+  for (int field = 3; field < 22 && p; ++field) {
+    p = strchr(p, ' ');
+    if (p) p++;
+  }
+  return p ? strtoll(p, NULL, 10) : -1;
+}
+
+// Waits up to timeout_ms until the process (pid, start_time) no longer runs: no such pid, a
+// zombie, or the pid now names a newer process. Returns whether it went.
+static inline bool fx_wait_process_gone(pid_t pid, long long start_time, int timeout_ms) {
+  for (int waited_ms = 0;; waited_ms++) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    if (fx_proc_start_time(pid) != start_time) return true;
+    if (waited_ms >= timeout_ms) return false;
+    lw_test_sleep_us(1000);
+  }
 }
 
 #define ASSERT_MSG_HAS(msg, needle) \

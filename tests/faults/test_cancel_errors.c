@@ -324,13 +324,31 @@ Test(parent_death, sigkill_of_the_parent_takes_the_fork_server_and_every_child_d
     if (lw_worker_create(&cfg, &w) != LW_OK) _exit(1);
     for (uint32_t i = 0; i < 3; ++i) pids[1 + i] = atomic_load(&w->eps[i].pid);
     pids[4] = lw_forkserver_pid(w->fs);
-    __atomic_store_n(&pids[0], 4, __ATOMIC_RELEASE);
+    // A kernel forks a child of its own and a double-forked daemon: they go down too.
+    lw_callable_t c;
+    lw_callable_handle_t k;
+    if (lw_callable_load_file(LW_KERNEL_DIR "/fork_sleeper.so", &c) != LW_OK) _exit(2);
+    if (lw_worker_register(w, &c, &k) != LW_OK) _exit(3);
+    _Atomic int32_t *out = lw_worker_alloc(w, 2 * sizeof(int32_t));
+    if (!out) _exit(4);
+    for (uint64_t mode = 0; mode < 2; ++mode) {
+      fork_job_t j = {k, &out[mode], mode};
+      if (lw_worker_run(w, fork_orch, &j, NULL) != LW_OK) _exit(5);
+      pids[5 + mode] = atomic_load(&out[mode]);
+    }
+    __atomic_store_n(&pids[0], 6, __ATOMIC_RELEASE);
     for (;;) pause();
   }
   while (__atomic_load_n(&pids[0], __ATOMIC_ACQUIRE) == 0) {
     int st;
     cr_assert_eq(waitpid(parent, &st, WNOHANG), 0, "the worker process failed to start");
     lw_test_sleep_us(1000);
+  }
+  // Identify the kernel's processes while they surely run: their pids alone could be reused.
+  long long start_time[2];
+  for (int i = 0; i < 2; ++i) {
+    start_time[i] = fx_proc_start_time(pids[5 + i]);
+    cr_assert_geq(start_time[i], 0, "the kernel's process %d is not running", (int)pids[5 + i]);
   }
   int64_t t0 = 0;
   struct timespec ts;
@@ -342,9 +360,18 @@ Test(parent_death, sigkill_of_the_parent_takes_the_fork_server_and_every_child_d
   for (int i = 1; i <= 4; ++i) {
     while (!pid_gone(pids[i])) lw_test_sleep_us(1000);  // bounded by the test's timeout
   }
+  for (int i = 0; i < 2; ++i) {
+    bool gone = fx_wait_process_gone(pids[5 + i], start_time[i], 10000);
+    // A survivor holds the test runner's pipes open: end it before failing.
+    if (!gone && fx_proc_start_time(pids[5 + i]) == start_time[i]) kill(pids[5 + i], SIGKILL);
+    cr_expect(gone, "the kernel's %s (pid %d) outlived the parent", i ? "daemon" : "child",
+              (int)pids[5 + i]);
+  }
   clock_gettime(CLOCK_MONOTONIC, &ts);
   double ms = (double)(ts.tv_sec * 1000000000ll + ts.tv_nsec - t0) / 1e6;
-  cr_log_info("fork server and 3 children gone %.1f ms after the parent's SIGKILL", ms);
+  cr_log_info("fork server, 3 children and a kernel's 2 processes gone %.1f ms after the "
+              "parent's SIGKILL",
+              ms);
   fprintf(stderr, "parent death: everything gone %.1f ms after SIGKILL\n", ms);
   munmap(pids, 4096);
 }
