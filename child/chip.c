@@ -94,6 +94,8 @@ struct lw_chip_run {
   lw_kernel_args_t args;
   int64_t timeout_ns;
   uint64_t run_id;
+  // What messages call this run: "run 7" at L2, "task 3 of run 7" for an L3 task.
+  char label[64];
   int64_t t_submit;
   // RUN_QUEUED -> RUN_STARTING -> RUN_RUNNING -> RUN_FINISHED, or RUN_QUEUED -> RUN_WITHDRAWN
   // when a cancel finishes the run while it still waits on the lane.
@@ -121,8 +123,7 @@ static lw_status_t run_cancel(lw_handle_t *h) {
     int32_t dev = op->chip->cfg.device_id;
     lw_error_t err;
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
-                  "chip %d: run %llu of %s cancelled before it started", dev,
-                  (unsigned long long)op->run_id, op->pin.name);
+                  "chip %d: %s of %s cancelled before it started", dev, op->label, op->pin.name);
     op->handle.timing.host_wall_ns = (uint64_t)(lw__now_ns() - op->t_submit);
     lw_chip_t *chip = op->chip;
     uint32_t slot = op->pin.slot;
@@ -183,8 +184,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   if (cancelled || lw__handle_cancel_requested(&op->handle) ||
       (op->cancel_flag && atomic_load(op->cancel_flag))) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
-                  "chip %d: run %llu of %s cancelled before it started", dev,
-                  (unsigned long long)op->run_id, op->pin.name);
+                  "chip %d: %s of %s cancelled before it started", dev, op->label, op->pin.name);
     run_finish(op, LW_CANCELLED, &err, 0, 0);
     return;
   }
@@ -218,14 +218,14 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     err.task_id = op->run_id;
   } else if (stop_requested && deadline_hit) {
     st = lw__error_set(&err, LW_DEADLINE_EXCEEDED, dev, op->run_id,
-                       "chip %d: run %llu of %s passed its %lld ns timeout and was cancelled "
+                       "chip %d: %s of %s passed its %lld ns timeout and was cancelled "
                        "(kernel returned %d)",
-                       dev, (unsigned long long)op->run_id, op->pin.name,
+                       dev, op->label, op->pin.name,
                        (long long)op->timeout_ns, res.kernel_rc);
   } else if (stop_requested) {
     st = lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
-                       "chip %d: run %llu of %s cancelled while running (kernel returned %d)",
-                       dev, (unsigned long long)op->run_id, op->pin.name, res.kernel_rc);
+                       "chip %d: %s of %s cancelled while running (kernel returned %d)",
+                       dev, op->label, op->pin.name, res.kernel_rc);
   } else if (res.kernel_rc == 0) {
     st = LW_OK;
   } else {
@@ -259,6 +259,12 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   op->timeout_ns = timeout_ns;
   op->run_id = (opts && opts->task_id) ? opts->task_id
                                        : atomic_fetch_add(&chip->next_run_id, 1) + 1;
+  if (opts && opts->l3_run_id) {
+    snprintf(op->label, sizeof(op->label), "task %llu of run %llu",
+             (unsigned long long)op->run_id, (unsigned long long)opts->l3_run_id);
+  } else {
+    snprintf(op->label, sizeof(op->label), "run %llu", (unsigned long long)op->run_id);
+  }
   op->item.fn = run_lane_fn;
   op->args = *args;
   // The pin is taken here, at acceptance: an unregister posted after this call returns sees

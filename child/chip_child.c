@@ -139,7 +139,8 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
                                 .started_ns = &c->mb->task[frame].started_ns,
                                 .notify = task_done,
                                 .notify_ctx = fc,
-                                .task_id = t.identity.task_id};
+                                .task_id = t.identity.task_id,
+                                .l3_run_id = t.identity.run_id};
   lw_chip_run_t *run = NULL;
   lw_status_t st = lw__chip_run_prepare(chip, (lw_callable_handle_t){t.callable}, &t.args,
                                         t.timeout_ns, &opts, &run, &err);

@@ -64,6 +64,7 @@ typedef struct lw_chip_submit_opts {
   lw_handle_notify_fn notify;     // called once when the handle finishes (finishing thread)
   void *notify_ctx;
   uint64_t task_id;               // for messages
+  uint64_t l3_run_id;             // for messages: non-zero when the run is an L3 task
   bool borrow_image;              // register: the image outlives the register (no copy)
   // register: bumped while the submit waits for room on a full register lane, so a mailbox
   // loop waiting there still shows its liveness heartbeat (mailbox.h). May be NULL.

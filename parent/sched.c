@@ -289,9 +289,13 @@ static void apply_cancels(lw_worker_t *w) {
     }
   }
   if (cancel_all) {
-    // Runs that have not started yet are cancelled by the orchestrator when it takes them.
+    // Every run not finished yet: queued ones (the orchestrator cancels them when it takes
+    // them) and running ones whose tasks wait in the ready queues for a frame (dispatch skips
+    // them), not only those with a task in a frame right now.
     pthread_mutex_lock(&w->run_mu);
-    for (lw_run_t *r = w->runq_head; r; r = r->next) atomic_store(&r->handle.cancel_requested, 1);
+    for (lw_run_t *r = w->unfinished_head; r; r = r->next_unfinished) {
+      atomic_store(&r->handle.cancel_requested, 1);
+    }
     pthread_mutex_unlock(&w->run_mu);
   }
 }

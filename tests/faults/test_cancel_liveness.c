@@ -296,3 +296,52 @@ Test(liveness, a_child_stopped_while_its_kernel_runs_fails_its_work_in_finite_ti
   fx_run_vadd_ok(&f, vadd, s, 0);
   fx_destroy(&f);
 }
+
+// Run A fills every task frame of chip 0 with gate tasks; run B's task waits in the parent's
+// ready queue for a frame. lw_worker_cancel_all must reach B too, although none of its tasks
+// sits in a frame: B's task is skipped, never run.
+typedef struct full_job {
+  two_runs_t j;
+  _Atomic int b_submitted;
+} full_job_t;
+
+static lw_status_t fill_orch(lw_orch_t *o, void *user) {
+  full_job_t *fj = user;
+  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) LW_RETURN_IF_ERROR(gate_orch(o, &fj->j));
+  return LW_OK;
+}
+
+static lw_status_t queued_record_orch(lw_orch_t *o, void *user) {
+  full_job_t *fj = user;
+  lw_status_t st = record_orch(o, &fj->j);
+  atomic_store(&fj->b_submitted, 1);
+  return st;
+}
+
+Test(cancel, cancel_all_reaches_a_run_whose_tasks_wait_for_a_frame, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  cfg.cancel_grace_ns = 30000 * MS;  // the gates cooperate; no escalation is involved
+  fx_create(&f, &cfg);
+  full_job_t fj = {{fx_reg(&f, "gate"), fx_reg(&f, "record"), fx_shared(&f), NULL}, 0};
+  fj.j.log = lw_worker_alloc(f.w, 8 * sizeof(int64_t));
+  cr_assert_not_null(fj.j.log);
+  memset(fj.j.log, 0, 8 * sizeof(int64_t));
+  lw_handle_t *a = NULL, *b = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, fill_orch, &fj, &a));
+  lw_test_wait_nonzero(&fj.j.s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(f.w, queued_record_orch, &fj, &b));
+  while (!atomic_load(&fj.b_submitted)) lw_test_sleep_us(200);
+  lw_worker_cancel_all(f.w);
+  cr_assert_eq(lw_handle_wait(a, LW_WAIT_FOREVER), LW_CANCELLED);
+  cr_assert_eq(lw_handle_wait(b, LW_WAIT_FOREVER), LW_CANCELLED, "B: %s",
+               lw_handle_error(b) ? lw_handle_error(b)->message : "OK");
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(b, &rep));
+  cr_assert_eq(rep.n_tasks, 1);
+  cr_assert_eq(rep.n_failed, 1);
+  cr_assert_eq(fj.j.log[0], 0, "B's task never ran");
+  lw_handle_release(a);
+  lw_handle_release(b);
+  fx_destroy(&f);
+}
