@@ -459,12 +459,23 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   if (!w || !fn || !out) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
   }
-  Dl_info info;
-  if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "worker_register_sub %s: function %p is not in code that was mapped when "
-                    "the worker was created (children could not call it)",
-                    name ? name : "sub", (void *)(uintptr_t)fn);
+  if (lw_forkserver_from_zygote(w->fs)) {
+    // The children are copies of the zygote, forked when the program was loaded.
+    if (!lw_forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "worker_register_sub %s: function %p is not in code that was mapped when "
+                      "the program started (a library loaded later, e.g. by dlopen, is not in "
+                      "the children, which are copies of the program as it was loaded)",
+                      name ? name : "sub", (void *)(uintptr_t)fn);
+    }
+  } else {
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "worker_register_sub %s: function %p is not in code that was mapped when "
+                      "the worker was created (children could not call it)",
+                      name ? name : "sub", (void *)(uintptr_t)fn);
+    }
   }
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_alloc(w);
@@ -536,8 +547,15 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
 // ---------------------------------------------------------------------------------------------
 // Create / destroy
 
+// Runs in every child, forked by the fork server. arg is the server's copy of w->envs.
 static void child_entry(void *arg, uint32_t slot) {
   lw_child_env_t *envs = arg;
+  // Isolation (DESIGN 5.1): a child maps only its own mailbox and the arena. The server maps
+  // every mailbox of the worker; the siblings' are unmapped here, before any code of the
+  // child can touch them.
+  for (uint32_t s = 0; s < envs[slot].n_children; ++s) {
+    if (s != slot) munmap(envs[s].mailbox, LW_MAILBOX_STRIDE);
+  }
   // Children ignore terminal interrupts: Ctrl-C reaches the whole process group, and it is
   // the program's to handle (lw_worker_cancel_all). They leave with the worker instead.
   signal(SIGINT, SIG_IGN);
@@ -641,7 +659,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     env->arena = w->mb_arena;
     env->chip = cfg->chip;
     env->chip.device_id = cfg->chip.device_id + (int32_t)index;
-    env->wake_fd = w->wake_fd;
+    // The fork server passes w->wake_fd as its first fd (see below).
+    env->wake_fd = LW_FS_CHILD_FD0;
+    env->n_children = w->n_children;
     env->parent_pid = getpid();
     lw_endpoint_t *ep = &w->eps[s];
     ep->w = w;
@@ -654,10 +674,28 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     pthread_mutex_init(&ep->ctl_mu, NULL);
     pthread_mutex_init(&ep->desc_mu, NULL);
   }
-  dl_iterate_phdr(collect_base, w);
 
-  // 3. The fork server, before any thread of this worker exists.
-  if ((st = lw_forkserver_start(child_entry, w->envs, w->n_children, &w->fs)) != LW_OK) goto fail;
+  // 3. The fork server, from the zygote (fork safety: DESIGN 5.1, docs/processes.md). It gets
+  //    explicitly all that the children need: the envs (copied), the arena and the mailboxes
+  //    (mapped at the same addresses) and the wake eventfd (their fd LW_FS_CHILD_FD0).
+  lw_fs_share_t shares[2] = {
+      {.fd = w->arena.fd, .addr = w->arena.base, .bytes = w->arena.bytes},
+      {.fd = w->mailboxes_fd, .addr = w->mailboxes, .bytes = w->mailboxes_bytes},
+  };
+  lw_fs_spec_t spec = {.main_fn = child_entry,
+                       .arg = w->envs,
+                       .arg_bytes = w->n_children * sizeof(lw_child_env_t),
+                       .shares = shares,
+                       .n_shares = 2,
+                       .fds = &w->wake_fd,
+                       .n_fds = 1,
+                       .n_slots = w->n_children};
+  if ((st = lw_forkserver_start_spec(&spec, &w->fs)) != LW_OK) goto fail;
+  if (!lw_forkserver_from_zygote(w->fs)) {
+    // Forked directly: the children are copies of this process now, so the code they can
+    // call is what is mapped now.
+    dl_iterate_phdr(collect_base, w);
+  }
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if ((st = lw__ep_spawn(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
   }
