@@ -932,8 +932,19 @@ static int zy_request(const lw_fs_spec_t *spec, int ctl_srv, int ev_srv, int tab
       result = rep.pid;
       goto out;
     }
-    // A reply to an earlier request that timed out: that server saw its control socket
-    // closed by then and exited; the program reaps it as any child.
+    // A reply to an earlier request that timed out: its caller gave up and closed the
+    // control socket, so that server is useless. It is this process's child: end and reap it
+    // here, since nobody else knows its pid.
+    if (got == (ssize_t)sizeof(rep) && rep.magic == kZyMagic && rep.pid > 0) {
+      int pidfd = sys_pidfd_open(rep.pid);
+      if (pidfd >= 0) {
+        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        siginfo_t si;
+        while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR) {
+        }
+        close(pidfd);
+      }
+    }
   }
 out:
   pthread_mutex_unlock(&g_zy.mu);

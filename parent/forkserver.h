@@ -1,11 +1,13 @@
-// parent/forkserver.h — the fork server: a single-threaded process that lw_worker_create
-// forks before starting any thread, and that forks every child (chip or sub), at start and
-// for respawn. Every child is therefore a copy of the program as it was at create time
-// (function pointers valid) forked from a single-threaded process (no fork-in-a-threaded-
-// process hazard).
+// parent/forkserver.h — the fork server: a single-threaded process that forks every child
+// (chip or sub) of one worker, at start and for respawn. lw_worker_create has it cloned by the
+// zygote (lw_forkserver_start_spec, below; docs/processes.md), so every child is a copy of the
+// program as it was loaded (function pointers into code loaded then are valid), forked from a
+// process that never had a second thread (no fork-in-a-threaded-process hazard).
 //
 // Processes:
-//   worker (parent) --fork--> fork server --fork--> child 0, child 1, ...
+//   program --fork (at load)--> zygote --clone(CLONE_PARENT)--> fork server (the program's
+//   child) --fork--> child 0, child 1, ...
+//   Without a zygote: program --fork--> fork server --fork--> children.
 //
 // Liveness:
 //   - The server holds a pidfd of the worker process; when it becomes readable (the worker
@@ -56,7 +58,8 @@ extern "C" {
 
 // Runs in the new child after fork; must not return (call _exit). index is the slot given to
 // lw_forkserver_spawn; arg is the pointer given to lw_forkserver_start (valid in the child:
-// it is a copy of the parent's memory at server start, plus any MAP_SHARED memory).
+// it is a copy of the parent's memory at server start, plus any MAP_SHARED memory), or with
+// lw_forkserver_start_spec a pointer to the server's copy of the spec's arg bytes.
 typedef void (*lw_child_main_fn)(void *arg, uint32_t index);
 
 typedef struct lw_fs_child_status {
