@@ -619,6 +619,8 @@ static struct {
   int sock;            // the program's end; -1: no zygote
   pid_t pid;
   pid_t owner;         // the process that started the zygote
+  pid_t load_pid;      // the process that loaded liblanework
+  bool disabled;       // LW_ZYGOTE=0
   uint32_t next_seq;
   uint32_t n_objects;
   uintptr_t object_base[kZyMaxObjects];
@@ -833,19 +835,18 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
   }
 }
 
-__attribute__((constructor)) static void zygote_start(void) {
-  const char *opt = getenv("LW_ZYGOTE");
-  if (opt != NULL && strcmp(opt, "0") == 0) return;
-  // Only a single-threaded process can be copied without inheriting another thread's locks.
-  if (process_threads() != 1) return;
+// Forks the zygote from this process, which must be single-threaded. Under g_zy.mu (or
+// before main). 0 or -errno.
+static int zy_spawn(void) {
   g_zy.n_objects = 0;
   dl_iterate_phdr(zy_collect, NULL);
   int pidfd = sys_pidfd_open(getpid());
-  if (pidfd < 0) return;
+  if (pidfd < 0) return pidfd;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    int e = errno;
     close(pidfd);
-    return;
+    return -e;
   }
   fflush(NULL);
   pid_t pid = fork();
@@ -853,15 +854,59 @@ __attribute__((constructor)) static void zygote_start(void) {
     close(sv[0]);
     zygote_main(sv[1], pidfd);
   }
+  int fork_errno = errno;
   close(sv[1]);
   close(pidfd);
   if (pid < 0) {
     close(sv[0]);
-    return;
+    return -fork_errno;
   }
+  // A process forked from the program holds a copy of the program's zygote socket: that
+  // zygote serves the program, not this process.
+  if (g_zy.sock >= 0) close(g_zy.sock);
   g_zy.pid = pid;
   g_zy.owner = getpid();
   g_zy.sock = sv[0];
+  return 0;
+}
+
+// In a child forked from the program: another thread of the parent may have held g_zy.mu at
+// the fork. The inherited zygote is not this process's (g_zy.owner differs), so nothing the
+// lock guarded is used here before zy_ensure replaces it.
+static void zy_atfork_child(void) { pthread_mutex_init(&g_zy.mu, NULL); }
+
+// A zygote this process may use, started now if there is none and the process is still
+// single-threaded (a process forked from the program, or liblanework loaded by a program that
+// had not started threads yet). Under g_zy.mu.
+static bool zy_ensure(void) {
+  if (g_zy.sock >= 0 && g_zy.owner == getpid()) return true;
+  if (g_zy.disabled) return false;
+  int allowed = 1;
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer starts a background thread of its own in every forked child.
+  if (getpid() != g_zy.load_pid) allowed = 2;
+#endif
+  int n = process_threads();
+  return n >= 1 && n <= allowed && zy_spawn() == 0;
+}
+
+bool lw_forkserver_zygote_ensure(void) {
+  pthread_mutex_lock(&g_zy.mu);
+  bool ok = zy_ensure();
+  pthread_mutex_unlock(&g_zy.mu);
+  return ok;
+}
+
+__attribute__((constructor)) static void zygote_start(void) {
+  g_zy.load_pid = getpid();
+  (void)pthread_atfork(NULL, NULL, zy_atfork_child);
+  const char *opt = getenv("LW_ZYGOTE");
+  if (opt != NULL && strcmp(opt, "0") == 0) {
+    g_zy.disabled = true;
+    return;
+  }
+  // Only a single-threaded process can be copied without inheriting another thread's locks.
+  if (process_threads() == 1) (void)zy_spawn();
 }
 
 // Asks the zygote for a server. The server's pid, or -errno (-ETIMEDOUT: no answer by
@@ -993,8 +1038,7 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
                     spec->n_shares, spec->n_fds, LW_FS_MAX_SHARES, LW_FS_MAX_FDS);
   }
   uint32_t n_slots = spec->n_slots;
-  // The zygote serves the process that started it, not a process forked from that one.
-  bool zygote = !direct && lw_forkserver_zygote_pid() != 0;
+  bool zygote = !direct && lw_forkserver_zygote_ensure();
 
   lw_forkserver_t *fs = calloc(1, sizeof(*fs));
   if (fs == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: out of memory");

@@ -92,10 +92,11 @@ LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
 // Whatever was set up after load reaches them only through the spec: arg bytes (copied), the
 // MAP_SHARED memfds (mapped at the caller's addresses) and the fds to pass.
 //
-// No zygote (lw_forkserver_zygote_pid() == 0) when LW_ZYGOTE=0 is set, when the program was
-// already multi-threaded when liblanework was loaded (a late dlopen), when pidfd_open is
-// missing, and in a process forked from the program (the zygote serves the process that
-// started it). Then start_spec forks directly (lw_forkserver_start's hazard applies).
+// The zygote serves the process that started it. A process without one (forked from the
+// program, or multi-threaded when liblanework was loaded) starts its own at its first
+// lw_forkserver_zygote_ensure if it is single-threaded then. No zygote at all when LW_ZYGOTE=0
+// is set, when pidfd_open is missing, or when the process had threads both at load and at
+// that call: then start_spec forks directly (lw_forkserver_start's hazard applies).
 
 #define LW_FS_MAX_SHARES 4
 #define LW_FS_MAX_FDS 4
@@ -123,6 +124,13 @@ typedef struct lw_fs_spec {
 // UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote
 // ("cannot map share 0 at 0x7f..: File exists").
 LW_MUST_USE lw_status_t lw_forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out);
+
+// Makes sure this process has a zygote: true when it has one, or when it could start one now
+// (the process has a single thread: a process forked from the program, or a program that had
+// not started threads when liblanework was loaded). Call it before mapping anything the
+// server will map at the same address (the zygote would hold a copy of that mapping);
+// lw_worker_create calls it first thing. Thread-safe.
+bool lw_forkserver_zygote_ensure(void);
 
 // The zygote's pid, or 0 when this process has none. Tests use it to tell the zygote (a
 // long-lived child of the program) from leaked children.

@@ -464,8 +464,9 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     if (!lw_forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
       return lw__fail(LW_INVALID_ARGUMENT,
                       "worker_register_sub %s: function %p is not in code that was mapped when "
-                      "the program started (a library loaded later, e.g. by dlopen, is not in "
-                      "the children, which are copies of the program as it was loaded)",
+                      "lanework's zygote started (at program load, or at the first create of a "
+                      "process that was single-threaded then); the children are copies of the "
+                      "zygote, so a library loaded later, e.g. by dlopen, is not in them",
                       name ? name : "sub", (void *)(uintptr_t)fn);
     }
   } else {
@@ -595,6 +596,10 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     cfg = &defaults;
   }
   LW_RETURN_IF_ERROR(validate_config(cfg));
+  // Before any mapping of this worker exists: a zygote started now (this process had none)
+  // must not hold copies of the arena or the mailboxes, which the server maps at the same
+  // addresses.
+  (void)lw_forkserver_zygote_ensure();
   lw_worker_t *w = calloc(1, sizeof(*w));
   if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
   w->cfg = *cfg;

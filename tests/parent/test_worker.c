@@ -677,10 +677,10 @@ Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
   cr_assert_not_null(late);
   lw_callable_handle_t h;
   cr_assert_eq(lw_worker_register_sub(w, late, "late", &h), LW_INVALID_ARGUMENT);
-  // With the zygote the children are copies of the program as it was loaded, so a library
-  // opened later is refused whether it was opened before or after create; forked directly
-  // (LW_ZYGOTE=0) they are copies of the program at create.
-  const char *when = lw_forkserver_zygote_pid() != 0 ? "mapped when the program started"
+  // With the zygote the children are copies of the program as it was when the zygote started,
+  // so a library opened later is refused whether it was opened before or after create; forked
+  // directly (LW_ZYGOTE=0) they are copies of the program at create.
+  const char *when = lw_forkserver_zygote_pid() != 0 ? "mapped when lanework's zygote started"
                                                      : "mapped when the worker was created";
   cr_assert(strstr(lw_last_error()->message, when), "message: %s", lw_last_error()->message);
   dlclose(dl);
