@@ -183,7 +183,8 @@ Test(isolation, a_child_maps_only_its_own_mailbox_and_not_the_server_table, .tim
       unsigned long lo, hi, off;
       char perms[8];
       cr_assert_eq(sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &off), 4, "%s", line);
-      cr_expect(strstr(line, "lw-fs-table") == NULL, "slot %u maps the server's table: %s", s, line);
+      cr_expect(strstr(line, "lw-fs-table") == NULL, "slot %u maps the server's table: %s", s,
+                line);
       if (strstr(line, "lw-arena") != NULL) arena++;
       if (strstr(line, "lw-mailboxes") == NULL) continue;
       // The memfd holds every mailbox, slot s at offset s * LW_MAILBOX_STRIDE.
