@@ -627,6 +627,109 @@ static struct {
   uint64_t object_name[kZyMaxObjects];  // FNV-1a of the path; 0 for the main program ("")
 } g_zy = {.mu = PTHREAD_MUTEX_INITIALIZER, .sock = -1};
 
+// Address space for shares. The zygote is forked with this PROT_NONE reservation in place and
+// never maps anything inside it, so an address the program takes from it for a share is free
+// in every server: the server maps the share there with MAP_FIXED, replacing its own copy of
+// the reservation. (Outside the reservation, e.g. once it is full, a share address is merely
+// likely to be free in the zygote, and MAP_FIXED_NOREPLACE tells.)
+enum { kVaMaxRanges = 256 };
+static const size_t kVaReserveBytes = (size_t)64 << 30;
+
+static struct {
+  pthread_mutex_t mu;
+  uintptr_t base;  // 0: no reservation
+  size_t bytes;
+  uint32_t n;
+  struct {
+    uintptr_t lo, hi;
+  } used[kVaMaxRanges];  // sorted by lo
+} g_va = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t page_round(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (bytes + page - 1) / page * page;
+}
+
+static bool va_reserved(uintptr_t addr, size_t len) {
+  return g_va.base != 0 && addr >= g_va.base && len <= g_va.bytes &&
+         addr - g_va.base <= g_va.bytes - len;
+}
+
+// Before a zygote is forked (single-threaded, so no lock).
+static void va_reserve(void) {
+  if (g_va.base != 0) return;
+  void *p = mmap(NULL, kVaReserveBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) return;
+  g_va.base = (uintptr_t)p;
+  g_va.bytes = kVaReserveBytes;
+}
+
+// First fit; 0 when the reservation has no room (or there is none). Under g_va.mu.
+static uintptr_t va_take(size_t len) {
+  if (g_va.base == 0 || g_va.n == kVaMaxRanges) return 0;
+  uintptr_t at = g_va.base;
+  uint32_t i = 0;
+  for (; i <= g_va.n; ++i) {
+    uintptr_t end = i < g_va.n ? g_va.used[i].lo : g_va.base + g_va.bytes;
+    if (end - at >= len) break;
+    if (i == g_va.n) return 0;
+    at = g_va.used[i].hi;
+  }
+  memmove(&g_va.used[i + 1], &g_va.used[i], (g_va.n - i) * sizeof(g_va.used[0]));
+  g_va.used[i].lo = at;
+  g_va.used[i].hi = at + len;
+  g_va.n++;
+  return at;
+}
+
+static void va_give_back(uintptr_t at) {
+  for (uint32_t i = 0; i < g_va.n; ++i) {
+    if (g_va.used[i].lo != at) continue;
+    memmove(&g_va.used[i], &g_va.used[i + 1], (g_va.n - i - 1) * sizeof(g_va.used[0]));
+    g_va.n--;
+    return;
+  }
+}
+
+void *lw_forkserver_share_map(int fd, size_t bytes) {
+  size_t len = page_round(bytes);
+  pthread_mutex_lock(&g_va.mu);
+  uintptr_t at = va_take(len);
+  pthread_mutex_unlock(&g_va.mu);
+  if (at != 0) {
+    void *p = mmap((void *)at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+                   fd, 0);
+    if (p != MAP_FAILED) return p;
+    pthread_mutex_lock(&g_va.mu);
+    va_give_back(at);
+    pthread_mutex_unlock(&g_va.mu);
+    return NULL;  // the hole is still reserved: MAP_FIXED failed before replacing it
+  }
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void lw_forkserver_share_unmap(void *addr, size_t bytes) {
+  if (addr == NULL) return;
+  size_t len = page_round(bytes);
+  uintptr_t at = (uintptr_t)addr;
+  if (!va_reserved(at, len)) {
+    munmap(addr, len);
+    return;
+  }
+  // Back to PROT_NONE (still reserved), then free for the next share.
+  void *p = mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    munmap(addr, len);  // leaves a hole the allocator keeps marked used: never handed out
+    return;
+  }
+  pthread_mutex_lock(&g_va.mu);
+  va_give_back(at);
+  pthread_mutex_unlock(&g_va.mu);
+}
+
 static uint64_t name_hash(const char *s) {
   if (s == NULL || s[0] == '\0') return 0;
   uint64_t h = 1469598103934665603ull;
@@ -707,8 +810,12 @@ static _Noreturn void zy_become_server(const zy_req_t *rq, const int *fds) {
   int share_k = 3 + (rq->arg_bytes > 0);
   for (uint32_t i = 0; i < rq->n_shares; ++i) {
     void *want = (void *)(uintptr_t)rq->share_addr[i];
+    // Inside the reservation the address is ours (see g_va): replace the PROT_NONE copy.
+    int fixed = va_reserved((uintptr_t)want, page_round(rq->share_bytes[i]))
+                    ? MAP_FIXED
+                    : MAP_FIXED_NOREPLACE;
     void *got = mmap(want, rq->share_bytes[i], PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fds[share_k + i], 0);
+                     MAP_SHARED | MAP_NORESERVE | fixed, fds[share_k + i], 0);
     if (got != want) {
       // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and map elsewhere.
       if (got != MAP_FAILED) munmap(got, rq->share_bytes[i]);
@@ -838,6 +945,7 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
 // Forks the zygote from this process, which must be single-threaded. Under g_zy.mu (or
 // before main). 0 or -errno.
 static int zy_spawn(void) {
+  va_reserve();
   g_zy.n_objects = 0;
   dl_iterate_phdr(zy_collect, NULL);
   int pidfd = sys_pidfd_open(getpid());
@@ -873,7 +981,10 @@ static int zy_spawn(void) {
 // In a child forked from the program: another thread of the parent may have held g_zy.mu at
 // the fork. The inherited zygote is not this process's (g_zy.owner differs), so nothing the
 // lock guarded is used here before zy_ensure replaces it.
-static void zy_atfork_child(void) { pthread_mutex_init(&g_zy.mu, NULL); }
+static void zy_atfork_child(void) {
+  pthread_mutex_init(&g_zy.mu, NULL);
+  pthread_mutex_init(&g_va.mu, NULL);
+}
 
 // A zygote this process may use, started now if there is none and the process is still
 // single-threaded (a process forked from the program, or liblanework loaded by a program that

@@ -120,6 +120,13 @@ typedef struct lw_fs_spec {
   uint32_t n_slots;
 } lw_fs_spec_t;
 
+// Maps bytes of fd (MAP_SHARED, read-write) for use as a share: at an address from a range
+// reserved before the zygote was forked, so that every server can map it at the same address;
+// elsewhere when that range is full. NULL on failure (errno). Undo with
+// lw_forkserver_share_unmap. Thread-safe.
+void *lw_forkserver_share_map(int fd, size_t bytes);
+void lw_forkserver_share_unmap(void *addr, size_t bytes);
+
 // Starts a server for spec through the zygote, or directly when there is none (see above).
 // UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote
 // ("cannot map share 0 at 0x7f..: File exists").

@@ -626,10 +626,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
     goto fail;
   }
-  w->mailboxes = mmap(NULL, w->mailboxes_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      w->mailboxes_fd, 0);
-  if (w->mailboxes == MAP_FAILED) {
-    w->mailboxes = NULL;
+  w->mailboxes = lw_forkserver_share_map(w->mailboxes_fd, w->mailboxes_bytes);
+  if (w->mailboxes == NULL) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
     goto fail;
   }
@@ -801,7 +799,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   free(w->code_bases);
   free(w->sub_fns);
   free(w->sub_names);
-  if (w->mailboxes) munmap(w->mailboxes, w->mailboxes_bytes);
+  if (w->mailboxes) lw_forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
   if (w->user_fd >= 0) close(w->user_fd);
