@@ -621,6 +621,7 @@ static struct {
   pid_t owner;         // the process that started the zygote
   pid_t load_pid;      // the process that loaded liblanework
   bool disabled;       // LW_ZYGOTE=0
+  bool lost;           // owner's zygote died (see zy_ensure)
   uint32_t next_seq;
   uint32_t n_objects;
   uintptr_t object_base[kZyMaxObjects];
@@ -762,11 +763,17 @@ static bool zy_object_known(const void *addr) {
 }
 
 bool lw_forkserver_zygote_has_code(const void *addr) {
-  return g_zy.sock >= 0 && zy_object_known(addr);
+  pthread_mutex_lock(&g_zy.mu);
+  bool has = g_zy.sock >= 0 && zy_object_known(addr);
+  pthread_mutex_unlock(&g_zy.mu);
+  return has;
 }
 
 pid_t lw_forkserver_zygote_pid(void) {
-  return g_zy.sock >= 0 && getpid() == g_zy.owner ? g_zy.pid : 0;
+  pthread_mutex_lock(&g_zy.mu);
+  pid_t pid = g_zy.sock >= 0 && getpid() == g_zy.owner ? g_zy.pid : 0;
+  pthread_mutex_unlock(&g_zy.mu);
+  return pid;
 }
 
 // "Threads:" of /proc/self/status, read without stdio (this runs before main); -1 if unknown.
@@ -975,6 +982,7 @@ static int zy_spawn(void) {
   g_zy.pid = pid;
   g_zy.owner = getpid();
   g_zy.sock = sv[0];
+  g_zy.lost = false;
   return 0;
 }
 
@@ -989,21 +997,24 @@ static void zy_atfork_child(void) {
 // A zygote this process may use, started now if there is none and the process is still
 // single-threaded (a process forked from the program, or liblanework loaded by a program that
 // had not started threads yet). Under g_zy.mu.
-static bool zy_ensure(void) {
-  if (g_zy.sock >= 0 && g_zy.owner == getpid()) return true;
-  if (g_zy.disabled) return false;
+// 1: a zygote is ready; 0: none, fork directly (see forkserver.h); -1: none, and this
+// process lost its zygote while it has threads, so a direct fork would be unsafe: refuse.
+static int zy_ensure(void) {
+  if (g_zy.sock >= 0 && g_zy.owner == getpid()) return 1;
+  if (g_zy.disabled) return 0;
   int allowed = 1;
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer starts a background thread of its own in every forked child.
   if (getpid() != g_zy.load_pid) allowed = 2;
 #endif
   int n = process_threads();
-  return n >= 1 && n <= allowed && zy_spawn() == 0;
+  if (n >= 1 && n <= allowed && zy_spawn() == 0) return 1;
+  return g_zy.lost && g_zy.owner == getpid() ? -1 : 0;
 }
 
 bool lw_forkserver_zygote_ensure(void) {
   pthread_mutex_lock(&g_zy.mu);
-  bool ok = zy_ensure();
+  bool ok = zy_ensure() == 1;
   pthread_mutex_unlock(&g_zy.mu);
   return ok;
 }
@@ -1023,9 +1034,14 @@ __attribute__((constructor)) static void zygote_start(void) {
 // Asks the zygote for a server. The server's pid, or -errno (-ETIMEDOUT: no answer by
 // deadline_ns; -EPIPE / -ECONNRESET: the zygote is gone).
 static int zy_request(const lw_fs_spec_t *spec, int ctl_srv, int ev_srv, int table_fd,
-                      size_t table_bytes, int arg_fd, int64_t deadline_ns) {
+                      size_t table_bytes, int arg_fd, int64_t deadline_ns, pid_t *out_zygote) {
   static zy_req_t rq;  // large; guarded by g_zy.mu
   pthread_mutex_lock(&g_zy.mu);
+  *out_zygote = g_zy.pid;
+  if (g_zy.sock < 0) {
+    pthread_mutex_unlock(&g_zy.mu);
+    return -ECONNRESET;  // another thread found it gone since this create checked
+  }
   memset(&rq, 0, sizeof(rq));
   rq.magic = kZyMagic;
   rq.seq = ++g_zy.next_seq;
@@ -1103,6 +1119,15 @@ static int zy_request(const lw_fs_spec_t *spec, int ctl_srv, int ev_srv, int tab
     }
   }
 out:
+  if (result == -EPIPE || result == -ECONNRESET) {
+    // The zygote is gone (killed from outside). Forget it and reap it (it is this process's
+    // child); the next create starts a new one if this process is single-threaded then.
+    close(g_zy.sock);
+    g_zy.sock = -1;
+    g_zy.lost = true;
+    while (waitpid(g_zy.pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
   pthread_mutex_unlock(&g_zy.mu);
   return result;
 }
@@ -1149,7 +1174,21 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
                     spec->n_shares, spec->n_fds, LW_FS_MAX_SHARES, LW_FS_MAX_FDS);
   }
   uint32_t n_slots = spec->n_slots;
-  bool zygote = !direct && lw_forkserver_zygote_ensure();
+  bool zygote = false;
+  if (!direct) {
+    pthread_mutex_lock(&g_zy.mu);
+    int z = zy_ensure();
+    pid_t lost = g_zy.pid;
+    pthread_mutex_unlock(&g_zy.mu);
+    if (z < 0) {
+      return lw__fail(LW_UNAVAILABLE,
+                      "forkserver: lanework's zygote (pid %d) is gone and this process has "
+                      "threads now, so no fork server can be started safely (a fork would copy "
+                      "locks other threads hold)",
+                      (int)lost);
+    }
+    zygote = z == 1;
+  }
 
   lw_forkserver_t *fs = calloc(1, sizeof(*fs));
   if (fs == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: out of memory");
@@ -1196,12 +1235,16 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
   int64_t deadline = lw__now_ns() + kStartTimeoutNs;
   pid_t pid;
   if (zygote) {
-    int rc = zy_request(spec, ctl[1], ev[1], table_fd, fs->table_bytes, arg_fd, deadline);
+    pid_t zygote_pid = 0;
+    int rc = zy_request(spec, ctl[1], ev[1], table_fd, fs->table_bytes, arg_fd, deadline,
+                        &zygote_pid);
     close(ctl[1]);
     close(ev[1]);
     if (rc <= 0) {
-      st = lw__fail(LW_UNAVAILABLE, "forkserver: the zygote (pid %d) could not start a server: %s",
-                    (int)g_zy.pid, strerror(-rc));
+      st = lw__fail(LW_UNAVAILABLE,
+                    "forkserver: the zygote (pid %d) could not start a server: %s%s",
+                    (int)zygote_pid, strerror(-rc),
+                    rc == -EPIPE || rc == -ECONNRESET ? " (the zygote is gone)" : "");
       goto fail;
     }
     pid = rc;

@@ -14,6 +14,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #include "lanework/orch.h"
@@ -240,4 +241,50 @@ Test(isolation, a_child_holds_only_stdio_and_its_wake_fd, .timeout = 60) {
   }
   lw_worker_destroy(w);
   close(leak);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The zygote itself
+
+static bool zombie_or_gone(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return true;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return p != NULL && p[2] == 'Z';
+}
+
+// A zygote killed from outside: the next create fails naming it. Afterwards a process that
+// is single-threaded starts a new zygote; one with threads (a Criterion test process has a
+// second thread) refuses every create rather than fork directly with its threads' locks.
+Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_unsafe_fork,
+     .timeout = 60) {
+  cr_assert(lw_forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
+  pid_t old = lw_forkserver_zygote_pid();
+  cr_assert_eq(kill(old, SIGKILL), 0);
+  while (!zombie_or_gone(old)) lw_test_sleep_us(1000);  // bounded by the test's timeout
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 4ull << 20;
+  lw_worker_t *w = NULL;
+  cr_assert_eq(lw_worker_create(&cfg, &w), LW_UNAVAILABLE);
+  cr_assert(strstr(lw_last_error()->message, "the zygote is gone") != NULL, "message: %s",
+            lw_last_error()->message);
+  cr_assert_eq(lw_forkserver_zygote_pid(), 0, "a dead zygote is forgotten");
+  // A thread of our own makes the outcome the same under every runner: threaded, no new
+  // zygote, and no direct fork.
+  pthread_t t;
+  atomic_store(&g_stop, false);
+  pthread_create(&t, NULL, phdr_loop, NULL);
+  lw_status_t st = lw_worker_create(&cfg, &w);
+  atomic_store(&g_stop, true);
+  pthread_join(t, NULL);
+  cr_assert_eq(st, LW_UNAVAILABLE, "create after the zygote died: %s", lw_status_name(st));
+  cr_assert(strstr(lw_last_error()->message, "has threads now") != NULL, "message: %s",
+            lw_last_error()->message);
+  cr_assert_eq(lw_forkserver_zygote_pid(), 0);
 }
