@@ -22,8 +22,8 @@
 #include "parent/worker_impl.h"
 #include "test_util.h"
 
-#define CREATORS 4
-#define CYCLES 6
+#define CREATORS 8
+#define CYCLES 8
 // How long one register may take before it counts as hung (a healthy one takes milliseconds).
 #define REGISTER_LIMIT_NS (20ll * 1000 * 1000 * 1000)
 
