@@ -29,14 +29,17 @@
 extern "C" {
 #endif
 
-// What a child needs, prepared by the parent before the fork server starts (so every child
-// inherits a copy).
+// What a child needs, prepared by the parent and handed to the fork server explicitly (the
+// server is a copy of the program as it was loaded, not as it is at create; see
+// docs/processes.md). Plain data only: the pointers name shared mappings that the server maps
+// at the parent's addresses.
 typedef struct lw_child_env {
-  lw_mailbox_t *mailbox;
+  lw_mailbox_t *mailbox;  // this child's mailbox (siblings' are unmapped in the child)
   lw_mb_arena_t arena;
   lw_chip_config_t chip;  // chip children
-  int wake_fd;            // eventfd the child writes when the parent sleeps
+  int wake_fd;            // eventfd the child writes when the parent sleeps (its fd number)
   pid_t parent_pid;       // the worker process
+  uint32_t n_children;    // entries in the env array (to find the siblings' mailboxes)
 } lw_child_env_t;
 
 _Noreturn void lw__chip_child_main(const lw_child_env_t *env);

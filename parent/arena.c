@@ -1,6 +1,7 @@
 // parent/arena.c — the shared arena: one memfd mapped MAP_SHARED before the fork server
-// starts, so every child sees it at the same address. The allocator's metadata lives only in
-// the parent's heap: a child can scribble over the memory but never over the bookkeeping.
+// starts; the server maps it at the same address, so every child sees it there. The
+// allocator's metadata lives only in the parent's heap: a child can scribble over the memory
+// but never over the bookkeeping.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -45,8 +46,9 @@ lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot size the arena to %llu bytes",
                     (unsigned long long)bytes);
   }
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, a->fd, 0);
-  if (p == MAP_FAILED) {
+  // At an address every fork server can map it at too (see lw_forkserver_share_map).
+  void *p = lw_forkserver_share_map(a->fd, bytes);
+  if (p == NULL) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot map a %llu-byte arena",
                     (unsigned long long)bytes);
   }
@@ -59,7 +61,7 @@ lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
 }
 
 void lw__arena_destroy(lw_arena_t *a) {
-  if (a->base) munmap(a->base, a->bytes);
+  if (a->base) lw_forkserver_share_unmap(a->base, a->bytes);
   if (a->fd >= 0) close(a->fd);
   free(a->free_list);
   free(a->used);

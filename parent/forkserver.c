@@ -29,16 +29,20 @@
 // a pidfd and afterwards reads "not exited" from the table, the pidfd names that child.
 #include "parent/forkserver.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -83,8 +87,9 @@ typedef struct lw_fs_msg {
 } lw_fs_msg_t;
 _Static_assert(sizeof(lw_fs_msg_t) == 24, "lw_fs_msg_t is the wire format");
 
-// Setup steps of the server, reported in READY.index when one fails.
-enum { kStepPidfd = 1, kStepSignalfd = 2 };
+// Setup steps of the server, reported in READY.index when one fails. A share's step is
+// kStepShare0 + its index.
+enum { kStepPidfd = 1, kStepSignalfd = 2, kStepTable = 3, kStepArg = 4, kStepShare0 = 16 };
 
 struct lw_forkserver {
   pthread_mutex_t mu;  // serializes control requests (spawn, stop)
@@ -94,6 +99,7 @@ struct lw_forkserver {
   pid_t server_pid;
   bool ctl_closed;  // EOF or an error seen on the control socket
   bool server_reaped;
+  bool from_zygote;
   uint32_t n_slots;
   uint32_t next_req;
   lw_fs_child_status_t *table;  // MAP_SHARED with the server and its children
@@ -204,8 +210,11 @@ typedef struct server {
   pid_t self;
   uint32_t n_slots;
   lw_fs_child_status_t *table;
+  size_t table_bytes;
   lw_child_main_fn main_fn;
   void *arg;
+  int pass_fds[LW_FS_MAX_FDS];  // the spec's fds, as numbered in the server
+  uint32_t n_pass;
   // The program's dispositions of the signals the server resets (see server_main); children
   // get them back. changed[sig] says which.
   struct sigaction app_action[NSIG];
@@ -287,6 +296,28 @@ static void server_reap(server_t *s) {
   }
 }
 
+// Closes every fd above 2 except fds[0..n), which move to LW_FS_CHILD_FD0 + i.
+static void child_keep_fds(const int *fds, uint32_t n) {
+  int floor = LW_FS_CHILD_FD0 + (int)n;
+  int tmp[LW_FS_MAX_FDS];
+  // Copies above the target range first, so that moving one fd cannot overwrite another.
+  for (uint32_t i = 0; i < n; ++i) {
+    tmp[i] = fcntl(fds[i], F_DUPFD, floor);
+    if (tmp[i] < 0) _exit(1);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (dup2(tmp[i], LW_FS_CHILD_FD0 + (int)i) < 0) _exit(1);
+  }
+  if (close_range((unsigned)floor, ~0u, 0) != 0) {
+    // Kernels before 5.9: close one by one up to the fd limit.
+    struct rlimit rl;
+    long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                   ? (long)rl.rlim_cur
+                   : 65536;
+    for (long fd = floor; fd < max; ++fd) close((int)fd);
+  }
+}
+
 static _Noreturn void server_child(server_t *s, uint32_t index) {
   // The server runs with SIGCHLD blocked and default dispositions; the child starts from the
   // program's own dispositions and an empty mask.
@@ -301,10 +332,11 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (getppid() != s->self) _exit(1);
   prctl(PR_SET_NAME, s->comm, 0, 0, 0);
-  close(s->ctl);
-  close(s->ev);
-  close(s->sigfd);
-  close(s->ppidfd);
+  // Isolation (DESIGN 5.1): the child keeps stdio and the fds it was given, at fixed numbers,
+  // and nothing else: not the server's sockets, signalfd or pidfd, nor anything the program
+  // had open. It does not map the server's status table either.
+  child_keep_fds(s->pass_fds, s->n_pass);
+  munmap(s->table, s->table_bytes);
   s->main_fn(s->arg, index);
   _exit(0);
 }
@@ -489,8 +521,8 @@ static _Noreturn void server_loop(server_t *s) {
 
 // Runs in the new server process; never returns.
 static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int parent_ev) {
-  close(parent_ctl);
-  close(parent_ev);
+  if (parent_ctl >= 0) close(parent_ctl);
+  if (parent_ev >= 0) close(parent_ev);
   s->self = getpid();
   lw_fs_msg_t ready = {.type = LW_FS_MSG_READY};
 
@@ -561,6 +593,10 @@ static const char *setup_step_name(uint32_t step) {
       return "pidfd_open(parent)";
     case kStepSignalfd:
       return "signalfd(SIGCHLD)";
+    case kStepTable:
+      return "mapping the status table";
+    case kStepArg:
+      return "mapping the children's arguments";
     default:
       return "setup";
   }
@@ -620,35 +656,652 @@ static void describe_server_gone(lw_forkserver_t *fs, char *buf, size_t bytes) {
   }
 }
 
-lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_slots,
-                                lw_forkserver_t **out) {
+// --------------------------------------------------------------------------------------------
+// The zygote (see forkserver.h). Program -> zygote: one zy_req_t with its fds in SCM_RIGHTS,
+// in this order: the server's ends of the control and event sockets, the status table's
+// memfd, the arg memfd (when arg_bytes > 0), the shares, the fds to pass. Zygote -> program:
+// one zy_rep_t, the server's pid or -errno. Requests are serialized by g_zy.mu, and each reply
+// echoes its request's seq so a reply to a request that timed out is recognized and skipped.
+
+enum {
+  kZyMagic = 0x6c777a79,  // "lwzy"
+  kZyMaxObjects = 512,    // objects recorded at zygote time (lw_forkserver_zygote_has_code)
+  kZyMaxFds = 4 + LW_FS_MAX_SHARES + LW_FS_MAX_FDS,
+};
+
+typedef struct zy_req {
+  uint32_t magic;
+  uint32_t seq;
+  uint32_t n_slots;
+  uint32_t n_shares;
+  uint32_t n_fds;
+  int32_t parent_pid;
+  uint64_t main_fn;
+  uint64_t arg_bytes;
+  uint64_t table_bytes;
+  uint64_t share_addr[LW_FS_MAX_SHARES];
+  uint64_t share_bytes[LW_FS_MAX_SHARES];
+  char comm[16];  // the requesting thread's name, which children take
+  // The program's signal dispositions now: the server starts from them (as a directly forked
+  // server would) instead of from the zygote's, and children get them back.
+  struct sigaction actions[NSIG];
+} zy_req_t;
+
+typedef struct zy_rep {
+  uint32_t magic;
+  uint32_t seq;
+  int32_t pid;  // > 0, or -errno
+  uint32_t reserved;
+} zy_rep_t;
+
+static struct {
+  pthread_mutex_t mu;  // one request at a time
+  int sock;            // the program's end; -1: no zygote
+  pid_t pid;
+  pid_t owner;         // the process that started the zygote
+  pid_t load_pid;      // the process that loaded liblanework
+  bool disabled;       // LW_ZYGOTE=0
+  bool lost;           // owner's zygote died (see zy_ensure)
+  uint32_t next_seq;
+  uint32_t n_objects;
+  uintptr_t object_base[kZyMaxObjects];
+  uint64_t object_name[kZyMaxObjects];  // FNV-1a of the path; 0 for the main program ("")
+} g_zy = {.mu = PTHREAD_MUTEX_INITIALIZER, .sock = -1};
+
+// Address space for shares. The zygote is forked with this PROT_NONE reservation in place and
+// never maps anything inside it, so an address the program takes from it for a share is free
+// in every server: the server maps the share there with MAP_FIXED, replacing its own copy of
+// the reservation. (Outside the reservation, e.g. once it is full, a share address is merely
+// likely to be free in the zygote, and MAP_FIXED_NOREPLACE tells.)
+enum { kVaMaxRanges = 256 };
+static const size_t kVaReserveBytes = (size_t)64 << 30;
+
+static struct {
+  pthread_mutex_t mu;
+  uintptr_t base;  // 0: no reservation
+  size_t bytes;
+  uint32_t n;
+  struct {
+    uintptr_t lo, hi;
+  } used[kVaMaxRanges];  // sorted by lo
+} g_va = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t page_round(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (bytes + page - 1) / page * page;
+}
+
+static bool va_reserved(uintptr_t addr, size_t len) {
+  return g_va.base != 0 && addr >= g_va.base && len <= g_va.bytes &&
+         addr - g_va.base <= g_va.bytes - len;
+}
+
+// Before a zygote is forked (single-threaded, so no lock).
+static void va_reserve(void) {
+  if (g_va.base != 0) return;
+  void *p = mmap(NULL, kVaReserveBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) return;
+  g_va.base = (uintptr_t)p;
+  g_va.bytes = kVaReserveBytes;
+}
+
+// First fit; 0 when the reservation has no room (or there is none). Under g_va.mu.
+static uintptr_t va_take(size_t len) {
+  if (g_va.base == 0 || g_va.n == kVaMaxRanges) return 0;
+  uintptr_t at = g_va.base;
+  uint32_t i = 0;
+  for (; i <= g_va.n; ++i) {
+    uintptr_t end = i < g_va.n ? g_va.used[i].lo : g_va.base + g_va.bytes;
+    if (end - at >= len) break;
+    if (i == g_va.n) return 0;
+    at = g_va.used[i].hi;
+  }
+  memmove(&g_va.used[i + 1], &g_va.used[i], (g_va.n - i) * sizeof(g_va.used[0]));
+  g_va.used[i].lo = at;
+  g_va.used[i].hi = at + len;
+  g_va.n++;
+  return at;
+}
+
+static void va_give_back(uintptr_t at) {
+  for (uint32_t i = 0; i < g_va.n; ++i) {
+    if (g_va.used[i].lo != at) continue;
+    memmove(&g_va.used[i], &g_va.used[i + 1], (g_va.n - i - 1) * sizeof(g_va.used[0]));
+    g_va.n--;
+    return;
+  }
+}
+
+void *lw_forkserver_share_map(int fd, size_t bytes) {
+  size_t len = page_round(bytes);
+  pthread_mutex_lock(&g_va.mu);
+  uintptr_t at = va_take(len);
+  pthread_mutex_unlock(&g_va.mu);
+  if (at != 0) {
+    void *p = mmap((void *)at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+                   fd, 0);
+    if (p != MAP_FAILED) return p;
+    pthread_mutex_lock(&g_va.mu);
+    va_give_back(at);
+    pthread_mutex_unlock(&g_va.mu);
+    return NULL;  // the hole is still reserved: MAP_FIXED failed before replacing it
+  }
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void lw_forkserver_share_unmap(void *addr, size_t bytes) {
+  if (addr == NULL) return;
+  size_t len = page_round(bytes);
+  uintptr_t at = (uintptr_t)addr;
+  if (!va_reserved(at, len)) {
+    munmap(addr, len);
+    return;
+  }
+  // Back to PROT_NONE (still reserved), then free for the next share.
+  void *p = mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    munmap(addr, len);  // leaves a hole the allocator keeps marked used: never handed out
+    return;
+  }
+  pthread_mutex_lock(&g_va.mu);
+  va_give_back(at);
+  pthread_mutex_unlock(&g_va.mu);
+}
+
+static uint64_t name_hash(const char *s) {
+  if (s == NULL || s[0] == '\0') return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (; *s != '\0'; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h | 1;  // never 0, which means "the main program"
+}
+
+static int zy_collect(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  (void)data;
+  if (g_zy.n_objects == kZyMaxObjects) return 1;
+  g_zy.object_base[g_zy.n_objects] = (uintptr_t)info->dlpi_addr;
+  g_zy.object_name[g_zy.n_objects] = name_hash(info->dlpi_name);
+  g_zy.n_objects++;
+  return 0;
+}
+
+// The object check alone: also valid in the zygote and its servers, which have the list (it
+// was recorded before the fork) but not the socket.
+static bool zy_object_known(const void *addr) {
+  Dl_info info;
+  if (dladdr(addr, &info) == 0) return false;
+  uint64_t h = name_hash(info.dli_fname);
+  for (uint32_t i = 0; i < g_zy.n_objects; ++i) {
+    if (g_zy.object_base[i] != (uintptr_t)info.dli_fbase) continue;
+    // dladdr names the main program by its path where dl_iterate_phdr says "".
+    if (g_zy.object_name[i] == 0 || g_zy.object_name[i] == h) return true;
+  }
+  return false;
+}
+
+bool lw_forkserver_zygote_has_code(const void *addr) {
+  pthread_mutex_lock(&g_zy.mu);
+  bool has = g_zy.sock >= 0 && zy_object_known(addr);
+  pthread_mutex_unlock(&g_zy.mu);
+  return has;
+}
+
+pid_t lw_forkserver_zygote_pid(void) {
+  pthread_mutex_lock(&g_zy.mu);
+  pid_t pid = g_zy.sock >= 0 && getpid() == g_zy.owner ? g_zy.pid : 0;
+  pthread_mutex_unlock(&g_zy.mu);
+  return pid;
+}
+
+// "Threads:" of /proc/self/status, read without stdio (this runs before main); -1 if unknown.
+static int process_threads(void) {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *p = strstr(buf, "\nThreads:");
+  if (p == NULL) return -1;
+  return atoi(p + strlen("\nThreads:"));
+}
+
+// The zygote's half of a request, in the cloned server process: maps what the request names,
+// then becomes the server. Failures go to the parent as READY(step, errno).
+static _Noreturn void zy_become_server(const zy_req_t *rq, const int *fds) {
+  // As a forked server would: SIGCHLD blocked from the start (see lw_forkserver_start), and
+  // the program's thread name, which server_main records for the children.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  char comm[16];
+  memcpy(comm, rq->comm, sizeof(comm));
+  comm[15] = '\0';
+  prctl(PR_SET_NAME, comm, 0, 0, 0);
+  server_t s;
+  memset(&s, 0, sizeof(s));
+  s.ctl = fds[0];
+  s.ev = fds[1];
+  s.sigfd = s.ppidfd = -1;
+  s.n_slots = rq->n_slots;
+  s.main_fn = (lw_child_main_fn)(uintptr_t)rq->main_fn;
+  lw_fs_msg_t ready = {.type = LW_FS_MSG_READY};
+  // The shares first, before anything else is mapped here: an mmap(NULL) of this process
+  // would be placed where the parent, which made the same calls since the zygote was forked,
+  // placed its shares.
+  int share_k = 3 + (rq->arg_bytes > 0);
+  for (uint32_t i = 0; i < rq->n_shares; ++i) {
+    void *want = (void *)(uintptr_t)rq->share_addr[i];
+    // Inside the reservation the address is ours (see g_va): replace the PROT_NONE copy.
+    int fixed = va_reserved((uintptr_t)want, page_round(rq->share_bytes[i]))
+                    ? MAP_FIXED
+                    : MAP_FIXED_NOREPLACE;
+    void *got = mmap(want, rq->share_bytes[i], PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_NORESERVE | fixed, fds[share_k + i], 0);
+    if (got != want) {
+      // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and map elsewhere.
+      if (got != MAP_FAILED) munmap(got, rq->share_bytes[i]);
+      errno = got == MAP_FAILED ? errno : EEXIST;
+      ready.index = kStepShare0 + i;
+      goto fail;
+    }
+    close(fds[share_k + i]);
+  }
+  int k = 2;
+  void *table = mmap(NULL, rq->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[k], 0);
+  if (table == MAP_FAILED) {
+    ready.index = kStepTable;
+    goto fail;
+  }
+  close(fds[k++]);
+  s.table = table;
+  s.table_bytes = rq->table_bytes;
+  if (rq->arg_bytes > 0) {
+    void *arg = mmap(NULL, rq->arg_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fds[k], 0);
+    if (arg == MAP_FAILED) {
+      ready.index = kStepArg;
+      goto fail;
+    }
+    close(fds[k++]);
+    s.arg = arg;
+  }
+  k = share_k + (int)rq->n_shares;
+  s.n_pass = rq->n_fds;
+  for (uint32_t i = 0; i < rq->n_fds; ++i) s.pass_fds[i] = fds[k++];
+  // The program's dispositions, where the handler is code the zygote has (a handler in a
+  // library loaded later would crash the child it ran in; it keeps the default).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    const struct sigaction *a = &rq->actions[sig];
+    bool handler = (a->sa_flags & SA_SIGINFO) != 0 ||
+                   (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN);
+    if (handler && !zy_object_known((const void *)(uintptr_t)a->sa_handler)) {
+      continue;
+    }
+    (void)sigaction(sig, a, NULL);
+  }
+  server_main(&s, (pid_t)rq->parent_pid, -1, -1);
+
+fail:
+  ready.value = errno;
+  (void)send_msg(s.ctl, &ready);
+  _exit(1);
+}
+
+static void close_all(const int *fds, int n) {
+  for (int i = 0; i < n; ++i) close(fds[i]);
+}
+
+// Receives one request with its fds. 1, 0 on EOF, or -errno; *n_fds fds are the caller's.
+static int zy_recv(int sock, zy_req_t *rq, int *fds, int *n_fds) {
+  *n_fds = 0;
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * kZyMaxFds)];
+    struct cmsghdr align;
+  } cm;
+  struct iovec iov = {.iov_base = rq, .iov_len = sizeof(*rq)};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                      .msg_controllen = sizeof(cm.buf)};
+  ssize_t n;
+  while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n < 0) return -errno;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    if (got > kZyMaxFds - *n_fds) got = kZyMaxFds - *n_fds;
+    memcpy(fds + *n_fds, CMSG_DATA(c), (size_t)got * sizeof(int));
+    *n_fds += got;
+  }
+  if (n == 0) return 0;
+  bool ok = n == (ssize_t)sizeof(*rq) && (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 &&
+            rq->magic == kZyMagic && rq->n_shares <= LW_FS_MAX_SHARES &&
+            rq->n_fds <= LW_FS_MAX_FDS &&
+            *n_fds == 3 + (rq->arg_bytes > 0) + (int)rq->n_shares + (int)rq->n_fds;
+  return ok ? 1 : -EBADMSG;
+}
+
+static _Noreturn void zygote_main(int sock, int program_pidfd) {
+  prctl(PR_SET_NAME, "lw-zygote", 0, 0, 0);
+  // Terminal interrupts reach the whole process group; the zygote leaves with the program
+  // (its pidfd), not with them.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  // Keep stdio, the socket and the pidfd: nothing else the program had open at load time.
+  int keep[2] = {sock, program_pidfd};
+  child_keep_fds(keep, 2);
+  sock = LW_FS_CHILD_FD0;
+  program_pidfd = LW_FS_CHILD_FD0 + 1;
+  static zy_req_t rq;  // large (the signal table); the zygote is single-threaded
+  for (;;) {
+    struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = program_pidfd, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      _exit(1);
+    }
+    if (p[1].revents != 0) _exit(0);  // the program died
+    if (p[0].revents == 0) continue;
+    int fds[kZyMaxFds], n_fds = 0;
+    int rc = zy_recv(sock, &rq, fds, &n_fds);
+    if (rc == 0 || rc == -ECONNRESET) _exit(0);  // every copy of the program's end is closed
+    if (rc < 0 && rc != -EBADMSG) continue;
+    zy_rep_t rep = {.magic = kZyMagic, .seq = rq.seq, .pid = -EBADMSG};
+    if (rc == 1) {
+      // CLONE_PARENT: the server becomes the program's child (its exit signal is the zygote's,
+      // SIGCHLD), so the program reaps it and holds its pidfd exactly as after a fork.
+      long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL,
+                         NULL);
+      if (pid == 0) {
+        close(sock);
+        close(program_pidfd);
+        zy_become_server(&rq, fds);
+      }
+      rep.pid = pid > 0 ? (int32_t)pid : -errno;
+    }
+    close_all(fds, n_fds);
+    (void)send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
+  }
+}
+
+// Forks the zygote from this process, which must be single-threaded. Under g_zy.mu (or
+// before main). 0 or -errno.
+static int zy_spawn(void) {
+  va_reserve();
+  g_zy.n_objects = 0;
+  dl_iterate_phdr(zy_collect, NULL);
+  int pidfd = sys_pidfd_open(getpid());
+  if (pidfd < 0) return pidfd;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    int e = errno;
+    close(pidfd);
+    return -e;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    zygote_main(sv[1], pidfd);
+  }
+  int fork_errno = errno;
+  close(sv[1]);
+  close(pidfd);
+  if (pid < 0) {
+    close(sv[0]);
+    return -fork_errno;
+  }
+  // A process forked from the program holds a copy of the program's zygote socket: that
+  // zygote serves the program, not this process.
+  if (g_zy.sock >= 0) close(g_zy.sock);
+  g_zy.pid = pid;
+  g_zy.owner = getpid();
+  g_zy.sock = sv[0];
+  g_zy.lost = false;
+  return 0;
+}
+
+// In a child forked from the program: another thread of the parent may have held g_zy.mu at
+// the fork. The inherited zygote is not this process's (g_zy.owner differs), so nothing the
+// lock guarded is used here before zy_ensure replaces it.
+static void zy_atfork_child(void) {
+  pthread_mutex_init(&g_zy.mu, NULL);
+  pthread_mutex_init(&g_va.mu, NULL);
+}
+
+// A zygote this process may use, started now if there is none and the process is still
+// single-threaded (a process forked from the program, or liblanework loaded by a program that
+// had not started threads yet). Under g_zy.mu.
+// 1: a zygote is ready; 0: none, fork directly (see forkserver.h); -1: none, and this
+// process lost its zygote while it has threads, so a direct fork would be unsafe: refuse.
+static int zy_ensure(void) {
+  if (g_zy.sock >= 0 && g_zy.owner == getpid()) return 1;
+  if (g_zy.disabled) return 0;
+  int allowed = 1;
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer starts a background thread of its own in every forked child.
+  if (getpid() != g_zy.load_pid) allowed = 2;
+#endif
+  int n = process_threads();
+  if (n >= 1 && n <= allowed && zy_spawn() == 0) return 1;
+  return g_zy.lost && g_zy.owner == getpid() ? -1 : 0;
+}
+
+bool lw_forkserver_zygote_ensure(void) {
+  pthread_mutex_lock(&g_zy.mu);
+  bool ok = zy_ensure() == 1;
+  pthread_mutex_unlock(&g_zy.mu);
+  return ok;
+}
+
+__attribute__((constructor)) static void zygote_start(void) {
+  g_zy.load_pid = getpid();
+  (void)pthread_atfork(NULL, NULL, zy_atfork_child);
+  const char *opt = getenv("LW_ZYGOTE");
+  if (opt != NULL && strcmp(opt, "0") == 0) {
+    g_zy.disabled = true;
+    return;
+  }
+  // Only a single-threaded process can be copied without inheriting another thread's locks.
+  if (process_threads() == 1) (void)zy_spawn();
+}
+
+// Asks the zygote for a server. The server's pid, or -errno (-ETIMEDOUT: no answer by
+// deadline_ns; -EPIPE / -ECONNRESET: the zygote is gone).
+static int zy_request(const lw_fs_spec_t *spec, int ctl_srv, int ev_srv, int table_fd,
+                      size_t table_bytes, int arg_fd, int64_t deadline_ns, pid_t *out_zygote) {
+  static zy_req_t rq;  // large; guarded by g_zy.mu
+  pthread_mutex_lock(&g_zy.mu);
+  *out_zygote = g_zy.pid;
+  if (g_zy.sock < 0) {
+    pthread_mutex_unlock(&g_zy.mu);
+    return -ECONNRESET;  // another thread found it gone since this create checked
+  }
+  memset(&rq, 0, sizeof(rq));
+  rq.magic = kZyMagic;
+  rq.seq = ++g_zy.next_seq;
+  rq.n_slots = spec->n_slots;
+  rq.n_shares = spec->n_shares;
+  rq.n_fds = spec->n_fds;
+  rq.parent_pid = (int32_t)getpid();
+  rq.main_fn = (uint64_t)(uintptr_t)spec->main_fn;
+  rq.arg_bytes = arg_fd >= 0 ? spec->arg_bytes : 0;
+  rq.table_bytes = table_bytes;
+  int fds[kZyMaxFds], n = 0;
+  fds[n++] = ctl_srv;
+  fds[n++] = ev_srv;
+  fds[n++] = table_fd;
+  if (arg_fd >= 0) fds[n++] = arg_fd;
+  for (uint32_t i = 0; i < spec->n_shares; ++i) {
+    rq.share_addr[i] = (uint64_t)(uintptr_t)spec->shares[i].addr;
+    rq.share_bytes[i] = spec->shares[i].bytes;
+    fds[n++] = spec->shares[i].fd;
+  }
+  for (uint32_t i = 0; i < spec->n_fds; ++i) fds[n++] = spec->fds[i];
+  for (int sig = 1; sig < NSIG; ++sig) (void)sigaction(sig, NULL, &rq.actions[sig]);
+  prctl(PR_GET_NAME, rq.comm, 0, 0, 0);
+
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * kZyMaxFds)];
+    struct cmsghdr align;
+  } cm;
+  memset(&cm, 0, sizeof(cm));
+  struct iovec iov = {.iov_base = &rq, .iov_len = sizeof(rq)};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                      .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+  memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+  int result;
+  ssize_t sent;
+  while ((sent = sendmsg(g_zy.sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (sent < 0) {
+    result = -errno;
+    goto out;
+  }
+  for (;;) {
+    int rc = wait_readable(g_zy.sock, deadline_ns);
+    if (rc <= 0) {
+      result = rc == 0 ? -ETIMEDOUT : rc;
+      goto out;
+    }
+    zy_rep_t rep;
+    ssize_t got = recv(g_zy.sock, &rep, sizeof(rep), MSG_DONTWAIT);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) {
+      result = got == 0 ? -ECONNRESET : -errno;
+      goto out;
+    }
+    if (got == (ssize_t)sizeof(rep) && rep.magic == kZyMagic && rep.seq == rq.seq) {
+      result = rep.pid;
+      goto out;
+    }
+    // A reply to an earlier request that timed out: its caller gave up and closed the
+    // control socket, so that server is useless. It is this process's child: end and reap it
+    // here, since nobody else knows its pid.
+    if (got == (ssize_t)sizeof(rep) && rep.magic == kZyMagic && rep.pid > 0) {
+      int pidfd = sys_pidfd_open(rep.pid);
+      if (pidfd >= 0) {
+        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        siginfo_t si;
+        while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR) {
+        }
+        close(pidfd);
+      }
+    }
+  }
+out:
+  if (result == -EPIPE || result == -ECONNRESET) {
+    // The zygote is gone (killed from outside). Forget it and reap it (it is this process's
+    // child); the next create starts a new one if this process is single-threaded then.
+    close(g_zy.sock);
+    g_zy.sock = -1;
+    g_zy.lost = true;
+    while (waitpid(g_zy.pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_mutex_unlock(&g_zy.mu);
+  return result;
+}
+
+// An anonymous memfd of bytes, holding data when not NULL. -errno on failure.
+static int memfd_with(const char *name, const void *data, size_t bytes) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return -errno;
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  if (data != NULL) {
+    const uint8_t *p = data;
+    size_t left = bytes;
+    off_t off = 0;
+    while (left > 0) {
+      ssize_t n = pwrite(fd, p, left, off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        int e = n < 0 ? errno : EIO;
+        close(fd);
+        return -e;
+      }
+      p += n;
+      left -= (size_t)n;
+      off += n;
+    }
+  }
+  return fd;
+}
+
+static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserver_t **out) {
   if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: out is NULL");
   *out = NULL;
-  if (main_fn == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: main_fn is NULL");
-  if (n_slots == 0 || n_slots > LW_FS_MAX_CHILDREN) {
-    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: n_slots %u not in 1..%d", n_slots,
+  if (spec->main_fn == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: main_fn is NULL");
+  if (spec->n_slots == 0 || spec->n_slots > LW_FS_MAX_CHILDREN) {
+    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: n_slots %u not in 1..%d", spec->n_slots,
                     LW_FS_MAX_CHILDREN);
+  }
+  if (spec->n_shares > LW_FS_MAX_SHARES || spec->n_fds > LW_FS_MAX_FDS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: %u shares and %u fds (at most %d and %d)",
+                    spec->n_shares, spec->n_fds, LW_FS_MAX_SHARES, LW_FS_MAX_FDS);
+  }
+  uint32_t n_slots = spec->n_slots;
+  bool zygote = false;
+  if (!direct) {
+    pthread_mutex_lock(&g_zy.mu);
+    int z = zy_ensure();
+    pid_t lost = g_zy.pid;
+    pthread_mutex_unlock(&g_zy.mu);
+    if (z < 0) {
+      return lw__fail(LW_UNAVAILABLE,
+                      "forkserver: lanework's zygote (pid %d) is gone and this process has "
+                      "threads now, so no fork server can be started safely (a fork would copy "
+                      "locks other threads hold)",
+                      (int)lost);
+    }
+    zygote = z == 1;
   }
 
   lw_forkserver_t *fs = calloc(1, sizeof(*fs));
   if (fs == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: out of memory");
   fs->ctl = fs->ev = fs->server_pidfd = -1;
   fs->n_slots = n_slots;
+  fs->from_zygote = zygote;
   pthread_mutex_init(&fs->mu, NULL);
   lw_status_t st = LW_OK;
   int ctl[2] = {-1, -1}, ev[2] = {-1, -1};
+  int table_fd = -1, arg_fd = -1;
 
   long page = sysconf(_SC_PAGESIZE);
   size_t bytes = (size_t)n_slots * sizeof(lw_fs_child_status_t);
   fs->table_bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
-  void *table = mmap(NULL, fs->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  // A memfd, so that a server cloned by the zygote can map it too.
+  table_fd = memfd_with("lw-fs-table", NULL, fs->table_bytes);
+  void *table = table_fd < 0 ? MAP_FAILED
+                             : mmap(NULL, fs->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                    table_fd, 0);
   if (table == MAP_FAILED) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: mmap of the status table: %s",
-                  strerror(errno));
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: cannot create the status table: %s",
+                  strerror(table_fd < 0 ? -table_fd : errno));
     goto fail;
   }
   fs->table = table;  // zero-filled: pid 0 (never spawned), sequences 0
+  if (zygote && spec->arg_bytes > 0) {
+    arg_fd = memfd_with("lw-fs-arg", spec->arg, spec->arg_bytes);
+    if (arg_fd < 0) {
+      st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: cannot copy the children's arguments: %s",
+                    strerror(-arg_fd));
+      goto fail;
+    }
+  }
 
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0 ||
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) != 0) {
@@ -659,37 +1312,61 @@ lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_
   }
   fs->ctl = ctl[0];
   fs->ev = ev[0];
+  int64_t deadline = lw__now_ns() + kStartTimeoutNs;
+  pid_t pid;
+  if (zygote) {
+    pid_t zygote_pid = 0;
+    int rc = zy_request(spec, ctl[1], ev[1], table_fd, fs->table_bytes, arg_fd, deadline,
+                        &zygote_pid);
+    close(ctl[1]);
+    close(ev[1]);
+    if (rc <= 0) {
+      st = lw__fail(LW_UNAVAILABLE,
+                    "forkserver: the zygote (pid %d) could not start a server: %s%s",
+                    (int)zygote_pid, strerror(-rc),
+                    rc == -EPIPE || rc == -ECONNRESET ? " (the zygote is gone)" : "");
+      goto fail;
+    }
+    pid = rc;
+  } else {
+    // Prepared here, copied into the server by fork; the server itself allocates nothing.
+    server_t proto;
+    memset(&proto, 0, sizeof(proto));
+    proto.ctl = ctl[1];
+    proto.ev = ev[1];
+    proto.sigfd = proto.ppidfd = -1;
+    proto.n_slots = n_slots;
+    proto.table = fs->table;
+    proto.table_bytes = fs->table_bytes;
+    proto.main_fn = spec->main_fn;
+    proto.arg = (void *)spec->arg;
+    proto.n_pass = spec->n_fds;
+    for (uint32_t i = 0; i < spec->n_fds; ++i) proto.pass_fds[i] = spec->fds[i];
+    pid_t parent = getpid();
 
-  // Prepared here, copied into the server by fork; the server itself allocates nothing.
-  server_t proto;
-  memset(&proto, 0, sizeof(proto));
-  proto.ctl = ctl[1];
-  proto.ev = ev[1];
-  proto.sigfd = proto.ppidfd = -1;
-  proto.n_slots = n_slots;
-  proto.table = fs->table;
-  proto.main_fn = main_fn;
-  proto.arg = arg;
-  pid_t parent = getpid();
-
-  // SIGCHLD is blocked across the fork so that the server starts with it blocked and no
-  // SIGCHLD of a fast-dying child can be lost before its signalfd exists.
-  sigset_t chld, old;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  pthread_sigmask(SIG_BLOCK, &chld, &old);
-  // Unflushed stdio data would otherwise be copied into every child and written twice.
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) server_main(&proto, parent, ctl[0], ev[0]);
-  int fork_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  close(ctl[1]);
-  close(ev[1]);
-  if (pid < 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: fork: %s", strerror(fork_errno));
-    goto fail;
+    // SIGCHLD is blocked across the fork so that the server starts with it blocked and no
+    // SIGCHLD of a fast-dying child can be lost before its signalfd exists.
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &chld, &old);
+    // Unflushed stdio data would otherwise be copied into every child and written twice.
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) server_main(&proto, parent, ctl[0], ev[0]);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(ctl[1]);
+    close(ev[1]);
+    if (pid < 0) {
+      st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: fork: %s", strerror(fork_errno));
+      goto fail;
+    }
   }
+  close(table_fd);
+  table_fd = -1;
+  if (arg_fd >= 0) close(arg_fd);
+  arg_fd = -1;
   fs->server_pid = pid;
 
   int pidfd = sys_pidfd_open(pid);
@@ -701,7 +1378,6 @@ lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_
   fs->server_pidfd = pidfd;
 
   // The server reports its setup in READY, so a failure there surfaces here, not at spawn.
-  int64_t deadline = lw__now_ns() + kStartTimeoutNs;
   for (;;) {
     lw_fs_msg_t m;
     int rc = recv_msg(fs->ctl, &m);
@@ -714,8 +1390,17 @@ lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_
     }
     if (rc == 1 && m.type == LW_FS_MSG_READY) {
       if (m.value == 0) break;
-      st = lw__fail(LW_UNAVAILABLE, "forkserver: server setup failed at %s: %s",
-                    setup_step_name(m.index), strerror(m.value));
+      if (m.index >= kStepShare0 && m.index - kStepShare0 < spec->n_shares) {
+        uint32_t i = m.index - kStepShare0;
+        st = lw__fail(LW_UNAVAILABLE,
+                      "forkserver: the server cannot map share %u (%zu bytes) at %p, the "
+                      "address it has in this process: %s (the zygote holds that address; "
+                      "LW_ZYGOTE=0 forks directly)",
+                      i, spec->shares[i].bytes, spec->shares[i].addr, strerror(m.value));
+      } else {
+        st = lw__fail(LW_UNAVAILABLE, "forkserver: server setup failed at %s: %s",
+                      setup_step_name(m.index), strerror(m.value));
+      }
       goto fail;
     }
     if (rc == 1) continue;
@@ -728,11 +1413,29 @@ lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_
   return LW_OK;
 
 fail:
+  if (table_fd >= 0) close(table_fd);
+  if (arg_fd >= 0) close(arg_fd);
   // A half-started server is killed now rather than given the stop timeout.
   if (fs->server_pidfd >= 0) (void)sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
   destroy(fs);
   return st;
 }
+
+lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_slots,
+                                lw_forkserver_t **out) {
+  lw_fs_spec_t spec = {.main_fn = main_fn, .arg = arg, .n_slots = n_slots};
+  return start_impl(&spec, true, out);
+}
+
+lw_status_t lw_forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out) {
+  if (spec == NULL) {
+    if (out != NULL) *out = NULL;
+    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: spec is NULL");
+  }
+  return start_impl(spec, false, out);
+}
+
+bool lw_forkserver_from_zygote(const lw_forkserver_t *fs) { return fs != NULL && fs->from_zygote; }
 
 int lw_forkserver_fd(const lw_forkserver_t *fs) { return fs != NULL ? fs->ev : -1; }
 

@@ -1,11 +1,13 @@
-// parent/forkserver.h — the fork server: a single-threaded process that lw_worker_create
-// forks before starting any thread, and that forks every child (chip or sub), at start and
-// for respawn. Every child is therefore a copy of the program as it was at create time
-// (function pointers valid) forked from a single-threaded process (no fork-in-a-threaded-
-// process hazard).
+// parent/forkserver.h — the fork server: a single-threaded process that forks every child
+// (chip or sub) of one worker, at start and for respawn. lw_worker_create has it cloned by the
+// zygote (lw_forkserver_start_spec, below; docs/processes.md), so every child is a copy of the
+// program as it was loaded (function pointers into code loaded then are valid), forked from a
+// process that never had a second thread (no fork-in-a-threaded-process hazard).
 //
 // Processes:
-//   worker (parent) --fork--> fork server --fork--> child 0, child 1, ...
+//   program --fork (at load)--> zygote --clone(CLONE_PARENT)--> fork server (the program's
+//   child) --fork--> child 0, child 1, ...
+//   Without a zygote: program --fork--> fork server --fork--> children.
 //
 // Liveness:
 //   - The server holds a pidfd of the worker process; when it becomes readable (the worker
@@ -63,7 +65,8 @@ extern "C" {
 
 // Runs in the new child after fork; must not return (call _exit). index is the slot given to
 // lw_forkserver_spawn; arg is the pointer given to lw_forkserver_start (valid in the child:
-// it is a copy of the parent's memory at server start, plus any MAP_SHARED memory).
+// it is a copy of the parent's memory at server start, plus any MAP_SHARED memory), or with
+// lw_forkserver_start_spec a pointer to the server's copy of the spec's arg bytes.
 typedef void (*lw_child_main_fn)(void *arg, uint32_t index);
 
 typedef struct lw_fs_child_status {
@@ -76,10 +79,83 @@ _Static_assert(sizeof(lw_fs_child_status_t) == 16, "status table entry is shared
 
 typedef struct lw_forkserver lw_forkserver_t;
 
-// Forks the server. Call before the calling process starts threads it cares about (the
-// worker calls it first thing). n_slots <= LW_FS_MAX_CHILDREN.
+// Forks the server directly from the calling process, so the server and every child are
+// copies of the caller at this moment: arg may point anywhere in the caller's memory. Unsafe
+// in a multi-threaded process (a lock another thread holds at the fork, e.g. glibc's loader
+// lock, stays held forever in the copies): for tests and single-threaded programs; the worker
+// uses lw_forkserver_start_spec. Children get no fd above 2. n_slots <= LW_FS_MAX_CHILDREN.
 LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
                                             uint32_t n_slots, lw_forkserver_t **out);
+
+// --------------------------------------------------------------------------------------------
+// Starting the server from the zygote (fork safety, DESIGN 5.1).
+//
+// A constructor of liblanework forks a zygote while the program is still single-threaded
+// (before main, when /proc/self/status says "Threads: 1"). The zygote never starts a thread;
+// on request it clones a fork server (CLONE_PARENT: the server is the program's child, as if
+// the program had forked it), which then works as above. Because the zygote is a copy of the
+// program as it was when liblanework was loaded, the server and its children inherit no lock
+// any thread of the program takes later, and code mapped at load time has the same addresses.
+// Whatever was set up after load reaches them only through the spec: arg bytes (copied), the
+// MAP_SHARED memfds (mapped at the caller's addresses) and the fds to pass.
+//
+// The zygote serves the process that started it. A process without one (forked from the
+// program, or multi-threaded when liblanework was loaded) starts its own at its first
+// lw_forkserver_zygote_ensure if it is single-threaded then. No zygote at all when LW_ZYGOTE=0
+// is set, when pidfd_open is missing, or when the process had threads both at load and at
+// that call: then start_spec forks directly (lw_forkserver_start's hazard applies).
+
+#define LW_FS_MAX_SHARES 4
+#define LW_FS_MAX_FDS 4
+// A child finds the spec's fds[i] at LW_FS_CHILD_FD0 + i; every other fd above 2 is closed.
+#define LW_FS_CHILD_FD0 3
+
+typedef struct lw_fs_share {
+  int fd;        // a memfd (or any mappable fd), mapped MAP_SHARED from offset 0
+  void *addr;    // where the caller mapped it: the server maps it at the same address
+  size_t bytes;
+} lw_fs_share_t;
+
+typedef struct lw_fs_spec {
+  lw_child_main_fn main_fn;  // code mapped when the program was loaded
+  const void *arg;           // children get a pointer to a copy of these arg_bytes bytes
+  size_t arg_bytes;
+  const lw_fs_share_t *shares;
+  uint32_t n_shares;         // <= LW_FS_MAX_SHARES
+  const int *fds;
+  uint32_t n_fds;            // <= LW_FS_MAX_FDS
+  uint32_t n_slots;
+} lw_fs_spec_t;
+
+// Maps bytes of fd (MAP_SHARED, read-write) for use as a share: at an address from a range
+// reserved before the zygote was forked, so that every server can map it at the same address;
+// elsewhere when that range is full. NULL on failure (errno). Undo with
+// lw_forkserver_share_unmap. Thread-safe.
+void *lw_forkserver_share_map(int fd, size_t bytes);
+void lw_forkserver_share_unmap(void *addr, size_t bytes);
+
+// Starts a server for spec through the zygote, or directly when there is none (see above).
+// UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote
+// ("cannot map share 0 at 0x7f..: File exists").
+LW_MUST_USE lw_status_t lw_forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out);
+
+// Makes sure this process has a zygote: true when it has one, or when it could start one now
+// (the process has a single thread: a process forked from the program, or a program that had
+// not started threads when liblanework was loaded). Call it before mapping anything the
+// server will map at the same address (the zygote would hold a copy of that mapping);
+// lw_worker_create calls it first thing. Thread-safe.
+bool lw_forkserver_zygote_ensure(void);
+
+// The zygote's pid, or 0 when this process has none. Tests use it to tell the zygote (a
+// long-lived child of the program) from leaked children.
+pid_t lw_forkserver_zygote_pid(void);
+
+// True when fs was started by the zygote (lw_forkserver_start_spec with a zygote).
+bool lw_forkserver_from_zygote(const lw_forkserver_t *fs);
+
+// True when addr lies in an object that was loaded when the zygote was forked (same base
+// and path), so a function pointer to it is valid in the children. Without a zygote: false.
+bool lw_forkserver_zygote_has_code(const void *addr);
 
 // Asks the server to fork the child of slot index. Waits up to deadline_ns (absolute,
 // lw__now_ns; LW_DEADLINE_NEVER: no limit) for the answer. On success *out_pid is the child's

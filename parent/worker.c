@@ -471,12 +471,24 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   if (!w || !fn || !out) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
   }
-  Dl_info info;
-  if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "worker_register_sub %s: function %p is not in code that was mapped when "
-                    "the worker was created (children could not call it)",
-                    name ? name : "sub", (void *)(uintptr_t)fn);
+  if (lw_forkserver_from_zygote(w->fs)) {
+    // The children are copies of the zygote, forked when the program was loaded.
+    if (!lw_forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "worker_register_sub %s: function %p is not in code that was mapped when "
+                      "lanework's zygote started (at program load, or at the first create of a "
+                      "process that was single-threaded then); the children are copies of the "
+                      "zygote, so a library loaded later, e.g. by dlopen, is not in them",
+                      name ? name : "sub", (void *)(uintptr_t)fn);
+    }
+  } else {
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "worker_register_sub %s: function %p is not in code that was mapped when "
+                      "the worker was created (children could not call it)",
+                      name ? name : "sub", (void *)(uintptr_t)fn);
+    }
   }
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_alloc(w);
@@ -548,8 +560,15 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
 // ---------------------------------------------------------------------------------------------
 // Create / destroy
 
+// Runs in every child, forked by the fork server. arg is the server's copy of w->envs.
 static void child_entry(void *arg, uint32_t slot) {
   lw_child_env_t *envs = arg;
+  // Isolation (DESIGN 5.1): a child maps only its own mailbox and the arena. The server maps
+  // every mailbox of the worker; the siblings' are unmapped here, before any code of the
+  // child can touch them.
+  for (uint32_t s = 0; s < envs[slot].n_children; ++s) {
+    if (s != slot) munmap(envs[s].mailbox, LW_MAILBOX_STRIDE);
+  }
   // Children ignore terminal interrupts: Ctrl-C reaches the whole process group, and it is
   // the program's to handle (lw_worker_cancel_all). They leave with the worker instead.
   signal(SIGINT, SIG_IGN);
@@ -594,6 +613,10 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     cfg = &defaults;
   }
   LW_RETURN_IF_ERROR(validate_config(cfg));
+  // Before any mapping of this worker exists: a zygote started now (this process had none)
+  // must not hold copies of the arena or the mailboxes, which the server maps at the same
+  // addresses.
+  (void)lw_forkserver_zygote_ensure();
   lw_worker_t *w = calloc(1, sizeof(*w));
   if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
   w->cfg = *cfg;
@@ -620,10 +643,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
     goto fail;
   }
-  w->mailboxes = mmap(NULL, w->mailboxes_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      w->mailboxes_fd, 0);
-  if (w->mailboxes == MAP_FAILED) {
-    w->mailboxes = NULL;
+  w->mailboxes = lw_forkserver_share_map(w->mailboxes_fd, w->mailboxes_bytes);
+  if (w->mailboxes == NULL) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
     goto fail;
   }
@@ -659,7 +680,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     env->arena = w->mb_arena;
     env->chip = cfg->chip;
     env->chip.device_id = cfg->chip.device_id + (int32_t)index;
-    env->wake_fd = w->wake_fd;
+    // The fork server passes w->wake_fd as its first fd (see below).
+    env->wake_fd = LW_FS_CHILD_FD0;
+    env->n_children = w->n_children;
     env->parent_pid = getpid();
     lw_endpoint_t *ep = &w->eps[s];
     ep->w = w;
@@ -672,10 +695,28 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     pthread_mutex_init(&ep->ctl_mu, NULL);
     pthread_mutex_init(&ep->desc_mu, NULL);
   }
-  dl_iterate_phdr(collect_base, w);
 
-  // 3. The fork server, before any thread of this worker exists.
-  if ((st = lw_forkserver_start(child_entry, w->envs, w->n_children, &w->fs)) != LW_OK) goto fail;
+  // 3. The fork server, from the zygote (fork safety: DESIGN 5.1, docs/processes.md). It gets
+  //    explicitly all that the children need: the envs (copied), the arena and the mailboxes
+  //    (mapped at the same addresses) and the wake eventfd (their fd LW_FS_CHILD_FD0).
+  lw_fs_share_t shares[2] = {
+      {.fd = w->arena.fd, .addr = w->arena.base, .bytes = w->arena.bytes},
+      {.fd = w->mailboxes_fd, .addr = w->mailboxes, .bytes = w->mailboxes_bytes},
+  };
+  lw_fs_spec_t spec = {.main_fn = child_entry,
+                       .arg = w->envs,
+                       .arg_bytes = w->n_children * sizeof(lw_child_env_t),
+                       .shares = shares,
+                       .n_shares = 2,
+                       .fds = &w->wake_fd,
+                       .n_fds = 1,
+                       .n_slots = w->n_children};
+  if ((st = lw_forkserver_start_spec(&spec, &w->fs)) != LW_OK) goto fail;
+  if (!lw_forkserver_from_zygote(w->fs)) {
+    // Forked directly: the children are copies of this process now, so the code they can
+    // call is what is mapped now.
+    dl_iterate_phdr(collect_base, w);
+  }
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if ((st = lw__ep_spawn(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
   }
@@ -836,7 +877,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   free(w->code_bases);
   free(w->sub_fns);
   free(w->sub_names);
-  if (w->mailboxes) munmap(w->mailboxes, w->mailboxes_bytes);
+  if (w->mailboxes) lw_forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
   if (w->user_fd >= 0) close(w->user_fd);

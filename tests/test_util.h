@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lanework/lanework.h"
+#include "parent/forkserver.h"
 
 // Loads <LW_KERNEL_DIR>/<name>.so; fails the test on error.
 static inline lw_callable_t lw_test_kernel(const char *name) {
@@ -35,14 +36,17 @@ static inline int lw_test_fd_count(void) {
   return n - 1;  // the DIR's own fd
 }
 
-// Number of live children of this process (from /proc/<pid>/task/*/children).
+// Number of live children of this process (from /proc/<pid>/task/*/children), not counting
+// the zygote: liblanework forks it when the program loads and it lives as long as the program
+// (docs/processes.md); lw_forkserver_zygote_pid() is the hook that tells it apart.
 static inline int lw_test_child_count(void) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
   FILE *f = fopen(path, "r");
   if (!f) return -1;
+  pid_t zygote = lw_forkserver_zygote_pid();
   int n = 0, pid;
-  while (fscanf(f, "%d", &pid) == 1) n++;
+  while (fscanf(f, "%d", &pid) == 1) n += pid != zygote;
   fclose(f);
   return n;
 }
