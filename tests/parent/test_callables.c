@@ -405,41 +405,84 @@ Test(callables, concurrent_register_sub_keeps_every_sub_child_in_step, .timeout 
   destroy_and_check();
 }
 
+// A sub child that is down when a sub function is registered: the live ones take it, and the
+// tables stay in step for every later registration.
+static void register_sub_with_a_dead_sub_child(bool respawn) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = 1;
+  cfg.n_subs = 2;
+  cfg.arena_bytes = 64ull << 20;
+  cfg.respawn = respawn;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  lw_endpoint_t *dead = &w->eps[cfg.n_chips + 1];
+  cr_assert_eq(kill(atomic_load(&dead->pid), SIGKILL), 0);
+  // Respawn off: it is gone for good. Respawn on: registering starts at once, while the child
+  // is found dead, respawned and replayed, whichever step it has reached.
+  while (!respawn && atomic_load(&dead->state) != LW_EP_DEAD) lw_test_sleep_us(100);
+  int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
+  cr_assert_not_null(out);
+  for (int k = 0; k < 3; ++k) {
+    lw_callable_handle_t h;
+    LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[k], "put", &h));
+    for (int s = 0; s < 24; ++s) out[s] = -1;
+    put_job_t j = {h, out};
+    LW_ASSERT_OK(lw_worker_run(w, put_orch, &j, NULL));
+    for (int s = 0; s < 24; ++s) cr_assert_eq(out[s], 1000 + k, "put_%d task %d: %lld", k, s, (long long)out[s]);
+  }
+  destroy_and_check();
+}
+
+Test(callables, register_sub_with_a_sub_child_down_for_good_keeps_the_others_in_step,
+     .timeout = 60) {
+  register_sub_with_a_dead_sub_child(false);
+}
+
+Test(callables, register_sub_while_a_sub_child_is_respawned_keeps_every_table_in_step,
+     .timeout = 60) {
+  register_sub_with_a_dead_sub_child(true);
+}
+
 // ---------------------------------------------------------------------------------------------
-// A late report for an op that already finished never completes a later op, even one that
-// reuses the finished op's memory.
+// Late reports for ops that already finished never complete a later op, even one that reuses
+// a finished op's memory.
 
-Test(callables, late_report_for_a_finished_op_never_completes_a_later_op, .timeout = 60) {
+Test(callables, late_reports_for_finished_ops_never_complete_a_later_op, .timeout = 60) {
   make_worker(1, 0);
-  lw_callable_t first = lw_test_kernel("vector_add");
-  lw_handle_t *a = NULL;
-  LW_ASSERT_OK(lw_worker_register_async(w, &first, &a));
-  LW_ASSERT_OK(lw_handle_wait(a, LW_WAIT_FOREVER));
-  lw_callable_free_loaded(&first);
-  // The control id the chip saw for the first register (the frame keeps it after the ack).
-  uint64_t stale_id = w->eps[0].mb->control.control_id;
-  // Wait until the worker dropped its own reference, so releasing ours frees the op and the
-  // next op may well be allocated at the same address.
-  while (atomic_load(&a->refs) > 1) lw_test_sleep_us(50);
-  lw_handle_release(a);
-
   char path[96];
   gate_path(path, sizeof(path), "late");
   lw_callable_t held = prepare_gate_kernel(path);
+  lw_callable_t k = lw_test_kernel("vector_add");
+  // Register/unregister cycles: every op is freed once it finished, so the later op is likely
+  // to be allocated where one of them was. Each control id the chip saw is kept (the control
+  // frame keeps the last one after the ack).
+  enum { CYCLES = 16 };
+  uint64_t stale[2 * CYCLES];
+  for (int i = 0; i < CYCLES; ++i) {
+    lw_callable_handle_t h;
+    LW_ASSERT_OK(lw_worker_register(w, &k, &h));
+    stale[2 * i] = w->eps[0].mb->control.control_id;
+    LW_ASSERT_OK(lw_worker_unregister(w, h));
+    stale[2 * i + 1] = w->eps[0].mb->control.control_id;
+  }
   lw_handle_t *b = NULL;
   LW_ASSERT_OK(lw_worker_register_async(w, &held, &b));  // held on the register lane
-  // A late failure report for the first register arrives, as a child would push it.
-  lw_mb_completion_t c;
-  memset(&c, 0, sizeof(c));
-  c.kind = LW_MB_COMPLETION_CONTROL;
-  c.control_id = stale_id;
-  c.status = LW_INTERNAL;
-  lw__error_set(&c.error, LW_INTERNAL, 0, 0, "a late report for an op that already finished");
-  bool wake = false;
-  lw_error_t err;
-  LW_ASSERT_OK(lw_mailbox_push_completion(w->eps[0].mb, &c, LW_DEADLINE_NEVER, &wake, &err));
-  lw__worker_kick(w);
+  // Late failure reports for all of them arrive, as a child would push them.
   lw_mailbox_t *mb = w->eps[0].mb;
+  for (int i = 0; i < 2 * CYCLES; ++i) {
+    lw_mb_completion_t c;
+    memset(&c, 0, sizeof(c));
+    c.kind = LW_MB_COMPLETION_CONTROL;
+    c.control_id = stale[i];
+    c.status = LW_INTERNAL;
+    lw__error_set(&c.error, LW_INTERNAL, 0, 0, "a late report for an op that already finished");
+    bool wake = false;
+    lw_error_t err;
+    LW_ASSERT_OK(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err));
+  }
+  lw__worker_kick(w);
   while (atomic_load(&mb->ring_tail.value) != atomic_load(&mb->ring_head.value)) {
     lw_test_sleep_us(50);
   }
@@ -452,6 +495,7 @@ Test(callables, late_report_for_a_finished_op_never_completes_a_later_op, .timeo
   LW_ASSERT_OK(lw_worker_unregister(w, h));
   lw_handle_release(b);
   lw_callable_free_loaded(&held);
+  lw_callable_free_loaded(&k);
   unlink(path);
   destroy_and_check();
 }
