@@ -445,6 +445,30 @@ Test(callables, register_sub_while_a_sub_child_is_respawned_keeps_every_table_in
   register_sub_with_a_dead_sub_child(true);
 }
 
+// A sub task names its function by index and tag: a sub child refuses a task whose index
+// names another function (here forced by pointing the parent's entry at the wrong index),
+// instead of running that function.
+Test(callables, sub_child_refuses_a_task_whose_function_tag_does_not_match, .timeout = 60) {
+  make_worker(1, 1);
+  lw_callable_handle_t a, b;
+  LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[0], "put_0", &a));
+  LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[1], "put_1", &b));
+  pthread_mutex_lock(&w->mu);
+  w->callables[(b.id & 0xffffffffu) - 1].sub_index = w->callables[(a.id & 0xffffffffu) - 1].sub_index;
+  pthread_mutex_unlock(&w->mu);
+  int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
+  cr_assert_not_null(out);
+  for (int s = 0; s < 24; ++s) out[s] = -1;
+  put_job_t j = {b, out};
+  lw_run_report_t rep;
+  cr_assert_neq(lw_worker_run(w, put_orch, &j, &rep), LW_OK);
+  cr_assert_eq(rep.error.code, LW_FAILED_PRECONDITION, "got %s: %s",
+               lw_status_name(rep.error.code), rep.error.message);
+  cr_assert(strstr(rep.error.message, "refused"), "message: %s", rep.error.message);
+  for (int s = 0; s < 24; ++s) cr_assert_eq(out[s], -1, "task %d ran put_%lld", s, (long long)(out[s] - 1000));
+  destroy_and_check();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Late reports for ops that already finished never complete a later op, even one that reuses
 // a finished op's memory.
