@@ -186,7 +186,9 @@ Test(callables, sub_unregister_waits_for_queued_tasks_which_run_the_original_fun
   pthread_join(th, NULL);
   LW_ASSERT_OK(u.st);
   // It returned only after the queued tasks ran, and they ran the original function.
-  for (int i = 0; i < j.n; ++i) cr_assert_eq(s->out[i], 111, "out[%d] = %lld", i, (long long)s->out[i]);
+  for (int i = 0; i < j.n; ++i) {
+    cr_assert_eq(s->out[i], 111, "out[%d] = %lld", i, (long long)s->out[i]);
+  }
   LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
   LW_ASSERT_OK(lw_handle_run_report(run, &rep));
   cr_assert_eq(rep.n_completed, 1u + (uint32_t)j.n);
@@ -437,7 +439,9 @@ static void register_sub_with_a_dead_sub_child(bool respawn) {
     for (int s = 0; s < 24; ++s) out[s] = -1;
     put_job_t j = {h[k], out};
     LW_ASSERT_OK(lw_worker_run(w, put_orch, &j, NULL));
-    for (int s = 0; s < 24; ++s) cr_assert_eq(out[s], 1000 + k, "put_%d task %d: %lld", k, s, (long long)out[s]);
+    for (int s = 0; s < 24; ++s) {
+      cr_assert_eq(out[s], 1000 + k, "put_%d task %d: %lld", k, s, (long long)out[s]);
+    }
   }
   destroy_and_check();
 }
@@ -461,7 +465,9 @@ Test(callables, sub_child_refuses_a_task_whose_function_tag_does_not_match, .tim
   LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[0], "put_0", &a));
   LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[1], "put_1", &b));
   pthread_mutex_lock(&w->mu);
-  w->callables[(b.id & 0xffffffffu) - 1].sub_index = w->callables[(a.id & 0xffffffffu) - 1].sub_index;
+  lw_wcallable_t *wa = &w->callables[(a.id & 0xffffffffu) - 1];
+  lw_wcallable_t *wb = &w->callables[(b.id & 0xffffffffu) - 1];
+  wb->sub_index = wa->sub_index;
   pthread_mutex_unlock(&w->mu);
   int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
   cr_assert_not_null(out);
@@ -472,7 +478,9 @@ Test(callables, sub_child_refuses_a_task_whose_function_tag_does_not_match, .tim
   cr_assert_eq(rep.error.code, LW_FAILED_PRECONDITION, "got %s: %s",
                lw_status_name(rep.error.code), rep.error.message);
   cr_assert(strstr(rep.error.message, "refused"), "message: %s", rep.error.message);
-  for (int s = 0; s < 24; ++s) cr_assert_eq(out[s], -1, "task %d ran put_%lld", s, (long long)(out[s] - 1000));
+  for (int s = 0; s < 24; ++s) {
+    cr_assert_eq(out[s], -1, "task %d ran put_%lld", s, (long long)(out[s] - 1000));
+  }
   destroy_and_check();
 }
 
