@@ -39,11 +39,13 @@ typedef struct pending_work {
   lw_wop_t *unregisters;   // deferred unregisters to post (linked by next_done)
 } pending_work_t;
 
-// Takes the deferred unregisters whose last pin went (w->mu held).
+// Takes the deferred unregisters whose last pin went (w->mu held). From here on they count as
+// posted: a chip death reports on them, and a respawn no longer replays their callable.
 static void take_due_unregisters(lw_worker_t *w, pending_work_t *pw) {
   while (w->due_unregisters) {
     lw_wop_t *op = w->due_unregisters;
     w->due_unregisters = op->next_done;
+    w->callables[op->wc].deferred_unregister = NULL;
     op->next_done = pw->unregisters;
     pw->unregisters = op;
   }

@@ -203,8 +203,9 @@ bool lw__wop_report(lw_worker_t *w, uint64_t control_id, lw_status_t st, uint64_
   return false;  // a completion for nothing we wait on: ignore (e.g. after destroy began)
 }
 
-// A deferred unregister is not posted yet: the chips still have the callable (a respawned
-// chip gets it in its replay) and are told once its last queued task was posted.
+// A deferred unregister is not posted yet (it stays deferred until the scheduler takes it off
+// w->due_unregisters to post it): the chips still have the callable (a respawned chip gets it
+// in its replay) and are told once its last queued task was posted.
 static bool op_deferred(const lw_worker_t *w, const lw_wop_t *op) {
   return w->callables[op->wc].deferred_unregister == op;
 }
@@ -243,11 +244,12 @@ void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
   lw_wcallable_t *c = &w->callables[wc];
   if (c->pins == 0 || --c->pins > 0 || !c->deferred_unregister) return;
   lw_wop_t *op = c->deferred_unregister;
-  c->deferred_unregister = NULL;
   if (c->kind == LW_WC_SUB) {
+    c->deferred_unregister = NULL;
     sub_unregister_done(w, c, op);
     return;
   }
+  // Still deferred (see op_deferred) until the scheduler takes it to post it.
   op->next_done = w->due_unregisters;
   w->due_unregisters = op;
   lw__worker_kick(w);
@@ -265,25 +267,47 @@ static void wop_post(lw_wop_t *op) {
     lw_endpoint_t *ep = &w->eps[i];
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
+    char name[LW_CALLABLE_NAME_BYTES], entry[LW_CALLABLE_NAME_BYTES];
+    // Read under w->mu while the op is still pending: the callable's slot is released only
+    // when the op completes, so nothing read here can belong to another callable.
+    pthread_mutex_lock(&w->mu);
+    if (op->pending == 0) {
+      pthread_mutex_unlock(&w->mu);
+      break;  // completed meanwhile (every chip reported or died)
+    }
+    if (op->reported[i]) {
+      pthread_mutex_unlock(&w->mu);
+      continue;  // this chip died before it was told: its report is in already
+    }
     p.control_id = op_control_id(op, i);
-    p.name = c->name;
-    p.entry = c->entry;
+    memcpy(name, c->name, sizeof(name));
+    memcpy(entry, c->entry, sizeof(entry));
+    p.name = name;
+    p.entry = entry;
+    lw_wop_t *skipped_last = NULL;
+    bool skip = false;
     if (op->kind == LW_WOP_REGISTER) {
       p.command = LW_MB_CMD_REGISTER;
       p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
-    } else {
-      if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
-        // Nothing to undo on this chip.
-        pthread_mutex_lock(&w->mu);
-        op_record(op, i, LW_OK, 0, NULL);
-        pthread_mutex_unlock(&w->mu);
-        continue;
+    } else if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
+      // Nothing to undo on this chip; this may be the last report the op waited for.
+      op_record(op, i, LW_OK, 0, NULL);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        skipped_last = op;
       }
+      skip = true;
+    } else {
       p.command = LW_MB_CMD_UNREGISTER;
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (skip) {
+      if (skipped_last) lw__wop_complete(skipped_last);
+      continue;
     }
     lw_mb_control_ack_t ack;
     lw_error_t err;
@@ -370,7 +394,9 @@ void lw__wop_complete(lw_wop_t *op) {
         rollback->next_pending = w->ops;
         w->ops = rollback;
         w->live_ops++;
-        lw__handle_unref(&rollback->handle);  // no caller holds a rollback's handle
+        // No caller holds a rollback's handle: the caller reference is dropped once it has
+        // been posted, so that a chip death completing it meanwhile cannot free it under
+        // wop_post.
       } else {
         wc_release(w, c);
       }
@@ -383,7 +409,10 @@ void lw__wop_complete(lw_wop_t *op) {
   pthread_mutex_unlock(&w->mu);
   (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
   lw__handle_unref(&op->handle);
-  if (rollback) wop_post(rollback);
+  if (rollback) {
+    wop_post(rollback);
+    lw__handle_unref(&rollback->handle);
+  }
 }
 
 lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_handle_t **out) {

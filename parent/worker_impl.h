@@ -174,7 +174,9 @@ typedef struct lw_wcallable {
   // own pin until the run finished); for a sub callable, tasks not yet terminal (a sub child
   // keeps no pins). The slot, and with it the id, is freed only when pins is 0.
   uint32_t pins;
-  lw_wop_t *deferred_unregister;  // waits for pins == 0
+  // An unregister not posted yet: it waits for pins == 0 (a chip callable's stays set while
+  // it waits on w->due_unregisters, until the scheduler posts it).
+  lw_wop_t *deferred_unregister;
 } lw_wcallable_t;
 _Static_assert(sizeof(((lw_wcallable_t *)0)->param_dirs) == LW_MAX_PARAMS,
                "a callable's param_dirs holds LW_MAX_PARAMS entries");
