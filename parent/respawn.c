@@ -104,10 +104,25 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     uint64_t local = 0;
     LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &local, err));
     pthread_mutex_lock(&w->mu);
-    // An unregister may have started meanwhile; its post to this chip (if any) comes after
-    // this replay, which is what it needs.
     c->local[ep->index] = local;
+    // An unregister that started meanwhile skipped this chip (it is not accepting yet), so
+    // the replay takes the callable off the new child itself.
+    bool wanted = c->state == LW_WC_LIVE ||
+                  (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL);
     pthread_mutex_unlock(&w->mu);
+    if (!wanted) {
+      memset(&p, 0, sizeof(p));
+      p.command = LW_MB_CMD_UNREGISTER;
+      p.control_id = ((uint64_t)0xfd << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
+      p.target = local;
+      LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
+      if (ack.status != LW_OK) {
+        *err = ack.error;
+        return ack.status;
+      }
+      uint64_t ignored = 0;
+      LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &ignored, err));
+    }
   }
   return LW_OK;
 }

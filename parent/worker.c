@@ -300,6 +300,16 @@ static void wop_post(lw_wop_t *op) {
         skipped_last = op;
       }
       skip = true;
+    } else if (!atomic_load(&ep->accepting)) {
+      // The chip is down or being respawned: its new child gets only callables that are live
+      // (or whose unregister is still deferred), and the replay drops one whose unregister
+      // started meanwhile. Posting here would name a local id of the dead child.
+      op_record(op, i, LW_OK, 0, NULL);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        skipped_last = op;
+      }
+      skip = true;
     } else {
       p.command = LW_MB_CMD_UNREGISTER;
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];

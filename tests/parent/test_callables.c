@@ -269,6 +269,114 @@ Test(callables, chip_unregister_deferred_behind_tasks_that_never_dispatch_still_
   destroy_and_check();
 }
 
+// A deferred chip unregister whose tasks are dropped while the chip is being respawned: it
+// must not post the dead child's local id to the new child; the new child ends up without the
+// callable either way, and the unregister finishes without waiting for the replay.
+
+typedef struct gate_and_g_job {
+  lw_callable_handle_t gate, g;
+  uint8_t *mem;
+} gate_and_g_job_t;
+
+// One task of each callable on chip 0.
+static lw_status_t gate_and_g_orch(lw_orch_t *o, void *user) {
+  gate_and_g_job_t *k = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->mem, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, k->gate, &a, NULL, 0));
+  lw_args_init(&a);
+  return lw_orch_submit_next_level(o, k->g, &a, NULL, 0);
+}
+
+typedef struct respawn_job {
+  lw_callable_handle_t gate, rec;
+  uint8_t *mem;  // gate word at 0, entered at 64, dep at 128, log at 1024
+  _Atomic uint32_t submitted;
+} respawn_job_t;
+
+static lw_status_t respawn_orch(lw_orch_t *o, void *user) {
+  respawn_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 64, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 128, 64, LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 1));  // held on chip 1
+  for (int i = 0; i < 3; ++i) {
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 1024, 64 * sizeof(int64_t), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 128, 64, LW_TAG_INPUT));
+    LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)i));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->rec, &a, NULL, 0));  // for chip 0
+  }
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
+}
+
+Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes_cleanly,
+     .timeout = 60) {
+  make_worker(2, 0);
+  char path[96];
+  gate_path(path, sizeof(path), "replay");
+  open_gate_file(path);
+  // Registered first, so a respawned chip replays it first; without the file its prepare hook
+  // holds that replay.
+  lw_callable_t held = prepare_gate_kernel(path);
+  lw_callable_handle_t g;
+  LW_ASSERT_OK(lw_worker_register(w, &held, &g));
+  uint8_t *mem = lw_worker_alloc(w, 4096);
+  cr_assert_not_null(mem);
+  memset(mem, 0, 4096);
+  respawn_job_t j = {.gate = wreg("gate"), .rec = wreg("record"), .mem = mem};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, respawn_orch, &j, &run));
+  lw_test_wait_nonzero(&j.submitted);
+  lw_test_wait_nonzero((_Atomic uint32_t *)(mem + 64));
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(w, j.rec, &unreg));  // deferred: 3 tasks pin it
+
+  // Chip 0 dies; its new child is READY and stuck replaying the first callable.
+  unlink(path);
+  lw_endpoint_t *ep = &w->eps[0];
+  pid_t old = atomic_load(&ep->pid);
+  cr_assert_eq(kill(old, SIGKILL), 0);
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
+                     !ep->accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (replaying) break;
+    lw_test_sleep_us(100);
+  }
+  // The record tasks are dropped undispatched: the unregister is posted now.
+  LW_ASSERT_OK(lw_handle_cancel(run));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_status_t st = lw_handle_wait(unreg, LW_WAIT_FOREVER);
+  cr_assert_eq(st, LW_OK, "%s: %s", lw_status_name(st), lw_last_error()->message);
+  cr_assert_eq(wc_state(j.rec), LW_WC_FREE);
+  lw_handle_release(unreg);
+  lw_handle_release(run);
+
+  // Let the replay finish; the chip works again with what is still registered.
+  open_gate_file(path);
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool back = ep->respawns > 0 && ep->accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (back) break;
+    lw_test_sleep_us(100);
+  }
+  memset(mem, 0, 4096);
+  atomic_store((_Atomic uint32_t *)mem, 1u);  // gate open: the gate task returns at once
+  gate_and_g_job_t k = {j.gate, g, mem};
+  LW_ASSERT_OK(lw_worker_run(w, gate_and_g_orch, &k, NULL));
+  LW_ASSERT_OK(lw_worker_unregister(w, g));
+  lw_callable_free_loaded(&held);
+  unlink(path);
+  destroy_and_check();
+}
+
 // ---------------------------------------------------------------------------------------------
 // More than 64 ops completing at once: none is dropped.
 
