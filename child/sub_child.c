@@ -12,8 +12,14 @@
 
 #define MAX_SUB_FNS 256
 
+// The table only grows (the parent replays it in order into a respawned child), so an index
+// never names another function, with one exception: the parent may drop the last entry again
+// (UNREGISTER of that index) when a REGISTER_SUB failed on another sub child. Each entry also
+// keeps the tag the parent gave it, and every task carries the tag of the function it was
+// built for next to the index: a task whose tag does not match is refused, never run.
 typedef struct sub_entry {
   lw_sub_fn fn;
+  uint32_t tag;
   char name[LW_MB_NAME_BYTES];
 } sub_entry_t;
 
@@ -27,6 +33,21 @@ static void serve_control(lw_child_ctx_t *c, uint32_t index) {
   if (!lw__child_take_control(c, &t)) return;
   if (t.command == LW_MB_CMD_CANCEL) {
     lw__child_ack(c, LW_OK, false, 0, NULL);  // REGISTER_SUB is synchronous: nothing queued
+    return;
+  }
+  if (t.command == LW_MB_CMD_UNREGISTER) {
+    // Synchronous rollback of the last REGISTER_SUB; nothing else may be dropped.
+    if (n_subs == 0 || t.target != n_subs - 1) {
+      lw__error_set(&err, LW_FAILED_PRECONDITION, (int32_t)index, 0,
+                    "sub child %u: only the last sub function (index %u) can be dropped, not "
+                    "index %llu",
+                    index, n_subs ? n_subs - 1 : 0, (unsigned long long)t.target);
+      lw__child_ack(c, LW_FAILED_PRECONDITION, false, 0, &err);
+      return;
+    }
+    n_subs--;
+    memset(&subs[n_subs], 0, sizeof(subs[n_subs]));
+    lw__child_ack(c, LW_OK, false, 0, NULL);
     return;
   }
   if (t.command != LW_MB_CMD_REGISTER_SUB) {
@@ -53,6 +74,7 @@ static void serve_control(lw_child_ctx_t *c, uint32_t index) {
     return;
   }
   subs[n_subs].fn = (lw_sub_fn)addr;
+  subs[n_subs].tag = (uint32_t)t.control_id;
   snprintf(subs[n_subs].name, sizeof(subs[n_subs].name), "%s", t.name);
   lw__child_ack(c, LW_OK, false, n_subs, NULL);
   n_subs++;
@@ -72,15 +94,27 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
     lw__child_complete_task(c, frame, &id, &r);
     return;
   }
-  if (t.kind != LW_MB_TASK_SUB || t.callable >= n_subs) {
+  uint64_t fn_index = t.callable & 0xffffffffu;
+  uint32_t fn_tag = (uint32_t)(t.callable >> 32);
+  if (t.kind != LW_MB_TASK_SUB || fn_index >= n_subs) {
     r.status = lw__error_set(&r.error, LW_INVALID_ARGUMENT, (int32_t)index, t.identity.task_id,
                              "sub child %u: unknown sub function %llu (kind %u)", index,
-                             (unsigned long long)t.callable, (unsigned)t.kind);
+                             (unsigned long long)fn_index, (unsigned)t.kind);
+    lw__child_complete_task(c, frame, &t.identity, &r);
+    return;
+  }
+  if (subs[fn_index].tag != fn_tag) {
+    r.status = lw__error_set(&r.error, LW_FAILED_PRECONDITION, (int32_t)index,
+                             t.identity.task_id,
+                             "sub child %u: task was built for sub function tag %u at index "
+                             "%llu, which holds %s (tag %u); refused rather than run it",
+                             index, fn_tag, (unsigned long long)fn_index, subs[fn_index].name,
+                             subs[fn_index].tag);
     lw__child_complete_task(c, frame, &t.identity, &r);
     return;
   }
   if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(7);
-  const sub_entry_t *s = &subs[t.callable];
+  const sub_entry_t *s = &subs[fn_index];
   int64_t t0 = lw__now_ns();
   lw_status_t st = s->fn(&t.args);
   r.kernel_ns = (uint64_t)(lw__now_ns() - t0);

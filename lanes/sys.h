@@ -3,6 +3,7 @@
 #ifndef LANEWORK_LANES_SYS_H_
 #define LANEWORK_LANES_SYS_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,9 +30,13 @@ static inline int64_t lw__add_ns_sat(int64_t a, int64_t b) {
   return b >= LW_DEADLINE_NEVER - a ? LW_DEADLINE_NEVER : a + b;
 }
 
-// The CLOCK_REALTIME time ns from now, for pthread_cond_timedwait (whose default clock it is).
-struct timespec;
-void lw__realtime_after(int64_t ns, struct timespec *out);
+// One helper for condvar deadlines. Every condvar that waits with a timeout is initialized
+// with lw__cond_init_monotonic (CLOCK_MONOTONIC) and waited on with lw__cond_wait_until and an
+// absolute deadline from lw__now_ns / lw__deadline_after, so a step of the wall clock never
+// stretches or cuts a wait and no caller needs to poll in slices. Both return 0 or an errno
+// value (ETIMEDOUT once the deadline passed; LW_DEADLINE_NEVER waits without a timeout).
+int lw__cond_init_monotonic(pthread_cond_t *cv);
+int lw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns);
 
 // FUTEX_WAIT_BITSET on CLOCK_MONOTONIC with an absolute deadline (LW_DEADLINE_NEVER: none).
 // shared: the word may live in memory shared between processes (no FUTEX_PRIVATE_FLAG).

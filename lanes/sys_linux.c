@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -57,12 +58,19 @@ int lw__sys_futex_wake(const _Atomic uint32_t *addr, int n, bool shared) {
   return (int)rc;
 }
 
-void lw__realtime_after(int64_t ns, struct timespec *out) {
-  clock_gettime(CLOCK_REALTIME, out);
-  out->tv_sec += (time_t)(ns / 1000000000);
-  out->tv_nsec += (long)(ns % 1000000000);
-  if (out->tv_nsec >= 1000000000) {
-    out->tv_sec++;
-    out->tv_nsec -= 1000000000;
-  }
+int lw__cond_init_monotonic(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  int rc = pthread_condattr_init(&attr);
+  if (rc != 0) return rc;
+  rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  if (rc == 0) rc = pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+  return rc;
+}
+
+int lw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns) {
+  if (deadline_ns == LW_DEADLINE_NEVER) return pthread_cond_wait(cv, mu);
+  if (deadline_ns < 0) deadline_ns = 0;
+  struct timespec ts = {(time_t)(deadline_ns / 1000000000LL), (long)(deadline_ns % 1000000000LL)};
+  return pthread_cond_timedwait(cv, mu, &ts);
 }

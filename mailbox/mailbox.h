@@ -44,6 +44,7 @@
 #include "lanes/cancel.h"
 #include "lanes/wait.h"
 #include "lanework/args.h"
+#include "lanework/callable.h"
 #include "lanework/status.h"
 
 #ifdef __cplusplus
@@ -93,7 +94,7 @@ typedef enum lw_mb_command {
 
 typedef enum lw_mb_task_kind {
   LW_MB_TASK_KERNEL = 1,  // callable = child-local callable handle id
-  LW_MB_TASK_SUB = 2,     // callable = sub index from REGISTER_SUB
+  LW_MB_TASK_SUB = 2,     // callable = (tag << 32) | sub index from REGISTER_SUB
 } lw_mb_task_kind_t;
 
 typedef enum lw_mb_completion_kind {
@@ -166,13 +167,14 @@ typedef struct lw_mb_control {
   _Atomic uint32_t state;      // lw_mb_control_state_t
   uint32_t command;            // lw_mb_command_t
   uint64_t seq;
-  uint64_t control_id;         // parent-chosen; echoed by the completion of an async command
+  uint64_t control_id;         // parent-chosen; echoed by the completion of an async command;
+                               // REGISTER_SUB: the function's tag (low 32 bits)
   uint64_t image_offset;       // REGISTER: arena offset of the image
   uint64_t image_bytes;
   uint64_t target;             // UNREGISTER: child-local id; REGISTER_SUB: function address
   uint32_t n_params;
   uint32_t reserved0;
-  uint8_t param_dirs[32];
+  uint8_t param_dirs[LW_MAX_PARAMS];
   char name[LW_MB_NAME_BYTES];
   char entry[LW_MB_NAME_BYTES];
   // The child's answer, written before CONTROL_DONE.
@@ -241,6 +243,11 @@ _Static_assert(sizeof(lw_mb_header_t) == 512, "header size");
 _Static_assert(sizeof(lw_mb_doorbell_t) == 64, "doorbell size");
 _Static_assert(sizeof(lw_mb_parent_line_t) == 64, "parent line size");
 _Static_assert(sizeof(lw_mb_control_t) == 1024, "control frame size");
+// The control frame's param_dirs holds every parameter a callable may declare; the layout
+// above is fixed for LW_MAX_PARAMS == 32, so changing the limit must change the frame too.
+_Static_assert(LW_MAX_PARAMS == 32, "control frame layout assumes LW_MAX_PARAMS == 32");
+_Static_assert(sizeof(((lw_mb_control_t *)0)->param_dirs) == LW_MAX_PARAMS,
+               "control frame param_dirs holds LW_MAX_PARAMS entries");
 _Static_assert(sizeof(lw_mb_task_t) == 1024, "task frame size");
 _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
@@ -334,7 +341,7 @@ typedef struct lw_mb_control_post {
   uint64_t image_offset, image_bytes;
   uint64_t target;
   uint32_t n_params;
-  uint8_t param_dirs[32];
+  uint8_t param_dirs[LW_MAX_PARAMS];
   const char *name;   // copied, truncated to LW_MB_NAME_BYTES - 1
   const char *entry;  // copied
 } lw_mb_control_post_t;
@@ -396,7 +403,7 @@ typedef struct lw_mb_control_taken {
   uint64_t image_offset, image_bytes;
   uint64_t target;
   uint32_t n_params;
-  uint8_t param_dirs[32];
+  uint8_t param_dirs[LW_MAX_PARAMS];
   char name[LW_MB_NAME_BYTES];
   char entry[LW_MB_NAME_BYTES];
 } lw_mb_control_taken_t;

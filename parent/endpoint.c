@@ -299,8 +299,12 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   lw_mb_task_post_t p;
   memset(&p, 0, sizeof(p));
   p.kind = t->kind;
-  p.callable = t->kind == LW_MB_TASK_KERNEL ? ep->w->callables[t->wc].local[ep->index]
-                                            : ep->w->callables[t->wc].sub_index;
+  const lw_wcallable_t *c = &ep->w->callables[t->wc];
+  // A sub task names its function by index and by the tag the sub child registered there, so
+  // the child refuses it rather than run another function.
+  p.callable = t->kind == LW_MB_TASK_KERNEL
+                   ? c->local[ep->index]
+                   : lw__sub_task_callable((uint32_t)(c->id >> 32), c->sub_index);
   p.timeout_ns = t->timeout_ns;
   p.args = t->args;
   pthread_mutex_lock(&ep->post_mu);

@@ -342,18 +342,16 @@ static void retire(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
   }
 }
 
-static void unpin(lw_worker_t *w, lw_task_t *t) {
-  lw_wcallable_t *c = &w->callables[t->wc];
-  if (c->pins > 0) c->pins--;
-}
-
 void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished) {
   if (t->state == LW_TS_FREE || t->state == LW_TS_COMPLETED || t->state == LW_TS_FAILED) {
     return;  // one claim per task
   }
   bool dispatched = t->state == LW_TS_RUNNING;
-  if (!dispatched) unpin(w, t);
+  // A chip task's pin went with its post (the chip child pins it from then on); a sub task
+  // holds its pin until now. Dropped last: the callable's name is still used below.
+  bool unpin = (!dispatched || t->kind == LW_MB_TASK_SUB) && w->callables[t->wc].id == t->wc_id;
+  uint32_t wc = t->wc;
   lw_error_t stopped;
   if (st == LW_OK && t->cancel_at != 0) {
     // The run stopped (failed or cancelled) and the parent asked the child to stop this task
@@ -397,6 +395,7 @@ void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_erro
   }
   if (st != LW_OK && !dispatched && t->group) poison_group(w, t->group, err, finished);
   retire(w, t, finished);
+  if (unpin) lw__wc_unpin(w, wc);
 }
 
 static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
@@ -574,11 +573,9 @@ static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
                       "the submit timeout (%lld ns); nothing was dropped",
                       w->n_tasks_cap, (long long)w->cfg.submit_timeout_ns);
     }
-    // Wake at least every 50 ms: the deadline is checked here, not by whoever frees a slot.
-    int64_t wait = deadline - now;
-    struct timespec ts;
-    lw__realtime_after(wait < 50ll * 1000 * 1000 ? wait : 50ll * 1000 * 1000, &ts);
-    pthread_cond_timedwait(&w->space_cv, &w->mu, &ts);
+    // retire() broadcasts space_cv under w->mu for every freed slot; the loop re-checks the
+    // deadline after every wake-up.
+    (void)lw__cond_wait_until(&w->space_cv, &w->mu, deadline);
   }
   lw_task_t *t = &w->tasks[w->free_tasks[--w->n_free_tasks]];
   t->state = LW_TS_BUILDING;

@@ -81,7 +81,11 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
   for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
     pthread_mutex_lock(&w->mu);
     lw_wcallable_t *c = &w->callables[i];
-    bool live = c->state == LW_WC_LIVE && c->kind == LW_WC_CHIP;
+    // A callable whose unregister is deferred still has queued tasks that will be posted here:
+    // the new child needs it until that unregister is posted.
+    bool live = (c->state == LW_WC_LIVE ||
+                 (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL)) &&
+                c->kind == LW_WC_CHIP;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     if (live) {
@@ -105,37 +109,59 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     uint64_t local = 0;
     LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &local, err));
     pthread_mutex_lock(&w->mu);
-    // An unregister may have started meanwhile; its post to this chip (if any) comes after
-    // this replay, which is what it needs.
     c->local[ep->index] = local;
+    // An unregister that started meanwhile skipped this chip (it is not accepting yet), so
+    // the replay takes the callable off the new child itself.
+    bool wanted = c->state == LW_WC_LIVE ||
+                  (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL);
     pthread_mutex_unlock(&w->mu);
+    if (!wanted) {
+      memset(&p, 0, sizeof(p));
+      p.command = LW_MB_CMD_UNREGISTER;
+      p.control_id = ((uint64_t)0xfd << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
+      p.target = local;
+      LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
+      if (ack.status != LW_OK) {
+        *err = ack.error;
+        return ack.status;
+      }
+      uint64_t ignored = 0;
+      LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &ignored, err));
+    }
   }
   return LW_OK;
 }
 
+// Replays the sub function table in order, holding w->sub_mu so that no register_sub changes
+// the table meanwhile; the child counts as in step only once all of it was replayed.
 static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
-  pthread_mutex_lock(&w->mu);
-  uint32_t n = w->n_sub_fns;
-  pthread_mutex_unlock(&w->mu);
-  for (uint32_t i = 0; i < n; ++i) {
+  pthread_mutex_lock(&w->sub_mu);
+  lw_status_t st = LW_OK;
+  for (uint32_t i = 0; i < w->n_sub_fns && st == LW_OK; ++i) {
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_REGISTER_SUB;
-    pthread_mutex_lock(&w->mu);
+    p.control_id = w->sub_tags[i];
     p.target = (uint64_t)(uintptr_t)w->sub_fns[i];
     p.name = w->sub_names[i];
-    pthread_mutex_unlock(&w->mu);
     lw_mb_control_ack_t ack;
-    LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
-    if (ack.status != LW_OK || ack.value != i) {
+    st = lw__ep_control(ep, &p, &ack, err);
+    if (st == LW_OK && ack.status != LW_OK) {
       *err = ack.error;
-      return ack.status != LW_OK ? ack.status
-                                 : lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0,
-                                                 "sub replay gave index %llu, expected %u",
-                                                 (unsigned long long)ack.value, i);
+      st = ack.status;
+    } else if (st == LW_OK && ack.value != i) {
+      st = lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0,
+                         "sub replay gave index %llu, expected %u",
+                         (unsigned long long)ack.value, i);
     }
   }
-  return LW_OK;
+  if (st == LW_OK) {
+    pthread_mutex_lock(&ep->post_mu);
+    ep->sub_synced_gen = ep->generation;
+    pthread_mutex_unlock(&ep->post_mu);
+  }
+  pthread_mutex_unlock(&w->sub_mu);
+  return st;
 }
 
 static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {

@@ -31,13 +31,25 @@
 void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
 bool lw__run_stopped(const lw_run_t *run);
 
+// What a pass found under w->mu and hands on once the lock is dropped. Intrusive lists, so
+// nothing is ever dropped however much completes in one pass.
 typedef struct pending_work {
-  lw_run_t *finished;
-  lw_wop_t *ops[64];
-  uint32_t n_ops;
-  lw_wop_t *unregisters[64];
-  uint32_t n_unregisters;
+  lw_run_t *finished;      // runs to complete (linked by next)
+  lw_wop_t *ops;           // ops to complete (linked by next_done)
+  lw_wop_t *unregisters;   // deferred unregisters to post (linked by next_done)
 } pending_work_t;
+
+// Takes the deferred unregisters whose last pin went (w->mu held). From here on they count as
+// posted: a chip death reports on them, and a respawn no longer replays their callable.
+static void take_due_unregisters(lw_worker_t *w, pending_work_t *pw) {
+  while (w->due_unregisters) {
+    lw_wop_t *op = w->due_unregisters;
+    w->due_unregisters = op->next_done;
+    w->callables[op->wc].deferred_unregister = NULL;
+    op->next_done = pw->unregisters;
+    pw->unregisters = op;
+  }
+}
 
 static void flush(lw_worker_t *w, pending_work_t *pw) {
   (void)w;
@@ -46,10 +58,16 @@ static void flush(lw_worker_t *w, pending_work_t *pw) {
     lw__run_complete(pw->finished);
     pw->finished = next;
   }
-  for (uint32_t i = 0; i < pw->n_ops; ++i) lw__wop_complete(pw->ops[i]);
-  pw->n_ops = 0;
-  for (uint32_t i = 0; i < pw->n_unregisters; ++i) lw__wop_start_unregister(pw->unregisters[i]);
-  pw->n_unregisters = 0;
+  while (pw->ops) {
+    lw_wop_t *op = pw->ops;
+    pw->ops = op->next_done;
+    lw__wop_complete(op);
+  }
+  while (pw->unregisters) {
+    lw_wop_t *op = pw->unregisters;
+    pw->unregisters = op->next_done;
+    lw__wop_start_unregister(op);
+  }
 }
 
 static void kill_child(lw_endpoint_t *ep) {
@@ -93,9 +111,9 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
       if (lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
-                         &op) &&
-          pw->n_ops < 64) {
-        pw->ops[pw->n_ops++] = op;
+                         &op)) {
+        op->next_done = pw->ops;
+        pw->ops = op;
       }
       continue;
     }
@@ -135,14 +153,23 @@ static lw_task_t *queue_pop(lw_task_queue_t *q) {
 
 static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
   lw_wcallable_t *c = &w->callables[t->wc];
-  t->state = LW_TS_RUNNING;
-  // Posted: the child applies posts in sequence order, so an unregister posted from now on
-  // reaches it after this task pinned the callable.
-  if (c->pins > 0 && --c->pins == 0 && c->deferred_unregister && pw->n_unregisters < 64) {
-    pw->unregisters[pw->n_unregisters++] = c->deferred_unregister;
-    c->deferred_unregister = NULL;
-  }
   lw_error_t err;
+  if (c->id != t->wc_id) {
+    // The pins keep a slot from being reused while a task references it, so this cannot
+    // happen; if it ever did, refusing is the only safe answer: the slot names other code.
+    lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, t->task_id,
+                  "task %llu of run %llu: its callable 0x%llx is gone (slot now holds 0x%llx); "
+                  "refused rather than run other code",
+                  (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                  (unsigned long long)t->wc_id, (unsigned long long)c->id);
+    lw__task_finish(w, t, LW_INTERNAL, &err, &pw->finished);
+    return;
+  }
+  t->state = LW_TS_RUNNING;
+  // A chip task's pin goes with its post: the child applies posts in sequence order, so an
+  // unregister posted from now on reaches it after this task pinned the callable there. A sub
+  // task keeps its pin until it is finished (lw__task_finish drops it).
+  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(w, t->wc);
   if (lw__ep_post_task(ep, t, &err) != LW_OK) {
     // A violation found by the post: no more posts to this child (the scheduler kills it).
     if (atomic_load(&ep->violated)) break_child(ep, NULL);
@@ -373,7 +400,7 @@ static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
   }
   if (ep->kind != LW_MB_CHILD_CHIP) return false;
   for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
-    if (!op->reported[ep->index]) return true;
+    if (!op->sub && !op->reported[ep->index]) return true;
   }
   return false;
 }
@@ -473,7 +500,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
     lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
-    pw->n_ops += lw__wop_fail_chip(w, ep->index, &err, pw->ops + pw->n_ops, 64 - pw->n_ops);
+    lw__wop_fail_chip(w, ep->index, &err, &pw->ops);
   }
   pthread_mutex_unlock(&w->mu);
   flush(w, pw);
@@ -541,6 +568,7 @@ static void *sched_main(void *arg) {
     int64_t next_due = check_escalations(w, now);
     int64_t live_due = check_liveness(w, now);
     if (live_due < next_due) next_due = live_due;
+    take_due_unregisters(w, &pw);
     pthread_mutex_unlock(&w->mu);
     flush(w, &pw);
     if (progress) {

@@ -1,6 +1,7 @@
 // parent/worker.c — lw_worker_t: create/destroy, callables broadcast to every chip child
 // (all-or-nothing with rollback), the shared arena, user events.
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,9 +149,11 @@ static void wop_destroy(lw_handle_t *h) { free(h); }
 static lw_status_t wop_cancel(lw_handle_t *h);
 static const lw_handle_ops_t wop_ops = {.cancel = wop_cancel, .destroy = wop_destroy};
 
+// w->mu held (the serial comes from w->next_control_id).
 static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
   lw_wop_t *op = calloc(1, sizeof(*op));
   if (!op) return NULL;
+  op->serial = ++w->next_control_id;
   lw__handle_initialize(&op->handle, kind == LW_WOP_REGISTER ? LW_HANDLE_REGISTER
                                                              : LW_HANDLE_UNREGISTER,
                         &wop_ops);
@@ -162,10 +165,11 @@ static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
   return op;
 }
 
-// control id = op address is not shared memory safe; use (serial << 8) | chip and keep ops
-// in a list.
-static uint64_t op_control_id(lw_wop_t *op, uint32_t chip) {
-  return ((uint64_t)(uintptr_t)op << 8) | chip;
+// (serial << 8) | chip: unique per op and chip for the worker's lifetime, so a report can only
+// ever complete the op it was posted for. Serials stay far below 2^55, so these ids never meet
+// the replay's (bit 63 set; see respawn.c).
+static uint64_t op_control_id(const lw_wop_t *op, uint32_t chip) {
+  return (op->serial << 8) | chip;
 }
 
 static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t value,
@@ -199,7 +203,7 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
   // Matched against the id this op posted to *this* chip: a control id the child made up (or
   // one naming another chip) matches nothing.
   for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
-    if (op_control_id(op, chip) != control_id) continue;
+    if (op->sub || op_control_id(op, chip) != control_id) continue;
     op_record(op, chip, st, value, err);
     if (op->pending == 0) {
       ops_unlink(w, op);
@@ -211,25 +215,56 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
   return false;  // a completion for nothing we wait on: ignore (e.g. after destroy began)
 }
 
-uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **out,
-                           uint32_t cap) {
-  uint32_t n = 0;
+// A deferred unregister is not posted yet (it stays deferred until the scheduler takes it off
+// w->due_unregisters to post it): the chips still have the callable (a respawned chip gets it
+// in its replay) and are told once its last queued task was posted.
+static bool op_deferred(const lw_worker_t *w, const lw_wop_t *op) {
+  return w->callables[op->wc].deferred_unregister == op;
+}
+
+void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done) {
   lw_wop_t *op = w->ops;
   while (op) {
     lw_wop_t *next = op->next_pending;
-    if (!op->reported[chip]) {
+    if (!op->sub && !op_deferred(w, op) && !op->reported[chip]) {
       // An unregister is done on a chip that died: nothing of the callable is left there (the
       // replay skips callables being unregistered).
       bool gone_is_done = op->kind == LW_WOP_UNREGISTER || op->kind == LW_WOP_ROLLBACK;
       op_record(op, chip, gone_is_done ? LW_OK : err->code, 0, err);
-      if (op->pending == 0 && n < cap) {
+      if (op->pending == 0) {
         ops_unlink(w, op);
-        out[n++] = op;
+        op->next_done = *done;
+        *done = op;
       }
     }
     op = next;
   }
-  return n;
+}
+
+// A sub callable's unregister is done: no task references the callable any more (w->mu held).
+static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op) {
+  ops_unlink(w, op);
+  wc_release(w, c);
+  w->live_ops--;
+  pthread_cond_broadcast(&w->idle_cv);
+  // Finishing only stores the result, wakes waiters and writes the event fd: fine under w->mu.
+  (void)lw__handle_finish(&op->handle, LW_OK, NULL);
+  lw__handle_unref(&op->handle);
+}
+
+void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
+  lw_wcallable_t *c = &w->callables[wc];
+  if (c->pins == 0 || --c->pins > 0 || !c->deferred_unregister) return;
+  lw_wop_t *op = c->deferred_unregister;
+  if (c->kind == LW_WC_SUB) {
+    c->deferred_unregister = NULL;
+    sub_unregister_done(w, c, op);
+    return;
+  }
+  // Still deferred (see op_deferred) until the scheduler takes it to post it.
+  op->next_done = w->due_unregisters;
+  w->due_unregisters = op;
+  lw__worker_kick(w);
 }
 
 // Posts the op's command to every chip (no lock held). A chip that answers with a
@@ -237,29 +272,64 @@ uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err,
 static void wop_post(lw_wop_t *op) {
   lw_worker_t *w = op->w;
   lw_wcallable_t *c = &w->callables[op->wc];
+  // The op may complete (every chip reported, or died) while this loop still runs: keep it
+  // alive until the loop is done with it.
+  lw__handle_ref(&op->handle);
   for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
     lw_endpoint_t *ep = &w->eps[i];
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
+    char name[LW_CALLABLE_NAME_BYTES], entry[LW_CALLABLE_NAME_BYTES];
+    // Read under w->mu while the op is still pending: the callable's slot is released only
+    // when the op completes, so nothing read here can belong to another callable.
+    pthread_mutex_lock(&w->mu);
+    if (op->pending == 0) {
+      pthread_mutex_unlock(&w->mu);
+      break;  // completed meanwhile (every chip reported or died)
+    }
+    if (op->reported[i]) {
+      pthread_mutex_unlock(&w->mu);
+      continue;  // this chip died before it was told: its report is in already
+    }
     p.control_id = op_control_id(op, i);
-    p.name = c->name;
-    p.entry = c->entry;
+    memcpy(name, c->name, sizeof(name));
+    memcpy(entry, c->entry, sizeof(entry));
+    p.name = name;
+    p.entry = entry;
+    lw_wop_t *skipped_last = NULL;
+    bool skip = false;
     if (op->kind == LW_WOP_REGISTER) {
       p.command = LW_MB_CMD_REGISTER;
       p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
-    } else {
-      if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
-        // Nothing to undo on this chip.
-        pthread_mutex_lock(&w->mu);
-        op_record(op, i, LW_OK, 0, NULL);
-        pthread_mutex_unlock(&w->mu);
-        continue;
+    } else if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
+      // Nothing to undo on this chip; this may be the last report the op waited for.
+      op_record(op, i, LW_OK, 0, NULL);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        skipped_last = op;
       }
+      skip = true;
+    } else if (!atomic_load(&ep->accepting)) {
+      // The chip is down or being respawned: its new child gets only callables that are live
+      // (or whose unregister is still deferred), and the replay drops one whose unregister
+      // started meanwhile. Posting here would name a local id of the dead child.
+      op_record(op, i, LW_OK, 0, NULL);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        skipped_last = op;
+      }
+      skip = true;
+    } else {
       p.command = LW_MB_CMD_UNREGISTER;
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (skip) {
+      if (skipped_last) lw__wop_complete(skipped_last);
+      continue;
     }
     lw_mb_control_ack_t ack;
     lw_error_t err;
@@ -270,6 +340,16 @@ static void wop_post(lw_wop_t *op) {
     } else if (st == LW_OK && !ack.async) {
       st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "chip %u answered synchronously", i);
     }
+    if (st == LW_CHILD_EXITED && op->kind != LW_WOP_REGISTER) {
+      // As in lw__wop_fail_chip: a chip that is down has nothing of the callable left, and a
+      // respawn replays only callables that are live.
+      st = LW_OK;
+      pthread_mutex_lock(&w->mu);
+      lw_wop_t *done = NULL;
+      bool complete = lw__wop_report(w, i, p.control_id, LW_OK, 0, NULL, &done);
+      pthread_mutex_unlock(&w->mu);
+      if (complete) lw__wop_complete(done);
+    }
     if (st != LW_OK) {
       lw_wop_t *done = NULL;
       pthread_mutex_lock(&w->mu);
@@ -278,6 +358,7 @@ static void wop_post(lw_wop_t *op) {
       if (complete) lw__wop_complete(done);
     }
   }
+  lw__handle_unref(&op->handle);
 }
 
 void lw__wop_start_unregister(lw_wop_t *op) { wop_post(op); }
@@ -335,7 +416,9 @@ void lw__wop_complete(lw_wop_t *op) {
         rollback->next_pending = w->ops;
         w->ops = rollback;
         w->live_ops++;
-        lw__handle_unref(&rollback->handle);  // no caller holds a rollback's handle
+        // No caller holds a rollback's handle: the caller reference is dropped once it has
+        // been posted, so that a chip death completing it meanwhile cannot free it under
+        // wop_post.
       } else {
         wc_release(w, c);
       }
@@ -348,7 +431,10 @@ void lw__wop_complete(lw_wop_t *op) {
   pthread_mutex_unlock(&w->mu);
   (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
   lw__handle_unref(&op->handle);
-  if (rollback) wop_post(rollback);
+  if (rollback) {
+    wop_post(rollback);
+    lw__handle_unref(&rollback->handle);
+  }
 }
 
 lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_handle_t **out) {
@@ -447,22 +533,87 @@ lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, l
   return LW_OK;
 }
 
+// Unregisters a sub callable (w->mu held; unlocks it). The same rule as for chip callables:
+// the callable is tombstoned at once (tasks submitted from now on fail FAILED_PRECONDITION
+// "pending unregister"), and its slot and id are freed only when no task that references it
+// is queued, posted or running any more; the call returns then. The function stays in every
+// sub child's table (indices are never reused), but no task can name it again.
+static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c) {
+  if (c->state != LW_WC_LIVE) {
+    lw_status_t st = lw__fail(LW_FAILED_PRECONDITION, "worker_unregister: %s is %s", c->name,
+                              c->state == LW_WC_UNREGISTERING ? "already being unregistered"
+                                                              : "still registering");
+    pthread_mutex_unlock(&w->mu);
+    return st;
+  }
+  lw_wop_t *op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
+  if (!op) {
+    pthread_mutex_unlock(&w->mu);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
+  }
+  op->sub = true;
+  op->pending = 0;  // no chip takes part
+  c->state = LW_WC_UNREGISTERING;
+  op->next_pending = w->ops;  // listed so that destroy finishes it if it is still waiting
+  w->ops = op;
+  w->live_ops++;
+  if (c->pins == 0) {
+    sub_unregister_done(w, c, op);
+  } else {
+    c->deferred_unregister = op;  // lw__wc_unpin finishes it
+  }
+  pthread_mutex_unlock(&w->mu);
+  lw_status_t st = lw_handle_wait(&op->handle, LW_WAIT_FOREVER);
+  lw_handle_release(&op->handle);
+  return st;
+}
+
 lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
   if (!w) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker is NULL");
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_lookup(w, h);
-  if (c && c->kind == LW_WC_SUB) {
-    // Sub functions live in the children's images; forgetting the handle is all there is.
-    wc_release(w, c);
-    pthread_mutex_unlock(&w->mu);
-    return LW_OK;
-  }
+  if (c && c->kind == LW_WC_SUB) return sub_unregister(w, c);
   pthread_mutex_unlock(&w->mu);
   lw_handle_t *hd = NULL;
   LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, h, &hd));
   lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
   lw_handle_release(hd);
   return st;
+}
+
+// Makes room for one more entry in the sub function table (w->mu held).
+static bool sub_table_reserve(lw_worker_t *w) {
+  if (w->n_sub_fns % 16 != 0) return true;
+  uint32_t cap = w->n_sub_fns + 16;
+  lw_sub_fn *fns = realloc(w->sub_fns, cap * sizeof(*fns));
+  if (fns) w->sub_fns = fns;
+  char(*names)[LW_CALLABLE_NAME_BYTES] = realloc(w->sub_names, cap * sizeof(*names));
+  if (names) w->sub_names = names;
+  uint32_t *tags = realloc(w->sub_tags, cap * sizeof(*tags));
+  if (tags) w->sub_tags = tags;
+  return fns && names && tags;
+}
+
+// Undoes REGISTER_SUB on the sub children that took it (w->sub_mu held). Each took it as its
+// last entry (sub_mu keeps every other table change out), which the sub child drops on
+// UNREGISTER of that index. A child that cannot drop it is killed: its respawn replays
+// w->sub_fns, so its table comes back in step.
+static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index) {
+  for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
+    if (!took[i]) continue;
+    lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_UNREGISTER;
+    p.target = index[i];
+    lw_mb_control_ack_t ack;
+    lw_error_t err;
+    lw_status_t st = lw__ep_control(ep, &p, &ack, &err);
+    if (st == LW_OK && ack.status == LW_OK) continue;
+    if (st == LW_CHILD_EXITED) continue;  // the replay brings the new child in step
+    pid_t pid = atomic_load(&ep->pid);
+    if (pid > 0) kill(pid, SIGKILL);
+  }
 }
 
 lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *name,
@@ -490,62 +641,73 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
                       name ? name : "sub", (void *)(uintptr_t)fn);
     }
   }
+  // One table change at a time: two broadcasts interleaving over the sub children would give
+  // the functions different indices on different children. The replay of a respawned sub child
+  // takes the same lock.
+  pthread_mutex_lock(&w->sub_mu);
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_alloc(w);
-  if (!c) {
+  if (!c || !sub_table_reserve(w)) {
+    if (c) wc_release(w, c);
     pthread_mutex_unlock(&w->mu);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_register_sub: callable table is full");
+    pthread_mutex_unlock(&w->sub_mu);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, c ? "worker_register_sub: out of memory"
+                                             : "worker_register_sub: callable table is full");
   }
   c->state = LW_WC_REGISTERING;
   c->kind = LW_WC_SUB;
   c->fn = fn;
   snprintf(c->name, sizeof(c->name), "%s", name ? name : "sub");
+  uint64_t index = w->n_sub_fns;
+  uint32_t tag = (uint32_t)(c->id >> 32);
   pthread_mutex_unlock(&w->mu);
 
   lw_status_t st = LW_OK;
   lw_error_t err;
-  uint64_t index = UINT64_MAX;
+  bool took[LW_MAX_SUBS] = {false};
+  uint64_t took_index[LW_MAX_SUBS] = {0};
   for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
     lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    pthread_mutex_lock(&ep->post_mu);
+    uint64_t gen = ep->generation;
+    pthread_mutex_unlock(&ep->post_mu);
+    // A child whose table is not in step (being respawned, or failed for good) is skipped: its
+    // replay, which waits for sub_mu, replays w->sub_fns with this function in it.
+    if (atomic_load(&ep->state) != LW_EP_READY || gen != ep->sub_synced_gen) continue;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_REGISTER_SUB;
+    p.control_id = tag;
     p.target = (uint64_t)(uintptr_t)fn;
     p.name = c->name;
     lw_mb_control_ack_t ack;
     st = lw__ep_control(ep, &p, &ack, &err);
+    if (st == LW_CHILD_EXITED) {
+      st = LW_OK;  // died meanwhile: its replay brings it in step, as above
+      continue;
+    }
     if (st == LW_OK && ack.status != LW_OK) {
       st = ack.status;
       err = ack.error;
+      continue;
     }
+    if (st != LW_OK) continue;
+    took[i] = true;
+    took_index[i] = ack.value;
     // Every sub child receives the same registrations in the same order, so the indices agree.
-    if (st == LW_OK && index != UINT64_MAX && ack.value != index) {
-      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0,
-                         "sub %u: gave index %llu, expected %llu", i,
-                         (unsigned long long)ack.value, (unsigned long long)index);
+    if (ack.value != index) {
+      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "sub %u: gave index %llu, expected %llu",
+                         i, (unsigned long long)ack.value, (unsigned long long)index);
     }
-    if (st == LW_OK) index = ack.value;
   }
+  if (st != LW_OK) sub_rollback(w, took, took_index);
   pthread_mutex_lock(&w->mu);
-  if (st == LW_OK && w->n_sub_fns % 16 == 0) {
-    lw_sub_fn *fns = realloc(w->sub_fns, (w->n_sub_fns + 16) * sizeof(*fns));
-    if (fns) w->sub_fns = fns;
-    char(*names)[LW_CALLABLE_NAME_BYTES] =
-        realloc(w->sub_names, (w->n_sub_fns + 16) * sizeof(*names));
-    if (names) w->sub_names = names;
-    if (!fns || !names) {
-      st = lw__error_set(&err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_register_sub: out of memory");
-    }
-  }
-  if (st == LW_OK && w->cfg.n_subs > 0 && index != w->n_sub_fns) {
-    st = lw__error_set(&err, LW_INTERNAL, -1, 0, "worker_register_sub: sub index %llu, expected %u",
-                       (unsigned long long)index, w->n_sub_fns);
-  }
   if (st == LW_OK) {
     // Remembered in order for a respawned sub child; the index is the position.
-    c->sub_index = w->n_sub_fns;
-    w->sub_fns[w->n_sub_fns] = fn;
-    snprintf(w->sub_names[w->n_sub_fns], LW_CALLABLE_NAME_BYTES, "%s", c->name);
+    c->sub_index = index;
+    w->sub_fns[index] = fn;
+    snprintf(w->sub_names[index], LW_CALLABLE_NAME_BYTES, "%s", c->name);
+    w->sub_tags[index] = tag;
     w->n_sub_fns++;
     c->state = LW_WC_LIVE;
     *out = (lw_callable_handle_t){c->id};
@@ -553,6 +715,7 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     wc_release(w, c);
   }
   pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->sub_mu);
   if (st != LW_OK) return lw__last_error_store(&err);
   return LW_OK;
 }
@@ -623,12 +786,15 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->n_children = cfg->n_chips + cfg->n_subs;
   w->wake_fd = w->user_fd = w->epoll_fd = w->mailboxes_fd = -1;
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->space_cv, NULL);
-  pthread_cond_init(&w->idle_cv, NULL);
+  // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
+  // stretch or cut a wait.
+  lw__cond_init_monotonic(&w->space_cv);
+  lw__cond_init_monotonic(&w->idle_cv);
   pthread_mutex_init(&w->run_mu, NULL);
-  pthread_cond_init(&w->run_cv, NULL);
+  lw__cond_init_monotonic(&w->run_cv);
   pthread_mutex_init(&w->sup_mu, NULL);
-  pthread_cond_init(&w->sup_cv, NULL);
+  lw__cond_init_monotonic(&w->sup_cv);
+  pthread_mutex_init(&w->sub_mu, NULL);
   lw_status_t st;
   lw_error_t err;
   int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
@@ -722,6 +888,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   }
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if ((st = lw__ep_wait_ready(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
+    w->eps[s].sub_synced_gen = w->eps[s].generation;  // a new child: its table is empty, too
     w->eps[s].accepting = true;
   }
 
@@ -748,10 +915,9 @@ fail:
 static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
   int64_t deadline = lw__now_ns() + timeout_ns;
   pthread_mutex_lock(&w->mu);
-  while ((w->live_runs > 0 || w->live_ops > 0) && w->sched_started && lw__now_ns() < deadline) {
-    struct timespec ts;
-    lw__realtime_after(10ll * 1000 * 1000, &ts);
-    pthread_cond_timedwait(&w->idle_cv, &w->mu, &ts);
+  // Whoever finishes a run or an op broadcasts idle_cv under w->mu, so no wake-up is lost.
+  while ((w->live_runs > 0 || w->live_ops > 0) && w->sched_started) {
+    if (lw__cond_wait_until(&w->idle_cv, &w->mu, deadline) == ETIMEDOUT) break;
   }
   bool idle = w->live_runs == 0 && w->live_ops == 0;
   pthread_mutex_unlock(&w->mu);
@@ -862,7 +1028,12 @@ void lw_worker_destroy(lw_worker_t *w) {
   while (w->ops) {
     lw_wop_t *op = w->ops;
     w->ops = op->next_pending;
-    for (uint32_t i = 0; i < w->cfg.n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
+    if (op->sub) {
+      op->status = LW_UNAVAILABLE;
+      op->error = err;
+    } else {
+      for (uint32_t i = 0; i < w->cfg.n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
+    }
     if (op->kind != LW_WOP_ROLLBACK) {
       (void)lw__handle_finish(&op->handle, op->status, &op->error);
     }
@@ -877,6 +1048,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   free(w->code_bases);
   free(w->sub_fns);
   free(w->sub_names);
+  free(w->sub_tags);
   if (w->mailboxes) lw_forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
@@ -889,5 +1061,6 @@ void lw_worker_destroy(lw_worker_t *w) {
   pthread_cond_destroy(&w->run_cv);
   pthread_mutex_destroy(&w->sup_mu);
   pthread_cond_destroy(&w->sup_cv);
+  pthread_mutex_destroy(&w->sub_mu);
   free(w);
 }

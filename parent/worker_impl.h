@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include "child/child.h"
+#include "lanework/callable.h"
 #include "lanes/handle_impl.h"
 #include "lanework/orch.h"
 #include "lanework/worker.h"
@@ -96,6 +97,9 @@ typedef struct lw_endpoint {
   int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
   uint64_t generation;
+  // Sub children: the generation whose function table matches w->sub_fns (under w->sub_mu).
+  // A new child differs until its replay is complete; register_sub skips it meanwhile.
+  uint64_t sub_synced_gen;
   pthread_mutex_t post_mu;   // next_seq and publishing a post
   uint64_t next_seq;
   uint64_t next_dispatch;
@@ -191,15 +195,23 @@ typedef struct lw_wcallable {
   char name[LW_CALLABLE_NAME_BYTES];
   char entry[LW_CALLABLE_NAME_BYTES];
   uint32_t n_params;
-  uint8_t param_dirs[32];
+  uint8_t param_dirs[LW_MAX_PARAMS];
   void *image;                 // arena copy (chip): replayed to a respawned child
   uint64_t image_bytes;
   uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
   uint64_t sub_index;          // sub callables: index in every sub child's table
   lw_sub_fn fn;
-  uint32_t pins;               // submitted tasks not yet dispatched
-  lw_wop_t *deferred_unregister;  // waits for pins == 0
+  // Tasks that reference this callable and may still need it on the parent's side: for a
+  // chip callable, tasks accepted but not yet posted (once posted, the chip child holds its
+  // own pin until the run finished); for a sub callable, tasks not yet terminal (a sub child
+  // keeps no pins). The slot, and with it the id, is freed only when pins is 0.
+  uint32_t pins;
+  // An unregister not posted yet: it waits for pins == 0 (a chip callable's stays set while
+  // it waits on w->due_unregisters, until the scheduler posts it).
+  lw_wop_t *deferred_unregister;
 } lw_wcallable_t;
+_Static_assert(sizeof(((lw_wcallable_t *)0)->param_dirs) == LW_MAX_PARAMS,
+               "a callable's param_dirs holds LW_MAX_PARAMS entries");
 
 // A worker-level register or unregister, broadcast to every chip child.
 typedef enum lw_wop_kind {
@@ -213,6 +225,10 @@ struct lw_wop {
   lw_worker_t *w;
   lw_wop_kind_t kind;
   uint32_t wc;         // callable table index
+  // From w->next_control_id, never reused: a chip's report names (serial << 8 | chip), so a
+  // late report can never complete a later op that happens to live at the same address.
+  uint64_t serial;
+  bool sub;            // a sub callable's unregister: no chip takes part, pins gate it
   uint32_t pending;    // chips that have not reported
   bool reported[LW_MAX_CHIPS];
   bool ok[LW_MAX_CHIPS];
@@ -220,6 +236,9 @@ struct lw_wop {
   lw_status_t status;  // first failure
   lw_error_t error;
   lw_wop_t *next_pending;  // in w->ops (under w->mu)
+  // In a pending_work_t list of the scheduler (ops to complete, deferred unregisters to post).
+  // An op is on at most one such list at a time.
+  lw_wop_t *next_done;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -341,7 +360,10 @@ struct lw_worker {
   lw_wcallable_t callables[LW_MAX_CALLABLES];
   uint32_t callable_gen;
   lw_wop_t *ops;             // register/unregister ops waiting for chip reports
-  uint64_t next_control_id;
+  // Deferred chip unregisters whose pins dropped to 0, linked by next_done: the scheduler
+  // takes them and posts them to the chips (without w->mu).
+  lw_wop_t *due_unregisters;
+  uint64_t next_control_id;  // the last op serial handed out (w->mu)
   uint32_t live_runs;
   uint32_t live_ops;
 
@@ -374,9 +396,14 @@ struct lw_worker {
   _Atomic uint32_t sched_sleeping;
 
   // Every sub function ever registered, in order: replayed to a respawned sub child so its
-  // table indices match.
+  // table indices match. sub_mu serializes every change of the sub children's tables (a
+  // register_sub broadcast, a replay), so each sub child gets the same functions in the same
+  // order; it is taken before w->mu and ep->ctl_mu. The arrays change under both sub_mu and
+  // w->mu, so either lock is enough to read them.
+  pthread_mutex_t sub_mu;
   lw_sub_fn *sub_fns;
   char (*sub_names)[LW_CALLABLE_NAME_BYTES];
+  uint32_t *sub_tags;        // the tag every task for that function carries (see sub_child.c)
   uint32_t n_sub_fns;
 
   // Code mapped at create time, for lw_worker_register_sub.
@@ -421,10 +448,20 @@ void lw__sched_stop(lw_worker_t *w);
 bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
                     uint64_t value, const lw_error_t *err, lw_wop_t **out_op);
 void lw__wop_complete(lw_wop_t *op);
-// A chip died: every op waiting on it gets CHILD_EXITED (w->mu held); completed ops go to
-// *out (array of n_children capacity... caller provides LW_MAX_CALLABLES slots).
-uint32_t lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err,
-                           lw_wop_t **out, uint32_t cap);
+// A chip died: every op posted to it that it has not answered gets its report now (w->mu
+// held): a register fails with err, an unregister counts as done (nothing of the callable is
+// left on that chip). Ops that became complete are pushed onto *done (linked by next_done;
+// no bound) for lw__wop_complete without w->mu.
+void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
+// Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
+// waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
+// callable's unregister is queued on w->due_unregisters and the scheduler is woken to post it.
+void lw__wc_unpin(lw_worker_t *w, uint32_t wc);
+// The task-frame `callable` word of a sub task: (tag << 32) | sub index. The sub child
+// refuses a task whose tag is not the one it registered at that index.
+static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {
+  return ((uint64_t)tag << 32) | (sub_index & 0xffffffffu);
+}
 // The supervisor thread, and how the scheduler hands it a dead child.
 LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w);
 void lw__supervisor_stop(lw_worker_t *w);
@@ -435,7 +472,7 @@ void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep);
 // replay failure) it is failed for good.
 void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep);
 
-// Starts posting a deferred unregister (no lock held).
+// Starts posting a deferred unregister taken from w->due_unregisters (no lock held).
 void lw__wop_start_unregister(lw_wop_t *op);
 
 #endif  // LANEWORK_PARENT_WORKER_IMPL_H_

@@ -98,12 +98,22 @@ LW_API LW_MUST_USE lw_status_t lw_worker_register(lw_worker_t *w, const lw_calla
                                                   lw_callable_handle_t *out);
 LW_API LW_MUST_USE lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c,
                                                         lw_handle_t **out);
+// Unregisters a chip or a sub callable; one rule for both. The callable is tombstoned at once:
+// tasks submitted with it from then on fail FAILED_PRECONDITION "pending unregister". Tasks
+// accepted earlier still run it (never another callable); the call returns, and the handle's
+// slot is freed, only after every such task has finished. NOT_FOUND for an unknown or
+// released handle, FAILED_PRECONDITION while it is still registering or already being
+// unregistered.
 LW_API LW_MUST_USE lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h);
-// Chip callables only: a sub callable handle gives INVALID_ARGUMENT.
+// Chip callables only (same rule as lw_worker_unregister): a sub callable handle gives
+// INVALID_ARGUMENT with a message saying so.
 LW_API LW_MUST_USE lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h,
                                                           lw_handle_t **out);
 // Sub callables: fn must be code that was mapped when the worker was created (checked with
-// dladdr); INVALID_ARGUMENT otherwise. name is copied.
+// dladdr); INVALID_ARGUMENT otherwise. name is copied. Safe to call from several threads at
+// once: registrations are applied one at a time, so every sub child holds the same functions
+// in the same order (a sub child that is down gets the table replayed when it is respawned).
+// On failure no sub child keeps the function.
 LW_API LW_MUST_USE lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn,
                                                       const char *name,
                                                       lw_callable_handle_t *out);

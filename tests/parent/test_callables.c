@@ -1,0 +1,648 @@
+// tests/parent/test_callables.c — worker-level callables: unregister while tasks still
+// reference a callable (sub and chip), ops that complete in bulk, concurrent register_sub,
+// and reports that must only ever complete the op they were posted for.
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "lanework/orch.h"
+#include "lanework/worker.h"
+#include "parent/worker_impl.h"
+#include "test_util.h"
+
+static lw_worker_t *w;
+static int fds_before;
+static int children_before;
+
+static void make_worker_queue(uint32_t chips, uint32_t subs, uint32_t register_queue_depth) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = chips;
+  cfg.n_subs = subs;
+  cfg.arena_bytes = 64ull << 20;
+  if (register_queue_depth) cfg.chip.register_queue_depth = register_queue_depth;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+}
+
+static void make_worker(uint32_t chips, uint32_t subs) { make_worker_queue(chips, subs, 0); }
+
+static lw_callable_handle_t wreg(const char *name) {
+  lw_callable_t c = lw_test_kernel(name);
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_worker_register(w, &c, &h));
+  lw_callable_free_loaded(&c);
+  return h;
+}
+
+static void destroy_and_check(void) {
+  lw_worker_destroy(w);
+  w = NULL;
+  cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
+  cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
+}
+
+static lw_wc_state_t wc_state(lw_callable_handle_t h) {
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = &w->callables[(h.id & 0xffffffffu) - 1];
+  lw_wc_state_t st = c->id == h.id ? c->state : LW_WC_FREE;
+  pthread_mutex_unlock(&w->mu);
+  return st;
+}
+
+// Loads the prepare_gate kernel named so that its prepare hook waits for `path` to exist.
+static lw_callable_t prepare_gate_kernel(const char *path) {
+  lw_callable_t c = lw_test_kernel("prepare_gate");
+  free((void *)c.name);
+  size_t n = strlen("prepare_gate:") + strlen(path) + 1;
+  char *name = malloc(n);
+  cr_assert_not_null(name);
+  snprintf(name, n, "prepare_gate:%s", path);
+  c.name = name;
+  return c;
+}
+
+static void gate_path(char *buf, size_t bytes, const char *what) {
+  snprintf(buf, bytes, "/tmp/lw-prepare-gate-%d-%s", (int)getpid(), what);
+  unlink(buf);
+}
+
+static void open_gate_file(const char *path) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "cannot create %s", path);
+  fclose(f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sub callables: unregister tombstones at once and frees only after the queued tasks ran.
+
+typedef struct sub_state {
+  _Atomic uint32_t gate;
+  _Atomic uint32_t entered;
+  uint8_t dep[64];  // the chip gate task's output, the sub tasks' input
+  int64_t out[16];
+} sub_state_t;
+
+static lw_status_t sub_write_111(const lw_kernel_args_t *a) {
+  *(int64_t *)a->tensor[0].data = 111;
+  return LW_OK;
+}
+
+static lw_status_t sub_write_222(const lw_kernel_args_t *a) {
+  *(int64_t *)a->tensor[0].data = 222;
+  return LW_OK;
+}
+
+typedef struct sub_queue_job {
+  lw_callable_handle_t gate, writer;
+  sub_state_t *s;
+  int n;                     // writer tasks, one per out[] slot
+  bool with_gate;
+  _Atomic uint32_t submitted;
+  lw_status_t submit_status;  // of the last submit
+  char message[LW_ERROR_MESSAGE_BYTES];
+} sub_queue_job_t;
+
+static lw_status_t sub_queue_orch(lw_orch_t *o, void *user) {
+  sub_queue_job_t *j = user;
+  lw_args_t a;
+  if (j->with_gate) {
+    // A chip task holds the sub tasks back (they read its output): queued, not posted, while
+    // the sub children stay idle (a sub child serves controls only between tasks).
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->gate, 4, LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->entered, 4, LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->dep, sizeof(j->s->dep), LW_TAG_OUTPUT));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
+  }
+  for (int i = 0; i < j->n; ++i) {
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, &j->s->out[i], sizeof(int64_t), LW_TAG_NO_DEP));
+    if (j->with_gate) {
+      LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->dep, sizeof(j->s->dep), LW_TAG_INPUT));
+    }
+    j->submit_status = lw_orch_submit_sub(o, j->writer, &a);
+    if (j->submit_status != LW_OK) {
+      snprintf(j->message, sizeof(j->message), "%s", lw_last_error()->message);
+      return j->submit_status;
+    }
+  }
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
+}
+
+typedef struct unregister_call {
+  lw_callable_handle_t h;
+  lw_status_t st;
+  _Atomic uint32_t returned;
+} unregister_call_t;
+
+static void *unregister_thread(void *arg) {
+  unregister_call_t *u = arg;
+  u->st = lw_worker_unregister(w, u->h);
+  atomic_store(&u->returned, 1);
+  return NULL;
+}
+
+Test(callables, sub_unregister_waits_for_queued_tasks_which_run_the_original_function,
+     .timeout = 60) {
+  make_worker(1, 2);
+  sub_state_t *s = lw_worker_alloc(w, sizeof(*s));
+  cr_assert_not_null(s);
+  memset(s, 0, sizeof(*s));
+  sub_queue_job_t j = {.s = s, .n = 8, .with_gate = true, .gate = wreg("gate")};
+  LW_ASSERT_OK(lw_worker_register_sub(w, sub_write_111, "write_111", &j.writer));
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, sub_queue_orch, &j, &run));
+  lw_test_wait_nonzero(&j.submitted);
+  lw_test_wait_nonzero(&s->entered);  // the chip gate task runs; the writers wait for it
+
+  // Unregister while the eight writer tasks are queued; it must wait for them.
+  unregister_call_t u = {.h = j.writer};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, unregister_thread, &u), 0);
+  while (wc_state(j.writer) == LW_WC_LIVE) lw_test_sleep_us(50);
+
+  // A new sub function now: it must not take over what the queued tasks run.
+  lw_callable_handle_t other;
+  LW_ASSERT_OK(lw_worker_register_sub(w, sub_write_222, "write_222", &other));
+  cr_assert_neq(other.id, j.writer.id);
+
+  // Submits with the tombstoned callable fail at once.
+  sub_queue_job_t late = {.s = s, .n = 1, .writer = j.writer};
+  lw_run_report_t rep;
+  cr_assert_neq(lw_worker_run(w, sub_queue_orch, &late, &rep), LW_OK);
+  cr_assert_eq(late.submit_status, LW_FAILED_PRECONDITION, "got %s: %s",
+               lw_status_name(late.submit_status), late.message);
+  cr_assert(strstr(late.message, "pending unregister"), "message: %s", late.message);
+
+  cr_assert_eq(atomic_load(&u.returned), 0,
+               "the unregister returned while tasks that use the callable were still queued");
+  atomic_store(&s->gate, 1);
+  pthread_join(th, NULL);
+  LW_ASSERT_OK(u.st);
+  // It returned only after the queued tasks ran, and they ran the original function.
+  for (int i = 0; i < j.n; ++i) {
+    cr_assert_eq(s->out[i], 111, "out[%d] = %lld", i, (long long)s->out[i]);
+  }
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  LW_ASSERT_OK(lw_handle_run_report(run, &rep));
+  cr_assert_eq(rep.n_completed, 1u + (uint32_t)j.n);
+  lw_handle_release(run);
+
+  // Once unregistered, the handle is unknown; the other function works on its own.
+  late.submit_status = LW_OK;
+  cr_assert_neq(lw_worker_run(w, sub_queue_orch, &late, &rep), LW_OK);
+  cr_assert_eq(late.submit_status, LW_NOT_FOUND, "got %s: %s",
+               lw_status_name(late.submit_status), late.message);
+  sub_queue_job_t b = {.s = s, .n = 4, .writer = other};
+  LW_ASSERT_OK(lw_worker_run(w, sub_queue_orch, &b, NULL));
+  for (int i = 0; i < b.n; ++i) cr_assert_eq(s->out[i], 222);
+  // The async form refuses sub callables and says why.
+  lw_handle_t *h = NULL;
+  cr_assert_eq(lw_worker_unregister_async(w, other, &h), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "chip callables only"), "message: %s",
+            lw_last_error()->message);
+  cr_assert_null(h);
+  destroy_and_check();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chip callables: a deferred unregister whose tasks never dispatch (their run was cancelled)
+// is still posted and finishes.
+
+typedef struct chip_job {
+  lw_callable_handle_t gate, rec;
+  _Atomic uint32_t *gate_word, *entered;
+  int64_t *log;  // 64 entries
+  uint8_t *dep;  // 64-byte dependency carrier
+  _Atomic uint32_t submitted;
+} chip_job_t;
+
+static lw_status_t chip_queue_orch(lw_orch_t *o, void *user) {
+  chip_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->gate_word, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->entered, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->dep, 64, LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
+  for (int i = 0; i < 3; ++i) {
+    // INPUT of the gate task's output: pending (never posted) until the gate task finished.
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 64 * sizeof(int64_t), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->dep, 64, LW_TAG_INPUT));
+    LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)i));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->rec, &a, NULL, 0));
+  }
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
+}
+
+Test(callables, chip_unregister_deferred_behind_tasks_that_never_dispatch_still_finishes,
+     .timeout = 60) {
+  make_worker(1, 0);
+  uint8_t *mem = lw_worker_alloc(w, 4096);
+  cr_assert_not_null(mem);
+  memset(mem, 0, 4096);
+  chip_job_t j = {.gate = wreg("gate"), .rec = wreg("record"),
+                  .gate_word = (_Atomic uint32_t *)mem, .entered = (_Atomic uint32_t *)(mem + 64),
+                  .log = (int64_t *)(mem + 1024), .dep = mem + 128};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, chip_queue_orch, &j, &run));
+  lw_test_wait_nonzero(&j.submitted);
+  lw_test_wait_nonzero(j.entered);
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(w, j.rec, &unreg));
+  // The three record tasks pin the callable; cancelling the run skips them undispatched.
+  LW_ASSERT_OK(lw_handle_cancel(run));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
+  LW_ASSERT_OK(lw_handle_wait(unreg, LW_WAIT_FOREVER));
+  cr_assert_eq(j.log[0], 0, "a record task ran after its run was cancelled");
+  cr_assert_eq(wc_state(j.rec), LW_WC_FREE);
+  lw_handle_release(unreg);
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
+// A deferred chip unregister whose tasks are dropped while the chip is being respawned: it
+// must not post the dead child's local id to the new child; the new child ends up without the
+// callable either way, and the unregister finishes without waiting for the replay.
+
+typedef struct gate_and_g_job {
+  lw_callable_handle_t gate, g;
+  uint8_t *mem;
+} gate_and_g_job_t;
+
+// One task of each callable on chip 0.
+static lw_status_t gate_and_g_orch(lw_orch_t *o, void *user) {
+  gate_and_g_job_t *k = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->mem, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, k->gate, &a, NULL, 0));
+  lw_args_init(&a);
+  return lw_orch_submit_next_level(o, k->g, &a, NULL, 0);
+}
+
+typedef struct respawn_job {
+  lw_callable_handle_t gate, rec;
+  uint8_t *mem;  // gate word at 0, entered at 64, dep at 128, log at 1024
+  _Atomic uint32_t submitted;
+} respawn_job_t;
+
+static lw_status_t respawn_orch(lw_orch_t *o, void *user) {
+  respawn_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 64, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 128, 64, LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 1));  // held on chip 1
+  for (int i = 0; i < 3; ++i) {
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 1024, 64 * sizeof(int64_t), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mem + 128, 64, LW_TAG_INPUT));
+    LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)i));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->rec, &a, NULL, 0));  // for chip 0
+  }
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
+}
+
+Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes_cleanly,
+     .timeout = 60) {
+  make_worker(2, 0);
+  char path[96];
+  gate_path(path, sizeof(path), "replay");
+  open_gate_file(path);
+  // Registered first, so a respawned chip replays it first; without the file its prepare hook
+  // holds that replay.
+  lw_callable_t held = prepare_gate_kernel(path);
+  lw_callable_handle_t g;
+  LW_ASSERT_OK(lw_worker_register(w, &held, &g));
+  uint8_t *mem = lw_worker_alloc(w, 4096);
+  cr_assert_not_null(mem);
+  memset(mem, 0, 4096);
+  respawn_job_t j = {.gate = wreg("gate"), .rec = wreg("record"), .mem = mem};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, respawn_orch, &j, &run));
+  lw_test_wait_nonzero(&j.submitted);
+  lw_test_wait_nonzero((_Atomic uint32_t *)(mem + 64));
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(w, j.rec, &unreg));  // deferred: 3 tasks pin it
+
+  // Chip 0 dies; its new child is READY and stuck replaying the first callable.
+  unlink(path);
+  lw_endpoint_t *ep = &w->eps[0];
+  pid_t old = atomic_load(&ep->pid);
+  cr_assert_eq(kill(old, SIGKILL), 0);
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
+                     !ep->accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (replaying) break;
+    lw_test_sleep_us(100);
+  }
+  // The record tasks are dropped undispatched: the unregister is posted now.
+  LW_ASSERT_OK(lw_handle_cancel(run));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_status_t st = lw_handle_wait(unreg, LW_WAIT_FOREVER);
+  cr_assert_eq(st, LW_OK, "%s: %s", lw_status_name(st), lw_last_error()->message);
+  cr_assert_eq(wc_state(j.rec), LW_WC_FREE);
+  lw_handle_release(unreg);
+  lw_handle_release(run);
+
+  // Let the replay finish; the chip works again with what is still registered.
+  open_gate_file(path);
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool back = ep->respawns > 0 && ep->accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (back) break;
+    lw_test_sleep_us(100);
+  }
+  memset(mem, 0, 4096);
+  atomic_store((_Atomic uint32_t *)mem, 1u);  // gate open: the gate task returns at once
+  gate_and_g_job_t k = {j.gate, g, mem};
+  LW_ASSERT_OK(lw_worker_run(w, gate_and_g_orch, &k, NULL));
+  LW_ASSERT_OK(lw_worker_unregister(w, g));
+  lw_callable_free_loaded(&held);
+  unlink(path);
+  destroy_and_check();
+}
+
+// ---------------------------------------------------------------------------------------------
+// More than 64 ops completing at once: none is dropped.
+
+Test(callables, hundred_registers_outstanding_on_a_chip_that_dies_each_finish_once,
+     .timeout = 60) {
+  make_worker_queue(1, 0, 256);  // the chip queues all of them on its register lane
+  char path[96];
+  gate_path(path, sizeof(path), "bulk");
+  lw_callable_t c = prepare_gate_kernel(path);
+  enum { N = 100 };
+  lw_handle_t *h[N];
+  // The first register's prepare hook holds the chip's register lane: all N stay unanswered.
+  for (int i = 0; i < N; ++i) LW_ASSERT_OK(lw_worker_register_async(w, &c, &h[i]));
+  pid_t pid = atomic_load(&w->eps[0].pid);
+  cr_assert_gt(pid, 0);
+  cr_assert_eq(kill(pid, SIGKILL), 0);
+  for (int i = 0; i < N; ++i) {
+    lw_status_t st = lw_handle_wait(h[i], LW_WAIT_FOREVER);
+    cr_assert_eq(st, LW_CHILD_EXITED, "register %d: %s: %s", i, lw_status_name(st),
+                 lw_last_error()->message);
+    lw_handle_release(h[i]);
+  }
+  pthread_mutex_lock(&w->mu);
+  uint32_t live_ops = w->live_ops;
+  bool ops_left = w->ops != NULL;
+  pthread_mutex_unlock(&w->mu);
+  cr_assert_eq(live_ops, 0u);
+  cr_assert_not(ops_left);
+  // The respawned chip takes registers again.
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool back = w->eps[0].respawns > 0 && w->eps[0].accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (back) break;
+    lw_test_sleep_us(100);
+  }
+  open_gate_file(path);
+  lw_callable_handle_t ok;
+  LW_ASSERT_OK(lw_worker_register(w, &c, &ok));
+  LW_ASSERT_OK(lw_worker_unregister(w, ok));
+  lw_callable_free_loaded(&c);
+  unlink(path);
+  destroy_and_check();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrent register_sub: every sub child gets the same functions in the same order.
+
+#define PUT_FN(k)                                          \
+  static lw_status_t put_##k(const lw_kernel_args_t *a) {  \
+    *(int64_t *)a->tensor[0].data = 1000 + (k);            \
+    return LW_OK;                                          \
+  }
+PUT_FN(0) PUT_FN(1) PUT_FN(2) PUT_FN(3) PUT_FN(4) PUT_FN(5) PUT_FN(6) PUT_FN(7)
+PUT_FN(8) PUT_FN(9) PUT_FN(10) PUT_FN(11) PUT_FN(12) PUT_FN(13) PUT_FN(14) PUT_FN(15)
+PUT_FN(16) PUT_FN(17) PUT_FN(18) PUT_FN(19) PUT_FN(20) PUT_FN(21) PUT_FN(22) PUT_FN(23)
+PUT_FN(24) PUT_FN(25) PUT_FN(26) PUT_FN(27) PUT_FN(28) PUT_FN(29) PUT_FN(30) PUT_FN(31)
+
+static const lw_sub_fn put_fns[32] = {
+    put_0,  put_1,  put_2,  put_3,  put_4,  put_5,  put_6,  put_7,  put_8,  put_9,  put_10,
+    put_11, put_12, put_13, put_14, put_15, put_16, put_17, put_18, put_19, put_20, put_21,
+    put_22, put_23, put_24, put_25, put_26, put_27, put_28, put_29, put_30, put_31};
+
+enum { REG_THREADS = 8, REG_ROUNDS = 4 };
+
+typedef struct reg_thread {
+  int id;
+  pthread_barrier_t *barrier;
+  lw_callable_handle_t h[REG_ROUNDS];
+  lw_status_t st[REG_ROUNDS];
+  char message[REG_ROUNDS][LW_ERROR_MESSAGE_BYTES];
+} reg_thread_t;
+
+static void *register_sub_thread(void *arg) {
+  reg_thread_t *t = arg;
+  for (int r = 0; r < REG_ROUNDS; ++r) {
+    pthread_barrier_wait(t->barrier);
+    int k = r * REG_THREADS + t->id;
+    char name[32];
+    snprintf(name, sizeof(name), "put_%d", k);
+    t->st[r] = lw_worker_register_sub(w, put_fns[k], name, &t->h[r]);
+    snprintf(t->message[r], sizeof(t->message[r]), "%s", lw_last_error()->message);
+  }
+  return NULL;
+}
+
+typedef struct put_job {
+  lw_callable_handle_t h;
+  int64_t *out;  // 24 slots
+} put_job_t;
+
+static lw_status_t put_orch(lw_orch_t *o, void *user) {
+  put_job_t *j = user;
+  for (int i = 0; i < 24; ++i) {
+    lw_args_t a;
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, &j->out[i], sizeof(int64_t), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_orch_submit_sub(o, j->h, &a));
+  }
+  return LW_OK;
+}
+
+Test(callables, concurrent_register_sub_keeps_every_sub_child_in_step, .timeout = 120) {
+  make_worker(1, 3);
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, REG_THREADS);
+  reg_thread_t t[REG_THREADS];
+  pthread_t th[REG_THREADS];
+  for (int i = 0; i < REG_THREADS; ++i) {
+    t[i] = (reg_thread_t){.id = i, .barrier = &barrier};
+    cr_assert_eq(pthread_create(&th[i], NULL, register_sub_thread, &t[i]), 0);
+  }
+  for (int i = 0; i < REG_THREADS; ++i) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  for (int i = 0; i < REG_THREADS; ++i) {
+    for (int r = 0; r < REG_ROUNDS; ++r) {
+      cr_assert_eq(t[i].st[r], LW_OK, "thread %d round %d: %s: %s", i, r,
+                   lw_status_name(t[i].st[r]), t[i].message[r]);
+    }
+  }
+  int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
+  cr_assert_not_null(out);
+  // Every function, run on whichever sub children are idle: each task runs its own function.
+  for (int i = 0; i < REG_THREADS; ++i) {
+    for (int r = 0; r < REG_ROUNDS; ++r) {
+      int k = r * REG_THREADS + i;
+      for (int s = 0; s < 24; ++s) out[s] = -1;
+      put_job_t j = {t[i].h[r], out};
+      LW_ASSERT_OK(lw_worker_run(w, put_orch, &j, NULL));
+      for (int s = 0; s < 24; ++s) {
+        cr_assert_eq(out[s], 1000 + k, "put_%d task %d ran put_%lld", k, s,
+                     (long long)(out[s] - 1000));
+      }
+    }
+  }
+  destroy_and_check();
+}
+
+// A sub child that is down when a sub function is registered: the live ones take it, and the
+// tables stay in step for every later registration.
+static void register_sub_with_a_dead_sub_child(bool respawn) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = 1;
+  cfg.n_subs = 2;
+  cfg.arena_bytes = 64ull << 20;
+  cfg.respawn = respawn;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  lw_endpoint_t *dead = &w->eps[cfg.n_chips + 1];
+  cr_assert_eq(kill(atomic_load(&dead->pid), SIGKILL), 0);
+  // Respawn off: it is gone for good. Respawn on: registering starts at once, while the child
+  // is found dead, respawned and replayed, whichever step it has reached.
+  while (!respawn && atomic_load(&dead->state) != LW_EP_DEAD) lw_test_sleep_us(100);
+  lw_callable_handle_t h[3];
+  for (int k = 0; k < 3; ++k) LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[k], "put", &h[k]));
+  // Tasks only once the child is back (or known dead): a task posted to a child that died but
+  // was not yet noticed would fail CHILD_EXITED, which is not what this test is about.
+  for (bool back = !respawn; !back; lw_test_sleep_us(100)) {
+    pthread_mutex_lock(&w->mu);
+    back = dead->respawns > 0 && dead->accepting;
+    pthread_mutex_unlock(&w->mu);
+  }
+  int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
+  cr_assert_not_null(out);
+  for (int k = 0; k < 3; ++k) {
+    for (int s = 0; s < 24; ++s) out[s] = -1;
+    put_job_t j = {h[k], out};
+    LW_ASSERT_OK(lw_worker_run(w, put_orch, &j, NULL));
+    for (int s = 0; s < 24; ++s) {
+      cr_assert_eq(out[s], 1000 + k, "put_%d task %d: %lld", k, s, (long long)out[s]);
+    }
+  }
+  destroy_and_check();
+}
+
+Test(callables, register_sub_with_a_sub_child_down_for_good_keeps_the_others_in_step,
+     .timeout = 60) {
+  register_sub_with_a_dead_sub_child(false);
+}
+
+Test(callables, register_sub_while_a_sub_child_is_respawned_keeps_every_table_in_step,
+     .timeout = 60) {
+  register_sub_with_a_dead_sub_child(true);
+}
+
+// A sub task names its function by index and tag: a sub child refuses a task whose index
+// names another function (here forced by pointing the parent's entry at the wrong index),
+// instead of running that function.
+Test(callables, sub_child_refuses_a_task_whose_function_tag_does_not_match, .timeout = 60) {
+  make_worker(1, 1);
+  lw_callable_handle_t a, b;
+  LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[0], "put_0", &a));
+  LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[1], "put_1", &b));
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *wa = &w->callables[(a.id & 0xffffffffu) - 1];
+  lw_wcallable_t *wb = &w->callables[(b.id & 0xffffffffu) - 1];
+  wb->sub_index = wa->sub_index;
+  pthread_mutex_unlock(&w->mu);
+  int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
+  cr_assert_not_null(out);
+  for (int s = 0; s < 24; ++s) out[s] = -1;
+  put_job_t j = {b, out};
+  lw_run_report_t rep;
+  cr_assert_neq(lw_worker_run(w, put_orch, &j, &rep), LW_OK);
+  cr_assert_eq(rep.error.code, LW_FAILED_PRECONDITION, "got %s: %s",
+               lw_status_name(rep.error.code), rep.error.message);
+  cr_assert(strstr(rep.error.message, "refused"), "message: %s", rep.error.message);
+  for (int s = 0; s < 24; ++s) {
+    cr_assert_eq(out[s], -1, "task %d ran put_%lld", s, (long long)(out[s] - 1000));
+  }
+  destroy_and_check();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Late reports for ops that already finished never complete a later op, even one that reuses
+// a finished op's memory.
+
+Test(callables, late_reports_for_finished_ops_never_complete_a_later_op, .timeout = 60) {
+  make_worker(1, 0);
+  char path[96];
+  gate_path(path, sizeof(path), "late");
+  lw_callable_t held = prepare_gate_kernel(path);
+  lw_callable_t k = lw_test_kernel("vector_add");
+  // Register/unregister cycles: every op is freed once it finished, so the later op is likely
+  // to be allocated where one of them was. Each control id the chip saw is kept (the control
+  // frame keeps the last one after the ack).
+  enum { CYCLES = 16 };
+  uint64_t stale[2 * CYCLES];
+  for (int i = 0; i < CYCLES; ++i) {
+    lw_callable_handle_t h;
+    LW_ASSERT_OK(lw_worker_register(w, &k, &h));
+    stale[2 * i] = w->eps[0].mb->control.control_id;
+    LW_ASSERT_OK(lw_worker_unregister(w, h));
+    stale[2 * i + 1] = w->eps[0].mb->control.control_id;
+  }
+  lw_handle_t *b = NULL;
+  LW_ASSERT_OK(lw_worker_register_async(w, &held, &b));  // held on the register lane
+  // Late failure reports for all of them arrive, as a child would push them.
+  lw_mailbox_t *mb = w->eps[0].mb;
+  for (int i = 0; i < 2 * CYCLES; ++i) {
+    lw_mb_completion_t c;
+    memset(&c, 0, sizeof(c));
+    c.kind = LW_MB_COMPLETION_CONTROL;
+    c.control_id = stale[i];
+    c.status = LW_INTERNAL;
+    lw__error_set(&c.error, LW_INTERNAL, 0, 0, "a late report for an op that already finished");
+    bool wake = false;
+    lw_error_t err;
+    LW_ASSERT_OK(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err));
+  }
+  lw__worker_kick(w);
+  while (atomic_load(&mb->ring_tail.value) != atomic_load(&mb->ring_head.value)) {
+    lw_test_sleep_us(50);
+  }
+  open_gate_file(path);
+  lw_status_t st = lw_handle_wait(b, LW_WAIT_FOREVER);
+  cr_assert_eq(st, LW_OK, "the later register finished %s: %s", lw_status_name(st),
+               lw_last_error()->message);
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_handle_callable(b, &h));
+  LW_ASSERT_OK(lw_worker_unregister(w, h));
+  lw_handle_release(b);
+  lw_callable_free_loaded(&held);
+  lw_callable_free_loaded(&k);
+  unlink(path);
+  destroy_and_check();
+}
