@@ -103,6 +103,7 @@ typedef struct sub_queue_job {
   int n;                     // writer tasks, one per out[] slot
   bool with_gate;
   _Atomic uint32_t submitted;
+  _Atomic uint32_t orch_returned;  // set by returning_orch
   lw_status_t submit_status;  // of the last submit
   char message[LW_ERROR_MESSAGE_BYTES];
 } sub_queue_job_t;
@@ -133,6 +134,15 @@ static lw_status_t sub_queue_orch(lw_orch_t *o, void *user) {
   }
   atomic_store(&j->submitted, 1);
   return LW_OK;
+}
+
+// sub_queue_orch, then a flag: the test can look at what the submits said while the run's
+// handle still waits for an earlier run (run handles finish in submission order).
+static lw_status_t returning_orch(lw_orch_t *o, void *user) {
+  sub_queue_job_t *j = user;
+  lw_status_t st = sub_queue_orch(o, user);
+  atomic_store(&j->orch_returned, 1);
+  return st;
 }
 
 typedef struct unregister_call {
@@ -172,10 +182,13 @@ Test(callables, sub_unregister_waits_for_queued_tasks_which_run_the_original_fun
   LW_ASSERT_OK(lw_worker_register_sub(w, sub_write_222, "write_222", &other));
   cr_assert_neq(other.id, j.writer.id);
 
-  // Submits with the tombstoned callable fail at once.
+  // Submits with the tombstoned callable fail at once. (Async: a sync run would wait for the
+  // gated run's handle, which finishes first.)
   sub_queue_job_t late = {.s = s, .n = 1, .writer = j.writer};
   lw_run_report_t rep;
-  cr_assert_neq(lw_worker_run(w, sub_queue_orch, &late, &rep), LW_OK);
+  lw_handle_t *late_run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, returning_orch, &late, &late_run));
+  lw_test_wait_nonzero(&late.orch_returned);
   cr_assert_eq(late.submit_status, LW_FAILED_PRECONDITION, "got %s: %s",
                lw_status_name(late.submit_status), late.message);
   cr_assert(strstr(late.message, "pending unregister"), "message: %s", late.message);
@@ -193,6 +206,8 @@ Test(callables, sub_unregister_waits_for_queued_tasks_which_run_the_original_fun
   LW_ASSERT_OK(lw_handle_run_report(run, &rep));
   cr_assert_eq(rep.n_completed, 1u + (uint32_t)j.n);
   lw_handle_release(run);
+  cr_assert_eq(lw_handle_wait(late_run, LW_WAIT_FOREVER), LW_FAILED_PRECONDITION);
+  lw_handle_release(late_run);
 
   // Once unregistered, the handle is unknown; the other function works on its own.
   late.submit_status = LW_OK;
