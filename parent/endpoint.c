@@ -164,8 +164,11 @@ lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t
                            "%s: child failed to start: %s", name, e.message);
     }
     if (s != LW_MB_INIT_NONE) {
-      return lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0,
-                           "%s: child published an unknown INIT state %u", name, s);
+      // Garbage where the child reports its start: a protocol violation, so a respawn kills it
+      // and tries again (within the crash-loop bound) instead of failing the chip for good.
+      char what[64];
+      snprintf(what, sizeof(what), "unknown INIT state %u", s);
+      return lw__ep_violation(ep, what, err);
     }
     if (lw__ep_check_dead(ep)) {
       char desc[128];

@@ -108,6 +108,7 @@ typedef struct job {
   uint64_t scalar;
   int64_t timeout_ns;
   int n;  // tasks (independent), default 1
+  _Atomic uint32_t *submitted;  // optional: set to 1 once every task was submitted
 } job_t;
 
 static inline lw_status_t job_args(const job_t *j, lw_args_t *a) {
@@ -141,6 +142,7 @@ static inline lw_status_t job_orch(lw_orch_t *o, void *user) {
     LW_RETURN_IF_ERROR(job_args(j, &a));
     LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->k, &a, &cfg, j->chip));
   }
+  if (j->submitted) atomic_store(j->submitted, 1);
   return LW_OK;
 }
 

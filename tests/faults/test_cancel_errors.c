@@ -18,9 +18,12 @@ Test(cancel, cancel_of_a_running_kernel_stops_it_cooperatively, .timeout = 60) {
   fx_create(&f, &cfg);
   lw_callable_handle_t gate = fx_reg(&f, "gate");
   shared_t *s = fx_shared(&f);
-  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 3};  // one running, two queued behind it
+  _Atomic uint32_t submitted = 0;
+  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 3, &submitted};  // one running, two queued behind it
   lw_handle_t *run = NULL;
   LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &run));
+  // The first kernel can start before the orch function has submitted the other two.
+  lw_test_wait_nonzero(&submitted);
   lw_test_wait_nonzero(&s->entered);
   pid_t pid = fx_pid(&f, 0);
   LW_ASSERT_OK(lw_handle_cancel(run));
@@ -35,6 +38,7 @@ Test(cancel, cancel_of_a_running_kernel_stops_it_cooperatively, .timeout = 60) {
   // The worker is fine: the same callable runs to completion.
   atomic_store(&s->gate, 1);
   j.n = 1;
+  j.submitted = NULL;
   LW_ASSERT_OK(lw_worker_run(f.w, job_orch, &j, NULL));
   lw_handle_release(run);
   fx_destroy(&f);
