@@ -4,8 +4,8 @@
 // every failed run accounts for all its tasks, and nothing leaked.
 //
 // LW_SOAK_SECONDS sets the duration (default 3, for CI). The test's Criterion timeout is
-// 2 x LW_SOAK_SECONDS + 60 s and its ctest timeout 2 x LW_SOAK_SECONDS + 120 s (see
-// tests/faults/CMakeLists.txt), so any requested length can pass.
+// 2 x LW_SOAK_SECONDS + 60 s and its ctest timeout 2 x (LW_SOAK_SECONDS rounded up) + 120 s
+// (see tests/faults/CMakeLists.txt), so any requested length can pass.
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
