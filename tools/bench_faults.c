@@ -7,35 +7,57 @@
 // crash:   detect_ms — SIGKILL of a chip child mid-run to the run handle failing;
 //          respawn_ms — SIGKILL to the chip running a task again, with its callables (including
 //          the 8 MB big_vector_add) replayed on the new child.
+//
+// Only the public API: the spin and hang kernels leave a start mark (pid, start time) in a
+// tensor of the run (callables/kernels/start_mark.h). Each trial waits for its own run's mark
+// before it cancels or kills, and checks that it measured what it names: the kernel ran, a
+// cooperative cancel kept its child, an escalation killed it after the grace, a kill was
+// followed by a task on a new child. A trial that did not is an error: the benchmark prints
+// why and exits 1 rather than report a number.
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "callables/kernels/start_mark.h"
 #include "lanework/orch.h"
 #include "lanework/worker.h"
-#include "parent/worker_impl.h"
 #include "tools/bench.h"
+
+enum {
+  kSpinUs = 60 * 1000 * 1000,  // long enough never to end by itself during a trial
+  kPollUs = 100,               // the cooperative kernel's block: one cancel poll per 100 us
+};
+
+// How long a trial waits for its kernel to start (a respawn and replay come first sometimes).
+static const int64_t kStartTimeoutNs = 30ll * 1000 * 1000 * 1000;
 
 typedef struct one_job {
   lw_callable_handle_t k;
   uint64_t s0, s1;
   uint32_t n_scalars;
+  start_mark_t *mark;  // in the arena; passed as tensor[0] when set
 } one_job_t;
 
 static lw_status_t one_orch(lw_orch_t *o, void *user) {
   one_job_t *j = user;
   lw_args_t a;
   lw_args_init(&a);
+  if (j->mark != NULL) {
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->mark, sizeof(*j->mark), LW_TAG_NO_DEP));
+  }
   if (j->n_scalars > 0) LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, j->s0));
   if (j->n_scalars > 1) LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, j->s1));
   return lw_orch_submit_next_level(o, j->k, &a, NULL, 0);
 }
 
-static lw_status_t make_worker(lw_worker_t **out) {
-  lw_worker_config_t cfg;
-  lw_worker_config_default(&cfg);
-  cfg.arena_bytes = 64ull << 20;
-  cfg.respawn_max = 0;  // the benchmark kills on purpose: no crash-loop bound
-  return lw_worker_create(&cfg, out);
+static lw_status_t make_worker(lw_worker_config_t *cfg, lw_worker_t **out) {
+  lw_worker_config_default(cfg);
+  cfg->arena_bytes = 64ull << 20;
+  cfg->respawn_max = 0;  // the benchmark kills on purpose: no crash-loop bound
+  return lw_worker_create(cfg, out);
 }
 
 static lw_status_t reg(lw_worker_t *w, const char *name, lw_callable_handle_t *out) {
@@ -46,70 +68,195 @@ static lw_status_t reg(lw_worker_t *w, const char *name, lw_callable_handle_t *o
   return st;
 }
 
-// Waits until the kernel in chip 0's frames has started.
-static void wait_started(lw_worker_t *w) {
+// A trial that did not measure what the benchmark names: says why, returns 1 (the exit code).
+__attribute__((format(printf, 2, 3))) static int invalid(const char *bench, const char *fmt,
+                                                         ...) {
+  fprintf(stderr, "lanework bench %s: invalid measurement: ", bench);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return 1;
+}
+
+// A fresh, zeroed mark for the next run: marks are never reused, so an earlier run cannot
+// set the one a trial waits for.
+static start_mark_t *next_mark(start_mark_t *marks, int n_marks, int *used) {
+  if (*used >= n_marks) return NULL;
+  start_mark_t *m = &marks[(*used)++];
+  memset(m, 0, sizeof(*m));
+  return m;
+}
+
+// Waits until the run's kernel set its mark: true. False when the run finished first or the
+// kernel did not start within kStartTimeoutNs (*why says which).
+static bool wait_started(lw_handle_t *h, const start_mark_t *m, char *why, size_t why_bytes) {
+  double deadline = lw__bench_now_us() + (double)kStartTimeoutNs / 1000.0;
   for (;;) {
-    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
-      if (atomic_load(&w->eps[0].mb->task[f].started_ns) != 0) return;
+    // Acquire: pairs with the kernel's release store; pid and start_ns are valid after it.
+    if (atomic_load_explicit(&m->started, memory_order_acquire) != 0) return true;
+    if (lw_handle_done(h)) {
+      lw_status_t st = lw_handle_wait(h, 0);
+      const lw_error_t *e = lw_handle_error(h);
+      snprintf(why, why_bytes, "the run finished (%s%s%s) before its kernel started",
+               lw_status_name(st), e ? ": " : "", e ? e->message : "");
+      return false;
+    }
+    if (lw__bench_now_us() > deadline) {
+      snprintf(why, why_bytes, "its kernel did not start within %lld s",
+               (long long)(kStartTimeoutNs / 1000000000));
+      return false;
     }
     sched_yield();
   }
 }
 
-// Starts a run of job and measures lw_handle_cancel to the handle finishing, in us.
-static lw_status_t cancel_once(lw_worker_t *w, one_job_t *job, double *out_us) {
+typedef struct trial {
+  double us;        // lw_handle_cancel (or the kill) to the handle finishing
+  pid_t pid;        // the process the kernel ran in, from its mark
+  lw_status_t st;   // how the run finished
+  char message[LW_ERROR_MESSAGE_BYTES];
+} trial_t;
+
+// Starts a run of job (whose mark must be fresh), waits for its kernel to start, cancels it
+// and waits for the handle. 0, or the exit code after saying what went wrong.
+static int cancel_trial(lw_worker_t *w, one_job_t *job, const char *what, int index,
+                        trial_t *out) {
   lw_handle_t *h = NULL;
-  LW_RETURN_IF_ERROR(lw_worker_run_async(w, one_orch, job, &h));
-  wait_started(w);
+  lw_status_t st = lw_worker_run_async(w, one_orch, job, &h);
+  if (st != LW_OK) return lw__bench_fail(what, st);
+  char why[LW_ERROR_MESSAGE_BYTES + 64];
+  if (!wait_started(h, job->mark, why, sizeof(why))) {
+    (void)lw_handle_cancel(h);
+    (void)lw_handle_wait(h, LW_WAIT_FOREVER);
+    lw_handle_release(h);
+    return invalid("cancel", "%s trial %d: %s", what, index, why);
+  }
+  out->pid = job->mark->pid;
   double t0 = lw__bench_now_us();
-  lw_status_t st = lw_handle_cancel(h);
-  if (st == LW_OK) st = lw_handle_wait(h, LW_WAIT_FOREVER) == LW_CANCELLED ? LW_OK : LW_INTERNAL;
-  *out_us = lw__bench_now_us() - t0;
+  st = lw_handle_cancel(h);
+  if (st == LW_OK) out->st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  out->us = lw__bench_now_us() - t0;
+  if (st != LW_OK) {
+    lw_handle_release(h);
+    return invalid("cancel", "%s trial %d: lw_handle_cancel on a running kernel returned %s",
+                   what, index, lw_status_name(st));
+  }
+  const lw_error_t *e = lw_handle_error(h);
+  snprintf(out->message, sizeof(out->message), "%s", e ? e->message : "");
   lw_handle_release(h);
-  return st;
+  if (out->st != LW_CANCELLED) {
+    return invalid("cancel", "%s trial %d: the run finished %s, not CANCELLED: %s", what, index,
+                   lw_status_name(out->st), out->message);
+  }
+  return 0;
 }
 
-static bool chip_ready(lw_worker_t *w) {
-  pthread_mutex_lock(&w->mu);
-  bool ok = atomic_load(&w->eps[0].state) == LW_EP_READY && w->eps[0].accepting;
-  pthread_mutex_unlock(&w->mu);
-  return ok;
+// Runs a short spin with a fresh mark and reports the pid it ran in: which child chip 0 is.
+static int probe_pid(lw_worker_t *w, lw_callable_handle_t spin, start_mark_t *mark,
+                     const char *bench, pid_t *out) {
+  one_job_t probe = {spin, 0, 0, 1, mark};
+  lw_status_t st = lw_worker_run(w, one_orch, &probe, NULL);
+  if (st != LW_OK) return lw__bench_fail(bench, st);
+  if (atomic_load_explicit(&mark->started, memory_order_acquire) == 0) {
+    return invalid(bench, "a spin run succeeded without setting its start mark");
+  }
+  *out = mark->pid;
+  return 0;
 }
 
 int lw__bench_cancel(const lw_bench_opts_t *o) {
+  lw_worker_config_t cfg;
   lw_worker_t *w = NULL;
-  one_job_t spin = {{0}, 60ull * 1000 * 1000, 100, 2};  // 60 s, polls every 100 us
-  one_job_t hang = {{0}, 0, 0, 0};
-  lw_status_t st = make_worker(&w);
+  one_job_t spin = {{0}, kSpinUs, kPollUs, 2, NULL};
+  one_job_t hang = {{0}, 0, 0, 0, NULL};
+  enum { kEscalations = 3 };
+  int n = o->trials > 5 ? o->trials * 4 : 20;
+  int n_marks = n + kEscalations + 1, used = 0;
+  lw_status_t st = make_worker(&cfg, &w);
   if (st == LW_OK) st = reg(w, "spin", &spin.k);
   if (st == LW_OK) st = reg(w, "hang", &hang.k);
-  if (st != LW_OK) {
-    lw_worker_destroy(w);
-    return lw__bench_fail("cancel setup", st);
+  start_mark_t *marks = NULL;
+  if (st == LW_OK) {
+    marks = lw_worker_alloc(w, (size_t)n_marks * sizeof(start_mark_t));
+    if (marks == NULL) st = lw_last_error()->code;
   }
-  int n = o->trials > 5 ? o->trials * 4 : 20;
   double *v = calloc((size_t)n, sizeof(double));
-  for (int i = 0; st == LW_OK && i < n; ++i) st = cancel_once(w, &spin, &v[i]);
-  double esc[3];
-  for (int i = 0; st == LW_OK && i < 3; ++i) {
-    st = cancel_once(w, &hang, &esc[i]);
-    while (st == LW_OK && !chip_ready(w)) sched_yield();  // the respawn before the next one
-  }
+  if (st == LW_OK && v == NULL) st = LW_RESOURCE_EXHAUSTED;
   if (st != LW_OK) {
     free(v);
     lw_worker_destroy(w);
-    return lw__bench_fail("cancel", st);
+    return lw__bench_fail("cancel setup", st);
+  }
+  const double grace_us = (double)cfg.cancel_grace_ns / 1000.0;
+  int rc = 0;
+  trial_t t;
+  pid_t chip_pid = 0;
+  // Cooperative: the kernel stops at its next poll, and its child lives on, so every trial
+  // (and the first escalation trial after them) runs in the same process.
+  for (int i = 0; rc == 0 && i < n; ++i) {
+    spin.mark = next_mark(marks, n_marks, &used);
+    rc = cancel_trial(w, &spin, "cooperative", i, &t);
+    if (rc != 0) break;
+    if (i == 0) chip_pid = t.pid;
+    if (t.pid != chip_pid) {
+      rc = invalid("cancel", "cooperative trial %d ran in pid %d, not %d: an earlier "
+                   "cooperative cancel cost the chip its child", i, (int)t.pid, (int)chip_pid);
+    } else if (strstr(t.message, "ignored cancellation") != NULL) {
+      rc = invalid("cancel", "cooperative trial %d was escalated: %s", i, t.message);
+    }
+    v[i] = t.us;
+  }
+  // Escalation: hang ignores the cancel, so the child must be killed after the grace, and the
+  // next run must find a new child.
+  double esc[kEscalations];
+  pid_t expect_pid = chip_pid;
+  for (int i = 0; rc == 0 && i < kEscalations; ++i) {
+    hang.mark = next_mark(marks, n_marks, &used);
+    rc = cancel_trial(w, &hang, "escalation", i, &t);
+    if (rc != 0) break;
+    if (i == 0 && t.pid != expect_pid) {
+      rc = invalid("cancel", "escalation trial 0 ran in pid %d, not %d: the last cooperative "
+                   "cancel cost the chip its child", (int)t.pid, (int)expect_pid);
+    } else if (i > 0 && t.pid == expect_pid) {
+      rc = invalid("cancel", "escalation trial %d ran in pid %d, the child escalation trial %d "
+                   "should have killed", i, (int)t.pid, i - 1);
+    } else if (strstr(t.message, "ignored cancellation") == NULL) {
+      rc = invalid("cancel", "escalation trial %d: the error does not say the kernel ignored "
+                   "cancellation: %s", i, t.message);
+    } else if (t.us < grace_us) {
+      rc = invalid("cancel", "escalation trial %d finished %.1f ms after the cancel, within "
+                   "the %.0f ms grace: the child was not killed for ignoring it", i,
+                   t.us / 1000.0, grace_us / 1000.0);
+    }
+    esc[i] = t.us;
+    expect_pid = t.pid;
+  }
+  pid_t after = 0;
+  if (rc == 0) {
+    rc = probe_pid(w, spin.k, next_mark(marks, n_marks, &used), "cancel", &after);
+  }
+  if (rc == 0 && after == expect_pid) {
+    rc = invalid("cancel", "chip 0 still runs in pid %d, the child the last escalation should "
+                 "have killed", (int)after);
+  }
+  if (rc != 0) {
+    free(v);
+    lw_worker_destroy(w);
+    return rc;
   }
   double p50 = lw__bench_quantile(v, (size_t)n, 0.5), p99 = lw__bench_quantile(v, (size_t)n, 0.99);
-  double esc_ms = lw__bench_median(esc, 3) / 1000.0;
-  printf("cancel of a running kernel polling every 100 us (L3, %d runs): p50 %.1f us, p99 %.1f us\n",
-         n, p50, p99);
-  printf("cancel of a kernel that ignores it (grace %lld ms, child killed): %.1f ms (median of 3)\n",
-         (long long)(w->cfg.cancel_grace_ns / 1000000), esc_ms);
+  double esc_ms = lw__bench_median(esc, kEscalations) / 1000.0;
+  long long grace_ms = (long long)(cfg.cancel_grace_ns / 1000000);
+  printf("cancel of a running kernel polling every %d us (L3, %d runs, one child): "
+         "p50 %.1f us, p99 %.1f us\n", kPollUs, n, p50, p99);
+  printf("cancel of a kernel that ignores it (grace %lld ms, child killed and replaced): "
+         "%.1f ms (median of %d)\n", grace_ms, esc_ms, kEscalations);
   if (o->json) {
     printf("{\"bench\":\"cancel\",\"runs\":%d,\"cancel_p50_us\":%.1f,\"cancel_p99_us\":%.1f,"
            "\"grace_ms\":%lld,\"escalation_ms\":%.1f}\n",
-           n, p50, p99, (long long)(w->cfg.cancel_grace_ns / 1000000), esc_ms);
+           n, p50, p99, grace_ms, esc_ms);
   }
   free(v);
   lw_worker_destroy(w);
@@ -117,43 +264,80 @@ int lw__bench_cancel(const lw_bench_opts_t *o) {
 }
 
 int lw__bench_crash(const lw_bench_opts_t *o) {
+  lw_worker_config_t cfg;
   lw_worker_t *w = NULL;
-  one_job_t spin = {{0}, 60ull * 1000 * 1000, 0, 1};
-  one_job_t noop = {{0}, 0, 0, 0};
-  lw_callable_handle_t extra[2];
-  lw_status_t st = make_worker(&w);
+  one_job_t spin = {{0}, kSpinUs, 0, 1, NULL};
+  lw_callable_handle_t extra[3];
+  int n = o->trials;  // 1..1000 (bench.c)
+  int n_marks = 2 * n, used = 0;
+  lw_status_t st = make_worker(&cfg, &w);
   if (st == LW_OK) st = reg(w, "spin", &spin.k);
-  if (st == LW_OK) st = reg(w, "noop", &noop.k);
-  if (st == LW_OK) st = reg(w, "vector_add", &extra[0]);
-  if (st == LW_OK) st = reg(w, "big_vector_add", &extra[1]);  // replayed too: ~15 ms
+  // Registered only to be replayed on every respawn: four callables in all.
+  if (st == LW_OK) st = reg(w, "noop", &extra[0]);
+  if (st == LW_OK) st = reg(w, "vector_add", &extra[1]);
+  if (st == LW_OK) st = reg(w, "big_vector_add", &extra[2]);  // replayed too: ~15 ms
+  start_mark_t *marks = NULL;
+  if (st == LW_OK) {
+    marks = lw_worker_alloc(w, (size_t)n_marks * sizeof(start_mark_t));
+    if (marks == NULL) st = lw_last_error()->code;
+  }
   if (st != LW_OK) {
     lw_worker_destroy(w);
     return lw__bench_fail("crash setup", st);
   }
-  int n = o->trials;
-  double detect[1000], respawn[1000];
-  for (int i = 0; st == LW_OK && i < n; ++i) {
+  static double detect[1000], respawn[1000];
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < n; ++i) {
     lw_handle_t *h = NULL;
+    spin.mark = next_mark(marks, n_marks, &used);
     st = lw_worker_run_async(w, one_orch, &spin, &h);
-    if (st != LW_OK) break;
-    wait_started(w);
-    pid_t pid = atomic_load(&w->eps[0].pid);
-    double t0 = lw__bench_now_us();
-    kill(pid, SIGKILL);
-    lw_status_t died = lw_handle_wait(h, LW_WAIT_FOREVER);
-    detect[i] = (lw__bench_now_us() - t0) / 1000.0;
-    lw_handle_release(h);
-    if (died != LW_CHILD_EXITED) {
-      st = LW_INTERNAL;
+    if (st != LW_OK) {
+      rc = lw__bench_fail("crash", st);
       break;
     }
-    // A run submitted now waits for the respawned chip and its replayed callables.
-    st = lw_worker_run(w, one_orch, &noop, NULL);
+    char why[LW_ERROR_MESSAGE_BYTES + 64];
+    if (!wait_started(h, spin.mark, why, sizeof(why))) {
+      (void)lw_handle_cancel(h);
+      (void)lw_handle_wait(h, LW_WAIT_FOREVER);
+      lw_handle_release(h);
+      rc = invalid("crash", "trial %d: %s", i, why);
+      break;
+    }
+    // The mark names the process that runs this very kernel: the chip child to kill.
+    pid_t victim = spin.mark->pid;
+    double t0 = lw__bench_now_us();
+    if (kill(victim, SIGKILL) != 0) {
+      int e = errno;
+      (void)lw_handle_cancel(h);
+      (void)lw_handle_wait(h, LW_WAIT_FOREVER);
+      lw_handle_release(h);
+      rc = invalid("crash", "trial %d: kill(%d, SIGKILL): %s", i, (int)victim, strerror(e));
+      break;
+    }
+    lw_status_t died = lw_handle_wait(h, LW_WAIT_FOREVER);
+    detect[i] = (lw__bench_now_us() - t0) / 1000.0;
+    const lw_error_t *e = lw_handle_error(h);
+    char message[LW_ERROR_MESSAGE_BYTES];
+    snprintf(message, sizeof(message), "%s", e ? e->message : "");
+    lw_handle_release(h);
+    if (died != LW_CHILD_EXITED || strstr(message, "killed by SIGKILL") == NULL) {
+      rc = invalid("crash", "trial %d: after the SIGKILL the run finished %s, not CHILD_EXITED "
+                   "naming the SIGKILL: %s", i, lw_status_name(died), message);
+      break;
+    }
+    // A run submitted now waits for the respawned chip and its replayed callables; its
+    // mark shows it ran in a new child.
+    pid_t after = 0;
+    rc = probe_pid(w, spin.k, next_mark(marks, n_marks, &used), "crash", &after);
     respawn[i] = (lw__bench_now_us() - t0) / 1000.0;
+    if (rc == 0 && after == victim) {
+      rc = invalid("crash", "trial %d: the task after the kill ran in pid %d, the killed child",
+                   i, (int)victim);
+    }
   }
-  if (st != LW_OK) {
+  if (rc != 0) {
     lw_worker_destroy(w);
-    return lw__bench_fail("crash", st);
+    return rc;
   }
   double d50 = lw__bench_median(detect, (size_t)n), r50 = lw__bench_median(respawn, (size_t)n);
   printf("chip child SIGKILLed mid-run (L3, %d trials, 4 callables incl. an 8 MB image):\n", n);

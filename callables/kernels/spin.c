@@ -1,10 +1,11 @@
 // spin: busy-waits scalar[0] microseconds on CLOCK_MONOTONIC. It polls for cancellation on
 // every clock read (about every microsecond), or, when scalar[1] is given, only once every
 // scalar[1] microseconds: a kernel whose blocks take that long (the cancel benchmark uses
-// 100 us).
+// 100 us). tensor[0], optional: a start mark (start_mark.h), set before the first poll.
 #include <time.h>
 
 #include "lanework/kernel.h"
+#include "start_mark.h"
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -15,6 +16,7 @@ static uint64_t now_ns(void) {
 LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args) {
   uint64_t us = args->n_scalars > 0 ? args->scalar[0] : 0;
   uint64_t poll_ns = args->n_scalars > 1 ? args->scalar[1] * 1000ull : 0;
+  start_mark_set(args, 0);
   uint64_t t = now_ns();
   uint64_t end = t + us * 1000ull;
   uint64_t next_poll = t;

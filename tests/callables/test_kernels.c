@@ -2,11 +2,14 @@
 // from memory: their results, their size checks and how they answer cancellation.
 #include <math.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "callables/image.h"
+#include "callables/kernels/start_mark.h"
 #include "callables_test_util.h"
 
 TestSuite(kernels, .timeout = 60);
@@ -125,6 +128,28 @@ Test(kernels, spin_waits_its_time_and_stops_when_cancelled) {
   lw__image_unload(&k.img);
 }
 
+// The start mark is what lets `lanework bench cancel` and `crash` cancel or kill only a kernel
+// of the run they measure: it must name the process the kernel runs in.
+Test(kernels, spin_sets_its_start_mark_with_its_pid_and_start_time) {
+  loaded_t k;
+  load(&k, "spin");
+  start_mark_t mark;
+  memset(&mark, 0, sizeof(mark));
+  lw_kernel_args_t args = {.n_tensors = 1, .n_scalars = 1, .scalar = {0}};
+  args.tensor[0].data = &mark, args.tensor[0].bytes = sizeof(mark);
+  uint64_t t0 = now_ns();
+  cr_assert_eq(k.img.main(&k.t.ctx, &args), 0);
+  cr_assert_eq(atomic_load(&mark.started), 1u, "spin did not set its start mark");
+  cr_assert_eq(mark.pid, (int32_t)getpid());
+  cr_assert_geq((uint64_t)mark.start_ns, t0, "the mark was set by this run");
+  // Without the tensor (or with one too small for a mark) spin runs as before.
+  args.tensor[0].bytes = sizeof(mark) - 1;
+  memset(&mark, 0, sizeof(mark));
+  cr_assert_eq(k.img.main(&k.t.ctx, &args), 0);
+  cr_assert_eq(atomic_load(&mark.started), 0u, "spin wrote past a tensor too small for a mark");
+  lw__image_unload(&k.img);
+}
+
 Test(kernels, fail_returns_its_scalar_or_minus_three) {
   loaded_t k;
   load(&k, "fail");
@@ -179,6 +204,32 @@ Test(kernels, abort_dies_with_sigabrt) {
   load(&k, "abort");
   int status = wait_child(spawn_main(&k));
   cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status 0x%x", status);
+  lw__image_unload(&k.img);
+}
+
+Test(kernels, hang_sets_its_start_mark_in_the_process_it_runs_in) {
+  loaded_t k;
+  load(&k, "hang");
+  start_mark_t *mark = mmap(NULL, sizeof(*mark), PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(mark, MAP_FAILED);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    // Dies with the test process, should the test fail (time out) before it kills it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    lw_kernel_args_t args = {.n_tensors = 1};
+    args.tensor[0].data = mark, args.tensor[0].bytes = sizeof(*mark);
+    _exit(k.img.main(&k.t.ctx, &args) & 0x7f);
+  }
+  // Bounded by the suite's timeout.
+  const struct timespec nap = {0, 100 * 1000};
+  while (atomic_load_explicit(&mark->started, memory_order_acquire) == 0) nanosleep(&nap, NULL);
+  cr_assert_eq(mark->pid, (int32_t)pid, "the mark names the child, where hang runs");
+  cr_assert_eq(kill(pid, SIGKILL), 0);
+  int status = wait_child(pid);
+  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
+  munmap(mark, sizeof(*mark));
   lw__image_unload(&k.img);
 }
 

@@ -3,13 +3,72 @@
 // one notification per finished handle), every run that succeeded produced correct outputs,
 // every failed run accounts for all its tasks, and nothing leaked.
 //
-// LW_SOAK_SECONDS sets the duration (default 3, for CI).
+// LW_SOAK_SECONDS sets the duration (default 3, for CI). The test's Criterion timeout is
+// 2 x LW_SOAK_SECONDS + 60 s and its ctest timeout 2 x (LW_SOAK_SECONDS rounded up) + 120 s
+// (see tests/faults/CMakeLists.txt), so any requested length can pass.
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 
 #include "fault_util.h"
+
+// The soak's length in seconds: LW_SOAK_SECONDS, 3 when unset, -1 when it is not a positive
+// decimal number. Only digits with an optional fraction are accepted: ctest's timeout is
+// derived from the leading digits, so "1e3" must not ask for more than ctest allows.
+static double soak_seconds(void) {
+  const char *env = getenv("LW_SOAK_SECONDS");
+  if (env == NULL || env[0] == '\0') return 3.0;
+  size_t digits = strspn(env, "0123456789");
+  if (digits == 0) return -1;
+  const char *p = env + digits;
+  if (*p == '.') p += 1 + strspn(p + 1, "0123456789");
+  if (*p != '\0') return -1;
+  double seconds = strtod(env, NULL);
+  return seconds > 0 ? seconds : -1;
+}
+
+// Twice the length plus a minute for the setup, the last respawns and the final clean run.
+// An invalid length gets the default's bound: the test fails at once saying why.
+static double soak_timeout_s(void) {
+  double seconds = soak_seconds();
+  return (seconds > 0 ? seconds : 3.0) * 2 + 60;
+}
+
+// Returns the soak test's timeout and records it in the environment for the check below:
+// Criterion runs each test in a new process started from the runner (which applies the
+// timeout), so memory would not carry it there, but the environment does.
+static double soak_timeout_apply(void) {
+  double timeout = soak_timeout_s();
+  char text[32];
+  snprintf(text, sizeof(text), "%.3f", timeout);
+  setenv("LW_SOAK_TIMEOUT_APPLIED", text, 1);
+  return timeout;
+}
+
+#ifdef LANEWORK_TESTS_TSAN_SHIM_CRITERION_H_
+// The TSan shim evaluates a test's options at run time, when it registers the test.
+#define SOAK_TIMEOUT soak_timeout_apply()
+#else
+#include <criterion/hooks.h>
+
+// Criterion takes a test's options from a static initializer, so the soak starts with a
+// placeholder, and this hook, which Criterion runs before it starts any test, replaces it
+// with the bound derived from LW_SOAK_SECONDS.
+#define SOAK_TIMEOUT 60
+ReportHook(PRE_ALL)(struct criterion_test_set *set) {
+  FOREACH_SET(struct criterion_suite_set *suite, set->suites) {
+    if (strcmp(suite->suite.name, "soak") != 0) continue;
+    for (struct criterion_ordered_set_node *node = suite->tests->first; node;
+         node = node->next) {
+      struct criterion_test *test = (void *)(node + 1);  // how FOREACH_SET finds the element
+      if (strcmp(test->name, "random_child_kills_lose_no_handle_and_corrupt_no_result") == 0) {
+        test->data->timeout = soak_timeout_apply();
+      }
+    }
+  }
+}
+#endif
 
 #define SLOTS 4
 #define CHAIN 8  // tasks per chain; each run has 2 chains (chip 0, chip 1) joined by a sub task
@@ -95,9 +154,23 @@ static void *killer_main(void *arg) {
   return NULL;
 }
 
-Test(soak, random_child_kills_lose_no_handle_and_corrupt_no_result, .timeout = 600) {
-  const char *env = getenv("LW_SOAK_SECONDS");
-  double seconds = env ? atof(env) : 3.0;
+// Run with LW_SOAK_SECONDS=600 and a filter by ctest (test_faults_soak_bounds): a fixed
+// Criterion timeout (it was 600 s) would kill such a soak before it could finish.
+Test(soak_bounds, criterion_timeout_is_twice_the_length_plus_a_minute, .timeout = 10) {
+  double seconds = soak_seconds();
+  cr_assert_gt(seconds, 0, "LW_SOAK_SECONDS='%s' is not a positive number of seconds",
+               getenv("LW_SOAK_SECONDS"));
+  const char *applied = getenv("LW_SOAK_TIMEOUT_APPLIED");
+  cr_assert_not_null(applied, "the soak test's timeout was never set from LW_SOAK_SECONDS");
+  double timeout = strtod(applied, NULL);
+  cr_assert_eq(timeout, seconds * 2 + 60, "the soak got a %.0f s timeout for a %.0f s run",
+               timeout, seconds);
+}
+
+Test(soak, random_child_kills_lose_no_handle_and_corrupt_no_result, .timeout = SOAK_TIMEOUT) {
+  double seconds = soak_seconds();
+  cr_assert_gt(seconds, 0, "LW_SOAK_SECONDS='%s' is not a positive number of seconds",
+               getenv("LW_SOAK_SECONDS"));
   fx_t f;
   lw_worker_config_t cfg;
   fx_config(&cfg, 2, 1);

@@ -7,9 +7,11 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -48,11 +50,30 @@ static inline void test_wait_nonzero(const _Atomic uint32_t *word) {
   while (atomic_load_explicit(word, memory_order_acquire) == 0) sched_yield();
 }
 
-// True while thread tid of this process exists (used to check a lane joined its thread).
-static inline bool test_thread_alive(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
-  return access(path, F_OK) == 0;
+// Sets *flag to 1 when the calling thread exits, from a thread-specific-data destructor.
+// glibc runs those destructors on the exiting thread before it terminates, and pthread_join
+// returns only after that, so "joined" implies "flag set" with no race. (/proc/self/task/<tid>
+// is not such a proof: the kernel removes it a little after the join has returned.)
+static pthread_key_t test_exit_key;
+static pthread_once_t test_exit_key_once = PTHREAD_ONCE_INIT;
+
+static inline void test_exit_flag_set(void *flag) {
+  // Release: pairs with the acquire load of whoever checks the flag after the join.
+  atomic_store_explicit((_Atomic uint32_t *)flag, 1, memory_order_release);
+}
+
+static inline void test_exit_key_create(void) {
+  if (pthread_key_create(&test_exit_key, test_exit_flag_set) != 0) abort();
+}
+
+// Arms *flag for the calling thread (call it on the thread to watch; again is harmless).
+static inline void test_exit_flag_arm(_Atomic uint32_t *flag) {
+  pthread_once(&test_exit_key_once, test_exit_key_create);
+  if (pthread_setspecific(test_exit_key, (void *)flag) != 0) abort();
+}
+
+static inline bool test_exit_flag_is_set(const _Atomic uint32_t *flag) {
+  return atomic_load_explicit(flag, memory_order_acquire) != 0;
 }
 
 #endif  // LANEWORK_TESTS_LANES_TEST_UTIL_H_

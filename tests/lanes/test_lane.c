@@ -20,7 +20,7 @@ typedef struct log_entry {
 // What ran on the lane, in order. Only the lane thread appends; the main thread reads after
 // a timeline wait or destroy, which orders the reads after the writes.
 typedef struct recorder {
-  pid_t lane_tid;  // the lane thread, to check destroy joined it
+  _Atomic uint32_t lane_exited;  // set as the lane thread exits, to check destroy joined it
   uint32_t n;
   log_entry_t log[LOG_MAX];
 } recorder_t;
@@ -39,7 +39,7 @@ typedef struct rec_item {
 static void rec_fn(lw_lane_item_t *item, bool cancelled) {
   rec_item_t *r = (rec_item_t *)item;
   recorder_t *rec = r->rec;
-  rec->lane_tid = gettid();
+  test_exit_flag_arm(&rec->lane_exited);
   if (rec->n >= LOG_MAX) abort();  // no cr_assert here: this runs on the lane thread
   rec->log[rec->n++] = (log_entry_t){r->producer, r->index, item->seq, cancelled};
   if (r->started != NULL) atomic_store(r->started, 1);
@@ -92,9 +92,9 @@ Test(lane, runs_items_in_submission_order_and_timeline_reaches_each_seq, .timeou
     cr_assert_eq(rec->log[i].seq, (uint64_t)i + 1);
     cr_assert_not(rec->log[i].cancelled);
   }
-  cr_assert(test_thread_alive(rec->lane_tid));
+  cr_assert_not(test_exit_flag_is_set(&rec->lane_exited), "the lane thread lives until destroy");
   lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
-  cr_assert_not(test_thread_alive(rec->lane_tid), "destroy joined the lane thread");
+  cr_assert(test_exit_flag_is_set(&rec->lane_exited), "destroy joined the lane thread");
   free(items);
   free(rec);
 }
@@ -326,7 +326,7 @@ static void check_destroy(lw_lane_drain_t mode) {
     cr_assert_eq(rec->log[i].index, i);
     cr_assert_eq(rec->log[i].cancelled, want, "item %d: cancelled=%d", i, rec->log[i].cancelled);
   }
-  cr_assert_not(test_thread_alive(rec->lane_tid), "destroy joined the lane thread");
+  cr_assert(test_exit_flag_is_set(&rec->lane_exited), "destroy joined the lane thread");
   free(rec);
 }
 
