@@ -151,7 +151,8 @@ static void tmap_remove(lw_tmap_t *m, uintptr_t key) {
 static lw_status_t run_cancel(lw_handle_t *h) {
   lw_run_t *run = (lw_run_t *)h;
   // The flag (set by lw_handle_cancel before this call) is read by the orchestrator before it
-  // starts the run and by the scheduler before it dispatches each task.
+  // starts the run and by the scheduler, which sweeps the run's queued tasks out at once.
+  atomic_fetch_add(&run->w->stop_seq, 1);
   lw__worker_kick(run->w);
   return LW_OK;
 }
@@ -373,6 +374,7 @@ void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_erro
     // The first error wins: it names the failing task, callable and worker.
     if (!run->failed) {
       run->failed = true;
+      atomic_fetch_add(&w->stop_seq, 1);  // the scheduler sweeps its queued tasks
       run->error = *err;
       run->error.code = st;
       run->error.task_id = t->task_id;
@@ -888,6 +890,7 @@ static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
     // kernel returns. Tasks that already finished keep their outcome.
     if (!run->failed) {
       run->failed = true;
+      atomic_fetch_add(&w->stop_seq, 1);
       lw__error_set(&run->error, st, last.worker_id, last.task_id,
                     "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
                     lw_status_name(st), last.code == st ? last.message : "");

@@ -198,6 +198,74 @@ static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
   return true;
 }
 
+// Takes every task of a stopped run out of the ready queues and the ready groups and skips
+// it (w->mu held). Without this, a cancelled or failed run whose tasks wait for a frame that
+// another run's long kernels hold would finish only when a frame frees. Runs only after a run
+// stopped (stop_seq moved), so a busy scheduler does not walk its queues on every pass.
+static bool sweep_stopped(lw_worker_t *w, pending_work_t *pw) {
+  uint32_t seq = atomic_load(&w->stop_seq);
+  if (seq == w->stop_seen) return false;
+  w->stop_seen = seq;
+  bool progress = false;
+  lw_task_queue_t *queues[LW_MAX_CHIPS + 2];
+  uint32_t nq = 0;
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) queues[nq++] = &w->chip_q[i];
+  queues[nq++] = &w->any_q;
+  queues[nq++] = &w->sub_q;
+  for (uint32_t qi = 0; qi < nq; ++qi) {
+    lw_task_queue_t *q = queues[qi];
+    lw_task_t *keep_head = NULL, *keep_tail = NULL, *stopped = NULL;
+    uint32_t kept = 0;
+    // Split the queue in order: tasks of live runs stay (FIFO kept), the others are skipped
+    // after the queue is whole again (skipping may make other tasks ready and push them).
+    for (lw_task_t *t = q->head, *next; t; t = next) {
+      next = t->next;
+      t->next = NULL;
+      if (lw__run_stopped(t->run)) {
+        t->next = stopped;
+        stopped = t;
+        continue;
+      }
+      if (keep_tail) {
+        keep_tail->next = t;
+      } else {
+        keep_head = t;
+      }
+      keep_tail = t;
+      kept++;
+    }
+    q->head = keep_head;
+    q->tail = keep_tail;
+    q->n = kept;
+    while (stopped) {
+      lw_task_t *t = stopped;
+      stopped = t->next;
+      t->next = NULL;
+      progress = true;
+      lw__task_skip(w, t, &pw->finished);
+    }
+  }
+  // Ready groups: one of a stopped run is skipped whole (all-or-nothing still holds).
+  for (lw_group_t **pp = &w->groups_head; *pp;) {
+    lw_group_t *g = *pp;
+    bool stopped = false;
+    for (uint32_t i = 0; i < g->n; ++i) stopped |= lw__run_stopped(g->members[i]->run);
+    if (!stopped) {
+      pp = &g->next_ready;
+      continue;
+    }
+    *pp = g->next_ready;
+    progress = true;
+    uint32_t n = g->n;
+    lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
+    memcpy(members, g->members, n * sizeof(lw_task_t *));
+    for (uint32_t i = 0; i < n; ++i) lw__task_skip(w, members[i], &pw->finished);
+  }
+  w->groups_tail = NULL;
+  for (lw_group_t *g = w->groups_head; g; g = g->next_ready) w->groups_tail = g;
+  return progress;
+}
+
 static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   bool progress = false;
   uint32_t n_chips = w->cfg.n_chips;
@@ -301,6 +369,8 @@ static void apply_cancels(lw_worker_t *w) {
   uint32_t all = atomic_load(&w->cancel_all_seq);
   bool cancel_all = all != w->cancel_all_seen;
   w->cancel_all_seen = all;
+  // The runs marked below have their queued tasks swept on the next pass.
+  if (cancel_all) atomic_fetch_add(&w->stop_seq, 1);
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
@@ -562,6 +632,7 @@ static void *sched_main(void *arg) {
       seen_cancel = atomic_load(&w->cancel_all_seq);
       progress = true;
     }
+    progress |= sweep_stopped(w, &pw);
     progress |= dispatch(w, &pw);
     apply_cancels(w);
     int64_t now = lw__now_ns();

@@ -391,6 +391,11 @@ struct lw_worker {
   _Atomic bool stopping;
   _Atomic bool sched_exit;
   _Atomic uint32_t cancel_all_seq;  // bumped by lw_worker_cancel_all (async-signal-safe)
+  // Bumped whenever a run stops (cancel requested, first failure, orch error): the scheduler
+  // then takes the run's tasks out of the ready queues at once (sched.c sweep_stopped), so a
+  // stopped run never waits for a frame another run's kernels hold. Any thread.
+  _Atomic uint32_t stop_seq;
+  uint32_t stop_seen;  // scheduler only
   uint32_t cancel_all_seen;
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sched_sleeping;

@@ -345,3 +345,80 @@ Test(cancel, cancel_all_reaches_a_run_whose_tasks_wait_for_a_frame, .timeout = 6
   lw_handle_release(b);
   fx_destroy(&f);
 }
+
+// Run A: a1 (gate g1, chip 1) writes X; a2 (record, chip 0) reads X. Run B: one gate task (g0)
+// per task frame of chip 0. Once B holds every frame of chip 0, g1 opens: a2 becomes ready and
+// waits in the parent's queue for a frame B holds. Cancelling A finishes it now, while B's
+// kernels still hold chip 0: a stopped run's queued tasks are swept out, not left waiting.
+typedef struct sweep_job {
+  lw_callable_handle_t gate, record;
+  _Atomic uint32_t *g0, *e0, *g1, *e1;
+  int64_t *x, *log;
+} sweep_job_t;
+
+static lw_status_t sweep_a_orch(lw_orch_t *o, void *user) {
+  const sweep_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->g1, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->e1, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, sizeof(int64_t), LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 1));
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 8 * sizeof(int64_t), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, sizeof(int64_t), LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 5));
+  return lw_orch_submit_next_level(o, j->record, &a, NULL, 0);
+}
+
+static lw_status_t sweep_b_orch(lw_orch_t *o, void *user) {
+  const sweep_job_t *j = user;
+  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
+    lw_args_t a;
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->g0, 4, LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->e0, 4, LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
+  }
+  return LW_OK;
+}
+
+static uint32_t chip_queue_len(fx_t *fx, uint32_t chip) {
+  pthread_mutex_lock(&fx->w->mu);
+  uint32_t n = fx->w->chip_q[chip].n;
+  pthread_mutex_unlock(&fx->w->mu);
+  return n;
+}
+
+Test(cancel, cancel_of_a_run_whose_task_waits_for_a_busy_chip_finishes_it_at_once,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  cfg.cancel_grace_ns = 30000 * MS;  // nothing here ignores its cancel word
+  fx_create(&f, &cfg);
+  _Atomic uint32_t *words = lw_worker_alloc(f.w, 4 * sizeof(uint32_t));
+  int64_t *data = lw_worker_alloc(f.w, 9 * sizeof(int64_t));
+  cr_assert(words && data);
+  memset((void *)words, 0, 4 * sizeof(uint32_t));
+  memset(data, 0, 9 * sizeof(int64_t));
+  sweep_job_t j = {fx_reg(&f, "gate"), fx_reg(&f, "record"), &words[0], &words[1], &words[2],
+                   &words[3], &data[0], &data[1]};
+  lw_handle_t *a = NULL, *b = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, sweep_a_orch, &j, &a));
+  lw_test_wait_nonzero(j.e1);
+  LW_ASSERT_OK(lw_worker_run_async(f.w, sweep_b_orch, &j, &b));
+  lw_test_wait_nonzero(j.e0);
+  while (frames_taken(&f) < (int)LW_MB_TASK_FRAMES) lw_test_sleep_us(200);
+  atomic_store(j.g1, 1);  // a1 finishes; a2 becomes ready and queues behind B's frames
+  while (chip_queue_len(&f, 0) == 0) lw_test_sleep_us(200);
+  LW_ASSERT_OK(lw_handle_cancel(a));
+  lw_status_t st = lw_handle_wait(a, 20000 * MS);
+  cr_assert_eq(st, LW_CANCELLED, "A: %s (it must not wait for B's kernels)", lw_status_name(st));
+  cr_assert_eq(atomic_load(j.g0), 0u, "B still holds chip 0");
+  cr_assert_eq(j.log[0], 0, "a2 never ran");
+  atomic_store(j.g0, 1);
+  LW_ASSERT_OK(lw_handle_wait(b, LW_WAIT_FOREVER));
+  lw_handle_release(a);
+  lw_handle_release(b);
+  fx_destroy(&f);
+}
