@@ -35,6 +35,12 @@ endmacro()
 # and an #include of a module that is not declared fails to compile with "No such file".
 # tests/layering/check_layering.cmake states the same rules over the source text, so a
 # violation is also named (file:line and rule) without a build.
+#
+# Calls are checked too: lw_<name>_link_check is a shared object of this module's objects and
+# those of every module below it that it declares (directly or through them), linked with
+# --no-undefined, so a call into an undeclared or higher module (say, a prototype written by
+# hand instead of an #include) fails the build with "undefined reference". Not built under
+# the sanitizers, whose runtime a shared object does not always link (clang).
 function(lw_add_module name)
   cmake_parse_arguments(M "" "" "SOURCES;DEPENDS;PRIVATE_LIBS" ${ARGN})
   set(t lw_${name})
@@ -55,6 +61,23 @@ function(lw_add_module name)
     target_link_libraries(${t} PRIVATE ${M_PRIVATE_LIBS})
   endif()
   set_property(GLOBAL APPEND PROPERTY LW_MODULE_TARGETS ${t})
+
+  set(closure ${name})
+  foreach(dep IN LISTS M_DEPENDS)
+    get_property(dep_closure GLOBAL PROPERTY LW_MODULE_CLOSURE_${dep})
+    list(APPEND closure ${dep_closure})
+  endforeach()
+  list(REMOVE_DUPLICATES closure)
+  set_property(GLOBAL PROPERTY LW_MODULE_CLOSURE_${name} ${closure})
+  if(NOT (LW_ASAN OR LW_UBSAN OR LW_TSAN))
+    set(objects "")
+    foreach(m IN LISTS closure)
+      list(APPEND objects $<TARGET_OBJECTS:lw_${m}>)
+    endforeach()
+    add_library(${t}_link_check SHARED ${objects})
+    target_link_options(${t}_link_check PRIVATE -Wl,--no-undefined)
+    target_link_libraries(${t}_link_check PRIVATE ${LW_LINK_LIBS})
+  endif()
 endfunction()
 
 # lw_add_test(NAME name SRCS a.c b.c [TIMEOUT s] [LIBS ...] [LENGTH_ENV VAR default_s]):
