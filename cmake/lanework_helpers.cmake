@@ -22,9 +22,62 @@ macro(lw_apply_sanitizers)
   endif()
 endmacro()
 
-# lw_add_library_sources(file...): adds sources of a module folder to the library.
-function(lw_add_library_sources)
-  target_sources(lanework_obj PRIVATE ${ARGN})
+# lw_add_module(name SOURCES file... [DEPENDS module...] [PRIVATE_LIBS target...]):
+# one library module of DESIGN §2 (lanes, callables, mailbox, child, parent) as the OBJECT
+# library lw_<name>; liblanework.so/.a are packaged from the objects of every module
+# (LW_MODULE_TARGETS). DEPENDS names the lower modules this one may use, as in §2's table, and
+# must already be defined (the folders are added bottom-up).
+#
+# A module sees only its own headers, those of the modules it declares and include/lanework:
+# the project root is deliberately not an include directory of the library. Each module
+# publishes its folder through a view directory in the build tree,
+# <build>/lw_module_views/<name>/<name> -> <source>/<name>, so "lanes/error.h" resolves there
+# and an #include of a module that is not declared fails to compile with "No such file".
+# tests/layering/check_layering.cmake states the same rules over the source text, so a
+# violation is also named (file:line and rule) without a build.
+#
+# Calls are checked too: lw_<name>_link_check is a shared object of this module's objects and
+# those of every module below it that it declares (directly or through them), linked with
+# --no-undefined, so a call into an undeclared or higher module (say, a prototype written by
+# hand instead of an #include) fails the build with "undefined reference". Not built under
+# the sanitizers, whose runtime a shared object does not always link (clang).
+function(lw_add_module name)
+  cmake_parse_arguments(M "" "" "SOURCES;DEPENDS;PRIVATE_LIBS" ${ARGN})
+  set(t lw_${name})
+  add_library(${t} OBJECT ${M_SOURCES})
+  set(view ${PROJECT_BINARY_DIR}/lw_module_views/${name})
+  file(MAKE_DIRECTORY ${view})
+  # Recreated at every configure: CREATE_LINK replaces a link left by an older source path.
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${name} ${view}/${name} SYMBOLIC)
+  target_include_directories(${t} PUBLIC ${view} ${PROJECT_SOURCE_DIR}/include)
+  target_compile_definitions(${t} PRIVATE LW_BUILDING_LIBRARY=1)
+  foreach(dep IN LISTS M_DEPENDS)
+    if(NOT TARGET lw_${dep})
+      message(FATAL_ERROR "module ${name} depends on ${dep}, which is not defined before it")
+    endif()
+    target_link_libraries(${t} PUBLIC lw_${dep})
+  endforeach()
+  if(M_PRIVATE_LIBS)
+    target_link_libraries(${t} PRIVATE ${M_PRIVATE_LIBS})
+  endif()
+  set_property(GLOBAL APPEND PROPERTY LW_MODULE_TARGETS ${t})
+
+  set(closure ${name})
+  foreach(dep IN LISTS M_DEPENDS)
+    get_property(dep_closure GLOBAL PROPERTY LW_MODULE_CLOSURE_${dep})
+    list(APPEND closure ${dep_closure})
+  endforeach()
+  list(REMOVE_DUPLICATES closure)
+  set_property(GLOBAL PROPERTY LW_MODULE_CLOSURE_${name} ${closure})
+  if(NOT (LW_ASAN OR LW_UBSAN OR LW_TSAN))
+    set(objects "")
+    foreach(m IN LISTS closure)
+      list(APPEND objects $<TARGET_OBJECTS:lw_${m}>)
+    endforeach()
+    add_library(${t}_link_check SHARED ${objects})
+    target_link_options(${t}_link_check PRIVATE -Wl,--no-undefined)
+    target_link_libraries(${t}_link_check PRIVATE ${LW_LINK_LIBS})
+  endif()
 endfunction()
 
 # lw_add_test(NAME name SRCS a.c b.c [TIMEOUT s] [LIBS ...] [LENGTH_ENV VAR default_s]):
