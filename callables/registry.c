@@ -1,6 +1,7 @@
 // callables/registry.c — see registry.h for the model.
 //
-// One mutex guards both tables. Every operation is a few loads and stores under it; no
+// One mutex guards both tables (the handle ids' generations live in a lanes/handle_table.h
+// table, under the same mutex). Every operation is a few loads and stores under it; no
 // backend call, allocation or wait happens while it is held.
 #include "callables/registry.h"
 
@@ -11,6 +12,7 @@
 
 #include "callables/digest.h"
 #include "lanes/error.h"
+#include "lanes/handle_table.h"
 
 typedef enum slot_state {
   SLOT_EMPTY = 0,
@@ -35,17 +37,18 @@ typedef enum entry_state {
   ENTRY_UNREGISTERING = 2,  // begin_unregister ran; the id dies with the slot or at apply
 } entry_state_t;
 
+// What the registry keeps per handle; entries[i] belongs to index i of the handle table, and
+// is FREE exactly when that index is.
 typedef struct entry {
   entry_state_t state;
   uint32_t slot;
-  uint64_t id;
 } entry_t;
 
 struct lw_registry {
   pthread_mutex_t mu;
   uint32_t n_slots;
   uint32_t n_entries;
-  uint32_t generation;  // mixed into ids so a released id never matches again
+  lw_handle_table_t ids;  // handle ids: index + generation, a released id never matches again
   slot_t *slots;
   entry_t *entries;
 };
@@ -59,7 +62,9 @@ lw_status_t lw__registry_create(uint32_t slots, uint32_t handles, lw_registry_t 
   if (!reg) return lw__fail(LW_RESOURCE_EXHAUSTED, "registry: out of memory");
   reg->slots = calloc(slots, sizeof(slot_t));
   reg->entries = calloc(handles, sizeof(entry_t));
-  if (!reg->slots || !reg->entries) {
+  lw_status_t st = lw__handle_table_initialize(&reg->ids, handles);
+  if (!reg->slots || !reg->entries || st != LW_OK) {
+    lw__handle_table_deinitialize(&reg->ids);
     free(reg->slots);
     free(reg->entries);
     free(reg);
@@ -68,7 +73,6 @@ lw_status_t lw__registry_create(uint32_t slots, uint32_t handles, lw_registry_t 
   pthread_mutex_init(&reg->mu, NULL);
   reg->n_slots = slots;
   reg->n_entries = handles;
-  reg->generation = 1;
   *out = reg;
   return LW_OK;
 }
@@ -88,6 +92,7 @@ void lw__registry_destroy(lw_registry_t *reg, void (*unload_fn)(void *ctx, void 
     }
   }
   pthread_mutex_destroy(&reg->mu);
+  lw__handle_table_deinitialize(&reg->ids);
   free(reg->slots);
   free(reg->entries);
   free(reg);
@@ -95,29 +100,27 @@ void lw__registry_destroy(lw_registry_t *reg, void (*unload_fn)(void *ctx, void 
 
 // Finds the live entry for an id, or NULL. Caller holds mu.
 static entry_t *entry_lookup(lw_registry_t *reg, lw_callable_handle_t h) {
-  uint64_t index = (h.id & 0xffffffffu);
-  if (index == 0 || index > reg->n_entries) return NULL;
-  entry_t *e = &reg->entries[index - 1];
-  if (e->state == ENTRY_FREE || e->id != h.id) return NULL;
-  return e;
+  uint32_t index;
+  if (lw__handle_table_lookup(&reg->ids, h.id, &index) != LW_OK) return NULL;
+  return &reg->entries[index];
 }
 
 // Allocates a handle entry on slot. Caller holds mu.
 static lw_status_t entry_alloc(lw_registry_t *reg, uint32_t slot, lw_callable_handle_t *out,
                                lw_error_t *err) {
-  for (uint32_t i = 0; i < reg->n_entries; ++i) {
-    entry_t *e = &reg->entries[i];
-    if (e->state != ENTRY_FREE) continue;
-    uint32_t gen = reg->generation++;
-    if (reg->generation == 0) reg->generation = 1;  // 0 would allow id 0-like collisions
-    e->state = ENTRY_LIVE;
-    e->slot = slot;
-    e->id = ((uint64_t)gen << 32) | (uint64_t)(i + 1);
-    out->id = e->id;
-    return LW_OK;
+  uint32_t index;
+  if (lw__handle_table_alloc(&reg->ids, &index, &out->id) != LW_OK) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "registry: callable handle table is full (%u handles)", reg->n_entries);
   }
-  return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                       "registry: callable handle table is full (%u handles)", reg->n_entries);
+  reg->entries[index] = (entry_t){.state = ENTRY_LIVE, .slot = slot};
+  return LW_OK;
+}
+
+// Frees a handle entry: its id never matches again. Caller holds mu.
+static void entry_release(lw_registry_t *reg, entry_t *e) {
+  e->state = ENTRY_FREE;
+  lw__handle_table_release(&reg->ids, (uint32_t)(e - reg->entries));
 }
 
 static slot_t *slot_by_digest(lw_registry_t *reg, lw_digest_t d) {
@@ -266,7 +269,7 @@ lw_registry_unregister_result_t lw__registry_apply_unregister(lw_registry_t *reg
     *out_slot = e->slot;
     if (s->state == SLOT_READY) {
       // Another handle still holds the slot: this id dies now, the callable stays.
-      e->state = ENTRY_FREE;
+      entry_release(reg, e);
     } else if (s->state == SLOT_TOMBSTONED && s->pins == 0) {
       // No pins means no waiters either: the last unpin of a slot with waiters moves it to
       // FREEING, so a TOMBSTONED slot without pins has none queued.
@@ -291,7 +294,7 @@ lw_registry_waiter_t *lw__registry_complete_free(lw_registry_t *reg, uint32_t sl
   lw_registry_waiter_t *waiters = s->waiters;
   for (uint32_t i = 0; i < reg->n_entries; ++i) {
     entry_t *e = &reg->entries[i];
-    if (e->state != ENTRY_FREE && e->slot == slot) e->state = ENTRY_FREE;
+    if (e->state != ENTRY_FREE && e->slot == slot) entry_release(reg, e);
   }
   memset(s, 0, sizeof(*s));
   pthread_mutex_unlock(&reg->mu);
@@ -308,8 +311,6 @@ void lw__registry_stats(lw_registry_t *reg, lw_registry_stats_t *out) {
     out->pins += s->pins;
     if (s->state == SLOT_TOMBSTONED || s->state == SLOT_FREEING) out->tombstoned++;
   }
-  for (uint32_t i = 0; i < reg->n_entries; ++i) {
-    if (reg->entries[i].state != ENTRY_FREE) out->handles_live++;
-  }
+  out->handles_live = lw__handle_table_count(&reg->ids);
   pthread_mutex_unlock(&reg->mu);
 }

@@ -4,8 +4,9 @@
 // Vocabulary:
 //   slot    one loaded callable (one digest) with the backend's module for it;
 //   handle  a callable handle id given to the caller; several handles may share a slot
-//           (registering the same digest twice); ids are (generation << 32 | entry + 1) in a
-//           handle table, never a slot index, and a released id is never valid again;
+//           (registering the same digest twice); ids come from a lanes/handle_table.h
+//           table ((generation << 32) | (entry + 1), a generation per entry), are never a
+//           slot index, and a released id is never valid again;
 //   refs    live handles on a slot;
 //   pins    accepted runs of the slot that have not finished.
 //

@@ -307,7 +307,7 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   // the child refuses it rather than run another function.
   p.callable = t->kind == LW_MB_TASK_KERNEL
                    ? c->local[ep->index]
-                   : lw__sub_task_callable((uint32_t)(c->id >> 32), c->sub_index);
+                   : lw__sub_task_callable(c->sub_tag, c->sub_index);
   p.timeout_ns = t->timeout_ns;
   p.args = t->args;
   pthread_mutex_lock(&ep->post_mu);

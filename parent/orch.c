@@ -642,12 +642,12 @@ static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_
     return lw__fail(LW_POISONED, "orch: run %llu already failed, no more tasks are accepted: %s",
                     (unsigned long long)run->run_id, run->error.message);
   }
-  uint64_t index = d->callable.id & 0xffffffffu;
-  lw_wcallable_t *c = (index >= 1 && index <= LW_MAX_CALLABLES) ? &w->callables[index - 1] : NULL;
-  if (!c || c->state == LW_WC_FREE || c->id != d->callable.id) {
+  uint32_t index;
+  if (lw__handle_table_lookup(&w->callable_ids, d->callable.id, &index) != LW_OK) {
     return lw__fail(LW_NOT_FOUND, "orch: unknown or released callable handle 0x%llx",
                     (unsigned long long)d->callable.id);
   }
+  lw_wcallable_t *c = &w->callables[index];
   if (c->state == LW_WC_UNREGISTERING) {
     return lw__fail(LW_FAILED_PRECONDITION, "orch: callable %s is pending unregister", c->name);
   }

@@ -117,28 +117,26 @@ static bool base_known(const lw_worker_t *w, uintptr_t base) {
 // Callable table (w->mu held)
 
 static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
-  uint64_t index = h.id & 0xffffffffu;
-  if (index == 0 || index > LW_MAX_CALLABLES) return NULL;
-  lw_wcallable_t *c = &w->callables[index - 1];
-  if (c->state == LW_WC_FREE || c->id != h.id) return NULL;
-  return c;
+  uint32_t index;
+  if (lw__handle_table_lookup(&w->callable_ids, h.id, &index) != LW_OK) return NULL;
+  return &w->callables[index];
 }
 
+// A zeroed slot (state FREE until the caller sets it) with a fresh id, or NULL when the table
+// is full.
 static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
-  for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
-    lw_wcallable_t *c = &w->callables[i];
-    if (c->state != LW_WC_FREE) continue;
-    memset(c, 0, sizeof(*c));
-    uint32_t gen = ++w->callable_gen;
-    if (gen == 0) gen = ++w->callable_gen;
-    c->id = ((uint64_t)gen << 32) | (i + 1);
-    return c;
-  }
-  return NULL;
+  uint32_t index;
+  uint64_t id;
+  if (lw__handle_table_alloc(&w->callable_ids, &index, &id) != LW_OK) return NULL;
+  lw_wcallable_t *c = &w->callables[index];
+  memset(c, 0, sizeof(*c));
+  c->id = id;
+  return c;
 }
 
 static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
   if (c->image) lw__arena_free(&w->arena, c->image);
+  lw__handle_table_release(&w->callable_ids, (uint32_t)(c - w->callables));
   memset(c, 0, sizeof(*c));
 }
 
@@ -456,6 +454,7 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   lw_wcallable_t *wc = wc_alloc(w);
   lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->callables)) : NULL;
   if (!op) {
+    if (wc) wc_release(w, wc);
     pthread_mutex_unlock(&w->mu);
     lw__arena_free(&w->arena, image);
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_register: callable table is full (%d)",
@@ -659,7 +658,11 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   c->fn = fn;
   snprintf(c->name, sizeof(c->name), "%s", name ? name : "sub");
   uint64_t index = w->n_sub_fns;
-  uint32_t tag = (uint32_t)(c->id >> 32);
+  // Never 0, and unique while fewer than 2^32 sub callables were registered (sub indices are
+  // never reused, so the tables would run out of memory long before).
+  uint32_t tag = ++w->last_sub_tag;
+  if (tag == 0) tag = ++w->last_sub_tag;
+  c->sub_tag = tag;
   pthread_mutex_unlock(&w->mu);
 
   lw_status_t st = LW_OK;
@@ -826,7 +829,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->n_tasks_cap = cfg->task_ring;
   w->tasks = calloc(cfg->task_ring, sizeof(lw_task_t));
   w->free_tasks = calloc(cfg->task_ring, sizeof(uint32_t));
-  if (!w->envs || !w->eps || !w->tasks || !w->free_tasks) {
+  lw_status_t ids_st = lw__handle_table_initialize(&w->callable_ids, LW_MAX_CALLABLES);
+  if (!w->envs || !w->eps || !w->tasks || !w->free_tasks || ids_st != LW_OK) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
     goto fail;
   }
@@ -1043,6 +1047,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) free(w->tasks[i].consumers);
   free(w->tasks);
   free(w->free_tasks);
+  lw__handle_table_deinitialize(&w->callable_ids);
   free(w->eps);
   free(w->envs);
   free(w->code_bases);

@@ -33,6 +33,7 @@
 #include "child/child.h"
 #include "lanework/callable.h"
 #include "lanes/handle_impl.h"
+#include "lanes/handle_table.h"
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "mailbox/mailbox.h"
@@ -191,6 +192,8 @@ typedef enum lw_wc_kind {
 typedef struct lw_wcallable {
   lw_wc_state_t state;
   lw_wc_kind_t kind;
+  // The handle id of this slot (w->callable_ids decides which ids are valid; this copy, 0
+  // while the slot is free, lets a task check that its slot still holds its callable).
   uint64_t id;
   char name[LW_CALLABLE_NAME_BYTES];
   char entry[LW_CALLABLE_NAME_BYTES];
@@ -200,6 +203,9 @@ typedef struct lw_wcallable {
   uint64_t image_bytes;
   uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
   uint64_t sub_index;          // sub callables: index in every sub child's table
+  // Sub callables: the tag every sub child keeps at sub_index. Unique per worker (from
+  // w->last_sub_tag), so a task naming one index with another function's tag is refused.
+  uint32_t sub_tag;
   lw_sub_fn fn;
   // Tasks that reference this callable and may still need it on the parent's side: for a
   // chip callable, tasks accepted but not yet posted (once posted, the chip child holds its
@@ -358,7 +364,9 @@ struct lw_worker {
   lw_task_queue_t sub_q;
   lw_group_t *groups_head, *groups_tail;  // groups whose members are all ready
   lw_wcallable_t callables[LW_MAX_CALLABLES];
-  uint32_t callable_gen;
+  // Handle ids of w->callables: index i of this table is w->callables[i] (w->mu).
+  lw_handle_table_t callable_ids;
+  uint32_t last_sub_tag;     // the last sub callable tag handed out (w->mu)
   lw_wop_t *ops;             // register/unregister ops waiting for chip reports
   // Deferred chip unregisters whose pins dropped to 0, linked by next_done: the scheduler
   // takes them and posts them to the chips (without w->mu).
