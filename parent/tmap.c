@@ -159,7 +159,9 @@ static void tmap_remove(lw_tmap_t *m, uintptr_t key) {
   }
 }
 
-static bool ref_eq(lw_tmap_ref_t a, lw_tmap_ref_t b) { return a.index == b.index && a.gen == b.gen; }
+static bool ref_eq(lw_tmap_ref_t a, lw_tmap_ref_t b) {
+  return a.index == b.index && a.gen == b.gen;
+}
 
 // Appends me to the readers of n. A full list first drops its finished readers, so it holds
 // at most about twice the readers still alive, however many tasks read the buffer.
