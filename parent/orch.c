@@ -1,6 +1,6 @@
 // parent/orch.c — runs and the orchestrator: the FIFO run queue, the orchestrator thread that
-// calls orch functions, lw_orch_* (task ring with back-pressure, tensor map, scopes), and what
-// happens when a task reaches a terminal state.
+// calls orch functions, lw_orch_* (task ring with back-pressure, dependencies from the tensor
+// map of parent/tmap.h, scopes), and what happens when a task reaches a terminal state.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,142 +8,10 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "parent/tmap.h"
 #include "parent/worker_impl.h"
 
-// ---------------------------------------------------------------------------------------------
-// Tensor map: buffer address -> the last writer and the readers since that write. Keys are
-// exact data pointers (two tensors that overlap without the same start address are not
-// related). Entries hold task references with their generation, so a retired task is simply
-// skipped: the map never waits on a finished task. Buffers first written inside a scope are
-// forgotten when the scope ends.
-
-#define TMAP_INLINE_READERS 4
-
-typedef struct tmap_node {
-  uintptr_t key;
-  bool has_writer;            // some task of this run wrote the buffer
-  lw_task_ref_t writer;
-  // Readers since the last write (the write-after-read edges of the next writer). The first
-  // few live in the node itself, so a buffer read by one or two tasks costs no allocation.
-  lw_task_ref_t *readers;
-  uint32_t n_readers, cap_readers;
-  lw_task_ref_t inline_readers[TMAP_INLINE_READERS];
-  struct tmap_node *next;
-} tmap_node_t;
-
-typedef struct lw_tmap {
-  tmap_node_t **buckets;
-  uint32_t n_buckets;
-  uint32_t n;
-  uintptr_t *scope_keys[LW_MAX_SCOPES + 1];
-  uint32_t n_scope_keys[LW_MAX_SCOPES + 1];
-  uint32_t cap_scope_keys[LW_MAX_SCOPES + 1];
-} lw_tmap_t;
-
-static uint32_t tmap_hash(uintptr_t k, uint32_t n) {
-  uint64_t x = (uint64_t)k * 0x9e3779b97f4a7c15ull;
-  return (uint32_t)(x >> 32) & (n - 1);
-}
-
-static lw_tmap_t *tmap_create(void) {
-  lw_tmap_t *m = calloc(1, sizeof(*m));
-  if (!m) return NULL;
-  m->n_buckets = 1024;
-  m->buckets = calloc(m->n_buckets, sizeof(tmap_node_t *));
-  if (!m->buckets) {
-    free(m);
-    return NULL;
-  }
-  return m;
-}
-
-static void tmap_node_free(tmap_node_t *n) {
-  if (n->readers != n->inline_readers) free(n->readers);
-  free(n);
-}
-
-static void tmap_clear(lw_tmap_t *m) {
-  if (m->n > 0) {
-    for (uint32_t i = 0; i < m->n_buckets; ++i) {
-      tmap_node_t *n = m->buckets[i];
-      while (n) {
-        tmap_node_t *next = n->next;
-        tmap_node_free(n);
-        n = next;
-      }
-      m->buckets[i] = NULL;
-    }
-  }
-  m->n = 0;
-  for (uint32_t d = 0; d <= LW_MAX_SCOPES; ++d) m->n_scope_keys[d] = 0;
-}
-
-void lw__tmap_destroy(lw_tmap_t *m) {
-  if (!m) return;
-  tmap_clear(m);
-  for (uint32_t d = 0; d <= LW_MAX_SCOPES; ++d) free(m->scope_keys[d]);
-  free(m->buckets);
-  free(m);
-}
-
-static tmap_node_t *tmap_find(lw_tmap_t *m, uintptr_t key) {
-  for (tmap_node_t *n = m->buckets[tmap_hash(key, m->n_buckets)]; n; n = n->next) {
-    if (n->key == key) return n;
-  }
-  return NULL;
-}
-
-static void tmap_grow(lw_tmap_t *m) {
-  uint32_t nb = m->n_buckets * 2;
-  tmap_node_t **b = calloc(nb, sizeof(tmap_node_t *));
-  if (!b) return;  // keep the longer chains; correctness does not depend on the size
-  for (uint32_t i = 0; i < m->n_buckets; ++i) {
-    tmap_node_t *n = m->buckets[i];
-    while (n) {
-      tmap_node_t *next = n->next;
-      uint32_t h = tmap_hash(n->key, nb);
-      n->next = b[h];
-      b[h] = n;
-      n = next;
-    }
-  }
-  free(m->buckets);
-  m->buckets = b;
-  m->n_buckets = nb;
-}
-
-// The entry for key, created empty (no writer, no readers) when there is none.
-static tmap_node_t *tmap_get(lw_tmap_t *m, uintptr_t key) {
-  tmap_node_t *n = tmap_find(m, key);
-  if (n) return n;
-  n = malloc(sizeof(*n));
-  if (!n) return NULL;
-  if (m->n >= 2 * m->n_buckets) tmap_grow(m);
-  uint32_t h = tmap_hash(key, m->n_buckets);
-  n->key = key;
-  n->has_writer = false;
-  n->writer = (lw_task_ref_t){0, 0};
-  n->readers = n->inline_readers;
-  n->n_readers = 0;
-  n->cap_readers = TMAP_INLINE_READERS;
-  n->next = m->buckets[h];
-  m->buckets[h] = n;
-  m->n++;
-  return n;
-}
-
-static void tmap_remove(lw_tmap_t *m, uintptr_t key) {
-  tmap_node_t **pp = &m->buckets[tmap_hash(key, m->n_buckets)];
-  for (; *pp; pp = &(*pp)->next) {
-    if ((*pp)->key == key) {
-      tmap_node_t *n = *pp;
-      *pp = n->next;
-      tmap_node_free(n);
-      m->n--;
-      return;
-    }
-  }
-}
+_Static_assert(LW_MAX_SCOPES == LW_TMAP_MAX_SCOPES, "lw_orch scopes are the tensor map's scopes");
 
 // ---------------------------------------------------------------------------------------------
 // Runs
@@ -488,7 +356,7 @@ static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *cons
 
 // The task behind a reference while it is still unfinished, or NULL: a retired or terminal
 // task's effect on the buffer is complete, so nothing waits for it.
-static lw_task_t *live_task(lw_worker_t *w, lw_task_ref_t r) {
+static lw_task_t *live_task(lw_worker_t *w, lw_tmap_ref_t r) {
   lw_task_t *p = &w->tasks[r.index];
   if (p->gen != r.gen) return NULL;
   if (p->state != LW_TS_BUILDING && p->state != LW_TS_PENDING && p->state != LW_TS_READY &&
@@ -498,71 +366,19 @@ static lw_task_t *live_task(lw_worker_t *w, lw_task_ref_t r) {
   return p;
 }
 
-// Appends t to the readers of n. A full list first drops its finished readers, so it holds
-// at most about twice the readers still alive (bounded by the task ring), however many tasks
-// read the buffer over a run.
-static bool tmap_add_reader(lw_worker_t *w, tmap_node_t *n, lw_task_t *t) {
-  lw_task_ref_t me = {t->index, t->gen};
-  if (n->n_readers > 0 && n->readers[n->n_readers - 1].index == me.index &&
-      n->readers[n->n_readers - 1].gen == me.gen) {
-    return true;  // the same task reads the buffer through two tensors
-  }
-  if (n->n_readers == n->cap_readers) {
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < n->n_readers; ++i) {
-      if (live_task(w, n->readers[i])) n->readers[kept++] = n->readers[i];
-    }
-    n->n_readers = kept;
-  }
-  if (n->n_readers == n->cap_readers) {
-    uint32_t cap = n->cap_readers * 2;
-    lw_task_ref_t *r;
-    if (n->readers == n->inline_readers) {
-      r = malloc(cap * sizeof(*r));
-      if (r) memcpy(r, n->inline_readers, sizeof(n->inline_readers));
-    } else {
-      r = realloc(n->readers, cap * sizeof(*r));
-    }
-    if (!r) return false;
-    n->readers = r;
-    n->cap_readers = cap;
-  }
-  n->readers[n->n_readers++] = me;
-  return true;
-}
+// The tensor map's liveness callback (w->mu held: it reads task state).
+static bool tmap_live(void *ctx, lw_tmap_ref_t r) { return live_task(ctx, r) != NULL; }
 
-// Records one tensor of task t in the tensor map and adds the edges its tag needs (w->mu held):
-//   a read (INPUT) waits for the last writer (RAW) and joins the readers;
-//   a write (OUTPUT, INOUT, OUTPUT_EXISTING) waits for the last writer (WAW, and RAW for the
-//   modes that read) and for every reader since that write (WAR), then becomes the writer.
-static lw_status_t tmap_use(lw_orch_t *o, lw_task_t *t, uintptr_t key, lw_tag_t tag) {
-  lw_worker_t *w = o->w;
-  lw_tmap_t *m = o->tmap;
-  tmap_node_t *n = tmap_get(m, key);
-  if (!n) return LW_RESOURCE_EXHAUSTED;
-  lw_task_t *p = n->has_writer ? live_task(w, n->writer) : NULL;
-  if (p && add_edge(w, p, t) != LW_OK) return LW_RESOURCE_EXHAUSTED;
-  if (tag == LW_TAG_INPUT) return tmap_add_reader(w, n, t) ? LW_OK : LW_RESOURCE_EXHAUSTED;
-  for (uint32_t i = 0; i < n->n_readers; ++i) {
-    lw_task_t *r = live_task(w, n->readers[i]);
-    if (r && add_edge(w, r, t) != LW_OK) return LW_RESOURCE_EXHAUSTED;
-  }
-  if (!n->has_writer && o->depth > 0) {
-    // First written inside the current scope: forgotten when it ends.
-    uint32_t d = o->depth;
-    if (m->n_scope_keys[d] == m->cap_scope_keys[d]) {
-      uint32_t cap = m->cap_scope_keys[d] ? m->cap_scope_keys[d] * 2 : 64;
-      uintptr_t *k = realloc(m->scope_keys[d], cap * sizeof(uintptr_t));
-      if (!k) return LW_RESOURCE_EXHAUSTED;
-      m->scope_keys[d] = k;
-      m->cap_scope_keys[d] = cap;
-    }
-    m->scope_keys[d][m->n_scope_keys[d]++] = key;
-  }
-  n->has_writer = true;
-  n->writer = (lw_task_ref_t){t->index, t->gen};
-  n->n_readers = 0;
-  return LW_OK;
+typedef struct tmap_edge_ctx {
+  lw_worker_t *w;
+  lw_task_t *consumer;
+} tmap_edge_ctx_t;
+
+// The tensor map's edge callback: consumer waits for producer (w->mu held). The map reports
+// only producers it has just seen live, so the slot still holds that task.
+static lw_status_t tmap_edge(void *ctx, lw_tmap_ref_t producer) {
+  tmap_edge_ctx_t *e = ctx;
+  return add_edge(e->w, &e->w->tasks[producer.index], e->consumer);
 }
 
 static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
@@ -675,11 +491,13 @@ static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_
   t->group = d->group;
   // Dependencies from tags, in tensor order.
   const lw_args_t *args = d->args;
+  tmap_edge_ctx_t edge_ctx = {w, t};
   for (uint32_t i = 0; args && i < args->n_tensors; ++i) {
-    uintptr_t key = (uintptr_t)args->tensor[i].data;
-    lw_tag_t tag = args->tensor[i].tag;
-    if (key == 0 || tag == LW_TAG_NO_DEP) continue;
-    if (tmap_use(o, t, key, tag) != LW_OK) goto oom;
+    // The map skips NO_DEP tensors and NULL data: they are neither looked up nor recorded.
+    if (lw__tmap_use(o->tmap, (uintptr_t)args->tensor[i].data, args->tensor[i].tag,
+                     (lw_tmap_ref_t){t->index, t->gen}, tmap_edge, &edge_ctx) != LW_OK) {
+      goto oom;
+    }
   }
   t->state = LW_TS_PENDING;
   *out = t;
@@ -816,23 +634,18 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
 
 lw_status_t lw_orch_scope_begin(lw_orch_t *o) {
   if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
-  if (o->depth == LW_MAX_SCOPES) {
+  if (!lw__tmap_scope_begin(o->tmap)) {
     return lw__fail(LW_INVALID_ARGUMENT, "orch: scopes nest at most %d deep", LW_MAX_SCOPES);
   }
-  o->depth++;
-  o->tmap->n_scope_keys[o->depth] = 0;
   return LW_OK;
 }
 
 lw_status_t lw_orch_scope_end(lw_orch_t *o) {
   if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
-  if (o->depth == 0) return lw__fail(LW_INVALID_ARGUMENT, "orch: scope_end without scope_begin");
-  lw_tmap_t *m = o->tmap;
   pthread_mutex_lock(&o->w->mu);
-  for (uint32_t i = 0; i < m->n_scope_keys[o->depth]; ++i) tmap_remove(m, m->scope_keys[o->depth][i]);
+  bool ended = lw__tmap_scope_end(o->tmap);
   pthread_mutex_unlock(&o->w->mu);
-  m->n_scope_keys[o->depth] = 0;
-  o->depth--;
+  if (!ended) return lw__fail(LW_INVALID_ARGUMENT, "orch: scope_end without scope_begin");
   return LW_OK;
 }
 
@@ -875,12 +688,12 @@ static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
     run_not_started(run, "cancelled before it started");
     return;
   }
-  lw_orch_t o = {w, run, 0, tmap};
+  lw_orch_t o = {w, run, tmap};
   run->t_start = lw__now_ns();
   lw_status_t st = run->fn(&o, run->user);
   lw_error_t last = *lw_last_error();
   pthread_mutex_lock(&w->mu);
-  tmap_clear(tmap);
+  lw__tmap_clear(tmap);
   run->orch_done = true;
   if (st != LW_OK) {
     // The orch function's error is the run's first error unless a task failed before it
@@ -956,8 +769,10 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w) {
-  w->orch_tmap = tmap_create();
-  if (!w->orch_tmap) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory");
+  lw_tmap_options_t tmap_options = {.live = tmap_live, .live_ctx = w};
+  if (lw__tmap_create(&tmap_options, &w->orch_tmap) != LW_OK) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory for the tensor map");
+  }
   if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the orchestrator thread");
   }

@@ -3,6 +3,7 @@
 //   arena.c     the shared-arena allocator
 //   endpoint.c  one endpoint per child: spawn, INIT wait, control round trips, task posts
 //   orch.c      runs, the orchestrator thread, lw_orch_* (task ring, tensor map, scopes)
+//   tmap.c      the tensor map (hazard map) orch.c derives dependencies from (tmap.h)
 //   sched.c     the scheduler thread: completions, dispatch, cancels, escalation, child death
 //   respawn.c   the supervisor thread: respawn with callable replay, crash-loop bound
 //
@@ -330,8 +331,7 @@ struct lw_run {
 struct lw_orch {
   lw_worker_t *w;
   lw_run_t *run;
-  uint32_t depth;      // scope depth
-  struct lw_tmap *tmap;
+  struct lw_tmap *tmap;  // the worker's tensor map (parent/tmap.h); it tracks the scopes
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -447,7 +447,6 @@ void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_erro
 // Its handle finishes now if every earlier run's handle has finished, else right after the
 // last of them: run handles finish in submission (run-id) order.
 void lw__run_complete(lw_run_t *run);
-void lw__tmap_destroy(struct lw_tmap *m);
 
 // sched.c
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w);

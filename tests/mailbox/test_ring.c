@@ -1,0 +1,145 @@
+// tests/mailbox/test_ring.c — mailbox protocol (mailbox/mailbox.h, docs/protocol.md):
+// the completion ring: empty, wrap-around, full, malformed entries, corrupt cursors, wake-ups.
+#include "mailbox_test_util.h"
+
+// ---------------------------------------------------------------------------------------------
+// Completion ring
+
+Test(mailbox_ring, pop_on_an_empty_ring_is_not_found, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t c;
+  cr_assert_eq(lw_mailbox_pop_completion(mb, &c, &err), LW_NOT_FOUND);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), 0u);
+  free(mb);
+}
+
+Test(mailbox_ring, ring_wraps_correctly_over_three_times_its_size, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  const uint64_t total = 3 * LW_MB_RING_ENTRIES;
+  uint64_t pushed = 0, popped = 0;
+  // Uneven batches (up to a full ring) so the wrap falls at different points.
+  while (popped < total) {
+    uint64_t batch = (pushed * 7 + 5) % LW_MB_RING_ENTRIES + 1;
+    for (uint64_t i = 0; i < batch && pushed < total; ++i, ++pushed) {
+      lw_mb_completion_t c = control_completion(pushed, pushed * 3);
+      push_ok(mb, &c);
+    }
+    lw_mb_completion_t out;
+    while (lw_mailbox_pop_completion(mb, &out, &err) == LW_OK) {
+      cr_assert_eq(out.control_id, popped, "entry order");
+      cr_assert_eq(out.value, popped * 3);
+      popped++;
+    }
+  }
+  cr_assert_eq(atomic_load(&mb->ring_head.value), total);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), total);
+  free(mb);
+}
+
+Test(mailbox_ring, push_to_a_full_ring_is_deadline_exceeded_and_writes_nothing,
+     .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  for (uint32_t i = 0; i < LW_MB_RING_ENTRIES; ++i) {
+    lw_mb_completion_t c = control_completion(i, 0);
+    push_ok(mb, &c);
+  }
+  lw_mb_completion_t extra = control_completion(999, 0);
+  bool wake = true;
+  cr_assert_eq(lw_mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err),
+               LW_DEADLINE_EXCEEDED);
+  cr_assert(has(&err, "ring full"), "%s", err.message);
+  cr_assert_not(wake);
+  // A short future deadline goes through spin, yield and naps, then gives up the same way.
+  cr_assert_eq(lw_mailbox_push_completion(mb, &extra, lw__now_ns() + 2000000, &wake, &err),
+               LW_DEADLINE_EXCEEDED);
+  cr_assert_eq(atomic_load(&mb->ring_head.value), LW_MB_RING_ENTRIES);
+  lw_mb_completion_t out;
+  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK);
+  cr_assert_eq(out.control_id, 0u, "the oldest entry was not overwritten");
+  cr_assert_eq(lw_mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err), LW_OK,
+               "one slot free: the push succeeds even past its deadline");
+  free(mb);
+}
+
+Test(mailbox_ring, malformed_completions_are_rejected_but_consumed, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t bad[4];
+  memset(bad, 0, sizeof(bad));
+  bad[0].kind = 9;  // unknown kind
+  bad[1].kind = LW_MB_COMPLETION_TASK;
+  bad[1].frame = LW_MB_TASK_FRAMES;  // out of range
+  bad[2].kind = LW_MB_COMPLETION_CONTROL;
+  bad[2].status = LW_STATUS_COUNT_;  // bad status
+  bad[3].kind = LW_MB_COMPLETION_CONTROL;
+  bad[3].status = -1;
+  const char *why[] = {"has kind 9", "names task frame 4", "has status 13", "has status -1"};
+  for (int i = 0; i < 4; ++i) {
+    // Written the way a broken child would: entry, then head.
+    mb->ring[i] = bad[i];
+    atomic_store(&mb->ring_head.value, (uint64_t)i + 1);
+  }
+  lw_mb_completion_t good = control_completion(5, 6);
+  push_ok(mb, &good);
+  lw_mb_completion_t out;
+  for (int i = 0; i < 4; ++i) {
+    cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_INTERNAL, "entry %d", i);
+    cr_assert(has(&err, why[i]), "entry %d: %s", i, err.message);
+    cr_assert_eq(atomic_load(&mb->ring_tail.value), (uint64_t)i + 1, "entry %d consumed", i);
+  }
+  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(out.control_id, 5u);
+  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND);
+  free(mb);
+}
+
+Test(mailbox_ring, corrupt_cursors_are_internal, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t out;
+  atomic_store(&mb->ring_head.value, LW_MB_RING_ENTRIES + 1u);
+  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_INTERNAL);
+  cr_assert(has(&err, "65 entries past tail 0"), "%s", err.message);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), 0u);
+  // A tail ahead of the head (a broken parent) stops the child's push.
+  atomic_store(&mb->ring_head.value, 3u);
+  atomic_store(&mb->ring_tail.value, 4u);
+  lw_mb_completion_t c = control_completion(1, 1);
+  bool wake;
+  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_INTERNAL);
+  cr_assert_eq(atomic_load(&mb->ring_head.value), 3u);
+  free(mb);
+}
+
+Test(mailbox_ring, popped_entries_have_terminated_messages, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t c = control_completion(1, 1);
+  c.status = LW_TASK_FAILED;
+  push_ok(mb, &c);
+  memset(mb->ring[0].error.message, 'm', LW_ERROR_MESSAGE_BYTES);  // forged after the push
+  lw_mb_completion_t out;
+  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK);
+  cr_assert_eq(strlen(out.error.message), LW_ERROR_MESSAGE_BYTES - 1u);
+  free(mb);
+}
+
+Test(mailbox_ring, push_reports_wake_only_when_the_parent_is_sleeping, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t c = control_completion(1, 1), out;
+  bool wake = true;
+  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
+  cr_assert_not(wake, "parent awake: no eventfd write needed");
+  atomic_store(&mb->parent.sleeping, 1);
+  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
+  cr_assert(wake, "parent sleeping: the child must ring the eventfd");
+  atomic_store(&mb->parent.sleeping, 0);
+  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
+  cr_assert_not(wake);
+  for (int i = 0; i < 3; ++i) cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK);
+  free(mb);
+}
