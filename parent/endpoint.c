@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
@@ -34,13 +33,13 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
 void lw__ep_kill(lw_endpoint_t *ep) {
   pid_t pid = atomic_load(&ep->pid);
   if (pid <= 0) return;
-  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  int fd = lw__sys_pidfd_open(pid);
   if (fd < 0) return;  // gone already
   // The fork server publishes an exit before it reaps, and a pid is reused only after the
   // reap: if no exit of this pid is published now, the pidfd opened above is our child's.
   int status = 0;
   if (!lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
-    (void)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    (void)lw__sys_pidfd_send_signal(fd, SIGKILL);
   }
   close(fd);
 }
