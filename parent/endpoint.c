@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
@@ -49,14 +50,17 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   // The pid is the fork server's answer to the spawn, never the one the child wrote into its
   // mailbox header.
   pid_t pid = atomic_load(&ep->pid);
-  char how[96];
+  char how[160];
   snprintf(how, sizeof(how), "child pid %d died (exit status not known)", (int)pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
     if (lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
       char desc[64];
       lw_forkserver_describe_status(status, desc, sizeof(desc));
-      snprintf(how, sizeof(how), "child pid %d %s", (int)pid, desc);
+      // A status the child gives itself (child/child_exit.h) says what it saw go wrong.
+      const char *why = WIFEXITED(status) ? lw_child_exit_reason(WEXITSTATUS(status)) : NULL;
+      snprintf(how, sizeof(how), "child pid %d %s%s%s%s", (int)pid, desc, why ? " (" : "",
+               why ? why : "", why ? ")" : "");
       break;
     }
     struct timespec ts = {0, 500000};

@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child/child_exit.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 
@@ -284,10 +285,10 @@ static void child_keep_fds(const int *fds, uint32_t n) {
   // Copies above the target range first, so that moving one fd cannot overwrite another.
   for (uint32_t i = 0; i < n; ++i) {
     tmp[i] = fcntl(fds[i], F_DUPFD, floor);
-    if (tmp[i] < 0) _exit(1);
+    if (tmp[i] < 0) _exit(LW_CHILD_EXIT_START_FAILED);
   }
   for (uint32_t i = 0; i < n; ++i) {
-    if (dup2(tmp[i], LW_FS_CHILD_FD0 + (int)i) < 0) _exit(1);
+    if (dup2(tmp[i], LW_FS_CHILD_FD0 + (int)i) < 0) _exit(LW_CHILD_EXIT_START_FAILED);
   }
   if (lw__sys_close_range((unsigned)floor, ~0u, 0) != 0) {
     // Kernels before 5.9: close one by one up to the fd limit.
@@ -311,7 +312,7 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   // Safe toward the server: it is single-threaded, so the "parent thread" never exits early.
   // Re-check after the prctl: the server may have died before it took effect.
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  if (getppid() != s->self) _exit(1);
+  if (getppid() != s->self) _exit(LW_CHILD_EXIT_START_FAILED);
   prctl(PR_SET_NAME, s->comm, 0, 0, 0);
   // Isolation (DESIGN 5.1): the child keeps stdio and the fds it was given, at fixed numbers,
   // and nothing else: not the server's sockets, signalfd or pidfd, nor anything the program
@@ -319,7 +320,7 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   child_keep_fds(s->pass_fds, s->n_pass);
   munmap(s->table, s->table_bytes);
   s->main_fn(s->arg, index);
-  _exit(0);
+  _exit(LW_CHILD_EXIT_OK);
 }
 
 static void server_spawn(server_t *s, const lw_fs_msg_t *req) {
@@ -449,7 +450,7 @@ static _Noreturn void server_teardown(server_t *s, const lw_fs_msg_t *stop_req) 
     lw_fs_msg_t rep = {.type = LW_FS_MSG_STOPPED, .seq = stop_req->seq};
     (void)send_msg(s->ctl, &rep);
   }
-  _exit(0);
+  _exit(LW_CHILD_EXIT_OK);
 }
 
 static void server_drain_signalfd(int fd) {
@@ -545,11 +546,11 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
     ready.index = kStepPidfd;
     ready.value = -s->ppidfd;
     (void)send_msg(s->ctl, &ready);
-    _exit(1);
+    _exit(LW_CHILD_EXIT_START_FAILED);
   }
   // The pidfd names whatever process had that pid when it was opened. Still being its child
   // afterwards proves it was our parent and that it is alive.
-  if (getppid() != parent) _exit(0);
+  if (getppid() != parent) _exit(LW_CHILD_EXIT_OK);
 
   sigset_t chld;
   sigemptyset(&chld);
@@ -559,7 +560,7 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
     ready.index = kStepSignalfd;
     ready.value = errno;
     (void)send_msg(s->ctl, &ready);
-    _exit(1);
+    _exit(LW_CHILD_EXIT_START_FAILED);
   }
   (void)send_msg(s->ctl, &ready);
   server_loop(s);
@@ -931,7 +932,7 @@ static _Noreturn void zy_become_server(const zy_req_t *rq, const int *fds) {
 fail:
   ready.value = errno;
   (void)send_msg(s.ctl, &ready);
-  _exit(1);
+  _exit(LW_CHILD_EXIT_START_FAILED);
 }
 
 static void close_all(const int *fds, int n) {
@@ -984,13 +985,14 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
     struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = program_pidfd, .events = POLLIN}};
     if (poll(p, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      _exit(1);
+      _exit(LW_CHILD_EXIT_START_FAILED);
     }
-    if (p[1].revents != 0) _exit(0);  // the program died
+    if (p[1].revents != 0) _exit(LW_CHILD_EXIT_OK);  // the program died
     if (p[0].revents == 0) continue;
     int fds[kZyMaxFds], n_fds = 0;
     int rc = zy_recv(sock, &rq, fds, &n_fds);
-    if (rc == 0 || rc == -ECONNRESET) _exit(0);  // every copy of the program's end is closed
+    // Every copy of the program's end is closed.
+    if (rc == 0 || rc == -ECONNRESET) _exit(LW_CHILD_EXIT_OK);
     if (rc < 0 && rc != -EBADMSG) continue;
     zy_rep_t rep = {.magic = kZyMagic, .seq = rq.seq, .pid = -EBADMSG};
     if (rc == 1) {
