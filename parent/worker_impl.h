@@ -7,7 +7,9 @@
 //   respawn.c   the supervisor thread: respawn with callable replay, crash-loop bound
 //
 // Threads:
-//   - the orchestrator thread runs orch functions, one run at a time, in FIFO order;
+//   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
+//     lw_worker_run runs its own inline on the caller's thread instead when nothing is queued
+//     or running (lw__orch_try_inline); the orch_busy token keeps it one at a time;
 //   - the scheduler thread is the single progress owner: it drains every child's completion
 //     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
 //     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
