@@ -40,7 +40,7 @@ typedef enum lw_child_exit {
 
 // A few words for a status above, for death messages ("exited with status 3 (completion ring
 // stuck: the parent stopped draining)"); NULL for a status lanework does not give.
-static inline const char *lw_child_exit_reason(int status) {
+static inline const char *lw__child_exit_reason(int status) {
   switch (status) {
     case LW_CHILD_EXIT_OK:
       return "left normally";

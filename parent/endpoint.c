@@ -58,7 +58,7 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
       char desc[64];
       lw_forkserver_describe_status(status, desc, sizeof(desc));
       // A status the child gives itself (child/child_exit.h) says what it saw go wrong.
-      const char *why = WIFEXITED(status) ? lw_child_exit_reason(WEXITSTATUS(status)) : NULL;
+      const char *why = WIFEXITED(status) ? lw__child_exit_reason(WEXITSTATUS(status)) : NULL;
       snprintf(how, sizeof(how), "child pid %d %s%s%s%s", (int)pid, desc, why ? " (" : "",
                why ? why : "", why ? ")" : "");
       break;

@@ -164,7 +164,8 @@ void lw__ep_kill(lw_endpoint_t *ep);
 // The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
 int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
-// SIGSEGV"); waits briefly for the server to publish it.
+// SIGSEGV"; a status the child gave itself is named: "child pid 42 exited with status 3
+// (completion ring stuck: ...)", child/child_exit.h); waits briefly for the server to publish it.
 void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
 void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
 // Copies the last exit description ("" when none) into buf.

@@ -92,7 +92,7 @@ Test(protocol, doorbell_without_a_post_fails_the_run_naming_the_childs_exit_reas
   ASSERT_MSG_HAS(e->message, "chip 1");
   char want[128];
   snprintf(want, sizeof(want), "exited with status %d (%s)", LW_CHILD_EXIT_POST_MISSING,
-           lw_child_exit_reason(LW_CHILD_EXIT_POST_MISSING));
+           lw__child_exit_reason(LW_CHILD_EXIT_POST_MISSING));
   ASSERT_MSG_HAS(e->message, want);
   ASSERT_MSG_HAS(e->message, "the doorbell announced a post no frame holds");
   lw_handle_release(h);
