@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "child/child_exit.h"
 #include "lanework/config.h"
 #include "mailbox/mailbox.h"
 

@@ -48,7 +48,7 @@ void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
   lw_status_t st = lw_mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake,
                                               &err);
   pthread_mutex_unlock(&c->push_mu);
-  if (st != LW_OK) _exit(3);  // the parent stopped draining: it is gone or broken
+  if (st != LW_OK) _exit(LW_CHILD_EXIT_RING_STUCK);  // the parent is gone or broken
   if (wake) wake_parent(c);
 }
 
@@ -58,7 +58,9 @@ void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_iden
   // the next task into the same frame, which rewrites whatever *id points at.
   const lw_mb_identity_t identity = *id;
   lw_error_t err;
-  if (lw_mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) _exit(4);
+  if (lw_mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) {
+    _exit(LW_CHILD_EXIT_FRAME_LOST);
+  }
   lw_mb_completion_t done;
   memset(&done, 0, sizeof(done));
   done.kind = LW_MB_COMPLETION_TASK;
@@ -129,7 +131,7 @@ void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value
   if (err && st != LW_OK) ack.error = *err;
   ack.error.code = st;
   lw_error_t e2;
-  if (lw_mailbox_ack_control(c->mb, &ack, &e2) != LW_OK) _exit(5);
+  if (lw_mailbox_ack_control(c->mb, &ack, &e2) != LW_OK) _exit(LW_CHILD_EXIT_CONTROL_LOST);
 }
 
 bool lw__child_take_control(lw_child_ctx_t *c, lw_mb_control_taken_t *out) {

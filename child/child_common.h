@@ -19,11 +19,12 @@ void lw__child_ctx_init(lw_child_ctx_t *c, const lw_child_env_t *env);
 void lw__child_publish_init(lw_child_ctx_t *c, lw_mb_init_state_t state, const lw_error_t *err);
 
 // Pushes a completion and wakes the parent if it sleeps. A full ring that never drains means
-// the parent is gone or broken: the child exits.
+// the parent is gone or broken: the child exits LW_CHILD_EXIT_RING_STUCK.
 void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done);
 
 // Completes task frame `frame` with result and pushes its completion. id may point into
-// per-frame state: it is copied before the frame becomes terminal.
+// per-frame state: it is copied before the frame becomes terminal. A frame that is no longer
+// the child's (the parent rewrote it) ends the child: LW_CHILD_EXIT_FRAME_LOST.
 void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_identity_t *id,
                              const lw_mb_task_result_t *result);
 
@@ -48,7 +49,8 @@ void lw__child_beat(lw_child_ctx_t *c);
 // the request in *out is left for the caller to serve and ack.
 bool lw__child_take_control(lw_child_ctx_t *c, lw_mb_control_taken_t *out);
 
-// Acks a control with a synchronous result.
+// Acks a control with a synchronous result. A control frame that is no longer the child's
+// ends the child: LW_CHILD_EXIT_CONTROL_LOST.
 void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value,
                    const lw_error_t *err);
 

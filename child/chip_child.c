@@ -150,7 +150,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   }
   // The payload is copied and the callable pinned: from here the frame is not read again, so
   // controls may be served while the run lane executes.
-  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(7);
+  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
   fc->run = lw__chip_run_enqueue(run);
   // A cancel posted before this point may have been noticed while the frame had no run yet.
   forward_cancel(c, frame);
@@ -255,12 +255,12 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   atomic_store(&c.mb->header.numa_node, node >= 0 ? node : -1);
   if (node == -2) {
     lw__child_publish_init(&c, LW_MB_INIT_FAILED, &err);
-    _exit(1);
+    _exit(LW_CHILD_EXIT_START_FAILED);
   }
   lw_chip_t *chip = NULL;
   if (lw_chip_open(&env->chip, &chip) != LW_OK) {
     lw__child_publish_init(&c, LW_MB_INIT_FAILED, lw_last_error());
-    _exit(1);
+    _exit(LW_CHILD_EXIT_START_FAILED);
   }
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
 
@@ -275,7 +275,7 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     bool is_control = false;
     uint32_t frame = 0;
     if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
-      _exit(6);  // the doorbell announced a post that is not there: the parent is broken
+      _exit(LW_CHILD_EXIT_POST_MISSING);  // the parent is broken
     }
     if (is_control) {
       serve_control(&c, chip);
@@ -288,5 +288,5 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
     if (frames[f].run) lw_handle_release(frames[f].run);
   }
-  _exit(0);
+  _exit(LW_CHILD_EXIT_OK);
 }

@@ -113,7 +113,7 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
     lw__child_complete_task(c, frame, &t.identity, &r);
     return;
   }
-  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(7);
+  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
   const sub_entry_t *s = &subs[fn_index];
   int64_t t0 = lw__now_ns();
   lw_status_t st = s->fn(&t.args);
@@ -144,12 +144,14 @@ _Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
   for (uint64_t seq = 1; lw__child_wait_post(&c, seq, NULL) == LW_CHILD_WAKE_POST; ++seq) {
     bool is_control = false;
     uint32_t frame = 0;
-    if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) _exit(6);
+    if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
+      _exit(LW_CHILD_EXIT_POST_MISSING);
+    }
     if (is_control) {
       serve_control(&c, index);
     } else {
       serve_task(&c, index, frame);
     }
   }
-  _exit(0);
+  _exit(LW_CHILD_EXIT_OK);
 }

@@ -14,7 +14,7 @@
 // returns the lane signals its timeline to that number. lw_timeline_wait(lw_lane_timeline(l),
 // seq, ...) therefore waits until item seq and everything before it has run.
 //
-// Idle: the lane thread spins briefly (pause, then yield; lanes/wait.h) and then sleeps on a
+// Idle: the lane thread spins briefly (pause, then yield; lanes/spin.h) and then sleeps on a
 // futex, so an idle lane costs no CPU.
 //
 // Lifecycle: create -> submit* -> destroy. destroy(mode) stops accepting (submit then fails

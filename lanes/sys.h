@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "lanework/status.h"
 
@@ -45,6 +46,23 @@ int lw__sys_futex_wait(const _Atomic uint32_t *addr, uint32_t expected, int64_t 
                        bool shared);
 // Wakes up to n waiters. Returns the number woken or -errno.
 int lw__sys_futex_wake(const _Atomic uint32_t *addr, int n, bool shared);
+
+// Process syscalls. Every raw syscall lanework makes is wrapped here once (sys_linux.c), and
+// each wrapper reads errno right after its syscall, so no caller ever reads errno late.
+
+// pidfd_open(pid, 0): a pidfd for pid (the kernel makes it close-on-exec), or -errno: -ESRCH
+// when no process has that pid (a reaped child), -ENOSYS on kernels before 5.3, -EMFILE ...
+int lw__sys_pidfd_open(pid_t pid);
+// pidfd_send_signal(pidfd, sig, NULL, 0): 0 or -errno (-ESRCH: the process already exited,
+// even if it is not reaped yet). A pidfd names one process, so a reused pid is never signalled.
+int lw__sys_pidfd_send_signal(int pidfd, int sig);
+// close_range(first, last, flags): 0 or -errno (-ENOSYS on kernels before 5.9).
+int lw__sys_close_range(unsigned first, unsigned last, unsigned flags);
+// clone(CLONE_PARENT | SIGCHLD) with no new stack: a fork whose child becomes a child of the
+// caller's parent (a sibling), which reaps it. Returns the child's pid in the caller, 0 in the
+// child, or -errno. Like fork, and unlike glibc's fork(), it runs no atfork handlers: only for
+// single-threaded callers (the zygote).
+pid_t lw__sys_clone_parent(void);
 
 // One CPU relax instruction (pause on x86, yield on arm).
 static inline void lw__cpu_relax(void) {

@@ -1,5 +1,5 @@
-// lanes/wait.c — spin (pause) -> spin (sched_yield) -> futex sleep, with a sleeper count so
-// that a waker with nobody asleep costs no syscall.
+// lanes/wait.c — spin (lanes/spin.h: pause, then sched_yield) -> futex sleep, with a sleeper
+// count so that a waker with nobody asleep costs no syscall.
 //
 // Why no wake-up is lost. The waker runs
 //   W1  make the condition true (release or stronger)
@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <sched.h>
 
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 
 void lw_waitword_initialize(lw_waitword_t *w) {
@@ -55,14 +56,11 @@ lw_status_t lw_waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void 
   if (cond(ctx)) return LW_OK;
   if (deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;
 
-  for (int i = 0; i < LW_WAIT_SPIN_PAUSE; ++i) {
-    lw__cpu_relax();
+  lw__spin_t spin = LW__SPIN_INIT;
+  for (lw__spin_step_t step; (step = lw__spin_step(&spin)) != LW__SPIN_BLOCK;) {
     if (cond(ctx)) return LW_OK;
-  }
-  for (int i = 0; i < LW_WAIT_SPIN_YIELD; ++i) {
-    sched_yield();
-    if (cond(ctx)) return LW_OK;
-    if (deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;
+    // Pauses take nanoseconds: reading the clock after each would cost more than the pause.
+    if (step == LW__SPIN_YIELDED && deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;
   }
 
   for (;;) {

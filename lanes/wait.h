@@ -1,8 +1,7 @@
 // lanes/wait.h — the wait primitive used by every blocking wait in lanework.
 //
-// Shape (after seed 001 and CUDA.jl's spinning synchronization): check the condition (no
-// syscall when it already holds), spin LW_WAIT_SPIN_PAUSE times with a cpu pause, then
-// sched_yield up to LW_WAIT_SPIN_YIELD times, then sleep on a futex word with an absolute
+// Shape: check the condition (no syscall when it already holds), spin by the one spin policy
+// (lanes/spin.h: cpu pauses, then sched_yield), then sleep on a futex word with an absolute
 // deadline. Sleepers are counted so that wakers skip the futex_wake syscall when nobody sleeps.
 #ifndef LANEWORK_LANES_WAIT_H_
 #define LANEWORK_LANES_WAIT_H_
@@ -16,9 +15,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define LW_WAIT_SPIN_PAUSE 32
-#define LW_WAIT_SPIN_YIELD 224
 
 // A futex word plus a sleeper count. Lives in process memory or in shared memory (then
 // initialize with shared = true). Plain fixed-width fields: safe in a mailbox.

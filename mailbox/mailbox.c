@@ -20,13 +20,12 @@
 #include <time.h>
 
 #include "lanes/error.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 
-// How a full completion ring is waited out: LW_MB_PUSH_SPINS cpu pauses, then
-// LW_MB_PUSH_YIELDS sched_yield calls, then naps of LW_MB_PUSH_NAP_NS until the deadline.
-// No futex: the parent never wakes the child for ring space (it drains as fast as it can).
-#define LW_MB_PUSH_SPINS 64
-#define LW_MB_PUSH_YIELDS 64
+// How a full completion ring is waited out: the spin policy (lanes/spin.h), then naps of
+// LW_MB_PUSH_NAP_NS until the deadline. No futex: the parent never wakes the child for ring
+// space (it drains as fast as it can).
 #define LW_MB_PUSH_NAP_NS 50000L
 
 _Static_assert(LW_MB_RING_ENTRIES > 0 && (LW_MB_RING_ENTRIES & (LW_MB_RING_ENTRIES - 1)) == 0,
@@ -762,7 +761,8 @@ lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_
   *out_wake = false;
   // Relaxed: the head is written only by the (serialized) producer, i.e. by us.
   uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_relaxed);
-  for (uint32_t round = 0;; ++round) {
+  lw__spin_t spin = LW__SPIN_INIT;
+  for (;;) {
     // Acquire: pairs with pop's release of the tail; the parent finished copying the slot
     // we are about to reuse.
     uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_acquire);
@@ -780,11 +780,7 @@ lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_
                            "the parent is not draining",
                            LW_MB_RING_ENTRIES);
     }
-    if (round < LW_MB_PUSH_SPINS) {
-      lw__cpu_relax();
-    } else if (round < LW_MB_PUSH_SPINS + LW_MB_PUSH_YIELDS) {
-      sched_yield();
-    } else {
+    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) {
       struct timespec nap = {0, LW_MB_PUSH_NAP_NS};
       nanosleep(&nap, NULL);  // EINTR is fine: the loop re-checks
     }

@@ -414,7 +414,7 @@ LW_MUST_USE lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_con
                                                lw_error_t *err);
 
 // Pushes a completion (the caller serializes pushes within the child). Waits (spin, then
-// yield, then futex-free sleep of 50 us) while the ring is full, until deadline_ns:
+// yield: lanes/spin.h; then futex-free naps of 50 us) while the ring is full, until deadline_ns:
 // DEADLINE_EXCEEDED then. Returns whether the parent must be woken (its sleeping flag was
 // set) in *out_wake.
 LW_MUST_USE lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_t *c,

@@ -5,7 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
@@ -34,13 +34,13 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
 void lw__ep_kill(lw_endpoint_t *ep) {
   pid_t pid = atomic_load(&ep->pid);
   if (pid <= 0) return;
-  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  int fd = lw__sys_pidfd_open(pid);
   if (fd < 0) return;  // gone already
   // The fork server publishes an exit before it reaps, and a pid is reused only after the
   // reap: if no exit of this pid is published now, the pidfd opened above is our child's.
   int status = 0;
   if (!lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
-    (void)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    (void)lw__sys_pidfd_send_signal(fd, SIGKILL);
   }
   close(fd);
 }
@@ -50,14 +50,17 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   // The pid is the fork server's answer to the spawn, never the one the child wrote into its
   // mailbox header.
   pid_t pid = atomic_load(&ep->pid);
-  char how[96];
+  char how[160];
   snprintf(how, sizeof(how), "child pid %d died (exit status not known)", (int)pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
     if (lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
       char desc[64];
       lw_forkserver_describe_status(status, desc, sizeof(desc));
-      snprintf(how, sizeof(how), "child pid %d %s", (int)pid, desc);
+      // A status the child gives itself (child/child_exit.h) says what it saw go wrong.
+      const char *why = WIFEXITED(status) ? lw__child_exit_reason(WEXITSTATUS(status)) : NULL;
+      snprintf(how, sizeof(how), "child pid %d %s%s%s%s", (int)pid, desc, why ? " (" : "",
+               why ? why : "", why ? ")" : "");
       break;
     }
     struct timespec ts = {0, 500000};

@@ -45,20 +45,13 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "child/child_exit.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 
 enum {
   kOutqCap = 4 * LW_FS_MAX_CHILDREN,  // server's queue of EXITs the event socket refused
@@ -107,18 +100,7 @@ struct lw_forkserver {
 };
 
 // --------------------------------------------------------------------------------------------
-// Syscall wrappers: each returns a value >= 0 or -errno.
-
-static int sys_pidfd_open(pid_t pid) {
-  // Flags 0: the kernel makes every pidfd close-on-exec.
-  long rc = syscall(SYS_pidfd_open, pid, 0);
-  return rc < 0 ? -errno : (int)rc;
-}
-
-static int sys_pidfd_send_signal(int pidfd, int sig) {
-  long rc = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-  return rc < 0 ? -errno : 0;
-}
+// Syscalls come from lanes/sys.h (lw__sys_*: a value >= 0 or -errno).
 
 // Sends one message without blocking and without SIGPIPE. 0 or -errno.
 static int send_msg(int fd, const lw_fs_msg_t *m) {
@@ -303,12 +285,12 @@ static void child_keep_fds(const int *fds, uint32_t n) {
   // Copies above the target range first, so that moving one fd cannot overwrite another.
   for (uint32_t i = 0; i < n; ++i) {
     tmp[i] = fcntl(fds[i], F_DUPFD, floor);
-    if (tmp[i] < 0) _exit(1);
+    if (tmp[i] < 0) _exit(LW_CHILD_EXIT_START_FAILED);
   }
   for (uint32_t i = 0; i < n; ++i) {
-    if (dup2(tmp[i], LW_FS_CHILD_FD0 + (int)i) < 0) _exit(1);
+    if (dup2(tmp[i], LW_FS_CHILD_FD0 + (int)i) < 0) _exit(LW_CHILD_EXIT_START_FAILED);
   }
-  if (close_range((unsigned)floor, ~0u, 0) != 0) {
+  if (lw__sys_close_range((unsigned)floor, ~0u, 0) != 0) {
     // Kernels before 5.9: close one by one up to the fd limit.
     struct rlimit rl;
     long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
@@ -330,7 +312,7 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   // Safe toward the server: it is single-threaded, so the "parent thread" never exits early.
   // Re-check after the prctl: the server may have died before it took effect.
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  if (getppid() != s->self) _exit(1);
+  if (getppid() != s->self) _exit(LW_CHILD_EXIT_START_FAILED);
   prctl(PR_SET_NAME, s->comm, 0, 0, 0);
   // Isolation (DESIGN 5.1): the child keeps stdio and the fds it was given, at fixed numbers,
   // and nothing else: not the server's sockets, signalfd or pidfd, nor anything the program
@@ -338,7 +320,7 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   child_keep_fds(s->pass_fds, s->n_pass);
   munmap(s->table, s->table_bytes);
   s->main_fn(s->arg, index);
-  _exit(0);
+  _exit(LW_CHILD_EXIT_OK);
 }
 
 static void server_spawn(server_t *s, const lw_fs_msg_t *req) {
@@ -468,7 +450,7 @@ static _Noreturn void server_teardown(server_t *s, const lw_fs_msg_t *stop_req) 
     lw_fs_msg_t rep = {.type = LW_FS_MSG_STOPPED, .seq = stop_req->seq};
     (void)send_msg(s->ctl, &rep);
   }
-  _exit(0);
+  _exit(LW_CHILD_EXIT_OK);
 }
 
 static void server_drain_signalfd(int fd) {
@@ -559,16 +541,16 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
 
   // A pidfd, not PR_SET_PDEATHSIG: the death signal follows the thread that forked us, and the
   // worker may start the server from a thread that exits long before the process does.
-  s->ppidfd = sys_pidfd_open(parent);
+  s->ppidfd = lw__sys_pidfd_open(parent);
   if (s->ppidfd < 0) {
     ready.index = kStepPidfd;
     ready.value = -s->ppidfd;
     (void)send_msg(s->ctl, &ready);
-    _exit(1);
+    _exit(LW_CHILD_EXIT_START_FAILED);
   }
   // The pidfd names whatever process had that pid when it was opened. Still being its child
   // afterwards proves it was our parent and that it is alive.
-  if (getppid() != parent) _exit(0);
+  if (getppid() != parent) _exit(LW_CHILD_EXIT_OK);
 
   sigset_t chld;
   sigemptyset(&chld);
@@ -578,7 +560,7 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
     ready.index = kStepSignalfd;
     ready.value = errno;
     (void)send_msg(s->ctl, &ready);
-    _exit(1);
+    _exit(LW_CHILD_EXIT_START_FAILED);
   }
   (void)send_msg(s->ctl, &ready);
   server_loop(s);
@@ -614,7 +596,7 @@ static void reap_server(lw_forkserver_t *fs, int64_t deadline_ns) {
     return;
   }
   if (wait_readable(fs->server_pidfd, deadline_ns) != 1) {
-    (void)sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
+    (void)lw__sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
   }
   siginfo_t si;
   // P_PIDFD cannot hit a reused pid. ECHILD: someone else reaped it (e.g. a waitpid(-1) in the
@@ -950,7 +932,7 @@ static _Noreturn void zy_become_server(const zy_req_t *rq, const int *fds) {
 fail:
   ready.value = errno;
   (void)send_msg(s.ctl, &ready);
-  _exit(1);
+  _exit(LW_CHILD_EXIT_START_FAILED);
 }
 
 static void close_all(const int *fds, int n) {
@@ -1003,26 +985,26 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
     struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = program_pidfd, .events = POLLIN}};
     if (poll(p, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      _exit(1);
+      _exit(LW_CHILD_EXIT_START_FAILED);
     }
-    if (p[1].revents != 0) _exit(0);  // the program died
+    if (p[1].revents != 0) _exit(LW_CHILD_EXIT_OK);  // the program died
     if (p[0].revents == 0) continue;
     int fds[kZyMaxFds], n_fds = 0;
     int rc = zy_recv(sock, &rq, fds, &n_fds);
-    if (rc == 0 || rc == -ECONNRESET) _exit(0);  // every copy of the program's end is closed
+    // Every copy of the program's end is closed.
+    if (rc == 0 || rc == -ECONNRESET) _exit(LW_CHILD_EXIT_OK);
     if (rc < 0 && rc != -EBADMSG) continue;
     zy_rep_t rep = {.magic = kZyMagic, .seq = rq.seq, .pid = -EBADMSG};
     if (rc == 1) {
       // CLONE_PARENT: the server becomes the program's child (its exit signal is the zygote's,
       // SIGCHLD), so the program reaps it and holds its pidfd exactly as after a fork.
-      long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL,
-                         NULL);
+      pid_t pid = lw__sys_clone_parent();
       if (pid == 0) {
         close(sock);
         close(program_pidfd);
         zy_become_server(&rq, fds);
       }
-      rep.pid = pid > 0 ? (int32_t)pid : -errno;
+      rep.pid = (int32_t)pid;  // the pid, or -errno
     }
     close_all(fds, n_fds);
     (void)send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
@@ -1035,7 +1017,7 @@ static int zy_spawn(void) {
   va_reserve();
   g_zy.n_objects = 0;
   dl_iterate_phdr(zy_collect, NULL);
-  int pidfd = sys_pidfd_open(getpid());
+  int pidfd = lw__sys_pidfd_open(getpid());
   if (pidfd < 0) return pidfd;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -1188,9 +1170,9 @@ static int zy_request(const lw_fs_spec_t *spec, int ctl_srv, int ev_srv, int tab
     // control socket, so that server is useless. It is this process's child: end and reap it
     // here, since nobody else knows its pid.
     if (got == (ssize_t)sizeof(rep) && rep.magic == kZyMagic && rep.pid > 0) {
-      int pidfd = sys_pidfd_open(rep.pid);
+      int pidfd = lw__sys_pidfd_open(rep.pid);
       if (pidfd >= 0) {
-        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        (void)lw__sys_pidfd_send_signal(pidfd, SIGKILL);
         siginfo_t si;
         while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR) {
         }
@@ -1369,7 +1351,7 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
   arg_fd = -1;
   fs->server_pid = pid;
 
-  int pidfd = sys_pidfd_open(pid);
+  int pidfd = lw__sys_pidfd_open(pid);
   if (pidfd < 0) {
     st = lw__fail(LW_UNAVAILABLE, "forkserver: pidfd_open(server pid %d): %s (Linux >= 5.3)",
                   (int)pid, strerror(-pidfd));
@@ -1416,7 +1398,7 @@ fail:
   if (table_fd >= 0) close(table_fd);
   if (arg_fd >= 0) close(arg_fd);
   // A half-started server is killed now rather than given the stop timeout.
-  if (fs->server_pidfd >= 0) (void)sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
+  if (fs->server_pidfd >= 0) (void)lw__sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
   destroy(fs);
   return st;
 }
@@ -1454,11 +1436,11 @@ bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t 
 // it holds the slot. Kill it; its EXIT then arrives through lw_forkserver_poll_exit as usual.
 static void kill_orphan(lw_forkserver_t *fs, const lw_fs_msg_t *m) {
   if (m->index >= fs->n_slots || m->pid <= 0) return;
-  int pidfd = sys_pidfd_open(m->pid);
+  int pidfd = lw__sys_pidfd_open(m->pid);
   if (pidfd < 0) return;  // already reaped
   slot_view_t v = slot_read(&fs->table[m->index]);
   // Not yet published as exited, so not reaped when the pidfd was opened: it names the orphan.
-  if (v.pid == m->pid && v.spawn_seq != v.exit_seq) (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+  if (v.pid == m->pid && v.spawn_seq != v.exit_seq) (void)lw__sys_pidfd_send_signal(pidfd, SIGKILL);
   close(pidfd);
 }
 
@@ -1495,7 +1477,7 @@ static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out
   }
   // Open first, then read the table: see the top of the file for why this order proves the
   // pidfd names our child.
-  int pidfd = sys_pidfd_open(pid);
+  int pidfd = lw__sys_pidfd_open(pid);
   int ws = 0;
   if (lw_forkserver_exit_status(fs, i, pid, &ws)) {
     if (pidfd >= 0) close(pidfd);

@@ -20,7 +20,8 @@
 //     left; a respawned child may therefore share the machine with what its predecessor's
 //     kernels forked. Killing the server itself (SIGKILL) leaves such orphans to init.
 //   - Each child has PR_SET_PDEATHSIG(SIGKILL) toward the server (safe: the server is single-
-//     threaded), re-checked with getppid() right after the prctl.
+//     threaded), re-checked with getppid() right after the prctl (a child whose server is
+//     already gone exits LW_CHILD_EXIT_START_FAILED).
 //   - The server reaps children (waitpid) and publishes each exit in the shared status table
 //     (pid, raw wait status, a sequence number), release-ordered, then sends an EXIT message
 //     on its socket so the parent's event loop can wake on it.
@@ -63,7 +64,9 @@ extern "C" {
 
 #define LW_FS_MAX_CHILDREN 64
 
-// Runs in the new child after fork; must not return (call _exit). index is the slot given to
+// Runs in the new child after fork. If it returns, the child exits with LW_CHILD_EXIT_OK (0;
+// child/child_exit.h); a child that cannot be set up before it runs exits
+// LW_CHILD_EXIT_START_FAILED (1). index is the slot given to
 // lw_forkserver_spawn; arg is the pointer given to lw_forkserver_start (valid in the child:
 // it is a copy of the parent's memory at server start, plus any MAP_SHARED memory), or with
 // lw_forkserver_start_spec a pointer to the server's copy of the spec's arg bytes.

@@ -16,15 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "parent/worker_impl.h"
 
-#define SPIN_PAUSE 64
-#define SPIN_YIELD 256
 #define TAG_WAKE 0xffffffffu
 #define TAG_FS 0xfffffffeu
 
@@ -72,7 +70,7 @@ static void flush(lw_worker_t *w, pending_work_t *pw) {
 
 static void kill_child(lw_endpoint_t *ep) {
   // Its pidfd reports the death and the normal path (on_child_death) fails its work.
-  if (ep->pidfd >= 0) syscall(SYS_pidfd_send_signal, ep->pidfd, SIGKILL, NULL, 0);
+  if (ep->pidfd >= 0) (void)lw__sys_pidfd_send_signal(ep->pidfd, SIGKILL);
 }
 
 // A child that broke the protocol is not trusted again (w->mu held; the scheduler, or a thread
@@ -610,7 +608,7 @@ static void *sched_main(void *arg) {
   (void)pthread_setname_np(pthread_self(), "lw-sched");
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
-  uint32_t idle = 0;
+  lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
   uint64_t seen_kick = atomic_load(&w->kick_seq);
   uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
   while (!atomic_load(&w->sched_exit)) {
@@ -643,24 +641,16 @@ static void *sched_main(void *arg) {
     pthread_mutex_unlock(&w->mu);
     flush(w, &pw);
     if (progress) {
-      idle = 0;
+      lw__spin_reset(&idle);
       continue;
     }
-    if (idle < SPIN_PAUSE) {
-      idle++;
-      lw__cpu_relax();
-      continue;
-    }
-    if (idle < SPIN_PAUSE + SPIN_YIELD) {
-      idle++;
-      sched_yield();
-      continue;
-    }
+    // Each round of the spin policy is one pass of this loop (its condition is the pass).
+    if (lw__spin_step(&idle) != LW__SPIN_BLOCK) continue;
     set_sleeping(w, 1);
     if (rings_pending(w) || atomic_load(&w->kick_seq) != seen_kick ||
         atomic_load(&w->cancel_all_seq) != seen_cancel) {
       set_sleeping(w, 0);
-      idle = 0;
+      lw__spin_reset(&idle);
       continue;
     }
     struct epoll_event ev[16];
@@ -674,7 +664,7 @@ static void *sched_main(void *arg) {
     int n = epoll_wait(w->epoll_fd, ev, 16, timeout_ms);
     set_sleeping(w, 0);
     // A timeout with nothing to do goes straight back to sleep: no new spin phase.
-    if (n > 0) idle = 0;
+    if (n > 0) lw__spin_reset(&idle);
     for (int i = 0; i < n; ++i) {
       uint32_t tag = (uint32_t)ev[i].data.u64;
       if (tag == TAG_WAKE) {

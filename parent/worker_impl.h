@@ -8,7 +8,9 @@
 //   respawn.c   the supervisor thread: respawn with callable replay, crash-loop bound
 //
 // Threads:
-//   - the orchestrator thread runs orch functions, one run at a time, in FIFO order;
+//   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
+//     lw_worker_run runs its own inline on the caller's thread instead when nothing is queued
+//     or running (lw__orch_try_inline); the orch_busy token keeps it one at a time;
 //   - the scheduler thread is the single progress owner: it drains every child's completion
 //     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
 //     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
@@ -164,7 +166,8 @@ void lw__ep_kill(lw_endpoint_t *ep);
 // The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
 int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
-// SIGSEGV"); waits briefly for the server to publish it.
+// SIGSEGV"; a status the child gave itself is named: "child pid 42 exited with status 3
+// (completion ring stuck: ...)", child/child_exit.h); waits briefly for the server to publish it.
 void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
 void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
 // Copies the last exit description ("" when none) into buf.

@@ -1,5 +1,7 @@
-// lanework/orch.h — what an orch function may call. Every function here is only valid on the
-// orchestrator thread, inside the orch function it was handed to.
+// lanework/orch.h — what an orch function may call. Every function here is only valid inside
+// the orch function its lw_orch_t was handed to, on the thread running it: the worker's
+// orchestrator thread, or the caller of lw_worker_run when that run executes inline (see
+// worker.h).
 //
 // Dependencies come from tensor tags (see args.h), per buffer (same data pointer), and every
 // hazard is ordered: a read (INPUT) waits for the last writer (read-after-write); a write

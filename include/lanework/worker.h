@@ -11,8 +11,10 @@
 // worker may outlive it (destroy finishes or cancels every operation first).
 //
 // Thread safety: every function but lw_worker_destroy may be called from any thread.
-// lw_worker_cancel_all is also async-signal-safe. Orch functions run on the worker's
-// orchestrator thread, one run at a time, in submission order.
+// lw_worker_cancel_all is also async-signal-safe. Orch functions run one run at a time, in
+// submission order: on the worker's orchestrator thread, except that lw_worker_run runs its
+// orch function inline on the calling thread when no earlier run is queued or running (no
+// hand-off). An orch function therefore MUST NOT assume which thread it runs on.
 #ifndef LANEWORK_WORKER_H_
 #define LANEWORK_WORKER_H_
 
@@ -119,7 +121,8 @@ LW_API LW_MUST_USE lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn 
                                                       lw_callable_handle_t *out);
 
 // Runs fn(orch, user) after every earlier run started, and waits for all its tasks. out may
-// be NULL.
+// be NULL. When no earlier run is queued or running, fn runs right here on the calling thread;
+// otherwise the run is queued and fn runs on the orchestrator thread while this call waits.
 //
 // Run handles finish in submission order: a run's handle finishes once all its tasks are
 // terminal, its orch function returned, and every earlier run's handle (sync or async) has

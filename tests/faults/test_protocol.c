@@ -67,6 +67,41 @@ Test(protocol, corrupt_completion_ring_mid_run_fails_the_run_and_the_chip_comes_
   fx_destroy(&f);
 }
 
+// A child that finds the parent breaking the protocol exits with a status of its own
+// (child/child_exit.h); the failure of the work it held names that status and what it means.
+Test(protocol, doorbell_without_a_post_fails_the_run_naming_the_childs_exit_reason,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  job_t j = {gate, s, JOB_GATE, 1, 0, 0, 1};
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h));
+  lw_test_wait_nonzero(&s->entered);
+  // The kernel runs on chip 1's run lane; its mailbox thread waits for the next post. Announce
+  // one that no frame holds.
+  lw_mailbox_t *mb = fx_mailbox(&f, 1);
+  atomic_fetch_add(&mb->doorbell.post_seq, 1);
+  lw_waitword_wake(&mb->doorbell.word, true);
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CHILD_EXITED, "%s",
+               lw_handle_error(h)->message);
+  const lw_error_t *e = lw_handle_error(h);
+  ASSERT_MSG_HAS(e->message, "chip 1");
+  char want[128];
+  snprintf(want, sizeof(want), "exited with status %d (%s)", LW_CHILD_EXIT_POST_MISSING,
+           lw__child_exit_reason(LW_CHILD_EXIT_POST_MISSING));
+  ASSERT_MSG_HAS(e->message, want);
+  ASSERT_MSG_HAS(e->message, "the doorbell announced a post no frame holds");
+  lw_handle_release(h);
+  fx_wait_respawned(&f, 1, 1);
+  fx_run_vadd_ok(&f, vadd, s, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
+
 Test(protocol, garbage_task_frame_state_fails_the_next_task_and_the_chip_comes_back,
      .timeout = 60) {
   lw_worker_config_t cfg;

@@ -1,6 +1,11 @@
-// tests/lanes/test_sys.c — the condvar deadline helper: condvars wait on CLOCK_MONOTONIC.
+// tests/lanes/test_sys.c — the condvar deadline helper (condvars wait on CLOCK_MONOTONIC) and
+// the process syscall wrappers (each returns -errno).
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lanes/sys.h"
 #include "test_util.h"
@@ -32,4 +37,59 @@ Test(sys, cond_wait_until_in_the_past_times_out_at_once, .timeout = 30) {
   cr_assert_eq(lw__cond_wait_until(&cv, &mu, 0), ETIMEDOUT);
   pthread_mutex_unlock(&mu);
   pthread_cond_destroy(&cv);
+}
+
+// The process wrappers return -errno, never -1 with errno to read later.
+Test(sys, pidfd_wrappers_kill_a_child_and_report_errors_as_negative_errno, .timeout = 30) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    for (;;) pause();
+  }
+  int fd = lw__sys_pidfd_open(pid);
+  cr_assert_geq(fd, 0, "pidfd_open: %d", fd);
+  cr_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC, "a pidfd must be close-on-exec");
+  cr_assert_eq(lw__sys_pidfd_send_signal(fd, SIGKILL), 0);
+  int ws = 0;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "status 0x%x", ws);
+  // The pidfd still names the reaped process: signalling it fails, with ESRCH in the result.
+  cr_assert_eq(lw__sys_pidfd_send_signal(fd, SIGKILL), -ESRCH);
+  close(fd);
+  // (Not pidfd_open of the reaped pid: another process may have been given it by now.)
+  cr_assert_eq(lw__sys_pidfd_open(-1), -EINVAL);
+  cr_assert_eq(lw__sys_pidfd_send_signal(-1, SIGKILL), -EBADF);
+}
+
+Test(sys, close_range_closes_the_range_and_reports_bad_arguments, .timeout = 30) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  int lo = fds[0] < fds[1] ? fds[0] : fds[1];
+  int hi = fds[0] < fds[1] ? fds[1] : fds[0];
+  cr_assert_eq(lw__sys_close_range((unsigned)lo, (unsigned)hi, 0), 0);
+  cr_assert_eq(fcntl(fds[0], F_GETFD), -1, "fd %d still open", fds[0]);
+  cr_assert_eq(fcntl(fds[1], F_GETFD), -1, "fd %d still open", fds[1]);
+  cr_assert_eq(lw__sys_close_range(10, 5, 0), -EINVAL, "first > last must be refused");
+}
+
+// clone(CLONE_PARENT): the new process is the caller's sibling, so the caller cannot reap it
+// and its parent (this test's forked middle process' parent: the test) can.
+Test(sys, clone_parent_makes_a_sibling_the_grandparent_reaps, .timeout = 30) {
+  pid_t mid = fork();
+  cr_assert_geq(mid, 0);
+  if (mid == 0) {
+    pid_t sib = lw__sys_clone_parent();
+    if (sib == 0) _exit(42);
+    if (sib < 0) _exit(1);
+    // Not our child: waitpid must refuse it.
+    int ws = 0;
+    _exit(waitpid(sib, &ws, 0) == -1 && errno == ECHILD ? 0 : 2);
+  }
+  int ws = 0;
+  cr_assert_eq(waitpid(mid, &ws, 0), mid);
+  cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "middle process: status 0x%x", ws);
+  // The sibling is this process' child; reap it and check its status.
+  pid_t r = wait(&ws);
+  cr_assert_gt(r, 0);
+  cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 42, "sibling: status 0x%x", ws);
 }

@@ -1,0 +1,69 @@
+// lanes/spin.h — the one spin policy: how a thread that waits for another thread or process
+// spends the time before it blocks. Every spin -> yield -> block loop in lanework uses it:
+// lw_waitword_wait (then a futex), the parent's scheduler loop (then epoll_wait) and a child
+// pushing into a full completion ring (then short naps, since nobody wakes it for ring space).
+//
+// The shape (after seed 001 and CUDA.jl's spinning synchronization): LW_SPIN_PAUSES rounds of
+// one cpu pause, for hand-offs that complete within a few hundred nanoseconds; then
+// LW_SPIN_YIELDS rounds of sched_yield, which let the thread we wait for run on a busy CPU
+// while staying ready to go on at once; then block. The caller checks its condition after
+// each round; the policy itself knows nothing about what is awaited.
+//
+// Usage:
+//   lw__spin_t spin = LW__SPIN_INIT;
+//   while (!cond()) {
+//     if (lw__spin_step(&spin) == LW__SPIN_BLOCK) block();  // futex, epoll, nap
+//   }
+// and lw__spin_reset after progress, so the next idle stretch spins again.
+#ifndef LANEWORK_LANES_SPIN_H_
+#define LANEWORK_LANES_SPIN_H_
+
+#include <sched.h>
+#include <stdint.h>
+
+#include "lanes/sys.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Rounds of one cpu pause, then rounds of sched_yield, before a waiter blocks.
+#define LW_SPIN_PAUSES 32
+#define LW_SPIN_YIELDS 224
+
+typedef enum lw__spin_step {
+  LW__SPIN_PAUSED = 0,   // this round paused the cpu once; check the condition again
+  LW__SPIN_YIELDED = 1,  // this round called sched_yield; check the condition (and deadline)
+  LW__SPIN_BLOCK = 2,    // the spin budget is spent: block until woken (nothing was done)
+} lw__spin_step_t;
+
+// One waiter's progress through the policy. Plain data, owned by the waiting thread.
+typedef struct lw__spin {
+  uint32_t round;
+} lw__spin_t;
+
+#define LW__SPIN_INIT {0}
+
+static inline void lw__spin_reset(lw__spin_t *s) { s->round = 0; }
+
+// Performs this round's pause or yield and says which it was, or returns LW__SPIN_BLOCK
+// (doing nothing) once LW_SPIN_PAUSES + LW_SPIN_YIELDS rounds are spent; it keeps returning
+// LW__SPIN_BLOCK until lw__spin_reset.
+static inline lw__spin_step_t lw__spin_step(lw__spin_t *s) {
+  if (s->round < LW_SPIN_PAUSES) {
+    s->round++;
+    lw__cpu_relax();
+    return LW__SPIN_PAUSED;
+  }
+  if (s->round < LW_SPIN_PAUSES + LW_SPIN_YIELDS) {
+    s->round++;
+    sched_yield();
+    return LW__SPIN_YIELDED;
+  }
+  return LW__SPIN_BLOCK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_LANES_SPIN_H_
