@@ -259,7 +259,10 @@ static bool sweep_stopped(lw_worker_t *w, pending_work_t *pw) {
     uint32_t n = g->n;
     lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
     memcpy(members, g->members, n * sizeof(lw_task_t *));
-    for (uint32_t i = 0; i < n; ++i) lw__task_skip(w, members[i], &pw->finished);
+    for (uint32_t i = 0; i < n; ++i) {
+      // The first member's skip poisons the others (all-or-nothing), which retires them.
+      if (members[i]->state == LW_TS_READY) lw__task_skip(w, members[i], &pw->finished);
+    }
   }
   w->groups_tail = NULL;
   for (lw_group_t *g = w->groups_head; g; g = g->next_ready) w->groups_tail = g;
@@ -329,6 +332,9 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     memcpy(members, g->members, n * sizeof(lw_task_t *));
     for (uint32_t i = 0; i < n; ++i) {
       lw_task_t *t = members[i];
+      // A member that failed without being posted (skipped, failed down, refused) poisons the
+      // rest of its group, which retires them: nothing is left to do for those.
+      if (t->state != LW_TS_READY) continue;
       if (stopped) {
         lw__task_skip(w, t, &pw->finished);
       } else if (dead) {

@@ -2,6 +2,7 @@
 // register/unregister broadcast, runs, and clean teardown.
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 
@@ -337,6 +338,73 @@ Test(worker, group_launches_all_or_nothing, .timeout = 60) {
   }
   int m = log_pos(j.s, 301), g0 = log_pos(j.s, 200), g1 = log_pos(j.s, 201);
   cr_assert(g0 > m && g1 > m, "group members (%d, %d) must follow the markers (%d)", g0, g1, m);
+  lw_handle_release(blockers);
+  lw_handle_release(group);
+  destroy_and_check();
+}
+
+// Whether a ready group waits in the scheduler's group queue (it waits there for frames).
+static bool group_waits_for_frames(void) {
+  pthread_mutex_lock(&w->mu);
+  bool waits = w->groups_head != NULL;
+  pthread_mutex_unlock(&w->mu);
+  return waits;
+}
+
+// Skipping a stopped run's group takes every member at once (one member's skip poisons the
+// others): the scheduler must not skip a member that is already finished and retired.
+Test(worker, cancelled_group_waiting_for_a_frame_finishes_cancelled, .timeout = 60) {
+  make_worker(2, 0);
+  group_job_t j = {wreg("record"), wreg("gate"), new_shared(), 0};
+  lw_handle_t *blockers = NULL, *group = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, blockers_orch, &j, &blockers));
+  lw_test_wait_nonzero(&j.s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(w, group_orch, &j, &group));
+  // Chip 1 has no free frame: the group is ready and waits whole.
+  while (!group_waits_for_frames()) lw_test_sleep_us(100);
+  LW_ASSERT_OK(lw_handle_cancel(group));
+  // The group's run settles while the blockers still hold chip 1; its handle finishes once the
+  // blockers' (earlier) handle has.
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(blockers, LW_WAIT_FOREVER));
+  cr_assert_eq(lw_handle_wait(group, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(group, &rep));
+  cr_assert_eq(rep.n_tasks, 2);
+  cr_assert_eq(rep.n_failed, 2, "both members end failed (%u)", rep.n_failed);
+  cr_assert_eq(rep.n_completed, 0);
+  cr_assert_eq(log_pos(j.s, 200), -1, "a member of the cancelled group ran");
+  cr_assert_eq(log_pos(j.s, 201), -1, "a member of the cancelled group ran");
+  lw_handle_release(blockers);
+  lw_handle_release(group);
+  destroy_and_check();
+}
+
+// The same when a member's chip is down for good: the first member fails down, poisoning the
+// rest, and the scheduler must not fail down a member that is already retired.
+Test(worker, group_waiting_for_a_chip_that_dies_for_good_fails_child_exited, .timeout = 60) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = 2;
+  cfg.arena_bytes = 64ull << 20;
+  cfg.respawn = false;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  group_job_t j = {wreg("record"), wreg("gate"), new_shared(), 0};
+  lw_handle_t *blockers = NULL, *group = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, blockers_orch, &j, &blockers));
+  lw_test_wait_nonzero(&j.s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(w, group_orch, &j, &group));
+  while (!group_waits_for_frames()) lw_test_sleep_us(100);
+  cr_assert_eq(kill(atomic_load(&w->eps[1].pid), SIGKILL), 0);
+  cr_assert_eq(lw_handle_wait(blockers, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  cr_assert_eq(lw_handle_wait(group, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(group, &rep));
+  cr_assert_eq(rep.n_tasks, 2);
+  cr_assert_eq(rep.n_failed, 2, "both members end failed (%u)", rep.n_failed);
+  cr_assert_eq(log_pos(j.s, 200), -1, "a member of the group ran without its chip 1 member");
   lw_handle_release(blockers);
   lw_handle_release(group);
   destroy_and_check();
