@@ -565,20 +565,28 @@ static lw_status_t tmap_use(lw_orch_t *o, lw_task_t *t, uintptr_t key, lw_tag_t 
   return LW_OK;
 }
 
-static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
+// Waits until n task slots are free (w->mu held; released while waiting).
+static lw_status_t wait_task_slots(lw_worker_t *w, uint32_t n) {
   int64_t deadline = lw__deadline_after(w->cfg.submit_timeout_ns);
-  while (w->n_free_tasks == 0) {
+  while (w->n_free_tasks < n) {
     int64_t now = lw__now_ns();
     if (now >= deadline) {
       return lw__fail(LW_RESOURCE_EXHAUSTED,
-                      "orch: the task ring is full (%u tasks alive) and no task retired within "
-                      "the submit timeout (%lld ns); nothing was dropped",
-                      w->n_tasks_cap, (long long)w->cfg.submit_timeout_ns);
+                      "orch: the task ring is full (%u of %u slots taken, %u needed) and not "
+                      "enough tasks retired within the submit timeout (%lld ns); nothing was "
+                      "dropped",
+                      w->n_tasks_cap - w->n_free_tasks, w->n_tasks_cap, n,
+                      (long long)w->cfg.submit_timeout_ns);
     }
     // retire() broadcasts space_cv under w->mu for every freed slot; the loop re-checks the
     // deadline after every wake-up.
     (void)lw__cond_wait_until(&w->space_cv, &w->mu, deadline);
   }
+  return LW_OK;
+}
+
+static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
+  LW_RETURN_IF_ERROR(wait_task_slots(w, 1));
   lw_task_t *t = &w->tasks[w->free_tasks[--w->n_free_tasks]];
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
@@ -782,6 +790,17 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   lw_run_t *finished = NULL;
   lw_status_t st = LW_OK;
   pthread_mutex_lock(&w->mu);
+  // Every slot first, so w->mu is never released between members: while it is held, no
+  // member can be made ready, poisoned or retired by another thread before the group is whole
+  // (a member made ready early would be counted twice, and a poisoned one could free the group).
+  st = wait_task_slots(w, (uint32_t)n);
+  if (st != LW_OK) {
+    pthread_mutex_unlock(&w->mu);
+    free(members);
+    free(g);
+    free(margs);
+    return st;
+  }
   uint32_t built = 0;
   for (int i = 0; i < n && st == LW_OK; ++i) {
     submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, g};
