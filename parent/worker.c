@@ -226,6 +226,19 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
   lw_wop_t *op = w->ops;
   while (op) {
     lw_wop_t *next = op->next_pending;
+    if (op->kind == LW_WOP_REGISTER && op->reported[chip] && op->ok[chip]) {
+      // The chip took the register but its child is gone, and the new child does not get the
+      // callable (a respawn replays only live ones): the register cannot finish on every chip.
+      // Nothing is left there to roll back.
+      op->ok[chip] = false;
+      if (op->status == LW_OK) {
+        op->status = err->code;
+        lw__error_set(&op->error, err->code, (int32_t)chip, 0,
+                      "chip %u: register of %s failed: the child died after taking it, before "
+                      "every chip had: %s",
+                      chip, w->callables[op->wc].name, err->message);
+      }
+    }
     if (!op->sub && !op_deferred(w, op) && !op->reported[chip]) {
       // An unregister is done on a chip that died: nothing of the callable is left there (the
       // replay skips callables being unregistered).

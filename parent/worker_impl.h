@@ -455,8 +455,10 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
 void lw__wop_complete(lw_wop_t *op);
 // A chip died: every op posted to it that it has not answered gets its report now (w->mu
 // held): a register fails with err, an unregister counts as done (nothing of the callable is
-// left on that chip). Ops that became complete are pushed onto *done (linked by next_done;
-// no bound) for lw__wop_complete without w->mu.
+// left on that chip). A register that chip had already taken, still waiting on other chips,
+// fails too: the new child will not have the callable (the replay takes live ones only). Ops
+// that became complete are pushed onto *done (linked by next_done; no bound) for
+// lw__wop_complete without w->mu.
 void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
 // Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
 // waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
