@@ -205,6 +205,12 @@ static bool sub_function_running(const lw_endpoint_t *ep) {
 
 lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                            lw_mb_control_ack_t *out_ack, lw_error_t *err) {
+  return lw__ep_control_gen(ep, 0, post, out_ack, err);
+}
+
+lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
+                               const lw_mb_control_post_t *post, lw_mb_control_ack_t *out_ack,
+                               lw_error_t *err) {
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
   memset(out_ack, 0, sizeof(*out_ack));
@@ -231,6 +237,17 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
   if ((st = check_header(ep, err)) != LW_OK) goto out;
   lw_mb_control_post_t p = *post;
   pthread_mutex_lock(&ep->post_mu);
+  if (generation != 0 && ep->generation != generation) {
+    // The child the command was prepared for died and a new one took its place (the command
+    // names that child's local ids): nothing is posted, as for a child that is down.
+    uint64_t now_gen = ep->generation;
+    pthread_mutex_unlock(&ep->post_mu);
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                       "%s: the child this control was meant for (generation %llu) was "
+                       "replaced (generation %llu)",
+                       name, (unsigned long long)generation, (unsigned long long)now_gen);
+    goto out;
+  }
   p.seq = ++ep->next_seq;
   lw_error_t why;
   st = lw_mailbox_post_control(ep->mb, &p, &why);

@@ -311,6 +311,7 @@ static void wop_post(lw_wop_t *op) {
     p.entry = entry;
     lw_wop_t *skipped_last = NULL;
     bool skip = false;
+    uint64_t generation = 0;  // a register names no local id: any child may take it
     if (op->kind == LW_WOP_REGISTER) {
       p.command = LW_MB_CMD_REGISTER;
       p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
@@ -338,6 +339,11 @@ static void wop_post(lw_wop_t *op) {
     } else {
       p.command = LW_MB_CMD_UNREGISTER;
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
+      // The target is the current child's local id (it takes work, so its replay is done):
+      // bound to that child, so that if it dies before the post, its successor never gets it.
+      pthread_mutex_lock(&ep->post_mu);
+      generation = ep->generation;
+      pthread_mutex_unlock(&ep->post_mu);
     }
     pthread_mutex_unlock(&w->mu);
     if (skip) {
@@ -346,7 +352,7 @@ static void wop_post(lw_wop_t *op) {
     }
     lw_mb_control_ack_t ack;
     lw_error_t err;
-    lw_status_t st = lw__ep_control(ep, &p, &ack, &err);
+    lw_status_t st = lw__ep_control_gen(ep, generation, &p, &ack, &err);
     if (st == LW_OK && ack.status != LW_OK) {
       st = ack.status;
       err = ack.error;

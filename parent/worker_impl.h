@@ -149,6 +149,12 @@ LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns
 // frame or header the child corrupted (a protocol violation: lw__ep_violation).
 LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                                        lw_mb_control_ack_t *out_ack, lw_error_t *err);
+// The same, posted only to the child of that generation (0: whichever child is there): a
+// command naming a child's local ids gives CHILD_EXITED, unposted, once that child was
+// replaced.
+LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
+                                           const lw_mb_control_post_t *post,
+                                           lw_mb_control_ack_t *out_ack, lw_error_t *err);
 // Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
 // identity and frame. A frame the parent's record says is free but that is not IDLE, or a
 // header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).

@@ -497,6 +497,27 @@ Test(worker, group_built_on_a_full_ring_waits_for_every_members_dependencies, .t
   destroy_and_check();
 }
 
+// An unregister names a child's local id, so wop_post binds its post to the child it read the
+// id from: once that child was replaced (died, respawned), the control is refused unposted.
+Test(worker, control_bound_to_a_replaced_child_is_refused_unposted, .timeout = 60) {
+  make_worker(1, 0);
+  lw_endpoint_t *ep = &w->eps[0];
+  pthread_mutex_lock(&ep->post_mu);
+  uint64_t gen = ep->generation;
+  pthread_mutex_unlock(&ep->post_mu);
+  lw_mb_control_post_t p;
+  memset(&p, 0, sizeof(p));
+  p.command = LW_MB_CMD_PING;
+  lw_mb_control_ack_t ack;
+  lw_error_t err;
+  cr_assert_eq(lw__ep_control_gen(ep, gen + 1, &p, &ack, &err), LW_CHILD_EXITED);
+  cr_assert(strstr(err.message, "replaced"), "message: %s", err.message);
+  cr_assert_eq(atomic_load(&ep->mb->control.state), LW_MB_CONTROL_IDLE, "it was posted");
+  LW_ASSERT_OK(lw__ep_control_gen(ep, gen, &p, &ack, &err));
+  LW_ASSERT_OK(lw__ep_control_gen(ep, 0, &p, &ack, &err));
+  destroy_and_check();
+}
+
 typedef struct bp_job {
   lw_callable_handle_t rec, gate;
   shared_state_t *s;
