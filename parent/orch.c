@@ -343,8 +343,58 @@ static void retire(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
   }
 }
 
+// One task that a finish in progress also finishes (see lw__task_finish).
+struct lw_finish_item {
+  lw_task_t *t;
+  uint32_t gen;  // the task it was queued for: a slot retired meanwhile is not finished again
+  lw_status_t st;
+  bool has_err;
+  lw_error_t err;
+};
+
+static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+                            lw_run_t **finished);
+
+static bool finish_push(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err) {
+  if (w->n_finish == w->cap_finish) {
+    uint32_t cap = w->cap_finish ? w->cap_finish * 2 : 64;
+    struct lw_finish_item *p = realloc(w->finish_stack, cap * sizeof(*p));
+    if (!p) return false;
+    w->finish_stack = p;
+    w->cap_finish = cap;
+  }
+  struct lw_finish_item *it = &w->finish_stack[w->n_finish++];
+  it->t = t;
+  it->gen = t->gen;
+  it->st = st;
+  it->has_err = err != NULL;
+  if (err) it->err = *err;
+  return true;
+}
+
+// Finishing one task finishes others: its consumers (poisoned, or skipped when their run
+// stopped), its group's members. Those nested finishes are queued on w->finish_stack and done
+// in a loop here rather than by recursion, so a dependency chain of any length (the ring holds
+// up to 2^20 tasks) never runs the finishing thread out of stack.
 void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished) {
+  if (w->finishing) {
+    // Out of memory for the list: finished right here, recursing as deep as the chain.
+    if (!finish_push(w, t, st, err)) task_finish_one(w, t, st, err, finished);
+    return;
+  }
+  w->finishing = true;
+  task_finish_one(w, t, st, err, finished);
+  while (w->n_finish > 0) {
+    struct lw_finish_item it = w->finish_stack[--w->n_finish];  // a copy: pushes may realloc
+    if (it.t->gen != it.gen) continue;
+    task_finish_one(w, it.t, it.st, it.has_err ? &it.err : NULL, finished);
+  }
+  w->finishing = false;
+}
+
+static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+                            lw_run_t **finished) {
   if (t->state == LW_TS_FREE || t->state == LW_TS_COMPLETED || t->state == LW_TS_FAILED) {
     return;  // one claim per task
   }
@@ -402,9 +452,15 @@ void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_erro
 
 static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
                          lw_run_t **finished) {
-  // All-or-nothing: a member that can never launch takes the whole group down.
-  for (uint32_t i = 0; i < g->n; ++i) {
-    lw_task_t *m = g->members[i];
+  // All-or-nothing: a member that can never launch takes the whole group down. Called
+  // outside a finish (a group whose build failed), finishing the first member finishes all of
+  // them and frees the group: the loop works on a copy and skips members already retired
+  // (their group is cleared).
+  uint32_t n = g->n;
+  lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
+  memcpy(members, g->members, n * sizeof(lw_task_t *));
+  for (uint32_t i = 0; i < n; ++i) {
+    lw_task_t *m = members[i];
     if (m && m->group == g && (m->state == LW_TS_PENDING || m->state == LW_TS_READY)) {
       lw_error_t e;
       lw__error_set(&e, LW_POISONED, -1, m->task_id,

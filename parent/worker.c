@@ -1060,6 +1060,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   }
   // (A deferred unregister is on w->ops too, so the loop above finished it.)
   for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) free(w->tasks[i].consumers);
+  free(w->finish_stack);
   free(w->tasks);
   free(w->free_tasks);
   free(w->eps);

@@ -372,6 +372,10 @@ struct lw_worker {
   uint64_t next_control_id;  // the last op serial handed out (w->mu)
   uint32_t live_runs;
   uint32_t live_ops;
+  // lw__task_finish's work list (orch.c): the tasks a finish in progress also finishes.
+  struct lw_finish_item *finish_stack;
+  uint32_t n_finish, cap_finish;
+  bool finishing;
 
   pthread_mutex_t run_mu;
   pthread_cond_t run_cv;
@@ -438,7 +442,9 @@ LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
 bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
 void lw__orch_stop(lw_worker_t *w);
 // A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
-// Runs that completed are appended to *finished (finish them after unlocking).
+// Runs that completed are appended to *finished (finish them after unlocking). When it
+// returns, t and every task it finished on the way (consumers, group members) are retired;
+// called from inside such a finish, it only queues t (no recursion per dependency).
 void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished);
 // A run is settled: every task is terminal and its orch function returned (no lock held).
