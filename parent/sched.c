@@ -108,6 +108,16 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       break;
     }
     if (c.kind == LW_MB_COMPLETION_CONTROL) {
+      if (ep->kind != LW_MB_CHILD_CHIP) {
+        // A sub child answers every control in its control frame, and its index is no chip's:
+        // a report here could only complete the op of the chip with that index.
+        lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0,
+                      "a sub child's ring holds a control report (control %llu); sub children "
+                      "answer controls in the control frame only",
+                      (unsigned long long)c.control_id);
+        break_child(ep, &err);
+        break;
+      }
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
       if (lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
