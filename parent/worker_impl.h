@@ -20,7 +20,8 @@
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
-//   w->run_mu guards the run queue and the list of unfinished runs only.
+//   w->run_mu guards the run queue and the list of unfinished runs only; it may be taken under
+//   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
 #define LANEWORK_PARENT_WORKER_IMPL_H_
 
