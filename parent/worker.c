@@ -617,7 +617,8 @@ static bool sub_table_reserve(lw_worker_t *w) {
 // last entry (sub_mu keeps every other table change out), which the sub child drops on
 // UNREGISTER of that index. A child that cannot drop it is killed: its respawn replays
 // w->sub_fns, so its table comes back in step.
-static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index) {
+static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index,
+                         const uint64_t *gen) {
   for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
     if (!took[i]) continue;
     lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
@@ -627,7 +628,8 @@ static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index
     p.target = index[i];
     lw_mb_control_ack_t ack;
     lw_error_t err;
-    lw_status_t st = lw__ep_control(ep, &p, &ack, &err);
+    // Only to the child that took it: a successor is brought in step by its replay.
+    lw_status_t st = lw__ep_control_gen(ep, gen[i], &p, &ack, &err);
     if (st == LW_OK && ack.status == LW_OK) continue;
     if (st == LW_CHILD_EXITED) continue;  // the replay brings the new child in step
     pid_t pid = atomic_load(&ep->pid);
@@ -685,6 +687,7 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   lw_error_t err;
   bool took[LW_MAX_SUBS] = {false};
   uint64_t took_index[LW_MAX_SUBS] = {0};
+  uint64_t took_gen[LW_MAX_SUBS] = {0};
   for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
     lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
     pthread_mutex_lock(&ep->post_mu);
@@ -700,7 +703,9 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     p.target = (uint64_t)(uintptr_t)fn;
     p.name = c->name;
     lw_mb_control_ack_t ack;
-    st = lw__ep_control(ep, &p, &ack, &err);
+    // Bound to the child checked above: a successor started meanwhile is not in step yet (its
+    // replay waits for sub_mu) and must not take the function out of order.
+    st = lw__ep_control_gen(ep, gen, &p, &ack, &err);
     if (st == LW_CHILD_EXITED) {
       st = LW_OK;  // died meanwhile: its replay brings it in step, as above
       continue;
@@ -713,13 +718,14 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     if (st != LW_OK) continue;
     took[i] = true;
     took_index[i] = ack.value;
+    took_gen[i] = gen;
     // Every sub child receives the same registrations in the same order, so the indices agree.
     if (ack.value != index) {
       st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "sub %u: gave index %llu, expected %llu",
                          i, (unsigned long long)ack.value, (unsigned long long)index);
     }
   }
-  if (st != LW_OK) sub_rollback(w, took, took_index);
+  if (st != LW_OK) sub_rollback(w, took, took_index, took_gen);
   pthread_mutex_lock(&w->mu);
   if (st == LW_OK) {
     // Remembered in order for a respawned sub child; the index is the position.
