@@ -277,8 +277,18 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
     if (lw__ep_check_dead(ep)) {
       char desc[128];
       lw__ep_describe_exit(ep, desc, sizeof(desc));
-      st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
-                         "%s: %s while a control waited for its answer", name, desc);
+      // Killed for liveness (by the scheduler, which may have noticed first): that is the
+      // reason. It was stored before the kill, so it is visible once the death is.
+      int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
+      if (silent_ms > 0) {
+        st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                           "%s: no heartbeat for %lld ms (stopped or wedged), %s while a "
+                           "control waited for its answer",
+                           name, (long long)silent_ms, desc);
+      } else {
+        st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                           "%s: %s while a control waited for its answer", name, desc);
+      }
       goto out;
     }
     int64_t now = lw__now_ns();

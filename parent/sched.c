@@ -536,7 +536,9 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   if (ep->pidfd < 0) return;  // already handled
   char exit_desc[128], desc[192];
   lw__ep_describe_exit(ep, exit_desc, sizeof(exit_desc));
-  int64_t silent_ms = atomic_exchange(&ep->hb_killed_ms, 0);
+  // Kept (not cleared) until the next child is spawned: a control waiting on this child may
+  // read it after this, for its own message.
+  int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
   if (silent_ms > 0) {
     snprintf(desc, sizeof(desc), "no heartbeat for %lld ms (stopped or wedged), %s",
              (long long)silent_ms, exit_desc);

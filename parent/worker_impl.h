@@ -132,7 +132,9 @@ typedef struct lw_endpoint {
   uint64_t hb_seen;
   int64_t hb_seen_at;
   // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
-  // set by the killer before the kill, read (and cleared) by on_child_death for its message.
+  // set by the killer before the kill, read by on_child_death and by a control that sees the
+  // death, for their messages; cleared when the next child is spawned (lw__ep_spawn, after
+  // the supervisor took ctl_mu: no control still waiting on the old child reads it then).
   _Atomic int64_t hb_killed_ms;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
