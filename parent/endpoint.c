@@ -208,6 +208,12 @@ static bool sub_function_running(const lw_endpoint_t *ep) {
 
 lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                            lw_mb_control_ack_t *out_ack, lw_error_t *err) {
+  return lw__ep_control_gen(ep, 0, post, out_ack, err);
+}
+
+lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
+                               const lw_mb_control_post_t *post, lw_mb_control_ack_t *out_ack,
+                               lw_error_t *err) {
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
   memset(out_ack, 0, sizeof(*out_ack));
@@ -234,6 +240,17 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
   if ((st = check_header(ep, err)) != LW_OK) goto out;
   lw_mb_control_post_t p = *post;
   pthread_mutex_lock(&ep->post_mu);
+  if (generation != 0 && ep->generation != generation) {
+    // The child the command was prepared for died and a new one took its place (the command
+    // names that child's local ids): nothing is posted, as for a child that is down.
+    uint64_t now_gen = ep->generation;
+    pthread_mutex_unlock(&ep->post_mu);
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                       "%s: the child this control was meant for (generation %llu) was "
+                       "replaced (generation %llu)",
+                       name, (unsigned long long)generation, (unsigned long long)now_gen);
+    goto out;
+  }
   p.seq = ++ep->next_seq;
   lw_error_t why;
   st = lw_mailbox_post_control(ep->mb, &p, &why);
@@ -263,8 +280,18 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
     if (lw__ep_check_dead(ep)) {
       char desc[128];
       lw__ep_describe_exit(ep, desc, sizeof(desc));
-      st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
-                         "%s: %s while a control waited for its answer", name, desc);
+      // Killed for liveness (by the scheduler, which may have noticed first): that is the
+      // reason. It was stored before the kill, so it is visible once the death is.
+      int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
+      if (silent_ms > 0) {
+        st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                           "%s: no heartbeat for %lld ms (stopped or wedged), %s while a "
+                           "control waited for its answer",
+                           name, (long long)silent_ms, desc);
+      } else {
+        st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                           "%s: %s while a control waited for its answer", name, desc);
+      }
       goto out;
     }
     int64_t now = lw__now_ns();

@@ -211,8 +211,58 @@ static void retire(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
   }
 }
 
+// One task that a finish in progress also finishes (see lw__task_finish).
+struct lw_finish_item {
+  lw_task_t *t;
+  uint32_t gen;  // the task it was queued for: a slot retired meanwhile is not finished again
+  lw_status_t st;
+  bool has_err;
+  lw_error_t err;
+};
+
+static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+                            lw_run_t **finished);
+
+static bool finish_push(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err) {
+  if (w->n_finish == w->cap_finish) {
+    uint32_t cap = w->cap_finish ? w->cap_finish * 2 : 64;
+    struct lw_finish_item *p = realloc(w->finish_stack, cap * sizeof(*p));
+    if (!p) return false;
+    w->finish_stack = p;
+    w->cap_finish = cap;
+  }
+  struct lw_finish_item *it = &w->finish_stack[w->n_finish++];
+  it->t = t;
+  it->gen = t->gen;
+  it->st = st;
+  it->has_err = err != NULL;
+  if (err) it->err = *err;
+  return true;
+}
+
+// Finishing one task finishes others: its consumers (poisoned, or skipped when their run
+// stopped), its group's members. Those nested finishes are queued on w->finish_stack and done
+// in a loop here rather than by recursion, so a dependency chain of any length (the ring holds
+// up to 2^20 tasks) never runs the finishing thread out of stack.
 void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished) {
+  if (w->finishing) {
+    // Out of memory for the list: finished right here, recursing as deep as the chain.
+    if (!finish_push(w, t, st, err)) task_finish_one(w, t, st, err, finished);
+    return;
+  }
+  w->finishing = true;
+  task_finish_one(w, t, st, err, finished);
+  while (w->n_finish > 0) {
+    struct lw_finish_item it = w->finish_stack[--w->n_finish];  // a copy: pushes may realloc
+    if (it.t->gen != it.gen) continue;
+    task_finish_one(w, it.t, it.st, it.has_err ? &it.err : NULL, finished);
+  }
+  w->finishing = false;
+}
+
+static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+                            lw_run_t **finished) {
   if (t->state == LW_TS_FREE || t->state == LW_TS_COMPLETED || t->state == LW_TS_FAILED) {
     return;  // one claim per task
   }
@@ -270,9 +320,15 @@ void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_erro
 
 static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
                          lw_run_t **finished) {
-  // All-or-nothing: a member that can never launch takes the whole group down.
-  for (uint32_t i = 0; i < g->n; ++i) {
-    lw_task_t *m = g->members[i];
+  // All-or-nothing: a member that can never launch takes the whole group down. Called
+  // outside a finish (a group whose build failed), finishing the first member finishes all of
+  // them and frees the group: the loop works on a copy and skips members already retired
+  // (their group is cleared).
+  uint32_t n = g->n;
+  lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
+  memcpy(members, g->members, n * sizeof(lw_task_t *));
+  for (uint32_t i = 0; i < n; ++i) {
+    lw_task_t *m = members[i];
     if (m && m->group == g && (m->state == LW_TS_PENDING || m->state == LW_TS_READY)) {
       lw_error_t e;
       lw__error_set(&e, LW_POISONED, -1, m->task_id,
@@ -381,20 +437,28 @@ static lw_status_t tmap_edge(void *ctx, lw_tmap_ref_t producer) {
   return add_edge(e->w, &e->w->tasks[producer.index], e->consumer);
 }
 
-static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
+// Waits until n task slots are free (w->mu held; released while waiting).
+static lw_status_t wait_task_slots(lw_worker_t *w, uint32_t n) {
   int64_t deadline = lw__deadline_after(w->cfg.submit_timeout_ns);
-  while (w->n_free_tasks == 0) {
+  while (w->n_free_tasks < n) {
     int64_t now = lw__now_ns();
     if (now >= deadline) {
       return lw__fail(LW_RESOURCE_EXHAUSTED,
-                      "orch: the task ring is full (%u tasks alive) and no task retired within "
-                      "the submit timeout (%lld ns); nothing was dropped",
-                      w->n_tasks_cap, (long long)w->cfg.submit_timeout_ns);
+                      "orch: the task ring is full (%u of %u slots taken, %u needed) and not "
+                      "enough tasks retired within the submit timeout (%lld ns); nothing was "
+                      "dropped",
+                      w->n_tasks_cap - w->n_free_tasks, w->n_tasks_cap, n,
+                      (long long)w->cfg.submit_timeout_ns);
     }
     // retire() broadcasts space_cv under w->mu for every freed slot; the loop re-checks the
     // deadline after every wake-up.
     (void)lw__cond_wait_until(&w->space_cv, &w->mu, deadline);
   }
+  return LW_OK;
+}
+
+static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
+  LW_RETURN_IF_ERROR(wait_task_slots(w, 1));
   lw_task_t *t = &w->tasks[w->free_tasks[--w->n_free_tasks]];
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
@@ -600,6 +664,17 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   lw_run_t *finished = NULL;
   lw_status_t st = LW_OK;
   pthread_mutex_lock(&w->mu);
+  // Every slot first, so w->mu is never released between members: while it is held, no
+  // member can be made ready, poisoned or retired by another thread before the group is whole
+  // (a member made ready early would be counted twice, and a poisoned one could free the group).
+  st = wait_task_slots(w, (uint32_t)n);
+  if (st != LW_OK) {
+    pthread_mutex_unlock(&w->mu);
+    free(members);
+    free(g);
+    free(margs);
+    return st;
+  }
   uint32_t built = 0;
   for (int i = 0; i < n && st == LW_OK; ++i) {
     submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, g};

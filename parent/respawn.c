@@ -249,10 +249,16 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
     }
   }
   pthread_mutex_lock(&w->mu);
-  ep->respawns++;
-  ep->accepting = true;
+  // The new child's pidfd is in the scheduler's epoll set since respawn_once: if the child
+  // died already, on_child_death took the endpoint back (RESPAWNING) and queued another
+  // respawn. Taking work now would let tasks be posted into a mailbox that respawn resets.
+  bool alive = atomic_load(&ep->state) == LW_EP_READY;
+  if (alive) {
+    ep->respawns++;
+    ep->accepting = true;
+  }
   pthread_mutex_unlock(&w->mu);
-  lw__worker_kick(w);
+  if (alive) lw__worker_kick(w);
 }
 
 // ---------------------------------------------------------------------------------------------

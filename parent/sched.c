@@ -106,6 +106,16 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       break;
     }
     if (c.kind == LW_MB_COMPLETION_CONTROL) {
+      if (ep->kind != LW_MB_CHILD_CHIP) {
+        // A sub child answers every control in its control frame, and its index is no chip's:
+        // a report here could only complete the op of the chip with that index.
+        lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0,
+                      "a sub child's ring holds a control report (control %llu); sub children "
+                      "answer controls in the control frame only",
+                      (unsigned long long)c.control_id);
+        break_child(ep, &err);
+        break;
+      }
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
       if (lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
@@ -257,7 +267,10 @@ static bool sweep_stopped(lw_worker_t *w, pending_work_t *pw) {
     uint32_t n = g->n;
     lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
     memcpy(members, g->members, n * sizeof(lw_task_t *));
-    for (uint32_t i = 0; i < n; ++i) lw__task_skip(w, members[i], &pw->finished);
+    for (uint32_t i = 0; i < n; ++i) {
+      // The first member's skip poisons the others (all-or-nothing), which retires them.
+      if (members[i]->state == LW_TS_READY) lw__task_skip(w, members[i], &pw->finished);
+    }
   }
   w->groups_tail = NULL;
   for (lw_group_t *g = w->groups_head; g; g = g->next_ready) w->groups_tail = g;
@@ -327,6 +340,9 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     memcpy(members, g->members, n * sizeof(lw_task_t *));
     for (uint32_t i = 0; i < n; ++i) {
       lw_task_t *t = members[i];
+      // A member that failed without being posted (skipped, failed down, refused) poisons the
+      // rest of its group, which retires them: nothing is left to do for those.
+      if (t->state != LW_TS_READY) continue;
       if (stopped) {
         lw__task_skip(w, t, &pw->finished);
       } else if (dead) {
@@ -518,7 +534,9 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   if (ep->pidfd < 0) return;  // already handled
   char exit_desc[128], desc[192];
   lw__ep_describe_exit(ep, exit_desc, sizeof(exit_desc));
-  int64_t silent_ms = atomic_exchange(&ep->hb_killed_ms, 0);
+  // Kept (not cleared) until the next child is spawned: a control waiting on this child may
+  // read it after this, for its own message.
+  int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
   if (silent_ms > 0) {
     snprintf(desc, sizeof(desc), "no heartbeat for %lld ms (stopped or wedged), %s",
              (long long)silent_ms, exit_desc);

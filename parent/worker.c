@@ -224,6 +224,19 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
   lw_wop_t *op = w->ops;
   while (op) {
     lw_wop_t *next = op->next_pending;
+    if (op->kind == LW_WOP_REGISTER && op->reported[chip] && op->ok[chip]) {
+      // The chip took the register but its child is gone, and the new child does not get the
+      // callable (a respawn replays only live ones): the register cannot finish on every chip.
+      // Nothing is left there to roll back.
+      op->ok[chip] = false;
+      if (op->status == LW_OK) {
+        op->status = err->code;
+        lw__error_set(&op->error, err->code, (int32_t)chip, 0,
+                      "chip %u: register of %s failed: the child died after taking it, before "
+                      "every chip had: %s",
+                      chip, w->callables[op->wc].name, err->message);
+      }
+    }
     if (!op->sub && !op_deferred(w, op) && !op->reported[chip]) {
       // An unregister is done on a chip that died: nothing of the callable is left there (the
       // replay skips callables being unregistered).
@@ -296,6 +309,7 @@ static void wop_post(lw_wop_t *op) {
     p.entry = entry;
     lw_wop_t *skipped_last = NULL;
     bool skip = false;
+    uint64_t generation = 0;  // a register names no local id: any child may take it
     if (op->kind == LW_WOP_REGISTER) {
       p.command = LW_MB_CMD_REGISTER;
       p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
@@ -323,6 +337,11 @@ static void wop_post(lw_wop_t *op) {
     } else {
       p.command = LW_MB_CMD_UNREGISTER;
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
+      // The target is the current child's local id (it takes work, so its replay is done):
+      // bound to that child, so that if it dies before the post, its successor never gets it.
+      pthread_mutex_lock(&ep->post_mu);
+      generation = ep->generation;
+      pthread_mutex_unlock(&ep->post_mu);
     }
     pthread_mutex_unlock(&w->mu);
     if (skip) {
@@ -331,7 +350,7 @@ static void wop_post(lw_wop_t *op) {
     }
     lw_mb_control_ack_t ack;
     lw_error_t err;
-    lw_status_t st = lw__ep_control(ep, &p, &ack, &err);
+    lw_status_t st = lw__ep_control_gen(ep, generation, &p, &ack, &err);
     if (st == LW_OK && ack.status != LW_OK) {
       st = ack.status;
       err = ack.error;
@@ -597,7 +616,8 @@ static bool sub_table_reserve(lw_worker_t *w) {
 // last entry (sub_mu keeps every other table change out), which the sub child drops on
 // UNREGISTER of that index. A child that cannot drop it is killed: its respawn replays
 // w->sub_fns, so its table comes back in step.
-static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index) {
+static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index,
+                         const uint64_t *gen) {
   for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
     if (!took[i]) continue;
     lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
@@ -607,7 +627,8 @@ static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index
     p.target = index[i];
     lw_mb_control_ack_t ack;
     lw_error_t err;
-    lw_status_t st = lw__ep_control(ep, &p, &ack, &err);
+    // Only to the child that took it: a successor is brought in step by its replay.
+    lw_status_t st = lw__ep_control_gen(ep, gen[i], &p, &ack, &err);
     if (st == LW_OK && ack.status == LW_OK) continue;
     if (st == LW_CHILD_EXITED) continue;  // the replay brings the new child in step
     pid_t pid = atomic_load(&ep->pid);
@@ -669,6 +690,7 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   lw_error_t err;
   bool took[LW_MAX_SUBS] = {false};
   uint64_t took_index[LW_MAX_SUBS] = {0};
+  uint64_t took_gen[LW_MAX_SUBS] = {0};
   for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
     lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
     pthread_mutex_lock(&ep->post_mu);
@@ -684,7 +706,9 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     p.target = (uint64_t)(uintptr_t)fn;
     p.name = c->name;
     lw_mb_control_ack_t ack;
-    st = lw__ep_control(ep, &p, &ack, &err);
+    // Bound to the child checked above: a successor started meanwhile is not in step yet (its
+    // replay waits for sub_mu) and must not take the function out of order.
+    st = lw__ep_control_gen(ep, gen, &p, &ack, &err);
     if (st == LW_CHILD_EXITED) {
       st = LW_OK;  // died meanwhile: its replay brings it in step, as above
       continue;
@@ -697,13 +721,14 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     if (st != LW_OK) continue;
     took[i] = true;
     took_index[i] = ack.value;
+    took_gen[i] = gen;
     // Every sub child receives the same registrations in the same order, so the indices agree.
     if (ack.value != index) {
       st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "sub %u: gave index %llu, expected %llu",
                          i, (unsigned long long)ack.value, (unsigned long long)index);
     }
   }
-  if (st != LW_OK) sub_rollback(w, took, took_index);
+  if (st != LW_OK) sub_rollback(w, took, took_index, took_gen);
   pthread_mutex_lock(&w->mu);
   if (st == LW_OK) {
     // Remembered in order for a respawned sub child; the index is the position.
@@ -1045,6 +1070,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   }
   // (A deferred unregister is on w->ops too, so the loop above finished it.)
   for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) free(w->tasks[i].consumers);
+  free(w->finish_stack);
   free(w->tasks);
   free(w->free_tasks);
   lw__handle_table_deinitialize(&w->callable_ids);

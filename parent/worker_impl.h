@@ -23,7 +23,8 @@
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
-//   w->run_mu guards the run queue and the list of unfinished runs only.
+//   w->run_mu guards the run queue and the list of unfinished runs only; it may be taken under
+//   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
 #define LANEWORK_PARENT_WORKER_IMPL_H_
 
@@ -135,7 +136,9 @@ typedef struct lw_endpoint {
   uint64_t hb_seen;
   int64_t hb_seen_at;
   // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
-  // set by the killer before the kill, read (and cleared) by on_child_death for its message.
+  // set by the killer before the kill, read by on_child_death and by a control that sees the
+  // death, for their messages; cleared when the next child is spawned (lw__ep_spawn, after
+  // the supervisor took ctl_mu: no control still waiting on the old child reads it then).
   _Atomic int64_t hb_killed_ms;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
@@ -153,6 +156,12 @@ LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns
 // frame or header the child corrupted (a protocol violation: lw__ep_violation).
 LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                                        lw_mb_control_ack_t *out_ack, lw_error_t *err);
+// The same, posted only to the child of that generation (0: whichever child is there): a
+// command naming a child's local ids gives CHILD_EXITED, unposted, once that child was
+// replaced.
+LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
+                                           const lw_mb_control_post_t *post,
+                                           lw_mb_control_ack_t *out_ack, lw_error_t *err);
 // Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
 // identity and frame. A frame the parent's record says is free but that is not IDLE, or a
 // header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
@@ -377,6 +386,10 @@ struct lw_worker {
   uint64_t next_control_id;  // the last op serial handed out (w->mu)
   uint32_t live_runs;
   uint32_t live_ops;
+  // lw__task_finish's work list (orch.c): the tasks a finish in progress also finishes.
+  struct lw_finish_item *finish_stack;
+  uint32_t n_finish, cap_finish;
+  bool finishing;
 
   pthread_mutex_t run_mu;
   pthread_cond_t run_cv;
@@ -443,7 +456,9 @@ LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
 bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
 void lw__orch_stop(lw_worker_t *w);
 // A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
-// Runs that completed are appended to *finished (finish them after unlocking).
+// Runs that completed are appended to *finished (finish them after unlocking). When it
+// returns, t and every task it finished on the way (consumers, group members) are retired;
+// called from inside such a finish, it only queues t (no recursion per dependency).
 void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished);
 // A run is settled: every task is terminal and its orch function returned (no lock held).
@@ -465,8 +480,10 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
 void lw__wop_complete(lw_wop_t *op);
 // A chip died: every op posted to it that it has not answered gets its report now (w->mu
 // held): a register fails with err, an unregister counts as done (nothing of the callable is
-// left on that chip). Ops that became complete are pushed onto *done (linked by next_done;
-// no bound) for lw__wop_complete without w->mu.
+// left on that chip). A register that chip had already taken, still waiting on other chips,
+// fails too: the new child will not have the callable (the replay takes live ones only). Ops
+// that became complete are pushed onto *done (linked by next_done; no bound) for
+// lw__wop_complete without w->mu.
 void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
 // Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
 // waits for it: a sub callable's slot is freed and its unregister finishes now; a chip

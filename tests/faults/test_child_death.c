@@ -160,6 +160,49 @@ Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .
   fx_destroy(&f);
 }
 
+// Whether chip's report on the pending register op is in (w->mu).
+static bool register_reported_by(fx_t *fx, uint32_t chip) {
+  bool in = false;
+  pthread_mutex_lock(&fx->w->mu);
+  for (lw_wop_t *op = fx->w->ops; op; op = op->next_pending) {
+    if (op->kind == LW_WOP_REGISTER && op->reported[chip]) in = true;
+  }
+  pthread_mutex_unlock(&fx->w->mu);
+  return in;
+}
+
+// A chip that took a register dies while the register still waits on another chip: its new
+// child never got the callable (the replay takes only live callables), so the register fails
+// naming that chip instead of finishing with the dead child's local id for it.
+Test(child_death, chip_that_took_a_register_dies_before_the_register_completes_fails_it,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  cfg.liveness_timeout_ns = 0;  // chip 1 is stopped on purpose below
+  fx_create(&f, &cfg);
+  lw_callable_t vadd = lw_test_kernel("vector_add");
+  pid_t slow = fx_pid(&f, 1);
+  cr_assert_eq(kill(slow, SIGSTOP), 0);
+  reg_thread_t r = {&f, &vadd, LW_OK, ""};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, register_in_thread, &r), 0);
+  while (!register_reported_by(&f, 0)) lw_test_sleep_us(200);
+  cr_assert_eq(kill(fx_pid(&f, 0), SIGKILL), 0);
+  fx_wait_respawned(&f, 0, 1);
+  cr_assert_eq(kill(slow, SIGCONT), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(r.st, LW_CHILD_EXITED, "got %s: %s", lw_status_name(r.st), r.message);
+  ASSERT_MSG_HAS(r.message, "chip 0");
+  // Rolled back on chip 1: the callable registers again and runs on both chips.
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_worker_register(f.w, &vadd, &h));
+  shared_t *s = fx_shared(&f);
+  fx_run_vadd_ok(&f, h, s, 0);
+  fx_run_vadd_ok(&f, h, s, 1);
+  lw_callable_free_loaded(&vadd);
+  fx_destroy(&f);
+}
+
 static void expect_kernel_death(const char *kernel, const char *signal_name) {
   lw_worker_config_t cfg;
   fx_config(&cfg, 2, 0);

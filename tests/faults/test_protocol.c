@@ -274,7 +274,7 @@ Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .ti
   lw_mb_completion_t fake;
   memset(&fake, 0, sizeof(fake));
   fake.kind = LW_MB_COMPLETION_CONTROL;
-  fake.control_id = ((uint64_t)(uintptr_t)op << 8) | 0;
+  fake.control_id = (op->serial << 8) | 0;
   fake.status = LW_OK;
   fake.value = 0x7777;
   lw_mailbox_t *mb1 = fx_mailbox(&f, 1);
@@ -295,6 +295,55 @@ Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .ti
   cr_assert_neq(f.w->callables[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
   fx_run_vadd_ok(&f, vadd, s, 0);
   fx_run_vadd_ok(&f, vadd, s, 1);
+  lw_handle_release(r.h);
+  lw_callable_free_loaded(&c);
+  fx_destroy(&f);
+}
+
+// A sub child never reports a control asynchronously (its REGISTER_SUB is answered in the
+// control frame), and its index is not a chip's: a control report in its ring is a protocol
+// violation, never a report for the chip with the same index.
+Test(protocol, a_control_report_in_a_sub_childs_ring_counts_for_no_chip, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 1);
+  fx_create(&f, &cfg);
+  shared_t *s = fx_shared(&f);
+  lw_callable_t c = lw_test_kernel("vector_add");
+  pid_t pid0 = fx_pid(&f, 0), sub_pid = fx_pid(&f, 1);
+  cr_assert_eq(kill(pid0, SIGSTOP), 0);
+  reg_call_t r = {f.w, &c, NULL, LW_OK};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, register_thread, &r), 0);
+  lw_wop_t *op = NULL;
+  while (!op) {
+    pthread_mutex_lock(&f.w->mu);
+    op = f.w->ops;
+    pthread_mutex_unlock(&f.w->mu);
+    if (!op) lw_test_sleep_us(200);
+  }
+  // Sub 0 "reports" the op with the control id chip 0 was given.
+  lw_mb_completion_t fake;
+  memset(&fake, 0, sizeof(fake));
+  fake.kind = LW_MB_COMPLETION_CONTROL;
+  fake.control_id = (op->serial << 8) | 0;
+  fake.status = LW_OK;
+  fake.value = 0x7777;
+  lw_mailbox_t *mb = fx_mailbox(&f, 1);
+  bool wake = false;
+  lw_error_t err;
+  LW_ASSERT_OK(lw_mailbox_push_completion(mb, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
+  lw__worker_kick(f.w);
+  // The sub child is killed for it and comes back.
+  fx_wait_respawned(&f, 1, 1);
+  cr_assert_neq(fx_pid(&f, 1), sub_pid);
+  cr_assert_eq(kill(pid0, SIGCONT), 0);
+  cr_assert_eq(pthread_join(th, NULL), 0);
+  LW_ASSERT_OK(r.st);
+  LW_ASSERT_OK(lw_handle_wait(r.h, LW_WAIT_FOREVER));
+  lw_callable_handle_t vadd;
+  LW_ASSERT_OK(lw_handle_callable(r.h, &vadd));
+  cr_assert_neq(f.w->callables[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
+  fx_run_vadd_ok(&f, vadd, s, 0);
   lw_handle_release(r.h);
   lw_callable_free_loaded(&c);
   fx_destroy(&f);

@@ -477,3 +477,54 @@ Test(dag, async_run_handles_finish_in_submission_order, .timeout = 60) {
   lw_handle_release(c);
   destroy_and_check();
 }
+
+// ---------------------------------------------------------------------------------------------
+// A long chain: poisoning follows the edges without recursing once per task, so a chain far
+// longer than a thread's stack allows finishes whole when its head fails.
+
+#define LONG_CHAIN 40000
+
+typedef struct chain_job {
+  lw_callable_handle_t gate;
+  shared_state_t *s;
+  void *x;
+  _Atomic uint32_t submitted;  // every link was accepted
+} chain_job_t;
+
+static lw_status_t chain_orch(lw_orch_t *o, void *user) {
+  chain_job_t *j = user;
+  for (uint32_t i = 0; i < LONG_CHAIN; ++i) {
+    lw_args_t a;
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->gate, sizeof(j->s->gate), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->entered, sizeof(j->s->entered), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, LW_TAG_INOUT));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
+  }
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
+}
+
+Test(dag, a_chain_longer_than_a_stack_is_poisoned_whole_when_its_head_is_cancelled,
+     .timeout = 120) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = 1;
+  cfg.arena_bytes = 16ull << 20;
+  cfg.task_ring = LONG_CHAIN + 16;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  chain_job_t j = {wreg("gate"), new_shared(), lw_worker_alloc(w, 64), 0};
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, chain_orch, &j, &h));
+  lw_test_wait_nonzero(&j.submitted);  // the head runs (gate closed); every link waits for it
+  LW_ASSERT_OK(lw_handle_cancel(h));
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(h, &rep));
+  cr_assert_eq(rep.n_tasks, LONG_CHAIN);
+  cr_assert_eq(rep.n_failed, LONG_CHAIN, "every link ends failed (%u)", rep.n_failed);
+  lw_handle_release(h);
+  destroy_and_check();
+}

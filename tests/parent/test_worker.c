@@ -2,6 +2,7 @@
 // register/unregister broadcast, runs, and clean teardown.
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 
@@ -339,6 +340,181 @@ Test(worker, group_launches_all_or_nothing, .timeout = 60) {
   cr_assert(g0 > m && g1 > m, "group members (%d, %d) must follow the markers (%d)", g0, g1, m);
   lw_handle_release(blockers);
   lw_handle_release(group);
+  destroy_and_check();
+}
+
+// Whether a ready group waits in the scheduler's group queue (it waits there for frames).
+static bool group_waits_for_frames(void) {
+  pthread_mutex_lock(&w->mu);
+  bool waits = w->groups_head != NULL;
+  pthread_mutex_unlock(&w->mu);
+  return waits;
+}
+
+// Skipping a stopped run's group takes every member at once (one member's skip poisons the
+// others): the scheduler must not skip a member that is already finished and retired.
+Test(worker, cancelled_group_waiting_for_a_frame_finishes_cancelled, .timeout = 60) {
+  make_worker(2, 0);
+  group_job_t j = {wreg("record"), wreg("gate"), new_shared(), 0};
+  lw_handle_t *blockers = NULL, *group = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, blockers_orch, &j, &blockers));
+  lw_test_wait_nonzero(&j.s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(w, group_orch, &j, &group));
+  // Chip 1 has no free frame: the group is ready and waits whole.
+  while (!group_waits_for_frames()) lw_test_sleep_us(100);
+  LW_ASSERT_OK(lw_handle_cancel(group));
+  // The group's run settles while the blockers still hold chip 1; its handle finishes once the
+  // blockers' (earlier) handle has.
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(blockers, LW_WAIT_FOREVER));
+  cr_assert_eq(lw_handle_wait(group, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(group, &rep));
+  cr_assert_eq(rep.n_tasks, 2);
+  cr_assert_eq(rep.n_failed, 2, "both members end failed (%u)", rep.n_failed);
+  cr_assert_eq(rep.n_completed, 0);
+  cr_assert_eq(log_pos(j.s, 200), -1, "a member of the cancelled group ran");
+  cr_assert_eq(log_pos(j.s, 201), -1, "a member of the cancelled group ran");
+  lw_handle_release(blockers);
+  lw_handle_release(group);
+  destroy_and_check();
+}
+
+// The same when a member's chip is down for good: the first member fails down, poisoning the
+// rest, and the scheduler must not fail down a member that is already retired.
+Test(worker, group_waiting_for_a_chip_that_dies_for_good_fails_child_exited, .timeout = 60) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = 2;
+  cfg.arena_bytes = 64ull << 20;
+  cfg.respawn = false;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  group_job_t j = {wreg("record"), wreg("gate"), new_shared(), 0};
+  lw_handle_t *blockers = NULL, *group = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, blockers_orch, &j, &blockers));
+  lw_test_wait_nonzero(&j.s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(w, group_orch, &j, &group));
+  while (!group_waits_for_frames()) lw_test_sleep_us(100);
+  cr_assert_eq(kill(atomic_load(&w->eps[1].pid), SIGKILL), 0);
+  cr_assert_eq(lw_handle_wait(blockers, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  cr_assert_eq(lw_handle_wait(group, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(group, &rep));
+  cr_assert_eq(rep.n_tasks, 2);
+  cr_assert_eq(rep.n_failed, 2, "both members end failed (%u)", rep.n_failed);
+  cr_assert_eq(log_pos(j.s, 200), -1, "a member of the group ran without its chip 1 member");
+  lw_handle_release(blockers);
+  lw_handle_release(group);
+  destroy_and_check();
+}
+
+typedef struct gbuild_job {
+  lw_callable_handle_t rec, gate;
+  shared_state_t *s1, *s2;  // s1: P's gate and the members' log; s2: R's gate
+  void *x, *y;
+  _Atomic uint32_t in_group;
+} gbuild_job_t;
+
+static lw_status_t gate_writing(lw_orch_t *o, const gbuild_job_t *j, shared_state_t *s, void *out) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&s->gate, sizeof(s->gate), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&s->entered, sizeof(s->entered), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT));
+  return lw_orch_submit_next_level(o, j->gate, &a, NULL, 0);
+}
+
+// P (chip 0) writes X, R (chip 0, behind P) writes Y; the group's member 0 reads X and member 1
+// reads Y. With a ring of 3 tasks, the group can take its second slot only once P retired.
+static lw_status_t gbuild_orch(lw_orch_t *o, void *user) {
+  gbuild_job_t *j = user;
+  LW_RETURN_IF_ERROR(gate_writing(o, j, j->s1, j->x));
+  LW_RETURN_IF_ERROR(gate_writing(o, j, j->s2, j->y));
+  lw_args_t a0, a1;
+  lw_args_init(&a0);
+  lw_args_init(&a1);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a0, j->s1->log, sizeof(j->s1->log), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a0, j->x, 64, LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a0, 200));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a1, j->s1->log, sizeof(j->s1->log), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a1, j->y, 64, LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a1, 201));
+  const lw_args_t *args[2] = {&a0, &a1};
+  int32_t chips[2] = {0, 1};
+  atomic_store(&j->in_group, 1);
+  return lw_orch_submit_next_level_group(o, j->rec, args, chips, 2);
+}
+
+// A group submitted while the task ring is full must not let a member become ready (or be
+// poisoned and freed) while its other members are still being built: member 1 still waits for
+// R when the group is complete, so the group must not launch.
+Test(worker, group_built_on_a_full_ring_waits_for_every_members_dependencies, .timeout = 60) {
+  fds_before = lw_test_fd_count();
+  children_before = lw_test_child_count();
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_chips = 2;
+  cfg.arena_bytes = 64ull << 20;
+  cfg.task_ring = 3;
+  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  gbuild_job_t j = {wreg("record"), wreg("gate"), new_shared(), new_shared(),
+                    lw_worker_alloc(w, 64), lw_worker_alloc(w, 64), 0};
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, gbuild_orch, &j, &h));
+  lw_test_wait_nonzero(&j.in_group);
+  // The group submit holds w->mu until it waits for a ring slot.
+  pthread_mutex_lock(&w->mu);
+  pthread_mutex_unlock(&w->mu);
+  atomic_store(&j.s1->gate, 1);  // P finishes and frees a slot; R starts on chip 0
+  lw_test_wait_nonzero(&j.s2->entered);
+  lw_run_t *run = (lw_run_t *)h;
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool done = run->orch_done;
+    pthread_mutex_unlock(&w->mu);
+    if (done) break;
+    lw_test_sleep_us(100);
+  }
+  pthread_mutex_lock(&w->mu);
+  lw_task_state_t member1 = LW_TS_FREE;
+  for (uint32_t i = 0; i < w->n_tasks_cap; ++i) {
+    if (w->tasks[i].run == run && w->tasks[i].task_id == 4) member1 = w->tasks[i].state;
+  }
+  pthread_mutex_unlock(&w->mu);
+  cr_assert_eq(member1, LW_TS_PENDING, "group member 1 must wait for R (its state: %d)",
+               (int)member1);
+  cr_assert_eq(log_pos(j.s1, 201), -1, "group member 1 ran before R, which writes its input");
+  atomic_store(&j.s2->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(h, LW_WAIT_FOREVER));
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(h, &rep));
+  cr_assert_eq(rep.n_completed, 4);
+  cr_assert_neq(log_pos(j.s1, 200), -1);
+  cr_assert_neq(log_pos(j.s1, 201), -1);
+  lw_handle_release(h);
+  destroy_and_check();
+}
+
+// An unregister names a child's local id, so wop_post binds its post to the child it read the
+// id from: once that child was replaced (died, respawned), the control is refused unposted.
+Test(worker, control_bound_to_a_replaced_child_is_refused_unposted, .timeout = 60) {
+  make_worker(1, 0);
+  lw_endpoint_t *ep = &w->eps[0];
+  pthread_mutex_lock(&ep->post_mu);
+  uint64_t gen = ep->generation;
+  pthread_mutex_unlock(&ep->post_mu);
+  lw_mb_control_post_t p;
+  memset(&p, 0, sizeof(p));
+  p.command = LW_MB_CMD_PING;
+  lw_mb_control_ack_t ack;
+  lw_error_t err;
+  cr_assert_eq(lw__ep_control_gen(ep, gen + 1, &p, &ack, &err), LW_CHILD_EXITED);
+  cr_assert(strstr(err.message, "replaced"), "message: %s", err.message);
+  cr_assert_eq(atomic_load(&ep->mb->control.state), LW_MB_CONTROL_IDLE, "it was posted");
+  LW_ASSERT_OK(lw__ep_control_gen(ep, gen, &p, &ack, &err));
+  LW_ASSERT_OK(lw__ep_control_gen(ep, 0, &p, &ack, &err));
   destroy_and_check();
 }
 
