@@ -95,7 +95,9 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   bool progress = false;
   // A broken child's ring is never read again, not even after its death: it holds garbage.
   if (atomic_load(&ep->violated)) return false;
-  for (;;) {
+  // At most one ring's worth per pass: a child that keeps refilling its ring (well-formed
+  // entries, but endless) cannot keep the scheduler here under w->mu while submitters wait.
+  for (uint32_t n = 0; n < LW_MB_RING_ENTRIES; ++n) {
     lw_mb_completion_t c;
     lw_error_t err;
     lw_status_t st = lw_mailbox_pop_completion(ep->mb, &c, &err);
