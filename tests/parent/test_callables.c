@@ -11,39 +11,13 @@
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "parent/worker_impl.h"
-#include "test_util.h"
-
-static lw_worker_t *w;
-static int fds_before;
-static int children_before;
+#include "worker_test_util.h"
 
 static void make_worker_queue(uint32_t chips, uint32_t subs, uint32_t register_queue_depth) {
-  fds_before = lw_test_fd_count();
-  children_before = lw_test_child_count();
   lw_worker_config_t cfg;
-  lw_worker_config_default(&cfg);
-  cfg.n_chips = chips;
-  cfg.n_subs = subs;
-  cfg.arena_bytes = 64ull << 20;
+  wt_config(&cfg, chips, subs);
   if (register_queue_depth) cfg.chip.register_queue_depth = register_queue_depth;
-  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
-}
-
-static void make_worker(uint32_t chips, uint32_t subs) { make_worker_queue(chips, subs, 0); }
-
-static lw_callable_handle_t wreg(const char *name) {
-  lw_callable_t c = lw_test_kernel(name);
-  lw_callable_handle_t h;
-  LW_ASSERT_OK(lw_worker_register(w, &c, &h));
-  lw_callable_free_loaded(&c);
-  return h;
-}
-
-static void destroy_and_check(void) {
-  lw_worker_destroy(w);
-  w = NULL;
-  cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
-  cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
+  wt_create(&cfg);
 }
 
 static lw_wc_state_t wc_state(lw_callable_handle_t h) {

@@ -12,74 +12,22 @@
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "parent/worker_impl.h"
-#include "test_util.h"
+#include "worker_test_util.h"
 
-static lw_worker_t *w;
-static int fds_before;
-static int children_before;
-
-static void make_worker(uint32_t chips, int64_t cancel_grace_ns) {
-  fds_before = lw_test_fd_count();
-  children_before = lw_test_child_count();
+// A worker of `chips` chips whose cancel grace is grace_ns (a kernel that ignores its cancel
+// word keeps its child that long).
+static void make_grace_worker(uint32_t chips, int64_t grace_ns) {
   lw_worker_config_t cfg;
-  lw_worker_config_default(&cfg);
-  cfg.n_chips = chips;
-  cfg.n_subs = 0;
-  cfg.arena_bytes = 16ull << 20;
-  if (cancel_grace_ns > 0) cfg.cancel_grace_ns = cancel_grace_ns;
-  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
+  wt_config(&cfg, chips, 0);
+  cfg.cancel_grace_ns = grace_ns;
+  wt_create(&cfg);
 }
 
-static void destroy_and_check(void) {
-  lw_worker_destroy(w);
-  w = NULL;
-  cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
-  cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
-}
-
-static lw_callable_handle_t wreg(const char *name) {
-  lw_callable_t c = lw_test_kernel(name);
-  lw_callable_handle_t h;
-  LW_ASSERT_OK(lw_worker_register(w, &c, &h));
-  lw_callable_free_loaded(&c);
-  return h;
-}
 
 // ---------------------------------------------------------------------------------------------
 // A shared log (record kernel), a gate (gate kernel) and a latch (latch kernel), in the
 // worker's arena so the chip children write them.
 
-typedef struct shared_state {
-  _Atomic uint32_t gate;
-  _Atomic uint32_t entered;
-  _Atomic uint32_t latch;
-  _Atomic uint32_t latch_entered;
-  int64_t log[256];
-} shared_state_t;
-
-static shared_state_t *new_shared(void) {
-  shared_state_t *s = lw_worker_alloc(w, sizeof(shared_state_t));
-  cr_assert_not_null(s);
-  memset(s, 0, sizeof(*s));
-  return s;
-}
-
-static int64_t log_count(const shared_state_t *s) {
-  return atomic_load((_Atomic int64_t *)&s->log[0]);
-}
-
-static int log_pos(const shared_state_t *s, int64_t value) {
-  int64_t n = log_count(s);
-  for (int64_t i = 0; i < n && i < 255; ++i) {
-    if (atomic_load((_Atomic int64_t *)&s->log[1 + i]) == value) return (int)i;
-  }
-  return -1;
-}
-
-// Waits until the record kernel logged value (it claims its slot, then writes the value).
-static void wait_logged(const shared_state_t *s, int64_t value) {
-  while (log_pos(s, value) < 0) lw_test_sleep_us(100);
-}
 
 typedef enum task_kind {
   K_RECORD = 0,
@@ -371,7 +319,7 @@ Test(dag, orch_error_after_submits_fails_the_run_and_stops_every_unfinished_task
      .timeout = 120) {
   // A long grace: the latch ignores its cancel word until the test opens it, and its child
   // must not be killed for that meanwhile.
-  make_worker(2, 60ll * 1000 * 1000 * 1000);
+  make_grace_worker(2, 60ll * 1000 * 1000 * 1000);
   failing_orch_job_t j = {new_dag(), lw_worker_alloc(w, 64)};
   lw_handle_t *run = NULL;
   LW_ASSERT_OK(lw_worker_run_async(w, failing_orch, &j, &run));

@@ -9,37 +9,8 @@
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "parent/worker_impl.h"
-#include "test_util.h"
+#include "worker_test_util.h"
 
-static lw_worker_t *w;
-static int fds_before;
-static int children_before;
-
-static void make_worker(uint32_t chips, uint32_t subs) {
-  fds_before = lw_test_fd_count();
-  children_before = lw_test_child_count();
-  lw_worker_config_t cfg;
-  lw_worker_config_default(&cfg);
-  cfg.n_chips = chips;
-  cfg.n_subs = subs;
-  cfg.arena_bytes = 64ull << 20;
-  LW_ASSERT_OK(lw_worker_create(&cfg, &w));
-}
-
-static void destroy_and_check(void) {
-  lw_worker_destroy(w);
-  w = NULL;
-  cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
-  cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
-}
-
-static lw_callable_handle_t wreg(const char *name) {
-  lw_callable_t c = lw_test_kernel(name);
-  lw_callable_handle_t h;
-  LW_ASSERT_OK(lw_worker_register(w, &c, &h));
-  lw_callable_free_loaded(&c);
-  return h;
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -83,36 +54,6 @@ Test(worker, runs_vector_add_in_a_chip_child_with_exact_results, .timeout = 60) 
 // Helpers for event-ordered tests: a shared log (record kernel) and a gate (gate kernel), both
 // in the worker's arena so chip children write them.
 
-typedef struct shared_state {
-  _Atomic uint32_t gate;
-  _Atomic uint32_t entered;
-  int64_t log[256];
-} shared_state_t;
-
-static shared_state_t *new_shared(void) {
-  shared_state_t *s = lw_worker_alloc(w, sizeof(shared_state_t));
-  cr_assert_not_null(s);
-  memset(s, 0, sizeof(*s));
-  return s;
-}
-
-static int log_pos(const shared_state_t *s, int64_t value) {
-  for (int64_t i = 0; i < s->log[0]; ++i) {
-    if (s->log[1 + i] == value) return (int)i;
-  }
-  return -1;
-}
-
-// Waits until the record kernel logged value (it claims its slot, then writes the value).
-static void wait_logged(const shared_state_t *s, int64_t value) {
-  for (;;) {
-    int64_t n = atomic_load((_Atomic int64_t *)&s->log[0]);
-    for (int64_t i = 0; i < n && i < 255; ++i) {
-      if (atomic_load((_Atomic int64_t *)&s->log[1 + i]) == value) return;
-    }
-    lw_test_sleep_us(100);
-  }
-}
 
 typedef struct rec {
   int64_t value;
