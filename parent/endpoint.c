@@ -72,6 +72,15 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
     snprintf(buf, bytes, "protocol violation: %s; child killed (%s)", what, how);
     return;
   }
+  // Killed for a silent heartbeat: the reason, not only the SIGKILL. Any observer of the death
+  // says so (the scheduler, or a control that read the exit table before the scheduler ran),
+  // so the killer's mark stays until the next spawn clears it.
+  int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
+  if (silent_ms > 0) {
+    snprintf(buf, bytes, "no heartbeat for %lld ms (stopped or wedged), %s",
+             (long long)silent_ms, how);
+    return;
+  }
   snprintf(buf, bytes, "%s", how);
 }
 
@@ -258,7 +267,7 @@ lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
     (void)lw_waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
     if (control_done(&c)) break;
     if (lw__ep_check_dead(ep)) {
-      char desc[128];
+      char desc[192];
       lw__ep_describe_exit(ep, desc, sizeof(desc));
       st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
                          "%s: %s while a control waited for its answer", name, desc);

@@ -518,15 +518,9 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
 
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
-  char exit_desc[128], desc[192];
-  lw__ep_describe_exit(ep, exit_desc, sizeof(exit_desc));
-  int64_t silent_ms = atomic_exchange(&ep->hb_killed_ms, 0);
-  if (silent_ms > 0) {
-    snprintf(desc, sizeof(desc), "no heartbeat for %lld ms (stopped or wedged), %s",
-             (long long)silent_ms, exit_desc);
-  } else {
-    snprintf(desc, sizeof(desc), "%s", exit_desc);
-  }
+  char desc[192];
+  // Names a liveness kill (hb_killed_ms) too; the mark stays until the next spawn.
+  lw__ep_describe_exit(ep, desc, sizeof(desc));
   lw__ep_set_exit_desc(ep, desc);
   epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
   close(ep->pidfd);
