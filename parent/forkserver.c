@@ -107,12 +107,54 @@ struct lw_forkserver {
 };
 
 // --------------------------------------------------------------------------------------------
+// Stdio. Bit i: fd i was closed when liblanework was loaded (set by the constructor, before
+// lanework opened anything). Such a number is not the program's stdio: children and the
+// zygote get /dev/null there (fill_closed_stdio), and lanework's own fds never take it.
+static uint32_t g_stdio_closed;
+
+int lw_forkserver_fd_above_stdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int e = errno;
+  close(fd);
+  return moved < 0 ? -e : moved;
+}
+
+// Puts /dev/null on every stdio number that was closed when liblanework was loaded, replacing
+// whatever took it since: in a child (or the zygote) that is an fd of lanework's or of the
+// program's that happened to get the free number, never the program's stdio. Not
+// close-on-exec, as stdio is. Plain syscalls only (runs in the zygote and in children).
+static void fill_closed_stdio(void) {
+  for (int i = 0; i <= 2; ++i) {
+    if ((g_stdio_closed & (1u << i)) == 0) continue;
+    int fd = open("/dev/null", O_RDWR);
+    if (fd < 0) continue;  // no /dev/null (a bare chroot): the number keeps what it holds
+    if (fd != i) {
+      (void)dup2(fd, i);
+      close(fd);
+    }
+  }
+}
+
+static int socketpair_above_stdio(int sv[2]) {
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
+  sv[0] = lw_forkserver_fd_above_stdio(sv[0]);
+  sv[1] = lw_forkserver_fd_above_stdio(sv[1]);
+  if (sv[0] >= 0 && sv[1] >= 0) return 0;
+  int e = sv[0] < 0 ? -sv[0] : -sv[1];
+  if (sv[0] >= 0) close(sv[0]);
+  if (sv[1] >= 0) close(sv[1]);
+  sv[0] = sv[1] = -1;
+  return -e;
+}
+
+// --------------------------------------------------------------------------------------------
 // Syscall wrappers: each returns a value >= 0 or -errno.
 
 static int sys_pidfd_open(pid_t pid) {
   // Flags 0: the kernel makes every pidfd close-on-exec.
   long rc = syscall(SYS_pidfd_open, pid, 0);
-  return rc < 0 ? -errno : (int)rc;
+  return rc < 0 ? -errno : lw_forkserver_fd_above_stdio((int)rc);
 }
 
 static int sys_pidfd_send_signal(int pidfd, int sig) {
@@ -336,6 +378,7 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   // and nothing else: not the server's sockets, signalfd or pidfd, nor anything the program
   // had open. It does not map the server's status table either.
   child_keep_fds(s->pass_fds, s->n_pass);
+  fill_closed_stdio();
   munmap(s->table, s->table_bytes);
   s->main_fn(s->arg, index);
   _exit(0);
@@ -523,6 +566,9 @@ static _Noreturn void server_loop(server_t *s) {
 static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int parent_ev) {
   if (parent_ctl >= 0) close(parent_ctl);
   if (parent_ev >= 0) close(parent_ev);
+  // Forked directly from a program without stdio: its pidfd and signalfd must not take those
+  // numbers, which its children keep (a zygote's server has them filled already).
+  fill_closed_stdio();
   s->self = getpid();
   lw_fs_msg_t ready = {.type = LW_FS_MSG_READY};
 
@@ -998,6 +1044,9 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
   child_keep_fds(keep, 2);
   sock = LW_FS_CHILD_FD0;
   program_pidfd = LW_FS_CHILD_FD0 + 1;
+  // Before the first request: a received fd takes the lowest free number, and a server (and
+  // every child) keeps 0..2 as stdio.
+  fill_closed_stdio();
   static zy_req_t rq;  // large (the signal table); the zygote is single-threaded
   for (;;) {
     struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = program_pidfd, .events = POLLIN}};
@@ -1038,10 +1087,10 @@ static int zy_spawn(void) {
   int pidfd = sys_pidfd_open(getpid());
   if (pidfd < 0) return pidfd;
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    int e = errno;
+  int sp = socketpair_above_stdio(sv);
+  if (sp != 0) {
     close(pidfd);
-    return -e;
+    return sp;
   }
   fflush(NULL);
   pid_t pid = fork();
@@ -1100,6 +1149,9 @@ bool lw_forkserver_zygote_ensure(void) {
 }
 
 __attribute__((constructor)) static void zygote_start(void) {
+  for (int i = 0; i <= 2; ++i) {
+    if (fcntl(i, F_GETFD) < 0 && errno == EBADF) g_stdio_closed |= 1u << i;
+  }
   g_zy.load_pid = getpid();
   (void)pthread_atfork(NULL, NULL, zy_atfork_child);
   const char *opt = getenv("LW_ZYGOTE");
@@ -1216,6 +1268,8 @@ out:
 static int memfd_with(const char *name, const void *data, size_t bytes) {
   int fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) return -errno;
+  fd = lw_forkserver_fd_above_stdio(fd);
+  if (fd < 0) return fd;
   if (ftruncate(fd, (off_t)bytes) != 0) {
     int e = errno;
     close(fd);
@@ -1303,9 +1357,10 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
     }
   }
 
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0 ||
-      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) != 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: socketpair: %s", strerror(errno));
+  int sp = socketpair_above_stdio(ctl);
+  if (sp == 0) sp = socketpair_above_stdio(ev);
+  if (sp != 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: socketpair: %s", strerror(-sp));
     if (ctl[0] >= 0) close(ctl[0]);
     if (ctl[1] >= 0) close(ctl[1]);
     goto fail;

@@ -696,7 +696,7 @@ static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag) {
 }
 
 lw_status_t lw__sched_start(lw_worker_t *w) {
-  w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  w->epoll_fd = lw_forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
   if (w->epoll_fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: epoll_create1 failed");
   LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE));
   LW_RETURN_IF_ERROR(epoll_add(w, lw_forkserver_fd(w->fs), TAG_FS));
