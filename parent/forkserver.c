@@ -45,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -748,6 +749,8 @@ static struct {
   pid_t load_pid;      // the process that loaded liblanework
   bool disabled;       // LW_ZYGOTE=0
   bool lost;           // owner's zygote died (see zy_ensure)
+  dev_t sock_dev;      // identity of sock, which the program may close or reuse (zy_ensure)
+  ino_t sock_ino;
   uint32_t next_seq;
   uint32_t n_objects;
   uintptr_t object_base[kZyMaxObjects];
@@ -1112,6 +1115,11 @@ static int zy_spawn(void) {
   g_zy.owner = getpid();
   g_zy.sock = sv[0];
   g_zy.lost = false;
+  struct stat st;
+  if (fstat(sv[0], &st) == 0) {
+    g_zy.sock_dev = st.st_dev;
+    g_zy.sock_ino = st.st_ino;
+  }
   return 0;
 }
 
@@ -1129,7 +1137,27 @@ static void zy_atfork_child(void) {
 // 1: a zygote is ready; 0: none, fork directly (see forkserver.h); -1: none, and this
 // process lost its zygote while it has threads, so a direct fork would be unsafe: refuse.
 static int zy_ensure(void) {
-  if (g_zy.sock >= 0 && g_zy.owner == getpid()) return 1;
+  if (g_zy.sock >= 0 && g_zy.owner == getpid()) {
+    struct stat st;
+    if (fstat(g_zy.sock, &st) == 0 && st.st_dev == g_zy.sock_dev && st.st_ino == g_zy.sock_ino) {
+      return 1;
+    }
+    // The program closed lanework's zygote socket (the socket is opened before main, so a
+    // program that closes every fd it did not open, as daemons do, closes it too), and the
+    // number may name another file by now: it is not ours to use or to close. The zygote saw
+    // EOF and is leaving (or will be killed here); reap it, then start over as if it died.
+    g_zy.sock = -1;
+    g_zy.lost = true;
+    // Killed only while it is still our unreaped child (so the pid cannot name another
+    // process); ECHILD: the program reaped it already.
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)g_zy.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+      if (si.si_pid == 0) kill(g_zy.pid, SIGKILL);
+      while (waitpid(g_zy.pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
   if (g_zy.disabled) return 0;
   int allowed = 1;
 #if defined(__SANITIZE_THREAD__)

@@ -11,11 +11,14 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "lanework/orch.h"
 #include "lanework/worker.h"
@@ -287,4 +290,42 @@ Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_un
   cr_assert(strstr(lw_last_error()->message, "has threads now") != NULL, "message: %s",
             lw_last_error()->message);
   cr_assert_eq(lw_forkserver_zygote_pid(), 0);
+}
+
+// A daemon closes every fd it did not open itself, and lanework's zygote socket is opened
+// before main: the number then names nothing, or another file. The next create must notice,
+// leave that fd alone, and start a new zygote (this process is single-threaded), instead of
+// sending its request into whatever file took the number.
+static int closefrom_then_create(void) {
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 4ull << 20;
+  lw_worker_t *w = NULL;
+  if (lw_worker_create(&cfg, &w) != LW_OK) return 10;
+  lw_worker_destroy(w);
+  pid_t old = lw_forkserver_zygote_pid();
+  if (old <= 0) return 11;
+  if (close_range(3, ~0u, 0) != 0) return 12;
+  // Every freed number taken by the program's own files.
+  for (int i = 0; i < 16; ++i) {
+    if (open("/dev/null", O_RDWR) < 0) return 13;
+  }
+  if (lw_worker_create(&cfg, &w) != LW_OK) return 14;
+  lw_worker_destroy(w);
+  pid_t now = lw_forkserver_zygote_pid();
+  if (now <= 0 || now == old) return 15;
+  // The old zygote was reaped, not left a zombie.
+  if (waitpid(old, NULL, WNOHANG) != -1 || errno != ECHILD) return 16;
+  return 0;
+}
+
+Test(zygote, a_zygote_socket_closed_by_the_program_is_replaced_not_written_to, .timeout = 60) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(closefrom_then_create());
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  cr_assert(WIFEXITED(ws), "wait status 0x%x", (unsigned)ws);
+  cr_assert_eq(WEXITSTATUS(ws), 0, "failed at step %d", WEXITSTATUS(ws));
 }
