@@ -1109,6 +1109,13 @@ static int zy_spawn(void) {
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[0]);
+    // A process forked from a program that has workers maps their shares inside the
+    // reservation: the zygote, and so every server and child it makes, must not (DESIGN 5.1,
+    // a child maps no other worker's memory). A fresh reservation over the whole range.
+    if (g_va.base != 0) {
+      (void)mmap((void *)g_va.base, g_va.bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    }
     zygote_main(sv[1], pidfd);
   }
   int fork_errno = errno;

@@ -329,3 +329,65 @@ Test(zygote, a_zygote_socket_closed_by_the_program_is_replaced_not_written_to, .
   cr_assert(WIFEXITED(ws), "wait status 0x%x", (unsigned)ws);
   cr_assert_eq(WEXITSTATUS(ws), 0, "failed at step %d", WEXITSTATUS(ws));
 }
+
+// Whether pid maps anything in [lo, hi).
+static int maps_range(pid_t pid, uintptr_t lo, uintptr_t hi) {
+  char path[64], line[512];
+  snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  int found = 0;
+  while (fgets(line, sizeof(line), f) != NULL) {
+    unsigned long a, b;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3) continue;
+    // The reservation itself (PROT_NONE) is no memory.
+    if (strcmp(perms, "---p") == 0) continue;
+    if (a < hi && b > lo) found = 1;
+  }
+  fclose(f);
+  return found;
+}
+
+// A process forked from a program that has a worker starts its own zygote at its first create.
+// That zygote is a copy of the process, which still maps the program's worker (its arena and
+// mailboxes, MAP_SHARED): the new worker's server and children must not.
+static int forked_worker_maps_nothing_of_the_parents(const lw_worker_t *a) {
+  uintptr_t arena_lo = (uintptr_t)a->arena.base, arena_hi = arena_lo + a->arena.bytes;
+  uintptr_t mb_lo = (uintptr_t)a->mailboxes, mb_hi = mb_lo + a->mailboxes_bytes;
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.n_subs = 1;
+  cfg.arena_bytes = 4ull << 20;
+  lw_worker_t *b = NULL;
+  if (lw_worker_create(&cfg, &b) != LW_OK) return 10;
+  int rc = 0;
+  pid_t procs[2 + LW_MAX_CHIPS + LW_MAX_SUBS];
+  uint32_t n = 0;
+  procs[n++] = lw_forkserver_zygote_pid();
+  procs[n++] = lw_forkserver_pid(b->fs);
+  for (uint32_t s = 0; s < b->n_children; ++s) procs[n++] = atomic_load(&b->eps[s].pid);
+  for (uint32_t i = 0; i < n && rc == 0; ++i) {
+    if (procs[i] <= 0) rc = 11;
+    else if (maps_range(procs[i], arena_lo, arena_hi) != 0) rc = 20 + (int)i;
+    else if (maps_range(procs[i], mb_lo, mb_hi) != 0) rc = 40 + (int)i;
+  }
+  lw_worker_destroy(b);
+  return rc;
+}
+
+Test(isolation, a_worker_created_in_a_forked_process_maps_nothing_of_the_parents_worker,
+     .timeout = 60) {
+  lw_worker_t *a = make_worker(1, 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(forked_worker_maps_nothing_of_the_parents(a));
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  lw_worker_destroy(a);
+  cr_assert(WIFEXITED(ws), "wait status 0x%x", (unsigned)ws);
+  // 20 + i: process i (0 zygote, 1 server, 2.. children) maps the parent's arena; 40 + i: its
+  // mailboxes.
+  cr_assert_eq(WEXITSTATUS(ws), 0, "failed with %d", WEXITSTATUS(ws));
+}
