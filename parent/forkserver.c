@@ -601,6 +601,13 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
   sigemptyset(&ign.sa_mask);
   sigaction(SIGINT, &ign, NULL);
   sigaction(SIGQUIT, &ign, NULL);
+  // Likewise the job-control stops (Ctrl-Z): a stopped server would hold every spawn and
+  // respawn while a program that ignores or handles SIGTSTP runs on. Children get the
+  // program's dispositions of these back (a running kernel stops with its program).
+  const int job_stops[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+  for (size_t i = 0; i < sizeof(job_stops) / sizeof(job_stops[0]); ++i) {
+    if (sigaction(job_stops[i], &ign, NULL) == 0) s->changed[job_stops[i]] = true;
+  }
   prctl(PR_GET_NAME, s->comm, 0, 0, 0);
   prctl(PR_SET_NAME, "lw-forkserver", 0, 0, 0);
 
@@ -1052,6 +1059,11 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  // Job control too (Ctrl-Z): a stopped zygote would leave every create waiting, also in a
+  // program that ignores or handles SIGTSTP and so keeps running.
+  signal(SIGTSTP, SIG_IGN);
+  signal(SIGTTIN, SIG_IGN);
+  signal(SIGTTOU, SIG_IGN);
   // Keep stdio, the socket and the pidfd: nothing else the program had open at load time.
   int keep[2] = {sock, program_pidfd};
   child_keep_fds(keep, 2);

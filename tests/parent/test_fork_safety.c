@@ -391,3 +391,54 @@ Test(isolation, a_worker_created_in_a_forked_process_maps_nothing_of_the_parents
   // mailboxes.
   cr_assert_eq(WEXITSTATUS(ws), 0, "failed with %d", WEXITSTATUS(ws));
 }
+
+// The terminal's job-control signals (Ctrl-Z sends SIGTSTP to the whole foreground process
+// group) must not stop the zygote or a fork server: a program that ignores or handles them goes
+// on running, and would then find every create and every respawn waiting on a stopped process.
+// Runs in a process group of its own whose parent is outside it: the kernel discards these
+// signals in an orphaned group (as a test runner's may be), not in a terminal's.
+static int stop_signals_leave_lanework_running(void) {
+  alarm(30);  // a stopped zygote or server would otherwise hang this process
+  if (setpgid(0, 0) != 0) return 10;
+  signal(SIGTSTP, SIG_IGN);  // the program keeps running
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 4ull << 20;
+  lw_worker_t *w = NULL, *w2 = NULL;
+  if (lw_worker_create(&cfg, &w) != LW_OK) return 11;
+  pid_t zygote = lw_forkserver_zygote_pid();
+  pid_t server = lw_forkserver_pid(w->fs);
+  if (zygote <= 0) return 12;
+  const int sigs[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); ++i) {
+    if (kill(zygote, sigs[i]) != 0 || kill(server, sigs[i]) != 0) return 13;
+  }
+  // The zygote serves a new create (a stopped one would not answer: UNAVAILABLE after 5 s).
+  if (lw_worker_create(&cfg, &w2) != LW_OK) return 14;
+  lw_worker_destroy(w2);
+  // The server respawns a killed child.
+  pid_t child = atomic_load(&w->eps[0].pid);
+  if (kill(child, SIGKILL) != 0) return 15;
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool back = w->eps[0].respawns >= 1 && w->eps[0].accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (back) break;
+    lw_test_sleep_us(1000);
+  }
+  lw_worker_destroy(w);
+  return 0;
+}
+
+Test(zygote, terminal_stop_signals_leave_the_zygote_and_the_fork_server_running,
+     .timeout = 60) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(stop_signals_leave_lanework_running());
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  cr_assert(WIFEXITED(ws), "wait status 0x%x (SIGALRM: a stopped zygote or server)",
+            (unsigned)ws);
+  cr_assert_eq(WEXITSTATUS(ws), 0, "failed at step %d", WEXITSTATUS(ws));
+}
