@@ -601,10 +601,11 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
   sigemptyset(&ign.sa_mask);
   sigaction(SIGINT, &ign, NULL);
   sigaction(SIGQUIT, &ign, NULL);
-  // Likewise the job-control stops (Ctrl-Z): a stopped server would hold every spawn and
-  // respawn while a program that ignores or handles SIGTSTP runs on. Children get the
-  // program's dispositions of these back (a running kernel stops with its program).
-  const int job_stops[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+  // Likewise the job-control stops (Ctrl-Z) and a terminal's hangup: a stopped or dead server
+  // would hold every spawn and respawn while a program that ignores or handles them runs on.
+  // Children get the program's dispositions of these back (a running kernel stops with its
+  // program).
+  const int job_stops[] = {SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU};
   for (size_t i = 0; i < sizeof(job_stops) / sizeof(job_stops[0]); ++i) {
     if (sigaction(job_stops[i], &ign, NULL) == 0) s->changed[job_stops[i]] = true;
   }
@@ -1060,7 +1061,9 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
   signal(SIGQUIT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   // Job control too (Ctrl-Z): a stopped zygote would leave every create waiting, also in a
-  // program that ignores or handles SIGTSTP and so keeps running.
+  // program that ignores or handles SIGTSTP and so keeps running. And a terminal's hangup
+  // (SIGHUP to the foreground group), which a program may handle to keep running.
+  signal(SIGHUP, SIG_IGN);
   signal(SIGTSTP, SIG_IGN);
   signal(SIGTTIN, SIG_IGN);
   signal(SIGTTOU, SIG_IGN);

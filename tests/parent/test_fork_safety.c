@@ -393,7 +393,7 @@ Test(isolation, a_worker_created_in_a_forked_process_maps_nothing_of_the_parents
 }
 
 // The terminal's job-control signals (Ctrl-Z sends SIGTSTP to the whole foreground process
-// group) must not stop the zygote or a fork server: a program that ignores or handles them goes
+// group) and its hangup (SIGHUP) must not stop or end the zygote or a fork server: a program that ignores or handles them goes
 // on running, and would then find every create and every respawn waiting on a stopped process.
 // Runs in a process group of its own whose parent is outside it: the kernel discards these
 // signals in an orphaned group (as a test runner's may be), not in a terminal's.
@@ -401,6 +401,7 @@ static int stop_signals_leave_lanework_running(void) {
   alarm(30);  // a stopped zygote or server would otherwise hang this process
   if (setpgid(0, 0) != 0) return 10;
   signal(SIGTSTP, SIG_IGN);  // the program keeps running
+  signal(SIGHUP, SIG_IGN);
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
   cfg.arena_bytes = 4ull << 20;
@@ -409,7 +410,8 @@ static int stop_signals_leave_lanework_running(void) {
   pid_t zygote = lw_forkserver_zygote_pid();
   pid_t server = lw_forkserver_pid(w->fs);
   if (zygote <= 0) return 12;
-  const int sigs[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+  // A terminal's hangup goes to the foreground group too.
+  const int sigs[] = {SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP};
   for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); ++i) {
     if (kill(zygote, sigs[i]) != 0 || kill(server, sigs[i]) != 0) return 13;
   }
