@@ -397,11 +397,12 @@ Test(isolation, a_worker_created_in_a_forked_process_maps_nothing_of_the_parents
 // on running, and would then find every create and every respawn waiting on a stopped process.
 // Runs in a process group of its own whose parent is outside it: the kernel discards these
 // signals in an orphaned group (as a test runner's may be), not in a terminal's.
+static void on_hangup(int sig) { (void)sig; }
+
 static int stop_signals_leave_lanework_running(void) {
   alarm(30);  // a stopped zygote or server would otherwise hang this process
   if (setpgid(0, 0) != 0) return 10;
   signal(SIGTSTP, SIG_IGN);  // the program keeps running
-  signal(SIGHUP, SIG_IGN);
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
   cfg.arena_bytes = 4ull << 20;
@@ -410,6 +411,8 @@ static int stop_signals_leave_lanework_running(void) {
   pid_t zygote = lw_forkserver_zygote_pid();
   pid_t server = lw_forkserver_pid(w->fs);
   if (zygote <= 0) return 12;
+  // Handled from now on, as a program sets its handlers after liblanework was loaded.
+  signal(SIGHUP, on_hangup);
   // A terminal's hangup goes to the foreground group too.
   const int sigs[] = {SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP};
   for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); ++i) {
