@@ -781,6 +781,14 @@ static struct {
   struct {
     uintptr_t lo, hi;
   } used[kVaMaxRanges];  // sorted by lo
+  // Shares mapped outside the reservation (it was full, or there is none), so that a zygote
+  // started later by this process can drop them too (zy_spawn). A share that does not fit
+  // here is still mapped; only that drop misses it.
+  uint32_t n_outside;
+  struct {
+    uintptr_t lo;
+    size_t len;
+  } outside[kVaMaxRanges];
 } g_va = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static size_t page_round(size_t bytes) {
@@ -855,7 +863,15 @@ void *lw_forkserver_share_map(int fd, size_t bytes) {
     return NULL;  // the hole is still reserved: MAP_FIXED failed before replacing it
   }
   void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  return p == MAP_FAILED ? NULL : p;
+  if (p == MAP_FAILED) return NULL;
+  pthread_mutex_lock(&g_va.mu);
+  if (g_va.n_outside < kVaMaxRanges) {
+    g_va.outside[g_va.n_outside].lo = (uintptr_t)p;
+    g_va.outside[g_va.n_outside].len = len;
+    g_va.n_outside++;
+  }
+  pthread_mutex_unlock(&g_va.mu);
+  return p;
 }
 
 void lw_forkserver_share_unmap(void *addr, size_t bytes) {
@@ -863,6 +879,13 @@ void lw_forkserver_share_unmap(void *addr, size_t bytes) {
   size_t len = page_round(bytes);
   uintptr_t at = (uintptr_t)addr;
   if (!va_reserved(at, len)) {
+    pthread_mutex_lock(&g_va.mu);
+    for (uint32_t i = 0; i < g_va.n_outside; ++i) {
+      if (g_va.outside[i].lo != at) continue;
+      g_va.outside[i] = g_va.outside[--g_va.n_outside];
+      break;
+    }
+    pthread_mutex_unlock(&g_va.mu);
     munmap(addr, len);
     return;
   }
@@ -1124,12 +1147,15 @@ static int zy_spawn(void) {
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[0]);
-    // A process forked from a program that has workers maps their shares inside the
-    // reservation: the zygote, and so every server and child it makes, must not (DESIGN 5.1,
-    // a child maps no other worker's memory). A fresh reservation over the whole range.
+    // A process forked from a program that has workers maps their shares: the zygote, and so
+    // every server and child it makes, must not (DESIGN 5.1, a child maps no other worker's
+    // memory). A fresh reservation over the whole range, and the shares outside it unmapped.
     if (g_va.base != 0) {
       (void)mmap((void *)g_va.base, g_va.bytes, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    }
+    for (uint32_t i = 0; i < g_va.n_outside; ++i) {
+      (void)munmap((void *)g_va.outside[i].lo, g_va.outside[i].len);
     }
     zygote_main(sv[1], pidfd);
   }
