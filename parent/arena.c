@@ -40,7 +40,7 @@ lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
   pthread_mutex_init(&a->mu, NULL);
   bytes = (bytes + 4095) & ~(uint64_t)4095;
   if (bytes == 0) return lw__fail(LW_INVALID_ARGUMENT, "worker: arena_bytes must be > 0");
-  a->fd = memfd_create("lw-arena", MFD_CLOEXEC);
+  a->fd = lw_forkserver_fd_above_stdio(memfd_create("lw-arena", MFD_CLOEXEC));
   if (a->fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: memfd_create for the arena failed");
   if (ftruncate(a->fd, (off_t)bytes) != 0) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot size the arena to %llu bytes",

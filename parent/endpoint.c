@@ -75,6 +75,15 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
     snprintf(buf, bytes, "protocol violation: %s; child killed (%s)", what, how);
     return;
   }
+  // Killed for a silent heartbeat: the reason, not only the SIGKILL. Any observer of the death
+  // says so (the scheduler, or a control that read the exit table before the scheduler ran),
+  // so the killer's mark stays until the next spawn clears it.
+  int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
+  if (silent_ms > 0) {
+    snprintf(buf, bytes, "no heartbeat for %lld ms (stopped or wedged), %s",
+             (long long)silent_ms, how);
+    return;
+  }
   snprintf(buf, bytes, "%s", how);
 }
 
@@ -278,20 +287,11 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
     (void)lw_waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
     if (control_done(&c)) break;
     if (lw__ep_check_dead(ep)) {
-      char desc[128];
+      char desc[192];
+      // Names a liveness kill too ("no heartbeat for N ms ..."), whoever noticed it first.
       lw__ep_describe_exit(ep, desc, sizeof(desc));
-      // Killed for liveness (by the scheduler, which may have noticed first): that is the
-      // reason. It was stored before the kill, so it is visible once the death is.
-      int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
-      if (silent_ms > 0) {
-        st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
-                           "%s: no heartbeat for %lld ms (stopped or wedged), %s while a "
-                           "control waited for its answer",
-                           name, (long long)silent_ms, desc);
-      } else {
-        st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
-                           "%s: %s while a control waited for its answer", name, desc);
-      }
+      st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
+                         "%s: %s while a control waited for its answer", name, desc);
       goto out;
     }
     int64_t now = lw__now_ns();

@@ -45,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +101,55 @@ struct lw_forkserver {
 };
 
 // --------------------------------------------------------------------------------------------
+// Stdio. Bit i: fd i was closed when liblanework was loaded (set by the constructor, before
+// lanework opened anything). Such a number is not the program's stdio: children and the
+// zygote get /dev/null there (fill_closed_stdio), and lanework's own fds never take it.
+static uint32_t g_stdio_closed;
+
+int lw_forkserver_fd_above_stdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int e = errno;
+  close(fd);
+  return moved < 0 ? -e : moved;
+}
+
+// Puts /dev/null on every stdio number that was closed when liblanework was loaded, replacing
+// whatever took it since: in a child (or the zygote) that is an fd of lanework's or of the
+// program's that happened to get the free number, never the program's stdio. Not
+// close-on-exec, as stdio is. Plain syscalls only (runs in the zygote and in children).
+static void fill_closed_stdio(void) {
+  for (int i = 0; i <= 2; ++i) {
+    if ((g_stdio_closed & (1u << i)) == 0) continue;
+    int fd = open("/dev/null", O_RDWR);
+    if (fd < 0) continue;  // no /dev/null (a bare chroot): the number keeps what it holds
+    if (fd != i) {
+      (void)dup2(fd, i);
+      close(fd);
+    }
+  }
+}
+
+static int socketpair_above_stdio(int sv[2]) {
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
+  sv[0] = lw_forkserver_fd_above_stdio(sv[0]);
+  sv[1] = lw_forkserver_fd_above_stdio(sv[1]);
+  if (sv[0] >= 0 && sv[1] >= 0) return 0;
+  int e = sv[0] < 0 ? -sv[0] : -sv[1];
+  if (sv[0] >= 0) close(sv[0]);
+  if (sv[1] >= 0) close(sv[1]);
+  sv[0] = sv[1] = -1;
+  return -e;
+}
+
+// --------------------------------------------------------------------------------------------
 // Syscalls come from lanes/sys.h (lw__sys_*: a value >= 0 or -errno).
+
+// A pidfd that never takes a stdio number the program had closed. >= 0 or -errno.
+static int pidfd_open_above_stdio(pid_t pid) {
+  int fd = lw__sys_pidfd_open(pid);  // the kernel makes every pidfd close-on-exec
+  return fd < 0 ? fd : lw_forkserver_fd_above_stdio(fd);
+}
 
 // Sends one message without blocking and without SIGPIPE. 0 or -errno.
 static int send_msg(int fd, const lw_fs_msg_t *m) {
@@ -318,6 +367,7 @@ static _Noreturn void server_child(server_t *s, uint32_t index) {
   // and nothing else: not the server's sockets, signalfd or pidfd, nor anything the program
   // had open. It does not map the server's status table either.
   child_keep_fds(s->pass_fds, s->n_pass);
+  fill_closed_stdio();
   munmap(s->table, s->table_bytes);
   s->main_fn(s->arg, index);
   _exit(LW_CHILD_EXIT_OK);
@@ -505,6 +555,9 @@ static _Noreturn void server_loop(server_t *s) {
 static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int parent_ev) {
   if (parent_ctl >= 0) close(parent_ctl);
   if (parent_ev >= 0) close(parent_ev);
+  // Forked directly from a program without stdio: its pidfd and signalfd must not take those
+  // numbers, which its children keep (a zygote's server has them filled already).
+  fill_closed_stdio();
   s->self = getpid();
   lw_fs_msg_t ready = {.type = LW_FS_MSG_READY};
 
@@ -536,12 +589,20 @@ static _Noreturn void server_main(server_t *s, pid_t parent, int parent_ctl, int
   sigemptyset(&ign.sa_mask);
   sigaction(SIGINT, &ign, NULL);
   sigaction(SIGQUIT, &ign, NULL);
+  // Likewise the job-control stops (Ctrl-Z) and a terminal's hangup: a stopped or dead server
+  // would hold every spawn and respawn while a program that ignores or handles them runs on.
+  // Children get the program's dispositions of these back (a running kernel stops with its
+  // program).
+  const int job_stops[] = {SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU};
+  for (size_t i = 0; i < sizeof(job_stops) / sizeof(job_stops[0]); ++i) {
+    if (sigaction(job_stops[i], &ign, NULL) == 0) s->changed[job_stops[i]] = true;
+  }
   prctl(PR_GET_NAME, s->comm, 0, 0, 0);
   prctl(PR_SET_NAME, "lw-forkserver", 0, 0, 0);
 
   // A pidfd, not PR_SET_PDEATHSIG: the death signal follows the thread that forked us, and the
   // worker may start the server from a thread that exits long before the process does.
-  s->ppidfd = lw__sys_pidfd_open(parent);
+  s->ppidfd = pidfd_open_above_stdio(parent);
   if (s->ppidfd < 0) {
     ready.index = kStepPidfd;
     ready.value = -s->ppidfd;
@@ -684,6 +745,8 @@ static struct {
   pid_t load_pid;      // the process that loaded liblanework
   bool disabled;       // LW_ZYGOTE=0
   bool lost;           // owner's zygote died (see zy_ensure)
+  dev_t sock_dev;      // identity of sock, which the program may close or reuse (zy_ensure)
+  ino_t sock_ino;
   uint32_t next_seq;
   uint32_t n_objects;
   uintptr_t object_base[kZyMaxObjects];
@@ -706,6 +769,14 @@ static struct {
   struct {
     uintptr_t lo, hi;
   } used[kVaMaxRanges];  // sorted by lo
+  // Shares mapped outside the reservation (it was full, or there is none), so that a zygote
+  // started later by this process can drop them too (zy_spawn). A share that does not fit
+  // here is still mapped; only that drop misses it.
+  uint32_t n_outside;
+  struct {
+    uintptr_t lo;
+    size_t len;
+  } outside[kVaMaxRanges];
 } g_va = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static size_t page_round(size_t bytes) {
@@ -718,14 +789,24 @@ static bool va_reserved(uintptr_t addr, size_t len) {
          addr - g_va.base <= g_va.bytes - len;
 }
 
-// Before a zygote is forked (single-threaded, so no lock).
+// Before a zygote is forked (single-threaded, so no lock). A PROT_NONE mapping costs no
+// memory, but it counts against RLIMIT_AS like any other: under a finite limit the
+// reservation takes at most an eighth of it (a program under a 72 GiB limit keeps 63 GiB of
+// its own, not 8), and shares that do not fit are mapped outside it.
 static void va_reserve(void) {
   if (g_va.base != 0) return;
-  void *p = mmap(NULL, kVaReserveBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  size_t bytes = kVaReserveBytes;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t cap = (size_t)(rl.rlim_cur / 8) / page * page;
+    if (cap < bytes) bytes = cap;
+  }
+  if (bytes == 0) return;
+  void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;
   g_va.base = (uintptr_t)p;
-  g_va.bytes = kVaReserveBytes;
+  g_va.bytes = bytes;
 }
 
 // First fit; 0 when the reservation has no room (or there is none). Under g_va.mu.
@@ -770,7 +851,15 @@ void *lw_forkserver_share_map(int fd, size_t bytes) {
     return NULL;  // the hole is still reserved: MAP_FIXED failed before replacing it
   }
   void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  return p == MAP_FAILED ? NULL : p;
+  if (p == MAP_FAILED) return NULL;
+  pthread_mutex_lock(&g_va.mu);
+  if (g_va.n_outside < kVaMaxRanges) {
+    g_va.outside[g_va.n_outside].lo = (uintptr_t)p;
+    g_va.outside[g_va.n_outside].len = len;
+    g_va.n_outside++;
+  }
+  pthread_mutex_unlock(&g_va.mu);
+  return p;
 }
 
 void lw_forkserver_share_unmap(void *addr, size_t bytes) {
@@ -778,6 +867,13 @@ void lw_forkserver_share_unmap(void *addr, size_t bytes) {
   size_t len = page_round(bytes);
   uintptr_t at = (uintptr_t)addr;
   if (!va_reserved(at, len)) {
+    pthread_mutex_lock(&g_va.mu);
+    for (uint32_t i = 0; i < g_va.n_outside; ++i) {
+      if (g_va.outside[i].lo != at) continue;
+      g_va.outside[i] = g_va.outside[--g_va.n_outside];
+      break;
+    }
+    pthread_mutex_unlock(&g_va.mu);
     munmap(addr, len);
     return;
   }
@@ -975,11 +1071,21 @@ static _Noreturn void zygote_main(int sock, int program_pidfd) {
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  // Job control too (Ctrl-Z): a stopped zygote would leave every create waiting, also in a
+  // program that ignores or handles SIGTSTP and so keeps running. And a terminal's hangup
+  // (SIGHUP to the foreground group), which a program may handle to keep running.
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGTSTP, SIG_IGN);
+  signal(SIGTTIN, SIG_IGN);
+  signal(SIGTTOU, SIG_IGN);
   // Keep stdio, the socket and the pidfd: nothing else the program had open at load time.
   int keep[2] = {sock, program_pidfd};
   child_keep_fds(keep, 2);
   sock = LW_FS_CHILD_FD0;
   program_pidfd = LW_FS_CHILD_FD0 + 1;
+  // Before the first request: a received fd takes the lowest free number, and a server (and
+  // every child) keeps 0..2 as stdio.
+  fill_closed_stdio();
   static zy_req_t rq;  // large (the signal table); the zygote is single-threaded
   for (;;) {
     struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = program_pidfd, .events = POLLIN}};
@@ -1017,18 +1123,28 @@ static int zy_spawn(void) {
   va_reserve();
   g_zy.n_objects = 0;
   dl_iterate_phdr(zy_collect, NULL);
-  int pidfd = lw__sys_pidfd_open(getpid());
+  int pidfd = pidfd_open_above_stdio(getpid());
   if (pidfd < 0) return pidfd;
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    int e = errno;
+  int sp = socketpair_above_stdio(sv);
+  if (sp != 0) {
     close(pidfd);
-    return -e;
+    return sp;
   }
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[0]);
+    // A process forked from a program that has workers maps their shares: the zygote, and so
+    // every server and child it makes, must not (DESIGN 5.1, a child maps no other worker's
+    // memory). A fresh reservation over the whole range, and the shares outside it unmapped.
+    if (g_va.base != 0) {
+      (void)mmap((void *)g_va.base, g_va.bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    }
+    for (uint32_t i = 0; i < g_va.n_outside; ++i) {
+      (void)munmap((void *)g_va.outside[i].lo, g_va.outside[i].len);
+    }
     zygote_main(sv[1], pidfd);
   }
   int fork_errno = errno;
@@ -1045,6 +1161,11 @@ static int zy_spawn(void) {
   g_zy.owner = getpid();
   g_zy.sock = sv[0];
   g_zy.lost = false;
+  struct stat st;
+  if (fstat(sv[0], &st) == 0) {
+    g_zy.sock_dev = st.st_dev;
+    g_zy.sock_ino = st.st_ino;
+  }
   return 0;
 }
 
@@ -1062,7 +1183,27 @@ static void zy_atfork_child(void) {
 // 1: a zygote is ready; 0: none, fork directly (see forkserver.h); -1: none, and this
 // process lost its zygote while it has threads, so a direct fork would be unsafe: refuse.
 static int zy_ensure(void) {
-  if (g_zy.sock >= 0 && g_zy.owner == getpid()) return 1;
+  if (g_zy.sock >= 0 && g_zy.owner == getpid()) {
+    struct stat st;
+    if (fstat(g_zy.sock, &st) == 0 && st.st_dev == g_zy.sock_dev && st.st_ino == g_zy.sock_ino) {
+      return 1;
+    }
+    // The program closed lanework's zygote socket (the socket is opened before main, so a
+    // program that closes every fd it did not open, as daemons do, closes it too), and the
+    // number may name another file by now: it is not ours to use or to close. The zygote saw
+    // EOF and is leaving (or will be killed here); reap it, then start over as if it died.
+    g_zy.sock = -1;
+    g_zy.lost = true;
+    // Killed only while it is still our unreaped child (so the pid cannot name another
+    // process); ECHILD: the program reaped it already.
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)g_zy.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+      if (si.si_pid == 0) kill(g_zy.pid, SIGKILL);
+      while (waitpid(g_zy.pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
   if (g_zy.disabled) return 0;
   int allowed = 1;
 #if defined(__SANITIZE_THREAD__)
@@ -1082,6 +1223,9 @@ bool lw_forkserver_zygote_ensure(void) {
 }
 
 __attribute__((constructor)) static void zygote_start(void) {
+  for (int i = 0; i <= 2; ++i) {
+    if (fcntl(i, F_GETFD) < 0 && errno == EBADF) g_stdio_closed |= 1u << i;
+  }
   g_zy.load_pid = getpid();
   (void)pthread_atfork(NULL, NULL, zy_atfork_child);
   const char *opt = getenv("LW_ZYGOTE");
@@ -1170,7 +1314,7 @@ static int zy_request(const lw_fs_spec_t *spec, int ctl_srv, int ev_srv, int tab
     // control socket, so that server is useless. It is this process's child: end and reap it
     // here, since nobody else knows its pid.
     if (got == (ssize_t)sizeof(rep) && rep.magic == kZyMagic && rep.pid > 0) {
-      int pidfd = lw__sys_pidfd_open(rep.pid);
+      int pidfd = pidfd_open_above_stdio(rep.pid);
       if (pidfd >= 0) {
         (void)lw__sys_pidfd_send_signal(pidfd, SIGKILL);
         siginfo_t si;
@@ -1198,6 +1342,8 @@ out:
 static int memfd_with(const char *name, const void *data, size_t bytes) {
   int fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) return -errno;
+  fd = lw_forkserver_fd_above_stdio(fd);
+  if (fd < 0) return fd;
   if (ftruncate(fd, (off_t)bytes) != 0) {
     int e = errno;
     close(fd);
@@ -1285,9 +1431,10 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
     }
   }
 
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0 ||
-      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) != 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: socketpair: %s", strerror(errno));
+  int sp = socketpair_above_stdio(ctl);
+  if (sp == 0) sp = socketpair_above_stdio(ev);
+  if (sp != 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: socketpair: %s", strerror(-sp));
     if (ctl[0] >= 0) close(ctl[0]);
     if (ctl[1] >= 0) close(ctl[1]);
     goto fail;
@@ -1351,7 +1498,7 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
   arg_fd = -1;
   fs->server_pid = pid;
 
-  int pidfd = lw__sys_pidfd_open(pid);
+  int pidfd = pidfd_open_above_stdio(pid);
   if (pidfd < 0) {
     st = lw__fail(LW_UNAVAILABLE, "forkserver: pidfd_open(server pid %d): %s (Linux >= 5.3)",
                   (int)pid, strerror(-pidfd));
@@ -1436,7 +1583,7 @@ bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t 
 // it holds the slot. Kill it; its EXIT then arrives through lw_forkserver_poll_exit as usual.
 static void kill_orphan(lw_forkserver_t *fs, const lw_fs_msg_t *m) {
   if (m->index >= fs->n_slots || m->pid <= 0) return;
-  int pidfd = lw__sys_pidfd_open(m->pid);
+  int pidfd = pidfd_open_above_stdio(m->pid);
   if (pidfd < 0) return;  // already reaped
   slot_view_t v = slot_read(&fs->table[m->index]);
   // Not yet published as exited, so not reaped when the pidfd was opened: it names the orphan.
@@ -1477,7 +1624,7 @@ static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out
   }
   // Open first, then read the table: see the top of the file for why this order proves the
   // pidfd names our child.
-  int pidfd = lw__sys_pidfd_open(pid);
+  int pidfd = pidfd_open_above_stdio(pid);
   int ws = 0;
   if (lw_forkserver_exit_status(fs, i, pid, &ws)) {
     if (pidfd >= 0) close(pidfd);

@@ -111,7 +111,15 @@ LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
 #define LW_FS_MAX_SHARES 4
 #define LW_FS_MAX_FDS 4
 // A child finds the spec's fds[i] at LW_FS_CHILD_FD0 + i; every other fd above 2 is closed.
+// Its fds 0..2 are the program's stdio, except that one the program did not have open when
+// liblanework was loaded is /dev/null (never an fd of lanework's that took the free number).
 #define LW_FS_CHILD_FD0 3
+
+// Moves an fd lanework created in the program above 2, close-on-exec: in a program started
+// with stdio closed a new fd takes number 0, 1 or 2, and the program's own writes to "stdout"
+// would then land in lanework's memfd or socket. Returns the new fd (fd itself when it is
+// above 2 or negative), or -errno (fd is closed then).
+int lw_forkserver_fd_above_stdio(int fd);
 
 typedef struct lw_fs_share {
   int fd;        // a memfd (or any mappable fd), mapped MAP_SHARED from offset 0

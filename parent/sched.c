@@ -534,17 +534,9 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
 
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
-  char exit_desc[128], desc[192];
-  lw__ep_describe_exit(ep, exit_desc, sizeof(exit_desc));
-  // Kept (not cleared) until the next child is spawned: a control waiting on this child may
-  // read it after this, for its own message.
-  int64_t silent_ms = atomic_load(&ep->hb_killed_ms);
-  if (silent_ms > 0) {
-    snprintf(desc, sizeof(desc), "no heartbeat for %lld ms (stopped or wedged), %s",
-             (long long)silent_ms, exit_desc);
-  } else {
-    snprintf(desc, sizeof(desc), "%s", exit_desc);
-  }
+  char desc[192];
+  // Names a liveness kill (hb_killed_ms) too; the mark stays until the next spawn.
+  lw__ep_describe_exit(ep, desc, sizeof(desc));
   lw__ep_set_exit_desc(ep, desc);
   epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
   close(ep->pidfd);
@@ -712,7 +704,7 @@ static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag) {
 }
 
 lw_status_t lw__sched_start(lw_worker_t *w) {
-  w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  w->epoll_fd = lw_forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
   if (w->epoll_fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: epoll_create1 failed");
   LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE));
   LW_RETURN_IF_ERROR(epoll_add(w, lw_forkserver_fd(w->fs), TAG_FS));

@@ -832,7 +832,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
   // Each mailbox starts on its own page so a child can bind its pages to its NUMA node.
   w->mailboxes_bytes = LW_MAILBOX_STRIDE * w->n_children;
-  w->mailboxes_fd = memfd_create("lw-mailboxes", MFD_CLOEXEC);
+  w->mailboxes_fd = lw_forkserver_fd_above_stdio(memfd_create("lw-mailboxes", MFD_CLOEXEC));
   if (w->mailboxes_fd < 0 || ftruncate(w->mailboxes_fd, (off_t)w->mailboxes_bytes) != 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
     goto fail;
@@ -842,7 +842,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
     goto fail;
   }
-  w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  w->wake_fd = lw_forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (w->wake_fd < 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;
@@ -922,7 +922,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   }
 
   // 4. Threads and the user's event fd (created after the fork so children do not hold it).
-  w->user_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  w->user_fd = lw_forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (w->user_fd < 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;

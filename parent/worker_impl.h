@@ -136,9 +136,10 @@ typedef struct lw_endpoint {
   uint64_t hb_seen;
   int64_t hb_seen_at;
   // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
-  // set by the killer before the kill, read by on_child_death and by a control that sees the
-  // death, for their messages; cleared when the next child is spawned (lw__ep_spawn, after
-  // the supervisor took ctl_mu: no control still waiting on the old child reads it then).
+  // set by the killer before the kill, read by lw__ep_describe_exit for every message about
+  // the death (on_child_death's, a control's that sees the death first); cleared when the next
+  // child is spawned (lw__ep_spawn, after the supervisor took ctl_mu: no control still waiting
+  // on the old child reads it then).
   _Atomic int64_t hb_killed_ms;
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
@@ -176,7 +177,9 @@ void lw__ep_kill(lw_endpoint_t *ep);
 int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
 // SIGSEGV"; a status the child gave itself is named: "child pid 42 exited with status 3
-// (completion ring stuck: ...)", child/child_exit.h); waits briefly for the server to publish it.
+// (completion ring stuck: ...)", child/child_exit.h), prefixed with "no heartbeat for N ms
+// (stopped or wedged)" when it was a liveness kill (hb_killed_ms); waits briefly for the
+// server to publish it. bytes: 192 fits it all.
 void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
 void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
 // Copies the last exit description ("" when none) into buf.

@@ -422,3 +422,27 @@ Test(cancel, cancel_of_a_run_whose_task_waits_for_a_busy_chip_finishes_it_at_onc
   lw_handle_release(b);
   fx_destroy(&f);
 }
+
+// A child killed for its silent heartbeat dies by SIGKILL; whoever notices the death first (the
+// scheduler's pidfd, or a control waiting for its answer, which reads the fork server's exit
+// table) must name the reason, not only the signal. Here the death is described while the
+// scheduler is held off w->mu, so it cannot have handled the death yet.
+Test(liveness, a_death_from_a_liveness_kill_is_described_as_such_by_any_observer,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  cfg.liveness_timeout_ns = 0;  // the test plays the liveness killer itself
+  fx_create(&f, &cfg);
+  lw_endpoint_t *ep = &f.w->eps[0];
+  pthread_mutex_lock(&f.w->mu);
+  atomic_store(&ep->hb_killed_ms, 777);
+  lw__ep_kill(ep);
+  while (!lw__ep_check_dead(ep)) lw_test_sleep_us(200);
+  char desc[192];
+  lw__ep_describe_exit(ep, desc, sizeof(desc));
+  pthread_mutex_unlock(&f.w->mu);
+  ASSERT_MSG_HAS(desc, "no heartbeat for 777 ms");
+  ASSERT_MSG_HAS(desc, "killed by SIGKILL");
+  fx_wait_respawned(&f, 0, 1);
+  fx_destroy(&f);
+}

@@ -11,11 +11,14 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "lanework/orch.h"
 #include "lanework/worker.h"
@@ -287,4 +290,152 @@ Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_un
   cr_assert(strstr(lw_last_error()->message, "has threads now") != NULL, "message: %s",
             lw_last_error()->message);
   cr_assert_eq(lw_forkserver_zygote_pid(), 0);
+}
+
+// A daemon closes every fd it did not open itself, and lanework's zygote socket is opened
+// before main: the number then names nothing, or another file. The next create must notice,
+// leave that fd alone, and start a new zygote (this process is single-threaded), instead of
+// sending its request into whatever file took the number.
+// No worker and no thread here (a sanitizer cannot follow threads started after a fork from a
+// threaded process): lw_forkserver_zygote_ensure is the step of create that uses the socket.
+static int closefrom_then_create(void) {
+  if (!lw_forkserver_zygote_ensure()) return 10;
+  pid_t old = lw_forkserver_zygote_pid();
+  if (old <= 0) return 11;
+  if (close_range(3, ~0u, 0) != 0) return 12;
+  // Every freed number taken by the program's own files.
+  for (int i = 0; i < 16; ++i) {
+    if (open("/dev/null", O_RDWR) < 0) return 13;
+  }
+  if (!lw_forkserver_zygote_ensure()) return 14;
+  pid_t now = lw_forkserver_zygote_pid();
+  if (now <= 0 || now == old) return 15;
+  // The old zygote was reaped, not left a zombie.
+  if (waitpid(old, NULL, WNOHANG) != -1 || errno != ECHILD) return 16;
+  return 0;
+}
+
+Test(zygote, a_zygote_socket_closed_by_the_program_is_replaced_not_written_to, .timeout = 60) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(closefrom_then_create());
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  cr_assert(WIFEXITED(ws), "wait status 0x%x", (unsigned)ws);
+  cr_assert_eq(WEXITSTATUS(ws), 0, "failed at step %d", WEXITSTATUS(ws));
+}
+
+// Whether pid maps the memfd named name anywhere in [lo, hi). Only that file counts: once the
+// share is gone, the process may map memory of its own there (a sanitizer's runtime does).
+static int maps_range(pid_t pid, uintptr_t lo, uintptr_t hi, const char *name) {
+  char path[64], line[512];
+  snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  int found = 0;
+  while (fgets(line, sizeof(line), f) != NULL) {
+    unsigned long a, b;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3) continue;
+    if (strstr(line, name) != NULL && a < hi && b > lo) found = 1;
+  }
+  fclose(f);
+  return found;
+}
+
+// A process forked from a program that has a worker starts its own zygote at its first create.
+// That zygote is a copy of the process, which still maps the program's worker (its arena and
+// mailboxes, MAP_SHARED): it must not, since every server and child it makes would too. Only
+// the zygote is started here (no thread after the fork: sanitizers cannot follow those).
+static int forked_zygote_maps_nothing_of_the_parents(const lw_worker_t *a) {
+  uintptr_t arena_lo = (uintptr_t)a->arena.base, arena_hi = arena_lo + a->arena.bytes;
+  uintptr_t mb_lo = (uintptr_t)a->mailboxes, mb_hi = mb_lo + a->mailboxes_bytes;
+  if (!lw_forkserver_zygote_ensure()) return 10;
+  pid_t zygote = lw_forkserver_zygote_pid();
+  if (zygote <= 0) return 11;
+  // The zygote drops the shares before it takes its name: wait for the name.
+  char path[64], comm[32] = "";
+  snprintf(path, sizeof(path), "/proc/%d/comm", (int)zygote);
+  while (strncmp(comm, "lw-zygote", 9) != 0) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 12;
+    if (fgets(comm, sizeof(comm), f) == NULL) comm[0] = '\0';
+    fclose(f);
+    if (strncmp(comm, "lw-zygote", 9) != 0) lw_test_sleep_us(200);
+  }
+  if (maps_range(zygote, arena_lo, arena_hi, "lw-arena") != 0) return 20;
+  if (maps_range(zygote, mb_lo, mb_hi, "lw-mailboxes") != 0) return 21;
+  return 0;
+}
+
+Test(isolation, a_zygote_started_in_a_forked_process_maps_nothing_of_the_parents_worker,
+     .timeout = 60) {
+  lw_worker_t *a = make_worker(1, 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(forked_zygote_maps_nothing_of_the_parents(a));
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  lw_worker_destroy(a);
+  cr_assert(WIFEXITED(ws), "wait status 0x%x", (unsigned)ws);
+  // 20: the new zygote maps the parent's arena; 21: its mailboxes.
+  cr_assert_eq(WEXITSTATUS(ws), 0, "failed with %d", WEXITSTATUS(ws));
+}
+
+// The terminal's job-control signals (Ctrl-Z sends SIGTSTP to the whole foreground process
+// group) and its hangup (SIGHUP) must not stop or end the zygote or a fork server: a program that ignores or handles them goes
+// on running, and would then find every create and every respawn waiting on a stopped process.
+// Runs in a process group of its own whose parent is outside it: the kernel discards these
+// signals in an orphaned group (as a test runner's may be), not in a terminal's.
+static void on_hangup(int sig) { (void)sig; }
+
+static int stop_signals_leave_lanework_running(void) {
+  alarm(30);  // a stopped zygote or server would otherwise hang this process
+  if (setpgid(0, 0) != 0) return 10;
+  signal(SIGTSTP, SIG_IGN);  // the program keeps running
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 4ull << 20;
+  lw_worker_t *w = NULL, *w2 = NULL;
+  if (lw_worker_create(&cfg, &w) != LW_OK) return 11;
+  pid_t zygote = lw_forkserver_zygote_pid();
+  pid_t server = lw_forkserver_pid(w->fs);
+  if (zygote <= 0) return 12;
+  // Handled from now on, as a program sets its handlers after liblanework was loaded.
+  signal(SIGHUP, on_hangup);
+  // A terminal's hangup goes to the foreground group too.
+  const int sigs[] = {SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); ++i) {
+    if (kill(zygote, sigs[i]) != 0 || kill(server, sigs[i]) != 0) return 13;
+  }
+  // The zygote serves a new create (a stopped one would not answer: UNAVAILABLE after 5 s).
+  if (lw_worker_create(&cfg, &w2) != LW_OK) return 14;
+  lw_worker_destroy(w2);
+  // The server respawns a killed child.
+  pid_t child = atomic_load(&w->eps[0].pid);
+  if (kill(child, SIGKILL) != 0) return 15;
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    bool back = w->eps[0].respawns >= 1 && w->eps[0].accepting;
+    pthread_mutex_unlock(&w->mu);
+    if (back) break;
+    lw_test_sleep_us(1000);
+  }
+  lw_worker_destroy(w);
+  return 0;
+}
+
+Test(zygote, terminal_stop_signals_leave_the_zygote_and_the_fork_server_running,
+     .timeout = 60) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(stop_signals_leave_lanework_running());
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  cr_assert(WIFEXITED(ws), "wait status 0x%x (SIGALRM: a stopped zygote or server)",
+            (unsigned)ws);
+  cr_assert_eq(WEXITSTATUS(ws), 0, "failed at step %d", WEXITSTATUS(ws));
 }
