@@ -31,7 +31,7 @@ void lw__child_publish_init(lw_child_ctx_t *c, lw_mb_init_state_t state, const l
   atomic_store_explicit(&h->child_pid, (int32_t)getpid(), memory_order_relaxed);
   // Release: the pid and the error are visible to a parent that sees the new state.
   atomic_store_explicit(&h->init_state, (uint32_t)state, memory_order_release);
-  lw_waitword_wake(&h->init_word, true);
+  lw__waitword_wake(&h->init_word, true);
 }
 
 static void wake_parent(lw_child_ctx_t *c) {
@@ -45,7 +45,7 @@ void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
   bool wake = false;
   lw_error_t err;
   pthread_mutex_lock(&c->push_mu);
-  lw_status_t st = lw_mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake,
+  lw_status_t st = lw__mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake,
                                               &err);
   pthread_mutex_unlock(&c->push_mu);
   if (st != LW_OK) _exit(LW_CHILD_EXIT_RING_STUCK);  // the parent is gone or broken
@@ -58,7 +58,7 @@ void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_iden
   // the next task into the same frame, which rewrites whatever *id points at.
   const lw_mb_identity_t identity = *id;
   lw_error_t err;
-  if (lw_mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) {
+  if (lw__mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) {
     _exit(LW_CHILD_EXIT_FRAME_LOST);
   }
   lw_mb_completion_t done;
@@ -101,7 +101,7 @@ lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *c
   int64_t next_parent_check = lw__now_ns() + PARENT_CHECK_NS;
   for (;;) {
     lw__child_beat(c);
-    lw_status_t st = lw_waitword_wait(&c->mb->doorbell.word, post_visible, &p,
+    lw_status_t st = lw__waitword_wait(&c->mb->doorbell.word, post_visible, &p,
                                       lw__now_ns() + period, true);
     if (atomic_load_explicit(&c->mb->header.shutdown, memory_order_acquire)) {
       return LW_CHILD_WAKE_LEAVE;
@@ -131,13 +131,13 @@ void lw__child_ack(lw_child_ctx_t *c, lw_status_t st, bool async, uint64_t value
   if (err && st != LW_OK) ack.error = *err;
   ack.error.code = st;
   lw_error_t e2;
-  if (lw_mailbox_ack_control(c->mb, &ack, &e2) != LW_OK) _exit(LW_CHILD_EXIT_CONTROL_LOST);
+  if (lw__mailbox_ack_control(c->mb, &ack, &e2) != LW_OK) _exit(LW_CHILD_EXIT_CONTROL_LOST);
 }
 
 bool lw__child_take_control(lw_child_ctx_t *c, lw_mb_control_taken_t *out) {
   lw_error_t err;
   lw__error_clear(&err);
-  if (lw_mailbox_take_control(c->mb, &c->env->arena, out, &err) != LW_OK) {
+  if (lw__mailbox_take_control(c->mb, &c->env->arena, out, &err) != LW_OK) {
     lw__child_ack(c, err.code, false, 0, &err);
     return false;
   }

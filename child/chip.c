@@ -53,13 +53,13 @@ static void *watchdog_main(void *arg) {
       // as the kernel returns. A run that already ended ignores it (it checks its result
       // first).
       atomic_store(&wd->fired_generation, gen);
-      if (word) (void)lw_cancel_request(word, gen);
+      if (word) (void)lw__cancel_request(word, gen);
       uint64_t expected = gen;
       atomic_compare_exchange_strong(&wd->armed_generation, &expected, 0);
       continue;
     }
     watch_cond_t c = {wd, gen};
-    (void)lw_waitword_wait(&wd->word, watch_changed, &c, deadline, false);
+    (void)lw__waitword_wait(&wd->word, watch_changed, &c, deadline, false);
   }
   return NULL;
 }
@@ -71,7 +71,7 @@ static void watchdog_arm(lw_chip_t *chip, lw_cancel_word_t *word, uint64_t gener
   atomic_store(&wd->deadline_ns, lw__deadline_after(timeout_ns));
   atomic_store(&wd->armed_word, word);
   atomic_store(&wd->armed_generation, generation);
-  lw_waitword_wake(&wd->word, false);
+  lw__waitword_wake(&wd->word, false);
 }
 
 static void watchdog_disarm(lw_chip_t *chip) {
@@ -136,7 +136,7 @@ static lw_status_t run_cancel(lw_handle_t *h) {
   // generation. The lane stores the generation before RUNNING, so a RUNNING phase implies a
   // valid generation.
   if (expected == RUN_RUNNING) {
-    (void)lw_cancel_request(op->cancel_word, atomic_load(&op->generation));
+    (void)lw__cancel_request(op->cancel_word, atomic_load(&op->generation));
   }
   return LW_OK;
 }
@@ -190,16 +190,16 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   }
 
   int64_t t_start = lw__now_ns();
-  uint64_t gen = lw_cancel_begin(op->cancel_word);
+  uint64_t gen = lw__cancel_begin(op->cancel_word);
   atomic_store(&op->generation, gen);
   atomic_store(&op->phase, RUN_RUNNING);
   if (op->started_ns) atomic_store(op->started_ns, (uint64_t)t_start);
-  // Dekker pairs with run_cancel and with lw_mailbox_cancel_task: either the canceller saw
+  // Dekker pairs with run_cancel and with lw__mailbox_cancel_task: either the canceller saw
   // RUNNING (or the fresh generation), or we see its flag here.
   atomic_thread_fence(memory_order_seq_cst);
   if (lw__handle_cancel_requested(&op->handle) ||
       (op->cancel_flag && atomic_load(op->cancel_flag))) {
-    (void)lw_cancel_request(op->cancel_word, gen);
+    (void)lw__cancel_request(op->cancel_word, gen);
   }
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
 
@@ -207,7 +207,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args,
                                          op->cancel_word, gen, &res, &err);
   if (op->timeout_ns > 0) watchdog_disarm(chip);
-  bool stop_requested = lw_cancel_is_requested(op->cancel_word, gen);
+  bool stop_requested = lw__cancel_is_requested(op->cancel_word, gen);
   bool deadline_hit = op->timeout_ns > 0 && atomic_load(&chip->watchdog.fired_generation) == gen;
 
   // A stop requested before the kernel returned wins over what it returned: a kernel that
@@ -280,7 +280,7 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
 }
 
 lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *op) {
-  if (lw_lane_submit_reserved(op->chip->run_lane, &op->item, NULL) != LW_OK) {
+  if (lw__lane_submit_reserved(op->chip->run_lane, &op->item, NULL) != LW_OK) {
     // The lane is gone (closing): finish the run here, CANCELLED, so nothing hangs.
     run_lane_fn(&op->item, true);
   }
@@ -316,7 +316,7 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
   lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg ? cfg->timeout_ns : 0, NULL, &op,
                                         &err);
   if (st == LW_OK) {
-    st = lw_lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, &err);
+    st = lw__lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, &err);
     if (st != LW_OK) {
       run_unpin(chip, op->pin.slot);
       free(op);
@@ -487,7 +487,7 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
       int64_t s = lw__deadline_after(REGISTER_BEAT_NS);
       if (s < slice) slice = s;
     }
-    st = lw_lane_submit(chip->register_lane, &op->item, slice, NULL, &err);
+    st = lw__lane_submit(chip->register_lane, &op->item, slice, NULL, &err);
     if (st != LW_RESOURCE_EXHAUSTED || slice == deadline || lw__now_ns() >= deadline) break;
     atomic_fetch_add_explicit(opts->heartbeat, 1, memory_order_relaxed);
   }
@@ -574,8 +574,8 @@ static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
   op->free_slot = slot;
   op->free_module = module;
   op->item.fn = unregister_free_fn;
-  if (lw_lane_is_current(chip->register_lane) ||
-      lw_lane_submit_reserved(chip->register_lane, &op->item, NULL) != LW_OK) {
+  if (lw__lane_is_current(chip->register_lane) ||
+      lw__lane_submit_reserved(chip->register_lane, &op->item, NULL) != LW_OK) {
     // Already on the register lane, or it is gone (closing): free right here.
     chip_free_slot(chip, slot, module, carrier);
   }
@@ -626,7 +626,7 @@ lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_callable_handle_t
   if (st == LW_OK) {
     // Reserved: the first step already changed the registry, so the second must be queued.
     // Unregisters are bounded by the number of live callable handles.
-    st = lw_lane_submit_reserved(chip->register_lane, &op->item, NULL);
+    st = lw__lane_submit_reserved(chip->register_lane, &op->item, NULL);
     if (st != LW_OK) {
       lw__error_set(&err, st, chip->cfg.device_id, 0, "chip %d: closing", chip->cfg.device_id);
     }
@@ -668,11 +668,11 @@ void lw_chip_close(lw_chip_t *chip) {
   atomic_store(&chip->closing, true);
   // Runs already accepted finish (their pins may queue frees on the register lane, which is
   // still open); then queued registers are withdrawn while unregisters and frees still run.
-  if (chip->run_lane) lw_lane_destroy(chip->run_lane, LW_LANE_DRAIN_RUN);
-  if (chip->register_lane) lw_lane_destroy(chip->register_lane, LW_LANE_DRAIN_CANCEL);
+  if (chip->run_lane) lw__lane_destroy(chip->run_lane, LW_LANE_DRAIN_RUN);
+  if (chip->register_lane) lw__lane_destroy(chip->register_lane, LW_LANE_DRAIN_CANCEL);
   if (chip->watchdog.started) {
     atomic_store(&chip->watchdog.stop, true);
-    lw_waitword_wake(&chip->watchdog.word, false);
+    lw__waitword_wake(&chip->watchdog.word, false);
     pthread_join(chip->watchdog.thread, NULL);
   }
   if (chip->registry) lw__registry_destroy(chip->registry, close_unload, close_waiter, chip);
@@ -703,7 +703,7 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   chip->cfg = *cfg;
   chip->backend = backend;
   pthread_mutex_init(&chip->staging_mu, NULL);
-  lw_waitword_initialize(&chip->watchdog.word);
+  lw__waitword_initialize(&chip->watchdog.word);
 
   lw_error_t err;
   lw__error_clear(&err);
@@ -713,16 +713,16 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   if (st != LW_OK) goto fail;
   char name[16];
   snprintf(name, sizeof(name), "lw-run-%d", cfg->device_id);
-  st = lw_lane_create(name, cfg->run_queue_depth, &chip->run_lane);
+  st = lw__lane_create(name, cfg->run_queue_depth, &chip->run_lane);
   if (st != LW_OK) goto fail;
   snprintf(name, sizeof(name), "lw-reg-%d", cfg->device_id);
-  st = lw_lane_create(name, cfg->register_queue_depth, &chip->register_lane);
+  st = lw__lane_create(name, cfg->register_queue_depth, &chip->register_lane);
   if (st != LW_OK) goto fail;
-  if (cfg->run_lane_cpu >= 0 && (st = lw_lane_set_cpu(chip->run_lane, cfg->run_lane_cpu)) != LW_OK) {
+  if (cfg->run_lane_cpu >= 0 && (st = lw__lane_set_cpu(chip->run_lane, cfg->run_lane_cpu)) != LW_OK) {
     goto fail;
   }
   if (cfg->register_lane_cpu >= 0 &&
-      (st = lw_lane_set_cpu(chip->register_lane, cfg->register_lane_cpu)) != LW_OK) {
+      (st = lw__lane_set_cpu(chip->register_lane, cfg->register_lane_cpu)) != LW_OK) {
     goto fail;
   }
   if (pthread_create(&chip->watchdog.thread, NULL, watchdog_main, chip) != 0) {

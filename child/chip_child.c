@@ -85,7 +85,7 @@ static void task_done(void *ctx, lw_handle_t *h) {
 static void forward_cancel(lw_child_ctx_t *c, uint32_t frame) {
   frame_ctx_t *fc = &frames[frame];
   if (!fc->run || fc->cancel_sent) return;
-  // seq_cst: pairs with the parent's store in lw_mailbox_cancel_task; either this load sees
+  // seq_cst: pairs with the parent's store in lw__mailbox_cancel_task; either this load sees
   // the flag or the parent's cancel_seq bump comes after it and wakes the loop again.
   if (!atomic_load_explicit(&c->mb->task[frame].cancel_requested, memory_order_seq_cst)) return;
   fc->cancel_sent = true;
@@ -111,7 +111,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
     lw_handle_release(frames[frame].run);
     frames[frame].run = NULL;
   }
-  if (lw_mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
+  if (lw__mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
     // The identity could not be trusted either; echo what the frame says so the parent can
     // match (or reject) it.
     lw_mb_identity_t id = c->mb->task[frame].identity;
@@ -150,7 +150,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   }
   // The payload is copied and the callable pinned: from here the frame is not read again, so
   // controls may be served while the run lane executes.
-  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
+  if (lw__mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
   fc->run = lw__chip_run_enqueue(run);
   // A cancel posted before this point may have been noticed while the frame had no run yet.
   forward_cancel(c, frame);
@@ -274,7 +274,7 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     }
     bool is_control = false;
     uint32_t frame = 0;
-    if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
+    if (lw__mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
       _exit(LW_CHILD_EXIT_POST_MISSING);  // the parent is broken
     }
     if (is_control) {

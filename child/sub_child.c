@@ -86,7 +86,7 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
   lw__error_clear(&err);
   lw_mb_task_result_t r;
   memset(&r, 0, sizeof(r));
-  if (lw_mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
+  if (lw__mailbox_take_task(c->mb, frame, &c->env->arena, &t, &err) != LW_OK) {
     lw_mb_identity_t id = c->mb->task[frame].identity;
     // The mailbox does not name the child (its header is writable memory); this child does.
     r.status = lw__error_set(&r.error, err.code, (int32_t)index, id.task_id, "sub child %u: %s",
@@ -113,7 +113,7 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
     lw__child_complete_task(c, frame, &t.identity, &r);
     return;
   }
-  if (lw_mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
+  if (lw__mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
   const sub_entry_t *s = &subs[fn_index];
   int64_t t0 = lw__now_ns();
   lw_status_t st = s->fn(&t.args);
@@ -144,7 +144,7 @@ _Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
   for (uint64_t seq = 1; lw__child_wait_post(&c, seq, NULL) == LW_CHILD_WAKE_POST; ++seq) {
     bool is_control = false;
     uint32_t frame = 0;
-    if (lw_mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
+    if (lw__mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
       _exit(LW_CHILD_EXIT_POST_MISSING);
     }
     if (is_control) {

@@ -1,11 +1,11 @@
 // lanes/cancel.c — cooperative cancellation words (seed 000).
 //
 // Word values: an even value g is the live generation of the current run; g | 1 means that
-// run was cancelled. lw_cancel_begin moves to the next even value above whatever the word
+// run was cancelled. lw__cancel_begin moves to the next even value above whatever the word
 // holds, so every run gets a generation no earlier cancel could have targeted.
 #include "lanes/cancel.h"
 
-uint64_t lw_cancel_begin(lw_cancel_word_t *word) {
+uint64_t lw__cancel_begin(lw_cancel_word_t *word) {
   // Relaxed: only the owning run lane changes the generation; cancellers only ever set bit 0
   // of an even value, which (cur | 1) + 1 already steps over.
   uint64_t cur = atomic_load_explicit(word, memory_order_relaxed);
@@ -17,7 +17,7 @@ uint64_t lw_cancel_begin(lw_cancel_word_t *word) {
   return next;
 }
 
-bool lw_cancel_request(lw_cancel_word_t *word, uint64_t loaded) {
+bool lw__cancel_request(lw_cancel_word_t *word, uint64_t loaded) {
   if ((loaded & 1u) != 0) return false;  // already a cancelled generation: nothing to hit
   uint64_t expected = loaded;
   // The CAS is the whole protocol: it sets bit 0 only while the word still holds the
@@ -27,7 +27,7 @@ bool lw_cancel_request(lw_cancel_word_t *word, uint64_t loaded) {
                                                  memory_order_acq_rel, memory_order_relaxed);
 }
 
-bool lw_cancel_is_requested(const lw_cancel_word_t *word, uint64_t generation) {
-  // Acquire pairs with the canceller's CAS (see lw_cancel_request).
+bool lw__cancel_is_requested(const lw_cancel_word_t *word, uint64_t generation) {
+  // Acquire pairs with the canceller's CAS (see lw__cancel_request).
   return atomic_load_explicit(word, memory_order_acquire) != generation;
 }

@@ -2,7 +2,7 @@
 //
 // A cancel word is a uint64 in memory the kernel can read. At run start the run lane stores a
 // fresh even generation and hands (word, generation) to the kernel. A canceller that loaded
-// the generation while that run was in flight calls lw_cancel_request(word, loaded): it sets
+// the generation while that run was in flight calls lw__cancel_request(word, loaded): it sets
 // bit 0 only if the word still holds loaded (compare-and-swap), so a stale cancel cannot hit a
 // later run, and a second cancel of the same run finds bit 0 already set and does nothing.
 // Nothing to allocate or free. The word may live in shared memory.
@@ -21,14 +21,14 @@ typedef _Atomic uint64_t lw_cancel_word_t;
 
 // Stores the next even generation after the word's current value (release) and returns it.
 // Only the run lane that owns the word calls this.
-uint64_t lw_cancel_begin(lw_cancel_word_t *word);
+uint64_t lw__cancel_begin(lw_cancel_word_t *word);
 
 // Sets bit 0 iff *word == loaded and loaded is an even (live) generation. Returns true when
 // this call cancelled the run; false for a stale or repeated request. Any thread or process.
-bool lw_cancel_request(lw_cancel_word_t *word, uint64_t loaded);
+bool lw__cancel_request(lw_cancel_word_t *word, uint64_t loaded);
 
 // True when the run with this generation was cancelled (the word moved off generation).
-bool lw_cancel_is_requested(const lw_cancel_word_t *word, uint64_t generation);
+bool lw__cancel_is_requested(const lw_cancel_word_t *word, uint64_t generation);
 
 #ifdef __cplusplus
 }

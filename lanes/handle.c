@@ -30,7 +30,7 @@ void lw__handle_initialize(lw_handle_t *h, lw_handle_kind_t kind, const lw_handl
   atomic_init(&h->refs, 2);  // one for the caller, one for the producer
   atomic_init(&h->claimed, 0);
   atomic_init(&h->cancel_requested, 0);
-  lw_timeline_initialize(&h->done, 0, 0);
+  lw__timeline_initialize(&h->done, 0, 0);
   h->status = LW_OK;
   lw__error_clear(&h->error);
   memset(&h->callable, 0, sizeof(h->callable));
@@ -62,9 +62,9 @@ bool lw__handle_finish(lw_handle_t *h, lw_status_t status, const lw_error_t *err
   h->error.code = status;  // the record always agrees with the status
 
   // Release (inside signal): readers that see done (acquire) see status, error and results.
-  if (lw_timeline_signal(&h->done, 1) != LW_OK) {
+  if (lw__timeline_signal(&h->done, 1) != LW_OK) {
     // Cannot happen: the exchange above lets one caller here, and nothing fails `done`.
-    lw_timeline_fail(&h->done, LW_INTERNAL);
+    lw__timeline_fail(&h->done, LW_INTERNAL);
   }
   if (h->notify != NULL) h->notify(h->notify_ctx, h);
   return true;
@@ -85,15 +85,15 @@ void lw__handle_unref(lw_handle_t *h) {
 
 bool lw_handle_done(const lw_handle_t *h) {
   if (!handle_ok(h)) return false;
-  return lw_timeline_reached(&h->done, 1);  // one acquire load
+  return lw__timeline_reached(&h->done, 1);  // one acquire load
 }
 
 lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
   if (!handle_ok(h)) return bad_handle(h, "lw_handle_wait");
   // Fast path: a finished handle costs one acquire load and no syscall.
-  if (!lw_timeline_reached(&h->done, 1)) {
+  if (!lw__timeline_reached(&h->done, 1)) {
     if (timeout_ns == 0) return LW_DEADLINE_EXCEEDED;  // poll
-    lw_status_t st = lw_timeline_wait(&h->done, 1, lw__deadline_after(timeout_ns));
+    lw_status_t st = lw__timeline_wait(&h->done, 1, lw__deadline_after(timeout_ns));
     if (st != LW_OK) {
       return lw__fail(LW_DEADLINE_EXCEEDED, "lw_handle_wait: not done after %lld ns",
                       (long long)timeout_ns);
@@ -107,7 +107,7 @@ lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
 
 lw_status_t lw_handle_cancel(lw_handle_t *h) {
   if (!handle_ok(h)) return bad_handle(h, "lw_handle_cancel");
-  if (lw_timeline_reached(&h->done, 1)) return LW_NOT_FOUND;  // finished: nothing changes
+  if (lw__timeline_reached(&h->done, 1)) return LW_NOT_FOUND;  // finished: nothing changes
   // The op may still finish between the check above and the hook below; ops->cancel must
   // accept an op that just finished (the caller's reference keeps the memory alive).
   // seq_cst pairs with lw__handle_cancel_requested in the op. The exchange makes the op's
@@ -121,13 +121,13 @@ lw_status_t lw_handle_cancel(lw_handle_t *h) {
 
 lw_status_t lw_handle_status(const lw_handle_t *h) {
   if (!handle_ok(h)) return bad_handle(h, "lw_handle_status");
-  if (!lw_timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
+  if (!lw__timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
   return h->status;
 }
 
 const lw_error_t *lw_handle_error(const lw_handle_t *h) {
   if (!handle_ok(h)) return NULL;
-  if (!lw_timeline_reached(&h->done, 1) || h->status == LW_OK) return NULL;
+  if (!lw__timeline_reached(&h->done, 1) || h->status == LW_OK) return NULL;
   return &h->error;
 }
 
@@ -145,7 +145,7 @@ static lw_status_t result_ready(const lw_handle_t *h, const void *out, lw_handle
     return lw__fail(LW_INVALID_ARGUMENT, "%s: wrong handle kind %d (want %d)", fn, (int)h->kind,
                     (int)kind);
   }
-  if (!lw_timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
+  if (!lw__timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
   return h->status;
 }
 

@@ -91,7 +91,7 @@ static void *lane_main(void *arg) {
 
   for (;;) {
     // Idle: spin, yield, then sleep on the futex until work or destroy arrives.
-    (void)lw_waitword_wait(&lane->work_word, has_work_or_stop, lane, LW_DEADLINE_NEVER, false);
+    (void)lw__waitword_wait(&lane->work_word, has_work_or_stop, lane, LW_DEADLINE_NEVER, false);
 
     pthread_mutex_lock(&lane->mu);
     lw_lane_item_t *item = lane->head;
@@ -117,10 +117,10 @@ static void *lane_main(void *arg) {
     // reached also finds its slot free. Release: the slot is reused by the submitter that
     // observes it; seq_cst is provided by the wake that follows.
     atomic_fetch_sub_explicit(&lane->in_flight, 1, memory_order_release);
-    lw_waitword_wake(&lane->space_word, false);
+    lw__waitword_wake(&lane->space_word, false);
     // Seqs reach the lane thread in increasing order, so this only fails if someone failed
     // the lane's timeline from outside; there is nothing useful to do about it here.
-    if (lw_timeline_signal(&lane->timeline, seq) != LW_OK) {
+    if (lw__timeline_signal(&lane->timeline, seq) != LW_OK) {
       continue;
     }
   }
@@ -128,11 +128,11 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
-void lw_lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
+void lw__lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
   if (lane == NULL) return;
   if (current_lane == lane) {
     // The lane thread cannot join itself; going on would free the lane under its own feet.
-    fprintf(stderr, "lanework: lw_lane_destroy(%s) called on the lane's own thread\n",
+    fprintf(stderr, "lanework: lw__lane_destroy(%s) called on the lane's own thread\n",
             lane->name);
     abort();
   }
@@ -143,16 +143,16 @@ void lw_lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
     // Relaxed: published to lock-free readers by the seq_cst epoch bumps below.
     atomic_store_explicit(&lane->stop, 1, memory_order_relaxed);
     pthread_mutex_unlock(&lane->mu);
-    lw_waitword_wake(&lane->work_word, false);
-    lw_waitword_wake(&lane->space_word, false);  // blocked submitters fail UNAVAILABLE
+    lw__waitword_wake(&lane->work_word, false);
+    lw__waitword_wake(&lane->space_word, false);  // blocked submitters fail UNAVAILABLE
     pthread_join(lane->thread, NULL);
   }
-  lw_timeline_deinitialize(&lane->timeline);
+  lw__timeline_deinitialize(&lane->timeline);
   pthread_mutex_destroy(&lane->mu);
   free(lane);
 }
 
-lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out) {
+lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out) {
   if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "lane: out is NULL");
   *out = NULL;
   if (capacity == 0) return lw__fail(LW_INVALID_ARGUMENT, "lane: capacity must be > 0");
@@ -165,9 +165,9 @@ lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out)
   atomic_init(&lane->queued, 0);
   atomic_init(&lane->in_flight, 0);
   atomic_init(&lane->stop, 0);
-  lw_waitword_initialize(&lane->work_word);
-  lw_waitword_initialize(&lane->space_word);
-  lw_timeline_initialize(&lane->timeline, 0, 0);
+  lw__waitword_initialize(&lane->work_word);
+  lw__waitword_initialize(&lane->space_word);
+  lw__timeline_initialize(&lane->timeline, 0, 0);
 
   // The lane thread blocks every signal: process signals (SIGINT, SIGCHLD...) belong to the
   // application's threads, never to a thread running kernels.
@@ -177,7 +177,7 @@ lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out)
   int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
-    lw_lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
+    lw__lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
     return lw__fail(LW_RESOURCE_EXHAUSTED, "lane %s: cannot start its thread (error %d)",
                     name != NULL ? name : "lane", rc);
   }
@@ -186,7 +186,7 @@ lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out)
   return LW_OK;
 }
 
-lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
+lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
                            uint64_t *out_seq, lw_error_t *err) {
   if (lane == NULL || item == NULL || item->fn == NULL) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lane: NULL lane, item or item fn");
@@ -201,7 +201,7 @@ lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadli
     if (atomic_load_explicit(&lane->in_flight, memory_order_relaxed) < lane->capacity) {
       uint64_t seq = enqueue_locked(lane, item);
       pthread_mutex_unlock(&lane->mu);
-      lw_waitword_wake(&lane->work_word, false);
+      lw__waitword_wake(&lane->work_word, false);
       if (out_seq != NULL) *out_seq = seq;
       return LW_OK;
     }
@@ -213,7 +213,7 @@ lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadli
                            "lane %s: full (capacity %u) and submit came from its own thread",
                            lane->name, lane->capacity);
     }
-    if (lw_waitword_wait(&lane->space_word, has_space_or_stop, lane, deadline_ns, false) !=
+    if (lw__waitword_wait(&lane->space_word, has_space_or_stop, lane, deadline_ns, false) !=
         LW_OK) {
       // One last try under mu: a slot may have freed just as the deadline passed.
       pthread_mutex_lock(&lane->mu);
@@ -227,7 +227,7 @@ lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadli
       }
       pthread_mutex_unlock(&lane->mu);
       if (st == LW_OK) {
-        lw_waitword_wake(&lane->work_word, false);
+        lw__waitword_wake(&lane->work_word, false);
         if (out_seq != NULL) *out_seq = seq;
         return LW_OK;
       }
@@ -242,7 +242,7 @@ lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadli
   }
 }
 
-lw_status_t lw_lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq) {
+lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq) {
   if (lane == NULL || item == NULL || item->fn == NULL) {
     return lw__fail(LW_INVALID_ARGUMENT, "lane: NULL lane, item or item fn");
   }
@@ -253,18 +253,18 @@ lw_status_t lw_lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint6
   }
   uint64_t seq = enqueue_locked(lane, item);
   pthread_mutex_unlock(&lane->mu);
-  lw_waitword_wake(&lane->work_word, false);
+  lw__waitword_wake(&lane->work_word, false);
   if (out_seq != NULL) *out_seq = seq;
   return LW_OK;
 }
 
-lw_timeline_t *lw_lane_timeline(lw_lane_t *lane) { return &lane->timeline; }
+lw_timeline_t *lw__lane_timeline(lw_lane_t *lane) { return &lane->timeline; }
 
-bool lw_lane_is_current(const lw_lane_t *lane) { return lane != NULL && current_lane == lane; }
+bool lw__lane_is_current(const lw_lane_t *lane) { return lane != NULL && current_lane == lane; }
 
-const char *lw_lane_name(const lw_lane_t *lane) { return lane->name; }
+const char *lw__lane_name(const lw_lane_t *lane) { return lane->name; }
 
-lw_status_t lw_lane_set_cpu(lw_lane_t *lane, int cpu) {
+lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu) {
   if (cpu < 0 || cpu >= CPU_SETSIZE) {
     return lw__fail(LW_INVALID_ARGUMENT, "lane %s: cpu %d is out of range", lane->name, cpu);
   }

@@ -5,13 +5,13 @@
 // handle and may free the item). The lane never allocates per item.
 //
 // Order: items run one at a time in submission order. Capacity bounds the number of items
-// queued or running; lw_lane_submit blocks up to a deadline when the lane is full, then fails
-// RESOURCE_EXHAUSTED with a message naming the lane and its capacity. lw_lane_submit_reserved
+// queued or running; lw__lane_submit blocks up to a deadline when the lane is full, then fails
+// RESOURCE_EXHAUSTED with a message naming the lane and its capacity. lw__lane_submit_reserved
 // ignores capacity: for follow-up work the lane's own machinery must never fail to queue
 // (e.g. a deferred free), and for which the caller bounds the count itself.
 //
 // Timeline: every item gets a sequence number (1, 2, ...) at submit; after an item's function
-// returns the lane signals its timeline to that number. lw_timeline_wait(lw_lane_timeline(l),
+// returns the lane signals its timeline to that number. lw__timeline_wait(lw__lane_timeline(l),
 // seq, ...) therefore waits until item seq and everything before it has run.
 //
 // Idle: the lane thread spins briefly (pause, then yield; lanes/spin.h) and then sleeps on a
@@ -55,30 +55,30 @@ typedef enum lw_lane_drain {
 } lw_lane_drain_t;
 
 // name: for thread names and messages (copied; at most 15 chars used for the thread name).
-LW_MUST_USE lw_status_t lw_lane_create(const char *name, uint32_t capacity, lw_lane_t **out);
-void lw_lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode);
+LW_MUST_USE lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out);
+void lw__lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode);
 
 // Queues item (item->fn must be set). deadline_ns: absolute (lw__now_ns clock); a deadline in
 // the past fails at once when full. On success *out_seq (may be NULL) gets the item's number.
 // Errors: RESOURCE_EXHAUSTED (full past the deadline), UNAVAILABLE (lane shutting down); the
 // item is then not queued. Errors also go to err when err is not NULL.
-LW_MUST_USE lw_status_t lw_lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
+LW_MUST_USE lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
                                        uint64_t *out_seq, lw_error_t *err);
 
 // Queues item past capacity. Fails only with UNAVAILABLE after destroy began.
-LW_MUST_USE lw_status_t lw_lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item,
+LW_MUST_USE lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item,
                                                 uint64_t *out_seq);
 
-lw_timeline_t *lw_lane_timeline(lw_lane_t *lane);
+lw_timeline_t *lw__lane_timeline(lw_lane_t *lane);
 
 // Pins the lane's thread to one CPU (sched affinity). INVALID_ARGUMENT when cpu is negative,
 // not online or not allowed for this process. Any thread; typically right after create.
-LW_MUST_USE lw_status_t lw_lane_set_cpu(lw_lane_t *lane, int cpu);
+LW_MUST_USE lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu);
 
 // True when called on this lane's thread.
-bool lw_lane_is_current(const lw_lane_t *lane);
+bool lw__lane_is_current(const lw_lane_t *lane);
 
-const char *lw_lane_name(const lw_lane_t *lane);
+const char *lw__lane_name(const lw_lane_t *lane);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 // lanes/spin.h — the one spin policy: how a thread that waits for another thread or process
 // spends the time before it blocks. Every spin -> yield -> block loop in lanework uses it:
-// lw_waitword_wait (then a futex), the parent's scheduler loop (then epoll_wait) and a child
+// lw__waitword_wait (then a futex), the parent's scheduler loop (then epoll_wait) and a child
 // pushing into a full completion ring (then short naps, since nobody wakes it for ring space).
 //
 // The shape (after seed 001 and CUDA.jl's spinning synchronization): LW_SPIN_PAUSES rounds of

@@ -33,31 +33,31 @@ typedef struct lw_timeline {
 } lw_timeline_t;
 _Static_assert(sizeof(lw_timeline_t) == 24, "lw_timeline_t is part of shared layouts");
 
-void lw_timeline_initialize(lw_timeline_t *t, uint64_t initial, uint32_t flags);
-void lw_timeline_deinitialize(lw_timeline_t *t);
+void lw__timeline_initialize(lw_timeline_t *t, uint64_t initial, uint32_t flags);
+void lw__timeline_deinitialize(lw_timeline_t *t);
 
 // Advances to value. INVALID_ARGUMENT if value is not greater than the current value (values
 // are monotonic); the failure status if the timeline has failed. Wakes waiters.
-LW_MUST_USE lw_status_t lw_timeline_signal(lw_timeline_t *t, uint64_t value);
+LW_MUST_USE lw_status_t lw__timeline_signal(lw_timeline_t *t, uint64_t value);
 
 // Fails the timeline with status (not LW_OK). Sticky: the first failure wins; later calls keep
 // it. Wakes every waiter.
-void lw_timeline_fail(lw_timeline_t *t, lw_status_t status);
+void lw__timeline_fail(lw_timeline_t *t, lw_status_t status);
 
 // Current value (acquire) and failure status.
-uint64_t lw_timeline_value(const lw_timeline_t *t);
-lw_status_t lw_timeline_failure(const lw_timeline_t *t);
+uint64_t lw__timeline_value(const lw_timeline_t *t);
+lw_status_t lw__timeline_failure(const lw_timeline_t *t);
 
 // True when value >= target: one acquire load, no syscall. It does not look at the failure
-// status: a target reached before a failure stays reached (see lw_timeline_wait).
-static inline bool lw_timeline_reached(const lw_timeline_t *t, uint64_t target) {
+// status: a target reached before a failure stays reached (see lw__timeline_wait).
+static inline bool lw__timeline_reached(const lw_timeline_t *t, uint64_t target) {
   return atomic_load_explicit(&t->value, memory_order_acquire) >= target;
 }
 
 // Waits until value >= target (LW_OK), the timeline fails (its failure status), or the
 // absolute deadline passes (LW_DEADLINE_EXCEEDED). A reached target wins over a later
 // failure: work that completed stays completed.
-lw_status_t lw_timeline_wait(lw_timeline_t *t, uint64_t target, int64_t deadline_ns);
+lw_status_t lw__timeline_wait(lw_timeline_t *t, uint64_t target, int64_t deadline_ns);
 
 #ifdef __cplusplus
 }

@@ -31,13 +31,13 @@
 #include "lanes/spin.h"
 #include "lanes/sys.h"
 
-void lw_waitword_initialize(lw_waitword_t *w) {
+void lw__waitword_initialize(lw_waitword_t *w) {
   // Plain stores: the word is not yet visible to other threads or processes.
   atomic_init(&w->epoch, 0);
   atomic_init(&w->sleepers, 0);
 }
 
-void lw_waitword_wake(lw_waitword_t *w, bool shared) {
+void lw__waitword_wake(lw_waitword_t *w, bool shared) {
   // W2: seq_cst so it is ordered against the waiter's sleeper increment (see top of file).
   atomic_fetch_add_explicit(&w->epoch, 1, memory_order_seq_cst);
   // W3: seq_cst load; 0 means no waiter can be asleep on the old epoch, skip the syscall.
@@ -50,7 +50,7 @@ static bool deadline_passed(int64_t deadline_ns) {
   return deadline_ns != LW_DEADLINE_NEVER && lw__now_ns() >= deadline_ns;
 }
 
-lw_status_t lw_waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
                              int64_t deadline_ns, bool shared) {
   // Do a cheap check first: a true condition costs one call and no syscall.
   if (cond(ctx)) return LW_OK;

@@ -19,17 +19,17 @@ extern "C" {
 // A futex word plus a sleeper count. Lives in process memory or in shared memory (then
 // initialize with shared = true). Plain fixed-width fields: safe in a mailbox.
 typedef struct lw_waitword {
-  _Atomic uint32_t epoch;     // bumped by every lw_waitword_wake; the futex word
+  _Atomic uint32_t epoch;     // bumped by every lw__waitword_wake; the futex word
   _Atomic uint32_t sleepers;  // threads inside futex_wait on epoch
 } lw_waitword_t;
 _Static_assert(sizeof(lw_waitword_t) == 8, "lw_waitword_t is part of shared layouts");
 
-void lw_waitword_initialize(lw_waitword_t *w);
+void lw__waitword_initialize(lw_waitword_t *w);
 
 // Called after making the condition true (with release or stronger ordering). Bumps the
 // epoch and wakes all sleepers if there are any. seq_cst so that it pairs with the waiter's
 // sleeper increment (no lost wake-up).
-void lw_waitword_wake(lw_waitword_t *w, bool shared);
+void lw__waitword_wake(lw_waitword_t *w, bool shared);
 
 // Returns true when the condition holds for the waiter.
 typedef bool (*lw_wait_cond_fn)(const void *ctx);
@@ -37,7 +37,7 @@ typedef bool (*lw_wait_cond_fn)(const void *ctx);
 // Waits until cond(ctx) is true or the absolute deadline (lw__now_ns clock) passes.
 // LW_OK when the condition holds, LW_DEADLINE_EXCEEDED otherwise. The condition is checked
 // before any spinning, so a true condition costs one call and no syscall.
-lw_status_t lw_waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
                              int64_t deadline_ns, bool shared);
 
 #ifdef __cplusplus

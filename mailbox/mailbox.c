@@ -50,7 +50,7 @@ static const char *const control_state_names[] = {
     [LW_MB_CONTROL_DONE] = "CONTROL_DONE",
 };
 
-const char *lw_mailbox_task_state_name(uint32_t state) {
+const char *lw__mailbox_task_state_name(uint32_t state) {
   if (state >= sizeof(task_state_names) / sizeof(task_state_names[0])) return "UNKNOWN";
   return task_state_names[state];
 }
@@ -94,7 +94,7 @@ static lw_status_t frame_index_error(lw_error_t *err, const char *op, uint32_t f
 static lw_status_t task_state_error(lw_error_t *err, lw_status_t code, const char *op,
                                     uint32_t frame, const char *expected, uint32_t actual) {
   return lw__error_set(err, code, -1, 0, "%s: task frame %u is %s (%u), expected %s", op, frame,
-                       lw_mailbox_task_state_name(actual), actual, expected);
+                       lw__mailbox_task_state_name(actual), actual, expected);
 }
 
 static lw_status_t control_state_error(lw_error_t *err, lw_status_t code, const char *op,
@@ -122,13 +122,13 @@ static void ring_doorbell(lw_mailbox_t *mb, uint64_t seq) {
   // Release: a child that reads post_seq >= seq (acquire) also sees the state it announces.
   atomic_store_explicit(&mb->doorbell.post_seq, seq, memory_order_release);
   // Shared futex: the child sleeps on this word from another process.
-  lw_waitword_wake(&mb->doorbell.word, true);
+  lw__waitword_wake(&mb->doorbell.word, true);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Common
 
-void lw_mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t child_index,
+void lw__mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t child_index,
                            uint64_t arena_bytes) {
   memset(mb, 0, sizeof(*mb));
   lw_mb_header_t *h = &mb->header;
@@ -147,15 +147,15 @@ void lw_mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t c
   atomic_init(&h->init_state, LW_MB_INIT_NONE);
   atomic_init(&h->shutdown, 0);
   atomic_init(&h->generation, 0);
-  lw_waitword_initialize(&h->init_word);
+  lw__waitword_initialize(&h->init_word);
   h->init_error.worker_id = (int32_t)child_index;
-  lw_waitword_initialize(&mb->doorbell.word);
+  lw__waitword_initialize(&mb->doorbell.word);
   atomic_init(&mb->doorbell.post_seq, 0);
   atomic_init(&mb->doorbell.cancel_seq, 0);
   atomic_init(&h->heartbeat, 0);
   atomic_init(&mb->parent.sleeping, 0);
   atomic_init(&mb->control.state, LW_MB_CONTROL_IDLE);
-  lw_waitword_initialize(&mb->control.done_word);
+  lw__waitword_initialize(&mb->control.done_word);
   for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
     atomic_init(&mb->task[i].state, LW_MB_TASK_IDLE);
     atomic_init(&mb->task[i].cancel, 0);
@@ -164,7 +164,7 @@ void lw_mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t c
   atomic_init(&mb->ring_tail.value, 0);
 }
 
-lw_status_t lw_mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err) {
+lw_status_t lw__mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err) {
   const lw_mb_header_t *h = &mb->header;
   if (h->magic != LW_MB_MAGIC) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
@@ -200,7 +200,7 @@ lw_status_t lw_mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err) 
   return LW_OK;
 }
 
-bool lw_mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_t to) {
+bool lw__mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_t to) {
   switch (from) {
     case LW_MB_TASK_IDLE:
       return to == LW_MB_TASK_READY;
@@ -218,7 +218,7 @@ bool lw_mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_
   return false;
 }
 
-lw_status_t lw_mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *arena,
+lw_status_t lw__mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *arena,
                                    lw_mb_args_t *out, lw_error_t *err) {
   memset(out, 0, sizeof(*out));
   if (args->n_tensors > LW_MAX_TENSORS) {
@@ -254,7 +254,7 @@ lw_status_t lw_mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *a
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *arena,
+lw_status_t lw__mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *arena,
                                    lw_kernel_args_t *out, lw_error_t *err) {
   memset(out, 0, sizeof(*out));
   // Read each count once: in may point into shared memory.
@@ -293,7 +293,7 @@ lw_status_t lw_mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *
 // ---------------------------------------------------------------------------------------------
 // Parent side
 
-lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_task_post_t *post,
+lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_task_post_t *post,
                                  lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "post_task", frame);
   if (!task_kind_is_known((uint32_t)post->kind)) {
@@ -315,7 +315,7 @@ lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_t
     return task_state_error(err, LW_FAILED_PRECONDITION, "post_task", frame, "IDLE", state);
   }
   // The frame is IDLE: only the parent writes it now. The cancel word is left alone: the
-  // run lane stores a fresh generation at run start (lw_cancel_begin).
+  // run lane stores a fresh generation at run start (lw__cancel_begin).
   t->kind = (uint32_t)post->kind;
   t->seq = post->seq;
   t->identity = post->identity;
@@ -347,7 +347,7 @@ static void format_identity(char *buf, size_t n, const lw_mb_identity_t *id) {
            (unsigned long long)id->dispatch_id, (unsigned long long)id->generation);
 }
 
-lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
+lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
                                     const lw_mb_identity_t *expected, lw_mb_task_result_t *out,
                                     lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "consume_task", frame);
@@ -374,7 +374,7 @@ lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   if (!consistent) {
     return lw__error_set(err, LW_INTERNAL, -1, expected->task_id,
                          "frame %u is %s with result status %" PRId32 " (%s)", frame,
-                         lw_mailbox_task_state_name(state), status,
+                         lw__mailbox_task_state_name(state), status,
                          lw_status_name((lw_status_t)status));
   }
   memset(out, 0, sizeof(*out));
@@ -393,28 +393,28 @@ lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   if (!atomic_compare_exchange_strong_explicit(&t->state, &from, LW_MB_TASK_IDLE,
                                                memory_order_release, memory_order_relaxed)) {
     return task_state_error(err, LW_INTERNAL, "consume_task", frame,
-                            lw_mailbox_task_state_name(state), from);
+                            lw__mailbox_task_state_name(state), from);
   }
   return LW_OK;
 }
 
-bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
+bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
   if (frame >= LW_MB_TASK_FRAMES) return false;
   lw_cancel_word_t *word = &mb->task[frame].cancel;
-  // seq_cst: pairs with the child's fence after lw_cancel_begin: either the starting run sees
+  // seq_cst: pairs with the child's fence after lw__cancel_begin: either the starting run sees
   // the flag, or the load below sees its fresh generation.
   atomic_store_explicit(&mb->task[frame].cancel_requested, 1, memory_order_seq_cst);
   uint64_t loaded = atomic_load_explicit(word, memory_order_seq_cst);
   // 0: no run ever began on this frame; odd: the last run was cancelled or has completed
   // (task_complete retires the generation). Only an even, nonzero word is a live run.
-  bool hit = loaded != 0 && (loaded & 1u) == 0 && lw_cancel_request(word, loaded);
+  bool hit = loaded != 0 && (loaded & 1u) == 0 && lw__cancel_request(word, loaded);
   // Release: a child that sees the new cancel_seq (acquire) sees cancel_requested too.
   atomic_fetch_add_explicit(&mb->doorbell.cancel_seq, 1, memory_order_release);
-  lw_waitword_wake(&mb->doorbell.word, true);
+  lw__waitword_wake(&mb->doorbell.word, true);
   return hit;
 }
 
-lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
+lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
                                     lw_error_t *err) {
   if (!command_is_known((uint32_t)p->command)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "post_control: unknown command %d",
@@ -455,7 +455,7 @@ lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *out,
+lw_status_t lw__mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *out,
                                        lw_error_t *err) {
   lw_mb_control_t *c = &mb->control;
   // Acquire: pairs with ack_control's release CAS; the ack below was written before it.
@@ -492,7 +492,7 @@ lw_status_t lw_mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *ou
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
+lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
                                       lw_error_t *err) {
   // Relaxed: the tail is written only by this (the single consuming) thread.
   uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_relaxed);
@@ -532,7 +532,7 @@ lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
 // ---------------------------------------------------------------------------------------------
 // Child side
 
-lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
+lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
                                  uint32_t *out_frame, lw_error_t *err) {
   bool found = false;
   bool is_control = false;
@@ -581,7 +581,7 @@ lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_co
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *arena,
+lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *arena,
                                  lw_mb_task_taken_t *out, lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "take_task", frame);
   lw_mb_task_t *t = &mb->task[frame];
@@ -602,14 +602,14 @@ lw_status_t lw_mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_a
   out->timeout_ns = t->timeout_ns;
   // Decode a private copy, so the checks and the pointers come from the same values.
   lw_mb_args_t wire = t->args;
-  lw_status_t st = lw_mailbox_args_decode(&wire, arena, &out->args, err);
+  lw_status_t st = lw__mailbox_args_decode(&wire, arena, &out->args, err);
   if (st != LW_OK && err != NULL) {
     err->task_id = out->identity.task_id;
   }
   return st;
 }
 
-lw_status_t lw_mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame, lw_error_t *err) {
+lw_status_t lw__mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame, lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "task_set_running", frame);
   uint32_t expected = LW_MB_TASK_READY;
   // Release: the child's reads of the payload (take_task) are done before RUNNING is seen.
@@ -623,7 +623,7 @@ lw_status_t lw_mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame, lw_err
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
+lw_status_t lw__mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
                                      const lw_mb_task_result_t *result, lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "task_complete", frame);
   if (!status_is_valid((int32_t)result->status)) {
@@ -657,9 +657,9 @@ lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
   t->result_error = result->error;
   t->result_error.code = result->status;
   force_nul(&t->result_error);
-  // Retire the run's generation (set bit 0): from now on lw_mailbox_cancel_task finds no live
+  // Retire the run's generation (set bit 0): from now on lw__mailbox_cancel_task finds no live
   // run on this frame and returns false, and a late cancel or watchdog misses. An RMW, so it
-  // composes with a racing lw_cancel_request CAS (whichever comes first, the word ends odd).
+  // composes with a racing lw__cancel_request CAS (whichever comes first, the word ends odd).
   // Relaxed: the state CAS below publishes it.
   atomic_fetch_or_explicit(&t->cancel, 1u, memory_order_relaxed);
   uint32_t from = state;
@@ -667,12 +667,12 @@ lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
   if (!atomic_compare_exchange_strong_explicit(&t->state, &from, (uint32_t)final_state,
                                                memory_order_release, memory_order_acquire)) {
     return task_state_error(err, LW_INTERNAL, "task_complete", frame,
-                            lw_mailbox_task_state_name(state), from);
+                            lw__mailbox_task_state_name(state), from);
   }
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena,
+lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena,
                                     lw_mb_control_taken_t *out, lw_error_t *err) {
   const lw_mb_control_t *c = &mb->control;
   // Acquire: pairs with post_control's release CAS; the request was written before it.
@@ -723,7 +723,7 @@ lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena
   return LW_OK;
 }
 
-lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack,
+lw_status_t lw__mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack,
                                    lw_error_t *err) {
   if (!status_is_valid((int32_t)ack->status)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "ack_control: invalid status %d",
@@ -748,7 +748,7 @@ lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *
     return control_state_error(err, LW_INTERNAL, "ack_control", "CONTROL_REQUEST", from);
   }
   // Shared futex: the poster sleeps on done_word from the parent process.
-  lw_waitword_wake(&c->done_word, true);
+  lw__waitword_wake(&c->done_word, true);
   return LW_OK;
 }
 
@@ -756,7 +756,7 @@ static bool deadline_passed(int64_t deadline_ns) {
   return deadline_ns != LW_DEADLINE_NEVER && lw__now_ns() >= deadline_ns;
 }
 
-lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_t *c,
+lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_t *c,
                                        int64_t deadline_ns, bool *out_wake, lw_error_t *err) {
   *out_wake = false;
   // Relaxed: the head is written only by the (serialized) producer, i.e. by us.

@@ -152,7 +152,7 @@ typedef struct lw_mb_header {
 typedef struct lw_mb_doorbell {
   lw_waitword_t word;          // bumped after every post; the child sleeps on it
   _Atomic uint64_t post_seq;   // the last sequence number posted
-  // Bumped by lw_mailbox_cancel_task after it set a frame's cancel_requested: wakes the child's
+  // Bumped by lw__mailbox_cancel_task after it set a frame's cancel_requested: wakes the child's
   // mailbox loop, which withdraws a cancelled task still queued behind another kernel.
   _Atomic uint64_t cancel_seq;
   uint8_t pad[40];
@@ -271,14 +271,14 @@ _Static_assert(sizeof(lw_mailbox_t) % 64 == 0, "mailbox is whole cache lines");
 // Common
 
 // Initializes a zeroed mailbox (parent, before fork).
-void lw_mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t child_index,
+void lw__mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t child_index,
                            uint64_t arena_bytes);
 // Checks magic, version, sizes and kind. INVALID_ARGUMENT with the field in err.
-LW_MUST_USE lw_status_t lw_mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err);
+LW_MUST_USE lw_status_t lw__mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err);
 
 // True when from -> to is a legal task frame transition (see the diagram above).
-bool lw_mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_t to);
-const char *lw_mailbox_task_state_name(uint32_t state);
+bool lw__mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_t to);
+const char *lw__mailbox_task_state_name(uint32_t state);
 
 // Arena view used to turn offsets into pointers and check bounds.
 typedef struct lw_mb_arena {
@@ -288,11 +288,11 @@ typedef struct lw_mb_arena {
 
 // Encodes args (pointers into the arena) into the wire form. INVALID_ARGUMENT naming the
 // tensor index when a tensor lies outside the arena, or counts exceed the limits.
-LW_MUST_USE lw_status_t lw_mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *arena,
+LW_MUST_USE lw_status_t lw__mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *arena,
                                                lw_mb_args_t *out, lw_error_t *err);
 // Decodes the wire form (untrusted) into kernel args: validates counts and that every
 // [offset, offset + bytes) lies inside the arena (no overflow).
-LW_MUST_USE lw_status_t lw_mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *arena,
+LW_MUST_USE lw_status_t lw__mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t *arena,
                                                lw_kernel_args_t *out, lw_error_t *err);
 
 // ---------------------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ LW_MUST_USE lw_status_t lw_mailbox_args_decode(const lw_mb_args_t *in, const lw_
 
 // The next post sequence number (from one per-mailbox counter the caller keeps). Writes the
 // frame (IDLE expected; FAILED_PRECONDITION otherwise), then publishes TASK_READY (release)
-// and rings the doorbell. Pairs with lw_mailbox_take_task (acquire).
+// and rings the doorbell. Pairs with lw__mailbox_take_task (acquire).
 typedef struct lw_mb_task_post {
   uint64_t seq;
   lw_mb_identity_t identity;
@@ -309,7 +309,7 @@ typedef struct lw_mb_task_post {
   int64_t timeout_ns;
   lw_mb_args_t args;
 } lw_mb_task_post_t;
-LW_MUST_USE lw_status_t lw_mailbox_post_task(lw_mailbox_t *mb, uint32_t frame,
+LW_MUST_USE lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame,
                                              const lw_mb_task_post_t *post, lw_error_t *err);
 
 // Reads a finished frame: checks it is in a terminal state and that its identity equals
@@ -323,7 +323,7 @@ typedef struct lw_mb_task_result {
   lw_mb_task_state_t final_state;
   lw_error_t error;
 } lw_mb_task_result_t;
-LW_MUST_USE lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
+LW_MUST_USE lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
                                                 const lw_mb_identity_t *expected,
                                                 lw_mb_task_result_t *out, lw_error_t *err);
 
@@ -332,7 +332,7 @@ LW_MUST_USE lw_status_t lw_mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame
 // running kernel's), then bumps doorbell.cancel_seq and wakes the child, whose mailbox loop
 // finishes a task still queued behind another kernel CANCELLED at once. Returns true when it
 // hit a running kernel. Idempotent.
-bool lw_mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame);
+bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame);
 
 typedef struct lw_mb_control_post {
   uint64_t seq;
@@ -346,7 +346,7 @@ typedef struct lw_mb_control_post {
   const char *entry;  // copied
 } lw_mb_control_post_t;
 // Writes the control frame (IDLE expected), publishes CONTROL_REQUEST, rings the doorbell.
-LW_MUST_USE lw_status_t lw_mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
+LW_MUST_USE lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
                                                 lw_error_t *err);
 
 typedef struct lw_mb_control_ack {
@@ -357,13 +357,13 @@ typedef struct lw_mb_control_ack {
 } lw_mb_control_ack_t;
 // If the control frame is CONTROL_DONE: copies the ack (validated) and sets IDLE; returns OK.
 // FAILED_PRECONDITION "not done" while it is still CONTROL_REQUEST.
-LW_MUST_USE lw_status_t lw_mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *out,
+LW_MUST_USE lw_status_t lw__mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *out,
                                                    lw_error_t *err);
 
 // Pops one completion (acquire on head), validates kind and indices, advances tail (release).
 // NOT_FOUND when the ring is empty; INTERNAL when the entry is malformed (the child is broken;
 // the entry is still consumed).
-LW_MUST_USE lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
+LW_MUST_USE lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
                                                   lw_error_t *err);
 
 // ---------------------------------------------------------------------------------------------
@@ -372,7 +372,7 @@ LW_MUST_USE lw_status_t lw_mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_comple
 // The post with sequence number seq, if it is visible: *out_is_control tells which, *out_frame
 // the task frame. NOT_FOUND when not posted yet. INTERNAL when a frame is READY with a
 // sequence number out of order (the parent is broken).
-LW_MUST_USE lw_status_t lw_mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
+LW_MUST_USE lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
                                              uint32_t *out_frame, lw_error_t *err);
 
 // Copies a TASK_READY frame's payload out, decoding and validating the args against the arena.
@@ -383,15 +383,15 @@ typedef struct lw_mb_task_taken {
   int64_t timeout_ns;
   lw_kernel_args_t args;
 } lw_mb_task_taken_t;
-LW_MUST_USE lw_status_t lw_mailbox_take_task(lw_mailbox_t *mb, uint32_t frame,
+LW_MUST_USE lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame,
                                              const lw_mb_arena_t *arena, lw_mb_task_taken_t *out,
                                              lw_error_t *err);
 // TASK_READY -> TASK_RUNNING (CAS). FAILED_PRECONDITION if the frame was not READY.
-LW_MUST_USE lw_status_t lw_mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame,
+LW_MUST_USE lw_status_t lw__mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame,
                                                     lw_error_t *err);
 // Writes the result, then READY|RUNNING -> DONE / FAILED / CANCELLED (from status: OK ->
 // DONE, CANCELLED or DEADLINE_EXCEEDED -> CANCELLED, others -> FAILED) with release.
-LW_MUST_USE lw_status_t lw_mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
+LW_MUST_USE lw_status_t lw__mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
                                                  const lw_mb_task_result_t *result,
                                                  lw_error_t *err);
 
@@ -407,17 +407,17 @@ typedef struct lw_mb_control_taken {
   char name[LW_MB_NAME_BYTES];
   char entry[LW_MB_NAME_BYTES];
 } lw_mb_control_taken_t;
-LW_MUST_USE lw_status_t lw_mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena,
+LW_MUST_USE lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena,
                                                 lw_mb_control_taken_t *out, lw_error_t *err);
 // Writes the ack, then CONTROL_REQUEST -> CONTROL_DONE (release), wakes done_word.
-LW_MUST_USE lw_status_t lw_mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack,
+LW_MUST_USE lw_status_t lw__mailbox_ack_control(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack,
                                                lw_error_t *err);
 
 // Pushes a completion (the caller serializes pushes within the child). Waits (spin, then
 // yield: lanes/spin.h; then futex-free naps of 50 us) while the ring is full, until deadline_ns:
 // DEADLINE_EXCEEDED then. Returns whether the parent must be woken (its sleeping flag was
 // set) in *out_wake.
-LW_MUST_USE lw_status_t lw_mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_t *c,
+LW_MUST_USE lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion_t *c,
                                                    int64_t deadline_ns, bool *out_wake,
                                                    lw_error_t *err);
 

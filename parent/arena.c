@@ -40,14 +40,14 @@ lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
   pthread_mutex_init(&a->mu, NULL);
   bytes = (bytes + 4095) & ~(uint64_t)4095;
   if (bytes == 0) return lw__fail(LW_INVALID_ARGUMENT, "worker: arena_bytes must be > 0");
-  a->fd = lw_forkserver_fd_above_stdio(memfd_create("lw-arena", MFD_CLOEXEC));
+  a->fd = lw__forkserver_fd_above_stdio(memfd_create("lw-arena", MFD_CLOEXEC));
   if (a->fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: memfd_create for the arena failed");
   if (ftruncate(a->fd, (off_t)bytes) != 0) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot size the arena to %llu bytes",
                     (unsigned long long)bytes);
   }
-  // At an address every fork server can map it at too (see lw_forkserver_share_map).
-  void *p = lw_forkserver_share_map(a->fd, bytes);
+  // At an address every fork server can map it at too (see lw__forkserver_share_map).
+  void *p = lw__forkserver_share_map(a->fd, bytes);
   if (p == NULL) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot map a %llu-byte arena",
                     (unsigned long long)bytes);
@@ -61,7 +61,7 @@ lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
 }
 
 void lw__arena_destroy(lw_arena_t *a) {
-  if (a->base) lw_forkserver_share_unmap(a->base, a->bytes);
+  if (a->base) lw__forkserver_share_unmap(a->base, a->bytes);
   if (a->fd >= 0) close(a->fd);
   free(a->free_list);
   free(a->used);

@@ -28,7 +28,7 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
   // (which only the scheduler owns). The server publishes an exit before it reaps the child.
   pid_t pid = atomic_load(&ep->pid);
   int status = 0;
-  return pid > 0 && lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status);
+  return pid > 0 && lw__forkserver_exit_status(ep->w->fs, ep->slot, pid, &status);
 }
 
 void lw__ep_kill(lw_endpoint_t *ep) {
@@ -39,7 +39,7 @@ void lw__ep_kill(lw_endpoint_t *ep) {
   // The fork server publishes an exit before it reaps, and a pid is reused only after the
   // reap: if no exit of this pid is published now, the pidfd opened above is our child's.
   int status = 0;
-  if (!lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
+  if (!lw__forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
     (void)lw__sys_pidfd_send_signal(fd, SIGKILL);
   }
   close(fd);
@@ -54,9 +54,9 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   snprintf(how, sizeof(how), "child pid %d died (exit status not known)", (int)pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
-    if (lw_forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
+    if (lw__forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
       char desc[64];
-      lw_forkserver_describe_status(status, desc, sizeof(desc));
+      lw__forkserver_describe_status(status, desc, sizeof(desc));
       // A status the child gives itself (child/child_exit.h) says what it saw go wrong.
       const char *why = WIFEXITED(status) ? lw__child_exit_reason(WEXITSTATUS(status)) : NULL;
       snprintf(how, sizeof(how), "child pid %d %s%s%s%s", (int)pid, desc, why ? " (" : "",
@@ -106,7 +106,7 @@ lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *er
 // changed them is broken. The message never repeats the child's index (it is garbage).
 static lw_status_t check_header(lw_endpoint_t *ep, lw_error_t *err) {
   lw_error_t why;
-  if (lw_mailbox_validate_header(ep->mb, &why) != LW_OK) {
+  if (lw__mailbox_validate_header(ep->mb, &why) != LW_OK) {
     return lw__ep_violation(ep, why.message, err);
   }
   const lw_mb_header_t *h = &ep->mb->header;
@@ -140,7 +140,7 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   atomic_store(&ep->hb_killed_ms, 0);
   ep->pidfd = -1;
   pid_t pid = 0;
-  lw_status_t st = lw_forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &pid, &ep->pidfd, err);
+  lw_status_t st = lw__forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &pid, &ep->pidfd, err);
   if (st != LW_OK) return st;
   atomic_store(&ep->pid, pid);
   atomic_store(&ep->state, LW_EP_STARTING);
@@ -162,7 +162,7 @@ lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t
   init_cond_t c = {ep->mb};
   for (;;) {
     int64_t slice = lw__now_ns() + CONTROL_SLICE_NS;
-    lw_status_t st = lw_waitword_wait(&ep->mb->header.init_word, init_changed, &c,
+    lw_status_t st = lw__waitword_wait(&ep->mb->header.init_word, init_changed, &c,
                                       slice < deadline_ns ? slice : deadline_ns, true);
     uint32_t s = atomic_load_explicit(&ep->mb->header.init_state, memory_order_acquire);
     if (s == LW_MB_INIT_READY) {
@@ -262,7 +262,7 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
   }
   p.seq = ++ep->next_seq;
   lw_error_t why;
-  st = lw_mailbox_post_control(ep->mb, &p, &why);
+  st = lw__mailbox_post_control(ep->mb, &p, &why);
   pthread_mutex_unlock(&ep->post_mu);
   if (st == LW_INVALID_ARGUMENT) {
     // The request itself was bad (the parent's own doing): nothing was written.
@@ -284,7 +284,7 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
   int64_t beat_at = lw__now_ns();
   for (;;) {
     int64_t slice = lw__now_ns() + CONTROL_SLICE_NS;
-    (void)lw_waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
+    (void)lw__waitword_wait(&ep->mb->control.done_word, control_done, &c, slice, true);
     if (control_done(&c)) break;
     if (lw__ep_check_dead(ep)) {
       char desc[192];
@@ -315,7 +315,7 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
       goto out;
     }
   }
-  st = lw_mailbox_consume_control(ep->mb, out_ack, &why);
+  st = lw__mailbox_consume_control(ep->mb, out_ack, &why);
   // CONTROL_DONE was seen, so any failure here is the child's: a garbage state or ack.
   if (st != LW_OK) st = lw__ep_violation(ep, why.message, err);
 out:
@@ -346,7 +346,7 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
                                   ep->generation};
   lw_error_t why;
   lw_status_t st = check_header(ep, err);
-  if (st == LW_OK) st = lw_mailbox_post_task(ep->mb, frame, &p, &why);
+  if (st == LW_OK) st = lw__mailbox_post_task(ep->mb, frame, &p, &why);
   pthread_mutex_unlock(&ep->post_mu);
   if (st == LW_INVALID_ARGUMENT) {
     // A bad post (the parent's own doing): nothing was written.

@@ -7,8 +7,8 @@
 //                              errno), STOPPED(req)
 //   events   server -> parent  EXIT(index, pid, wait_status, exit_seq)
 //
-// Why two: lw_forkserver_spawn (any thread, under the mutex) reads the control socket while the
-// event-loop thread reads the event socket in lw_forkserver_poll_exit. With one socket, spawn
+// Why two: lw__forkserver_spawn (any thread, under the mutex) reads the control socket while the
+// event-loop thread reads the event socket in lw__forkserver_poll_exit. With one socket, spawn
 // would have to read EXIT messages that arrive ahead of its reply and park them in process
 // memory, where the event loop's epoll cannot see them (the fd stops being readable while
 // exits are still pending). With two, each reader owns its socket, and EXITs stay in the
@@ -56,8 +56,8 @@
 
 enum {
   kOutqCap = 4 * LW_FS_MAX_CHILDREN,  // server's queue of EXITs the event socket refused
-  kStartTimeoutNs = 5000000000,       // lw_forkserver_start waits this long for READY
-  kStopTimeoutNs = 5000000000,        // lw_forkserver_stop waits this long before SIGKILL
+  kStartTimeoutNs = 5000000000,       // lw__forkserver_start waits this long for READY
+  kStopTimeoutNs = 5000000000,        // lw__forkserver_stop waits this long before SIGKILL
 };
 
 typedef enum lw_fs_msg_type {
@@ -88,7 +88,7 @@ enum { kStepPidfd = 1, kStepSignalfd = 2, kStepTable = 3, kStepArg = 4, kStepSha
 struct lw_forkserver {
   pthread_mutex_t mu;  // serializes control requests (spawn, stop)
   int ctl;             // parent end of the control socket
-  int ev;              // parent end of the event socket (lw_forkserver_fd)
+  int ev;              // parent end of the event socket (lw__forkserver_fd)
   int server_pidfd;
   pid_t server_pid;
   bool ctl_closed;  // EOF or an error seen on the control socket
@@ -106,7 +106,7 @@ struct lw_forkserver {
 // zygote get /dev/null there (fill_closed_stdio), and lanework's own fds never take it.
 static uint32_t g_stdio_closed;
 
-int lw_forkserver_fd_above_stdio(int fd) {
+int lw__forkserver_fd_above_stdio(int fd) {
   if (fd < 0 || fd > 2) return fd;
   int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   int e = errno;
@@ -132,8 +132,8 @@ static void fill_closed_stdio(void) {
 
 static int socketpair_above_stdio(int sv[2]) {
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
-  sv[0] = lw_forkserver_fd_above_stdio(sv[0]);
-  sv[1] = lw_forkserver_fd_above_stdio(sv[1]);
+  sv[0] = lw__forkserver_fd_above_stdio(sv[0]);
+  sv[1] = lw__forkserver_fd_above_stdio(sv[1]);
   if (sv[0] >= 0 && sv[1] >= 0) return 0;
   int e = sv[0] < 0 ? -sv[0] : -sv[1];
   if (sv[0] >= 0) close(sv[0]);
@@ -148,7 +148,7 @@ static int socketpair_above_stdio(int sv[2]) {
 // A pidfd that never takes a stdio number the program had closed. >= 0 or -errno.
 static int pidfd_open_above_stdio(pid_t pid) {
   int fd = lw__sys_pidfd_open(pid);  // the kernel makes every pidfd close-on-exec
-  return fd < 0 ? fd : lw_forkserver_fd_above_stdio(fd);
+  return fd < 0 ? fd : lw__forkserver_fd_above_stdio(fd);
 }
 
 // Sends one message without blocking and without SIGPIPE. 0 or -errno.
@@ -684,14 +684,14 @@ static void describe_server_gone(lw_forkserver_t *fs, char *buf, size_t bytes) {
   if (fs->server_pidfd >= 0 && !fs->server_reaped) {
     // The socket reaches EOF while the server exits, a moment before its exit is waitable.
     (void)wait_readable(fs->server_pidfd, lw__now_ns() + 100000000);
-    // WNOWAIT: leave the zombie for lw_forkserver_stop to reap.
+    // WNOWAIT: leave the zombie for lw__forkserver_stop to reap.
     if (waitid(P_PIDFD, (id_t)fs->server_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
       si.si_pid = 0;
     }
   }
   if (si.si_pid != 0) {
     char how[64];
-    lw_forkserver_describe_status(status_from_siginfo(&si), how, sizeof(how));
+    lw__forkserver_describe_status(status_from_siginfo(&si), how, sizeof(how));
     snprintf(buf, bytes, "fork server (pid %d) is gone: %s", (int)fs->server_pid, how);
   } else {
     snprintf(buf, bytes, "fork server (pid %d) is gone (its socket closed)",
@@ -708,7 +708,7 @@ static void describe_server_gone(lw_forkserver_t *fs, char *buf, size_t bytes) {
 
 enum {
   kZyMagic = 0x6c777a79,  // "lwzy"
-  kZyMaxObjects = 512,    // objects recorded at zygote time (lw_forkserver_zygote_has_code)
+  kZyMaxObjects = 512,    // objects recorded at zygote time (lw__forkserver_zygote_has_code)
   kZyMaxFds = 4 + LW_FS_MAX_SHARES + LW_FS_MAX_FDS,
 };
 
@@ -836,7 +836,7 @@ static void va_give_back(uintptr_t at) {
   }
 }
 
-void *lw_forkserver_share_map(int fd, size_t bytes) {
+void *lw__forkserver_share_map(int fd, size_t bytes) {
   size_t len = page_round(bytes);
   pthread_mutex_lock(&g_va.mu);
   uintptr_t at = va_take(len);
@@ -862,7 +862,7 @@ void *lw_forkserver_share_map(int fd, size_t bytes) {
   return p;
 }
 
-void lw_forkserver_share_unmap(void *addr, size_t bytes) {
+void lw__forkserver_share_unmap(void *addr, size_t bytes) {
   if (addr == NULL) return;
   size_t len = page_round(bytes);
   uintptr_t at = (uintptr_t)addr;
@@ -920,14 +920,14 @@ static bool zy_object_known(const void *addr) {
   return false;
 }
 
-bool lw_forkserver_zygote_has_code(const void *addr) {
+bool lw__forkserver_zygote_has_code(const void *addr) {
   pthread_mutex_lock(&g_zy.mu);
   bool has = g_zy.sock >= 0 && zy_object_known(addr);
   pthread_mutex_unlock(&g_zy.mu);
   return has;
 }
 
-pid_t lw_forkserver_zygote_pid(void) {
+pid_t lw__forkserver_zygote_pid(void) {
   pthread_mutex_lock(&g_zy.mu);
   pid_t pid = g_zy.sock >= 0 && getpid() == g_zy.owner ? g_zy.pid : 0;
   pthread_mutex_unlock(&g_zy.mu);
@@ -951,7 +951,7 @@ static int process_threads(void) {
 // The zygote's half of a request, in the cloned server process: maps what the request names,
 // then becomes the server. Failures go to the parent as READY(step, errno).
 static _Noreturn void zy_become_server(const zy_req_t *rq, const int *fds) {
-  // As a forked server would: SIGCHLD blocked from the start (see lw_forkserver_start), and
+  // As a forked server would: SIGCHLD blocked from the start (see lw__forkserver_start), and
   // the program's thread name, which server_main records for the children.
   sigset_t chld;
   sigemptyset(&chld);
@@ -1215,7 +1215,7 @@ static int zy_ensure(void) {
   return g_zy.lost && g_zy.owner == getpid() ? -1 : 0;
 }
 
-bool lw_forkserver_zygote_ensure(void) {
+bool lw__forkserver_zygote_ensure(void) {
   pthread_mutex_lock(&g_zy.mu);
   bool ok = zy_ensure() == 1;
   pthread_mutex_unlock(&g_zy.mu);
@@ -1342,7 +1342,7 @@ out:
 static int memfd_with(const char *name, const void *data, size_t bytes) {
   int fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) return -errno;
-  fd = lw_forkserver_fd_above_stdio(fd);
+  fd = lw__forkserver_fd_above_stdio(fd);
   if (fd < 0) return fd;
   if (ftruncate(fd, (off_t)bytes) != 0) {
     int e = errno;
@@ -1550,13 +1550,13 @@ fail:
   return st;
 }
 
-lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_slots,
+lw_status_t lw__forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_slots,
                                 lw_forkserver_t **out) {
   lw_fs_spec_t spec = {.main_fn = main_fn, .arg = arg, .n_slots = n_slots};
   return start_impl(&spec, true, out);
 }
 
-lw_status_t lw_forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out) {
+lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out) {
   if (spec == NULL) {
     if (out != NULL) *out = NULL;
     return lw__fail(LW_INVALID_ARGUMENT, "forkserver: spec is NULL");
@@ -1564,13 +1564,13 @@ lw_status_t lw_forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t *
   return start_impl(spec, false, out);
 }
 
-bool lw_forkserver_from_zygote(const lw_forkserver_t *fs) { return fs != NULL && fs->from_zygote; }
+bool lw__forkserver_from_zygote(const lw_forkserver_t *fs) { return fs != NULL && fs->from_zygote; }
 
-int lw_forkserver_fd(const lw_forkserver_t *fs) { return fs != NULL ? fs->ev : -1; }
+int lw__forkserver_fd(const lw_forkserver_t *fs) { return fs != NULL ? fs->ev : -1; }
 
-pid_t lw_forkserver_pid(const lw_forkserver_t *fs) { return fs != NULL ? fs->server_pid : 0; }
+pid_t lw__forkserver_pid(const lw_forkserver_t *fs) { return fs != NULL ? fs->server_pid : 0; }
 
-bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
+bool lw__forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
                                int *out_wait_status) {
   if (fs == NULL || index >= fs->n_slots || pid <= 0) return false;
   slot_view_t v = slot_read(&fs->table[index]);
@@ -1580,7 +1580,7 @@ bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t 
 }
 
 // A SPAWNED reply to a request that timed out: the child exists but nobody knows its pid, and
-// it holds the slot. Kill it; its EXIT then arrives through lw_forkserver_poll_exit as usual.
+// it holds the slot. Kill it; its EXIT then arrives through lw__forkserver_poll_exit as usual.
 static void kill_orphan(lw_forkserver_t *fs, const lw_fs_msg_t *m) {
   if (m->index >= fs->n_slots || m->pid <= 0) return;
   int pidfd = pidfd_open_above_stdio(m->pid);
@@ -1602,7 +1602,7 @@ static lw_status_t spawn_failed(lw_forkserver_t *fs, const lw_fs_msg_t *m, lw_er
     case ENOBUFS:
       return lw__error_set(err, LW_RESOURCE_EXHAUSTED, wid, 0,
                            "forkserver: too many undelivered exit notices; call "
-                           "lw_forkserver_poll_exit before spawning more");
+                           "lw__forkserver_poll_exit before spawning more");
     case EINVAL:
       return lw__error_set(err, LW_INVALID_ARGUMENT, wid, 0,
                            "forkserver: server rejected slot %u (n_slots %u)", m->index,
@@ -1626,23 +1626,23 @@ static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out
   // pidfd names our child.
   int pidfd = pidfd_open_above_stdio(pid);
   int ws = 0;
-  if (lw_forkserver_exit_status(fs, i, pid, &ws)) {
+  if (lw__forkserver_exit_status(fs, i, pid, &ws)) {
     if (pidfd >= 0) close(pidfd);
     char how[64];
-    lw_forkserver_describe_status(ws, how, sizeof(how));
+    lw__forkserver_describe_status(ws, how, sizeof(how));
     return lw__error_set(err, LW_CHILD_EXITED, wid, 0,
                          "forkserver: child %u (pid %d) died right after fork: %s", i, (int)pid,
                          how);
   }
   if (pidfd < 0) {
     // ESRCH cannot happen here (the exit is published before the reap). Other errors leave a
-    // live child in the slot; lw_forkserver_stop kills it.
+    // live child in the slot; lw__forkserver_stop kills it.
     lw_status_t code = (pidfd == -EMFILE || pidfd == -ENFILE || pidfd == -ENOMEM)
                            ? LW_RESOURCE_EXHAUSTED
                            : LW_INTERNAL;
     return lw__error_set(err, code, wid, 0,
                          "forkserver: pidfd_open of child %u (pid %d): %s; the child keeps "
-                         "the slot until lw_forkserver_stop",
+                         "the slot until lw__forkserver_stop",
                          i, (int)pid, strerror(-pidfd));
   }
   *out_pid = pid;
@@ -1705,7 +1705,7 @@ static lw_status_t spawn_locked(lw_forkserver_t *fs, uint32_t index, int64_t dea
   }
 }
 
-lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index, int64_t deadline_ns,
+lw_status_t lw__forkserver_spawn(lw_forkserver_t *fs, uint32_t index, int64_t deadline_ns,
                                 pid_t *out_pid, int *out_pidfd, lw_error_t *err) {
   lw_error_t local;
   if (err == NULL) err = &local;
@@ -1731,13 +1731,13 @@ lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index, int64_t dea
   return st;
 }
 
-lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
+lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
                                     void (*fn)(void *ctx, uint32_t index, pid_t pid,
                                                int wait_status),
                                     void *ctx) {
   if (fs == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: poll_exit: fs is NULL");
   // No lock: the event socket has one reader (the event-loop thread), and fn may call
-  // lw_forkserver_spawn.
+  // lw__forkserver_spawn.
   for (;;) {
     lw_fs_msg_t m;
     int rc = recv_msg(fs->ev, &m);
@@ -1757,7 +1757,7 @@ lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
   }
 }
 
-void lw_forkserver_stop(lw_forkserver_t *fs) {
+void lw__forkserver_stop(lw_forkserver_t *fs) {
   if (fs == NULL) return;
   pthread_mutex_lock(&fs->mu);
   int64_t deadline = lw__now_ns() + kStopTimeoutNs;
@@ -1779,7 +1779,7 @@ void lw_forkserver_stop(lw_forkserver_t *fs) {
   destroy(fs);
 }
 
-void lw_forkserver_describe_status(int wait_status, char *buf, size_t bytes) {
+void lw__forkserver_describe_status(int wait_status, char *buf, size_t bytes) {
   if (buf == NULL || bytes == 0) return;
   if (WIFEXITED(wait_status)) {
     snprintf(buf, bytes, "exited with status %d", WEXITSTATUS(wait_status));

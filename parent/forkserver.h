@@ -1,6 +1,6 @@
 // parent/forkserver.h — the fork server: a single-threaded process that forks every child
 // (chip or sub) of one worker, at start and for respawn. lw_worker_create has it cloned by the
-// zygote (lw_forkserver_start_spec, below; docs/processes.md), so every child is a copy of the
+// zygote (lw__forkserver_start_spec, below; docs/processes.md), so every child is a copy of the
 // program as it was loaded (function pointers into code loaded then are valid), forked from a
 // process that never had a second thread (no fork-in-a-threaded-process hazard).
 //
@@ -36,18 +36,18 @@
 //                                                             SPAWN_FAILED(index, errno)
 //     parent -> server  STOP                server kills + reaps every descendant (children and
 //                                           adopted orphans), replies STOPPED, exits 0
-//   event socket (lw_forkserver_fd; read only by lw_forkserver_poll_exit):
+//   event socket (lw__forkserver_fd; read only by lw__forkserver_poll_exit):
 //     server -> parent  EXIT(index, pid, wait_status)   at any time, in reap order
 //   Replies never share a socket with EXITs, so a spawn never has to read (and hide) an EXIT.
 //   A slot holds at most one live child: SPAWN of a slot whose child is alive fails.
 //
 // Lifecycle:
-//   - lw_forkserver_start -> any number of spawn / poll_exit -> lw_forkserver_stop (frees).
+//   - lw__forkserver_start -> any number of spawn / poll_exit -> lw__forkserver_stop (frees).
 //   - The caller owns each child pidfd returned by spawn; the forkserver owns its sockets.
-//   - The caller MUST NOT call anything on fs during or after lw_forkserver_stop.
+//   - The caller MUST NOT call anything on fs during or after lw__forkserver_stop.
 //
-// Thread safety: lw_forkserver_spawn/stop serialize on an internal mutex; call them from any
-// parent thread. lw_forkserver_poll_exit is for the one thread that owns the event loop.
+// Thread safety: lw__forkserver_spawn/stop serialize on an internal mutex; call them from any
+// parent thread. lw__forkserver_poll_exit is for the one thread that owns the event loop.
 #ifndef LANEWORK_PARENT_FORKSERVER_H_
 #define LANEWORK_PARENT_FORKSERVER_H_
 
@@ -67,9 +67,9 @@ extern "C" {
 // Runs in the new child after fork. If it returns, the child exits with LW_CHILD_EXIT_OK (0;
 // child/child_exit.h); a child that cannot be set up before it runs exits
 // LW_CHILD_EXIT_START_FAILED (1). index is the slot given to
-// lw_forkserver_spawn; arg is the pointer given to lw_forkserver_start (valid in the child:
+// lw__forkserver_spawn; arg is the pointer given to lw__forkserver_start (valid in the child:
 // it is a copy of the parent's memory at server start, plus any MAP_SHARED memory), or with
-// lw_forkserver_start_spec a pointer to the server's copy of the spec's arg bytes.
+// lw__forkserver_start_spec a pointer to the server's copy of the spec's arg bytes.
 typedef void (*lw_child_main_fn)(void *arg, uint32_t index);
 
 typedef struct lw_fs_child_status {
@@ -86,8 +86,8 @@ typedef struct lw_forkserver lw_forkserver_t;
 // copies of the caller at this moment: arg may point anywhere in the caller's memory. Unsafe
 // in a multi-threaded process (a lock another thread holds at the fork, e.g. glibc's loader
 // lock, stays held forever in the copies): for tests and single-threaded programs; the worker
-// uses lw_forkserver_start_spec. Children get no fd above 2. n_slots <= LW_FS_MAX_CHILDREN.
-LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
+// uses lw__forkserver_start_spec. Children get no fd above 2. n_slots <= LW_FS_MAX_CHILDREN.
+LW_MUST_USE lw_status_t lw__forkserver_start(lw_child_main_fn main_fn, void *arg,
                                             uint32_t n_slots, lw_forkserver_t **out);
 
 // --------------------------------------------------------------------------------------------
@@ -104,9 +104,9 @@ LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
 //
 // The zygote serves the process that started it. A process without one (forked from the
 // program, or multi-threaded when liblanework was loaded) starts its own at its first
-// lw_forkserver_zygote_ensure if it is single-threaded then. No zygote at all when LW_ZYGOTE=0
+// lw__forkserver_zygote_ensure if it is single-threaded then. No zygote at all when LW_ZYGOTE=0
 // is set, when pidfd_open is missing, or when the process had threads both at load and at
-// that call: then start_spec forks directly (lw_forkserver_start's hazard applies).
+// that call: then start_spec forks directly (lw__forkserver_start's hazard applies).
 
 #define LW_FS_MAX_SHARES 4
 #define LW_FS_MAX_FDS 4
@@ -119,7 +119,7 @@ LW_MUST_USE lw_status_t lw_forkserver_start(lw_child_main_fn main_fn, void *arg,
 // with stdio closed a new fd takes number 0, 1 or 2, and the program's own writes to "stdout"
 // would then land in lanework's memfd or socket. Returns the new fd (fd itself when it is
 // above 2 or negative), or -errno (fd is closed then).
-int lw_forkserver_fd_above_stdio(int fd);
+int lw__forkserver_fd_above_stdio(int fd);
 
 typedef struct lw_fs_share {
   int fd;        // a memfd (or any mappable fd), mapped MAP_SHARED from offset 0
@@ -141,32 +141,32 @@ typedef struct lw_fs_spec {
 // Maps bytes of fd (MAP_SHARED, read-write) for use as a share: at an address from a range
 // reserved before the zygote was forked, so that every server can map it at the same address;
 // elsewhere when that range is full. NULL on failure (errno). Undo with
-// lw_forkserver_share_unmap. Thread-safe.
-void *lw_forkserver_share_map(int fd, size_t bytes);
-void lw_forkserver_share_unmap(void *addr, size_t bytes);
+// lw__forkserver_share_unmap. Thread-safe.
+void *lw__forkserver_share_map(int fd, size_t bytes);
+void lw__forkserver_share_unmap(void *addr, size_t bytes);
 
 // Starts a server for spec through the zygote, or directly when there is none (see above).
 // UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote
 // ("cannot map share 0 at 0x7f..: File exists").
-LW_MUST_USE lw_status_t lw_forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out);
+LW_MUST_USE lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out);
 
 // Makes sure this process has a zygote: true when it has one, or when it could start one now
 // (the process has a single thread: a process forked from the program, or a program that had
 // not started threads when liblanework was loaded). Call it before mapping anything the
 // server will map at the same address (the zygote would hold a copy of that mapping);
 // lw_worker_create calls it first thing. Thread-safe.
-bool lw_forkserver_zygote_ensure(void);
+bool lw__forkserver_zygote_ensure(void);
 
 // The zygote's pid, or 0 when this process has none. Tests use it to tell the zygote (a
 // long-lived child of the program) from leaked children.
-pid_t lw_forkserver_zygote_pid(void);
+pid_t lw__forkserver_zygote_pid(void);
 
-// True when fs was started by the zygote (lw_forkserver_start_spec with a zygote).
-bool lw_forkserver_from_zygote(const lw_forkserver_t *fs);
+// True when fs was started by the zygote (lw__forkserver_start_spec with a zygote).
+bool lw__forkserver_from_zygote(const lw_forkserver_t *fs);
 
 // True when addr lies in an object that was loaded when the zygote was forked (same base
 // and path), so a function pointer to it is valid in the children. Without a zygote: false.
-bool lw_forkserver_zygote_has_code(const void *addr);
+bool lw__forkserver_zygote_has_code(const void *addr);
 
 // Asks the server to fork the child of slot index. Waits up to deadline_ns (absolute,
 // lw__now_ns; LW_DEADLINE_NEVER: no limit) for the answer. On success *out_pid is the child's
@@ -180,21 +180,21 @@ bool lw_forkserver_zygote_has_code(const void *addr);
 //                        late answer is read (its EXIT, with a pid never returned, comes through
 //                        poll_exit)
 //   RESOURCE_EXHAUSTED   fork failed, or too many EXITs wait undelivered (call poll_exit)
-LW_MUST_USE lw_status_t lw_forkserver_spawn(lw_forkserver_t *fs, uint32_t index,
+LW_MUST_USE lw_status_t lw__forkserver_spawn(lw_forkserver_t *fs, uint32_t index,
                                             int64_t deadline_ns, pid_t *out_pid,
                                             int *out_pidfd, lw_error_t *err);
 
 // The socket fd to put in an epoll set: readable when an EXIT message (or server death) is
 // pending. Owned by the forkserver.
-int lw_forkserver_fd(const lw_forkserver_t *fs);
+int lw__forkserver_fd(const lw_forkserver_t *fs);
 
 // Reads pending EXIT messages without blocking; for each calls fn(ctx, index, pid, status), in
 // the order the server reaped them (for one slot: its spawn order). No exit is dropped: the server queues what the socket cannot
-// take and refuses spawns before its queue could overflow. fn may call lw_forkserver_spawn.
-// fn NULL: drain and drop the EXITs (lw_forkserver_exit_status still has each slot's last).
+// take and refuses spawns before its queue could overflow. fn may call lw__forkserver_spawn.
+// fn NULL: drain and drop the EXITs (lw__forkserver_exit_status still has each slot's last).
 // fn may see a pid spawn never returned (see DEADLINE_EXCEEDED); compare pids before acting.
 // Returns UNAVAILABLE (after delivering every queued EXIT) if the server itself died.
-LW_MUST_USE lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
+LW_MUST_USE lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
                                                 void (*fn)(void *ctx, uint32_t index, pid_t pid,
                                                            int wait_status),
                                                 void *ctx);
@@ -202,19 +202,19 @@ LW_MUST_USE lw_status_t lw_forkserver_poll_exit(lw_forkserver_t *fs,
 // The published exit of slot index if pid is the slot's latest child and has exited: true and
 // *out_wait_status. False while it runs, and once the slot was respawned (use poll_exit).
 // Reads the table with acquire loads (pairs with the server's release stores).
-bool lw_forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
+bool lw__forkserver_exit_status(const lw_forkserver_t *fs, uint32_t index, pid_t pid,
                                int *out_wait_status);
 
 // The server's pid (for tests).
-pid_t lw_forkserver_pid(const lw_forkserver_t *fs);
+pid_t lw__forkserver_pid(const lw_forkserver_t *fs);
 
 // STOP: the server SIGKILLs and reaps every descendant (its children and what their kernels
 // forked), exits; the parent reaps the server, closes the socket and unmaps the table. Accepts
 // NULL and a server that already died.
-void lw_forkserver_stop(lw_forkserver_t *fs);
+void lw__forkserver_stop(lw_forkserver_t *fs);
 
 // Formats a raw wait status: "killed by SIGSEGV", "exited with status 3".
-void lw_forkserver_describe_status(int wait_status, char *buf, size_t bytes);
+void lw__forkserver_describe_status(int wait_status, char *buf, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -500,7 +500,7 @@ static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t
     return lw__fail(LW_INVALID_ARGUMENT, "orch: submit_sub on a worker with no sub children");
   }
   lw_error_t err;
-  if (lw_mailbox_args_encode(args, &w->mb_arena, out_args, &err) != LW_OK) {
+  if (lw__mailbox_args_encode(args, &w->mb_arena, out_args, &err) != LW_OK) {
     return lw__last_error_store(&err);
   }
   for (uint32_t i = 0; i < args->n_tensors; ++i) {
@@ -747,7 +747,7 @@ static void cancel_in_flight(lw_worker_t *w, lw_run_t *run) {
       lw_task_t *t = ep->frame_task[f];
       if (!t || t->run != run || t->cancel_at != 0) continue;
       t->cancel_at = now;
-      (void)lw_mailbox_cancel_task(ep->mb, f);
+      (void)lw__mailbox_cancel_task(ep->mb, f);
     }
   }
 }

@@ -37,7 +37,7 @@ static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_
   int64_t deadline = lw__now_ns() + REPLAY_TIMEOUT_NS;
   for (;;) {
     lw_mb_completion_t c;
-    lw_status_t st = lw_mailbox_pop_completion(ep->mb, &c, err);
+    lw_status_t st = lw__mailbox_pop_completion(ep->mb, &c, err);
     if (st == LW_OK && c.kind == LW_MB_COMPLETION_CONTROL && c.control_id == control_id) {
       *out_value = c.value;
       if (c.status != LW_OK) {
@@ -185,7 +185,7 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   // and gives up; taking its lock (and the post lock) keeps it out of the mailbox reset.
   pthread_mutex_lock(&ep->ctl_mu);
   pthread_mutex_lock(&ep->post_mu);
-  lw_mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  lw__mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
   // The new child starts with a clean record: the old one's violation was reported at its death.
   atomic_store(&ep->violated, false);
   ep->mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);

@@ -100,7 +100,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   for (uint32_t n = 0; n < LW_MB_RING_ENTRIES; ++n) {
     lw_mb_completion_t c;
     lw_error_t err;
-    lw_status_t st = lw_mailbox_pop_completion(ep->mb, &c, &err);
+    lw_status_t st = lw__mailbox_pop_completion(ep->mb, &c, &err);
     if (st == LW_NOT_FOUND) break;
     progress = true;
     if (st != LW_OK) {
@@ -135,7 +135,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       break_child(ep, &err);
       break;
     }
-    if (lw_mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
+    if (lw__mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
       break_child(ep, &err);
       break;
     }
@@ -397,7 +397,7 @@ static void apply_cancels(lw_worker_t *w) {
       // A cancelled run, or one that failed, stops its kernels still in flight.
       if (t->cancel_at == 0 && (t->run->cancelled || t->run->failed)) {
         t->cancel_at = lw__now_ns();
-        (void)lw_mailbox_cancel_task(ep->mb, f);
+        (void)lw__mailbox_cancel_task(ep->mb, f);
       }
     }
   }
@@ -429,7 +429,7 @@ static bool frame_started(const lw_endpoint_t *ep, uint32_t f) {
 // past their timeout plus the grace (w->mu held). Everything is on the parent's clock: a
 // kernel's time counts from when this thread first saw it running, and the grace from that or
 // the cancel, whichever is later. A task that has not started (queued behind another kernel)
-// is never escalated: its child withdraws it when cancelled (lw_mailbox_cancel_task), and a
+// is never escalated: its child withdraws it when cancelled (lw__mailbox_cancel_task), and a
 // child that stops serving its mailbox is caught by check_liveness. Returns the next time
 // something may be due (LW_DEADLINE_NEVER: nothing).
 static int64_t check_escalations(lw_worker_t *w, int64_t now) {
@@ -684,8 +684,8 @@ static void *sched_main(void *arg) {
         ssize_t r = read(w->wake_fd, &v, sizeof(v));
         (void)r;
       } else if (tag == TAG_FS) {
-        if (lw_forkserver_poll_exit(w->fs, NULL, NULL) != LW_OK) {
-          epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw_forkserver_fd(w->fs), NULL);
+        if (lw__forkserver_poll_exit(w->fs, NULL, NULL) != LW_OK) {
+          epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(w->fs), NULL);
         }
       } else if (tag < w->n_children) {
         on_child_death(w, &w->eps[tag], &pw);
@@ -704,10 +704,10 @@ static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag) {
 }
 
 lw_status_t lw__sched_start(lw_worker_t *w) {
-  w->epoll_fd = lw_forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
+  w->epoll_fd = lw__forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
   if (w->epoll_fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: epoll_create1 failed");
   LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE));
-  LW_RETURN_IF_ERROR(epoll_add(w, lw_forkserver_fd(w->fs), TAG_FS));
+  LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs), TAG_FS));
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s));
   }

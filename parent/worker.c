@@ -642,9 +642,9 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   if (!w || !fn || !out) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
   }
-  if (lw_forkserver_from_zygote(w->fs)) {
+  if (lw__forkserver_from_zygote(w->fs)) {
     // The children are copies of the zygote, forked when the program was loaded.
-    if (!lw_forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+    if (!lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
       return lw__fail(LW_INVALID_ARGUMENT,
                       "worker_register_sub %s: function %p is not in code that was mapped when "
                       "lanework's zygote started (at program load, or at the first create of a "
@@ -807,7 +807,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // Before any mapping of this worker exists: a zygote started now (this process had none)
   // must not hold copies of the arena or the mailboxes, which the server maps at the same
   // addresses.
-  (void)lw_forkserver_zygote_ensure();
+  (void)lw__forkserver_zygote_ensure();
   lw_worker_t *w = calloc(1, sizeof(*w));
   if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
   w->cfg = *cfg;
@@ -832,17 +832,17 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
   // Each mailbox starts on its own page so a child can bind its pages to its NUMA node.
   w->mailboxes_bytes = LW_MAILBOX_STRIDE * w->n_children;
-  w->mailboxes_fd = lw_forkserver_fd_above_stdio(memfd_create("lw-mailboxes", MFD_CLOEXEC));
+  w->mailboxes_fd = lw__forkserver_fd_above_stdio(memfd_create("lw-mailboxes", MFD_CLOEXEC));
   if (w->mailboxes_fd < 0 || ftruncate(w->mailboxes_fd, (off_t)w->mailboxes_bytes) != 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
     goto fail;
   }
-  w->mailboxes = lw_forkserver_share_map(w->mailboxes_fd, w->mailboxes_bytes);
+  w->mailboxes = lw__forkserver_share_map(w->mailboxes_fd, w->mailboxes_bytes);
   if (w->mailboxes == NULL) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
     goto fail;
   }
-  w->wake_fd = lw_forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  w->wake_fd = lw__forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (w->wake_fd < 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;
@@ -868,7 +868,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     bool chip = s < cfg->n_chips;
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
     uint32_t index = chip ? s : s - cfg->n_chips;
-    lw_mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
+    lw__mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
     mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
     lw_child_env_t *env = &w->envs[s];
     env->mailbox = mb;
@@ -906,8 +906,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                        .fds = &w->wake_fd,
                        .n_fds = 1,
                        .n_slots = w->n_children};
-  if ((st = lw_forkserver_start_spec(&spec, &w->fs)) != LW_OK) goto fail;
-  if (!lw_forkserver_from_zygote(w->fs)) {
+  if ((st = lw__forkserver_start_spec(&spec, &w->fs)) != LW_OK) goto fail;
+  if (!lw__forkserver_from_zygote(w->fs)) {
     // Forked directly: the children are copies of this process now, so the code they can
     // call is what is mapped now.
     dl_iterate_phdr(collect_base, w);
@@ -922,7 +922,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   }
 
   // 4. Threads and the user's event fd (created after the fork so children do not hold it).
-  w->user_fd = lw_forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  w->user_fd = lw__forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (w->user_fd < 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;
@@ -1027,7 +1027,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   //    fails whatever that child still held.
   for (uint32_t s = 0; w->mailboxes && s < w->n_children; ++s) {
     atomic_store(&lw__worker_mailbox(w, s)->header.shutdown, 1);
-    lw_waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
+    lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
   }
   if (!wait_idle(w, DESTROY_MARGIN_NS)) {
     for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
@@ -1043,7 +1043,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   w->epoll_fd = -1;
   // 4. No thread of this worker is left: whatever run is still unfinished is finished now.
   finish_leftover_runs(w);
-  lw_forkserver_stop(w->fs);
+  lw__forkserver_stop(w->fs);
   for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);
     pthread_mutex_destroy(&w->eps[s].post_mu);
@@ -1080,7 +1080,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   free(w->sub_fns);
   free(w->sub_names);
   free(w->sub_tags);
-  if (w->mailboxes) lw_forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
+  if (w->mailboxes) lw__forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
   if (w->user_fd >= 0) close(w->user_fd);

@@ -38,13 +38,13 @@ static inline int lw_test_fd_count(void) {
 
 // Number of live children of this process (from /proc/<pid>/task/*/children), not counting
 // the zygote: liblanework forks it when the program loads and it lives as long as the program
-// (docs/processes.md); lw_forkserver_zygote_pid() is the hook that tells it apart.
+// (docs/processes.md); lw__forkserver_zygote_pid() is the hook that tells it apart.
 static inline int lw_test_child_count(void) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
   FILE *f = fopen(path, "r");
   if (!f) return -1;
-  pid_t zygote = lw_forkserver_zygote_pid();
+  pid_t zygote = lw__forkserver_zygote_pid();
   int n = 0, pid;
   while (fscanf(f, "%d", &pid) == 1) n += pid != zygote;
   fclose(f);

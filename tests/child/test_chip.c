@@ -407,7 +407,7 @@ Test(chip, stale_cancel_does_not_hit_the_next_run) {
   // A canceller that loaded the first run's generation fires after it finished.
   record_args(&a, log, 8, 2);
   LW_ASSERT_OK(lw_chip_run(chip, hr, &a, NULL, NULL));
-  cr_assert_not(lw_cancel_request(&chip->cancel_word, stale_generation),
+  cr_assert_not(lw__cancel_request(&chip->cancel_word, stale_generation),
                 "a stale generation must not match a later run");
   cr_assert_eq(lw_handle_cancel(first), LW_NOT_FOUND);
   cr_assert_eq(log[0], 2);

@@ -327,7 +327,7 @@ Test(parent_death, sigkill_of_the_parent_takes_the_fork_server_and_every_child_d
     lw_worker_t *w = NULL;
     if (lw_worker_create(&cfg, &w) != LW_OK) _exit(1);
     for (uint32_t i = 0; i < 3; ++i) pids[1 + i] = atomic_load(&w->eps[i].pid);
-    pids[4] = lw_forkserver_pid(w->fs);
+    pids[4] = lw__forkserver_pid(w->fs);
     // A kernel forks a child of its own and a double-forked daemon: they go down too.
     lw_callable_t c;
     lw_callable_handle_t k;

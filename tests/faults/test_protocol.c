@@ -85,7 +85,7 @@ Test(protocol, doorbell_without_a_post_fails_the_run_naming_the_childs_exit_reas
   // one that no frame holds.
   lw_mailbox_t *mb = fx_mailbox(&f, 1);
   atomic_fetch_add(&mb->doorbell.post_seq, 1);
-  lw_waitword_wake(&mb->doorbell.word, true);
+  lw__waitword_wake(&mb->doorbell.word, true);
   cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CHILD_EXITED, "%s",
                lw_handle_error(h)->message);
   const lw_error_t *e = lw_handle_error(h);
@@ -280,7 +280,7 @@ Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .ti
   lw_mailbox_t *mb1 = fx_mailbox(&f, 1);
   bool wake = false;
   lw_error_t err;
-  LW_ASSERT_OK(lw_mailbox_push_completion(mb1, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
+  LW_ASSERT_OK(lw__mailbox_push_completion(mb1, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
   lw__worker_kick(f.w);
   while (atomic_load(&mb1->ring_tail.value) != atomic_load(&mb1->ring_head.value)) {
     lw_test_sleep_us(200);
@@ -331,7 +331,7 @@ Test(protocol, a_control_report_in_a_sub_childs_ring_counts_for_no_chip, .timeou
   lw_mailbox_t *mb = fx_mailbox(&f, 1);
   bool wake = false;
   lw_error_t err;
-  LW_ASSERT_OK(lw_mailbox_push_completion(mb, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
+  LW_ASSERT_OK(lw__mailbox_push_completion(mb, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
   lw__worker_kick(f.w);
   // The sub child is killed for it and comes back.
   fx_wait_respawned(&f, 1, 1);

@@ -119,7 +119,7 @@ Test(teardown, a_dead_fork_server_is_named_in_full_in_the_chips_error, .timeout 
   fx_create(&f, &cfg);
   lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
   shared_t *s = fx_shared(&f);
-  cr_assert_eq(kill(lw_forkserver_pid(f.w->fs), SIGKILL), 0);
+  cr_assert_eq(kill(lw__forkserver_pid(f.w->fs), SIGKILL), 0);
   // The chip child follows the server (PR_SET_PDEATHSIG); its respawn finds no server.
   while (fx_state(&f, 0) != LW_EP_DEAD) lw_test_sleep_us(500);
   job_t j = {vadd, s, JOB_VADD, 0, 0, 0, 1};

@@ -1,4 +1,4 @@
-// tests/fuzz/harness_args_decode.c — lw_mailbox_args_decode on arbitrary wire args.
+// tests/fuzz/harness_args_decode.c — lw__mailbox_args_decode on arbitrary wire args.
 //
 // The arena is a fresh malloc of a fuzzer-chosen size (0 to 64 KiB), so ASan reports any
 // decoded range that reaches past it. A decode that succeeds must re-encode to the same wire
@@ -41,7 +41,7 @@ static void check_decoded(const lw_mb_args_t *wire, const lw_mb_arena_t *arena,
   lw_mb_args_t again;
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_args_encode(&args, arena, &again, &err);
+  lw_status_t st = lw__mailbox_args_encode(&args, arena, &again, &err);
   LW_FUZZ_CHECK(st == LW_OK);
   LW_FUZZ_CHECK(again.n_tensors == wire->n_tensors && again.n_scalars == wire->n_scalars);
   for (uint32_t i = 0; i < wire->n_tensors; ++i) {
@@ -84,7 +84,7 @@ int lw_fuzz_args_decode(const uint8_t *data, size_t size) {
   memset(&out, 0x3c, sizeof(out));
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_args_decode(&wire, arena, &out, &err);
+  lw_status_t st = lw__mailbox_args_decode(&wire, arena, &out, &err);
   if (st == LW_OK) {
     check_decoded(&wire, arena, &out);
   } else {

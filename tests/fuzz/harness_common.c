@@ -39,7 +39,7 @@ void lw__fuzz_check_error(lw_status_t st, const lw_error_t *err) {
 
 lw_mailbox_t *lw__fuzz_mailbox(lw_mb_child_kind_t kind, const uint32_t header_xor[8]) {
   static _Alignas(64) lw_mailbox_t mb;
-  lw_mailbox_initialize(&mb, kind, 0, LW_FUZZ_ARENA_BYTES);
+  lw__mailbox_initialize(&mb, kind, 0, LW_FUZZ_ARENA_BYTES);
   uint32_t words[8];
   _Static_assert(offsetof(lw_mb_header_t, arena_bytes) == sizeof(words), "header prefix");
   memcpy(words, &mb.header, sizeof(words));

@@ -26,7 +26,7 @@ static void consume(lw_mailbox_t *mb, uint32_t frame, const lw_mb_identity_t *ex
   lw_mb_task_result_t out;
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_consume_task(mb, frame, expected, &out, &err);
+  lw_status_t st = lw__mailbox_consume_task(mb, frame, expected, &out, &err);
   if (st != LW_OK) {
     lw__fuzz_check_error(st, &err);
     LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION || st == LW_INTERNAL);
@@ -54,7 +54,7 @@ static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
     memset(&c, 0x3c, sizeof(c));
     lw_error_t err;
     lw__fuzz_poison_error(&err);
-    lw_status_t st = lw_mailbox_pop_completion(mb, &c, &err);
+    lw_status_t st = lw__mailbox_pop_completion(mb, &c, &err);
     uint64_t tail1 = atomic_load(&mb->ring_tail.value);
     LW_FUZZ_CHECK(atomic_load(&mb->ring_head.value) == head0);  // the parent never moves it
     if (st == LW_NOT_FOUND) {
@@ -104,7 +104,7 @@ static void push(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
   lw_error_t err;
   lw__fuzz_poison_error(&err);
   // A deadline already passed: a full ring answers at once.
-  lw_status_t st = lw_mailbox_push_completion(mb, &c, 0, &wake, &err);
+  lw_status_t st = lw__mailbox_push_completion(mb, &c, 0, &wake, &err);
   uint64_t used = p->push_head - p->push_tail;
   if (used < LW_MB_RING_ENTRIES) {
     LW_FUZZ_CHECK(st == LW_OK);

@@ -45,7 +45,7 @@ static void consume_own_ack(lw_mailbox_t *mb, const lw_mb_control_ack_t *ack) {
   lw_mb_control_ack_t out;
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_consume_control(mb, &out, &err);
+  lw_status_t st = lw__mailbox_consume_control(mb, &out, &err);
   LW_FUZZ_CHECK(st == LW_OK);
   LW_FUZZ_CHECK(out.status == ack->status);
   LW_FUZZ_CHECK(out.async == ack->async);
@@ -62,19 +62,19 @@ static void ack_and_consume(lw_mailbox_t *mb, lw_mb_control_ack_t *ack) {
   lw_mb_control_ack_t early;
   lw__fuzz_poison_error(&err);
   // The parent polling too early is told "not done", and the request stays.
-  lw_status_t st = lw_mailbox_consume_control(mb, &early, &err);
+  lw_status_t st = lw__mailbox_consume_control(mb, &early, &err);
   lw__fuzz_check_error(st, &err);
   LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION);
   LW_FUZZ_CHECK(control_state(mb) == LW_MB_CONTROL_REQUEST);
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_ack_control(mb, ack, &err);
+  st = lw__mailbox_ack_control(mb, ack, &err);
   if ((uint32_t)ack->status >= (uint32_t)LW_STATUS_COUNT_) {
     lw__fuzz_check_error(st, &err);
     LW_FUZZ_CHECK(st == LW_INVALID_ARGUMENT);
     LW_FUZZ_CHECK(control_state(mb) == LW_MB_CONTROL_REQUEST);
     ack->status = LW_INTERNAL;
     lw__fuzz_poison_error(&err);
-    st = lw_mailbox_ack_control(mb, ack, &err);
+    st = lw__mailbox_ack_control(mb, ack, &err);
   }
   LW_FUZZ_CHECK(st == LW_OK);
   LW_FUZZ_CHECK(control_state(mb) == LW_MB_CONTROL_DONE);
@@ -82,7 +82,7 @@ static void ack_and_consume(lw_mailbox_t *mb, lw_mb_control_ack_t *ack) {
                                     sizeof(mb->control.ack_error.message)));
   // A second ack is a state error.
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_ack_control(mb, ack, &err);
+  st = lw__mailbox_ack_control(mb, ack, &err);
   lw__fuzz_check_error(st, &err);
   LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION);
   consume_own_ack(mb, ack);
@@ -97,7 +97,7 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size) {
   lw_mailbox_t *mb = lw__fuzz_mailbox(LW_MB_CHILD_SUB, p.header_xor);
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_validate_header(mb, &err);
+  lw_status_t st = lw__mailbox_validate_header(mb, &err);
   if (st != LW_OK) lw__fuzz_check_error(st, &err);
 
   // Relaxed stores: one thread plays both processes here.
@@ -116,7 +116,7 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size) {
   bool is_control = false;
   uint32_t found = UINT32_MAX;
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_find_post(mb, p.next_seq, &is_control, &found, &err);
+  st = lw__mailbox_find_post(mb, p.next_seq, &is_control, &found, &err);
   if (st == LW_OK) {
     if (is_control) {
       LW_FUZZ_CHECK(control_state(mb) == LW_MB_CONTROL_REQUEST);
@@ -146,7 +146,7 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size) {
   lw_mb_control_taken_t taken;
   memset(&taken, 0x3c, sizeof(taken));
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_take_control(mb, arena, &taken, &err);
+  st = lw__mailbox_take_control(mb, arena, &taken, &err);
   // take_control never changes the state.
   LW_FUZZ_CHECK(control_state(mb) == before);
   if (st == LW_OK) {
@@ -168,14 +168,14 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size) {
   LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION);
   // Not the child's to ack.
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_ack_control(mb, &ack, &err);
+  st = lw__mailbox_ack_control(mb, &ack, &err);
   lw__fuzz_check_error(st, &err);
   LW_FUZZ_CHECK(control_state(mb) == before);
 
   // The parent's side: an ack the input wrote, or no ack at all.
   lw_mb_control_ack_t out;
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_consume_control(mb, &out, &err);
+  st = lw__mailbox_consume_control(mb, &out, &err);
   if (st == LW_OK) {
     LW_FUZZ_CHECK(before == LW_MB_CONTROL_DONE);
     LW_FUZZ_CHECK((uint32_t)out.status < (uint32_t)LW_STATUS_COUNT_);

@@ -61,7 +61,7 @@ static void complete_and_consume(lw_mailbox_t *mb, uint32_t frame, lw_status_t s
   uint32_t before = frame_state(mb, frame);
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t cst = lw_mailbox_task_complete(mb, frame, &result, &err);
+  lw_status_t cst = lw__mailbox_task_complete(mb, frame, &result, &err);
   if ((uint32_t)st >= (uint32_t)LW_STATUS_COUNT_) {
     // A kernel status the protocol cannot carry is refused and the frame left alone.
     lw__fuzz_check_error(cst, &err);
@@ -70,7 +70,7 @@ static void complete_and_consume(lw_mailbox_t *mb, uint32_t frame, lw_status_t s
     st = LW_INTERNAL;
     result.status = st;
     lw__fuzz_poison_error(&err);
-    cst = lw_mailbox_task_complete(mb, frame, &result, &err);
+    cst = lw__mailbox_task_complete(mb, frame, &result, &err);
   }
   LW_FUZZ_CHECK(cst == LW_OK);
   LW_FUZZ_CHECK(frame_state(mb, frame) == (uint32_t)terminal_state_for(st));
@@ -79,11 +79,11 @@ static void complete_and_consume(lw_mailbox_t *mb, uint32_t frame, lw_status_t s
   LW_FUZZ_CHECK(t->result_error.code == st);
   LW_FUZZ_CHECK(lw__fuzz_terminated(t->result_error.message, sizeof(t->result_error.message)));
   // The run's cancel generation is retired: a late cancel finds nothing live.
-  LW_FUZZ_CHECK(!lw_mailbox_cancel_task(mb, frame));
+  LW_FUZZ_CHECK(!lw__mailbox_cancel_task(mb, frame));
 
   lw_mb_task_result_t out;
   lw__fuzz_poison_error(&err);
-  lw_status_t pst = lw_mailbox_consume_task(mb, frame, posted, &out, &err);
+  lw_status_t pst = lw__mailbox_consume_task(mb, frame, posted, &out, &err);
   LW_FUZZ_CHECK(pst == LW_OK);
   LW_FUZZ_CHECK(out.status == st);
   LW_FUZZ_CHECK(out.error.code == st);
@@ -104,7 +104,7 @@ static void take_one(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *aren
   memset(&taken, 0x3c, sizeof(taken));
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_take_task(mb, frame, arena, &taken, &err);
+  lw_status_t st = lw__mailbox_take_task(mb, frame, arena, &taken, &err);
   // take_task never changes the state.
   LW_FUZZ_CHECK(frame_state(mb, frame) == before);
   if (st != LW_OK) {
@@ -113,7 +113,7 @@ static void take_one(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *aren
       LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION);
       // Nor can the child run it again.
       lw__fuzz_poison_error(&err);
-      st = lw_mailbox_task_set_running(mb, frame, &err);
+      st = lw__mailbox_task_set_running(mb, frame, &err);
       lw__fuzz_check_error(st, &err);
       LW_FUZZ_CHECK(frame_state(mb, frame) == before);
       if (before == LW_MB_TASK_RUNNING) {
@@ -125,7 +125,7 @@ static void take_one(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *aren
       lw_mb_task_result_t r;
       memset(&r, 0, sizeof(r));
       lw__fuzz_poison_error(&err);
-      st = lw_mailbox_task_complete(mb, frame, &r, &err);
+      st = lw__mailbox_task_complete(mb, frame, &r, &err);
       lw__fuzz_check_error(st, &err);
       LW_FUZZ_CHECK(frame_state(mb, frame) == before);
       return;
@@ -140,12 +140,12 @@ static void take_one(lw_mailbox_t *mb, uint32_t frame, const lw_mb_arena_t *aren
   check_taken(&taken, &posted, arena);
 
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_task_set_running(mb, frame, &err);
+  st = lw__mailbox_task_set_running(mb, frame, &err);
   LW_FUZZ_CHECK(st == LW_OK);
   LW_FUZZ_CHECK(frame_state(mb, frame) == LW_MB_TASK_RUNNING);
   // A second set_running is a state error, not a success.
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_task_set_running(mb, frame, &err);
+  st = lw__mailbox_task_set_running(mb, frame, &err);
   lw__fuzz_check_error(st, &err);
   LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION);
 
@@ -161,7 +161,7 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size) {
   lw_mailbox_t *mb = lw__fuzz_mailbox(LW_MB_CHILD_CHIP, p.header_xor);
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw_mailbox_validate_header(mb, &err);
+  lw_status_t st = lw__mailbox_validate_header(mb, &err);
   if (st != LW_OK) lw__fuzz_check_error(st, &err);
 
   // Relaxed stores: one thread plays both processes here.
@@ -179,7 +179,7 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size) {
   bool is_control = true;
   uint32_t found = UINT32_MAX;
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_find_post(mb, p.next_seq, &is_control, &found, &err);
+  st = lw__mailbox_find_post(mb, p.next_seq, &is_control, &found, &err);
   // The frame the child takes: the post found, else the overwritten frame anyway.
   uint32_t take = st == LW_OK && !is_control ? found : frame;
   if (st == LW_OK) {
@@ -200,7 +200,7 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size) {
   // change the state); out of range every child call refuses it.
   lw_mb_task_taken_t taken;
   lw__fuzz_poison_error(&err);
-  st = lw_mailbox_take_task(mb, p.probe_frame, arena, &taken, &err);
+  st = lw__mailbox_take_task(mb, p.probe_frame, arena, &taken, &err);
   if (st != LW_OK) {
     lw__fuzz_check_error(st, &err);
   } else {
@@ -210,12 +210,12 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size) {
   if (p.probe_frame >= LW_MB_TASK_FRAMES) {
     LW_FUZZ_CHECK(st == LW_INVALID_ARGUMENT);
     lw__fuzz_poison_error(&err);
-    st = lw_mailbox_task_set_running(mb, p.probe_frame, &err);
+    st = lw__mailbox_task_set_running(mb, p.probe_frame, &err);
     lw__fuzz_check_error(st, &err);
     lw_mb_task_result_t r;
     memset(&r, 0, sizeof(r));
     lw__fuzz_poison_error(&err);
-    st = lw_mailbox_task_complete(mb, p.probe_frame, &r, &err);
+    st = lw__mailbox_task_complete(mb, p.probe_frame, &r, &err);
     lw__fuzz_check_error(st, &err);
   }
 

@@ -1,6 +1,6 @@
 // tests/fuzz/make_corpus.c — writes the seed corpus: a few valid (and a few deliberately
-// malformed) inputs per harness, built with the real encoders (lw_mailbox_post_task,
-// lw_mailbox_post_control, ...) so fuzzing starts from frames the parent actually writes.
+// malformed) inputs per harness, built with the real encoders (lw__mailbox_post_task,
+// lw__mailbox_post_control, ...) so fuzzing starts from frames the parent actually writes.
 //
 //   lw_fuzz_make_corpus DIR    writes DIR/<target>/<name> (the committed copy is
 //                              tests/fuzz/corpus; regression inputs live there too)
@@ -69,10 +69,10 @@ static lw_mb_task_post_t task_post(uint64_t seq, uint64_t n, lw_mb_task_kind_t k
 static void task_seed(const char *name, lw_fuzz_task_params_t *params,
                       const lw_mb_task_post_t *post, uint32_t raw_kind) {
   static _Alignas(64) lw_mailbox_t mb;
-  lw_mailbox_initialize(&mb, LW_MB_CHILD_CHIP, 0, LW_FUZZ_ARENA_BYTES);
+  lw__mailbox_initialize(&mb, LW_MB_CHILD_CHIP, 0, LW_FUZZ_ARENA_BYTES);
   lw_error_t err;
   uint32_t frame = params->frame % LW_MB_TASK_FRAMES;
-  check(lw_mailbox_post_task(&mb, frame, post, &err), &err);
+  check(lw__mailbox_post_task(&mb, frame, post, &err), &err);
   if (raw_kind != 0) mb.task[frame].kind = raw_kind;  // what post_task refuses to write
   params->post_seq = post->seq;
   write_seed("take_task", name, params, sizeof(*params), &mb.task[frame], TASK_PAYLOAD_BYTES);
@@ -191,13 +191,13 @@ static lw_mb_control_post_t control_post(uint64_t seq, lw_mb_command_t command) 
 static void control_seed(const char *name, lw_fuzz_control_params_t *params,
                          const lw_mb_control_post_t *post, const lw_mb_control_ack_t *ack) {
   static _Alignas(64) lw_mailbox_t mb;
-  lw_mailbox_initialize(&mb, LW_MB_CHILD_SUB, 0, LW_FUZZ_ARENA_BYTES);
+  lw__mailbox_initialize(&mb, LW_MB_CHILD_SUB, 0, LW_FUZZ_ARENA_BYTES);
   lw_error_t err;
-  check(lw_mailbox_post_control(&mb, post, &err), &err);
+  check(lw__mailbox_post_control(&mb, post, &err), &err);
   size_t bytes = CONTROL_REQUEST_BYTES;
   if (ack != NULL) {
     // A frame the child already answered: the parent's side reads the ack.
-    check(lw_mailbox_ack_control(&mb, ack, &err), &err);
+    check(lw__mailbox_ack_control(&mb, ack, &err), &err);
     bytes = sizeof(lw_mb_control_t);
   }
   params->post_seq = post->seq;

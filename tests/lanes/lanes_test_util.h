@@ -27,7 +27,7 @@ typedef struct test_gate {
 
 static inline void test_gate_init(test_gate_t *g) {
   atomic_init(&g->open, 0);
-  lw_waitword_initialize(&g->word);
+  lw__waitword_initialize(&g->word);
 }
 
 static inline bool test_gate_is_open(const void *ctx) {
@@ -38,11 +38,11 @@ static inline bool test_gate_is_open(const void *ctx) {
 
 static inline void test_gate_open(test_gate_t *g) {
   atomic_store_explicit(&g->open, 1, memory_order_release);
-  lw_waitword_wake(&g->word, false);
+  lw__waitword_wake(&g->word, false);
 }
 
 static inline void test_gate_wait(test_gate_t *g) {
-  (void)lw_waitword_wait(&g->word, test_gate_is_open, g, LW_DEADLINE_NEVER, false);
+  (void)lw__waitword_wait(&g->word, test_gate_is_open, g, LW_DEADLINE_NEVER, false);
 }
 
 // Yields until *word != 0 (used to wait for events that have no waitword of their own).

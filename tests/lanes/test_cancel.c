@@ -9,7 +9,7 @@ Test(cancel, begin_gives_even_strictly_increasing_generations) {
   lw_cancel_word_t word = 0;
   uint64_t prev = 0;
   for (int i = 0; i < 100; ++i) {
-    uint64_t g = lw_cancel_begin(&word);
+    uint64_t g = lw__cancel_begin(&word);
     cr_assert_eq(g % 2, 0, "generation %llu is odd", (unsigned long long)g);
     cr_assert_gt(g, prev);
     cr_assert_eq(atomic_load(&word), g);
@@ -19,43 +19,43 @@ Test(cancel, begin_gives_even_strictly_increasing_generations) {
 
 Test(cancel, begin_after_a_cancelled_run_steps_past_the_cancel_bit) {
   lw_cancel_word_t word = 0;
-  uint64_t g1 = lw_cancel_begin(&word);
-  cr_assert(lw_cancel_request(&word, g1));
-  uint64_t g2 = lw_cancel_begin(&word);
+  uint64_t g1 = lw__cancel_begin(&word);
+  cr_assert(lw__cancel_request(&word, g1));
+  uint64_t g2 = lw__cancel_begin(&word);
   cr_assert_eq(g2 % 2, 0);
   cr_assert_gt(g2, g1 | 1u);
-  cr_assert_not(lw_cancel_is_requested(&word, g2));
+  cr_assert_not(lw__cancel_is_requested(&word, g2));
 }
 
 Test(cancel, request_with_current_generation_sets_bit0_and_the_kernel_sees_it) {
   lw_cancel_word_t word = 0;
-  uint64_t g = lw_cancel_begin(&word);
+  uint64_t g = lw__cancel_begin(&word);
   lw_kernel_ctx_t ctx = {.abi_version = LW_KERNEL_ABI_VERSION, .cancel_word = &word,
                          .generation = g};
   cr_assert_not(lw_kernel_should_stop(&ctx));
-  cr_assert_not(lw_cancel_is_requested(&word, g));
+  cr_assert_not(lw__cancel_is_requested(&word, g));
 
-  cr_assert(lw_cancel_request(&word, g));
+  cr_assert(lw__cancel_request(&word, g));
   cr_assert_eq(atomic_load(&word), g | 1u);
-  cr_assert(lw_cancel_is_requested(&word, g));
+  cr_assert(lw__cancel_is_requested(&word, g));
   cr_assert(lw_kernel_should_stop(&ctx));
 }
 
 Test(cancel, stale_cancel_of_an_earlier_run_hits_nothing) {
   lw_cancel_word_t word = 0;
-  uint64_t old_gen = lw_cancel_begin(&word);
-  uint64_t cur_gen = lw_cancel_begin(&word);
-  cr_assert_not(lw_cancel_request(&word, old_gen));
+  uint64_t old_gen = lw__cancel_begin(&word);
+  uint64_t cur_gen = lw__cancel_begin(&word);
+  cr_assert_not(lw__cancel_request(&word, old_gen));
   cr_assert_eq(atomic_load(&word), cur_gen);
-  cr_assert_not(lw_cancel_is_requested(&word, cur_gen));
+  cr_assert_not(lw__cancel_is_requested(&word, cur_gen));
 }
 
 Test(cancel, second_cancel_of_the_same_run_returns_false) {
   lw_cancel_word_t word = 0;
-  uint64_t g = lw_cancel_begin(&word);
-  cr_assert(lw_cancel_request(&word, g));
-  cr_assert_not(lw_cancel_request(&word, g));
-  cr_assert_not(lw_cancel_request(&word, g | 1u), "an odd (cancelled) value is never live");
+  uint64_t g = lw__cancel_begin(&word);
+  cr_assert(lw__cancel_request(&word, g));
+  cr_assert_not(lw__cancel_request(&word, g));
+  cr_assert_not(lw__cancel_request(&word, g | 1u), "an odd (cancelled) value is never live");
   cr_assert_eq(atomic_load(&word), g | 1u);
 }
 
@@ -69,7 +69,7 @@ typedef struct racer {
 static void *racer_main(void *p) {
   racer_t *r = p;
   pthread_barrier_wait(r->barrier);
-  r->won = lw_cancel_request(r->word, r->gen);
+  r->won = lw__cancel_request(r->word, r->gen);
   return NULL;
 }
 
@@ -77,7 +77,7 @@ static void *racer_main(void *p) {
 
 Test(cancel, exactly_one_of_many_racing_cancellers_wins, .timeout = 10) {
   lw_cancel_word_t word = 0;
-  uint64_t g = lw_cancel_begin(&word);
+  uint64_t g = lw__cancel_begin(&word);
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, N_RACERS);
   pthread_t th[N_RACERS];
@@ -93,5 +93,5 @@ Test(cancel, exactly_one_of_many_racing_cancellers_wins, .timeout = 10) {
   }
   pthread_barrier_destroy(&barrier);
   cr_assert_eq(winners, 1);
-  cr_assert(lw_cancel_is_requested(&word, g));
+  cr_assert(lw__cancel_is_requested(&word, g));
 }

@@ -64,16 +64,16 @@ static recorder_t *recorder_create(void) {
 
 Test(lane, create_rejects_zero_capacity_and_null_out) {
   lw_lane_t *lane = (lw_lane_t *)1;
-  cr_assert_eq(lw_lane_create("x", 0, &lane), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__lane_create("x", 0, &lane), LW_INVALID_ARGUMENT);
   cr_assert_null(lane);
-  cr_assert_eq(lw_lane_create("x", 1, NULL), LW_INVALID_ARGUMENT);
-  lw_lane_destroy(NULL, LW_LANE_DRAIN_RUN);  // ignored
+  cr_assert_eq(lw__lane_create("x", 1, NULL), LW_INVALID_ARGUMENT);
+  lw__lane_destroy(NULL, LW_LANE_DRAIN_RUN);  // ignored
 }
 
 Test(lane, runs_items_in_submission_order_and_timeline_reaches_each_seq, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("order", 16, &lane), LW_OK);
-  cr_assert_str_eq(lw_lane_name(lane), "order");
+  cr_assert_eq(lw__lane_create("order", 16, &lane), LW_OK);
+  cr_assert_str_eq(lw__lane_name(lane), "order");
   recorder_t *rec = recorder_create();
   enum { N = 200 };
   rec_item_t *items = calloc(N, sizeof(*items));
@@ -81,11 +81,11 @@ Test(lane, runs_items_in_submission_order_and_timeline_reaches_each_seq, .timeou
   for (int i = 0; i < N; ++i) {
     rec_item_init(&items[i], rec, 0, i);
     uint64_t seq = 0;
-    cr_assert_eq(lw_lane_submit(lane, &items[i].item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+    cr_assert_eq(lw__lane_submit(lane, &items[i].item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
     cr_assert_eq(seq, last_seq + 1, "seqs are 1, 2, ...");
     last_seq = seq;
   }
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), last_seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), last_seq, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(rec->n, N);
   for (int i = 0; i < N; ++i) {
     cr_assert_eq(rec->log[i].index, i);
@@ -93,7 +93,7 @@ Test(lane, runs_items_in_submission_order_and_timeline_reaches_each_seq, .timeou
     cr_assert_not(rec->log[i].cancelled);
   }
   cr_assert_not(test_exit_flag_is_set(&rec->lane_exited), "the lane thread lives until destroy");
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   cr_assert(test_exit_flag_is_set(&rec->lane_exited), "destroy joined the lane thread");
   free(items);
   free(rec);
@@ -119,7 +119,7 @@ static void *producer_main(void *p) {
     rec_item_init(&pr->items[i], pr->rec, pr->id, i);
     uint64_t seq = 0;
     // A small capacity makes producers block on a full lane now and then.
-    if (lw_lane_submit(pr->lane, &pr->items[i].item, LW_DEADLINE_NEVER, &seq, NULL) != LW_OK) {
+    if (lw__lane_submit(pr->lane, &pr->items[i].item, LW_DEADLINE_NEVER, &seq, NULL) != LW_OK) {
       break;
     }
     if (seq <= pr->last_seq) pr->seqs_increasing = false;
@@ -131,7 +131,7 @@ static void *producer_main(void *p) {
 
 Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("fifo-mt", 8, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("fifo-mt", 8, &lane), LW_OK);
   recorder_t *rec = recorder_create();
   pthread_t th[N_PRODUCERS];
   producer_t pr[N_PRODUCERS];
@@ -147,7 +147,7 @@ Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) 
     if (pr[i].last_seq > max_seq) max_seq = pr[i].last_seq;
   }
   cr_assert_eq(max_seq, (uint64_t)N_PRODUCERS * ITEMS_EACH);
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), max_seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), max_seq, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(rec->n, N_PRODUCERS * ITEMS_EACH, "every item ran exactly once");
   int next[N_PRODUCERS] = {0};
   for (uint32_t k = 0; k < rec->n; ++k) {
@@ -157,7 +157,7 @@ Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) 
                  e->producer, e->index);
     next[e->producer]++;
   }
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   for (int i = 0; i < N_PRODUCERS; ++i) free(pr[i].items);
   free(rec);
 }
@@ -165,7 +165,7 @@ Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) 
 Test(lane, full_lane_blocks_to_the_deadline_then_fails_resource_exhausted_naming_capacity,
      .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("small", 2, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("small", 2, &lane), LW_OK);
   recorder_t *rec = recorder_create();
   test_gate_t gate;
   test_gate_init(&gate);
@@ -176,29 +176,29 @@ Test(lane, full_lane_blocks_to_the_deadline_then_fails_resource_exhausted_naming
   a.started = &started;
   rec_item_init(&b, rec, 0, 1);
   rec_item_init(&c, rec, 0, 2);
-  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
-  cr_assert_eq(lw_lane_submit(lane, &b.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &b.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
   test_wait_nonzero(&started);  // a runs (and holds its slot), b is queued: the lane is full
 
   lw_error_t err;
   const int64_t timeout = 20 * 1000 * 1000;
   int64_t start = lw__now_ns();
-  cr_assert_eq(lw_lane_submit(lane, &c.item, start + timeout, NULL, &err), LW_RESOURCE_EXHAUSTED);
+  cr_assert_eq(lw__lane_submit(lane, &c.item, start + timeout, NULL, &err), LW_RESOURCE_EXHAUSTED);
   cr_assert_geq(lw__now_ns() - start, timeout, "it blocked until the deadline");
   cr_assert_eq(err.code, LW_RESOURCE_EXHAUSTED);
   cr_assert(strstr(err.message, "capacity 2") != NULL, "message: %s", err.message);
   cr_assert(strstr(err.message, "small") != NULL, "message names the lane: %s", err.message);
 
-  cr_assert_eq(lw_lane_submit(lane, &c.item, 0, NULL, &err), LW_RESOURCE_EXHAUSTED,
+  cr_assert_eq(lw__lane_submit(lane, &c.item, 0, NULL, &err), LW_RESOURCE_EXHAUSTED,
                "a deadline in the past fails at once when full");
 
   test_gate_open(&gate);
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
   // The slots of finished items are free by the time the timeline says they ran.
   uint64_t seq = 0;
-  cr_assert_eq(lw_lane_submit(lane, &c.item, 0, &seq, &err), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &c.item, 0, &seq, &err), LW_OK);
   cr_assert_eq(seq, 3, "failed submits consume no sequence number");
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   cr_assert_eq(rec->n, 3);
   cr_assert_eq(rec->log[2].index, 2);
   free(rec);
@@ -214,13 +214,13 @@ typedef struct blocked_submit {
 static void *blocked_submit_main(void *p) {
   blocked_submit_t *bs = p;
   atomic_store(&bs->about_to_submit, 1);
-  bs->result = lw_lane_submit(bs->lane, &bs->item->item, LW_DEADLINE_NEVER, NULL, NULL);
+  bs->result = lw__lane_submit(bs->lane, &bs->item->item, LW_DEADLINE_NEVER, NULL, NULL);
   return NULL;
 }
 
 Test(lane, submit_to_full_lane_proceeds_once_a_slot_frees, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("one", 1, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("one", 1, &lane), LW_OK);
   recorder_t *rec = recorder_create();
   test_gate_t gate;
   test_gate_init(&gate);
@@ -230,7 +230,7 @@ Test(lane, submit_to_full_lane_proceeds_once_a_slot_frees, .timeout = 10) {
   a.gate = &gate;
   a.started = &started;
   rec_item_init(&b, rec, 0, 1);
-  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
   test_wait_nonzero(&started);
   blocked_submit_t bs = {lane, &b, 0, LW_INTERNAL};
   pthread_t th;
@@ -239,11 +239,11 @@ Test(lane, submit_to_full_lane_proceeds_once_a_slot_frees, .timeout = 10) {
   test_gate_open(&gate);
   pthread_join(th, NULL);
   cr_assert_eq(bs.result, LW_OK);
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(rec->n, 2);
   cr_assert_eq(rec->log[0].index, 0);
   cr_assert_eq(rec->log[1].index, 1);
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   free(rec);
 }
 
@@ -261,8 +261,8 @@ static drain_probe_t *g_probe;  // read by probe_follow_ups on the lane thread
 
 static void probe_follow_ups(rec_item_t *self) {
   (void)self;
-  g_probe->reserved_result = lw_lane_submit_reserved(g_probe->lane, &g_probe->follow_up.item, NULL);
-  g_probe->normal_result = lw_lane_submit(g_probe->lane, &g_probe->follow_up.item, 0, NULL,
+  g_probe->reserved_result = lw__lane_submit_reserved(g_probe->lane, &g_probe->follow_up.item, NULL);
+  g_probe->normal_result = lw__lane_submit(g_probe->lane, &g_probe->follow_up.item, 0, NULL,
                                           &g_probe->normal_err);
 }
 
@@ -278,14 +278,14 @@ typedef struct late_submitter {
 // of the running item: so destroy has provably begun before the queued items are dequeued.
 static void *late_submitter_main(void *p) {
   late_submitter_t *ls = p;
-  ls->result = lw_lane_submit(ls->lane, &ls->item->item, LW_DEADLINE_NEVER, NULL, &ls->err);
+  ls->result = lw__lane_submit(ls->lane, &ls->item->item, LW_DEADLINE_NEVER, NULL, &ls->err);
   test_gate_open(ls->gate);
   return NULL;
 }
 
 static void check_destroy(lw_lane_drain_t mode) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("drain", 3, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("drain", 3, &lane), LW_OK);
   recorder_t *rec = recorder_create();
   test_gate_t gate;
   test_gate_init(&gate);
@@ -303,15 +303,15 @@ static void check_destroy(lw_lane_drain_t mode) {
   rec_item_init(&probe.follow_up, rec, 1, 0);
   g_probe = &probe;
 
-  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
-  cr_assert_eq(lw_lane_submit(lane, &b.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
-  cr_assert_eq(lw_lane_submit(lane, &c.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &b.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &c.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
   test_wait_nonzero(&started);  // a running, b and c queued: full
 
   late_submitter_t ls = {lane, &d, &gate, LW_INTERNAL, {0}};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, late_submitter_main, &ls), 0);
-  lw_lane_destroy(lane, mode);  // returns once everything queued was run or cancelled
+  lw__lane_destroy(lane, mode);  // returns once everything queued was run or cancelled
   pthread_join(th, NULL);
 
   cr_assert_eq(ls.result, LW_UNAVAILABLE, "submit after destroy began");
@@ -341,26 +341,26 @@ Test(lane, destroy_drain_run_runs_queued_items_in_order_and_rejects_new_work, .t
 
 Test(lane, destroy_of_an_idle_lane_wakes_and_joins_its_thread, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("idle", 4, &lane), LW_OK);
-  lw_lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
+  cr_assert_eq(lw__lane_create("idle", 4, &lane), LW_OK);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
 }
 
 // ---- items on the lane thread ---------------------------------------------------------------
 
 Test(lane, fn_may_free_its_item, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("free", 4, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("free", 4, &lane), LW_OK);
   recorder_t *rec = recorder_create();
   uint64_t seq = 0;
   for (int i = 0; i < 100; ++i) {
     rec_item_t *r = malloc(sizeof(*r));
     rec_item_init(r, rec, 0, i);
     r->free_me = true;
-    cr_assert_eq(lw_lane_submit(lane, &r->item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+    cr_assert_eq(lw__lane_submit(lane, &r->item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
   }
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), seq, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(rec->n, 100);
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   free(rec);
 }
 
@@ -379,18 +379,18 @@ static follow_up_ctx_t *g_fu;
 static void queue_follow_ups(rec_item_t *self) {
   (void)self;
   follow_up_ctx_t *fu = g_fu;
-  fu->is_current_here = lw_lane_is_current(fu->lane);
-  fu->is_current_other = lw_lane_is_current(fu->other);
+  fu->is_current_here = lw__lane_is_current(fu->lane);
+  fu->is_current_other = lw__lane_is_current(fu->other);
   pthread_getname_np(pthread_self(), fu->thread_name, sizeof(fu->thread_name));
-  fu->reserved_result = lw_lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
-  fu->normal_result = lw_lane_submit(fu->lane, &fu->normal_item.item, LW_DEADLINE_NEVER, NULL,
+  fu->reserved_result = lw__lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
+  fu->normal_result = lw__lane_submit(fu->lane, &fu->normal_item.item, LW_DEADLINE_NEVER, NULL,
                                      NULL);
 }
 
 Test(lane, item_queues_follow_ups_on_its_own_lane_and_they_run_after_it, .timeout = 10) {
   lw_lane_t *lane, *other;
-  cr_assert_eq(lw_lane_create("follow-up-lane-long-name", 4, &lane), LW_OK);
-  cr_assert_eq(lw_lane_create("other", 1, &other), LW_OK);
+  cr_assert_eq(lw__lane_create("follow-up-lane-long-name", 4, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("other", 1, &other), LW_OK);
   recorder_t *rec = recorder_create();
   follow_up_ctx_t fu = {.lane = lane, .other = other};
   g_fu = &fu;
@@ -399,18 +399,18 @@ Test(lane, item_queues_follow_ups_on_its_own_lane_and_they_run_after_it, .timeou
   a.extra = queue_follow_ups;
   rec_item_init(&fu.reserved_item, rec, 0, 1);
   rec_item_init(&fu.normal_item, rec, 0, 2);
-  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 3, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), 3, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(fu.reserved_result, LW_OK);
   cr_assert_eq(fu.normal_result, LW_OK);
   cr_assert_eq(rec->n, 3);
   for (int i = 0; i < 3; ++i) cr_assert_eq(rec->log[i].index, i);
   cr_assert(fu.is_current_here);
   cr_assert_not(fu.is_current_other);
-  cr_assert_not(lw_lane_is_current(lane), "the test thread is not the lane thread");
+  cr_assert_not(lw__lane_is_current(lane), "the test thread is not the lane thread");
   cr_assert_str_eq(fu.thread_name, "follow-up-lane-", "thread named after the lane (15 chars)");
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
-  lw_lane_destroy(other, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(other, LW_LANE_DRAIN_RUN);
   free(rec);
 }
 
@@ -418,15 +418,15 @@ static void overflow_own_lane(rec_item_t *self) {
   (void)self;
   follow_up_ctx_t *fu = g_fu;
   // The lane is full (this item holds its only slot). Waiting here would deadlock.
-  fu->overflow_result = lw_lane_submit(fu->lane, &fu->overflow_item.item, LW_DEADLINE_NEVER,
+  fu->overflow_result = lw__lane_submit(fu->lane, &fu->overflow_item.item, LW_DEADLINE_NEVER,
                                        NULL, &fu->overflow_err);
-  fu->reserved_result = lw_lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
+  fu->reserved_result = lw__lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
 }
 
 Test(lane, full_own_lane_fails_submit_from_its_thread_at_once_but_takes_reserved,
      .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw_lane_create("self", 1, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("self", 1, &lane), LW_OK);
   recorder_t *rec = recorder_create();
   follow_up_ctx_t fu = {.lane = lane, .other = NULL};
   g_fu = &fu;
@@ -435,14 +435,14 @@ Test(lane, full_own_lane_fails_submit_from_its_thread_at_once_but_takes_reserved
   a.extra = overflow_own_lane;
   rec_item_init(&fu.overflow_item, rec, 0, 99);
   rec_item_init(&fu.reserved_item, rec, 0, 1);
-  cr_assert_eq(lw_lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
-  cr_assert_eq(lw_timeline_wait(lw_lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__lane_submit(lane, &a.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(fu.overflow_result, LW_RESOURCE_EXHAUSTED);
   cr_assert(strstr(fu.overflow_err.message, "capacity 1") != NULL, "message: %s",
             fu.overflow_err.message);
   cr_assert_eq(fu.reserved_result, LW_OK);
   cr_assert_eq(rec->n, 2);
   cr_assert_eq(rec->log[1].index, 1, "the reserved follow-up ran, the overflow did not");
-  lw_lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   free(rec);
 }

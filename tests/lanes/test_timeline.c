@@ -14,62 +14,62 @@
 
 Test(timeline, starts_at_initial_value_and_healthy) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 7, 0);
-  cr_assert_eq(lw_timeline_value(&t), 7);
-  cr_assert_eq(lw_timeline_failure(&t), LW_OK);
-  cr_assert(lw_timeline_reached(&t, 7));
-  cr_assert_not(lw_timeline_reached(&t, 8));
-  lw_timeline_deinitialize(&t);
+  lw__timeline_initialize(&t, 7, 0);
+  cr_assert_eq(lw__timeline_value(&t), 7);
+  cr_assert_eq(lw__timeline_failure(&t), LW_OK);
+  cr_assert(lw__timeline_reached(&t, 7));
+  cr_assert_not(lw__timeline_reached(&t, 8));
+  lw__timeline_deinitialize(&t);
 }
 
 Test(timeline, signal_advances_value_and_satisfies_earlier_targets, .timeout = 10) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
-  cr_assert_eq(lw_timeline_signal(&t, 3), LW_OK);
-  cr_assert_eq(lw_timeline_value(&t), 3);
-  cr_assert_eq(lw_timeline_wait(&t, 1, LW_DEADLINE_NEVER), LW_OK);
-  cr_assert_eq(lw_timeline_wait(&t, 3, LW_DEADLINE_NEVER), LW_OK);
+  lw__timeline_initialize(&t, 0, 0);
+  cr_assert_eq(lw__timeline_signal(&t, 3), LW_OK);
+  cr_assert_eq(lw__timeline_value(&t), 3);
+  cr_assert_eq(lw__timeline_wait(&t, 1, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(&t, 3, LW_DEADLINE_NEVER), LW_OK);
 }
 
 Test(timeline, signal_not_greater_than_current_is_invalid_argument) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
-  cr_assert_eq(lw_timeline_signal(&t, 5), LW_OK);
-  cr_assert_eq(lw_timeline_signal(&t, 5), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_timeline_signal(&t, 4), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_timeline_value(&t), 5, "a rejected signal must not move the value");
+  lw__timeline_initialize(&t, 0, 0);
+  cr_assert_eq(lw__timeline_signal(&t, 5), LW_OK);
+  cr_assert_eq(lw__timeline_signal(&t, 5), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__timeline_signal(&t, 4), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__timeline_value(&t), 5, "a rejected signal must not move the value");
 }
 
 Test(timeline, wait_deadline_returns_deadline_exceeded_after_at_least_the_timeout,
      .timeout = 10) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
+  lw__timeline_initialize(&t, 0, 0);
   const int64_t timeout = 20 * 1000 * 1000;
   int64_t start = lw__now_ns();
-  cr_assert_eq(lw_timeline_wait(&t, 1, lw__deadline_after(timeout)), LW_DEADLINE_EXCEEDED);
+  cr_assert_eq(lw__timeline_wait(&t, 1, lw__deadline_after(timeout)), LW_DEADLINE_EXCEEDED);
   cr_assert_geq(lw__now_ns() - start, timeout);
 }
 
 Test(timeline, failure_is_sticky_and_first_failure_wins, .timeout = 10) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
-  lw_timeline_fail(&t, LW_TASK_FAILED);
-  lw_timeline_fail(&t, LW_CHILD_EXITED);
-  cr_assert_eq(lw_timeline_failure(&t), LW_TASK_FAILED);
-  cr_assert_eq(lw_timeline_signal(&t, 1), LW_TASK_FAILED, "a failed timeline stays failed");
-  cr_assert_eq(lw_timeline_value(&t), 0);
-  cr_assert_eq(lw_timeline_wait(&t, 1, LW_DEADLINE_NEVER), LW_TASK_FAILED);
-  cr_assert_eq(lw_timeline_wait(&t, 1, LW_DEADLINE_NEVER), LW_TASK_FAILED, "future waiters too");
+  lw__timeline_initialize(&t, 0, 0);
+  lw__timeline_fail(&t, LW_TASK_FAILED);
+  lw__timeline_fail(&t, LW_CHILD_EXITED);
+  cr_assert_eq(lw__timeline_failure(&t), LW_TASK_FAILED);
+  cr_assert_eq(lw__timeline_signal(&t, 1), LW_TASK_FAILED, "a failed timeline stays failed");
+  cr_assert_eq(lw__timeline_value(&t), 0);
+  cr_assert_eq(lw__timeline_wait(&t, 1, LW_DEADLINE_NEVER), LW_TASK_FAILED);
+  cr_assert_eq(lw__timeline_wait(&t, 1, LW_DEADLINE_NEVER), LW_TASK_FAILED, "future waiters too");
 }
 
 Test(timeline, reached_target_wins_over_later_failure, .timeout = 10) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
-  cr_assert_eq(lw_timeline_signal(&t, 3), LW_OK);
-  lw_timeline_fail(&t, LW_CHILD_EXITED);
-  cr_assert_eq(lw_timeline_wait(&t, 3, LW_DEADLINE_NEVER), LW_OK);
-  cr_assert_eq(lw_timeline_wait(&t, 2, 0), LW_OK);
-  cr_assert_eq(lw_timeline_wait(&t, 4, LW_DEADLINE_NEVER), LW_CHILD_EXITED);
+  lw__timeline_initialize(&t, 0, 0);
+  cr_assert_eq(lw__timeline_signal(&t, 3), LW_OK);
+  lw__timeline_fail(&t, LW_CHILD_EXITED);
+  cr_assert_eq(lw__timeline_wait(&t, 3, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(lw__timeline_wait(&t, 2, 0), LW_OK);
+  cr_assert_eq(lw__timeline_wait(&t, 4, LW_DEADLINE_NEVER), LW_CHILD_EXITED);
 }
 
 typedef struct waiter {
@@ -82,7 +82,7 @@ typedef struct waiter {
 static void *waiter_main(void *p) {
   waiter_t *w = p;
   atomic_fetch_add(w->started, 1);
-  w->result = lw_timeline_wait(w->t, w->target, LW_DEADLINE_NEVER);
+  w->result = lw__timeline_wait(w->t, w->target, LW_DEADLINE_NEVER);
   return NULL;
 }
 
@@ -101,13 +101,13 @@ static void start_sleeping_waiters(lw_timeline_t *t, uint64_t target, pthread_t 
 
 Test(timeline, reaching_target_wakes_all_waiters, .timeout = 20) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
+  lw__timeline_initialize(&t, 0, 0);
   pthread_t th[N_WAITERS];
   waiter_t w[N_WAITERS];
   _Atomic uint32_t started = 0;
   start_sleeping_waiters(&t, 5, th, w, &started);
-  cr_assert_eq(lw_timeline_signal(&t, 4), LW_OK);  // below target: nobody may return OK yet
-  cr_assert_eq(lw_timeline_signal(&t, 5), LW_OK);
+  cr_assert_eq(lw__timeline_signal(&t, 4), LW_OK);  // below target: nobody may return OK yet
+  cr_assert_eq(lw__timeline_signal(&t, 5), LW_OK);
   for (int i = 0; i < N_WAITERS; ++i) {
     pthread_join(th[i], NULL);
     cr_assert_eq(w[i].result, LW_OK);
@@ -116,12 +116,12 @@ Test(timeline, reaching_target_wakes_all_waiters, .timeout = 20) {
 
 Test(timeline, failure_wakes_all_waiters_with_the_failure_status, .timeout = 20) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
+  lw__timeline_initialize(&t, 0, 0);
   pthread_t th[N_WAITERS];
   waiter_t w[N_WAITERS];
   _Atomic uint32_t started = 0;
   start_sleeping_waiters(&t, 1, th, w, &started);
-  lw_timeline_fail(&t, LW_POISONED);
+  lw__timeline_fail(&t, LW_POISONED);
   for (int i = 0; i < N_WAITERS; ++i) {
     pthread_join(th[i], NULL);
     cr_assert_eq(w[i].result, LW_POISONED);
@@ -140,14 +140,14 @@ typedef struct signaller {
 static void *signaller_main(void *p) {
   signaller_t *s = p;
   for (int i = 1; i <= SIGNALS_EACH; ++i) {
-    if (lw_timeline_signal(s->t, (uint64_t)(i * N_SIGNALLERS + s->id)) == LW_OK) s->ok++;
+    if (lw__timeline_signal(s->t, (uint64_t)(i * N_SIGNALLERS + s->id)) == LW_OK) s->ok++;
   }
   return NULL;
 }
 
 Test(timeline, racing_signallers_keep_the_value_monotonic, .timeout = 20) {
   lw_timeline_t t;
-  lw_timeline_initialize(&t, 0, 0);
+  lw__timeline_initialize(&t, 0, 0);
   pthread_t th[N_SIGNALLERS];
   signaller_t s[N_SIGNALLERS];
   for (int i = 0; i < N_SIGNALLERS; ++i) {
@@ -156,12 +156,12 @@ Test(timeline, racing_signallers_keep_the_value_monotonic, .timeout = 20) {
   }
   uint64_t last = 0;
   for (int i = 0; i < 10000; ++i) {  // an observer never sees the value go back
-    uint64_t v = lw_timeline_value(&t);
+    uint64_t v = lw__timeline_value(&t);
     cr_assert_geq(v, last);
     last = v;
   }
   for (int i = 0; i < N_SIGNALLERS; ++i) pthread_join(th[i], NULL);
-  cr_assert_eq(lw_timeline_value(&t), (uint64_t)(SIGNALS_EACH * N_SIGNALLERS + N_SIGNALLERS - 1));
+  cr_assert_eq(lw__timeline_value(&t), (uint64_t)(SIGNALS_EACH * N_SIGNALLERS + N_SIGNALLERS - 1));
 }
 
 // ---- across processes -------------------------------------------------------------------
@@ -171,7 +171,7 @@ static lw_timeline_t *map_shared_timeline(void) {
                  -1, 0);
   cr_assert_neq(p, MAP_FAILED);
   lw_timeline_t *t = p;
-  lw_timeline_initialize(t, 0, LW_TIMELINE_SHARED);
+  lw__timeline_initialize(t, 0, LW_TIMELINE_SHARED);
   return t;
 }
 
@@ -194,14 +194,14 @@ Test(timeline, shared_timeline_wakes_a_forked_child_and_back, .timeout = 20) {
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
-    lw_status_t st = lw_timeline_wait(t, 1, lw__deadline_after(10LL * 1000 * 1000 * 1000));
-    if (st == LW_OK && lw_timeline_signal(t, 2) != LW_OK) st = LW_INTERNAL;
+    lw_status_t st = lw__timeline_wait(t, 1, lw__deadline_after(10LL * 1000 * 1000 * 1000));
+    if (st == LW_OK && lw__timeline_signal(t, 2) != LW_OK) st = LW_INTERNAL;
     _exit((int)st);
   }
   // Event, not time: signal only once the child sleeps on the (process-shared) futex.
   while (atomic_load(&t->word.sleepers) == 0) sched_yield();
-  cr_assert_eq(lw_timeline_signal(t, 1), LW_OK);
-  cr_assert_eq(lw_timeline_wait(t, 2, LW_DEADLINE_NEVER), LW_OK, "the child's signal arrives");
+  cr_assert_eq(lw__timeline_signal(t, 1), LW_OK);
+  cr_assert_eq(lw__timeline_wait(t, 2, LW_DEADLINE_NEVER), LW_OK, "the child's signal arrives");
   cr_assert_eq(wait_child(pid), LW_OK);
   munmap(t, sizeof(*t));
   assert_no_children_left();
@@ -212,10 +212,10 @@ Test(timeline, shared_timeline_failure_reaches_a_forked_child, .timeout = 20) {
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
-    _exit((int)lw_timeline_wait(t, 1, lw__deadline_after(10LL * 1000 * 1000 * 1000)));
+    _exit((int)lw__timeline_wait(t, 1, lw__deadline_after(10LL * 1000 * 1000 * 1000)));
   }
   while (atomic_load(&t->word.sleepers) == 0) sched_yield();
-  lw_timeline_fail(t, LW_CHILD_EXITED);
+  lw__timeline_fail(t, LW_CHILD_EXITED);
   cr_assert_eq(wait_child(pid), LW_CHILD_EXITED);
   munmap(t, sizeof(*t));
   assert_no_children_left();

@@ -20,44 +20,44 @@ static bool flag_set(const void *ctx) {
 
 Test(wait, true_condition_returns_ok_after_one_check_without_sleeping, .timeout = 10) {
   lw_waitword_t w;
-  lw_waitword_initialize(&w);
+  lw__waitword_initialize(&w);
   flag_ctx_t c = {1, 0};
-  cr_assert_eq(lw_waitword_wait(&w, flag_set, &c, LW_DEADLINE_NEVER, false), LW_OK);
+  cr_assert_eq(lw__waitword_wait(&w, flag_set, &c, LW_DEADLINE_NEVER, false), LW_OK);
   cr_assert_eq(atomic_load(&c.cond_calls), 1);
   cr_assert_eq(atomic_load(&w.sleepers), 0);
 }
 
 Test(wait, true_condition_wins_over_passed_deadline, .timeout = 10) {
   lw_waitword_t w;
-  lw_waitword_initialize(&w);
+  lw__waitword_initialize(&w);
   flag_ctx_t c = {1, 0};
-  cr_assert_eq(lw_waitword_wait(&w, flag_set, &c, 0, false), LW_OK);
+  cr_assert_eq(lw__waitword_wait(&w, flag_set, &c, 0, false), LW_OK);
 }
 
 Test(wait, passed_deadline_returns_deadline_exceeded_at_once, .timeout = 10) {
   lw_waitword_t w;
-  lw_waitword_initialize(&w);
+  lw__waitword_initialize(&w);
   flag_ctx_t c = {0, 0};
-  cr_assert_eq(lw_waitword_wait(&w, flag_set, &c, 0, false), LW_DEADLINE_EXCEEDED);
+  cr_assert_eq(lw__waitword_wait(&w, flag_set, &c, 0, false), LW_DEADLINE_EXCEEDED);
   cr_assert_eq(atomic_load(&c.cond_calls), 1);
 }
 
 Test(wait, deadline_returns_deadline_exceeded_after_at_least_the_timeout, .timeout = 10) {
   lw_waitword_t w;
-  lw_waitword_initialize(&w);
+  lw__waitword_initialize(&w);
   flag_ctx_t c = {0, 0};
   const int64_t timeout = 20 * 1000 * 1000;
   int64_t start = lw__now_ns();
-  cr_assert_eq(lw_waitword_wait(&w, flag_set, &c, start + timeout, false), LW_DEADLINE_EXCEEDED);
+  cr_assert_eq(lw__waitword_wait(&w, flag_set, &c, start + timeout, false), LW_DEADLINE_EXCEEDED);
   cr_assert_geq(lw__now_ns() - start, timeout);
   cr_assert_eq(atomic_load(&w.sleepers), 0, "a timed-out waiter must uncount itself");
 }
 
 Test(wait, wake_bumps_epoch_even_with_no_sleepers, .timeout = 10) {
   lw_waitword_t w;
-  lw_waitword_initialize(&w);
-  lw_waitword_wake(&w, false);
-  lw_waitword_wake(&w, true);
+  lw__waitword_initialize(&w);
+  lw__waitword_wake(&w, false);
+  lw__waitword_wake(&w, true);
   cr_assert_eq(atomic_load(&w.epoch), 2);
   cr_assert_eq(atomic_load(&w.sleepers), 0);
 }
@@ -70,7 +70,7 @@ typedef struct waiter_arg {
 
 static void *waiter_main(void *p) {
   waiter_arg_t *a = p;
-  a->result = lw_waitword_wait(a->w, flag_set, a->c, LW_DEADLINE_NEVER, false);
+  a->result = lw__waitword_wait(a->w, flag_set, a->c, LW_DEADLINE_NEVER, false);
   return NULL;
 }
 
@@ -78,7 +78,7 @@ static void *waiter_main(void *p) {
 
 Test(wait, wake_releases_every_sleeping_waiter, .timeout = 20) {
   lw_waitword_t w;
-  lw_waitword_initialize(&w);
+  lw__waitword_initialize(&w);
   flag_ctx_t c = {0, 0};
   pthread_t th[N_WAITERS];
   waiter_arg_t args[N_WAITERS];
@@ -89,7 +89,7 @@ Test(wait, wake_releases_every_sleeping_waiter, .timeout = 20) {
   // Event, not time: wait until every waiter is counted as a sleeper (past the spin phase).
   while (atomic_load(&w.sleepers) != N_WAITERS) sched_yield();
   atomic_store_explicit(&c.flag, 1, memory_order_release);
-  lw_waitword_wake(&w, false);
+  lw__waitword_wake(&w, false);
   for (int i = 0; i < N_WAITERS; ++i) {
     pthread_join(th[i], NULL);
     cr_assert_eq(args[i].result, LW_OK);
@@ -120,9 +120,9 @@ static void *pong_main(void *arg) {
   pingpong_t *p = arg;
   for (uint64_t i = 0; i < PING_ROUNDS; ++i) {
     turn_ctx_t t = {p, 2 * i + 1};
-    (void)lw_waitword_wait(&p->word[1], is_turn, &t, LW_DEADLINE_NEVER, false);
+    (void)lw__waitword_wait(&p->word[1], is_turn, &t, LW_DEADLINE_NEVER, false);
     atomic_store_explicit(&p->turn, 2 * i + 2, memory_order_release);
-    lw_waitword_wake(&p->word[0], false);
+    lw__waitword_wake(&p->word[0], false);
   }
   return NULL;
 }
@@ -130,15 +130,15 @@ static void *pong_main(void *arg) {
 Test(wait, ping_pong_between_threads_loses_no_wake_up, .timeout = 60) {
   pingpong_t p;
   atomic_init(&p.turn, 0);
-  lw_waitword_initialize(&p.word[0]);
-  lw_waitword_initialize(&p.word[1]);
+  lw__waitword_initialize(&p.word[0]);
+  lw__waitword_initialize(&p.word[1]);
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, pong_main, &p), 0);
   for (uint64_t i = 0; i < PING_ROUNDS; ++i) {
     turn_ctx_t t = {&p, 2 * i};
-    cr_assert_eq(lw_waitword_wait(&p.word[0], is_turn, &t, LW_DEADLINE_NEVER, false), LW_OK);
+    cr_assert_eq(lw__waitword_wait(&p.word[0], is_turn, &t, LW_DEADLINE_NEVER, false), LW_OK);
     atomic_store_explicit(&p.turn, 2 * i + 1, memory_order_release);
-    lw_waitword_wake(&p.word[1], false);
+    lw__waitword_wake(&p.word[1], false);
   }
   pthread_join(th, NULL);
   cr_assert_eq(atomic_load(&p.turn), 2 * PING_ROUNDS);

@@ -36,7 +36,7 @@
 static inline lw_mailbox_t *mb_new(void) {
   lw_mailbox_t *mb = aligned_alloc(64, sizeof(lw_mailbox_t));
   cr_assert_not_null(mb);
-  lw_mailbox_initialize(mb, LW_MB_CHILD_CHIP, 3, ARENA_BYTES);
+  lw__mailbox_initialize(mb, LW_MB_CHILD_CHIP, 3, ARENA_BYTES);
   return mb;
 }
 
@@ -91,18 +91,18 @@ static inline bool has(const lw_error_t *e, const char *needle) {
 static inline void post_take_run(lw_mailbox_t *mb, uint32_t frame, uint64_t seq, uint64_t n) {
   lw_error_t err;
   lw_mb_task_post_t p = task_post(seq, n);
-  cr_assert_eq(lw_mailbox_post_task(mb, frame, &p, &err), LW_OK, "post: %s", err.message);
+  cr_assert_eq(lw__mailbox_post_task(mb, frame, &p, &err), LW_OK, "post: %s", err.message);
   lw_mb_arena_t a = arena_view();
   lw_mb_task_taken_t taken;
-  cr_assert_eq(lw_mailbox_take_task(mb, frame, &a, &taken, &err), LW_OK, "take: %s",
+  cr_assert_eq(lw__mailbox_take_task(mb, frame, &a, &taken, &err), LW_OK, "take: %s",
                err.message);
-  cr_assert_eq(lw_mailbox_task_set_running(mb, frame, &err), LW_OK, "run: %s", err.message);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, frame, &err), LW_OK, "run: %s", err.message);
 }
 
 static inline void push_ok(lw_mailbox_t *mb, const lw_mb_completion_t *c) {
   bool wake = true;
   lw_error_t err;
-  cr_assert_eq(lw_mailbox_push_completion(mb, c, LW_DEADLINE_NEVER, &wake, &err), LW_OK,
+  cr_assert_eq(lw__mailbox_push_completion(mb, c, LW_DEADLINE_NEVER, &wake, &err), LW_OK,
                "push: %s", err.message);
 }
 

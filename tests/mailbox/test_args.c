@@ -19,7 +19,7 @@ Test(mailbox_args, encode_maps_arena_pointers_to_offsets_and_decode_maps_them_ba
   cr_assert_eq(lw_args_add_scalar(&args, UINT64_MAX), LW_OK);
 
   lw_mb_args_t wire;
-  cr_assert_eq(lw_mailbox_args_encode(&args, &a, &wire, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_OK, "%s", err.message);
   cr_assert_eq(wire.n_tensors, 4u);
   cr_assert_eq(wire.tensor[0].offset, 100u);
   cr_assert_eq(wire.tensor[0].bytes, 200u);
@@ -32,7 +32,7 @@ Test(mailbox_args, encode_maps_arena_pointers_to_offsets_and_decode_maps_them_ba
   cr_assert_eq(wire.scalar[1], UINT64_MAX);
 
   lw_kernel_args_t k;
-  cr_assert_eq(lw_mailbox_args_decode(&wire, &a, &k, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_args_decode(&wire, &a, &k, &err), LW_OK, "%s", err.message);
   cr_assert_eq(k.n_tensors, 4u);
   cr_assert_eq(k.tensor[0].data, (void *)(g_arena + 100));
   cr_assert_eq(k.tensor[1].data, (void *)g_arena);
@@ -59,7 +59,7 @@ Test(mailbox_args, encode_rejects_a_tensor_outside_the_arena, .timeout = 10) {
     args.tensor[0] = (lw_args_tensor_t){g_arena, 8, LW_TAG_INPUT, 0};
     args.tensor[1] = (lw_args_tensor_t){cases[i][0], (uint64_t)(uintptr_t)cases[i][1],
                                         LW_TAG_INPUT, 0};
-    cr_assert_eq(lw_mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT,
+    cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT,
                  "case %zu", i);
     cr_assert(has(&err, "tensor 1 at"), "%s", err.message);
     cr_assert(has(&err, "is outside the worker's shared memory; allocate it with "
@@ -70,13 +70,13 @@ Test(mailbox_args, encode_rejects_a_tensor_outside_the_arena, .timeout = 10) {
   lw_args_init(&args);
   args.n_tensors = 1;
   args.tensor[0] = (lw_args_tensor_t){NULL, 4, LW_TAG_INPUT, 0};
-  cr_assert_eq(lw_mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT,
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT,
                "NULL with bytes");
   args.n_tensors = LW_MAX_TENSORS + 1;
-  cr_assert_eq(lw_mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT);
   args.n_tensors = 0;
   args.n_scalars = LW_MAX_SCALARS + 1;
-  cr_assert_eq(lw_mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT);
 }
 
 Test(mailbox_args, decode_rejects_counts_and_ranges_outside_the_arena, .timeout = 10) {
@@ -103,7 +103,7 @@ Test(mailbox_args, decode_rejects_counts_and_ranges_outside_the_arena, .timeout 
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     wire.tensor[0].offset = cases[i].offset;
     wire.tensor[0].bytes = cases[i].bytes;
-    cr_assert_eq(lw_mailbox_args_decode(&wire, &a, &k, &err), cases[i].want, "case %zu: %s", i,
+    cr_assert_eq(lw__mailbox_args_decode(&wire, &a, &k, &err), cases[i].want, "case %zu: %s", i,
                  err.message);
     if (cases[i].want != LW_OK) {
       cr_assert(has(&err, "tensor 0"), "%s", err.message);
@@ -112,9 +112,9 @@ Test(mailbox_args, decode_rejects_counts_and_ranges_outside_the_arena, .timeout 
   }
   wire.tensor[0].offset = 0;
   wire.n_tensors = LW_MAX_TENSORS + 1;
-  cr_assert_eq(lw_mailbox_args_decode(&wire, &a, &k, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_args_decode(&wire, &a, &k, &err), LW_INVALID_ARGUMENT);
   cr_assert(has(&err, "17 tensors"), "%s", err.message);
   wire.n_tensors = 0;
   wire.n_scalars = 0xffffffffu;
-  cr_assert_eq(lw_mailbox_args_decode(&wire, &a, &k, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_args_decode(&wire, &a, &k, &err), LW_INVALID_ARGUMENT);
 }

@@ -43,7 +43,7 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
 Test(mailbox_header, initialize_gives_a_valid_header_and_idle_frames, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
-  cr_assert_eq(lw_mailbox_validate_header(mb, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_validate_header(mb, &err), LW_OK, "%s", err.message);
   cr_assert_eq(mb->header.child_index, 3u);
   cr_assert_eq(mb->header.arena_bytes, ARENA_BYTES);
   cr_assert_eq(atomic_load(&mb->header.numa_node), -1);
@@ -78,13 +78,13 @@ Test(mailbox_header, validate_names_the_bad_field_and_its_value, .timeout = 10) 
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     uint32_t saved = *cases[i].field;
     *cases[i].field = cases[i].bad;
-    cr_assert_eq(lw_mailbox_validate_header(mb, &err), LW_INVALID_ARGUMENT, "case %zu", i);
+    cr_assert_eq(lw__mailbox_validate_header(mb, &err), LW_INVALID_ARGUMENT, "case %zu", i);
     cr_assert(has(&err, cases[i].name), "case %zu: message '%s' lacks '%s'", i, err.message,
               cases[i].name);
     *cases[i].field = saved;
   }
-  cr_assert_eq(lw_mailbox_validate_header(mb, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_validate_header(mb, &err), LW_OK);
   mb->header.child_kind = LW_MB_CHILD_SUB;
-  cr_assert_eq(lw_mailbox_validate_header(mb, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_validate_header(mb, &err), LW_OK);
   free(mb);
 }

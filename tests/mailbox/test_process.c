@@ -33,29 +33,29 @@ static int child_serve(shared_region_t *sh, int efd) {
   lw_mailbox_t *mb = &sh->mb;
   lw_mb_arena_t arena = {sh->arena, ARENA_BYTES};
   lw_error_t err;
-  if (lw_mailbox_validate_header(mb, &err) != LW_OK) return 10;
+  if (lw__mailbox_validate_header(mb, &err) != LW_OK) return 10;
   for (uint64_t seq = 1; seq <= 2; ++seq) {
     post_wait_ctx_t pw = {mb, seq};
     // Sleeps on the doorbell futex (shared) until the parent posts seq.
-    if (lw_waitword_wait(&mb->doorbell.word, post_published, &pw, lw__now_ns() + 5000000000LL,
+    if (lw__waitword_wait(&mb->doorbell.word, post_published, &pw, lw__now_ns() + 5000000000LL,
                          true) != LW_OK) {
       return 11;
     }
     bool is_control;
     uint32_t frame;
-    if (lw_mailbox_find_post(mb, seq, &is_control, &frame, &err) != LW_OK) return 12;
+    if (lw__mailbox_find_post(mb, seq, &is_control, &frame, &err) != LW_OK) return 12;
     if (is_control) {
       lw_mb_control_taken_t t;
-      if (lw_mailbox_take_control(mb, &arena, &t, &err) != LW_OK) return 13;
+      if (lw__mailbox_take_control(mb, &arena, &t, &err) != LW_OK) return 13;
       if (t.command != LW_MB_CMD_PING) return 14;
       lw_mb_control_ack_t ack = {.status = LW_OK, .value = (uint64_t)getpid()};
-      if (lw_mailbox_ack_control(mb, &ack, &err) != LW_OK) return 15;
+      if (lw__mailbox_ack_control(mb, &ack, &err) != LW_OK) return 15;
       continue;
     }
     lw_mb_task_taken_t t;
-    if (lw_mailbox_take_task(mb, frame, &arena, &t, &err) != LW_OK) return 16;
-    if (lw_mailbox_task_set_running(mb, frame, &err) != LW_OK) return 17;
-    (void)lw_cancel_begin(&mb->task[frame].cancel);
+    if (lw__mailbox_take_task(mb, frame, &arena, &t, &err) != LW_OK) return 16;
+    if (lw__mailbox_task_set_running(mb, frame, &err) != LW_OK) return 17;
+    (void)lw__cancel_begin(&mb->task[frame].cancel);
     // The "kernel": out[i] = in[i] * 2 + scalar0.
     const int32_t *in = t.args.tensor[0].data;
     int32_t *out = t.args.tensor[1].data;
@@ -65,14 +65,14 @@ static int child_serve(shared_region_t *sh, int efd) {
     memset(&r, 0, sizeof(r));
     r.status = LW_OK;
     r.kernel_rc = 7;
-    if (lw_mailbox_task_complete(mb, frame, &r, &err) != LW_OK) return 18;
+    if (lw__mailbox_task_complete(mb, frame, &r, &err) != LW_OK) return 18;
     lw_mb_completion_t c;
     memset(&c, 0, sizeof(c));
     c.kind = LW_MB_COMPLETION_TASK;
     c.frame = frame;
     c.identity = t.identity;
     bool wake = false;
-    if (lw_mailbox_push_completion(mb, &c, lw__now_ns() + 5000000000LL, &wake, &err) != LW_OK) {
+    if (lw__mailbox_push_completion(mb, &c, lw__now_ns() + 5000000000LL, &wake, &err) != LW_OK) {
       return 19;
     }
     if (wake) {
@@ -90,7 +90,7 @@ Test(mailbox_process, forked_child_serves_a_ping_and_a_task_while_the_parent_wai
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert_neq(sh, MAP_FAILED);
   lw_mailbox_t *mb = &sh->mb;
-  lw_mailbox_initialize(mb, LW_MB_CHILD_CHIP, 0, ARENA_BYTES);
+  lw__mailbox_initialize(mb, LW_MB_CHILD_CHIP, 0, ARENA_BYTES);
   lw_mb_arena_t arena = {sh->arena, ARENA_BYTES};
   int efd = eventfd(0, EFD_CLOEXEC);
   cr_assert_geq(efd, 0);
@@ -103,11 +103,11 @@ Test(mailbox_process, forked_child_serves_a_ping_and_a_task_while_the_parent_wai
   lw_error_t err;
   // PING: the parent sleeps on done_word (a shared futex) until the child acks.
   lw_mb_control_post_t ping = ping_post(1, 500);
-  cr_assert_eq(lw_mailbox_post_control(mb, &ping, &err), LW_OK, "%s", err.message);
-  lw_status_t wst = lw_waitword_wait(&mb->control.done_word, control_done, mb,
+  cr_assert_eq(lw__mailbox_post_control(mb, &ping, &err), LW_OK, "%s", err.message);
+  lw_status_t wst = lw__waitword_wait(&mb->control.done_word, control_done, mb,
                                      lw__now_ns() + 5000000000LL, true);
   lw_mb_control_ack_t ack;
-  lw_status_t cst = wst == LW_OK ? lw_mailbox_consume_control(mb, &ack, &err) : wst;
+  lw_status_t cst = wst == LW_OK ? lw__mailbox_consume_control(mb, &ack, &err) : wst;
 
   // One task: out = in * 2 + 5 over 16 ints in the arena.
   int32_t *in = (int32_t *)sh->arena, *out = (int32_t *)(sh->arena + 1024);
@@ -122,8 +122,8 @@ Test(mailbox_process, forked_child_serves_a_ping_and_a_task_while_the_parent_wai
   p.seq = 2;
   p.identity = ident(9);
   p.kind = LW_MB_TASK_KERNEL;
-  if (pst == LW_OK) pst = lw_mailbox_args_encode(&args, &arena, &p.args, &err);
-  if (pst == LW_OK) pst = lw_mailbox_post_task(mb, 3, &p, &err);
+  if (pst == LW_OK) pst = lw__mailbox_args_encode(&args, &arena, &p.args, &err);
+  if (pst == LW_OK) pst = lw__mailbox_post_task(mb, 3, &p, &err);
 
   // Wait on the ring the way the scheduler does: pop; if empty, announce sleeping
   // (seq_cst), pop again, and only then block on the eventfd.
@@ -131,10 +131,10 @@ Test(mailbox_process, forked_child_serves_a_ping_and_a_task_while_the_parent_wai
   lw_status_t rst = LW_NOT_FOUND;
   int64_t deadline = lw__now_ns() + 5000000000LL;
   while (pst == LW_OK && rst == LW_NOT_FOUND && lw__now_ns() < deadline) {
-    rst = lw_mailbox_pop_completion(mb, &c, &err);
+    rst = lw__mailbox_pop_completion(mb, &c, &err);
     if (rst != LW_NOT_FOUND) break;
     atomic_store_explicit(&mb->parent.sleeping, 1, memory_order_seq_cst);
-    rst = lw_mailbox_pop_completion(mb, &c, &err);
+    rst = lw__mailbox_pop_completion(mb, &c, &err);
     if (rst == LW_NOT_FOUND) {
       struct pollfd pfd = {.fd = efd, .events = POLLIN};
       if (poll(&pfd, 1, 100) == 1) {
@@ -145,7 +145,7 @@ Test(mailbox_process, forked_child_serves_a_ping_and_a_task_while_the_parent_wai
     atomic_store_explicit(&mb->parent.sleeping, 0, memory_order_relaxed);
   }
   lw_mb_task_result_t r;
-  lw_status_t tst = rst == LW_OK ? lw_mailbox_consume_task(mb, c.frame, &p.identity, &r, &err)
+  lw_status_t tst = rst == LW_OK ? lw__mailbox_consume_task(mb, c.frame, &p.identity, &r, &err)
                                  : rst;
 
   // Reap the child before asserting, so a failed assertion leaks nothing.

@@ -9,7 +9,7 @@ Test(mailbox_ring, pop_on_an_empty_ring_is_not_found, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
   lw_mb_completion_t c;
-  cr_assert_eq(lw_mailbox_pop_completion(mb, &c, &err), LW_NOT_FOUND);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &c, &err), LW_NOT_FOUND);
   cr_assert_eq(atomic_load(&mb->ring_tail.value), 0u);
   free(mb);
 }
@@ -27,7 +27,7 @@ Test(mailbox_ring, ring_wraps_correctly_over_three_times_its_size, .timeout = 10
       push_ok(mb, &c);
     }
     lw_mb_completion_t out;
-    while (lw_mailbox_pop_completion(mb, &out, &err) == LW_OK) {
+    while (lw__mailbox_pop_completion(mb, &out, &err) == LW_OK) {
       cr_assert_eq(out.control_id, popped, "entry order");
       cr_assert_eq(out.value, popped * 3);
       popped++;
@@ -48,18 +48,18 @@ Test(mailbox_ring, push_to_a_full_ring_is_deadline_exceeded_and_writes_nothing,
   }
   lw_mb_completion_t extra = control_completion(999, 0);
   bool wake = true;
-  cr_assert_eq(lw_mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err),
+  cr_assert_eq(lw__mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err),
                LW_DEADLINE_EXCEEDED);
   cr_assert(has(&err, "ring full"), "%s", err.message);
   cr_assert_not(wake);
   // A short future deadline goes through spin, yield and naps, then gives up the same way.
-  cr_assert_eq(lw_mailbox_push_completion(mb, &extra, lw__now_ns() + 2000000, &wake, &err),
+  cr_assert_eq(lw__mailbox_push_completion(mb, &extra, lw__now_ns() + 2000000, &wake, &err),
                LW_DEADLINE_EXCEEDED);
   cr_assert_eq(atomic_load(&mb->ring_head.value), LW_MB_RING_ENTRIES);
   lw_mb_completion_t out;
-  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK);
   cr_assert_eq(out.control_id, 0u, "the oldest entry was not overwritten");
-  cr_assert_eq(lw_mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err), LW_OK,
+  cr_assert_eq(lw__mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err), LW_OK,
                "one slot free: the push succeeds even past its deadline");
   free(mb);
 }
@@ -86,13 +86,13 @@ Test(mailbox_ring, malformed_completions_are_rejected_but_consumed, .timeout = 1
   push_ok(mb, &good);
   lw_mb_completion_t out;
   for (int i = 0; i < 4; ++i) {
-    cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_INTERNAL, "entry %d", i);
+    cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_INTERNAL, "entry %d", i);
     cr_assert(has(&err, why[i]), "entry %d: %s", i, err.message);
     cr_assert_eq(atomic_load(&mb->ring_tail.value), (uint64_t)i + 1, "entry %d consumed", i);
   }
-  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
   cr_assert_eq(out.control_id, 5u);
-  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND);
   free(mb);
 }
 
@@ -101,7 +101,7 @@ Test(mailbox_ring, corrupt_cursors_are_internal, .timeout = 10) {
   lw_error_t err;
   lw_mb_completion_t out;
   atomic_store(&mb->ring_head.value, LW_MB_RING_ENTRIES + 1u);
-  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_INTERNAL);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_INTERNAL);
   cr_assert(has(&err, "65 entries past tail 0"), "%s", err.message);
   cr_assert_eq(atomic_load(&mb->ring_tail.value), 0u);
   // A tail ahead of the head (a broken parent) stops the child's push.
@@ -109,7 +109,7 @@ Test(mailbox_ring, corrupt_cursors_are_internal, .timeout = 10) {
   atomic_store(&mb->ring_tail.value, 4u);
   lw_mb_completion_t c = control_completion(1, 1);
   bool wake;
-  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_INTERNAL);
+  cr_assert_eq(lw__mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_INTERNAL);
   cr_assert_eq(atomic_load(&mb->ring_head.value), 3u);
   free(mb);
 }
@@ -122,7 +122,7 @@ Test(mailbox_ring, popped_entries_have_terminated_messages, .timeout = 10) {
   push_ok(mb, &c);
   memset(mb->ring[0].error.message, 'm', LW_ERROR_MESSAGE_BYTES);  // forged after the push
   lw_mb_completion_t out;
-  cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK);
   cr_assert_eq(strlen(out.error.message), LW_ERROR_MESSAGE_BYTES - 1u);
   free(mb);
 }
@@ -132,14 +132,14 @@ Test(mailbox_ring, push_reports_wake_only_when_the_parent_is_sleeping, .timeout 
   lw_error_t err;
   lw_mb_completion_t c = control_completion(1, 1), out;
   bool wake = true;
-  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
   cr_assert_not(wake, "parent awake: no eventfd write needed");
   atomic_store(&mb->parent.sleeping, 1);
-  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
   cr_assert(wake, "parent sleeping: the child must ring the eventfd");
   atomic_store(&mb->parent.sleeping, 0);
-  cr_assert_eq(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_OK);
   cr_assert_not(wake);
-  for (int i = 0; i < 3; ++i) cr_assert_eq(lw_mailbox_pop_completion(mb, &out, &err), LW_OK);
+  for (int i = 0; i < 3; ++i) cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK);
   free(mb);
 }

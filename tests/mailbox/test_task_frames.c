@@ -19,19 +19,19 @@ Test(mailbox_task, transition_table_allows_exactly_the_documented_edges, .timeou
       for (size_t k = 0; k < sizeof(legal) / sizeof(legal[0]); ++k) {
         if (legal[k][0] == from && legal[k][1] == to) want = true;
       }
-      cr_assert_eq(lw_mailbox_task_transition_legal(from, to), want, "%s -> %s",
-                   lw_mailbox_task_state_name(from), lw_mailbox_task_state_name(to));
+      cr_assert_eq(lw__mailbox_task_transition_legal(from, to), want, "%s -> %s",
+                   lw__mailbox_task_state_name(from), lw__mailbox_task_state_name(to));
     }
   }
   // Named illegal ones, for the reader.
-  cr_assert_not(lw_mailbox_task_transition_legal(I, Ru));
-  cr_assert_not(lw_mailbox_task_transition_legal(D, Ru));
-  cr_assert_not(lw_mailbox_task_transition_legal(Ru, Rd));
-  cr_assert_not(lw_mailbox_task_transition_legal(Rd, I));
-  cr_assert_not(lw_mailbox_task_transition_legal(I, D));
-  cr_assert_not(lw_mailbox_task_transition_legal(D, F));
-  cr_assert_not(lw_mailbox_task_transition_legal((lw_mb_task_state_t)9, I));
-  cr_assert_str_eq(lw_mailbox_task_state_name(9), "UNKNOWN");
+  cr_assert_not(lw__mailbox_task_transition_legal(I, Ru));
+  cr_assert_not(lw__mailbox_task_transition_legal(D, Ru));
+  cr_assert_not(lw__mailbox_task_transition_legal(Ru, Rd));
+  cr_assert_not(lw__mailbox_task_transition_legal(Rd, I));
+  cr_assert_not(lw__mailbox_task_transition_legal(I, D));
+  cr_assert_not(lw__mailbox_task_transition_legal(D, F));
+  cr_assert_not(lw__mailbox_task_transition_legal((lw_mb_task_state_t)9, I));
+  cr_assert_str_eq(lw__mailbox_task_state_name(9), "UNKNOWN");
 }
 
 // The whole life of one task, checking the state after each legal step.
@@ -42,20 +42,20 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
   const uint32_t frame = 2;
 
   lw_mb_task_post_t p = task_post(1, 5);
-  cr_assert_eq(lw_mailbox_post_task(mb, frame, &p, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_post_task(mb, frame, &p, &err), LW_OK, "%s", err.message);
   cr_assert_eq(frame_state(mb, frame), (uint32_t)LW_MB_TASK_READY);
   cr_assert_eq(atomic_load(&mb->doorbell.post_seq), 1u);
-  cr_assert(lw_mailbox_task_transition_legal(LW_MB_TASK_IDLE, LW_MB_TASK_READY));
+  cr_assert(lw__mailbox_task_transition_legal(LW_MB_TASK_IDLE, LW_MB_TASK_READY));
 
   bool is_control = true;
   uint32_t found = 99;
-  cr_assert_eq(lw_mailbox_find_post(mb, 1, &is_control, &found, &err), LW_OK, "%s",
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &found, &err), LW_OK, "%s",
                err.message);
   cr_assert_not(is_control);
   cr_assert_eq(found, frame);
 
   lw_mb_task_taken_t t;
-  cr_assert_eq(lw_mailbox_take_task(mb, frame, &a, &t, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_take_task(mb, frame, &a, &t, &err), LW_OK, "%s", err.message);
   cr_assert_eq(memcmp(&t.identity, &p.identity, sizeof(t.identity)), 0);
   cr_assert_eq(t.kind, LW_MB_TASK_KERNEL);
   cr_assert_eq(t.callable, 42u);
@@ -67,18 +67,18 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
   cr_assert_eq(t.args.scalar[1], 0xabcdu);
   cr_assert_eq(frame_state(mb, frame), (uint32_t)LW_MB_TASK_READY, "take does not move state");
 
-  cr_assert_eq(lw_mailbox_task_set_running(mb, frame, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, frame, &err), LW_OK, "%s", err.message);
   cr_assert_eq(frame_state(mb, frame), (uint32_t)LW_MB_TASK_RUNNING);
-  cr_assert(lw_mailbox_task_transition_legal(LW_MB_TASK_READY, LW_MB_TASK_RUNNING));
+  cr_assert(lw__mailbox_task_transition_legal(LW_MB_TASK_READY, LW_MB_TASK_RUNNING));
 
   lw_mb_task_result_t r = result_of(st, st == LW_OK ? "" : "kernel said no");
-  cr_assert_eq(lw_mailbox_task_complete(mb, frame, &r, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_task_complete(mb, frame, &r, &err), LW_OK, "%s", err.message);
   cr_assert_eq(frame_state(mb, frame), (uint32_t)want_final, "state %s",
-               lw_mailbox_task_state_name(frame_state(mb, frame)));
-  cr_assert(lw_mailbox_task_transition_legal(LW_MB_TASK_RUNNING, want_final));
+               lw__mailbox_task_state_name(frame_state(mb, frame)));
+  cr_assert(lw__mailbox_task_transition_legal(LW_MB_TASK_RUNNING, want_final));
 
   lw_mb_task_result_t out;
-  cr_assert_eq(lw_mailbox_consume_task(mb, frame, &p.identity, &out, &err), LW_OK, "%s",
+  cr_assert_eq(lw__mailbox_consume_task(mb, frame, &p.identity, &out, &err), LW_OK, "%s",
                err.message);
   cr_assert_eq(out.status, st);
   cr_assert_eq(out.final_state, want_final);
@@ -88,11 +88,11 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
   cr_assert_eq(out.error.code, st);
   cr_assert_str_eq(out.error.message, r.error.message);
   cr_assert_eq(frame_state(mb, frame), (uint32_t)LW_MB_TASK_IDLE);
-  cr_assert(lw_mailbox_task_transition_legal(want_final, LW_MB_TASK_IDLE));
+  cr_assert(lw__mailbox_task_transition_legal(want_final, LW_MB_TASK_IDLE));
 
   // The frame is reusable, and the next post starts from a clean result.
   lw_mb_task_post_t p2 = task_post(2, 6);
-  cr_assert_eq(lw_mailbox_post_task(mb, frame, &p2, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_post_task(mb, frame, &p2, &err), LW_OK, "%s", err.message);
   cr_assert_eq(mb->task[frame].result_status, LW_OK);
   cr_assert_eq(mb->task[frame].result_error.message[0], '\0');
   free(mb);
@@ -119,12 +119,12 @@ Test(mailbox_task, ready_task_the_child_cannot_take_completes_failed_without_run
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
   lw_mb_task_post_t p = task_post(1, 1);
-  cr_assert_eq(lw_mailbox_post_task(mb, 0, &p, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_post_task(mb, 0, &p, &err), LW_OK);
   lw_mb_task_result_t r = result_of(LW_INVALID_ARGUMENT, "bad args");
-  cr_assert_eq(lw_mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_FAILED);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw_mailbox_consume_task(mb, 0, &p.identity, &out, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &p.identity, &out, &err), LW_OK);
   cr_assert_eq(out.status, LW_INVALID_ARGUMENT);
   free(mb);
 }
@@ -134,7 +134,7 @@ Test(mailbox_task, post_to_a_busy_frame_is_rejected_and_leaves_it_intact, .timeo
   lw_error_t err;
   post_take_run(mb, 1, 1, 1);
   lw_mb_task_post_t p = task_post(2, 2);
-  cr_assert_eq(lw_mailbox_post_task(mb, 1, &p, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw__mailbox_post_task(mb, 1, &p, &err), LW_FAILED_PRECONDITION);
   cr_assert(has(&err, "task frame 1 is TASK_RUNNING"), "%s", err.message);
   cr_assert(has(&err, "expected IDLE"), "%s", err.message);
   cr_assert_eq(frame_state(mb, 1), (uint32_t)LW_MB_TASK_RUNNING);
@@ -147,13 +147,13 @@ Test(mailbox_task, post_to_a_busy_frame_is_rejected_and_leaves_it_intact, .timeo
 Test(mailbox_task, set_running_on_an_idle_frame_is_rejected, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
-  cr_assert_eq(lw_mailbox_task_set_running(mb, 0, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, 0, &err), LW_FAILED_PRECONDITION);
   cr_assert(has(&err, "task frame 0 is IDLE"), "%s", err.message);
   cr_assert(has(&err, "expected TASK_READY"), "%s", err.message);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_IDLE);
   // And twice in a row: the second finds RUNNING.
   post_take_run(mb, 0, 1, 1);
-  cr_assert_eq(lw_mailbox_task_set_running(mb, 0, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, 0, &err), LW_FAILED_PRECONDITION);
   cr_assert(has(&err, "TASK_RUNNING"), "%s", err.message);
   free(mb);
 }
@@ -162,7 +162,7 @@ Test(mailbox_task, complete_on_an_idle_frame_is_rejected_and_writes_nothing, .ti
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
   lw_mb_task_result_t r = result_of(LW_TASK_FAILED, "late");
-  cr_assert_eq(lw_mailbox_task_complete(mb, 0, &r, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_FAILED_PRECONDITION);
   cr_assert(has(&err, "task frame 0 is IDLE"), "%s", err.message);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_IDLE);
   cr_assert_eq(mb->task[0].result_status, 0);
@@ -170,14 +170,14 @@ Test(mailbox_task, complete_on_an_idle_frame_is_rejected_and_writes_nothing, .ti
   // A completed frame cannot be completed again either.
   post_take_run(mb, 0, 1, 1);
   lw_mb_task_result_t ok = result_of(LW_OK, "");
-  cr_assert_eq(lw_mailbox_task_complete(mb, 0, &ok, &err), LW_OK);
-  cr_assert_eq(lw_mailbox_task_complete(mb, 0, &r, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &ok, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_FAILED_PRECONDITION);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_DONE);
   cr_assert_eq(mb->task[0].result_status, LW_OK);
   // An invalid status is refused before anything is written.
   lw_mb_task_result_t bad = result_of((lw_status_t)77, "");
   post_take_run(mb, 1, 2, 2);
-  cr_assert_eq(lw_mailbox_task_complete(mb, 1, &bad, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 1, &bad, &err), LW_INVALID_ARGUMENT);
   cr_assert_eq(frame_state(mb, 1), (uint32_t)LW_MB_TASK_RUNNING);
   free(mb);
 }
@@ -187,10 +187,10 @@ Test(mailbox_task, consume_of_a_running_frame_is_rejected, .timeout = 10) {
   lw_error_t err;
   lw_mb_task_result_t out;
   lw_mb_identity_t id = ident(1);
-  cr_assert_eq(lw_mailbox_consume_task(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION,
+  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION,
                "consume of an IDLE frame");
   post_take_run(mb, 0, 1, 1);
-  cr_assert_eq(lw_mailbox_consume_task(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION);
   cr_assert(has(&err, "task frame 0 is TASK_RUNNING"), "%s", err.message);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_RUNNING);
   free(mb);
@@ -205,13 +205,13 @@ Test(mailbox_task, frame_index_out_of_range_is_rejected_everywhere, .timeout = 1
   lw_mb_task_result_t r = result_of(LW_OK, "");
   lw_mb_task_taken_t t;
   lw_mb_identity_t id = ident(1);
-  cr_assert_eq(lw_mailbox_post_task(mb, bad, &p, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_post_task(mb, bad, &p, &err), LW_INVALID_ARGUMENT);
   cr_assert(has(&err, "task frame 4 out of range"), "%s", err.message);
-  cr_assert_eq(lw_mailbox_take_task(mb, bad, &a, &t, &err), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_mailbox_task_set_running(mb, bad, &err), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_mailbox_task_complete(mb, bad, &r, &err), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_mailbox_consume_task(mb, bad, &id, &r, &err), LW_INVALID_ARGUMENT);
-  cr_assert_not(lw_mailbox_cancel_task(mb, bad));
+  cr_assert_eq(lw__mailbox_take_task(mb, bad, &a, &t, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, bad, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_task_complete(mb, bad, &r, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_consume_task(mb, bad, &id, &r, &err), LW_INVALID_ARGUMENT);
+  cr_assert_not(lw__mailbox_cancel_task(mb, bad));
   free(mb);
 }
 
@@ -229,12 +229,12 @@ Test(mailbox_errors, never_name_the_child_from_the_child_writable_header, .timeo
   lw_mb_completion_t c;
   lw_mb_control_ack_t ack;
   atomic_store(&mb->control.state, 0x44444444u);
-  lw_status_t got[] = {lw_mailbox_post_task(mb, 2, &p, &err), LW_OK, LW_OK};
+  lw_status_t got[] = {lw__mailbox_post_task(mb, 2, &p, &err), LW_OK, LW_OK};
   char msgs[3][LW_ERROR_MESSAGE_BYTES];
   snprintf(msgs[0], sizeof(msgs[0]), "%s", err.message);
-  got[1] = lw_mailbox_pop_completion(mb, &c, &err);
+  got[1] = lw__mailbox_pop_completion(mb, &c, &err);
   snprintf(msgs[1], sizeof(msgs[1]), "%s", err.message);
-  got[2] = lw_mailbox_consume_control(mb, &ack, &err);
+  got[2] = lw__mailbox_consume_control(mb, &ack, &err);
   snprintf(msgs[2], sizeof(msgs[2]), "%s", err.message);
   for (int i = 0; i < 3; ++i) {
     cr_assert_neq(got[i], LW_OK, "call %d", i);
@@ -252,7 +252,7 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
   lw_error_t err;
   post_take_run(mb, 1, 1, 4);
   lw_mb_task_result_t r = result_of(LW_OK, "");
-  cr_assert_eq(lw_mailbox_task_complete(mb, 1, &r, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 1, &r, &err), LW_OK);
   uint8_t before[sizeof(lw_mb_task_t)];
   memcpy(before, &mb->task[1], sizeof(before));
   for (int field = 0; field < 4; ++field) {
@@ -263,7 +263,7 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
                                : &want.generation;
     *f += 1;
     lw_mb_task_result_t out;
-    cr_assert_eq(lw_mailbox_consume_task(mb, 1, &want, &out, &err), LW_INTERNAL, "field %d",
+    cr_assert_eq(lw__mailbox_consume_task(mb, 1, &want, &out, &err), LW_INTERNAL, "field %d",
                  field);
     cr_assert(has(&err, "identity mismatch on frame 1"), "%s", err.message);
     // The mailbox cannot tell which child it is (the header is child-writable): the caller
@@ -275,7 +275,7 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
   // The right identity still consumes it.
   lw_mb_identity_t id = ident(4);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw_mailbox_consume_task(mb, 1, &id, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_consume_task(mb, 1, &id, &out, &err), LW_OK, "%s", err.message);
   free(mb);
 }
 
@@ -298,7 +298,7 @@ Test(mailbox_task, consume_rejects_a_result_status_inconsistent_with_the_state,
     // Forge what a broken child could write.
     atomic_store(&mb->task[0].state, bad[i].state);
     mb->task[0].result_status = bad[i].status;
-    cr_assert_eq(lw_mailbox_consume_task(mb, 0, &id, &out, &err), LW_INTERNAL, "case %zu", i);
+    cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_INTERNAL, "case %zu", i);
     cr_assert(has(&err, "result status"), "%s", err.message);
     cr_assert_eq(frame_state(mb, 0), bad[i].state, "case %zu: frame left as it was", i);
   }
@@ -310,12 +310,12 @@ Test(mailbox_task, consume_terminates_an_unterminated_error_message, .timeout = 
   lw_error_t err;
   post_take_run(mb, 0, 1, 1);
   lw_mb_task_result_t r = result_of(LW_TASK_FAILED, "");
-  cr_assert_eq(lw_mailbox_task_complete(mb, 0, &r, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK);
   memset(mb->task[0].result_error.message, 'x', LW_ERROR_MESSAGE_BYTES);  // forged
   mb->task[0].result_error.code = (lw_status_t)999;
   lw_mb_identity_t id = ident(1);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw_mailbox_consume_task(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
   cr_assert_eq(strlen(out.error.message), LW_ERROR_MESSAGE_BYTES - 1u);
   cr_assert_eq(out.error.code, LW_TASK_FAILED, "the code follows the validated status");
   free(mb);
@@ -327,21 +327,21 @@ Test(mailbox_task, take_task_rejects_an_unknown_kind_and_bad_args, .timeout = 10
   lw_error_t err;
   lw_mb_task_taken_t t;
   lw_mb_task_post_t p = task_post(1, 1);
-  cr_assert_eq(lw_mailbox_post_task(mb, 0, &p, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_post_task(mb, 0, &p, &err), LW_OK);
   mb->task[0].kind = 9;  // forged
-  cr_assert_eq(lw_mailbox_take_task(mb, 0, &a, &t, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_take_task(mb, 0, &a, &t, &err), LW_INVALID_ARGUMENT);
   cr_assert(has(&err, "unknown kind 9"), "%s", err.message);
   mb->task[0].kind = LW_MB_TASK_SUB;
   mb->task[0].args.tensor[0].offset = ARENA_BYTES;  // forged: 128 bytes past the end
-  cr_assert_eq(lw_mailbox_take_task(mb, 0, &a, &t, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_take_task(mb, 0, &a, &t, &err), LW_INVALID_ARGUMENT);
   cr_assert(has(&err, "outside"), "%s", err.message);
   cr_assert_eq(err.task_id, 201u, "the error names the task");
   // The post itself refuses an unknown kind and oversize counts.
   p.kind = (lw_mb_task_kind_t)0;
-  cr_assert_eq(lw_mailbox_post_task(mb, 1, &p, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_post_task(mb, 1, &p, &err), LW_INVALID_ARGUMENT);
   p.kind = LW_MB_TASK_KERNEL;
   p.args.n_tensors = LW_MAX_TENSORS + 1;
-  cr_assert_eq(lw_mailbox_post_task(mb, 1, &p, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__mailbox_post_task(mb, 1, &p, &err), LW_INVALID_ARGUMENT);
   cr_assert_eq(frame_state(mb, 1), (uint32_t)LW_MB_TASK_IDLE);
   free(mb);
 }

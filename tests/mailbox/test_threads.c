@@ -19,7 +19,7 @@ static void *ring_producer(void *arg) {
     snprintf(c.error.message, sizeof(c.error.message), "entry %llu", (unsigned long long)i);
     bool wake;
     lw_error_t err;
-    if (lw_mailbox_push_completion(ctx->mb, &c, LW_DEADLINE_NEVER, &wake, &err) != LW_OK) {
+    if (lw__mailbox_push_completion(ctx->mb, &c, LW_DEADLINE_NEVER, &wake, &err) != LW_OK) {
       atomic_fetch_add(&ctx->failures, 1);
       break;
     }
@@ -38,7 +38,7 @@ Test(mailbox_threads, ring_producer_and_consumer_threads_keep_every_entry_in_ord
   lw_error_t err;
   while (got < ctx.n && atomic_load(&ctx.failures) == 0) {
     lw_mb_completion_t out;
-    lw_status_t st = lw_mailbox_pop_completion(ctx.mb, &out, &err);
+    lw_status_t st = lw__mailbox_pop_completion(ctx.mb, &out, &err);
     if (st == LW_NOT_FOUND) {
       sched_yield();
       continue;
@@ -74,7 +74,7 @@ static void *task_child_thread(void *arg) {
     uint32_t frame;
     lw_error_t err;
     lw_status_t st;
-    while ((st = lw_mailbox_find_post(ctx->mb, seq, &is_control, &frame, &err)) == LW_NOT_FOUND) {
+    while ((st = lw__mailbox_find_post(ctx->mb, seq, &is_control, &frame, &err)) == LW_NOT_FOUND) {
       sched_yield();
     }
     lw_mb_task_taken_t t;
@@ -82,19 +82,19 @@ static void *task_child_thread(void *arg) {
       atomic_store(&ctx->bad_step, 1);
       return NULL;
     }
-    if (lw_mailbox_take_task(ctx->mb, frame, &a, &t, &err) != LW_OK) {
+    if (lw__mailbox_take_task(ctx->mb, frame, &a, &t, &err) != LW_OK) {
       atomic_store(&ctx->bad_step, 2);
       return NULL;
     }
-    if (lw_mailbox_task_set_running(ctx->mb, frame, &err) != LW_OK) {
+    if (lw__mailbox_task_set_running(ctx->mb, frame, &err) != LW_OK) {
       atomic_store(&ctx->bad_step, 3);
       return NULL;
     }
-    (void)lw_cancel_begin(&ctx->mb->task[frame].cancel);
+    (void)lw__cancel_begin(&ctx->mb->task[frame].cancel);
     lw_mb_task_result_t r = result_of(LW_OK, "");
     r.kernel_rc = (int32_t)(t.args.scalar[0] * 3);
     r.kernel_ns = t.identity.task_id;
-    if (lw_mailbox_task_complete(ctx->mb, frame, &r, &err) != LW_OK) {
+    if (lw__mailbox_task_complete(ctx->mb, frame, &r, &err) != LW_OK) {
       atomic_store(&ctx->bad_step, 4);
       return NULL;
     }
@@ -104,7 +104,7 @@ static void *task_child_thread(void *arg) {
     c.frame = frame;
     c.identity = t.identity;
     bool wake;
-    if (lw_mailbox_push_completion(ctx->mb, &c, LW_DEADLINE_NEVER, &wake, &err) != LW_OK) {
+    if (lw__mailbox_push_completion(ctx->mb, &c, LW_DEADLINE_NEVER, &wake, &err) != LW_OK) {
       atomic_store(&ctx->bad_step, 5);
       return NULL;
     }
@@ -127,12 +127,12 @@ Test(mailbox_threads, task_round_trips_between_threads_carry_payload_and_result,
     for (uint32_t f = 0; f < LW_MB_TASK_FRAMES && next_seq <= ctx.n_tasks; ++f) {
       if (busy[f]) continue;
       lw_mb_task_post_t p = task_post(next_seq, next_seq);
-      if (lw_mailbox_post_task(ctx.mb, f, &p, &err) != LW_OK) ok = false;
+      if (lw__mailbox_post_task(ctx.mb, f, &p, &err) != LW_OK) ok = false;
       busy[f] = true;
       next_seq++;
     }
     lw_mb_completion_t c;
-    lw_status_t st = lw_mailbox_pop_completion(ctx.mb, &c, &err);
+    lw_status_t st = lw__mailbox_pop_completion(ctx.mb, &c, &err);
     if (st == LW_NOT_FOUND) {
       sched_yield();
       continue;
@@ -144,7 +144,7 @@ Test(mailbox_threads, task_round_trips_between_threads_carry_payload_and_result,
     uint64_t n = c.identity.run_id - 100;
     lw_mb_identity_t want = ident(n);
     lw_mb_task_result_t r;
-    if (lw_mailbox_consume_task(ctx.mb, c.frame, &want, &r, &err) != LW_OK ||
+    if (lw__mailbox_consume_task(ctx.mb, c.frame, &want, &r, &err) != LW_OK ||
         r.kernel_rc != (int32_t)(n * 3) || r.kernel_ns != want.task_id) {
       ok = false;
       break;

@@ -81,8 +81,8 @@ int main(int argc, char **argv) {
   }
   check_self("after create");
   const char *zy = getenv("LW_ZYGOTE");
-  if (zy == NULL || strcmp(zy, "0") != 0) check_proc("zygote", lw_forkserver_zygote_pid());
-  check_proc("fork server", lw_forkserver_pid(w->fs));
+  if (zy == NULL || strcmp(zy, "0") != 0) check_proc("zygote", lw__forkserver_zygote_pid());
+  check_proc("fork server", lw__forkserver_pid(w->fs));
   for (uint32_t s = 0; s < w->n_children; ++s) {
     char what[32];
     snprintf(what, sizeof(what), "child %u", s);

@@ -616,7 +616,7 @@ Test(callables, late_reports_for_finished_ops_never_complete_a_later_op, .timeou
     lw__error_set(&c.error, LW_INTERNAL, 0, 0, "a late report for an op that already finished");
     bool wake = false;
     lw_error_t err;
-    LW_ASSERT_OK(lw_mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err));
+    LW_ASSERT_OK(lw__mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err));
   }
   lw__worker_kick(w);
   while (atomic_load(&mb->ring_tail.value) != atomic_load(&mb->ring_head.value)) {

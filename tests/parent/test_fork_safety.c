@@ -128,7 +128,7 @@ Test(fork_safety, concurrent_creates_beside_dlopen_and_phdr_threads_never_hang,
   // own at its first create).
   lw_worker_t *warm = make_worker(1, 0);
   lw_worker_destroy(warm);
-  cr_assert_neq(lw_forkserver_zygote_pid(), 0,
+  cr_assert_neq(lw__forkserver_zygote_pid(), 0,
                 "no zygote: this process was multi-threaded when liblanework loaded and at its "
                 "first create, or LW_ZYGOTE=0 is set");
   int children_before = lw_test_child_count();
@@ -266,8 +266,8 @@ static bool zombie_or_gone(pid_t pid) {
 // second thread) refuses every create rather than fork directly with its threads' locks.
 Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_unsafe_fork,
      .timeout = 60) {
-  cr_assert(lw_forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
-  pid_t old = lw_forkserver_zygote_pid();
+  cr_assert(lw__forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
+  pid_t old = lw__forkserver_zygote_pid();
   cr_assert_eq(kill(old, SIGKILL), 0);
   while (!zombie_or_gone(old)) lw_test_sleep_us(1000);  // bounded by the test's timeout
   lw_worker_config_t cfg;
@@ -277,7 +277,7 @@ Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_un
   cr_assert_eq(lw_worker_create(&cfg, &w), LW_UNAVAILABLE);
   cr_assert(strstr(lw_last_error()->message, "the zygote is gone") != NULL, "message: %s",
             lw_last_error()->message);
-  cr_assert_eq(lw_forkserver_zygote_pid(), 0, "a dead zygote is forgotten");
+  cr_assert_eq(lw__forkserver_zygote_pid(), 0, "a dead zygote is forgotten");
   // A thread of our own makes the outcome the same under every runner: threaded, no new
   // zygote, and no direct fork.
   pthread_t t;
@@ -289,7 +289,7 @@ Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_un
   cr_assert_eq(st, LW_UNAVAILABLE, "create after the zygote died: %s", lw_status_name(st));
   cr_assert(strstr(lw_last_error()->message, "has threads now") != NULL, "message: %s",
             lw_last_error()->message);
-  cr_assert_eq(lw_forkserver_zygote_pid(), 0);
+  cr_assert_eq(lw__forkserver_zygote_pid(), 0);
 }
 
 // A daemon closes every fd it did not open itself, and lanework's zygote socket is opened
@@ -297,18 +297,18 @@ Test(zygote, a_killed_zygote_fails_create_clearly_and_is_never_replaced_by_an_un
 // leave that fd alone, and start a new zygote (this process is single-threaded), instead of
 // sending its request into whatever file took the number.
 // No worker and no thread here (a sanitizer cannot follow threads started after a fork from a
-// threaded process): lw_forkserver_zygote_ensure is the step of create that uses the socket.
+// threaded process): lw__forkserver_zygote_ensure is the step of create that uses the socket.
 static int closefrom_then_create(void) {
-  if (!lw_forkserver_zygote_ensure()) return 10;
-  pid_t old = lw_forkserver_zygote_pid();
+  if (!lw__forkserver_zygote_ensure()) return 10;
+  pid_t old = lw__forkserver_zygote_pid();
   if (old <= 0) return 11;
   if (close_range(3, ~0u, 0) != 0) return 12;
   // Every freed number taken by the program's own files.
   for (int i = 0; i < 16; ++i) {
     if (open("/dev/null", O_RDWR) < 0) return 13;
   }
-  if (!lw_forkserver_zygote_ensure()) return 14;
-  pid_t now = lw_forkserver_zygote_pid();
+  if (!lw__forkserver_zygote_ensure()) return 14;
+  pid_t now = lw__forkserver_zygote_pid();
   if (now <= 0 || now == old) return 15;
   // The old zygote was reaped, not left a zombie.
   if (waitpid(old, NULL, WNOHANG) != -1 || errno != ECHILD) return 16;
@@ -351,8 +351,8 @@ static int maps_range(pid_t pid, uintptr_t lo, uintptr_t hi, const char *name) {
 static int forked_zygote_maps_nothing_of_the_parents(const lw_worker_t *a) {
   uintptr_t arena_lo = (uintptr_t)a->arena.base, arena_hi = arena_lo + a->arena.bytes;
   uintptr_t mb_lo = (uintptr_t)a->mailboxes, mb_hi = mb_lo + a->mailboxes_bytes;
-  if (!lw_forkserver_zygote_ensure()) return 10;
-  pid_t zygote = lw_forkserver_zygote_pid();
+  if (!lw__forkserver_zygote_ensure()) return 10;
+  pid_t zygote = lw__forkserver_zygote_pid();
   if (zygote <= 0) return 11;
   // The zygote drops the shares before it takes its name: wait for the name.
   char path[64], comm[32] = "";
@@ -400,8 +400,8 @@ static int stop_signals_leave_lanework_running(void) {
   cfg.arena_bytes = 4ull << 20;
   lw_worker_t *w = NULL, *w2 = NULL;
   if (lw_worker_create(&cfg, &w) != LW_OK) return 11;
-  pid_t zygote = lw_forkserver_zygote_pid();
-  pid_t server = lw_forkserver_pid(w->fs);
+  pid_t zygote = lw__forkserver_zygote_pid();
+  pid_t server = lw__forkserver_pid(w->fs);
   if (zygote <= 0) return 12;
   // Handled from now on, as a program sets its handlers after liblanework was loaded.
   signal(SIGHUP, on_hangup);

@@ -30,7 +30,7 @@ enum child_mode {
 };
 
 typedef struct shared {
-  uint64_t magic;  // written before lw_forkserver_start
+  uint64_t magic;  // written before lw__forkserver_start
   _Atomic uint32_t mode[LW_FS_MAX_CHILDREN];
   _Atomic uint32_t go[LW_FS_MAX_CHILDREN];
   _Atomic int32_t code[LW_FS_MAX_CHILDREN];
@@ -119,7 +119,7 @@ static void shared_free(shared_t *sh) { munmap(sh, sizeof(*sh)); }
 
 static lw_forkserver_t *start_fs(shared_t *sh, uint32_t n_slots) {
   lw_forkserver_t *fs = NULL;
-  LW_ASSERT_OK(lw_forkserver_start(child_main, sh, n_slots, &fs));
+  LW_ASSERT_OK(lw__forkserver_start(child_main, sh, n_slots, &fs));
   cr_assert_not_null(fs);
   return fs;
 }
@@ -127,7 +127,7 @@ static lw_forkserver_t *start_fs(shared_t *sh, uint32_t n_slots) {
 static void spawn_ok(lw_forkserver_t *fs, uint32_t index, pid_t *pid, int *pidfd) {
   lw_error_t err;
   lw_status_t st =
-      lw_forkserver_spawn(fs, index, lw__deadline_after(10000000000LL), pid, pidfd, &err);
+      lw__forkserver_spawn(fs, index, lw__deadline_after(10000000000LL), pid, pidfd, &err);
   cr_assert_eq(st, LW_OK, "spawn(%u) -> %s: %s", index, lw_status_name(st), err.message);
   cr_assert_gt(*pid, 0);
   cr_assert_geq(*pidfd, 0);
@@ -160,18 +160,18 @@ static void on_exit_cb(void *ctx, uint32_t index, pid_t pid, int wait_status) {
   }
 }
 
-// Drains EXITs until at least n were seen, waiting on lw_forkserver_fd as an event loop would.
+// Drains EXITs until at least n were seen, waiting on lw__forkserver_fd as an event loop would.
 static void collect_exits(lw_forkserver_t *fs, exits_t *ex, int n) {
-  LW_ASSERT_OK(lw_forkserver_poll_exit(fs, on_exit_cb, ex));
+  LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex));
   while (ex->n < n) {
-    cr_assert(readable_within(lw_forkserver_fd(fs), 10000), "no EXIT within 10 s (%d of %d)",
+    cr_assert(readable_within(lw__forkserver_fd(fs), 10000), "no EXIT within 10 s (%d of %d)",
               ex->n, n);
-    LW_ASSERT_OK(lw_forkserver_poll_exit(fs, on_exit_cb, ex));
+    LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex));
   }
 }
 
 static const char *describe(int wait_status, char *buf, size_t bytes) {
-  lw_forkserver_describe_status(wait_status, buf, bytes);
+  lw__forkserver_describe_status(wait_status, buf, bytes);
   return buf;
 }
 
@@ -207,17 +207,17 @@ Test(forkserver, spawn_returns_pid_and_pidfd_readable_on_exit, .timeout = 30) {
   atomic_store(&sh->code[0], 3);
   int fds_before = lw_test_fd_count();
   lw_forkserver_t *fs = start_fs(sh, 2);
-  cr_assert_gt(lw_forkserver_pid(fs), 0);
-  cr_assert_geq(lw_forkserver_fd(fs), 0);
+  cr_assert_gt(lw__forkserver_pid(fs), 0);
+  cr_assert_geq(lw__forkserver_fd(fs), 0);
 
   pid_t pid;
   int pidfd;
   spawn_ok(fs, 0, &pid, &pidfd);
-  cr_assert_neq(pid, lw_forkserver_pid(fs));
+  cr_assert_neq(pid, lw__forkserver_pid(fs));
   cr_assert(fcntl(pidfd, F_GETFD) & FD_CLOEXEC, "pidfd must be close-on-exec");
   cr_assert_not(readable_within(pidfd, 0), "pidfd readable while the child runs");
   int ws = -1;
-  cr_assert_not(lw_forkserver_exit_status(fs, 0, pid, &ws));
+  cr_assert_not(lw__forkserver_exit_status(fs, 0, pid, &ws));
 
   atomic_store(&sh->go[0], 1);
   cr_assert(readable_within(pidfd, 10000), "pidfd not readable after the child exited");
@@ -227,13 +227,13 @@ Test(forkserver, spawn_returns_pid_and_pidfd_readable_on_exit, .timeout = 30) {
   cr_assert_eq(ex.r[0].index, 0);
   cr_assert_eq(ex.r[0].pid, pid);
   cr_assert(WIFEXITED(ex.r[0].wait_status) && WEXITSTATUS(ex.r[0].wait_status) == 3);
-  cr_assert(lw_forkserver_exit_status(fs, 0, pid, &ws));
+  cr_assert(lw__forkserver_exit_status(fs, 0, pid, &ws));
   cr_assert_eq(ws, ex.r[0].wait_status);
   char buf[64];
   cr_assert_str_eq(describe(ws, buf, sizeof(buf)), "exited with status 3");
 
   close(pidfd);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   cr_assert_eq(lw_test_fd_count(), fds_before, "fds leaked");
   cr_assert_eq(lw_test_child_count(), 0, "children left behind");
   shared_free(sh);
@@ -263,12 +263,12 @@ Test(forkserver, exit_statuses_are_published_and_described, .timeout = 30) {
     cr_assert_eq(ex.r[k].pid, pid[i]);
     cr_assert_str_eq(describe(ex.r[k].wait_status, buf, sizeof(buf)), want[i]);
     int ws = -1;
-    cr_assert(lw_forkserver_exit_status(fs, i, pid[i], &ws));
+    cr_assert(lw__forkserver_exit_status(fs, i, pid[i], &ws));
     cr_assert_eq(ws, ex.r[k].wait_status);
     cr_assert(readable_within(pidfd[i], 0));
     close(pidfd[i]);
   }
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -287,7 +287,7 @@ Test(forkserver, sigkill_from_outside_is_reported, .timeout = 30) {
   cr_assert_eq(ex.r[0].pid, pid);
   cr_assert_str_eq(describe(ex.r[0].wait_status, buf, sizeof(buf)), "killed by SIGKILL");
   close(pidfd);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -316,10 +316,10 @@ Test(forkserver, respawn_gives_new_pid_and_both_exits_in_order, .timeout = 30) {
     cr_assert_eq(WEXITSTATUS(ex.r[k].wait_status), 5 + k);
   }
   int ws = -1;
-  cr_assert_not(lw_forkserver_exit_status(fs, 0, pid[0], &ws), "slot was respawned");
-  cr_assert(lw_forkserver_exit_status(fs, 0, pid[1], &ws));
+  cr_assert_not(lw__forkserver_exit_status(fs, 0, pid[0], &ws), "slot was respawned");
+  cr_assert(lw__forkserver_exit_status(fs, 0, pid[1], &ws));
   cr_assert_eq(WEXITSTATUS(ws), 6);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -332,7 +332,7 @@ Test(forkserver, spawn_into_busy_slot_fails_precondition, .timeout = 30) {
   spawn_ok(fs, 0, &pid, &pidfd);
   lw_error_t err;
   lw_status_t st =
-      lw_forkserver_spawn(fs, 0, lw__deadline_after(10000000000LL), &pid2, &pidfd2, &err);
+      lw__forkserver_spawn(fs, 0, lw__deadline_after(10000000000LL), &pid2, &pidfd2, &err);
   cr_assert_eq(st, LW_FAILED_PRECONDITION, "%s", lw_status_name(st));
   cr_assert(strstr(err.message, "live child") != NULL, "%s", err.message);
   cr_assert_eq(err.worker_id, 0);
@@ -344,15 +344,15 @@ Test(forkserver, spawn_into_busy_slot_fails_precondition, .timeout = 30) {
   cr_assert(readable_within(pidfd, 10000));
   close(pidfd);
   // Drain without a callback, as an event loop that reads statuses from the table does.
-  cr_assert(readable_within(lw_forkserver_fd(fs), 10000));
-  LW_ASSERT_OK(lw_forkserver_poll_exit(fs, NULL, NULL));
-  cr_assert_not(readable_within(lw_forkserver_fd(fs), 0));
+  cr_assert(readable_within(lw__forkserver_fd(fs), 10000));
+  LW_ASSERT_OK(lw__forkserver_poll_exit(fs, NULL, NULL));
+  cr_assert_not(readable_within(lw__forkserver_fd(fs), 0));
   int ws = -1;
-  cr_assert(lw_forkserver_exit_status(fs, 0, pid, &ws));
+  cr_assert(lw__forkserver_exit_status(fs, 0, pid, &ws));
   cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
   spawn_ok(fs, 0, &pid2, &pidfd2);
   close(pidfd2);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -369,13 +369,13 @@ Test(forkserver, children_see_memory_as_it_was_at_start, .timeout = 30) {
   while (atomic_load(&sh->reported[1]) == 0) lw_test_sleep_us(200);
   cr_assert_eq(atomic_load(&sh->seen_magic[1]), 0x6c616e65776f726bULL);
   cr_assert_eq(atomic_load(&sh->seen_global[1]), 41);
-  cr_assert_eq(atomic_load(&sh->seen_ppid[1]), lw_forkserver_pid(fs));
+  cr_assert_eq(atomic_load(&sh->seen_ppid[1]), lw__forkserver_pid(fs));
   atomic_store(&sh->go[1], 1);
   exits_t ex = {0};
   collect_exits(fs, &ex, 1);
   cr_assert_eq(ex.r[0].wait_status, 0);
   close(pidfd);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -389,9 +389,9 @@ Test(forkserver, stop_kills_paused_children_and_leaves_nothing, .timeout = 30) {
     atomic_store(&sh->mode[i], MODE_PAUSE);
     spawn_ok(fs, i, &pid[i], &pidfd[i]);
   }
-  pid_t server = lw_forkserver_pid(fs);
+  pid_t server = lw__forkserver_pid(fs);
   cr_assert_eq(thread_count(server), 1 + RUNTIME_THREADS);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
 
   // STOPPED comes after the server reaped every child, and stop reaps the server.
   for (int i = 0; i < 4; ++i) {
@@ -402,7 +402,7 @@ Test(forkserver, stop_kills_paused_children_and_leaves_nothing, .timeout = 30) {
   cr_assert(pid_strictly_gone(server), "server (pid %d) still exists", (int)server);
   cr_assert_eq(lw_test_child_count(), 0);
   cr_assert_eq(lw_test_fd_count(), fds_before, "fds leaked");
-  lw_forkserver_stop(NULL);
+  lw__forkserver_stop(NULL);
   shared_free(sh);
 }
 
@@ -416,12 +416,12 @@ Test(forkserver, parent_death_takes_server_and_children_down, .timeout = 60) {
   cr_assert_geq(mid, 0);
   if (mid == 0) {
     lw_forkserver_t *fs = NULL;
-    if (lw_forkserver_start(child_main, sh, 2, &fs) != LW_OK) _exit(2);
-    atomic_store(&sh->mid_pids[0], lw_forkserver_pid(fs));
+    if (lw__forkserver_start(child_main, sh, 2, &fs) != LW_OK) _exit(2);
+    atomic_store(&sh->mid_pids[0], lw__forkserver_pid(fs));
     for (uint32_t i = 0; i < 2; ++i) {
       pid_t pid;
       int pidfd;
-      if (lw_forkserver_spawn(fs, i, LW_DEADLINE_NEVER, &pid, &pidfd, NULL) != LW_OK) _exit(3);
+      if (lw__forkserver_spawn(fs, i, LW_DEADLINE_NEVER, &pid, &pidfd, NULL) != LW_OK) _exit(3);
       atomic_store(&sh->mid_pids[1 + i], pid);
     }
     atomic_store(&sh->mid_ready, 1);
@@ -477,14 +477,14 @@ Test(forkserver, server_is_single_threaded_after_parent_starts_threads, .timeout
   int pidfd;
   spawn_ok(fs, 0, &pid, &pidfd);
   while (atomic_load(&sh->reported[0]) == 0) lw_test_sleep_us(200);
-  cr_assert_eq(thread_count(lw_forkserver_pid(fs)), 1 + RUNTIME_THREADS);
+  cr_assert_eq(thread_count(lw__forkserver_pid(fs)), 1 + RUNTIME_THREADS);
   cr_assert_eq(atomic_load(&sh->seen_threads[0]), 1 + RUNTIME_THREADS);
   atomic_store(&sh->go[0], 1);
 
   atomic_store(&g_threads_release, 1);
   for (int i = 0; i < 3; ++i) pthread_join(th[i], NULL);
   close(pidfd);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -510,40 +510,40 @@ Test(forkserver, describe_status_formats, .timeout = 10) {
   cr_assert_str_eq(describe(SIGRTMIN + 2, buf, sizeof(buf)), want);
   char small[8];
   cr_assert_str_eq(describe(3 << 8, small, sizeof(small)), "exited ");
-  lw_forkserver_describe_status(0, NULL, 0);  // no crash
+  lw__forkserver_describe_status(0, NULL, 0);  // no crash
 }
 
 Test(forkserver, bad_arguments_get_clear_errors, .timeout = 10) {
   lw_forkserver_t *fs = (lw_forkserver_t *)(uintptr_t)1;
-  cr_assert_eq(lw_forkserver_start(NULL, NULL, 1, &fs), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__forkserver_start(NULL, NULL, 1, &fs), LW_INVALID_ARGUMENT);
   cr_assert_null(fs);
-  cr_assert_eq(lw_forkserver_start(child_main, NULL, 0, &fs), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_forkserver_start(child_main, NULL, LW_FS_MAX_CHILDREN + 1, &fs),
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, 0, &fs), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, LW_FS_MAX_CHILDREN + 1, &fs),
                LW_INVALID_ARGUMENT);
   cr_assert(strstr(lw_last_error()->message, "n_slots") != NULL, "%s",
             lw_last_error()->message);
-  cr_assert_eq(lw_forkserver_start(child_main, NULL, 1, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, 1, NULL), LW_INVALID_ARGUMENT);
 
   shared_t *sh = shared_new();
   fs = start_fs(sh, 2);
   pid_t pid;
   int pidfd;
   lw_error_t err;
-  cr_assert_eq(lw_forkserver_spawn(fs, 2, LW_DEADLINE_NEVER, &pid, &pidfd, &err),
+  cr_assert_eq(lw__forkserver_spawn(fs, 2, LW_DEADLINE_NEVER, &pid, &pidfd, &err),
                LW_INVALID_ARGUMENT);
   cr_assert(strstr(err.message, "out of range") != NULL, "%s", err.message);
-  cr_assert_eq(lw_forkserver_spawn(NULL, 0, LW_DEADLINE_NEVER, &pid, &pidfd, NULL),
+  cr_assert_eq(lw__forkserver_spawn(NULL, 0, LW_DEADLINE_NEVER, &pid, &pidfd, NULL),
                LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_forkserver_spawn(fs, 0, LW_DEADLINE_NEVER, NULL, &pidfd, NULL),
+  cr_assert_eq(lw__forkserver_spawn(fs, 0, LW_DEADLINE_NEVER, NULL, &pidfd, NULL),
                LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_forkserver_poll_exit(NULL, on_exit_cb, NULL), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw_forkserver_poll_exit(fs, NULL, NULL), LW_OK);  // fn NULL: drain only
+  cr_assert_eq(lw__forkserver_poll_exit(NULL, on_exit_cb, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__forkserver_poll_exit(fs, NULL, NULL), LW_OK);  // fn NULL: drain only
   int ws;
-  cr_assert_not(lw_forkserver_exit_status(fs, 5, 1, &ws));
-  cr_assert_not(lw_forkserver_exit_status(NULL, 0, 1, &ws));
-  cr_assert_eq(lw_forkserver_fd(NULL), -1);
-  lw_forkserver_stop(fs);
-  lw_forkserver_stop(NULL);
+  cr_assert_not(lw__forkserver_exit_status(fs, 5, 1, &ws));
+  cr_assert_not(lw__forkserver_exit_status(NULL, 0, 1, &ws));
+  cr_assert_eq(lw__forkserver_fd(NULL), -1);
+  lw__forkserver_stop(fs);
+  lw__forkserver_stop(NULL);
   shared_free(sh);
 }
 
@@ -557,18 +557,18 @@ Test(forkserver, server_death_is_unavailable_and_children_follow, .timeout = 30)
     atomic_store(&sh->mode[i], MODE_PAUSE);
     spawn_ok(fs, i, &pid[i], &pidfd[i]);
   }
-  pid_t server = lw_forkserver_pid(fs);
+  pid_t server = lw__forkserver_pid(fs);
   cr_assert_eq(kill(server, SIGKILL), 0);
 
-  cr_assert(readable_within(lw_forkserver_fd(fs), 10000), "no EOF on the event socket");
+  cr_assert(readable_within(lw__forkserver_fd(fs), 10000), "no EOF on the event socket");
   exits_t ex = {0};
-  cr_assert_eq(lw_forkserver_poll_exit(fs, on_exit_cb, &ex), LW_UNAVAILABLE);
+  cr_assert_eq(lw__forkserver_poll_exit(fs, on_exit_cb, &ex), LW_UNAVAILABLE);
   cr_assert(strstr(lw_last_error()->message, "killed by SIGKILL") != NULL, "%s",
             lw_last_error()->message);
   pid_t p2;
   int fd2;
   lw_error_t err;
-  cr_assert_eq(lw_forkserver_spawn(fs, 0, lw__deadline_after(1000000000), &p2, &fd2, &err),
+  cr_assert_eq(lw__forkserver_spawn(fs, 0, lw__deadline_after(1000000000), &p2, &fd2, &err),
                LW_UNAVAILABLE);
   cr_assert(strstr(err.message, "fork server") != NULL, "%s", err.message);
   // PR_SET_PDEATHSIG takes the children down with the server.
@@ -576,7 +576,7 @@ Test(forkserver, server_death_is_unavailable_and_children_follow, .timeout = 30)
     cr_assert(readable_within(pidfd[i], 10000), "child %d outlived the server", i);
     close(pidfd[i]);
   }
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   for (int i = 0; i < 2; ++i) {
     while (!pid_gone(pid[i])) lw_test_sleep_us(1000);
   }
@@ -597,7 +597,7 @@ Test(forkserver, child_dying_at_once_is_ok_or_child_exited, .timeout = 60) {
     int pidfd;
     lw_error_t err;
     lw_status_t st =
-        lw_forkserver_spawn(fs, 0, lw__deadline_after(10000000000LL), &pid, &pidfd, &err);
+        lw__forkserver_spawn(fs, 0, lw__deadline_after(10000000000LL), &pid, &pidfd, &err);
     if (st == LW_OK) {
       n_ok++;
       cr_assert(readable_within(pidfd, 10000));
@@ -614,7 +614,7 @@ Test(forkserver, child_dying_at_once_is_ok_or_child_exited, .timeout = 60) {
   cr_assert_eq(ex.n, 30);
   for (int k = 0; k < ex.n; ++k) cr_assert_eq(WEXITSTATUS(ex.r[k].wait_status), 7);
   fprintf(stderr, "forkserver: instant exits: %d spawns OK, %d CHILD_EXITED\n", n_ok, n_exited);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -623,13 +623,13 @@ Test(forkserver, late_reply_after_deadline_kills_the_orphan, .timeout = 30) {
   atomic_store(&sh->mode[0], MODE_PAUSE);
   atomic_store(&sh->mode[1], MODE_PAUSE);
   lw_forkserver_t *fs = start_fs(sh, 2);
-  pid_t server = lw_forkserver_pid(fs);
+  pid_t server = lw__forkserver_pid(fs);
   cr_assert_eq(kill(server, SIGSTOP), 0);
   pid_t pid;
   int pidfd;
   lw_error_t err;
   lw_status_t st =
-      lw_forkserver_spawn(fs, 0, lw__deadline_after(100000000), &pid, &pidfd, &err);
+      lw__forkserver_spawn(fs, 0, lw__deadline_after(100000000), &pid, &pidfd, &err);
   cr_assert_eq(st, LW_DEADLINE_EXCEEDED, "%s", lw_status_name(st));
   cr_assert(strstr(err.message, "deadline") != NULL, "%s", err.message);
   cr_assert_eq(kill(server, SIGCONT), 0);
@@ -649,7 +649,7 @@ Test(forkserver, late_reply_after_deadline_kills_the_orphan, .timeout = 30) {
   cr_assert_neq(pid, ex.r[0].pid);
   close(pidfd);
   close(pidfd1);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -670,12 +670,12 @@ Test(forkserver, many_exits_without_polling_are_not_lost, .timeout = 120) {
       atomic_store(&sh->code[i], (int32_t)((round * 7 + (int)i) % 250));
       for (;;) {
         lw_error_t err;
-        lw_status_t st = lw_forkserver_spawn(fs, i, lw__deadline_after(10000000000LL),
+        lw_status_t st = lw__forkserver_spawn(fs, i, lw__deadline_after(10000000000LL),
                                              &pids[round][i], &pidfd[i], &err);
         if (st == LW_OK) break;
         cr_assert_eq(st, LW_RESOURCE_EXHAUSTED, "%s: %s", lw_status_name(st), err.message);
         pushed_back++;
-        LW_ASSERT_OK(lw_forkserver_poll_exit(fs, on_exit_cb, ex));
+        LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex));
       }
     }
     for (uint32_t i = 0; i < kSlots; ++i) atomic_store(&sh->go[i], 1);
@@ -698,7 +698,7 @@ Test(forkserver, many_exits_without_polling_are_not_lost, .timeout = 120) {
   fprintf(stderr, "forkserver: %d exits delivered, %d spawns pushed back\n", ex->n,
           pushed_back);
   free(ex);
-  lw_forkserver_stop(fs);
+  lw__forkserver_stop(fs);
   shared_free(sh);
 }
 
@@ -720,13 +720,13 @@ Test(forkserver, program_signal_dispositions_skip_server_reach_children, .timeou
   spawn_ok(fs, 0, &pid, &pidfd);
   while (atomic_load(&sh->reported[0]) == 0) lw_test_sleep_us(200);
 
-  cr_assert_eq(kill(lw_forkserver_pid(fs), SIGWINCH), 0);  // default action there: ignored
+  cr_assert_eq(kill(lw__forkserver_pid(fs), SIGWINCH), 0);  // default action there: ignored
   cr_assert_eq(kill(pid, SIGWINCH), 0);
   while (atomic_load(&sh->winch_count) == 0) lw_test_sleep_us(200);
   lw_test_sleep_us(20000);
   cr_assert_eq(atomic_load(&sh->winch_count), 1);
   cr_assert_eq(atomic_load(&sh->winch_pid), pid);
-  cr_assert_not(pid_gone(lw_forkserver_pid(fs)));
+  cr_assert_not(pid_gone(lw__forkserver_pid(fs)));
 
   atomic_store(&sh->go[0], 1);
   exits_t ex = {0};
@@ -734,8 +734,8 @@ Test(forkserver, program_signal_dispositions_skip_server_reach_children, .timeou
   cr_assert_eq(ex.r[0].pid, pid);
   cr_assert(WIFEXITED(ex.r[0].wait_status) && WEXITSTATUS(ex.r[0].wait_status) == 0);
   close(pidfd);
-  pid_t server = lw_forkserver_pid(fs);
-  lw_forkserver_stop(fs);  // the kernel reaps the server itself here (SIGCHLD ignored)
+  pid_t server = lw__forkserver_pid(fs);
+  lw__forkserver_stop(fs);  // the kernel reaps the server itself here (SIGCHLD ignored)
   while (!pid_strictly_gone(server)) lw_test_sleep_us(1000);
   shared_free(sh);
 }

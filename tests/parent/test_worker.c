@@ -843,7 +843,7 @@ Test(worker, scope_misuse_is_invalid_argument, .timeout = 60) {
 Test(worker, register_sub_refuses_a_library_opened_after_the_zygote_started, .timeout = 60) {
   // Normally the zygote started when the program was loaded; a test runner that forks each
   // test gets one here, while the test process is still single-threaded.
-  cr_assert(lw_forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
+  cr_assert(lw__forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
   char path[512];
   snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -873,7 +873,7 @@ Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
   // With the zygote the children are copies of the program as it was when the zygote started,
   // so a library opened later is refused whether it was opened before or after create; forked
   // directly (LW_ZYGOTE=0) they are copies of the program at create.
-  const char *when = lw_forkserver_zygote_pid() != 0 ? "mapped when lanework's zygote started"
+  const char *when = lw__forkserver_zygote_pid() != 0 ? "mapped when lanework's zygote started"
                                                      : "mapped when the worker was created";
   cr_assert(strstr(lw_last_error()->message, when), "message: %s", lw_last_error()->message);
   dlclose(dl);
