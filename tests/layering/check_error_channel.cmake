@@ -33,7 +33,11 @@ if(NOT IS_DIRECTORY "${LW_ROOT}")
   message(FATAL_ERROR "check_error_channel: LW_ROOT=${LW_ROOT} is not a directory")
 endif()
 
-set(LW_ERROR_CHANNEL_MODULES lanes callables mailbox child)
+# -DLW_ERROR_CHANNEL_MODULES="lanes;...;parent" lists what a module not yet checked still has
+# to change; the tests use this default.
+if(NOT DEFINED LW_ERROR_CHANNEL_MODULES)
+  set(LW_ERROR_CHANNEL_MODULES lanes callables mailbox child)
+endif()
 set(LW_ERROR_CHANNEL_EXCEPTIONS "")
 set(_skip_files lanes/error.c)
 
@@ -61,8 +65,8 @@ endforeach()
 list(REMOVE_ITEM _files ${_skip_files})
 list(SORT _files)
 if(NOT _files)
-  message(FATAL_ERROR "check_error_channel: no sources under ${LW_ROOT}/{lanes,callables,"
-                      "mailbox,child}: wrong LW_ROOT?")
+  message(FATAL_ERROR "check_error_channel: no sources under ${LW_ROOT} in "
+                      "${LW_ERROR_CHANNEL_MODULES}: wrong LW_ROOT?")
 endif()
 
 set(_violations 0)
