@@ -53,13 +53,15 @@ struct lw_registry {
   entry_t *entries;
 };
 
-lw_status_t lw__registry_create(uint32_t slots, uint32_t handles, lw_registry_t **out) {
+lw_status_t lw__registry_create(uint32_t slots, uint32_t handles, lw_registry_t **out,
+                                lw_error_t *err) {
   *out = NULL;
   if (slots == 0 || handles == 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "registry: slots and handles must be > 0");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "registry: slots and handles must be > 0");
   }
   lw_registry_t *reg = calloc(1, sizeof(*reg));
-  if (!reg) return lw__fail(LW_RESOURCE_EXHAUSTED, "registry: out of memory");
+  if (!reg) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "registry: out of memory");
   reg->slots = calloc(slots, sizeof(slot_t));
   reg->entries = calloc(handles, sizeof(entry_t));
   lw_status_t st = lw__handle_table_initialize(&reg->ids, handles);
@@ -68,7 +70,7 @@ lw_status_t lw__registry_create(uint32_t slots, uint32_t handles, lw_registry_t 
     free(reg->slots);
     free(reg->entries);
     free(reg);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "registry: out of memory");
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "registry: out of memory");
   }
   pthread_mutex_init(&reg->mu, NULL);
   reg->n_slots = slots;

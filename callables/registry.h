@@ -49,9 +49,10 @@ typedef struct lw_registry_pin {
 
 #define LW_REGISTRY_NAME_BYTES 128
 
-// slots: callables loaded at once; handles: live callable handles.
+// slots: callables loaded at once; handles: live callable handles. Errors (also filled into
+// err, which may be NULL): INVALID_ARGUMENT (a zero count), RESOURCE_EXHAUSTED (no memory).
 LW_MUST_USE lw_status_t lw__registry_create(uint32_t slots, uint32_t handles,
-                                            lw_registry_t **out);
+                                            lw_registry_t **out, lw_error_t *err);
 // Frees the tables. Slots still holding modules are reported through unload_fn(ctx, module)
 // (called without the lock) so the owner can unload them; waiters still queued are passed
 // to waiter_fn so their operations can finish.

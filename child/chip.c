@@ -280,7 +280,7 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
 }
 
 lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *op) {
-  if (lw__lane_submit_reserved(op->chip->run_lane, &op->item, NULL) != LW_OK) {
+  if (lw__lane_submit_reserved(op->chip->run_lane, &op->item, NULL, NULL) != LW_OK) {
     // The lane is gone (closing): finish the run here, CANCELLED, so nothing hangs.
     run_lane_fn(&op->item, true);
   }
@@ -441,19 +441,25 @@ done:
   lw__handle_unref(&op->handle);
 }
 
+// Fills err (may be NULL) on failure; the public callers store it as the last error.
 static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool copy_image,
-                                   const lw_chip_submit_opts_t *opts, lw_handle_t **out) {
+                                   const lw_chip_submit_opts_t *opts, lw_handle_t **out,
+                                   lw_error_t *err) {
   if (out) *out = NULL;
   if (!chip || !c || !out) {
-    return lw__fail(LW_INVALID_ARGUMENT, "register: chip, callable and out must be set");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "register: chip, callable and out must be set");
   }
   if (atomic_load(&chip->closing)) {
-    return lw__fail(LW_UNAVAILABLE, "chip %d: closing", chip->cfg.device_id);
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "chip %d: closing", chip->cfg.device_id);
   }
-  lw_error_t err;
-  if (lw__callable_validate(c, &err) != LW_OK) return lw__last_error_store(&err);
+  lw_status_t st = lw__callable_validate(c, err);
+  if (st != LW_OK) return st;
   register_op_t *op = calloc(1, sizeof(*op));
-  if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
+  if (!op) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "chip %d: out of memory",
+                         chip->cfg.device_id);
+  }
   lw__handle_initialize(&op->handle, LW_HANDLE_REGISTER, &register_ops);
   if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
   op->chip = chip;
@@ -469,8 +475,9 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
     if (!op->owned_image) op->owned_image = malloc(c->image_bytes);
     if (!op->owned_image) {
       free(op);
-      return lw__fail(LW_RESOURCE_EXHAUSTED, "register %s: cannot copy a %zu-byte image",
-                      c->name ? c->name : "callable", c->image_bytes);
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                           "register %s: cannot copy a %zu-byte image",
+                           c->name ? c->name : "callable", c->image_bytes);
     }
     memcpy(op->owned_image, c->image, c->image_bytes);
     op->image = op->owned_image;
@@ -478,7 +485,6 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
     op->image = c->image;
   }
   int64_t deadline = submit_deadline(chip);
-  lw_status_t st;
   for (;;) {
     // With a heartbeat to keep, wait for room in slices and beat between them: a full
     // register lane is progress elsewhere in this process, not a wedged mailbox loop.
@@ -487,27 +493,30 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
       int64_t s = lw__deadline_after(REGISTER_BEAT_NS);
       if (s < slice) slice = s;
     }
-    st = lw__lane_submit(chip->register_lane, &op->item, slice, NULL, &err);
+    st = lw__lane_submit(chip->register_lane, &op->item, slice, NULL, err);
     if (st != LW_RESOURCE_EXHAUSTED || slice == deadline || lw__now_ns() >= deadline) break;
     atomic_fetch_add_explicit(opts->heartbeat, 1, memory_order_relaxed);
   }
   if (st != LW_OK) {
     image_release(op);
     free(op);
-    err.worker_id = chip->cfg.device_id;
-    return lw__last_error_store(&err);
+    if (err) err->worker_id = chip->cfg.device_id;
+    return st;
   }
   *out = &op->handle;
   return LW_OK;
 }
 
 lw_status_t lw_chip_register_async(lw_chip_t *chip, const lw_callable_t *c, lw_handle_t **out) {
-  return register_submit(chip, c, true, NULL, out);
+  lw_error_t err;
+  lw_status_t st = register_submit(chip, c, true, NULL, out, &err);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
 }
 
 lw_status_t lw__chip_register_async_opts(lw_chip_t *chip, const lw_callable_t *c,
-                                         const lw_chip_submit_opts_t *opts, lw_handle_t **out) {
-  return register_submit(chip, c, !(opts && opts->borrow_image), opts, out);
+                                         const lw_chip_submit_opts_t *opts, lw_handle_t **out,
+                                         lw_error_t *err) {
+  return register_submit(chip, c, !(opts && opts->borrow_image), opts, out, err);
 }
 
 lw_status_t lw_chip_register(lw_chip_t *chip, const lw_callable_t *c, lw_callable_handle_t *out) {
@@ -515,7 +524,8 @@ lw_status_t lw_chip_register(lw_chip_t *chip, const lw_callable_t *c, lw_callabl
   out->id = 0;
   lw_handle_t *h = NULL;
   // The caller blocks until the register finished, so its image can be borrowed.
-  LW_RETURN_IF_ERROR(register_submit(chip, c, false, NULL, &h));
+  lw_error_t err;
+  if (register_submit(chip, c, false, NULL, &h, &err) != LW_OK) return lw__last_error_store(&err);
   lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
   if (st == LW_OK) *out = h->callable;
   lw_handle_release(h);
@@ -575,7 +585,7 @@ static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
   op->free_module = module;
   op->item.fn = unregister_free_fn;
   if (lw__lane_is_current(chip->register_lane) ||
-      lw__lane_submit_reserved(chip->register_lane, &op->item, NULL) != LW_OK) {
+      lw__lane_submit_reserved(chip->register_lane, &op->item, NULL, NULL) != LW_OK) {
     // Already on the register lane, or it is gone (closing): free right here.
     chip_free_slot(chip, slot, module, carrier);
   }
@@ -604,37 +614,44 @@ static void unregister_lane_fn(lw_lane_item_t *item, bool cancelled) {
 }
 
 lw_status_t lw_chip_unregister_async(lw_chip_t *chip, lw_callable_handle_t h, lw_handle_t **out) {
-  return lw__chip_unregister_async_opts(chip, h, NULL, out);
+  lw_error_t err;
+  lw_status_t st = lw__chip_unregister_async_opts(chip, h, NULL, out, &err);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
 }
 
 lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_callable_handle_t h,
-                                           const lw_chip_submit_opts_t *opts, lw_handle_t **out) {
+                                           const lw_chip_submit_opts_t *opts, lw_handle_t **out,
+                                           lw_error_t *err) {
   if (out) *out = NULL;
-  if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "unregister: chip and out must be set");
+  if (!chip || !out) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "unregister: chip and out must be set");
+  }
   if (atomic_load(&chip->closing)) {
-    return lw__fail(LW_UNAVAILABLE, "chip %d: closing", chip->cfg.device_id);
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "chip %d: closing", chip->cfg.device_id);
   }
   unregister_op_t *op = calloc(1, sizeof(*op));
-  if (!op) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: out of memory", chip->cfg.device_id);
+  if (!op) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "chip %d: out of memory",
+                         chip->cfg.device_id);
+  }
   lw__handle_initialize(&op->handle, LW_HANDLE_UNREGISTER, &unregister_ops);
   if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
   op->chip = chip;
   op->target = h;
   op->item.fn = unregister_lane_fn;
-  lw_error_t err;
-  lw_status_t st = lw__registry_begin_unregister(chip->registry, h, &err);
+  lw_status_t st = lw__registry_begin_unregister(chip->registry, h, err);
   if (st == LW_OK) {
     // Reserved: the first step already changed the registry, so the second must be queued.
     // Unregisters are bounded by the number of live callable handles.
-    st = lw__lane_submit_reserved(chip->register_lane, &op->item, NULL);
+    st = lw__lane_submit_reserved(chip->register_lane, &op->item, NULL, NULL);
     if (st != LW_OK) {
-      lw__error_set(&err, st, chip->cfg.device_id, 0, "chip %d: closing", chip->cfg.device_id);
+      lw__error_set(err, st, chip->cfg.device_id, 0, "chip %d: closing", chip->cfg.device_id);
     }
   }
   if (st != LW_OK) {
     free(op);
-    err.worker_id = chip->cfg.device_id;
-    return lw__last_error_store(&err);
+    if (err) err->worker_id = chip->cfg.device_id;
+    return st;
   }
   *out = &op->handle;
   return LW_OK;
@@ -683,7 +700,15 @@ void lw_chip_close(lw_chip_t *chip) {
 }
 
 lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
-  if (!out_chip) return lw__fail(LW_INVALID_ARGUMENT, "chip_open: out_chip must be set");
+  lw_error_t err;
+  lw_status_t st = lw__chip_open(cfg, out_chip, &err);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
+}
+
+lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip, lw_error_t *err) {
+  if (!out_chip) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "chip_open: out_chip must be set");
+  }
   *out_chip = NULL;
   lw_chip_config_t defaults;
   if (!cfg) {
@@ -692,50 +717,49 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   }
   const lw_backend_ops_t *backend = lw__backend_find(cfg->backend);
   if (!backend) {
-    return lw__fail(LW_INVALID_ARGUMENT, "chip_open: unknown backend '%.*s' (known: sim)",
-                    LW_BACKEND_NAME_BYTES, cfg->backend);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "chip_open: unknown backend '%.*s' (known: sim)", LW_BACKEND_NAME_BYTES,
+                         cfg->backend);
   }
   if (cfg->run_queue_depth == 0 || cfg->register_queue_depth == 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "chip_open: queue depths must be > 0");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "chip_open: queue depths must be > 0");
   }
   lw_chip_t *chip = calloc(1, sizeof(*chip));
-  if (!chip) return lw__fail(LW_RESOURCE_EXHAUSTED, "chip_open: out of memory");
+  if (!chip) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "chip_open: out of memory");
   chip->cfg = *cfg;
   chip->backend = backend;
   pthread_mutex_init(&chip->staging_mu, NULL);
   lw__waitword_initialize(&chip->watchdog.word);
 
-  lw_error_t err;
-  lw__error_clear(&err);
-  lw_status_t st = backend->open(cfg, &chip->device, &err);
-  if (st != LW_OK) goto fail_err;
-  st = lw__registry_create(REGISTRY_SLOTS, REGISTRY_HANDLES, &chip->registry);
+  lw__error_clear(err);
+  lw_status_t st = backend->open(cfg, &chip->device, err);
+  if (st != LW_OK) goto fail;
+  st = lw__registry_create(REGISTRY_SLOTS, REGISTRY_HANDLES, &chip->registry, err);
   if (st != LW_OK) goto fail;
   char name[16];
   snprintf(name, sizeof(name), "lw-run-%d", cfg->device_id);
-  st = lw__lane_create(name, cfg->run_queue_depth, &chip->run_lane);
+  st = lw__lane_create(name, cfg->run_queue_depth, &chip->run_lane, err);
   if (st != LW_OK) goto fail;
   snprintf(name, sizeof(name), "lw-reg-%d", cfg->device_id);
-  st = lw__lane_create(name, cfg->register_queue_depth, &chip->register_lane);
+  st = lw__lane_create(name, cfg->register_queue_depth, &chip->register_lane, err);
   if (st != LW_OK) goto fail;
-  if (cfg->run_lane_cpu >= 0 && (st = lw__lane_set_cpu(chip->run_lane, cfg->run_lane_cpu)) != LW_OK) {
+  if (cfg->run_lane_cpu >= 0 &&
+      (st = lw__lane_set_cpu(chip->run_lane, cfg->run_lane_cpu, err)) != LW_OK) {
     goto fail;
   }
   if (cfg->register_lane_cpu >= 0 &&
-      (st = lw__lane_set_cpu(chip->register_lane, cfg->register_lane_cpu)) != LW_OK) {
+      (st = lw__lane_set_cpu(chip->register_lane, cfg->register_lane_cpu, err)) != LW_OK) {
     goto fail;
   }
   if (pthread_create(&chip->watchdog.thread, NULL, watchdog_main, chip) != 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "chip %d: cannot start the watchdog thread",
-                  cfg->device_id);
+    st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                       "chip %d: cannot start the watchdog thread", cfg->device_id);
     goto fail;
   }
   chip->watchdog.started = true;
   *out_chip = chip;
   return LW_OK;
 
-fail_err:
-  lw__last_error_store(&err);
 fail:
   lw_chip_close(chip);
   return st;

@@ -222,16 +222,15 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
                               .entry = t.entry[0] ? t.entry : NULL,
                               .n_params = t.n_params,
                               .param_dirs = t.n_params ? t.param_dirs : NULL};
-    st = lw__chip_register_async_opts(chip, &callable, &opts, &h);
+    st = lw__chip_register_async_opts(chip, &callable, &opts, &h, &err);
   } else {
-    st = lw__chip_unregister_async_opts(chip, (lw_callable_handle_t){t.target}, &opts, &h);
+    st = lw__chip_unregister_async_opts(chip, (lw_callable_handle_t){t.target}, &opts, &h, &err);
   }
   if (st != LW_OK) {
     pending_remove(cc);
     free(cc);
-    lw_error_t e = *lw_last_error();
-    e.worker_id = dev;
-    lw__child_ack(c, st, false, 0, &e);
+    err.worker_id = dev;
+    lw__child_ack(c, st, false, 0, &err);
     return;
   }
   pthread_mutex_lock(&pending_mu);
@@ -258,8 +257,8 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     _exit(LW_CHILD_EXIT_START_FAILED);
   }
   lw_chip_t *chip = NULL;
-  if (lw_chip_open(&env->chip, &chip) != LW_OK) {
-    lw__child_publish_init(&c, LW_MB_INIT_FAILED, lw_last_error());
+  if (lw__chip_open(&env->chip, &chip, &err) != LW_OK) {
+    lw__child_publish_init(&c, LW_MB_INIT_FAILED, &err);
     _exit(LW_CHILD_EXIT_START_FAILED);
   }
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);

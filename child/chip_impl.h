@@ -83,12 +83,19 @@ LW_MUST_USE lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle
 // submit: a chip child bounds its runs by its task frames.
 lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *run);
 
+// lw_chip_register_async / lw_chip_unregister_async with options. Errors fill err (may be
+// NULL) and leave the thread-local last error alone.
 LW_MUST_USE lw_status_t lw__chip_register_async_opts(lw_chip_t *chip, const lw_callable_t *c,
                                                      const lw_chip_submit_opts_t *opts,
-                                                     lw_handle_t **out);
+                                                     lw_handle_t **out, lw_error_t *err);
 LW_MUST_USE lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_callable_handle_t h,
                                                        const lw_chip_submit_opts_t *opts,
-                                                       lw_handle_t **out);
+                                                       lw_handle_t **out, lw_error_t *err);
+
+// lw_chip_open, filling err (may be NULL) instead of the thread-local last error: for the
+// chip child, which reports the error to its parent.
+LW_MUST_USE lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip,
+                                      lw_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,17 @@
 // lanes/error.h — building lw_error_t records and the thread-local last error.
+//
+// One internal error channel (DESIGN §9). Below the public API a function that can fail
+// returns its status and fills the caller's lw_error_t *err (which may be NULL) with
+// lw__error_set; it never touches the thread-local last error, so an internal caller (the
+// chip child, the scheduler) gets the error in hand and a public caller's last error is
+// never overwritten behind its back. Only public entry points (the LW_API functions of
+// include/lanework) set it: once, when the call fails, by lw__last_error_store(&err) of what
+// the internals filled, or by lw__fail for an error found in the entry point itself. A call
+// that succeeds, or that reports a state rather than a failure (a poll that is not done yet),
+// leaves it as it was. Internal code does not read it either (lw_last_error).
+// test_error_channel_sources (tests/layering/check_error_channel.cmake) enforces this for
+// lanes/, callables/, mailbox/ and child/; parent/ still sets it from internal functions and
+// joins the check once it no longer does.
 #ifndef LANEWORK_LANES_ERROR_H_
 #define LANEWORK_LANES_ERROR_H_
 
@@ -14,9 +27,11 @@ lw_status_t lw__error_set(lw_error_t *err, lw_status_t code, int32_t worker_id, 
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 // Copies err into this thread's last error (what lw_last_error returns) and returns its code.
+// Public entry points only (see above).
 lw_status_t lw__last_error_store(const lw_error_t *err);
 
-// lw__error_set into the thread-local last error directly; returns code.
+// lw__error_set into the thread-local last error directly; returns code. Public entry points
+// only (see above).
 lw_status_t lw__fail(lw_status_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // Clears err to {LW_OK, -1, 0, ""}.

@@ -16,10 +16,15 @@
 
 static bool handle_ok(const lw_handle_t *h) { return h != NULL && h->magic == LW_HANDLE_MAGIC; }
 
-// Sets the thread-local last error for a bad handle argument and returns its status.
-static lw_status_t bad_handle(const lw_handle_t *h, const char *fn) {
-  if (h == NULL) return lw__fail(LW_INVALID_ARGUMENT, "%s: handle is NULL", fn);
-  return lw__fail(LW_INVALID_ARGUMENT, "%s: released or invalid handle", fn);
+// Fills err with why h is not a usable handle and returns err, for the public function fn
+// to store as the thread-local last error.
+static const lw_error_t *bad_handle(const lw_handle_t *h, const char *fn, lw_error_t *err) {
+  if (h == NULL) {
+    (void)lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: handle is NULL", fn);
+  } else {
+    (void)lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: released or invalid handle", fn);
+  }
+  return err;
 }
 
 void lw__handle_initialize(lw_handle_t *h, lw_handle_kind_t kind, const lw_handle_ops_t *ops) {
@@ -89,7 +94,8 @@ bool lw_handle_done(const lw_handle_t *h) {
 }
 
 lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
-  if (!handle_ok(h)) return bad_handle(h, "lw_handle_wait");
+  lw_error_t err;
+  if (!handle_ok(h)) return lw__last_error_store(bad_handle(h, "lw_handle_wait", &err));
   // Fast path: a finished handle costs one acquire load and no syscall.
   if (!lw__timeline_reached(&h->done, 1)) {
     if (timeout_ns == 0) return LW_DEADLINE_EXCEEDED;  // poll
@@ -106,7 +112,8 @@ lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
 }
 
 lw_status_t lw_handle_cancel(lw_handle_t *h) {
-  if (!handle_ok(h)) return bad_handle(h, "lw_handle_cancel");
+  lw_error_t err;
+  if (!handle_ok(h)) return lw__last_error_store(bad_handle(h, "lw_handle_cancel", &err));
   if (lw__timeline_reached(&h->done, 1)) return LW_NOT_FOUND;  // finished: nothing changes
   // The op may still finish between the check above and the hook below; ops->cancel must
   // accept an op that just finished (the caller's reference keeps the memory alive).
@@ -120,7 +127,8 @@ lw_status_t lw_handle_cancel(lw_handle_t *h) {
 }
 
 lw_status_t lw_handle_status(const lw_handle_t *h) {
-  if (!handle_ok(h)) return bad_handle(h, "lw_handle_status");
+  lw_error_t err;
+  if (!handle_ok(h)) return lw__last_error_store(bad_handle(h, "lw_handle_status", &err));
   if (!lw__timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
   return h->status;
 }
@@ -136,27 +144,34 @@ lw_handle_kind_t lw_handle_kind(const lw_handle_t *h) {
   return h->kind;
 }
 
-// Shared checks of lw_handle_callable and lw_handle_timing.
+// Shared checks of lw_handle_callable and lw_handle_timing. A bad argument fills err (the
+// caller stores it as the last error); a handle not done, or done with an error, returns its
+// status and leaves err clear.
 static lw_status_t result_ready(const lw_handle_t *h, const void *out, lw_handle_kind_t kind,
-                                const char *fn) {
-  if (!handle_ok(h)) return bad_handle(h, fn);
-  if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "%s: out is NULL", fn);
+                                const char *fn, lw_error_t *err) {
+  err->code = LW_OK;  // the caller reads only the code when nothing failed
+  if (!handle_ok(h)) return bad_handle(h, fn, err)->code;
+  if (out == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: out is NULL", fn);
   if (h->kind != kind) {
-    return lw__fail(LW_INVALID_ARGUMENT, "%s: wrong handle kind %d (want %d)", fn, (int)h->kind,
-                    (int)kind);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: wrong handle kind %d (want %d)",
+                         fn, (int)h->kind, (int)kind);
   }
   if (!lw__timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
   return h->status;
 }
 
 lw_status_t lw_handle_callable(const lw_handle_t *h, lw_callable_handle_t *out) {
-  lw_status_t st = result_ready(h, out, LW_HANDLE_REGISTER, "lw_handle_callable");
+  lw_error_t err;
+  lw_status_t st = result_ready(h, out, LW_HANDLE_REGISTER, "lw_handle_callable", &err);
+  if (err.code != LW_OK) return lw__last_error_store(&err);
   if (st == LW_OK) *out = h->callable;
   return st;
 }
 
 lw_status_t lw_handle_timing(const lw_handle_t *h, lw_run_timing_t *out) {
-  lw_status_t st = result_ready(h, out, LW_HANDLE_RUN, "lw_handle_timing");
+  lw_error_t err;
+  lw_status_t st = result_ready(h, out, LW_HANDLE_RUN, "lw_handle_timing", &err);
+  if (err.code != LW_OK) return lw__last_error_store(&err);
   if (st == LW_OK) *out = h->timing;
   return st;
 }

@@ -152,13 +152,18 @@ void lw__lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
   free(lane);
 }
 
-lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out) {
-  if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "lane: out is NULL");
+lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out,
+                            lw_error_t *err) {
+  if (out == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lane: out is NULL");
   *out = NULL;
-  if (capacity == 0) return lw__fail(LW_INVALID_ARGUMENT, "lane: capacity must be > 0");
+  if (capacity == 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lane: capacity must be > 0");
+  }
 
   lw_lane_t *lane = calloc(1, sizeof(*lane));
-  if (lane == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "lane: out of memory");
+  if (lane == NULL) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "lane: out of memory");
+  }
   snprintf(lane->name, sizeof(lane->name), "%s", name != NULL ? name : "lane");
   lane->capacity = capacity;
   pthread_mutex_init(&lane->mu, NULL);
@@ -178,8 +183,9 @@ lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
     lw__lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "lane %s: cannot start its thread (error %d)",
-                    name != NULL ? name : "lane", rc);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "lane %s: cannot start its thread (error %d)",
+                         name != NULL ? name : "lane", rc);
   }
   lane->thread_started = true;
   *out = lane;
@@ -242,14 +248,15 @@ lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadl
   }
 }
 
-lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq) {
+lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq,
+                                    lw_error_t *err) {
   if (lane == NULL || item == NULL || item->fn == NULL) {
-    return lw__fail(LW_INVALID_ARGUMENT, "lane: NULL lane, item or item fn");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lane: NULL lane, item or item fn");
   }
   pthread_mutex_lock(&lane->mu);
   if (lane->stopping) {
     pthread_mutex_unlock(&lane->mu);
-    return lw__fail(LW_UNAVAILABLE, "lane %s: shutting down", lane->name);
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "lane %s: shutting down", lane->name);
   }
   uint64_t seq = enqueue_locked(lane, item);
   pthread_mutex_unlock(&lane->mu);
@@ -264,17 +271,18 @@ bool lw__lane_is_current(const lw_lane_t *lane) { return lane != NULL && current
 
 const char *lw__lane_name(const lw_lane_t *lane) { return lane->name; }
 
-lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu) {
+lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu, lw_error_t *err) {
   if (cpu < 0 || cpu >= CPU_SETSIZE) {
-    return lw__fail(LW_INVALID_ARGUMENT, "lane %s: cpu %d is out of range", lane->name, cpu);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lane %s: cpu %d is out of range",
+                         lane->name, cpu);
   }
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   int rc = pthread_setaffinity_np(lane->thread, sizeof(set), &set);
   if (rc != 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "lane %s: cannot run on cpu %d (error %d)", lane->name,
-                    cpu, rc);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "lane %s: cannot run on cpu %d (error %d)", lane->name, cpu, rc);
   }
   return LW_OK;
 }

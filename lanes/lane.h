@@ -55,7 +55,10 @@ typedef enum lw_lane_drain {
 } lw_lane_drain_t;
 
 // name: for thread names and messages (copied; at most 15 chars used for the thread name).
-LW_MUST_USE lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out);
+// Errors (also filled into err, which may be NULL): INVALID_ARGUMENT (out NULL, capacity 0),
+// RESOURCE_EXHAUSTED (no memory, or the thread cannot start).
+LW_MUST_USE lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out,
+                                       lw_error_t *err);
 void lw__lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode);
 
 // Queues item (item->fn must be set). deadline_ns: absolute (lw__now_ns clock); a deadline in
@@ -65,15 +68,17 @@ void lw__lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode);
 LW_MUST_USE lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadline_ns,
                                        uint64_t *out_seq, lw_error_t *err);
 
-// Queues item past capacity. Fails only with UNAVAILABLE after destroy began.
+// Queues item past capacity. Fails only with UNAVAILABLE after destroy began (and
+// INVALID_ARGUMENT for a NULL lane, item or fn), also filled into err when it is not NULL.
 LW_MUST_USE lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item,
-                                                uint64_t *out_seq);
+                                                uint64_t *out_seq, lw_error_t *err);
 
 lw_timeline_t *lw__lane_timeline(lw_lane_t *lane);
 
 // Pins the lane's thread to one CPU (sched affinity). INVALID_ARGUMENT when cpu is negative,
-// not online or not allowed for this process. Any thread; typically right after create.
-LW_MUST_USE lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu);
+// not online or not allowed for this process, also filled into err (may be NULL). Any thread;
+// typically right after create.
+LW_MUST_USE lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu, lw_error_t *err);
 
 // True when called on this lane's thread.
 bool lw__lane_is_current(const lw_lane_t *lane);

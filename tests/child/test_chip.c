@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "child/chip_impl.h"
+#include "lanes/error.h"
 #include "test_util.h"
 
 static lw_chip_t *chip;
@@ -577,6 +578,40 @@ Test(chip, bad_arguments_are_rejected_with_messages) {
   cr_assert_eq(lw_chip_open(&cc, &other), LW_INVALID_ARGUMENT);
   cr_assert(strstr(lw_last_error()->message, "cuda9"));
   cr_assert_null(other);
+}
+
+// DESIGN §9: the chip's internal entry points (used by the chip child) fill the caller's
+// err and leave the thread-local last error alone; the public ones set it, with the same
+// message, exactly when they fail.
+Test(chip, internal_calls_fill_err_and_public_calls_set_the_last_error) {
+  lw_chip_config_t cc;
+  lw_chip_config_default(&cc);
+  strcpy(cc.backend, "cuda9");
+  lw_chip_t *other = NULL;
+  lw_error_t err;
+  (void)lw__fail(LW_POISONED, "set by the test");
+  cr_assert_eq(lw__chip_open(&cc, &other, &err), LW_INVALID_ARGUMENT);
+  cr_assert_null(other);
+  cr_assert_str_eq(err.message, "chip_open: unknown backend 'cuda9' (known: sim)");
+  lw_chip_submit_opts_t opts = {0};
+  lw_handle_t *h = NULL;
+  cr_assert_eq(lw__chip_register_async_opts(chip, NULL, &opts, &h, &err), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "register: chip, callable and out must be set");
+  lw_callable_handle_t bogus = {0xdeadbeef00000001ull};
+  cr_assert_eq(lw__chip_unregister_async_opts(chip, bogus, &opts, &h, &err), LW_NOT_FOUND);
+  cr_assert(strstr(err.message, "unknown or released"), "message: %s", err.message);
+  cr_assert_eq(err.worker_id, lw_chip_device_id(chip));
+  cr_assert_null(h);
+  cr_assert_eq(lw_last_error()->code, LW_POISONED);
+  cr_assert_str_eq(lw_last_error()->message, "set by the test");
+
+  cr_assert_eq(lw_chip_open(&cc, &other), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(lw_last_error()->message, "chip_open: unknown backend 'cuda9' (known: sim)");
+  cr_assert_eq(lw_chip_register_async(chip, NULL, &h), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(lw_last_error()->message, "register: chip, callable and out must be set");
+  cr_assert_eq(lw_chip_unregister_async(chip, bogus, &h), LW_NOT_FOUND);
+  cr_assert(strstr(lw_last_error()->message, "unknown or released"), "message: %s",
+            lw_last_error()->message);
 }
 
 Test(chip, handles_outlive_the_chip_and_close_finishes_queued_runs) {

@@ -288,6 +288,39 @@ Test(handle, null_handle_arguments_are_invalid_argument) {
   lw_handle_release(NULL);  // ignored
 }
 
+// Each public call sets the thread-local last error exactly when it fails with a bad
+// argument, with a message naming the call; a call that only reports a state (not done yet,
+// done and fine) leaves it as it was.
+Test(handle, public_calls_set_the_last_error_exactly_when_an_argument_is_bad) {
+  _Atomic uint32_t destroyed = 0;
+  test_op_t *run = op_create(LW_HANDLE_RUN, &destroyed);
+  lw_run_timing_t t;
+  lw_callable_handle_t c;
+  (void)lw__fail(LW_POISONED, "set by the test");
+  cr_assert_eq(lw_handle_timing(&run->handle, &t), LW_FAILED_PRECONDITION);
+  cr_assert_eq(lw_handle_wait(&run->handle, 0), LW_DEADLINE_EXCEEDED);  // a poll
+  cr_assert_eq(lw_last_error()->code, LW_POISONED);
+  cr_assert_str_eq(lw_last_error()->message, "set by the test");
+
+  cr_assert_eq(lw_handle_callable(&run->handle, &c), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(lw_last_error()->message,
+                   "lw_handle_callable: wrong handle kind 3 (want 1)");
+  cr_assert_eq(lw_handle_timing(&run->handle, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(lw_last_error()->message, "lw_handle_timing: out is NULL");
+  cr_assert_eq(lw_handle_status(NULL), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(lw_last_error()->message, "lw_handle_status: handle is NULL");
+  cr_assert_eq(lw_handle_callable(NULL, &c), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(lw_last_error()->message, "lw_handle_callable: handle is NULL");
+
+  cr_assert(lw__handle_finish(&run->handle, LW_OK, NULL));
+  (void)lw__fail(LW_POISONED, "set by the test");
+  cr_assert_eq(lw_handle_timing(&run->handle, &t), LW_OK);
+  cr_assert_eq(lw_handle_wait(&run->handle, 0), LW_OK);
+  cr_assert_eq(lw_last_error()->code, LW_POISONED);
+  op_drop_all(run);
+  cr_assert_eq(destroyed, 1);
+}
+
 Test(handle, callable_is_returned_only_by_a_finished_successful_register_handle) {
   _Atomic uint32_t destroyed = 0;
   test_op_t *reg = op_create(LW_HANDLE_REGISTER, &destroyed);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lanes/error.h"
 #include "lanes/lane.h"
 #include "lanes/sys.h"
 #include "lanes_test_util.h"
@@ -64,15 +65,41 @@ static recorder_t *recorder_create(void) {
 
 Test(lane, create_rejects_zero_capacity_and_null_out) {
   lw_lane_t *lane = (lw_lane_t *)1;
-  cr_assert_eq(lw__lane_create("x", 0, &lane), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__lane_create("x", 0, &lane, NULL), LW_INVALID_ARGUMENT);
   cr_assert_null(lane);
-  cr_assert_eq(lw__lane_create("x", 1, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__lane_create("x", 1, NULL, NULL), LW_INVALID_ARGUMENT);
   lw__lane_destroy(NULL, LW_LANE_DRAIN_RUN);  // ignored
+}
+
+// DESIGN §9: below the public API an error travels in the caller's err only; the
+// thread-local last error belongs to the public entry points.
+Test(lane, failures_fill_err_and_leave_the_thread_local_last_error_alone, .timeout = 10) {
+  (void)lw__fail(LW_POISONED, "set by the test");
+  lw_error_t err;
+  lw_lane_t *lane = NULL;
+  cr_assert_eq(lw__lane_create("x", 0, &lane, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(err.code, LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "lane: capacity must be > 0");
+  cr_assert_eq(lw__lane_create("x", 1, NULL, &err), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "lane: out is NULL");
+
+  cr_assert_eq(lw__lane_create("cpu", 1, &lane, &err), LW_OK);
+  cr_assert_eq(lw__lane_set_cpu(lane, -1, &err), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "lane cpu: cpu -1 is out of range");
+  cr_assert_eq(lw__lane_submit_reserved(lane, NULL, NULL, &err), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "lane: NULL lane, item or item fn");
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+
+  // A NULL err is allowed: the status alone comes back.
+  cr_assert_eq(lw__lane_create("x", 0, &lane, NULL), LW_INVALID_ARGUMENT);
+
+  cr_assert_eq(lw_last_error()->code, LW_POISONED);
+  cr_assert_str_eq(lw_last_error()->message, "set by the test");
 }
 
 Test(lane, runs_items_in_submission_order_and_timeline_reaches_each_seq, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("order", 16, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("order", 16, &lane, NULL), LW_OK);
   cr_assert_str_eq(lw__lane_name(lane), "order");
   recorder_t *rec = recorder_create();
   enum { N = 200 };
@@ -131,7 +158,7 @@ static void *producer_main(void *p) {
 
 Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("fifo-mt", 8, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("fifo-mt", 8, &lane, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   pthread_t th[N_PRODUCERS];
   producer_t pr[N_PRODUCERS];
@@ -165,7 +192,7 @@ Test(lane, keeps_each_submitters_order_and_runs_every_item_once, .timeout = 60) 
 Test(lane, full_lane_blocks_to_the_deadline_then_fails_resource_exhausted_naming_capacity,
      .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("small", 2, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("small", 2, &lane, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   test_gate_t gate;
   test_gate_init(&gate);
@@ -220,7 +247,7 @@ static void *blocked_submit_main(void *p) {
 
 Test(lane, submit_to_full_lane_proceeds_once_a_slot_frees, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("one", 1, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("one", 1, &lane, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   test_gate_t gate;
   test_gate_init(&gate);
@@ -261,7 +288,8 @@ static drain_probe_t *g_probe;  // read by probe_follow_ups on the lane thread
 
 static void probe_follow_ups(rec_item_t *self) {
   (void)self;
-  g_probe->reserved_result = lw__lane_submit_reserved(g_probe->lane, &g_probe->follow_up.item, NULL);
+  g_probe->reserved_result =
+      lw__lane_submit_reserved(g_probe->lane, &g_probe->follow_up.item, NULL, NULL);
   g_probe->normal_result = lw__lane_submit(g_probe->lane, &g_probe->follow_up.item, 0, NULL,
                                           &g_probe->normal_err);
 }
@@ -285,7 +313,7 @@ static void *late_submitter_main(void *p) {
 
 static void check_destroy(lw_lane_drain_t mode) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("drain", 3, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("drain", 3, &lane, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   test_gate_t gate;
   test_gate_init(&gate);
@@ -341,7 +369,7 @@ Test(lane, destroy_drain_run_runs_queued_items_in_order_and_rejects_new_work, .t
 
 Test(lane, destroy_of_an_idle_lane_wakes_and_joins_its_thread, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("idle", 4, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("idle", 4, &lane, NULL), LW_OK);
   lw__lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
 }
 
@@ -349,7 +377,7 @@ Test(lane, destroy_of_an_idle_lane_wakes_and_joins_its_thread, .timeout = 10) {
 
 Test(lane, fn_may_free_its_item, .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("free", 4, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("free", 4, &lane, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   uint64_t seq = 0;
   for (int i = 0; i < 100; ++i) {
@@ -382,15 +410,15 @@ static void queue_follow_ups(rec_item_t *self) {
   fu->is_current_here = lw__lane_is_current(fu->lane);
   fu->is_current_other = lw__lane_is_current(fu->other);
   pthread_getname_np(pthread_self(), fu->thread_name, sizeof(fu->thread_name));
-  fu->reserved_result = lw__lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
+  fu->reserved_result = lw__lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL, NULL);
   fu->normal_result = lw__lane_submit(fu->lane, &fu->normal_item.item, LW_DEADLINE_NEVER, NULL,
                                      NULL);
 }
 
 Test(lane, item_queues_follow_ups_on_its_own_lane_and_they_run_after_it, .timeout = 10) {
   lw_lane_t *lane, *other;
-  cr_assert_eq(lw__lane_create("follow-up-lane-long-name", 4, &lane), LW_OK);
-  cr_assert_eq(lw__lane_create("other", 1, &other), LW_OK);
+  cr_assert_eq(lw__lane_create("follow-up-lane-long-name", 4, &lane, NULL), LW_OK);
+  cr_assert_eq(lw__lane_create("other", 1, &other, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   follow_up_ctx_t fu = {.lane = lane, .other = other};
   g_fu = &fu;
@@ -420,13 +448,13 @@ static void overflow_own_lane(rec_item_t *self) {
   // The lane is full (this item holds its only slot). Waiting here would deadlock.
   fu->overflow_result = lw__lane_submit(fu->lane, &fu->overflow_item.item, LW_DEADLINE_NEVER,
                                        NULL, &fu->overflow_err);
-  fu->reserved_result = lw__lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL);
+  fu->reserved_result = lw__lane_submit_reserved(fu->lane, &fu->reserved_item.item, NULL, NULL);
 }
 
 Test(lane, full_own_lane_fails_submit_from_its_thread_at_once_but_takes_reserved,
      .timeout = 10) {
   lw_lane_t *lane;
-  cr_assert_eq(lw__lane_create("self", 1, &lane), LW_OK);
+  cr_assert_eq(lw__lane_create("self", 1, &lane, NULL), LW_OK);
   recorder_t *rec = recorder_create();
   follow_up_ctx_t fu = {.lane = lane, .other = NULL};
   g_fu = &fu;

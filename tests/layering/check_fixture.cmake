@@ -1,6 +1,6 @@
-# check_fixture.cmake: runs check_layering.cmake on a fixture tree and checks its verdict, so
-# the layering check itself cannot silently pass.
-#   cmake -DLW_CHECK=<check_layering.cmake> -DLW_FIXTURE=<tree> -DLW_EXPECT_FAIL=ON|OFF -P ...
+# check_fixture.cmake: runs a source check (check_layering.cmake, check_error_channel.cmake) on
+# a fixture tree and checks its verdict, so the check itself cannot silently pass.
+#   cmake -DLW_CHECK=<check_*.cmake> -DLW_FIXTURE=<tree> -DLW_EXPECT_FAIL=ON|OFF -P ...
 # With LW_EXPECT_FAIL=ON the check must exit non-zero and print every line of
 # <tree>/expected.txt (each one violation, file:line and rule, or the summary); with OFF it
 # must pass.
@@ -10,18 +10,19 @@ foreach(v LW_CHECK LW_FIXTURE)
     message(FATAL_ERROR "check_fixture: pass -D${v}=...")
   endif()
 endforeach()
+get_filename_component(check "${LW_CHECK}" NAME_WE)
 execute_process(COMMAND ${CMAKE_COMMAND} -DLW_ROOT=${LW_FIXTURE} -P ${LW_CHECK}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(all "${out}${err}")
-message(STATUS "check_layering on ${LW_FIXTURE} exited ${rc}:\n${all}")
+message(STATUS "${check} on ${LW_FIXTURE} exited ${rc}:\n${all}")
 if(NOT LW_EXPECT_FAIL)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "check_layering rejected the clean fixture ${LW_FIXTURE}")
+    message(FATAL_ERROR "${check} rejected the clean fixture ${LW_FIXTURE}")
   endif()
   return()
 endif()
 if(rc EQUAL 0)
-  message(FATAL_ERROR "check_layering passed ${LW_FIXTURE}, which breaks the layering on purpose")
+  message(FATAL_ERROR "${check} passed ${LW_FIXTURE}, which breaks its rule on purpose")
 endif()
 file(STRINGS ${LW_FIXTURE}/expected.txt expected)
 if(NOT expected)
@@ -36,6 +37,6 @@ foreach(line IN LISTS expected)
   endif()
 endforeach()
 if(missing GREATER 0)
-  message(FATAL_ERROR "check_layering failed on ${LW_FIXTURE}, but ${missing} expected "
+  message(FATAL_ERROR "${check} failed on ${LW_FIXTURE}, but ${missing} expected "
                       "finding(s) are missing (listed above)")
 endif()
