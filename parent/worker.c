@@ -16,6 +16,7 @@
 #include "child/backend.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "parent/supervise.h"
 #include "parent/worker_impl.h"
 
 void lw_worker_config_default(lw_worker_config_t *c) {
@@ -165,7 +166,7 @@ static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
 
 // (serial << 8) | chip: unique per op and chip for the worker's lifetime, so a report can only
 // ever complete the op it was posted for. Serials stay far below 2^55, so these ids never meet
-// the replay's (bit 63 set; see respawn.c).
+// the replay's (bit 63 set; see supervise.c).
 static uint64_t op_control_id(const lw_wop_t *op, uint32_t chip) {
   return (op->serial << 8) | chip;
 }
@@ -828,7 +829,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
 
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
-  if ((st = lw__arena_create(&w->arena, cfg->arena_bytes)) != LW_OK) goto fail;
+  if ((st = lw__arena_initialize(&w->arena, cfg->arena_bytes)) != LW_OK) goto fail;
   w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
   // Each mailbox starts on its own page so a child can bind its pages to its NUMA node.
   w->mailboxes_bytes = LW_MAILBOX_STRIDE * w->n_children;
@@ -1084,7 +1085,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
   if (w->user_fd >= 0) close(w->user_fd);
-  lw__arena_destroy(&w->arena);
+  lw__arena_deinitialize(&w->arena);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->space_cv);
   pthread_cond_destroy(&w->idle_cv);

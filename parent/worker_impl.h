@@ -1,11 +1,17 @@
-// parent/worker_impl.h — internals of lw_worker_t shared by the parent's files:
+// parent/worker_impl.h — struct lw_worker, which wires the parent's components together, and
+// the internal calls between them that have no header of their own yet. Components, each with
+// its own header stating its contract (owner, lifecycle, threads, locks):
+//   arena.h       the shared-arena allocator (arena.c)
+//   endpoint.h    one endpoint per child: spawn, INIT wait, control round trips, task posts
+//                 (endpoint.c)
+//   supervise.h   the supervisor thread: respawn with callable replay, crash-loop bound
+//                 (supervise.c)
+//   tmap.h        the tensor map (hazard map) orch.c derives dependencies from (tmap.c)
+//   forkserver.h  the fork server and the zygote (forkserver.c)
+// Still declared here (their state is fields of struct lw_worker, under w->mu):
 //   worker.c    create/destroy, callables (register/unregister broadcast), alloc, events
-//   arena.c     the shared-arena allocator
-//   endpoint.c  one endpoint per child: spawn, INIT wait, control round trips, task posts
 //   orch.c      runs, the orchestrator thread, lw_orch_* (task ring, tensor map, scopes)
-//   tmap.c      the tensor map (hazard map) orch.c derives dependencies from (tmap.h)
 //   sched.c     the scheduler thread: completions, dispatch, cancels, escalation, child death
-//   respawn.c   the supervisor thread: respawn with callable replay, crash-loop bound
 //
 // Threads:
 //   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
@@ -14,7 +20,7 @@
 //   - the scheduler thread is the single progress owner: it drains every child's completion
 //     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
 //     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
-//   - the supervisor thread (respawn.c) respawns children the scheduler found dead and replays
+//   - the supervisor thread (supervise.c) respawns children the scheduler found dead and replays
 //     their callables, so the scheduler keeps serving the others meanwhile;
 //   - user threads post controls (register/unregister) themselves, under the endpoint's
 //     control mutex; submitting threads may post ready tasks directly (under w->mu).
@@ -41,6 +47,8 @@
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "mailbox/mailbox.h"
+#include "parent/arena.h"
+#include "parent/endpoint.h"
 #include "parent/forkserver.h"
 
 #define LW_CALLABLE_NAME_BYTES 128
@@ -51,144 +59,6 @@ typedef struct lw_worker lw_worker_t;
 typedef struct lw_task lw_task_t;
 typedef struct lw_run lw_run_t;
 typedef struct lw_wop lw_wop_t;
-
-// ---------------------------------------------------------------------------------------------
-// Arena
-
-typedef struct lw_arena_block {
-  uint64_t offset, bytes;
-} lw_arena_block_t;
-
-typedef struct lw_arena {
-  pthread_mutex_t mu;
-  uint8_t *base;
-  uint64_t bytes;
-  int fd;
-  lw_arena_block_t *free_list;  // sorted by offset, coalesced
-  uint32_t n_free, cap_free;
-  lw_arena_block_t *used;       // sorted by offset
-  uint32_t n_used, cap_used;
-} lw_arena_t;
-
-LW_MUST_USE lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes);
-void lw__arena_destroy(lw_arena_t *a);
-void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes);
-// false when p is not a live block of this arena.
-bool lw__arena_free(lw_arena_t *a, void *p);
-static inline bool lw__arena_contains(const lw_arena_t *a, const void *p, uint64_t bytes) {
-  uintptr_t b = (uintptr_t)a->base, q = (uintptr_t)p;
-  return q >= b && q - b <= a->bytes && bytes <= a->bytes - (q - b);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Endpoints
-
-typedef enum lw_ep_state {
-  LW_EP_STARTING = 0,
-  LW_EP_READY = 1,
-  LW_EP_DEAD = 2,        // failed for good: its tasks fail at once
-  LW_EP_RESPAWNING = 3,  // died; a new child is being started and its callables replayed
-} lw_ep_state_t;
-
-#define LW_EP_DEATH_LOG 16
-
-typedef struct lw_endpoint {
-  lw_worker_t *w;
-  uint32_t slot;             // fork-server slot: chips first, then subs
-  lw_mb_child_kind_t kind;
-  uint32_t index;            // chip index or sub index
-  lw_mailbox_t *mb;
-  _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
-  int pidfd;                 // scheduler thread only (and create/destroy)
-  _Atomic uint32_t state;    // lw_ep_state_t
-  uint64_t generation;
-  // Sub children: the generation whose function table matches w->sub_fns (under w->sub_mu).
-  // A new child differs until its replay is complete; register_sub skips it meanwhile.
-  uint64_t sub_synced_gen;
-  pthread_mutex_t post_mu;   // next_seq and publishing a post
-  uint64_t next_seq;
-  uint64_t next_dispatch;
-  pthread_mutex_t ctl_mu;    // one control round trip at a time
-  // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
-  lw_task_t *frame_task[LW_MB_TASK_FRAMES];
-  uint32_t busy;
-  // "child pid 42 killed by SIGSEGV" once dead; written by the scheduler, read by any thread:
-  // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
-  pthread_mutex_t desc_mu;
-  char exit_desc[192];
-  // Takes tasks, and the scheduler may touch its mailbox: false from a death (or a protocol
-  // violation) until the new child has every callable again. Written under w->mu; atomic so
-  // the scheduler's sleep bookkeeping can read it without the lock.
-  _Atomic bool accepting;
-  // The child broke the protocol (garbage in its mailbox or completion ring): nothing reads
-  // its mailbox again, it is killed, and the death path fails its work naming the violation
-  // and respawns it. `violated` is set by whichever thread found it (lw__ep_violation) and
-  // cleared by the supervisor when it resets the mailbox for a new child; the reason
-  // (`violation`) is under desc_mu. `broken` (under w->mu) means the scheduler owns the kill:
-  // set with accepting = false by the thread that found the violation while dispatching, or
-  // by the scheduler for a violation another thread found; cleared at the death.
-  _Atomic bool violated;
-  bool broken;
-  char violation[160];
-  // Liveness (sched.c, under w->mu): while the child holds work, the heartbeat seen last and
-  // when the scheduler saw it move (parent clock).
-  bool hb_watching;
-  uint64_t hb_seen;
-  int64_t hb_seen_at;
-  // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
-  // set by the killer before the kill, read by lw__ep_describe_exit for every message about
-  // the death (on_child_death's, a control's that sees the death first); cleared when the next
-  // child is spawned (lw__ep_spawn, after the supervisor took ctl_mu: no control still waiting
-  // on the old child reads it then).
-  _Atomic int64_t hb_killed_ms;
-  int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
-  uint32_t n_deaths;
-  uint32_t respawns;
-} lw_endpoint_t;
-
-// "chip 1" / "sub 0".
-const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
-LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err);
-// Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
-LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
-                                          lw_error_t *err);
-// One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
-// one holding w->mu. The child's death while waiting gives CHILD_EXITED; so does a control
-// frame or header the child corrupted (a protocol violation: lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
-                                       lw_mb_control_ack_t *out_ack, lw_error_t *err);
-// The same, posted only to the child of that generation (0: whichever child is there): a
-// command naming a child's local ids gives CHILD_EXITED, unposted, once that child was
-// replaced.
-LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
-                                           const lw_mb_control_post_t *post,
-                                           lw_mb_control_ack_t *out_ack, lw_error_t *err);
-// Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
-// identity and frame. A frame the parent's record says is free but that is not IDLE, or a
-// header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
-// True when the child died (pidfd readable). Marks it DEAD.
-bool lw__ep_check_dead(lw_endpoint_t *ep);
-// Kills ep's current child with SIGKILL from any thread (through a pidfd of its own, checked
-// against the fork server's exit table so a reused pid is never hit). Its death is then
-// handled as usual.
-void lw__ep_kill(lw_endpoint_t *ep);
-// The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
-int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
-// Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
-// SIGSEGV"; a status the child gave itself is named: "child pid 42 exited with status 3
-// (completion ring stuck: ...)", child/child_exit.h), prefixed with "no heartbeat for N ms
-// (stopped or wedged)" when it was a liveness kill (hb_killed_ms); waits briefly for the
-// server to publish it. bytes: 192 fits it all.
-void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
-void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
-// Copies the last exit description ("" when none) into buf.
-const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes);
-// Records that ep's child broke the protocol (any thread; the first reason wins) and wakes the
-// scheduler, which stops reading the mailbox, kills the child and lets the death path fail its
-// work and respawn it. Fills err with CHILD_EXITED "chip 1: protocol violation: <what>; child
-// killed", naming the child from the endpoint, never from the mailbox.
-lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *err);
 
 // ---------------------------------------------------------------------------------------------
 // Callables
@@ -408,7 +278,7 @@ struct lw_worker {
   bool orch_started;
   pthread_t sched_thread;
   bool sched_started;
-  // The supervisor: respawns dead children off the scheduler thread (respawn.c).
+  // The supervisor: respawns dead children off the scheduler thread (supervise.c).
   pthread_t sup_thread;
   bool sup_started;
   pthread_mutex_t sup_mu;
@@ -449,6 +319,8 @@ static inline lw_mailbox_t *lw__worker_mailbox(lw_worker_t *w, uint32_t slot) {
   return (lw_mailbox_t *)((uint8_t *)w->mailboxes + LW_MAILBOX_STRIDE * slot);
 }
 
+// The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
+int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Wakes the scheduler: new work, or something for it to look at. Any thread.
 void lw__worker_kick(lw_worker_t *w);
 // Writes the user event fd. Any thread.
@@ -497,16 +369,6 @@ void lw__wc_unpin(lw_worker_t *w, uint32_t wc);
 static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {
   return ((uint64_t)tag << 32) | (sub_index & 0xffffffffu);
 }
-// The supervisor thread, and how the scheduler hands it a dead child.
-LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w);
-void lw__supervisor_stop(lw_worker_t *w);
-void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep);
-
-// Restarts a dead child and replays its callables (supervisor thread, no lock held). On
-// success the endpoint takes tasks again; on failure (crash loop, respawn off, start-up or
-// replay failure) it is failed for good.
-void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep);
-
 // Starts posting a deferred unregister taken from w->due_unregisters (no lock held).
 void lw__wop_start_unregister(lw_wop_t *op);
 
