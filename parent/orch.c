@@ -8,6 +8,7 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "parent/callables.h"
 #include "parent/tmap.h"
 #include "parent/worker_impl.h"
 

@@ -21,6 +21,7 @@
 #include "lanes/error.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
+#include "parent/callables.h"
 #include "parent/supervise.h"
 #include "parent/worker_impl.h"
 
