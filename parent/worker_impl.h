@@ -1,19 +1,31 @@
 // parent/worker_impl.h — struct lw_worker, which wires the parent's components together, and
-// the internal calls between them that have no header of their own yet. Components, each with
-// its own header stating its contract (owner, lifecycle, threads, locks):
+// the few calls of the worker itself (worker.c) that every component uses: waking the
+// scheduler, notifying the user, the heartbeat period, a child's mailbox.
+// Components, each with its own header stating its contract (what it owns, lifecycle, which
+// thread calls what, which lock guards what):
 //   arena.h       the shared-arena allocator (arena.c)
 //   endpoint.h    one endpoint per child: spawn, INIT wait, control round trips, task posts
 //                 (endpoint.c)
 //   callables.h   the callable table, register/unregister broadcast with rollback,
 //                 register_sub, pins and deferred unregisters (callables.c)
+//   runs.h        runs, their handles and reports, the run queue, the orchestrator thread
+//                 and inline runs (runs.c)
+//   dag.h         the task ring, task states, groups, ready queues, lw_orch_* submits,
+//                 finishing, poisoning and retirement of tasks (dag.c)
+//   tmap.h        the tensor map (hazard map) the DAG derives dependencies from (tmap.c)
+//   sched.h       the scheduler thread: completions, dispatch, cancels, escalation, child
+//                 death (sched.c)
 //   supervise.h   the supervisor thread: respawn with callable replay, crash-loop bound
 //                 (supervise.c)
-//   tmap.h        the tensor map (hazard map) orch.c derives dependencies from (tmap.c)
 //   forkserver.h  the fork server and the zygote (forkserver.c)
-// Still declared here (their state is fields of struct lw_worker, under w->mu):
-//   worker.c    create/destroy, alloc, events, cancel_all
-//   orch.c      runs, the orchestrator thread, lw_orch_* (task ring, tensor map, scopes)
-//   sched.c     the scheduler thread: completions, dispatch, cancels, escalation, child death
+//   worker.c      lw_worker_create/destroy (wiring the components), configuration, alloc,
+//                 events, cancel_all
+// Why the struct is still here: the components' state is still fields of struct lw_worker
+// (each header names its fields), and most of it is guarded by the one w->mu that the DAG,
+// the callables and the scheduler share; giving each component a struct of its own belongs
+// with giving the DAG one owner (DESIGN 9). The include graph is acyclic: a component header
+// includes no other parent header (but dag.h, which includes tmap.h); this one includes those
+// the struct needs, and the .c files include this one and the headers they call into.
 //
 // Threads:
 //   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
@@ -31,6 +43,8 @@
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
+//   w->sub_mu (the sub children's tables) comes before w->mu and ep->ctl_mu.
+//   w->sup_mu (the supervisor's queue) is a leaf, taken with no other lock held.
 //   w->run_mu guards the run queue and the list of unfinished runs only; it may be taken under
 //   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
@@ -51,100 +65,13 @@
 #include "mailbox/mailbox.h"
 #include "parent/arena.h"
 #include "parent/callables.h"
+#include "parent/dag.h"
 #include "parent/endpoint.h"
 #include "parent/forkserver.h"
-
-#define LW_MAX_SCOPES 16
+#include "parent/runs.h"
+#include "parent/sched.h"
 
 typedef struct lw_worker lw_worker_t;
-typedef struct lw_task lw_task_t;
-typedef struct lw_run lw_run_t;
-
-// ---------------------------------------------------------------------------------------------
-// Tasks and runs
-
-typedef enum lw_task_state {
-  LW_TS_FREE = 0,
-  LW_TS_BUILDING = 1,
-  LW_TS_PENDING = 2,
-  LW_TS_READY = 3,
-  LW_TS_RUNNING = 4,
-  LW_TS_COMPLETED = 5,
-  LW_TS_FAILED = 6,
-  LW_TS_CONSUMED = 7,
-} lw_task_state_t;
-
-typedef struct lw_task_ref {
-  uint32_t index;
-  uint32_t gen;
-} lw_task_ref_t;
-
-typedef struct lw_group {
-  uint32_t n;
-  uint32_t n_ready;
-  uint32_t n_open;       // members not yet terminal
-  lw_task_t **members;
-  struct lw_group *next_ready;
-} lw_group_t;
-
-struct lw_task {
-  uint32_t index;
-  uint32_t gen;
-  lw_task_state_t state;
-  lw_run_t *run;
-  uint64_t task_id;
-  lw_mb_task_kind_t kind;
-  int32_t worker;          // chip index, LW_ANY_CHIP, or -1 for subs
-  uint32_t wc;             // callable table index
-  uint64_t wc_id;
-  lw_mb_args_t args;
-  int64_t timeout_ns;
-  uint32_t n_pending;      // unmet dependencies
-  lw_task_ref_t *consumers;
-  uint32_t n_consumers, cap_consumers;
-  lw_group_t *group;
-  lw_task_t *next;         // ready queue link
-  // Dispatch.
-  lw_endpoint_t *ep;
-  uint32_t frame;
-  lw_mb_identity_t identity;
-  int64_t cancel_at;       // when the scheduler cancelled it in its child (0: not)
-  // When the scheduler first saw the kernel running (parent clock; 0: not yet): escalation
-  // grace and timeouts count from here, never from a time the child wrote.
-  int64_t seen_started_at;
-  lw_status_t escalated;   // CANCELLED / DEADLINE_EXCEEDED: its child was killed for it
-};
-
-typedef struct lw_task_queue {
-  lw_task_t *head, *tail;
-  uint32_t n;
-} lw_task_queue_t;
-
-struct lw_run {
-  lw_handle_t handle;  // first
-  lw_worker_t *w;
-  lw_orch_fn fn;
-  void *user;
-  uint64_t run_id;
-  lw_run_t *next;      // run queue link
-  // Run handles finish in run-id order (w->run_mu): settled = every task is terminal and the
-  // orch function returned; the handle finishes once every earlier run's handle has.
-  lw_run_t *next_unfinished;
-  bool settled;
-  bool orch_done;
-  bool failed;
-  bool cancelled;
-  uint32_t n_tasks, n_terminal, n_completed, n_failed;
-  int64_t t_start;
-  lw_error_t error;    // first error
-  lw_run_report_t report;
-};
-
-struct lw_orch {
-  lw_worker_t *w;
-  lw_run_t *run;
-  struct lw_tmap *tmap;  // the worker's tensor map (parent/tmap.h); it tracks the scopes
-};
 
 // ---------------------------------------------------------------------------------------------
 // The worker
@@ -186,7 +113,7 @@ struct lw_worker {
   uint64_t next_control_id;  // the last op serial handed out (w->mu)
   uint32_t live_runs;
   uint32_t live_ops;
-  // lw__task_finish's work list (orch.c): the tasks a finish in progress also finishes.
+  // lw__task_finish's work list (dag.c): the tasks a finish in progress also finishes.
   struct lw_finish_item *finish_stack;
   uint32_t n_finish, cap_finish;
   bool finishing;
@@ -252,26 +179,5 @@ int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 void lw__worker_kick(lw_worker_t *w);
 // Writes the user event fd. Any thread.
 void lw__worker_notify_user(void *ctx, lw_handle_t *h);
-
-// orch.c
-LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
-bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
-void lw__orch_stop(lw_worker_t *w);
-// A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
-// Runs that completed are appended to *finished (finish them after unlocking). When it
-// returns, t and every task it finished on the way (consumers, group members) are retired;
-// called from inside such a finish, it only queues t (no recursion per dependency).
-void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
-                     lw_run_t **finished);
-// A run is settled: every task is terminal and its orch function returned (no lock held).
-// Its handle finishes now if every earlier run's handle has finished, else right after the
-// last of them: run handles finish in submission (run-id) order.
-void lw__run_complete(lw_run_t *run);
-
-// sched.c
-LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w);
-void lw__sched_dispatch_now(lw_worker_t *w);
-void lw__sched_stop(lw_worker_t *w);
-
 
 #endif  // LANEWORK_PARENT_WORKER_IMPL_H_
