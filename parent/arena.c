@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "lanes/error.h"
-#include "parent/worker_impl.h"
+#include "parent/arena.h"
+#include "parent/forkserver.h"
 
 #define ALIGN 64u
 
@@ -34,7 +35,7 @@ static void remove_at(lw_arena_block_t *v, uint32_t *n, uint32_t i) {
   (*n)--;
 }
 
-lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
+lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes) {
   memset(a, 0, sizeof(*a));
   a->fd = -1;
   pthread_mutex_init(&a->mu, NULL);
@@ -60,7 +61,7 @@ lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes) {
   return LW_OK;
 }
 
-void lw__arena_destroy(lw_arena_t *a) {
+void lw__arena_deinitialize(lw_arena_t *a) {
   if (a->base) lw__forkserver_share_unmap(a->base, a->bytes);
   if (a->fd >= 0) close(a->fd);
   free(a->free_list);

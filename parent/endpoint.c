@@ -10,6 +10,7 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "parent/endpoint.h"
 #include "parent/worker_impl.h"
 
 // A control round trip re-checks the child's liveness this often while it waits.

@@ -21,13 +21,15 @@
 #include "lanes/error.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
+#include "parent/callables.h"
+#include "parent/dag.h"
+#include "parent/runs.h"
+#include "parent/sched.h"
+#include "parent/supervise.h"
 #include "parent/worker_impl.h"
 
 #define TAG_WAKE 0xffffffffu
 #define TAG_FS 0xfffffffeu
-
-void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
-bool lw__run_stopped(const lw_run_t *run);
 
 // What a pass found under w->mu and hands on once the lock is dropped. Intrusive lists, so
 // nothing is ever dropped however much completes in one pass.

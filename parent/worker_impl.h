@@ -1,11 +1,31 @@
-// parent/worker_impl.h — internals of lw_worker_t shared by the parent's files:
-//   worker.c    create/destroy, callables (register/unregister broadcast), alloc, events
-//   arena.c     the shared-arena allocator
-//   endpoint.c  one endpoint per child: spawn, INIT wait, control round trips, task posts
-//   orch.c      runs, the orchestrator thread, lw_orch_* (task ring, tensor map, scopes)
-//   tmap.c      the tensor map (hazard map) orch.c derives dependencies from (tmap.h)
-//   sched.c     the scheduler thread: completions, dispatch, cancels, escalation, child death
-//   respawn.c   the supervisor thread: respawn with callable replay, crash-loop bound
+// parent/worker_impl.h — struct lw_worker, which wires the parent's components together, and
+// the few calls of the worker itself (worker.c) that every component uses: waking the
+// scheduler, notifying the user, the heartbeat period, a child's mailbox.
+// Components, each with its own header stating its contract (what it owns, lifecycle, which
+// thread calls what, which lock guards what):
+//   arena.h       the shared-arena allocator (arena.c)
+//   endpoint.h    one endpoint per child: spawn, INIT wait, control round trips, task posts
+//                 (endpoint.c)
+//   callables.h   the callable table, register/unregister broadcast with rollback,
+//                 register_sub, pins and deferred unregisters (callables.c)
+//   runs.h        runs, their handles and reports, the run queue, the orchestrator thread
+//                 and inline runs (runs.c)
+//   dag.h         the task ring, task states, groups, ready queues, lw_orch_* submits,
+//                 finishing, poisoning and retirement of tasks (dag.c)
+//   tmap.h        the tensor map (hazard map) the DAG derives dependencies from (tmap.c)
+//   sched.h       the scheduler thread: completions, dispatch, cancels, escalation, child
+//                 death (sched.c)
+//   supervise.h   the supervisor thread: respawn with callable replay, crash-loop bound
+//                 (supervise.c)
+//   forkserver.h  the fork server and the zygote (forkserver.c)
+//   worker.c      lw_worker_create/destroy (wiring the components), configuration, alloc,
+//                 events, cancel_all
+// Why the struct is still here: the components' state is still fields of struct lw_worker
+// (each header names its fields), and most of it is guarded by the one w->mu that the DAG,
+// the callables and the scheduler share; giving each component a struct of its own belongs
+// with giving the DAG one owner (DESIGN 9). The include graph is acyclic: a component header
+// includes no other parent header (but dag.h, which includes tmap.h); this one includes those
+// the struct needs, and the .c files include this one and the headers they call into.
 //
 // Threads:
 //   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
@@ -14,7 +34,7 @@
 //   - the scheduler thread is the single progress owner: it drains every child's completion
 //     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
 //     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
-//   - the supervisor thread (respawn.c) respawns children the scheduler found dead and replays
+//   - the supervisor thread (supervise.c) respawns children the scheduler found dead and replays
 //     their callables, so the scheduler keeps serving the others meanwhile;
 //   - user threads post controls (register/unregister) themselves, under the endpoint's
 //     control mutex; submitting threads may post ready tasks directly (under w->mu).
@@ -23,6 +43,8 @@
 //   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
+//   w->sub_mu (the sub children's tables) comes before w->mu and ep->ctl_mu.
+//   w->sup_mu (the supervisor's queue) is a leaf, taken with no other lock held.
 //   w->run_mu guards the run queue and the list of unfinished runs only; it may be taken under
 //   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
@@ -41,313 +63,15 @@
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "mailbox/mailbox.h"
+#include "parent/arena.h"
+#include "parent/callables.h"
+#include "parent/dag.h"
+#include "parent/endpoint.h"
 #include "parent/forkserver.h"
-
-#define LW_CALLABLE_NAME_BYTES 128
-#define LW_MAX_CALLABLES 1024
-#define LW_MAX_SCOPES 16
+#include "parent/runs.h"
+#include "parent/sched.h"
 
 typedef struct lw_worker lw_worker_t;
-typedef struct lw_task lw_task_t;
-typedef struct lw_run lw_run_t;
-typedef struct lw_wop lw_wop_t;
-
-// ---------------------------------------------------------------------------------------------
-// Arena
-
-typedef struct lw_arena_block {
-  uint64_t offset, bytes;
-} lw_arena_block_t;
-
-typedef struct lw_arena {
-  pthread_mutex_t mu;
-  uint8_t *base;
-  uint64_t bytes;
-  int fd;
-  lw_arena_block_t *free_list;  // sorted by offset, coalesced
-  uint32_t n_free, cap_free;
-  lw_arena_block_t *used;       // sorted by offset
-  uint32_t n_used, cap_used;
-} lw_arena_t;
-
-LW_MUST_USE lw_status_t lw__arena_create(lw_arena_t *a, uint64_t bytes);
-void lw__arena_destroy(lw_arena_t *a);
-void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes);
-// false when p is not a live block of this arena.
-bool lw__arena_free(lw_arena_t *a, void *p);
-static inline bool lw__arena_contains(const lw_arena_t *a, const void *p, uint64_t bytes) {
-  uintptr_t b = (uintptr_t)a->base, q = (uintptr_t)p;
-  return q >= b && q - b <= a->bytes && bytes <= a->bytes - (q - b);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Endpoints
-
-typedef enum lw_ep_state {
-  LW_EP_STARTING = 0,
-  LW_EP_READY = 1,
-  LW_EP_DEAD = 2,        // failed for good: its tasks fail at once
-  LW_EP_RESPAWNING = 3,  // died; a new child is being started and its callables replayed
-} lw_ep_state_t;
-
-#define LW_EP_DEATH_LOG 16
-
-typedef struct lw_endpoint {
-  lw_worker_t *w;
-  uint32_t slot;             // fork-server slot: chips first, then subs
-  lw_mb_child_kind_t kind;
-  uint32_t index;            // chip index or sub index
-  lw_mailbox_t *mb;
-  _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
-  int pidfd;                 // scheduler thread only (and create/destroy)
-  _Atomic uint32_t state;    // lw_ep_state_t
-  uint64_t generation;
-  // Sub children: the generation whose function table matches w->sub_fns (under w->sub_mu).
-  // A new child differs until its replay is complete; register_sub skips it meanwhile.
-  uint64_t sub_synced_gen;
-  pthread_mutex_t post_mu;   // next_seq and publishing a post
-  uint64_t next_seq;
-  uint64_t next_dispatch;
-  pthread_mutex_t ctl_mu;    // one control round trip at a time
-  // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
-  lw_task_t *frame_task[LW_MB_TASK_FRAMES];
-  uint32_t busy;
-  // "child pid 42 killed by SIGSEGV" once dead; written by the scheduler, read by any thread:
-  // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
-  pthread_mutex_t desc_mu;
-  char exit_desc[192];
-  // Takes tasks, and the scheduler may touch its mailbox: false from a death (or a protocol
-  // violation) until the new child has every callable again. Written under w->mu; atomic so
-  // the scheduler's sleep bookkeeping can read it without the lock.
-  _Atomic bool accepting;
-  // The child broke the protocol (garbage in its mailbox or completion ring): nothing reads
-  // its mailbox again, it is killed, and the death path fails its work naming the violation
-  // and respawns it. `violated` is set by whichever thread found it (lw__ep_violation) and
-  // cleared by the supervisor when it resets the mailbox for a new child; the reason
-  // (`violation`) is under desc_mu. `broken` (under w->mu) means the scheduler owns the kill:
-  // set with accepting = false by the thread that found the violation while dispatching, or
-  // by the scheduler for a violation another thread found; cleared at the death.
-  _Atomic bool violated;
-  bool broken;
-  char violation[160];
-  // Liveness (sched.c, under w->mu): while the child holds work, the heartbeat seen last and
-  // when the scheduler saw it move (parent clock).
-  bool hb_watching;
-  uint64_t hb_seen;
-  int64_t hb_seen_at;
-  // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
-  // set by the killer before the kill, read by lw__ep_describe_exit for every message about
-  // the death (on_child_death's, a control's that sees the death first); cleared when the next
-  // child is spawned (lw__ep_spawn, after the supervisor took ctl_mu: no control still waiting
-  // on the old child reads it then).
-  _Atomic int64_t hb_killed_ms;
-  int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
-  uint32_t n_deaths;
-  uint32_t respawns;
-} lw_endpoint_t;
-
-// "chip 1" / "sub 0".
-const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
-LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err);
-// Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
-LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
-                                          lw_error_t *err);
-// One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
-// one holding w->mu. The child's death while waiting gives CHILD_EXITED; so does a control
-// frame or header the child corrupted (a protocol violation: lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
-                                       lw_mb_control_ack_t *out_ack, lw_error_t *err);
-// The same, posted only to the child of that generation (0: whichever child is there): a
-// command naming a child's local ids gives CHILD_EXITED, unposted, once that child was
-// replaced.
-LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
-                                           const lw_mb_control_post_t *post,
-                                           lw_mb_control_ack_t *out_ack, lw_error_t *err);
-// Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
-// identity and frame. A frame the parent's record says is free but that is not IDLE, or a
-// header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
-// True when the child died (pidfd readable). Marks it DEAD.
-bool lw__ep_check_dead(lw_endpoint_t *ep);
-// Kills ep's current child with SIGKILL from any thread (through a pidfd of its own, checked
-// against the fork server's exit table so a reused pid is never hit). Its death is then
-// handled as usual.
-void lw__ep_kill(lw_endpoint_t *ep);
-// The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
-int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
-// Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
-// SIGSEGV"; a status the child gave itself is named: "child pid 42 exited with status 3
-// (completion ring stuck: ...)", child/child_exit.h), prefixed with "no heartbeat for N ms
-// (stopped or wedged)" when it was a liveness kill (hb_killed_ms); waits briefly for the
-// server to publish it. bytes: 192 fits it all.
-void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
-void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
-// Copies the last exit description ("" when none) into buf.
-const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes);
-// Records that ep's child broke the protocol (any thread; the first reason wins) and wakes the
-// scheduler, which stops reading the mailbox, kills the child and lets the death path fail its
-// work and respawn it. Fills err with CHILD_EXITED "chip 1: protocol violation: <what>; child
-// killed", naming the child from the endpoint, never from the mailbox.
-lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *err);
-
-// ---------------------------------------------------------------------------------------------
-// Callables
-
-typedef enum lw_wc_state {
-  LW_WC_FREE = 0,
-  LW_WC_REGISTERING = 1,
-  LW_WC_LIVE = 2,
-  LW_WC_UNREGISTERING = 3,
-} lw_wc_state_t;
-
-typedef enum lw_wc_kind {
-  LW_WC_CHIP = 1,
-  LW_WC_SUB = 2,
-} lw_wc_kind_t;
-
-typedef struct lw_wcallable {
-  lw_wc_state_t state;
-  lw_wc_kind_t kind;
-  // The handle id of this slot (w->callable_ids decides which ids are valid; this copy, 0
-  // while the slot is free, lets a task check that its slot still holds its callable).
-  uint64_t id;
-  char name[LW_CALLABLE_NAME_BYTES];
-  char entry[LW_CALLABLE_NAME_BYTES];
-  uint32_t n_params;
-  uint8_t param_dirs[LW_MAX_PARAMS];
-  void *image;                 // arena copy (chip): replayed to a respawned child
-  uint64_t image_bytes;
-  uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
-  uint64_t sub_index;          // sub callables: index in every sub child's table
-  // Sub callables: the tag every sub child keeps at sub_index. Unique per worker (from
-  // w->last_sub_tag), so a task naming one index with another function's tag is refused.
-  uint32_t sub_tag;
-  lw_sub_fn fn;
-  // Tasks that reference this callable and may still need it on the parent's side: for a
-  // chip callable, tasks accepted but not yet posted (once posted, the chip child holds its
-  // own pin until the run finished); for a sub callable, tasks not yet terminal (a sub child
-  // keeps no pins). The slot, and with it the id, is freed only when pins is 0.
-  uint32_t pins;
-  // An unregister not posted yet: it waits for pins == 0 (a chip callable's stays set while
-  // it waits on w->due_unregisters, until the scheduler posts it).
-  lw_wop_t *deferred_unregister;
-} lw_wcallable_t;
-_Static_assert(sizeof(((lw_wcallable_t *)0)->param_dirs) == LW_MAX_PARAMS,
-               "a callable's param_dirs holds LW_MAX_PARAMS entries");
-
-// A worker-level register or unregister, broadcast to every chip child.
-typedef enum lw_wop_kind {
-  LW_WOP_REGISTER = 1,
-  LW_WOP_UNREGISTER = 2,
-  LW_WOP_ROLLBACK = 3,  // an unregister undoing a partial register: no handle is waiting
-} lw_wop_kind_t;
-
-struct lw_wop {
-  lw_handle_t handle;  // first
-  lw_worker_t *w;
-  lw_wop_kind_t kind;
-  uint32_t wc;         // callable table index
-  // From w->next_control_id, never reused: a chip's report names (serial << 8 | chip), so a
-  // late report can never complete a later op that happens to live at the same address.
-  uint64_t serial;
-  bool sub;            // a sub callable's unregister: no chip takes part, pins gate it
-  uint32_t pending;    // chips that have not reported
-  bool reported[LW_MAX_CHIPS];
-  bool ok[LW_MAX_CHIPS];
-  uint64_t local[LW_MAX_CHIPS];
-  lw_status_t status;  // first failure
-  lw_error_t error;
-  lw_wop_t *next_pending;  // in w->ops (under w->mu)
-  // In a pending_work_t list of the scheduler (ops to complete, deferred unregisters to post).
-  // An op is on at most one such list at a time.
-  lw_wop_t *next_done;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Tasks and runs
-
-typedef enum lw_task_state {
-  LW_TS_FREE = 0,
-  LW_TS_BUILDING = 1,
-  LW_TS_PENDING = 2,
-  LW_TS_READY = 3,
-  LW_TS_RUNNING = 4,
-  LW_TS_COMPLETED = 5,
-  LW_TS_FAILED = 6,
-  LW_TS_CONSUMED = 7,
-} lw_task_state_t;
-
-typedef struct lw_task_ref {
-  uint32_t index;
-  uint32_t gen;
-} lw_task_ref_t;
-
-typedef struct lw_group {
-  uint32_t n;
-  uint32_t n_ready;
-  uint32_t n_open;       // members not yet terminal
-  lw_task_t **members;
-  struct lw_group *next_ready;
-} lw_group_t;
-
-struct lw_task {
-  uint32_t index;
-  uint32_t gen;
-  lw_task_state_t state;
-  lw_run_t *run;
-  uint64_t task_id;
-  lw_mb_task_kind_t kind;
-  int32_t worker;          // chip index, LW_ANY_CHIP, or -1 for subs
-  uint32_t wc;             // callable table index
-  uint64_t wc_id;
-  lw_mb_args_t args;
-  int64_t timeout_ns;
-  uint32_t n_pending;      // unmet dependencies
-  lw_task_ref_t *consumers;
-  uint32_t n_consumers, cap_consumers;
-  lw_group_t *group;
-  lw_task_t *next;         // ready queue link
-  // Dispatch.
-  lw_endpoint_t *ep;
-  uint32_t frame;
-  lw_mb_identity_t identity;
-  int64_t cancel_at;       // when the scheduler cancelled it in its child (0: not)
-  // When the scheduler first saw the kernel running (parent clock; 0: not yet): escalation
-  // grace and timeouts count from here, never from a time the child wrote.
-  int64_t seen_started_at;
-  lw_status_t escalated;   // CANCELLED / DEADLINE_EXCEEDED: its child was killed for it
-};
-
-typedef struct lw_task_queue {
-  lw_task_t *head, *tail;
-  uint32_t n;
-} lw_task_queue_t;
-
-struct lw_run {
-  lw_handle_t handle;  // first
-  lw_worker_t *w;
-  lw_orch_fn fn;
-  void *user;
-  uint64_t run_id;
-  lw_run_t *next;      // run queue link
-  // Run handles finish in run-id order (w->run_mu): settled = every task is terminal and the
-  // orch function returned; the handle finishes once every earlier run's handle has.
-  lw_run_t *next_unfinished;
-  bool settled;
-  bool orch_done;
-  bool failed;
-  bool cancelled;
-  uint32_t n_tasks, n_terminal, n_completed, n_failed;
-  int64_t t_start;
-  lw_error_t error;    // first error
-  lw_run_report_t report;
-};
-
-struct lw_orch {
-  lw_worker_t *w;
-  lw_run_t *run;
-  struct lw_tmap *tmap;  // the worker's tensor map (parent/tmap.h); it tracks the scopes
-};
 
 // ---------------------------------------------------------------------------------------------
 // The worker
@@ -389,7 +113,7 @@ struct lw_worker {
   uint64_t next_control_id;  // the last op serial handed out (w->mu)
   uint32_t live_runs;
   uint32_t live_ops;
-  // lw__task_finish's work list (orch.c): the tasks a finish in progress also finishes.
+  // lw__task_finish's work list (dag.c): the tasks a finish in progress also finishes.
   struct lw_finish_item *finish_stack;
   uint32_t n_finish, cap_finish;
   bool finishing;
@@ -408,7 +132,7 @@ struct lw_worker {
   bool orch_started;
   pthread_t sched_thread;
   bool sched_started;
-  // The supervisor: respawns dead children off the scheduler thread (respawn.c).
+  // The supervisor: respawns dead children off the scheduler thread (supervise.c).
   pthread_t sup_thread;
   bool sup_started;
   pthread_mutex_t sup_mu;
@@ -449,65 +173,11 @@ static inline lw_mailbox_t *lw__worker_mailbox(lw_worker_t *w, uint32_t slot) {
   return (lw_mailbox_t *)((uint8_t *)w->mailboxes + LW_MAILBOX_STRIDE * slot);
 }
 
+// The heartbeat period asked of every child (lw_mb_header_t.heartbeat_period_ns).
+int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Wakes the scheduler: new work, or something for it to look at. Any thread.
 void lw__worker_kick(lw_worker_t *w);
 // Writes the user event fd. Any thread.
 void lw__worker_notify_user(void *ctx, lw_handle_t *h);
-
-// orch.c
-LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
-bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
-void lw__orch_stop(lw_worker_t *w);
-// A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
-// Runs that completed are appended to *finished (finish them after unlocking). When it
-// returns, t and every task it finished on the way (consumers, group members) are retired;
-// called from inside such a finish, it only queues t (no recursion per dependency).
-void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
-                     lw_run_t **finished);
-// A run is settled: every task is terminal and its orch function returned (no lock held).
-// Its handle finishes now if every earlier run's handle has finished, else right after the
-// last of them: run handles finish in submission (run-id) order.
-void lw__run_complete(lw_run_t *run);
-
-// sched.c
-LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w);
-void lw__sched_dispatch_now(lw_worker_t *w);
-void lw__sched_stop(lw_worker_t *w);
-
-// worker.c: a chip reported on a register/unregister op (w->mu held). Returns true when the
-// op has every report and must be completed with lw__wop_complete (without w->mu).
-// chip is the parent's own record of where the completion came from (the endpoint whose ring
-// held it), never a value the child wrote: a child cannot report for another chip.
-bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
-                    uint64_t value, const lw_error_t *err, lw_wop_t **out_op);
-void lw__wop_complete(lw_wop_t *op);
-// A chip died: every op posted to it that it has not answered gets its report now (w->mu
-// held): a register fails with err, an unregister counts as done (nothing of the callable is
-// left on that chip). A register that chip had already taken, still waiting on other chips,
-// fails too: the new child will not have the callable (the replay takes live ones only). Ops
-// that became complete are pushed onto *done (linked by next_done; no bound) for
-// lw__wop_complete without w->mu.
-void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
-// Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
-// waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
-// callable's unregister is queued on w->due_unregisters and the scheduler is woken to post it.
-void lw__wc_unpin(lw_worker_t *w, uint32_t wc);
-// The task-frame `callable` word of a sub task: (tag << 32) | sub index. The sub child
-// refuses a task whose tag is not the one it registered at that index.
-static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {
-  return ((uint64_t)tag << 32) | (sub_index & 0xffffffffu);
-}
-// The supervisor thread, and how the scheduler hands it a dead child.
-LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w);
-void lw__supervisor_stop(lw_worker_t *w);
-void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep);
-
-// Restarts a dead child and replays its callables (supervisor thread, no lock held). On
-// success the endpoint takes tasks again; on failure (crash loop, respawn off, start-up or
-// replay failure) it is failed for good.
-void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep);
-
-// Starts posting a deferred unregister taken from w->due_unregisters (no lock held).
-void lw__wop_start_unregister(lw_wop_t *op);
 
 #endif  // LANEWORK_PARENT_WORKER_IMPL_H_

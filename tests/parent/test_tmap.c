@@ -201,7 +201,7 @@ Test(tmap, a_task_reading_one_buffer_twice_is_one_reader) {
 }
 
 Test(tmap, a_task_that_reads_then_writes_a_buffer_is_reported_as_its_own_reader) {
-  // The caller drops such a self edge (orch.c add_edge); the map reports what it recorded.
+  // The caller drops such a self edge (dag.c add_edge); the map reports what it recorded.
   EXPECT_NO_EDGES(use(A, LW_TAG_INPUT, 1));
   EXPECT_EDGES(use(A, LW_TAG_OUTPUT, 1), 1);
   lw_tmap_entry_info_t info;

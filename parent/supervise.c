@@ -1,4 +1,4 @@
-// parent/respawn.c — bringing a dead child back: crash-loop bound, a fresh mailbox, a new
+// parent/supervise.c — bringing a dead child back: crash-loop bound, a fresh mailbox, a new
 // child from the fork server, and every registered callable replayed before it takes work.
 //
 // Runs on the worker's supervisor thread, so the scheduler keeps serving the other children
@@ -14,6 +14,8 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "parent/callables.h"
+#include "parent/supervise.h"
 #include "parent/worker_impl.h"
 
 #define REPLAY_TIMEOUT_NS (60ll * 1000 * 1000 * 1000)

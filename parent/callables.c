@@ -1,0 +1,680 @@
+// parent/callables.c — the worker's callable table, register/unregister broadcast to every
+// chip child (all-or-nothing with rollback), register_sub; contract in parent/callables.h.
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callables/digest.h"
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/callables.h"
+#include "parent/worker_impl.h"
+
+// ---------------------------------------------------------------------------------------------
+// Code mapped at create time (lw_worker_register_sub checks function pointers against it).
+
+static bool base_known(const lw_worker_t *w, uintptr_t base) {
+  for (uint32_t i = 0; i < w->n_code_bases; ++i) {
+    if (w->code_bases[i] == base) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callable table (w->mu held)
+
+static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
+  uint32_t index;
+  if (lw__handle_table_lookup(&w->callable_ids, h.id, &index) != LW_OK) return NULL;
+  return &w->callables[index];
+}
+
+// A zeroed slot (state FREE until the caller sets it) with a fresh id, or NULL when the table
+// is full.
+static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
+  uint32_t index;
+  uint64_t id;
+  if (lw__handle_table_alloc(&w->callable_ids, &index, &id) != LW_OK) return NULL;
+  lw_wcallable_t *c = &w->callables[index];
+  memset(c, 0, sizeof(*c));
+  c->id = id;
+  return c;
+}
+
+static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
+  if (c->image) lw__arena_free(&w->arena, c->image);
+  lw__handle_table_release(&w->callable_ids, (uint32_t)(c - w->callables));
+  memset(c, 0, sizeof(*c));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Register / unregister ops
+
+static void wop_destroy(lw_handle_t *h) { free(h); }
+static lw_status_t wop_cancel(lw_handle_t *h);
+static const lw_handle_ops_t wop_ops = {.cancel = wop_cancel, .destroy = wop_destroy};
+
+// w->mu held (the serial comes from w->next_control_id).
+static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
+  lw_wop_t *op = calloc(1, sizeof(*op));
+  if (!op) return NULL;
+  op->serial = ++w->next_control_id;
+  lw__handle_initialize(&op->handle, kind == LW_WOP_REGISTER ? LW_HANDLE_REGISTER
+                                                             : LW_HANDLE_UNREGISTER,
+                        &wop_ops);
+  lw__handle_set_notify(&op->handle, lw__worker_notify_user, w);
+  op->w = w;
+  op->kind = kind;
+  op->wc = wc;
+  op->pending = w->cfg.n_chips;
+  return op;
+}
+
+// (serial << 8) | chip: unique per op and chip for the worker's lifetime, so a report can only
+// ever complete the op it was posted for. Serials stay far below 2^55, so these ids never meet
+// the replay's (bit 63 set; see supervise.c).
+static uint64_t op_control_id(const lw_wop_t *op, uint32_t chip) {
+  return (op->serial << 8) | chip;
+}
+
+static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t value,
+                      const lw_error_t *err) {
+  if (chip >= LW_MAX_CHIPS || op->reported[chip]) return;
+  op->reported[chip] = true;
+  op->pending--;
+  if (st == LW_OK) {
+    op->ok[chip] = true;
+    op->local[chip] = value;
+  } else if (op->status == LW_OK) {
+    op->status = st;
+    const char *what = op->kind == LW_WOP_REGISTER ? "register" : "unregister";
+    lw__error_set(&op->error, st, (int32_t)chip, 0, "chip %u: %s of %s failed: %s", chip, what,
+                  op->w->callables[op->wc].name, err ? err->message : lw_status_name(st));
+  }
+}
+
+static void ops_unlink(lw_worker_t *w, lw_wop_t *op) {
+  for (lw_wop_t **pp = &w->ops; *pp; pp = &(*pp)->next_pending) {
+    if (*pp == op) {
+      *pp = op->next_pending;
+      return;
+    }
+  }
+}
+
+bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
+                    uint64_t value, const lw_error_t *err, lw_wop_t **out_op) {
+  *out_op = NULL;
+  // Matched against the id this op posted to *this* chip: a control id the child made up (or
+  // one naming another chip) matches nothing.
+  for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
+    if (op->sub || op_control_id(op, chip) != control_id) continue;
+    op_record(op, chip, st, value, err);
+    if (op->pending == 0) {
+      ops_unlink(w, op);
+      *out_op = op;
+      return true;
+    }
+    return false;
+  }
+  return false;  // a completion for nothing we wait on: ignore (e.g. after destroy began)
+}
+
+// A deferred unregister is not posted yet (it stays deferred until the scheduler takes it off
+// w->due_unregisters to post it): the chips still have the callable (a respawned chip gets it
+// in its replay) and are told once its last queued task was posted.
+static bool op_deferred(const lw_worker_t *w, const lw_wop_t *op) {
+  return w->callables[op->wc].deferred_unregister == op;
+}
+
+void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done) {
+  lw_wop_t *op = w->ops;
+  while (op) {
+    lw_wop_t *next = op->next_pending;
+    if (op->kind == LW_WOP_REGISTER && op->reported[chip] && op->ok[chip]) {
+      // The chip took the register but its child is gone, and the new child does not get the
+      // callable (a respawn replays only live ones): the register cannot finish on every chip.
+      // Nothing is left there to roll back.
+      op->ok[chip] = false;
+      if (op->status == LW_OK) {
+        op->status = err->code;
+        lw__error_set(&op->error, err->code, (int32_t)chip, 0,
+                      "chip %u: register of %s failed: the child died after taking it, before "
+                      "every chip had: %s",
+                      chip, w->callables[op->wc].name, err->message);
+      }
+    }
+    if (!op->sub && !op_deferred(w, op) && !op->reported[chip]) {
+      // An unregister is done on a chip that died: nothing of the callable is left there (the
+      // replay skips callables being unregistered).
+      bool gone_is_done = op->kind == LW_WOP_UNREGISTER || op->kind == LW_WOP_ROLLBACK;
+      op_record(op, chip, gone_is_done ? LW_OK : err->code, 0, err);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        op->next_done = *done;
+        *done = op;
+      }
+    }
+    op = next;
+  }
+}
+
+// A sub callable's unregister is done: no task references the callable any more (w->mu held).
+static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op) {
+  ops_unlink(w, op);
+  wc_release(w, c);
+  w->live_ops--;
+  pthread_cond_broadcast(&w->idle_cv);
+  // Finishing only stores the result, wakes waiters and writes the event fd: fine under w->mu.
+  (void)lw__handle_finish(&op->handle, LW_OK, NULL);
+  lw__handle_unref(&op->handle);
+}
+
+void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
+  lw_wcallable_t *c = &w->callables[wc];
+  if (c->pins == 0 || --c->pins > 0 || !c->deferred_unregister) return;
+  lw_wop_t *op = c->deferred_unregister;
+  if (c->kind == LW_WC_SUB) {
+    c->deferred_unregister = NULL;
+    sub_unregister_done(w, c, op);
+    return;
+  }
+  // Still deferred (see op_deferred) until the scheduler takes it to post it.
+  op->next_done = w->due_unregisters;
+  w->due_unregisters = op;
+  lw__worker_kick(w);
+}
+
+// Posts the op's command to every chip (no lock held). A chip that answers with a
+// synchronous failure is recorded at once; the others report through their completion rings.
+static void wop_post(lw_wop_t *op) {
+  lw_worker_t *w = op->w;
+  lw_wcallable_t *c = &w->callables[op->wc];
+  // The op may complete (every chip reported, or died) while this loop still runs: keep it
+  // alive until the loop is done with it.
+  lw__handle_ref(&op->handle);
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
+    lw_endpoint_t *ep = &w->eps[i];
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    char name[LW_CALLABLE_NAME_BYTES], entry[LW_CALLABLE_NAME_BYTES];
+    // Read under w->mu while the op is still pending: the callable's slot is released only
+    // when the op completes, so nothing read here can belong to another callable.
+    pthread_mutex_lock(&w->mu);
+    if (op->pending == 0) {
+      pthread_mutex_unlock(&w->mu);
+      break;  // completed meanwhile (every chip reported or died)
+    }
+    if (op->reported[i]) {
+      pthread_mutex_unlock(&w->mu);
+      continue;  // this chip died before it was told: its report is in already
+    }
+    p.control_id = op_control_id(op, i);
+    memcpy(name, c->name, sizeof(name));
+    memcpy(entry, c->entry, sizeof(entry));
+    p.name = name;
+    p.entry = entry;
+    lw_wop_t *skipped_last = NULL;
+    bool skip = false;
+    uint64_t generation = 0;  // a register names no local id: any child may take it
+    if (op->kind == LW_WOP_REGISTER) {
+      p.command = LW_MB_CMD_REGISTER;
+      p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
+      p.image_bytes = c->image_bytes;
+      p.n_params = c->n_params;
+      memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
+    } else if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
+      // Nothing to undo on this chip; this may be the last report the op waited for.
+      op_record(op, i, LW_OK, 0, NULL);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        skipped_last = op;
+      }
+      skip = true;
+    } else if (!atomic_load(&ep->accepting)) {
+      // The chip is down or being respawned: its new child gets only callables that are live
+      // (or whose unregister is still deferred), and the replay drops one whose unregister
+      // started meanwhile. Posting here would name a local id of the dead child.
+      op_record(op, i, LW_OK, 0, NULL);
+      if (op->pending == 0) {
+        ops_unlink(w, op);
+        skipped_last = op;
+      }
+      skip = true;
+    } else {
+      p.command = LW_MB_CMD_UNREGISTER;
+      p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
+      // The target is the current child's local id (it takes work, so its replay is done):
+      // bound to that child, so that if it dies before the post, its successor never gets it.
+      pthread_mutex_lock(&ep->post_mu);
+      generation = ep->generation;
+      pthread_mutex_unlock(&ep->post_mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (skip) {
+      if (skipped_last) lw__wop_complete(skipped_last);
+      continue;
+    }
+    lw_mb_control_ack_t ack;
+    lw_error_t err;
+    lw_status_t st = lw__ep_control_gen(ep, generation, &p, &ack, &err);
+    if (st == LW_OK && ack.status != LW_OK) {
+      st = ack.status;
+      err = ack.error;
+    } else if (st == LW_OK && !ack.async) {
+      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "chip %u answered synchronously", i);
+    }
+    if (st == LW_CHILD_EXITED && op->kind != LW_WOP_REGISTER) {
+      // As in lw__wop_fail_chip: a chip that is down has nothing of the callable left, and a
+      // respawn replays only callables that are live.
+      st = LW_OK;
+      pthread_mutex_lock(&w->mu);
+      lw_wop_t *done = NULL;
+      bool complete = lw__wop_report(w, i, p.control_id, LW_OK, 0, NULL, &done);
+      pthread_mutex_unlock(&w->mu);
+      if (complete) lw__wop_complete(done);
+    }
+    if (st != LW_OK) {
+      lw_wop_t *done = NULL;
+      pthread_mutex_lock(&w->mu);
+      bool complete = lw__wop_report(w, i, p.control_id, st, 0, &err, &done);
+      pthread_mutex_unlock(&w->mu);
+      if (complete) lw__wop_complete(done);
+    }
+  }
+  lw__handle_unref(&op->handle);
+}
+
+void lw__wop_start_unregister(lw_wop_t *op) { wop_post(op); }
+
+// Withdraws the op's command where it is still queued on a chip's register lane; where it
+// already runs it finishes. The op then completes as usual: a register withdrawn on one chip
+// fails CANCELLED and is rolled back on the chips where it had finished.
+static lw_status_t wop_cancel(lw_handle_t *h) {
+  lw_wop_t *op = (lw_wop_t *)h;
+  lw_worker_t *w = op->w;
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
+    pthread_mutex_lock(&w->mu);
+    bool waiting = !op->reported[i] && !lw_handle_done(h);
+    pthread_mutex_unlock(&w->mu);
+    if (!waiting) continue;
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_CANCEL;
+    p.target = op_control_id(op, i);
+    lw_mb_control_ack_t ack;
+    lw_error_t err;
+    // A chip that died reports on its own; a command already finished is simply not found.
+    lw_status_t ignored = lw__ep_control(&w->eps[i], &p, &ack, &err);
+    (void)ignored;
+  }
+  return LW_OK;
+}
+
+void lw__wop_complete(lw_wop_t *op) {
+  lw_worker_t *w = op->w;
+  if (op->kind == LW_WOP_ROLLBACK) {
+    // The callable slot was kept until every chip undid its register.
+    pthread_mutex_lock(&w->mu);
+    wc_release(w, &w->callables[op->wc]);
+    w->live_ops--;
+    pthread_cond_broadcast(&w->idle_cv);
+    pthread_mutex_unlock(&w->mu);
+    lw__handle_unref(&op->handle);
+    return;
+  }
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = &w->callables[op->wc];
+  lw_wop_t *rollback = NULL;
+  if (op->kind == LW_WOP_REGISTER) {
+    if (op->status == LW_OK) {
+      memcpy(c->local, op->local, sizeof(c->local));
+      c->state = LW_WC_LIVE;
+      op->handle.callable.id = c->id;
+    } else {
+      bool any_ok = false;
+      for (uint32_t i = 0; i < w->cfg.n_chips; ++i) any_ok |= op->ok[i];
+      if (any_ok && (rollback = wop_new(w, LW_WOP_ROLLBACK, op->wc)) != NULL) {
+        memcpy(rollback->ok, op->ok, sizeof(op->ok));
+        memcpy(rollback->local, op->local, sizeof(op->local));
+        rollback->next_pending = w->ops;
+        w->ops = rollback;
+        w->live_ops++;
+        // No caller holds a rollback's handle: the caller reference is dropped once it has
+        // been posted, so that a chip death completing it meanwhile cannot free it under
+        // wop_post.
+      } else {
+        wc_release(w, c);
+      }
+    }
+  } else {
+    wc_release(w, c);
+  }
+  w->live_ops--;
+  pthread_cond_broadcast(&w->idle_cv);
+  pthread_mutex_unlock(&w->mu);
+  (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
+  lw__handle_unref(&op->handle);
+  if (rollback) {
+    wop_post(rollback);
+    lw__handle_unref(&rollback->handle);
+  }
+}
+
+lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !c || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_register: worker, callable and out must be set");
+  }
+  if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
+  lw_error_t err;
+  if (lw__callable_validate(c, &err) != LW_OK) return lw__last_error_store(&err);
+  void *image = lw__arena_alloc(&w->arena, c->image_bytes);
+  if (!image) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED,
+                    "worker_register %s: a %zu-byte image does not fit the shared arena",
+                    c->name ? c->name : "callable", c->image_bytes);
+  }
+  memcpy(image, c->image, c->image_bytes);
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *wc = wc_alloc(w);
+  lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->callables)) : NULL;
+  if (!op) {
+    if (wc) wc_release(w, wc);
+    pthread_mutex_unlock(&w->mu);
+    lw__arena_free(&w->arena, image);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_register: callable table is full (%d)",
+                    LW_MAX_CALLABLES);
+  }
+  wc->state = LW_WC_REGISTERING;
+  wc->kind = LW_WC_CHIP;
+  snprintf(wc->name, sizeof(wc->name), "%s", c->name ? c->name : "callable");
+  snprintf(wc->entry, sizeof(wc->entry), "%s", c->entry ? c->entry : LW_DEFAULT_ENTRY);
+  wc->n_params = c->n_params;
+  if (c->n_params) memcpy(wc->param_dirs, c->param_dirs, c->n_params);
+  wc->image = image;
+  wc->image_bytes = c->image_bytes;
+  // Listed before any post: a child may report before its ack is even read.
+  op->next_pending = w->ops;
+  w->ops = op;
+  w->live_ops++;
+  pthread_mutex_unlock(&w->mu);
+  wop_post(op);
+  *out = &op->handle;
+  return LW_OK;
+}
+
+lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c, lw_callable_handle_t *out) {
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_register: out must be set");
+  out->id = 0;
+  lw_handle_t *h = NULL;
+  LW_RETURN_IF_ERROR(lw_worker_register_async(w, c, &h));
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  if (st == LW_OK) *out = h->callable;
+  lw_handle_release(h);
+  return st;
+}
+
+lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker and out must be set");
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_lookup(w, h);
+  lw_status_t st = LW_OK;
+  if (!c) {
+    st = lw__fail(LW_NOT_FOUND, "worker_unregister: unknown or released callable handle 0x%llx",
+                  (unsigned long long)h.id);
+  } else if (c->kind != LW_WC_CHIP) {
+    st = lw__fail(LW_INVALID_ARGUMENT,
+                  "worker_unregister_async: %s is a sub callable; register_async and "
+                  "unregister_async accept chip callables only",
+                  c->name);
+  } else if (c->state != LW_WC_LIVE) {
+    st = lw__fail(LW_FAILED_PRECONDITION, "worker_unregister: %s is %s", c->name,
+                  c->state == LW_WC_UNREGISTERING ? "already being unregistered"
+                                                  : "still registering");
+  }
+  lw_wop_t *op = NULL;
+  if (st == LW_OK) {
+    op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
+    if (!op) st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
+  }
+  if (st != LW_OK) {
+    pthread_mutex_unlock(&w->mu);
+    return st;
+  }
+  // Tombstone: tasks submitted from now on fail "pending unregister". Tasks already accepted
+  // but not dispatched hold pins; the children are told only once those are posted, so on
+  // every child the unregister is applied after the runs that use the callable pinned it.
+  c->state = LW_WC_UNREGISTERING;
+  op->next_pending = w->ops;
+  w->ops = op;
+  w->live_ops++;
+  bool post_now = c->pins == 0;
+  if (!post_now) c->deferred_unregister = op;
+  pthread_mutex_unlock(&w->mu);
+  if (post_now) wop_post(op);
+  *out = &op->handle;
+  return LW_OK;
+}
+
+// Unregisters a sub callable (w->mu held; unlocks it). The same rule as for chip callables:
+// the callable is tombstoned at once (tasks submitted from now on fail FAILED_PRECONDITION
+// "pending unregister"), and its slot and id are freed only when no task that references it
+// is queued, posted or running any more; the call returns then. The function stays in every
+// sub child's table (indices are never reused), but no task can name it again.
+static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c) {
+  if (c->state != LW_WC_LIVE) {
+    lw_status_t st = lw__fail(LW_FAILED_PRECONDITION, "worker_unregister: %s is %s", c->name,
+                              c->state == LW_WC_UNREGISTERING ? "already being unregistered"
+                                                              : "still registering");
+    pthread_mutex_unlock(&w->mu);
+    return st;
+  }
+  lw_wop_t *op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
+  if (!op) {
+    pthread_mutex_unlock(&w->mu);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
+  }
+  op->sub = true;
+  op->pending = 0;  // no chip takes part
+  c->state = LW_WC_UNREGISTERING;
+  op->next_pending = w->ops;  // listed so that destroy finishes it if it is still waiting
+  w->ops = op;
+  w->live_ops++;
+  if (c->pins == 0) {
+    sub_unregister_done(w, c, op);
+  } else {
+    c->deferred_unregister = op;  // lw__wc_unpin finishes it
+  }
+  pthread_mutex_unlock(&w->mu);
+  lw_status_t st = lw_handle_wait(&op->handle, LW_WAIT_FOREVER);
+  lw_handle_release(&op->handle);
+  return st;
+}
+
+lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
+  if (!w) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker is NULL");
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_lookup(w, h);
+  if (c && c->kind == LW_WC_SUB) return sub_unregister(w, c);
+  pthread_mutex_unlock(&w->mu);
+  lw_handle_t *hd = NULL;
+  LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, h, &hd));
+  lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
+  lw_handle_release(hd);
+  return st;
+}
+
+// Makes room for one more entry in the sub function table (w->mu held).
+static bool sub_table_reserve(lw_worker_t *w) {
+  if (w->n_sub_fns % 16 != 0) return true;
+  uint32_t cap = w->n_sub_fns + 16;
+  lw_sub_fn *fns = realloc(w->sub_fns, cap * sizeof(*fns));
+  if (fns) w->sub_fns = fns;
+  char(*names)[LW_CALLABLE_NAME_BYTES] = realloc(w->sub_names, cap * sizeof(*names));
+  if (names) w->sub_names = names;
+  uint32_t *tags = realloc(w->sub_tags, cap * sizeof(*tags));
+  if (tags) w->sub_tags = tags;
+  return fns && names && tags;
+}
+
+// Undoes REGISTER_SUB on the sub children that took it (w->sub_mu held). Each took it as its
+// last entry (sub_mu keeps every other table change out), which the sub child drops on
+// UNREGISTER of that index. A child that cannot drop it is killed: its respawn replays
+// w->sub_fns, so its table comes back in step.
+static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index,
+                         const uint64_t *gen) {
+  for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
+    if (!took[i]) continue;
+    lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_UNREGISTER;
+    p.target = index[i];
+    lw_mb_control_ack_t ack;
+    lw_error_t err;
+    // Only to the child that took it: a successor is brought in step by its replay.
+    lw_status_t st = lw__ep_control_gen(ep, gen[i], &p, &ack, &err);
+    if (st == LW_OK && ack.status == LW_OK) continue;
+    if (st == LW_CHILD_EXITED) continue;  // the replay brings the new child in step
+    pid_t pid = atomic_load(&ep->pid);
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+}
+
+lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *name,
+                                   lw_callable_handle_t *out) {
+  if (out) out->id = 0;
+  if (!w || !fn || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
+  }
+  if (lw__forkserver_from_zygote(w->fs)) {
+    // The children are copies of the zygote, forked when the program was loaded.
+    if (!lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "worker_register_sub %s: function %p is not in code that was mapped when "
+                      "lanework's zygote started (at program load, or at the first create of a "
+                      "process that was single-threaded then); the children are copies of the "
+                      "zygote, so a library loaded later, e.g. by dlopen, is not in them",
+                      name ? name : "sub", (void *)(uintptr_t)fn);
+    }
+  } else {
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "worker_register_sub %s: function %p is not in code that was mapped when "
+                      "the worker was created (children could not call it)",
+                      name ? name : "sub", (void *)(uintptr_t)fn);
+    }
+  }
+  // One table change at a time: two broadcasts interleaving over the sub children would give
+  // the functions different indices on different children. The replay of a respawned sub child
+  // takes the same lock.
+  pthread_mutex_lock(&w->sub_mu);
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_alloc(w);
+  if (!c || !sub_table_reserve(w)) {
+    if (c) wc_release(w, c);
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->sub_mu);
+    return lw__fail(LW_RESOURCE_EXHAUSTED, c ? "worker_register_sub: out of memory"
+                                             : "worker_register_sub: callable table is full");
+  }
+  c->state = LW_WC_REGISTERING;
+  c->kind = LW_WC_SUB;
+  c->fn = fn;
+  snprintf(c->name, sizeof(c->name), "%s", name ? name : "sub");
+  uint64_t index = w->n_sub_fns;
+  // Never 0, and unique while fewer than 2^32 sub callables were registered (sub indices are
+  // never reused, so the tables would run out of memory long before).
+  uint32_t tag = ++w->last_sub_tag;
+  if (tag == 0) tag = ++w->last_sub_tag;
+  c->sub_tag = tag;
+  pthread_mutex_unlock(&w->mu);
+
+  lw_status_t st = LW_OK;
+  lw_error_t err;
+  bool took[LW_MAX_SUBS] = {false};
+  uint64_t took_index[LW_MAX_SUBS] = {0};
+  uint64_t took_gen[LW_MAX_SUBS] = {0};
+  for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
+    lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    pthread_mutex_lock(&ep->post_mu);
+    uint64_t gen = ep->generation;
+    pthread_mutex_unlock(&ep->post_mu);
+    // A child whose table is not in step (being respawned, or failed for good) is skipped: its
+    // replay, which waits for sub_mu, replays w->sub_fns with this function in it.
+    if (atomic_load(&ep->state) != LW_EP_READY || gen != ep->sub_synced_gen) continue;
+    lw_mb_control_post_t p;
+    memset(&p, 0, sizeof(p));
+    p.command = LW_MB_CMD_REGISTER_SUB;
+    p.control_id = tag;
+    p.target = (uint64_t)(uintptr_t)fn;
+    p.name = c->name;
+    lw_mb_control_ack_t ack;
+    // Bound to the child checked above: a successor started meanwhile is not in step yet (its
+    // replay waits for sub_mu) and must not take the function out of order.
+    st = lw__ep_control_gen(ep, gen, &p, &ack, &err);
+    if (st == LW_CHILD_EXITED) {
+      st = LW_OK;  // died meanwhile: its replay brings it in step, as above
+      continue;
+    }
+    if (st == LW_OK && ack.status != LW_OK) {
+      st = ack.status;
+      err = ack.error;
+      continue;
+    }
+    if (st != LW_OK) continue;
+    took[i] = true;
+    took_index[i] = ack.value;
+    took_gen[i] = gen;
+    // Every sub child receives the same registrations in the same order, so the indices agree.
+    if (ack.value != index) {
+      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "sub %u: gave index %llu, expected %llu",
+                         i, (unsigned long long)ack.value, (unsigned long long)index);
+    }
+  }
+  if (st != LW_OK) sub_rollback(w, took, took_index, took_gen);
+  pthread_mutex_lock(&w->mu);
+  if (st == LW_OK) {
+    // Remembered in order for a respawned sub child; the index is the position.
+    c->sub_index = index;
+    w->sub_fns[index] = fn;
+    snprintf(w->sub_names[index], LW_CALLABLE_NAME_BYTES, "%s", c->name);
+    w->sub_tags[index] = tag;
+    w->n_sub_fns++;
+    c->state = LW_WC_LIVE;
+    *out = (lw_callable_handle_t){c->id};
+  } else {
+    wc_release(w, c);
+  }
+  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->sub_mu);
+  if (st != LW_OK) return lw__last_error_store(&err);
+  return LW_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Teardown
+
+void lw__callables_fail_ops(lw_worker_t *w, const lw_error_t *error) {
+  lw_error_t err = *error;
+  // No thread of this worker is left: no lock needed.
+  while (w->ops) {
+    lw_wop_t *op = w->ops;
+    w->ops = op->next_pending;
+    if (op->sub) {
+      op->status = LW_UNAVAILABLE;
+      op->error = err;
+    } else {
+      for (uint32_t i = 0; i < w->cfg.n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
+    }
+    if (op->kind != LW_WOP_ROLLBACK) {
+      (void)lw__handle_finish(&op->handle, op->status, &op->error);
+    }
+    lw__handle_unref(&op->handle);
+  }
+}

@@ -1,0 +1,151 @@
+// parent/callables.h — the worker's callable table and the register/unregister op machine
+// (parent/callables.c).
+// Owns (fields of struct lw_worker, parent/worker_impl.h, until the component gets a struct of
+// its own): the table w->callables and its handle ids (w->callable_ids), the pins and the
+// deferred unregisters that wait for them (a slot is a tombstone, unregistering, until its last
+// pin goes), the register/unregister ops in flight (w->ops, w->due_unregisters, the serials
+// from w->next_control_id, w->live_ops), the sub function table every sub child keeps in step
+// (w->sub_fns, sub_names, sub_tags, n_sub_fns, the tags from w->last_sub_tag) and the code
+// mapped at create time (w->code_bases) that register_sub checks functions against.
+// It implements lw_worker_register(_async), lw_worker_unregister(_async) and
+// lw_worker_register_sub: a chip callable is broadcast to every chip child, all or nothing (a
+// partial register is rolled back with an unregister, LW_WOP_ROLLBACK); a sub function is
+// registered on every sub child in the same order (rolled back the same way).
+// Lifecycle: lw_worker_create initializes the fields; lw_worker_destroy, once no thread of the
+// worker is left, calls lw__callables_fail_ops to finish every op still waiting, then frees
+// the tables.
+// Threads:
+//   - user threads register and unregister; they post the controls themselves
+//     (lw__ep_control_gen) with no lock held, taking w->mu only to change the table;
+//   - the scheduler (parent/sched.h) hands chip reports to lw__wop_report (w->mu held),
+//     finishes complete ops with lw__wop_complete (no lock), posts the unregisters that became
+//     due with lw__wop_start_unregister (no lock), and fails a dead chip's reports with
+//     lw__wop_fail_chip (w->mu held);
+//   - the DAG (parent/dag.h) pins a callable per task and drops the pin with lw__wc_unpin
+//     (w->mu held);
+//   - the supervisor (parent/supervise.h) reads the table and the sub function table to
+//     replay them into a new child, and reports foreign control completions it meets.
+// Locks, in this order: w->sub_mu (every change of the sub children's tables: register_sub,
+// a sub replay) -> w->mu (the table, the ops) -> ep->post_mu. ep->ctl_mu (one control round
+// trip) is taken under sub_mu but never under w->mu.
+#ifndef LANEWORK_PARENT_CALLABLES_H_
+#define LANEWORK_PARENT_CALLABLES_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanes/handle_impl.h"
+#include "lanework/callable.h"
+#include "lanework/worker.h"
+
+#define LW_CALLABLE_NAME_BYTES 128
+#define LW_MAX_CALLABLES 1024
+
+typedef struct lw_worker lw_worker_t;
+typedef struct lw_wop lw_wop_t;
+
+
+typedef enum lw_wc_state {
+  LW_WC_FREE = 0,
+  LW_WC_REGISTERING = 1,
+  LW_WC_LIVE = 2,
+  LW_WC_UNREGISTERING = 3,
+} lw_wc_state_t;
+
+typedef enum lw_wc_kind {
+  LW_WC_CHIP = 1,
+  LW_WC_SUB = 2,
+} lw_wc_kind_t;
+
+typedef struct lw_wcallable {
+  lw_wc_state_t state;
+  lw_wc_kind_t kind;
+  // The handle id of this slot (w->callable_ids decides which ids are valid; this copy, 0
+  // while the slot is free, lets a task check that its slot still holds its callable).
+  uint64_t id;
+  char name[LW_CALLABLE_NAME_BYTES];
+  char entry[LW_CALLABLE_NAME_BYTES];
+  uint32_t n_params;
+  uint8_t param_dirs[LW_MAX_PARAMS];
+  void *image;                 // arena copy (chip): replayed to a respawned child
+  uint64_t image_bytes;
+  uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
+  uint64_t sub_index;          // sub callables: index in every sub child's table
+  // Sub callables: the tag every sub child keeps at sub_index. Unique per worker (from
+  // w->last_sub_tag), so a task naming one index with another function's tag is refused.
+  uint32_t sub_tag;
+  lw_sub_fn fn;
+  // Tasks that reference this callable and may still need it on the parent's side: for a
+  // chip callable, tasks accepted but not yet posted (once posted, the chip child holds its
+  // own pin until the run finished); for a sub callable, tasks not yet terminal (a sub child
+  // keeps no pins). The slot, and with it the id, is freed only when pins is 0.
+  uint32_t pins;
+  // An unregister not posted yet: it waits for pins == 0 (a chip callable's stays set while
+  // it waits on w->due_unregisters, until the scheduler posts it).
+  lw_wop_t *deferred_unregister;
+} lw_wcallable_t;
+_Static_assert(sizeof(((lw_wcallable_t *)0)->param_dirs) == LW_MAX_PARAMS,
+               "a callable's param_dirs holds LW_MAX_PARAMS entries");
+
+// A worker-level register or unregister, broadcast to every chip child.
+typedef enum lw_wop_kind {
+  LW_WOP_REGISTER = 1,
+  LW_WOP_UNREGISTER = 2,
+  LW_WOP_ROLLBACK = 3,  // an unregister undoing a partial register: no handle is waiting
+} lw_wop_kind_t;
+
+struct lw_wop {
+  lw_handle_t handle;  // first
+  lw_worker_t *w;
+  lw_wop_kind_t kind;
+  uint32_t wc;         // callable table index
+  // From w->next_control_id, never reused: a chip's report names (serial << 8 | chip), so a
+  // late report can never complete a later op that happens to live at the same address.
+  uint64_t serial;
+  bool sub;            // a sub callable's unregister: no chip takes part, pins gate it
+  uint32_t pending;    // chips that have not reported
+  bool reported[LW_MAX_CHIPS];
+  bool ok[LW_MAX_CHIPS];
+  uint64_t local[LW_MAX_CHIPS];
+  lw_status_t status;  // first failure
+  lw_error_t error;
+  lw_wop_t *next_pending;  // in w->ops (under w->mu)
+  // In a pending_work_t list of the scheduler (ops to complete, deferred unregisters to post).
+  // An op is on at most one such list at a time.
+  lw_wop_t *next_done;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Calls between the components
+
+// A chip reported on a register/unregister op (w->mu held). Returns true when the
+// op has every report and must be completed with lw__wop_complete (without w->mu).
+// chip is the parent's own record of where the completion came from (the endpoint whose ring
+// held it), never a value the child wrote: a child cannot report for another chip.
+bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
+                    uint64_t value, const lw_error_t *err, lw_wop_t **out_op);
+void lw__wop_complete(lw_wop_t *op);
+// A chip died: every op posted to it that it has not answered gets its report now (w->mu
+// held): a register fails with err, an unregister counts as done (nothing of the callable is
+// left on that chip). A register that chip had already taken, still waiting on other chips,
+// fails too: the new child will not have the callable (the replay takes live ones only). Ops
+// that became complete are pushed onto *done (linked by next_done; no bound) for
+// lw__wop_complete without w->mu.
+void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
+// Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
+// waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
+// callable's unregister is queued on w->due_unregisters and the scheduler is woken to post it.
+void lw__wc_unpin(lw_worker_t *w, uint32_t wc);
+// The task-frame `callable` word of a sub task: (tag << 32) | sub index. The sub child
+// refuses a task whose tag is not the one it registered at that index.
+static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {
+  return ((uint64_t)tag << 32) | (sub_index & 0xffffffffu);
+}
+// Starts posting a deferred unregister taken from w->due_unregisters (no lock held).
+void lw__wop_start_unregister(lw_wop_t *op);
+
+// Finishes every op still waiting, UNAVAILABLE with *error (lw_worker_destroy, once no thread
+// of the worker is left: no lock is taken). A deferred unregister is on w->ops too.
+void lw__callables_fail_ops(lw_worker_t *w, const lw_error_t *error);
+
+#endif  // LANEWORK_PARENT_CALLABLES_H_

@@ -1,0 +1,139 @@
+// parent/endpoint.h — one endpoint per child: the parent's side of that child's mailbox.
+// Owns: the child's pid and pidfd, the mailbox's sequence numbers (post_mu), the control
+// round trip (ctl_mu), the record of which task is in which task frame, the exit and
+// protocol-violation descriptions (desc_mu), and the liveness and crash-loop records.
+// Lifecycle: the worker's endpoint array (w->eps, chips then subs) is made by lw_worker_create
+// and lives as long as the worker; each endpoint goes STARTING -> READY, and after a death
+// RESPAWNING -> READY (parent/supervise.h) or DEAD for good. lw__ep_spawn starts its child
+// through the fork server, lw__ep_wait_ready waits for that child's INIT_READY.
+// Threads (what each field's comment below says in detail):
+//   - the scheduler (parent/sched.h) posts tasks (lw__ep_post_task, under w->mu), drains the
+//     completion ring, checks death (lw__ep_check_dead: pidfd, scheduler only) and liveness;
+//   - the supervisor (parent/supervise.h) respawns the child (lw__ep_spawn, lw__ep_wait_ready);
+//   - any thread but one holding w->mu runs a control round trip (lw__ep_control*), kills the
+//     child (lw__ep_kill) or reports a protocol violation (lw__ep_violation).
+// Locks, in this order: w->mu -> ep->post_mu -> ep->desc_mu (a leaf). ep->ctl_mu (one control
+// round trip at a time) is taken without w->mu held; post_mu may be taken under it.
+#ifndef LANEWORK_PARENT_ENDPOINT_H_
+#define LANEWORK_PARENT_ENDPOINT_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lanework/status.h"
+#include "mailbox/mailbox.h"
+
+typedef struct lw_worker lw_worker_t;
+typedef struct lw_task lw_task_t;
+
+
+typedef enum lw_ep_state {
+  LW_EP_STARTING = 0,
+  LW_EP_READY = 1,
+  LW_EP_DEAD = 2,        // failed for good: its tasks fail at once
+  LW_EP_RESPAWNING = 3,  // died; a new child is being started and its callables replayed
+} lw_ep_state_t;
+
+#define LW_EP_DEATH_LOG 16
+
+typedef struct lw_endpoint {
+  lw_worker_t *w;
+  uint32_t slot;             // fork-server slot: chips first, then subs
+  lw_mb_child_kind_t kind;
+  uint32_t index;            // chip index or sub index
+  lw_mailbox_t *mb;
+  _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
+  int pidfd;                 // scheduler thread only (and create/destroy)
+  _Atomic uint32_t state;    // lw_ep_state_t
+  uint64_t generation;
+  // Sub children: the generation whose function table matches w->sub_fns (under w->sub_mu).
+  // A new child differs until its replay is complete; register_sub skips it meanwhile.
+  uint64_t sub_synced_gen;
+  pthread_mutex_t post_mu;   // next_seq and publishing a post
+  uint64_t next_seq;
+  uint64_t next_dispatch;
+  pthread_mutex_t ctl_mu;    // one control round trip at a time
+  // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
+  lw_task_t *frame_task[LW_MB_TASK_FRAMES];
+  uint32_t busy;
+  // "child pid 42 killed by SIGSEGV" once dead; written by the scheduler, read by any thread:
+  // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
+  pthread_mutex_t desc_mu;
+  char exit_desc[192];
+  // Takes tasks, and the scheduler may touch its mailbox: false from a death (or a protocol
+  // violation) until the new child has every callable again. Written under w->mu; atomic so
+  // the scheduler's sleep bookkeeping can read it without the lock.
+  _Atomic bool accepting;
+  // The child broke the protocol (garbage in its mailbox or completion ring): nothing reads
+  // its mailbox again, it is killed, and the death path fails its work naming the violation
+  // and respawns it. `violated` is set by whichever thread found it (lw__ep_violation) and
+  // cleared by the supervisor when it resets the mailbox for a new child; the reason
+  // (`violation`) is under desc_mu. `broken` (under w->mu) means the scheduler owns the kill:
+  // set with accepting = false by the thread that found the violation while dispatching, or
+  // by the scheduler for a violation another thread found; cleared at the death.
+  _Atomic bool violated;
+  bool broken;
+  char violation[160];
+  // Liveness (sched.c, under w->mu): while the child holds work, the heartbeat seen last and
+  // when the scheduler saw it move (parent clock).
+  bool hb_watching;
+  uint64_t hb_seen;
+  int64_t hb_seen_at;
+  // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
+  // set by the killer before the kill, read by lw__ep_describe_exit for every message about
+  // the death (on_child_death's, a control's that sees the death first); cleared when the next
+  // child is spawned (lw__ep_spawn, after the supervisor took ctl_mu: no control still waiting
+  // on the old child reads it then).
+  _Atomic int64_t hb_killed_ms;
+  int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
+  uint32_t n_deaths;
+  uint32_t respawns;
+} lw_endpoint_t;
+
+// "chip 1" / "sub 0".
+const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
+LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err);
+// Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
+LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
+                                          lw_error_t *err);
+// One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
+// one holding w->mu. The child's death while waiting gives CHILD_EXITED; so does a control
+// frame or header the child corrupted (a protocol violation: lw__ep_violation).
+LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
+                                       lw_mb_control_ack_t *out_ack, lw_error_t *err);
+// The same, posted only to the child of that generation (0: whichever child is there): a
+// command naming a child's local ids gives CHILD_EXITED, unposted, once that child was
+// replaced.
+LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
+                                           const lw_mb_control_post_t *post,
+                                           lw_mb_control_ack_t *out_ack, lw_error_t *err);
+// Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
+// identity and frame. A frame the parent's record says is free but that is not IDLE, or a
+// header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
+LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
+// True when the child died (pidfd readable). Marks it DEAD.
+bool lw__ep_check_dead(lw_endpoint_t *ep);
+// Kills ep's current child with SIGKILL from any thread (through a pidfd of its own, checked
+// against the fork server's exit table so a reused pid is never hit). Its death is then
+// handled as usual.
+void lw__ep_kill(lw_endpoint_t *ep);
+// Describes the last exit of ep's child from the fork server's table ("child pid 42 killed by
+// SIGSEGV"; a status the child gave itself is named: "child pid 42 exited with status 3
+// (completion ring stuck: ...)", child/child_exit.h), prefixed with "no heartbeat for N ms
+// (stopped or wedged)" when it was a liveness kill (hb_killed_ms); waits briefly for the
+// server to publish it. bytes: 192 fits it all.
+void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
+void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
+// Copies the last exit description ("" when none) into buf.
+const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes);
+// Records that ep's child broke the protocol (any thread; the first reason wins) and wakes the
+// scheduler, which stops reading the mailbox, kills the child and lets the death path fail its
+// work and respawn it. Fills err with CHILD_EXITED "chip 1: protocol violation: <what>; child
+// killed", naming the child from the endpoint, never from the mailbox.
+lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *err);
+
+#endif  // LANEWORK_PARENT_ENDPOINT_H_

@@ -1,0 +1,314 @@
+// parent/runs.c — runs: run handles and their reports, the FIFO run queue, the list of
+// unfinished runs whose handles finish in submission order, and the orchestrator thread that
+// calls orch functions (or a sync lw_worker_run inline); contract in parent/runs.h.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "parent/dag.h"
+#include "parent/runs.h"
+#include "parent/tmap.h"
+#include "parent/worker_impl.h"
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+static lw_status_t run_cancel(lw_handle_t *h) {
+  lw_run_t *run = (lw_run_t *)h;
+  // The flag (set by lw_handle_cancel before this call) is read by the orchestrator before it
+  // starts the run and by the scheduler, which sweeps the run's queued tasks out at once.
+  atomic_fetch_add(&run->w->stop_seq, 1);
+  lw__worker_kick(run->w);
+  return LW_OK;
+}
+
+static void run_destroy(lw_handle_t *h) { free(h); }
+static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
+
+// Builds the report of a run that just settled (its last task ended now), before its handle
+// may have to wait for earlier runs: wall_ns stays the run's own time.
+static void run_build_report(lw_run_t *run) {
+  lw_run_report_t *r = &run->report;
+  memset(r, 0, sizeof(*r));
+  r->n_tasks = run->n_tasks;
+  r->n_completed = run->n_completed;
+  r->n_failed = run->n_failed;
+  r->wall_ns = run->t_start ? (uint64_t)(lw__now_ns() - run->t_start) : 0;
+  r->status = run->failed ? run->error.code : (run->cancelled ? LW_CANCELLED : LW_OK);
+  if (run->failed) {
+    r->error = run->error;
+  } else if (run->cancelled) {
+    lw__error_set(&r->error, LW_CANCELLED, -1, 0, "run %llu cancelled",
+                  (unsigned long long)run->run_id);
+  } else {
+    lw__error_clear(&r->error);
+  }
+  run->handle.timing.host_wall_ns = r->wall_ns;
+}
+
+// Finishes the handle of a settled run whose predecessors' handles all finished (no lock
+// held).
+static void run_finish_handle(lw_run_t *run) {
+  lw_worker_t *w = run->w;
+  lw_run_report_t *r = &run->report;
+  (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
+  pthread_mutex_lock(&w->mu);
+  w->live_runs--;
+  pthread_cond_broadcast(&w->idle_cv);
+  pthread_mutex_unlock(&w->mu);
+  lw__handle_unref(&run->handle);
+}
+
+// Every run gets its id and its place in the unfinished list together (w->run_mu held), so
+// the list is in id order, which is submission order.
+static void run_take_id(lw_worker_t *w, lw_run_t *run) {
+  run->run_id = ++w->next_run_id;
+  run->next_unfinished = NULL;
+  if (w->unfinished_tail) {
+    w->unfinished_tail->next_unfinished = run;
+  } else {
+    w->unfinished_head = run;
+  }
+  w->unfinished_tail = run;
+}
+
+void lw__run_complete(lw_run_t *run) {
+  lw_worker_t *w = run->w;
+  // Run handles finish in submission order, so a sync lw_worker_run (which waits for its own
+  // handle) never returns before an earlier run_async handle has finished. One thread at a
+  // time finishes handles from the head of the list; a run settling while another thread does
+  // so is left to that thread, which looks at the head again after each handle.
+  run_build_report(run);
+  pthread_mutex_lock(&w->run_mu);
+  run->settled = true;
+  if (w->finishing_runs) {
+    pthread_mutex_unlock(&w->run_mu);
+    return;
+  }
+  w->finishing_runs = true;
+  while (w->unfinished_head && w->unfinished_head->settled) {
+    lw_run_t *r = w->unfinished_head;
+    w->unfinished_head = r->next_unfinished;
+    if (!w->unfinished_head) w->unfinished_tail = NULL;
+    pthread_mutex_unlock(&w->run_mu);
+    run_finish_handle(r);  // may free r
+    pthread_mutex_lock(&w->run_mu);
+  }
+  w->finishing_runs = false;
+  pthread_mutex_unlock(&w->run_mu);
+}
+
+lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
+  if (!h || !out) return lw__fail(LW_INVALID_ARGUMENT, "handle_run_report: handle and out must be set");
+  if (h->kind != LW_HANDLE_WORKER_RUN) {
+    return lw__fail(LW_INVALID_ARGUMENT, "handle_run_report: not a worker run handle");
+  }
+  if (!lw_handle_done(h)) {
+    return lw__fail(LW_FAILED_PRECONDITION, "handle_run_report: the run is still going");
+  }
+  *out = ((const lw_run_t *)h)->report;
+  return LW_OK;
+}
+
+static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_t **out) {
+  *out = NULL;
+  if (!w || !fn) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_run: worker and orch function must be set");
+  }
+  if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
+  lw_run_t *run = calloc(1, sizeof(*run));
+  if (!run) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_run: out of memory");
+  lw__handle_initialize(&run->handle, LW_HANDLE_WORKER_RUN, &run_ops);
+  lw__handle_set_notify(&run->handle, lw__worker_notify_user, w);
+  run->w = w;
+  run->fn = fn;
+  run->user = user;
+  lw__error_clear(&run->error);
+  pthread_mutex_lock(&w->mu);
+  w->live_runs++;
+  pthread_mutex_unlock(&w->mu);
+  *out = run;
+  return LW_OK;
+}
+
+static void run_enqueue(lw_worker_t *w, lw_run_t *run) {
+  pthread_mutex_lock(&w->run_mu);
+  run_take_id(w, run);
+  if (w->runq_tail) {
+    w->runq_tail->next = run;
+  } else {
+    w->runq_head = run;
+  }
+  w->runq_tail = run;
+  pthread_cond_broadcast(&w->run_cv);
+  pthread_mutex_unlock(&w->run_mu);
+}
+
+lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_run_async: out must be set");
+  lw_run_t *run = NULL;
+  LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
+  run_enqueue(w, run);
+  *out = &run->handle;
+  return LW_OK;
+}
+
+lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
+  lw_run_t *run = NULL;
+  LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
+  if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
+  lw_handle_t *h = &run->handle;
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
+  if (out) *out = run->report;
+  lw_handle_release(h);
+  return st;
+}
+
+bool lw__run_stopped(const lw_run_t *run) {
+  return run->failed || run->cancelled || lw__handle_cancel_requested(&run->handle);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The orchestrator thread
+
+static void run_not_started(lw_run_t *run, const char *why) {
+  run->cancelled = true;
+  run->orch_done = true;
+  lw__error_set(&run->error, LW_CANCELLED, -1, 0, "run %llu %s", (unsigned long long)run->run_id,
+                why);
+  lw__run_complete(run);
+}
+
+// Writes the cancel word of every task of run that sits in a child's task frame (w->mu held),
+// as the scheduler does for a stopped run, so the stop takes effect at once rather than on
+// the scheduler's next pass. cancel_at marks the request: the escalation clock starts there,
+// and the task's result counts as cancelled (lw__task_finish).
+static void cancel_in_flight(lw_worker_t *w, lw_run_t *run) {
+  int64_t now = lw__now_ns();
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_endpoint_t *ep = &w->eps[s];
+    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+      lw_task_t *t = ep->frame_task[f];
+      if (!t || t->run != run || t->cancel_at != 0) continue;
+      t->cancel_at = now;
+      (void)lw__mailbox_cancel_task(ep->mb, f);
+    }
+  }
+}
+
+// Calls the run's orch function and settles the run. Whoever holds the orchestrator token
+// (w->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
+static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
+  if (atomic_load(&w->stopping)) {
+    run_not_started(run, "cancelled: the worker was destroyed before it started");
+    return;
+  }
+  if (lw__handle_cancel_requested(&run->handle)) {
+    run_not_started(run, "cancelled before it started");
+    return;
+  }
+  lw_orch_t o = {w, run, tmap};
+  run->t_start = lw__now_ns();
+  lw_status_t st = run->fn(&o, run->user);
+  lw_error_t last = *lw_last_error();
+  pthread_mutex_lock(&w->mu);
+  lw__tmap_clear(tmap);
+  run->orch_done = true;
+  if (st != LW_OK) {
+    // The orch function's error is the run's first error unless a task failed before it
+    // (first error wins). Either way the run stops here, under w->mu, as for a task failure:
+    // from now on no task of the run is dispatched (the scheduler and make_ready skip them
+    // POISONED), and every task in flight is cancelled now and counts failed whatever its
+    // kernel returns. Tasks that already finished keep their outcome.
+    if (!run->failed) {
+      run->failed = true;
+      atomic_fetch_add(&w->stop_seq, 1);
+      lw__error_set(&run->error, st, last.worker_id, last.task_id,
+                    "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
+                    lw_status_name(st), last.code == st ? last.message : "");
+    }
+    cancel_in_flight(w, run);
+  }
+  bool complete = run->n_terminal == run->n_tasks;
+  pthread_mutex_unlock(&w->mu);
+  // The scheduler skips the run's queued tasks on its next pass.
+  if (st != LW_OK) lw__worker_kick(w);
+  if (complete) lw__run_complete(run);
+}
+
+static void release_token(lw_worker_t *w) {
+  pthread_mutex_lock(&w->run_mu);
+  w->orch_busy = false;
+  // Wake the orchestrator only when a run waits for the token (or destroy waits for it):
+  // waking it after every inline run would cost a futex round trip per run for nothing.
+  if (w->runq_head || atomic_load(&w->stopping)) pthread_cond_broadcast(&w->run_cv);
+  pthread_mutex_unlock(&w->run_mu);
+}
+
+static void *orch_main(void *arg) {
+  lw_worker_t *w = arg;
+  (void)pthread_setname_np(pthread_self(), "lw-orch");
+  for (;;) {
+    pthread_mutex_lock(&w->run_mu);
+    // The token keeps one orch function at a time: an inline sync run may hold it.
+    while ((!w->runq_head || w->orch_busy) && !(atomic_load(&w->stopping) && !w->orch_busy)) {
+      pthread_cond_wait(&w->run_cv, &w->run_mu);
+    }
+    lw_run_t *run = w->runq_head;
+    if (run) {
+      w->runq_head = run->next;
+      if (!w->runq_head) w->runq_tail = NULL;
+      run->next = NULL;
+      w->orch_busy = true;
+    }
+    pthread_mutex_unlock(&w->run_mu);
+    if (!run) break;
+    execute_run(w, run, w->orch_tmap);
+    release_token(w);
+  }
+  return NULL;
+}
+
+// lw_worker_run's fast path: when no earlier run is queued or running, the orch function runs
+// right here on the caller's thread (no hand-off to the orchestrator thread). FIFO order
+// holds: the token is taken under the run-queue lock, only when the queue is empty. Returns
+// false (nothing done) otherwise.
+bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
+  pthread_mutex_lock(&w->run_mu);
+  bool mine = !w->runq_head && !w->orch_busy && !atomic_load(&w->stopping);
+  if (mine) {
+    w->orch_busy = true;
+    run_take_id(w, run);
+  }
+  pthread_mutex_unlock(&w->run_mu);
+  if (!mine) return false;
+  execute_run(w, run, w->orch_tmap);
+  release_token(w);
+  return true;
+}
+
+lw_status_t lw__orch_start(lw_worker_t *w) {
+  lw_tmap_options_t tmap_options = {.live = lw__dag_tmap_live, .live_ctx = w};
+  if (lw__tmap_create(&tmap_options, &w->orch_tmap) != LW_OK) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory for the tensor map");
+  }
+  if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the orchestrator thread");
+  }
+  w->orch_started = true;
+  return LW_OK;
+}
+
+void lw__orch_stop(lw_worker_t *w) {
+  if (!w->orch_started) return;
+  pthread_mutex_lock(&w->run_mu);
+  pthread_cond_broadcast(&w->run_cv);
+  pthread_mutex_unlock(&w->run_mu);
+  pthread_join(w->orch_thread, NULL);
+  w->orch_started = false;
+  lw__tmap_destroy(w->orch_tmap);
+  w->orch_tmap = NULL;
+}

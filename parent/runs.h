@@ -1,0 +1,78 @@
+// parent/runs.h — runs and the orchestrator (parent/runs.c).
+// Owns: run objects (lw_run_t: the handle, its counters, its first error, its report); the
+// run queue (w->runq_head/tail, run_cv), run ids (w->next_run_id) and the list of unfinished
+// runs (w->unfinished_head/tail, finishing_runs), all under w->run_mu; the orchestrator
+// thread (w->orch_thread, orch_started) and the token that keeps one orch function at a time
+// (w->orch_busy, under w->run_mu), with the tensor map its holder uses (w->orch_tmap).
+// A run: lw_worker_run(_async) creates it (w->live_runs, under w->mu) -> it gets its id as it
+// is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its orch
+// function runs with the token -> settled once every task is terminal and the function
+// returned (lw__run_complete) -> its handle finishes once every earlier run's has (run-id
+// order) -> live_runs drops and idle_cv is broadcast.
+// Lifecycle: lw__orch_start (lw_worker_create) -> lw__orch_stop (lw_worker_destroy, after
+// `stopping` is set: runs still queued finish CANCELLED without running, then the thread is
+// joined and the tensor map destroyed).
+// Threads: the counters and the error of a run (n_tasks, n_terminal, failed, cancelled, ...)
+// are the DAG's, under w->mu (parent/dag.h); settled and next_unfinished are under w->run_mu;
+// the report is written by the thread that settles the run, before its handle may finish.
+// Cancelling a run handle (any thread) only bumps w->stop_seq and wakes the scheduler.
+// Locks: w->mu -> w->run_mu, never the reverse; lw__run_complete is called with no lock held
+// and finishes handles with none held.
+#ifndef LANEWORK_PARENT_RUNS_H_
+#define LANEWORK_PARENT_RUNS_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanes/handle_impl.h"
+#include "lanework/orch.h"
+#include "lanework/worker.h"
+
+typedef struct lw_worker lw_worker_t;
+typedef struct lw_run lw_run_t;
+
+struct lw_run {
+  lw_handle_t handle;  // first
+  lw_worker_t *w;
+  lw_orch_fn fn;
+  void *user;
+  uint64_t run_id;
+  lw_run_t *next;      // run queue link
+  // Run handles finish in run-id order (w->run_mu): settled = every task is terminal and the
+  // orch function returned; the handle finishes once every earlier run's handle has.
+  lw_run_t *next_unfinished;
+  bool settled;
+  bool orch_done;
+  bool failed;
+  bool cancelled;
+  uint32_t n_tasks, n_terminal, n_completed, n_failed;
+  int64_t t_start;
+  lw_error_t error;    // first error
+  lw_run_report_t report;
+};
+
+struct lw_orch {
+  lw_worker_t *w;
+  lw_run_t *run;
+  struct lw_tmap *tmap;  // the worker's tensor map (parent/tmap.h); it tracks the scopes
+};
+
+// Makes the orchestrator's tensor map and starts its thread (lw_worker_create).
+LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
+// lw_worker_run's fast path: runs run's orch function on the caller's thread when no run is
+// queued or holds the token (the token is taken under w->run_mu, so FIFO order holds).
+// Returns false, having done nothing, otherwise.
+bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
+// Wakes and joins the orchestrator thread, then destroys the tensor map (lw_worker_destroy,
+// with w->stopping set). Nothing when it never started.
+void lw__orch_stop(lw_worker_t *w);
+// A run is settled: every task is terminal and its orch function returned (no lock held).
+// Its handle finishes now if every earlier run's handle has finished, else right after the
+// last of them: run handles finish in submission (run-id) order.
+void lw__run_complete(lw_run_t *run);
+
+// True when the run failed, was cancelled or has a cancel requested: its tasks that did not
+// launch yet are skipped (w->mu held).
+bool lw__run_stopped(const lw_run_t *run);
+
+#endif  // LANEWORK_PARENT_RUNS_H_

@@ -1,0 +1,39 @@
+// parent/supervise.h — the supervisor: bringing a dead child back (parent/supervise.c).
+// Owns: the supervisor thread and its queue of dead children (w->sup_*: per slot, a death
+// waiting for its respawn), the crash-loop bound (ep->deaths), and the replay of every live
+// callable (chip images, the sub function table in order) into the new child before it takes
+// work again.
+// Not here yet: noticing a death (pidfd, liveness kills) and failing the dead child's work are
+// the scheduler's (parent/sched.c on_child_death), which hands the endpoint over with
+// lw__supervisor_queue.
+// Lifecycle: lw__supervisor_start (lw_worker_create, after the children started) ->
+// (lw__supervisor_queue)* -> lw__supervisor_stop (lw_worker_destroy, after the scheduler
+// stopped: nothing queues a death then). stop joins the thread; a queued respawn that had not
+// started is dropped.
+// Threads: lw__supervisor_queue from the scheduler (any thread is safe); lw__ep_respawn only
+// on the supervisor thread, with no lock held. While a respawn runs, the endpoint is
+// RESPAWNING and not accepting: the scheduler neither posts to it nor drains its ring, so the
+// replay reads the new child's completions itself.
+// Locks: w->sup_mu guards w->sup_pending and w->sup_exit only; it is a leaf (nothing is taken
+// under it, and it is never taken under another lock). A respawn takes ep->ctl_mu ->
+// ep->post_mu to reset the mailbox, then w->sub_mu (sub replay) or w->mu, each in the
+// worker's order (parent/worker_impl.h).
+#ifndef LANEWORK_PARENT_SUPERVISE_H_
+#define LANEWORK_PARENT_SUPERVISE_H_
+
+#include "lanework/status.h"
+
+typedef struct lw_worker lw_worker_t;
+typedef struct lw_endpoint lw_endpoint_t;
+
+// The supervisor thread, and how the scheduler hands it a dead child.
+LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w);
+void lw__supervisor_stop(lw_worker_t *w);
+void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep);
+
+// Restarts a dead child and replays its callables (supervisor thread, no lock held). On
+// success the endpoint takes tasks again; on failure (crash loop, respawn off, start-up or
+// replay failure) it is failed for good.
+void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep);
+
+#endif  // LANEWORK_PARENT_SUPERVISE_H_
