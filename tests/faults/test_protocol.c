@@ -250,6 +250,35 @@ static void *register_thread(void *arg) {
   return NULL;
 }
 
+// The register op the worker lists once a register thread posted it (chip 0 is stopped, so
+// it stays listed until chip 0 answers).
+static lw_wop_t *wait_listed_op(void) {
+  lw_wop_t *op = NULL;
+  while (!op) {
+    pthread_mutex_lock(&f.w->mu);
+    op = f.w->ops;
+    pthread_mutex_unlock(&f.w->mu);
+    if (!op) lw_test_sleep_us(200);
+  }
+  return op;
+}
+
+// Pushes into mb's completion ring a well-formed report of op for chip 0 (the control id chip 0
+// was given, a bogus callable id 0x7777), as a child that speaks for another would, and wakes
+// the scheduler.
+static void push_fake_chip0_report(lw_mailbox_t *mb, const lw_wop_t *op) {
+  lw_mb_completion_t fake;
+  memset(&fake, 0, sizeof(fake));
+  fake.kind = LW_MB_COMPLETION_CONTROL;
+  fake.control_id = (op->serial << 8) | 0;
+  fake.status = LW_OK;
+  fake.value = 0x7777;
+  bool wake = false;
+  lw_error_t err;
+  LW_ASSERT_OK(lw__mailbox_push_completion(mb, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
+  lw__worker_kick(f.w);
+}
+
 Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .timeout = 60) {
   lw_worker_config_t cfg;
   fx_config(&cfg, 2, 0);
@@ -262,26 +291,11 @@ Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .ti
   reg_call_t r = {f.w, &c, NULL, LW_OK};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, register_thread, &r), 0);
-  lw_wop_t *op = NULL;
-  while (!op) {
-    pthread_mutex_lock(&f.w->mu);
-    op = f.w->ops;
-    pthread_mutex_unlock(&f.w->mu);
-    if (!op) lw_test_sleep_us(200);
-  }
+  lw_wop_t *op = wait_listed_op();
   // Chip 1 "reports" the op on chip 0's behalf: the control id chip 0 was given, a bogus
   // callable id. It must count for nothing (chip 1's ring speaks only for chip 1).
-  lw_mb_completion_t fake;
-  memset(&fake, 0, sizeof(fake));
-  fake.kind = LW_MB_COMPLETION_CONTROL;
-  fake.control_id = (op->serial << 8) | 0;
-  fake.status = LW_OK;
-  fake.value = 0x7777;
   lw_mailbox_t *mb1 = fx_mailbox(&f, 1);
-  bool wake = false;
-  lw_error_t err;
-  LW_ASSERT_OK(lw__mailbox_push_completion(mb1, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
-  lw__worker_kick(f.w);
+  push_fake_chip0_report(mb1, op);
   while (atomic_load(&mb1->ring_tail.value) != atomic_load(&mb1->ring_head.value)) {
     lw_test_sleep_us(200);
   }
@@ -314,25 +328,9 @@ Test(protocol, a_control_report_in_a_sub_childs_ring_counts_for_no_chip, .timeou
   reg_call_t r = {f.w, &c, NULL, LW_OK};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, register_thread, &r), 0);
-  lw_wop_t *op = NULL;
-  while (!op) {
-    pthread_mutex_lock(&f.w->mu);
-    op = f.w->ops;
-    pthread_mutex_unlock(&f.w->mu);
-    if (!op) lw_test_sleep_us(200);
-  }
+  lw_wop_t *op = wait_listed_op();
   // Sub 0 "reports" the op with the control id chip 0 was given.
-  lw_mb_completion_t fake;
-  memset(&fake, 0, sizeof(fake));
-  fake.kind = LW_MB_COMPLETION_CONTROL;
-  fake.control_id = (op->serial << 8) | 0;
-  fake.status = LW_OK;
-  fake.value = 0x7777;
-  lw_mailbox_t *mb = fx_mailbox(&f, 1);
-  bool wake = false;
-  lw_error_t err;
-  LW_ASSERT_OK(lw__mailbox_push_completion(mb, &fake, lw__now_ns() + 5000000000ll, &wake, &err));
-  lw__worker_kick(f.w);
+  push_fake_chip0_report(fx_mailbox(&f, 1), op);
   // The sub child is killed for it and comes back.
   fx_wait_respawned(&f, 1, 1);
   cr_assert_neq(fx_pid(&f, 1), sub_pid);
