@@ -468,10 +468,9 @@ lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, l
 // before the op starts fills err; the op's own outcome is the wait's status.
 static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c, lw_error_t *err) {
   if (c->state != LW_WC_LIVE) {
-    lw_status_t st = lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s",
-                                   c->name,
-                                   c->state == LW_WC_UNREGISTERING ? "already being unregistered"
-                                                                   : "still registering");
+    lw_status_t st = lw__error_set(
+        err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s", c->name,
+        c->state == LW_WC_UNREGISTERING ? "already being unregistered" : "still registering");
     pthread_mutex_unlock(&w->mu);
     return st;
   }

@@ -686,7 +686,7 @@ static void *sched_main(void *arg) {
         ssize_t r = read(w->wake_fd, &v, sizeof(v));
         (void)r;
       } else if (tag == TAG_FS) {
-        if (lw__forkserver_poll_exit(w->fs, NULL, NULL) != LW_OK) {
+        if (lw__forkserver_poll_exit(w->fs, NULL, NULL, NULL) != LW_OK) {
           epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(w->fs), NULL);
         }
       } else if (tag < w->n_children) {

@@ -131,26 +131,27 @@ static void child_entry(void *arg, uint32_t slot) {
 
 static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err) {
   if (c->n_chips < 1 || c->n_chips > LW_MAX_CHIPS) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_chips %u is outside 1..%d", c->n_chips,
-                    LW_MAX_CHIPS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_chips %u is outside 1..%d",
+                         c->n_chips, LW_MAX_CHIPS);
   }
   if (c->n_subs > LW_MAX_SUBS) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_subs %u is more than %d", c->n_subs,
-                    LW_MAX_SUBS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_subs %u is more than %d",
+                         c->n_subs, LW_MAX_SUBS);
   }
   if (c->cancel_grace_ns < 0 || c->liveness_timeout_ns < 0) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                    "worker: cancel_grace_ns %lld and liveness_timeout_ns %lld must be >= 0",
-                    (long long)c->cancel_grace_ns, (long long)c->liveness_timeout_ns);
+                         "worker: cancel_grace_ns %lld and liveness_timeout_ns %lld must be >= 0",
+                         (long long)c->cancel_grace_ns, (long long)c->liveness_timeout_ns);
   }
   if (c->task_ring < 2 || c->task_ring > (1u << 20)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: task_ring %u is outside 2..%u", c->task_ring,
-                    1u << 20);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: task_ring %u is outside 2..%u",
+                         c->task_ring, 1u << 20);
   }
   if (strnlen(c->chip.backend, LW_BACKEND_NAME_BYTES) == LW_BACKEND_NAME_BYTES ||
       !lw__backend_find(c->chip.backend)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: unknown backend '%.*s' (known: sim)",
-                    LW_BACKEND_NAME_BYTES, c->chip.backend);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker: unknown backend '%.*s' (known: sim)", LW_BACKEND_NAME_BYTES,
+                         c->chip.backend);
   }
   return LW_OK;
 }
@@ -266,7 +267,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                        .fds = &w->wake_fd,
                        .n_fds = 1,
                        .n_slots = w->n_children};
-  if ((st = lw__forkserver_start_spec(&spec, &w->fs)) != LW_OK) goto fail;
+  if ((st = lw__forkserver_start_spec(&spec, &w->fs, &err)) != LW_OK) goto fail_err;
   if (!lw__forkserver_from_zygote(w->fs)) {
     // Forked directly: the children are copies of this process now, so the code they can
     // call is what is mapped now.
