@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "lanes/args.h"
 #include "lanes/error.h"
 
 static bool tag_known(lw_tag_t tag) {
@@ -47,26 +48,35 @@ lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value) {
   return LW_OK;
 }
 
-lw_status_t lw_args_validate(const lw_args_t *a) {
-  if (a == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: args is NULL");
+lw_status_t lw__args_check(const lw_args_t *a, lw_error_t *err) {
+  if (a == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "args: args is NULL");
   if (a->n_tensors > LW_MAX_TENSORS) {
-    return lw__fail(LW_INVALID_ARGUMENT, "args: too many tensors: %u (max %d)", a->n_tensors,
-                    LW_MAX_TENSORS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "args: too many tensors: %u (max %d)",
+                         a->n_tensors, LW_MAX_TENSORS);
   }
   if (a->n_scalars > LW_MAX_SCALARS) {
-    return lw__fail(LW_INVALID_ARGUMENT, "args: too many scalars: %u (max %d)", a->n_scalars,
-                    LW_MAX_SCALARS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "args: too many scalars: %u (max %d)",
+                         a->n_scalars, LW_MAX_SCALARS);
   }
   for (uint32_t i = 0; i < a->n_tensors; ++i) {
     const lw_args_tensor_t *t = &a->tensor[i];
     if (t->data == NULL && t->bytes > 0) {
-      return lw__fail(LW_INVALID_ARGUMENT, "args: tensor %u has NULL data and %llu bytes", i,
-                      (unsigned long long)t->bytes);
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "args: tensor %u has NULL data and %llu bytes", i,
+                           (unsigned long long)t->bytes);
     }
     if (!tag_known(t->tag)) {
-      return lw__fail(LW_INVALID_ARGUMENT, "args: tensor %u has unknown tag %d (max %d)", i,
-                      (int)t->tag, (int)LW_TAG_NO_DEP);
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "args: tensor %u has unknown tag %d (max %d)", i, (int)t->tag,
+                           (int)LW_TAG_NO_DEP);
     }
   }
   return LW_OK;
+}
+
+lw_status_t lw_args_validate(const lw_args_t *a) {
+  lw_error_t err;
+  lw_status_t st = lw__args_check(a, &err);
+  if (st != LW_OK) lw__last_error_store(&err);
+  return st;
 }

@@ -10,8 +10,9 @@
 // that succeeds, or that reports a state rather than a failure (a poll that is not done yet),
 // leaves it as it was. Internal code does not read it either (lw_last_error).
 // test_error_channel_sources (tests/layering/check_error_channel.cmake) enforces this for
-// lanes/, callables/, mailbox/ and child/; parent/ still sets it from internal functions and
-// joins the check once it no longer does.
+// lanes/, callables/, mailbox/, child/ and parent/. One read is allowed below the API:
+// parent/runs.c execute_run takes a failed orch function's error from the last error the
+// user's failing public call left, on the same thread (the check lists it as an exception).
 #ifndef LANEWORK_LANES_ERROR_H_
 #define LANEWORK_LANES_ERROR_H_
 

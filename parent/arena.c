@@ -35,27 +35,34 @@ static void remove_at(lw_arena_block_t *v, uint32_t *n, uint32_t i) {
   (*n)--;
 }
 
-lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes) {
+lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes, lw_error_t *err) {
   memset(a, 0, sizeof(*a));
   a->fd = -1;
   pthread_mutex_init(&a->mu, NULL);
   bytes = (bytes + 4095) & ~(uint64_t)4095;
-  if (bytes == 0) return lw__fail(LW_INVALID_ARGUMENT, "worker: arena_bytes must be > 0");
+  if (bytes == 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: arena_bytes must be > 0");
+  }
   a->fd = lw__forkserver_fd_above_stdio(memfd_create("lw-arena", MFD_CLOEXEC));
-  if (a->fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: memfd_create for the arena failed");
+  if (a->fd < 0) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker: memfd_create for the arena failed");
+  }
   if (ftruncate(a->fd, (off_t)bytes) != 0) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot size the arena to %llu bytes",
-                    (unsigned long long)bytes);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker: cannot size the arena to %llu bytes", (unsigned long long)bytes);
   }
   // At an address every fork server can map it at too (see lw__forkserver_share_map).
   void *p = lw__forkserver_share_map(a->fd, bytes);
   if (p == NULL) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot map a %llu-byte arena",
-                    (unsigned long long)bytes);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: cannot map a %llu-byte arena",
+                         (unsigned long long)bytes);
   }
   a->base = p;
   a->bytes = bytes;
-  if (!grow(&a->free_list, &a->cap_free, 1)) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory");
+  if (!grow(&a->free_list, &a->cap_free, 1)) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
+  }
   a->free_list[0] = (lw_arena_block_t){0, bytes};
   a->n_free = 1;
   return LW_OK;

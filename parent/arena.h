@@ -32,7 +32,10 @@ typedef struct lw_arena {
   uint32_t n_used, cap_used;
 } lw_arena_t;
 
-LW_MUST_USE lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes);
+// Maps a fresh arena of bytes (rounded up to a page); fails INVALID_ARGUMENT (0 bytes) or
+// RESOURCE_EXHAUSTED into err (may be NULL).
+LW_MUST_USE lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes,
+                                              lw_error_t *err);
 void lw__arena_deinitialize(lw_arena_t *a);
 void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes);
 // false when p is not a live block of this arena.

@@ -464,19 +464,20 @@ lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, l
 // the callable is tombstoned at once (tasks submitted from now on fail FAILED_PRECONDITION
 // "pending unregister"), and its slot and id are freed only when no task that references it
 // is queued, posted or running any more; the call returns then. The function stays in every
-// sub child's table (indices are never reused), but no task can name it again.
-static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c) {
+// sub child's table (indices are never reused), but no task can name it again. An error found
+// before the op starts fills err; the op's own outcome is the wait's status.
+static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c, lw_error_t *err) {
   if (c->state != LW_WC_LIVE) {
-    lw_status_t st = lw__fail(LW_FAILED_PRECONDITION, "worker_unregister: %s is %s", c->name,
-                              c->state == LW_WC_UNREGISTERING ? "already being unregistered"
-                                                              : "still registering");
+    lw_status_t st = lw__error_set(
+        err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s", c->name,
+        c->state == LW_WC_UNREGISTERING ? "already being unregistered" : "still registering");
     pthread_mutex_unlock(&w->mu);
     return st;
   }
   lw_wop_t *op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
   if (!op) {
     pthread_mutex_unlock(&w->mu);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_unregister: out of memory");
   }
   op->sub = true;
   op->pending = 0;  // no chip takes part
@@ -499,7 +500,15 @@ lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
   if (!w) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker is NULL");
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_lookup(w, h);
-  if (c && c->kind == LW_WC_SUB) return sub_unregister(w, c);
+  if (c && c->kind == LW_WC_SUB) {
+    // err is filled only for an error found before the op started; a failed wait for the op
+    // (lw_handle_wait, public) has set the last error itself.
+    lw_error_t err;
+    lw__error_clear(&err);
+    lw_status_t st = sub_unregister(w, c, &err);
+    if (err.code != LW_OK) lw__last_error_store(&err);
+    return st;
+  }
   pthread_mutex_unlock(&w->mu);
   lw_handle_t *hd = NULL;
   LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, h, &hd));

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "parent/callables.h"
@@ -242,7 +243,8 @@ static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *cons
   if (producer->n_consumers == producer->cap_consumers) {
     uint32_t cap = producer->cap_consumers ? producer->cap_consumers * 2 : 4;
     lw_task_ref_t *p = realloc(producer->consumers, cap * sizeof(*p));
-    if (!p) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory for dependencies");
+    // No message: the tensor map hands the failure back to build_task, which names it.
+    if (!p) return LW_RESOURCE_EXHAUSTED;
     producer->consumers = p;
     producer->cap_consumers = cap;
   }
@@ -281,17 +283,17 @@ static lw_status_t tmap_edge(void *ctx, lw_tmap_ref_t producer) {
 }
 
 // Waits until n task slots are free (w->mu held; released while waiting).
-static lw_status_t wait_task_slots(lw_worker_t *w, uint32_t n) {
+static lw_status_t wait_task_slots(lw_worker_t *w, uint32_t n, lw_error_t *err) {
   int64_t deadline = lw__deadline_after(w->cfg.submit_timeout_ns);
   while (w->n_free_tasks < n) {
     int64_t now = lw__now_ns();
     if (now >= deadline) {
-      return lw__fail(LW_RESOURCE_EXHAUSTED,
-                      "orch: the task ring is full (%u of %u slots taken, %u needed) and not "
-                      "enough tasks retired within the submit timeout (%lld ns); nothing was "
-                      "dropped",
-                      w->n_tasks_cap - w->n_free_tasks, w->n_tasks_cap, n,
-                      (long long)w->cfg.submit_timeout_ns);
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                           "orch: the task ring is full (%u of %u slots taken, %u needed) and "
+                           "not enough tasks retired within the submit timeout (%lld ns); "
+                           "nothing was dropped",
+                           w->n_tasks_cap - w->n_free_tasks, w->n_tasks_cap, n,
+                           (long long)w->cfg.submit_timeout_ns);
     }
     // retire() broadcasts space_cv under w->mu for every freed slot; the loop re-checks the
     // deadline after every wake-up.
@@ -300,8 +302,8 @@ static lw_status_t wait_task_slots(lw_worker_t *w, uint32_t n) {
   return LW_OK;
 }
 
-static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out) {
-  LW_RETURN_IF_ERROR(wait_task_slots(w, 1));
+static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out, lw_error_t *err) {
+  LW_RETURN_IF_ERROR(wait_task_slots(w, 1, err));
   lw_task_t *t = &w->tasks[w->free_tasks[--w->n_free_tasks]];
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
@@ -326,7 +328,8 @@ typedef struct submit_desc {
 } submit_desc_t;
 
 // Checks what can be checked without the lock: argument shapes and shared-memory bounds.
-static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t *out_args) {
+static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t *out_args,
+                              lw_error_t *err) {
   lw_worker_t *w = o->w;
   lw_args_t empty;
   const lw_args_t *args = d->args;
@@ -334,22 +337,21 @@ static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t
     lw_args_init(&empty);
     args = &empty;
   }
-  LW_RETURN_IF_ERROR(lw_args_validate(args));
+  LW_RETURN_IF_ERROR(lw__args_check(args, err));
   if (d->kind == LW_MB_TASK_KERNEL && (d->worker < LW_ANY_CHIP || d->worker >= (int32_t)w->cfg.n_chips)) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)",
-                    d->worker, w->cfg.n_chips - 1);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)", d->worker,
+                         w->cfg.n_chips - 1);
   }
   if (d->kind == LW_MB_TASK_SUB && w->cfg.n_subs == 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: submit_sub on a worker with no sub children");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "orch: submit_sub on a worker with no sub children");
   }
-  lw_error_t err;
-  if (lw__mailbox_args_encode(args, &w->mb_arena, out_args, &err) != LW_OK) {
-    return lw__last_error_store(&err);
-  }
+  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, &w->mb_arena, out_args, err));
   for (uint32_t i = 0; i < args->n_tensors; ++i) {
     if (args->tensor[i].tag > LW_TAG_NO_DEP) {
-      return lw__fail(LW_INVALID_ARGUMENT, "orch: tensor %u has unknown tag %d", i,
-                      (int)args->tensor[i].tag);
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: tensor %u has unknown tag %d",
+                           i, (int)args->tensor[i].tag);
     }
   }
   return LW_OK;
@@ -357,34 +359,39 @@ static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t
 
 // Builds one task (w->mu held). On error nothing is left behind.
 static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_args_t *margs,
-                              lw_task_t **out) {
+                              lw_task_t **out, lw_error_t *err) {
   lw_worker_t *w = o->w;
   lw_run_t *run = o->run;
   *out = NULL;
   if (run->failed) {
-    return lw__fail(LW_POISONED, "orch: run %llu already failed, no more tasks are accepted: %s",
-                    (unsigned long long)run->run_id, run->error.message);
+    return lw__error_set(err, LW_POISONED, -1, 0,
+                         "orch: run %llu already failed, no more tasks are accepted: %s",
+                         (unsigned long long)run->run_id, run->error.message);
   }
   uint32_t index;
   if (lw__handle_table_lookup(&w->callable_ids, d->callable.id, &index) != LW_OK) {
-    return lw__fail(LW_NOT_FOUND, "orch: unknown or released callable handle 0x%llx",
-                    (unsigned long long)d->callable.id);
+    return lw__error_set(err, LW_NOT_FOUND, -1, 0,
+                         "orch: unknown or released callable handle 0x%llx",
+                         (unsigned long long)d->callable.id);
   }
   lw_wcallable_t *c = &w->callables[index];
   if (c->state == LW_WC_UNREGISTERING) {
-    return lw__fail(LW_FAILED_PRECONDITION, "orch: callable %s is pending unregister", c->name);
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                         "orch: callable %s is pending unregister", c->name);
   }
   if (c->state != LW_WC_LIVE) {
-    return lw__fail(LW_FAILED_PRECONDITION, "orch: callable %s is still registering", c->name);
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                         "orch: callable %s is still registering", c->name);
   }
   bool want_sub = d->kind == LW_MB_TASK_SUB;
   if (want_sub != (c->kind == LW_WC_SUB)) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: %s is a %s callable; use %s", c->name,
-                    c->kind == LW_WC_SUB ? "sub" : "chip",
-                    c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: %s is a %s callable; use %s",
+                         c->name, c->kind == LW_WC_SUB ? "sub" : "chip",
+                         c->kind == LW_WC_SUB ? "lw_orch_submit_sub"
+                                              : "lw_orch_submit_next_level");
   }
   lw_task_t *t = NULL;
-  LW_RETURN_IF_ERROR(take_task_slot(w, &t));
+  LW_RETURN_IF_ERROR(take_task_slot(w, &t, err));
   t->run = run;
   t->task_id = ++run->n_tasks;
   t->kind = d->kind;
@@ -414,8 +421,9 @@ oom:
   // handed back PENDING and the caller finishes it failed, which fails the run with this error.
   t->state = LW_TS_PENDING;
   *out = t;
-  return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory while building task %llu",
-                  (unsigned long long)t->task_id);
+  return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                       "orch: out of memory while building task %llu",
+                       (unsigned long long)t->task_id);
 }
 
 static void finish_runs(lw_run_t *finished) {
@@ -426,19 +434,22 @@ static void finish_runs(lw_run_t *finished) {
   }
 }
 
-static lw_status_t submit_one(lw_orch_t *o, const submit_desc_t *d) {
-  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+// Submits one task; on failure err (must be set) says why, and the public submit stores it as
+// the last error.
+static lw_status_t submit_one(lw_orch_t *o, const submit_desc_t *d, lw_error_t *err) {
+  if (!o || !o->run) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: not inside an orch function");
+  }
   lw_mb_args_t margs;
-  LW_RETURN_IF_ERROR(check_desc(o, d, &margs));
+  LW_RETURN_IF_ERROR(check_desc(o, d, &margs, err));
   lw_worker_t *w = o->w;
   lw_run_t *finished = NULL;
   pthread_mutex_lock(&w->mu);
   lw_task_t *t = NULL;
-  lw_status_t st = build_task(o, d, &margs, &t);
+  lw_status_t st = build_task(o, d, &margs, &t, err);
   if (t) {
     if (st != LW_OK) {
-      lw_error_t e = *lw_last_error();
-      lw__task_finish(w, t, st, &e, &finished);
+      lw__task_finish(w, t, st, err, &finished);
     } else if (t->n_pending == 0) {
       make_ready(w, t, &finished);
     }
@@ -457,12 +468,18 @@ lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c, cons
                     (long long)cfg->timeout_ns);
   }
   submit_desc_t d = {LW_MB_TASK_KERNEL, worker_id, c, args, cfg ? cfg->timeout_ns : 0, NULL};
-  return submit_one(o, &d);
+  lw_error_t err;
+  lw_status_t st = submit_one(o, &d, &err);
+  if (st != LW_OK) lw__last_error_store(&err);
+  return st;
 }
 
 lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args) {
   submit_desc_t d = {LW_MB_TASK_SUB, -1, c, args, 0, NULL};
-  return submit_one(o, &d);
+  lw_error_t err;
+  lw_status_t st = submit_one(o, &d, &err);
+  if (st != LW_OK) lw__last_error_store(&err);
+  return st;
 }
 
 lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c,
@@ -488,10 +505,10 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
                       worker_ids[i]);
     }
     submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, NULL};
-    lw_status_t st = check_desc(o, &d, &margs[i]);
-    if (st != LW_OK) {
+    lw_error_t err;
+    if (check_desc(o, &d, &margs[i], &err) != LW_OK) {
       free(margs);
-      return st;
+      return lw__last_error_store(&err);
     }
   }
   lw_group_t *g = calloc(1, sizeof(*g));
@@ -506,23 +523,24 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   g->n = (uint32_t)n;
   lw_run_t *finished = NULL;
   lw_status_t st = LW_OK;
+  lw_error_t err;
   pthread_mutex_lock(&w->mu);
   // Every slot first, so w->mu is never released between members: while it is held, no
   // member can be made ready, poisoned or retired by another thread before the group is whole
   // (a member made ready early would be counted twice, and a poisoned one could free the group).
-  st = wait_task_slots(w, (uint32_t)n);
+  st = wait_task_slots(w, (uint32_t)n, &err);
   if (st != LW_OK) {
     pthread_mutex_unlock(&w->mu);
     free(members);
     free(g);
     free(margs);
-    return st;
+    return lw__last_error_store(&err);
   }
   uint32_t built = 0;
   for (int i = 0; i < n && st == LW_OK; ++i) {
     submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, g};
     lw_task_t *t = NULL;
-    st = build_task(o, &d, &margs[i], &t);
+    st = build_task(o, &d, &margs[i], &t, &err);
     if (t) {
       t->group = g;
       members[built++] = t;
@@ -531,12 +549,11 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   }
   if (st != LW_OK) {
     g->n = built;
-    lw_error_t e = *lw_last_error();
     if (built == 0) {
       free(members);
       free(g);
     } else {
-      poison_group(w, g, &e, &finished);
+      poison_group(w, g, &err, &finished);
     }
   } else {
     for (uint32_t i = 0; i < built; ++i) {
@@ -547,6 +564,7 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   free(margs);
   finish_runs(finished);
   lw__worker_kick(w);
+  if (st != LW_OK) lw__last_error_store(&err);
   return st;
 }
 

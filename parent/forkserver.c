@@ -1369,17 +1369,23 @@ static int memfd_with(const char *name, const void *data, size_t bytes) {
   return fd;
 }
 
-static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserver_t **out) {
-  if (out == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: out is NULL");
+static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserver_t **out,
+                              lw_error_t *err) {
+  if (out == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: out is NULL");
+  }
   *out = NULL;
-  if (spec->main_fn == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: main_fn is NULL");
+  if (spec->main_fn == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: main_fn is NULL");
+  }
   if (spec->n_slots == 0 || spec->n_slots > LW_FS_MAX_CHILDREN) {
-    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: n_slots %u not in 1..%d", spec->n_slots,
-                    LW_FS_MAX_CHILDREN);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: n_slots %u not in 1..%d",
+                         spec->n_slots, LW_FS_MAX_CHILDREN);
   }
   if (spec->n_shares > LW_FS_MAX_SHARES || spec->n_fds > LW_FS_MAX_FDS) {
-    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: %u shares and %u fds (at most %d and %d)",
-                    spec->n_shares, spec->n_fds, LW_FS_MAX_SHARES, LW_FS_MAX_FDS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "forkserver: %u shares and %u fds (at most %d and %d)", spec->n_shares,
+                         spec->n_fds, LW_FS_MAX_SHARES, LW_FS_MAX_FDS);
   }
   uint32_t n_slots = spec->n_slots;
   bool zygote = false;
@@ -1389,17 +1395,19 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
     pid_t lost = g_zy.pid;
     pthread_mutex_unlock(&g_zy.mu);
     if (z < 0) {
-      return lw__fail(LW_UNAVAILABLE,
-                      "forkserver: lanework's zygote (pid %d) is gone and this process has "
-                      "threads now, so no fork server can be started safely (a fork would copy "
-                      "locks other threads hold)",
-                      (int)lost);
+      return lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                           "forkserver: lanework's zygote (pid %d) is gone and this process "
+                           "has threads now, so no fork server can be started safely (a fork "
+                           "would copy locks other threads hold)",
+                           (int)lost);
     }
     zygote = z == 1;
   }
 
   lw_forkserver_t *fs = calloc(1, sizeof(*fs));
-  if (fs == NULL) return lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: out of memory");
+  if (fs == NULL) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "forkserver: out of memory");
+  }
   fs->ctl = fs->ev = fs->server_pidfd = -1;
   fs->n_slots = n_slots;
   fs->from_zygote = zygote;
@@ -1417,16 +1425,18 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
                              : mmap(NULL, fs->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                                     table_fd, 0);
   if (table == MAP_FAILED) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: cannot create the status table: %s",
-                  strerror(table_fd < 0 ? -table_fd : errno));
+    st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                       "forkserver: cannot create the status table: %s",
+                       strerror(table_fd < 0 ? -table_fd : errno));
     goto fail;
   }
   fs->table = table;  // zero-filled: pid 0 (never spawned), sequences 0
   if (zygote && spec->arg_bytes > 0) {
     arg_fd = memfd_with("lw-fs-arg", spec->arg, spec->arg_bytes);
     if (arg_fd < 0) {
-      st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: cannot copy the children's arguments: %s",
-                    strerror(-arg_fd));
+      st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "forkserver: cannot copy the children's arguments: %s",
+                         strerror(-arg_fd));
       goto fail;
     }
   }
@@ -1434,7 +1444,8 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
   int sp = socketpair_above_stdio(ctl);
   if (sp == 0) sp = socketpair_above_stdio(ev);
   if (sp != 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: socketpair: %s", strerror(-sp));
+    st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "forkserver: socketpair: %s",
+                       strerror(-sp));
     if (ctl[0] >= 0) close(ctl[0]);
     if (ctl[1] >= 0) close(ctl[1]);
     goto fail;
@@ -1450,10 +1461,10 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
     close(ctl[1]);
     close(ev[1]);
     if (rc <= 0) {
-      st = lw__fail(LW_UNAVAILABLE,
-                    "forkserver: the zygote (pid %d) could not start a server: %s%s",
-                    (int)zygote_pid, strerror(-rc),
-                    rc == -EPIPE || rc == -ECONNRESET ? " (the zygote is gone)" : "");
+      st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                         "forkserver: the zygote (pid %d) could not start a server: %s%s",
+                         (int)zygote_pid, strerror(-rc),
+                         rc == -EPIPE || rc == -ECONNRESET ? " (the zygote is gone)" : "");
       goto fail;
     }
     pid = rc;
@@ -1488,7 +1499,8 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
     close(ctl[1]);
     close(ev[1]);
     if (pid < 0) {
-      st = lw__fail(LW_RESOURCE_EXHAUSTED, "forkserver: fork: %s", strerror(fork_errno));
+      st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "forkserver: fork: %s",
+                         strerror(fork_errno));
       goto fail;
     }
   }
@@ -1500,8 +1512,9 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
 
   int pidfd = pidfd_open_above_stdio(pid);
   if (pidfd < 0) {
-    st = lw__fail(LW_UNAVAILABLE, "forkserver: pidfd_open(server pid %d): %s (Linux >= 5.3)",
-                  (int)pid, strerror(-pidfd));
+    st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                       "forkserver: pidfd_open(server pid %d): %s (Linux >= 5.3)", (int)pid,
+                       strerror(-pidfd));
     goto fail;
   }
   fs->server_pidfd = pidfd;
@@ -1513,29 +1526,31 @@ static lw_status_t start_impl(const lw_fs_spec_t *spec, bool direct, lw_forkserv
     if (rc == -EAGAIN) {
       rc = wait_readable(fs->ctl, deadline);
       if (rc == 1) continue;
-      st = lw__fail(LW_UNAVAILABLE, "forkserver: server (pid %d) did not start within %d s",
-                    (int)pid, (int)(kStartTimeoutNs / 1000000000));
+      st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                         "forkserver: server (pid %d) did not start within %d s", (int)pid,
+                         (int)(kStartTimeoutNs / 1000000000));
       goto fail;
     }
     if (rc == 1 && m.type == LW_FS_MSG_READY) {
       if (m.value == 0) break;
       if (m.index >= kStepShare0 && m.index - kStepShare0 < spec->n_shares) {
         uint32_t i = m.index - kStepShare0;
-        st = lw__fail(LW_UNAVAILABLE,
-                      "forkserver: the server cannot map share %u (%zu bytes) at %p, the "
-                      "address it has in this process: %s (the zygote holds that address; "
-                      "LW_ZYGOTE=0 forks directly)",
-                      i, spec->shares[i].bytes, spec->shares[i].addr, strerror(m.value));
+        st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                           "forkserver: the server cannot map share %u (%zu bytes) at %p, the "
+                           "address it has in this process: %s (the zygote holds that "
+                           "address; LW_ZYGOTE=0 forks directly)",
+                           i, spec->shares[i].bytes, spec->shares[i].addr, strerror(m.value));
       } else {
-        st = lw__fail(LW_UNAVAILABLE, "forkserver: server setup failed at %s: %s",
-                      setup_step_name(m.index), strerror(m.value));
+        st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                           "forkserver: server setup failed at %s: %s", setup_step_name(m.index),
+                           strerror(m.value));
       }
       goto fail;
     }
     if (rc == 1) continue;
     char why[128];
     describe_server_gone(fs, why, sizeof(why));
-    st = lw__fail(LW_UNAVAILABLE, "forkserver: %s before it was ready", why);
+    st = lw__error_set(err, LW_UNAVAILABLE, -1, 0, "forkserver: %s before it was ready", why);
     goto fail;
   }
   *out = fs;
@@ -1551,17 +1566,18 @@ fail:
 }
 
 lw_status_t lw__forkserver_start(lw_child_main_fn main_fn, void *arg, uint32_t n_slots,
-                                lw_forkserver_t **out) {
+                                lw_forkserver_t **out, lw_error_t *err) {
   lw_fs_spec_t spec = {.main_fn = main_fn, .arg = arg, .n_slots = n_slots};
-  return start_impl(&spec, true, out);
+  return start_impl(&spec, true, out, err);
 }
 
-lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out) {
+lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out,
+                                     lw_error_t *err) {
   if (spec == NULL) {
     if (out != NULL) *out = NULL;
-    return lw__fail(LW_INVALID_ARGUMENT, "forkserver: spec is NULL");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: spec is NULL");
   }
-  return start_impl(spec, false, out);
+  return start_impl(spec, false, out, err);
 }
 
 bool lw__forkserver_from_zygote(const lw_forkserver_t *fs) { return fs != NULL && fs->from_zygote; }
@@ -1712,8 +1728,8 @@ lw_status_t lw__forkserver_spawn(lw_forkserver_t *fs, uint32_t index, int64_t de
   lw__error_clear(err);
   lw_status_t st;
   if (out_pid == NULL || out_pidfd == NULL) {
-    lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: out_pid/out_pidfd is NULL");
-    return lw__last_error_store(err);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "forkserver: out_pid/out_pidfd is NULL");
   }
   *out_pid = 0;
   *out_pidfd = -1;
@@ -1727,15 +1743,16 @@ lw_status_t lw__forkserver_spawn(lw_forkserver_t *fs, uint32_t index, int64_t de
     st = spawn_locked(fs, index, deadline_ns, out_pid, out_pidfd, err);
     pthread_mutex_unlock(&fs->mu);
   }
-  if (st != LW_OK) lw__last_error_store(err);
   return st;
 }
 
 lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
                                     void (*fn)(void *ctx, uint32_t index, pid_t pid,
                                                int wait_status),
-                                    void *ctx) {
-  if (fs == NULL) return lw__fail(LW_INVALID_ARGUMENT, "forkserver: poll_exit: fs is NULL");
+                                    void *ctx, lw_error_t *err) {
+  if (fs == NULL) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "forkserver: poll_exit: fs is NULL");
+  }
   // No lock: the event socket has one reader (the event-loop thread), and fn may call
   // lw__forkserver_spawn.
   for (;;) {
@@ -1753,7 +1770,7 @@ lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
     // EOF comes after every queued EXIT has been read: nothing is lost before it.
     char why[160];
     describe_server_gone(fs, why, sizeof(why));
-    return lw__fail(LW_UNAVAILABLE, "forkserver: %s", why);
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "forkserver: %s", why);
   }
 }
 

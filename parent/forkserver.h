@@ -87,8 +87,11 @@ typedef struct lw_forkserver lw_forkserver_t;
 // in a multi-threaded process (a lock another thread holds at the fork, e.g. glibc's loader
 // lock, stays held forever in the copies): for tests and single-threaded programs; the worker
 // uses lw__forkserver_start_spec. Children get no fd above 2. n_slots <= LW_FS_MAX_CHILDREN.
+// On failure err (may be NULL) says why; like every function here it leaves the thread-local
+// last error alone (lanes/error.h).
 LW_MUST_USE lw_status_t lw__forkserver_start(lw_child_main_fn main_fn, void *arg,
-                                            uint32_t n_slots, lw_forkserver_t **out);
+                                            uint32_t n_slots, lw_forkserver_t **out,
+                                            lw_error_t *err);
 
 // --------------------------------------------------------------------------------------------
 // Starting the server from the zygote (fork safety, DESIGN 5.1).
@@ -147,8 +150,9 @@ void lw__forkserver_share_unmap(void *addr, size_t bytes);
 
 // Starts a server for spec through the zygote, or directly when there is none (see above).
 // UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote
-// ("cannot map share 0 at 0x7f..: File exists").
-LW_MUST_USE lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out);
+// ("cannot map share 0 at 0x7f..: File exists"). err (may be NULL) says why.
+LW_MUST_USE lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out,
+                                                 lw_error_t *err);
 
 // Makes sure this process has a zygote: true when it has one, or when it could start one now
 // (the process has a single thread: a process forked from the program, or a program that had
@@ -171,7 +175,7 @@ bool lw__forkserver_zygote_has_code(const void *addr);
 // Asks the server to fork the child of slot index. Waits up to deadline_ns (absolute,
 // lw__now_ns; LW_DEADLINE_NEVER: no limit) for the answer. On success *out_pid is the child's
 // pid and *out_pidfd a pidfd for it (close-on-exec; the caller closes it). Otherwise *out_pid
-// is 0, *out_pidfd -1, and err (may be NULL; also copied to lw_last_error) says why:
+// is 0, *out_pidfd -1, and err (may be NULL) says why:
 //   UNAVAILABLE          the server is gone
 //   CHILD_EXITED         the child died before its pidfd could be opened; the message has its
 //                        status ("... killed by SIGSEGV"). Its EXIT still comes through poll_exit.
@@ -193,11 +197,12 @@ int lw__forkserver_fd(const lw_forkserver_t *fs);
 // take and refuses spawns before its queue could overflow. fn may call lw__forkserver_spawn.
 // fn NULL: drain and drop the EXITs (lw__forkserver_exit_status still has each slot's last).
 // fn may see a pid spawn never returned (see DEADLINE_EXCEEDED); compare pids before acting.
-// Returns UNAVAILABLE (after delivering every queued EXIT) if the server itself died.
+// Returns UNAVAILABLE (after delivering every queued EXIT) if the server itself died; err (may
+// be NULL) says how it died.
 LW_MUST_USE lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
                                                 void (*fn)(void *ctx, uint32_t index, pid_t pid,
                                                            int wait_status),
-                                                void *ctx);
+                                                void *ctx, lw_error_t *err);
 
 // The published exit of slot index if pid is the slot's latest child and has exited: true and
 // *out_wait_status. False while it runs, and once the slot was respawned (use poll_exit).

@@ -112,14 +112,18 @@ lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
   return LW_OK;
 }
 
-static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_t **out) {
+static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_t **out,
+                              lw_error_t *err) {
   *out = NULL;
   if (!w || !fn) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker_run: worker and orch function must be set");
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker_run: worker and orch function must be set");
   }
-  if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
+  if (atomic_load(&w->stopping)) {
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "worker: shutting down");
+  }
   lw_run_t *run = calloc(1, sizeof(*run));
-  if (!run) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_run: out of memory");
+  if (!run) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_run: out of memory");
   lw__handle_initialize(&run->handle, LW_HANDLE_WORKER_RUN, &run_ops);
   lw__handle_set_notify(&run->handle, lw__worker_notify_user, w);
   run->w = w;
@@ -150,7 +154,8 @@ lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_ha
   if (out) *out = NULL;
   if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_run_async: out must be set");
   lw_run_t *run = NULL;
-  LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
+  lw_error_t err;
+  if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
   run_enqueue(w, run);
   *out = &run->handle;
   return LW_OK;
@@ -158,7 +163,8 @@ lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_ha
 
 lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
   lw_run_t *run = NULL;
-  LW_RETURN_IF_ERROR(run_create(w, fn, user, &run));
+  lw_error_t err;
+  if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
   if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
   lw_handle_t *h = &run->handle;
   lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
@@ -290,13 +296,15 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
   return true;
 }
 
-lw_status_t lw__orch_start(lw_worker_t *w) {
+lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
   lw_tmap_options_t tmap_options = {.live = lw__dag_tmap_live, .live_ctx = w};
   if (lw__tmap_create(&tmap_options, &w->orch_tmap) != LW_OK) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory for the tensor map");
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker: out of memory for the tensor map");
   }
   if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the orchestrator thread");
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker: cannot start the orchestrator thread");
   }
   w->orch_started = true;
   return LW_OK;

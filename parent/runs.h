@@ -58,7 +58,7 @@ struct lw_orch {
 };
 
 // Makes the orchestrator's tensor map and starts its thread (lw_worker_create).
-LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w);
+LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);
 // lw_worker_run's fast path: runs run's orch function on the caller's thread when no run is
 // queued or holds the token (the token is taken under w->run_mu, so FIFO order holds).
 // Returns false, having done nothing, otherwise.

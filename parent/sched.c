@@ -686,7 +686,7 @@ static void *sched_main(void *arg) {
         ssize_t r = read(w->wake_fd, &v, sizeof(v));
         (void)r;
       } else if (tag == TAG_FS) {
-        if (lw__forkserver_poll_exit(w->fs, NULL, NULL) != LW_OK) {
+        if (lw__forkserver_poll_exit(w->fs, NULL, NULL, NULL) != LW_OK) {
           epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(w->fs), NULL);
         }
       } else if (tag < w->n_children) {
@@ -697,24 +697,27 @@ static void *sched_main(void *arg) {
   return NULL;
 }
 
-static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag) {
+static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag, lw_error_t *err) {
   struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
   if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    return lw__fail(LW_INTERNAL, "worker: epoll_ctl failed (errno %d)", errno);
+    return lw__error_set(err, LW_INTERNAL, -1, 0, "worker: epoll_ctl failed (errno %d)", errno);
   }
   return LW_OK;
 }
 
-lw_status_t lw__sched_start(lw_worker_t *w) {
+lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   w->epoll_fd = lw__forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
-  if (w->epoll_fd < 0) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: epoll_create1 failed");
-  LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE));
-  LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs), TAG_FS));
+  if (w->epoll_fd < 0) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: epoll_create1 failed");
+  }
+  LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE, err));
+  LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs), TAG_FS, err));
   for (uint32_t s = 0; s < w->n_children; ++s) {
-    if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s));
+    if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
   }
   if (pthread_create(&w->sched_thread, NULL, sched_main, w) != 0) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the scheduler thread");
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker: cannot start the scheduler thread");
   }
   w->sched_started = true;
   return LW_OK;

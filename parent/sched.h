@@ -27,7 +27,7 @@
 
 typedef struct lw_worker lw_worker_t;
 
-LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w);
+LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
 void lw__sched_dispatch_now(lw_worker_t *w);
 void lw__sched_stop(lw_worker_t *w);
 

@@ -296,11 +296,14 @@ static void *supervisor_main(void *arg) {
   return NULL;
 }
 
-lw_status_t lw__supervisor_start(lw_worker_t *w) {
+lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
   w->sup_pending = calloc(w->n_children, sizeof(bool));
-  if (!w->sup_pending) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: out of memory");
+  if (!w->sup_pending) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
+  }
   if (pthread_create(&w->sup_thread, NULL, supervisor_main, w) != 0) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker: cannot start the supervisor thread");
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker: cannot start the supervisor thread");
   }
   w->sup_started = true;
   return LW_OK;

@@ -27,7 +27,7 @@ typedef struct lw_worker lw_worker_t;
 typedef struct lw_endpoint lw_endpoint_t;
 
 // The supervisor thread, and how the scheduler hands it a dead child.
-LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w);
+LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err);
 void lw__supervisor_stop(lw_worker_t *w);
 void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep);
 

@@ -129,28 +129,29 @@ static void child_entry(void *arg, uint32_t slot) {
   lw__sub_child_main(env);
 }
 
-static lw_status_t validate_config(const lw_worker_config_t *c) {
+static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err) {
   if (c->n_chips < 1 || c->n_chips > LW_MAX_CHIPS) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker: n_chips %u is outside 1..%d", c->n_chips,
-                    LW_MAX_CHIPS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_chips %u is outside 1..%d",
+                         c->n_chips, LW_MAX_CHIPS);
   }
   if (c->n_subs > LW_MAX_SUBS) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker: n_subs %u is more than %d", c->n_subs,
-                    LW_MAX_SUBS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_subs %u is more than %d",
+                         c->n_subs, LW_MAX_SUBS);
   }
   if (c->cancel_grace_ns < 0 || c->liveness_timeout_ns < 0) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "worker: cancel_grace_ns %lld and liveness_timeout_ns %lld must be >= 0",
-                    (long long)c->cancel_grace_ns, (long long)c->liveness_timeout_ns);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker: cancel_grace_ns %lld and liveness_timeout_ns %lld must be >= 0",
+                         (long long)c->cancel_grace_ns, (long long)c->liveness_timeout_ns);
   }
   if (c->task_ring < 2 || c->task_ring > (1u << 20)) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker: task_ring %u is outside 2..%u", c->task_ring,
-                    1u << 20);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: task_ring %u is outside 2..%u",
+                         c->task_ring, 1u << 20);
   }
   if (strnlen(c->chip.backend, LW_BACKEND_NAME_BYTES) == LW_BACKEND_NAME_BYTES ||
       !lw__backend_find(c->chip.backend)) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker: unknown backend '%.*s' (known: sim)",
-                    LW_BACKEND_NAME_BYTES, c->chip.backend);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker: unknown backend '%.*s' (known: sim)", LW_BACKEND_NAME_BYTES,
+                         c->chip.backend);
   }
   return LW_OK;
 }
@@ -163,7 +164,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     lw_worker_config_default(&defaults);
     cfg = &defaults;
   }
-  LW_RETURN_IF_ERROR(validate_config(cfg));
+  lw_error_t err;
+  if (validate_config(cfg, &err) != LW_OK) return lw__last_error_store(&err);
   // Before any mapping of this worker exists: a zygote started now (this process had none)
   // must not hold copies of the arena or the mailboxes, which the server maps at the same
   // addresses.
@@ -184,11 +186,10 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   lw__cond_init_monotonic(&w->sup_cv);
   pthread_mutex_init(&w->sub_mu, NULL);
   lw_status_t st;
-  lw_error_t err;
   int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
 
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
-  if ((st = lw__arena_initialize(&w->arena, cfg->arena_bytes)) != LW_OK) goto fail;
+  if ((st = lw__arena_initialize(&w->arena, cfg->arena_bytes, &err)) != LW_OK) goto fail_err;
   w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
   // Each mailbox starts on its own page so a child can bind its pages to its NUMA node.
   w->mailboxes_bytes = LW_MAILBOX_STRIDE * w->n_children;
@@ -266,7 +267,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                        .fds = &w->wake_fd,
                        .n_fds = 1,
                        .n_slots = w->n_children};
-  if ((st = lw__forkserver_start_spec(&spec, &w->fs)) != LW_OK) goto fail;
+  if ((st = lw__forkserver_start_spec(&spec, &w->fs, &err)) != LW_OK) goto fail_err;
   if (!lw__forkserver_from_zygote(w->fs)) {
     // Forked directly: the children are copies of this process now, so the code they can
     // call is what is mapped now.
@@ -287,9 +288,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;
   }
-  if ((st = lw__supervisor_start(w)) != LW_OK) goto fail;
-  if ((st = lw__sched_start(w)) != LW_OK) goto fail;
-  if ((st = lw__orch_start(w)) != LW_OK) goto fail;
+  if ((st = lw__supervisor_start(w, &err)) != LW_OK) goto fail_err;
+  if ((st = lw__sched_start(w, &err)) != LW_OK) goto fail_err;
+  if ((st = lw__orch_start(w, &err)) != LW_OK) goto fail_err;
   *out = w;
   return LW_OK;
 

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lanes/error.h"
 #include "lanes/sys.h"
 #include "parent/forkserver.h"
 #include "test_util.h"
@@ -119,7 +120,9 @@ static void shared_free(shared_t *sh) { munmap(sh, sizeof(*sh)); }
 
 static lw_forkserver_t *start_fs(shared_t *sh, uint32_t n_slots) {
   lw_forkserver_t *fs = NULL;
-  LW_ASSERT_OK(lw__forkserver_start(child_main, sh, n_slots, &fs));
+  lw_error_t err;
+  lw_status_t st = lw__forkserver_start(child_main, sh, n_slots, &fs, &err);
+  cr_assert_eq(st, LW_OK, "start -> %s: %s", lw_status_name(st), err.message);
   cr_assert_not_null(fs);
   return fs;
 }
@@ -162,11 +165,11 @@ static void on_exit_cb(void *ctx, uint32_t index, pid_t pid, int wait_status) {
 
 // Drains EXITs until at least n were seen, waiting on lw__forkserver_fd as an event loop would.
 static void collect_exits(lw_forkserver_t *fs, exits_t *ex, int n) {
-  LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex));
+  LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex, NULL));
   while (ex->n < n) {
     cr_assert(readable_within(lw__forkserver_fd(fs), 10000), "no EXIT within 10 s (%d of %d)",
               ex->n, n);
-    LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex));
+    LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex, NULL));
   }
 }
 
@@ -336,7 +339,6 @@ Test(forkserver, spawn_into_busy_slot_fails_precondition, .timeout = 30) {
   cr_assert_eq(st, LW_FAILED_PRECONDITION, "%s", lw_status_name(st));
   cr_assert(strstr(err.message, "live child") != NULL, "%s", err.message);
   cr_assert_eq(err.worker_id, 0);
-  cr_assert_eq(lw_last_error()->code, LW_FAILED_PRECONDITION);
   cr_assert_eq(pid2, 0);
   cr_assert_eq(pidfd2, -1);
 
@@ -345,7 +347,7 @@ Test(forkserver, spawn_into_busy_slot_fails_precondition, .timeout = 30) {
   close(pidfd);
   // Drain without a callback, as an event loop that reads statuses from the table does.
   cr_assert(readable_within(lw__forkserver_fd(fs), 10000));
-  LW_ASSERT_OK(lw__forkserver_poll_exit(fs, NULL, NULL));
+  LW_ASSERT_OK(lw__forkserver_poll_exit(fs, NULL, NULL, NULL));
   cr_assert_not(readable_within(lw__forkserver_fd(fs), 0));
   int ws = -1;
   cr_assert(lw__forkserver_exit_status(fs, 0, pid, &ws));
@@ -416,7 +418,7 @@ Test(forkserver, parent_death_takes_server_and_children_down, .timeout = 60) {
   cr_assert_geq(mid, 0);
   if (mid == 0) {
     lw_forkserver_t *fs = NULL;
-    if (lw__forkserver_start(child_main, sh, 2, &fs) != LW_OK) _exit(2);
+    if (lw__forkserver_start(child_main, sh, 2, &fs, NULL) != LW_OK) _exit(2);
     atomic_store(&sh->mid_pids[0], lw__forkserver_pid(fs));
     for (uint32_t i = 0; i < 2; ++i) {
       pid_t pid;
@@ -515,14 +517,14 @@ Test(forkserver, describe_status_formats, .timeout = 10) {
 
 Test(forkserver, bad_arguments_get_clear_errors, .timeout = 10) {
   lw_forkserver_t *fs = (lw_forkserver_t *)(uintptr_t)1;
-  cr_assert_eq(lw__forkserver_start(NULL, NULL, 1, &fs), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__forkserver_start(NULL, NULL, 1, &fs, NULL), LW_INVALID_ARGUMENT);
   cr_assert_null(fs);
-  cr_assert_eq(lw__forkserver_start(child_main, NULL, 0, &fs), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw__forkserver_start(child_main, NULL, LW_FS_MAX_CHILDREN + 1, &fs),
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, 0, &fs, NULL), LW_INVALID_ARGUMENT);
+  lw_error_t start_err;
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, LW_FS_MAX_CHILDREN + 1, &fs, &start_err),
                LW_INVALID_ARGUMENT);
-  cr_assert(strstr(lw_last_error()->message, "n_slots") != NULL, "%s",
-            lw_last_error()->message);
-  cr_assert_eq(lw__forkserver_start(child_main, NULL, 1, NULL), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(start_err.message, "n_slots") != NULL, "%s", start_err.message);
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, 1, NULL, NULL), LW_INVALID_ARGUMENT);
 
   shared_t *sh = shared_new();
   fs = start_fs(sh, 2);
@@ -536,8 +538,8 @@ Test(forkserver, bad_arguments_get_clear_errors, .timeout = 10) {
                LW_INVALID_ARGUMENT);
   cr_assert_eq(lw__forkserver_spawn(fs, 0, LW_DEADLINE_NEVER, NULL, &pidfd, NULL),
                LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw__forkserver_poll_exit(NULL, on_exit_cb, NULL), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw__forkserver_poll_exit(fs, NULL, NULL), LW_OK);  // fn NULL: drain only
+  cr_assert_eq(lw__forkserver_poll_exit(NULL, on_exit_cb, NULL, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw__forkserver_poll_exit(fs, NULL, NULL, NULL), LW_OK);  // fn NULL: drain only
   int ws;
   cr_assert_not(lw__forkserver_exit_status(fs, 5, 1, &ws));
   cr_assert_not(lw__forkserver_exit_status(NULL, 0, 1, &ws));
@@ -545,6 +547,29 @@ Test(forkserver, bad_arguments_get_clear_errors, .timeout = 10) {
   lw__forkserver_stop(fs);
   lw__forkserver_stop(NULL);
   shared_free(sh);
+}
+
+// The fork server is below the public API: its failures come back in the caller's err, and a
+// caller's thread-local last error (what its user reads after a public call) is never
+// overwritten behind its back (lanes/error.h).
+Test(forkserver, failures_fill_err_and_leave_the_last_error_alone, .timeout = 10) {
+  lw__fail(LW_POISONED, "set by the test");
+  lw_forkserver_t *fs = NULL;
+  lw_error_t err;
+  cr_assert_eq(lw__forkserver_start(child_main, NULL, 0, &fs, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(err.code, LW_INVALID_ARGUMENT);
+  cr_assert(strstr(err.message, "n_slots 0") != NULL, "%s", err.message);
+  cr_assert_eq(lw__forkserver_start_spec(NULL, &fs, &err), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "forkserver: spec is NULL");
+  pid_t pid;
+  int pidfd;
+  cr_assert_eq(lw__forkserver_spawn(NULL, 0, LW_DEADLINE_NEVER, &pid, &pidfd, &err),
+               LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "forkserver: fs is NULL");
+  cr_assert_eq(lw__forkserver_poll_exit(NULL, NULL, NULL, &err), LW_INVALID_ARGUMENT);
+  cr_assert_str_eq(err.message, "forkserver: poll_exit: fs is NULL");
+  cr_assert_eq(lw_last_error()->code, LW_POISONED);
+  cr_assert_str_eq(lw_last_error()->message, "set by the test");
 }
 
 Test(forkserver, server_death_is_unavailable_and_children_follow, .timeout = 30) {
@@ -562,9 +587,9 @@ Test(forkserver, server_death_is_unavailable_and_children_follow, .timeout = 30)
 
   cr_assert(readable_within(lw__forkserver_fd(fs), 10000), "no EOF on the event socket");
   exits_t ex = {0};
-  cr_assert_eq(lw__forkserver_poll_exit(fs, on_exit_cb, &ex), LW_UNAVAILABLE);
-  cr_assert(strstr(lw_last_error()->message, "killed by SIGKILL") != NULL, "%s",
-            lw_last_error()->message);
+  lw_error_t poll_err;
+  cr_assert_eq(lw__forkserver_poll_exit(fs, on_exit_cb, &ex, &poll_err), LW_UNAVAILABLE);
+  cr_assert(strstr(poll_err.message, "killed by SIGKILL") != NULL, "%s", poll_err.message);
   pid_t p2;
   int fd2;
   lw_error_t err;
@@ -675,7 +700,7 @@ Test(forkserver, many_exits_without_polling_are_not_lost, .timeout = 120) {
         if (st == LW_OK) break;
         cr_assert_eq(st, LW_RESOURCE_EXHAUSTED, "%s: %s", lw_status_name(st), err.message);
         pushed_back++;
-        LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex));
+        LW_ASSERT_OK(lw__forkserver_poll_exit(fs, on_exit_cb, ex, NULL));
       }
     }
     for (uint32_t i = 0; i < kSlots; ++i) atomic_store(&sh->go[i], 1);

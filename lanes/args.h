@@ -1,0 +1,19 @@
+// lanes/args.h — checking an lw_args_t below the public API.
+#ifndef LANEWORK_LANES_ARGS_H_
+#define LANEWORK_LANES_ARGS_H_
+
+#include "lanework/args.h"
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// lw_args_validate for internal callers: the same checks and messages, filling err (may be
+// NULL) instead of the thread-local last error (lanes/error.h).
+LW_MUST_USE lw_status_t lw__args_check(const lw_args_t *a, lw_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_LANES_ARGS_H_
