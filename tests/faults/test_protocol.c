@@ -33,18 +33,35 @@ static void assert_no_garbage_names(const char *msg) {
   }
 }
 
+// A worker of n_chips chips with gate and vector_add registered, and one run whose gate task
+// holds chip `chip`'s run lane (its kernel has started) until the test opens the gate.
+typedef struct gated {
+  lw_callable_handle_t gate, vadd;
+  shared_t *s;
+  job_t job;
+  lw_handle_t *h;
+} gated_t;
+
+static void start_gated(gated_t *g, uint32_t n_chips, int32_t chip) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, n_chips, 0);
+  fx_create(&f, &cfg);
+  g->gate = fx_reg(&f, "gate");
+  g->vadd = fx_reg(&f, "vector_add");
+  g->s = fx_shared(&f);
+  g->job = (job_t){g->gate, g->s, JOB_GATE, chip, 0, 0, 1};
+  g->h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &g->job, &g->h));
+  lw_test_wait_nonzero(&g->s->entered);
+}
+
 Test(protocol, corrupt_completion_ring_mid_run_fails_the_run_and_the_chip_comes_back,
      .timeout = 60) {
-  lw_worker_config_t cfg;
-  fx_config(&cfg, 2, 0);
-  fx_create(&f, &cfg);
-  lw_callable_handle_t gate = fx_reg(&f, "gate");
-  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
-  shared_t *s = fx_shared(&f);
-  job_t j = {gate, s, JOB_GATE, 1, 0, 0, 1};
-  lw_handle_t *h = NULL;
-  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h));
-  lw_test_wait_nonzero(&s->entered);
+  gated_t g;
+  start_gated(&g, 2, 1);
+  lw_callable_handle_t vadd = g.vadd;
+  shared_t *s = g.s;
+  lw_handle_t *h = g.h;
   // The child is inside the kernel and pushes nothing: the head is the test's to break. A head
   // a thousand entries past the tail can never be drained.
   lw_mailbox_t *mb = fx_mailbox(&f, 1);
@@ -71,16 +88,11 @@ Test(protocol, corrupt_completion_ring_mid_run_fails_the_run_and_the_chip_comes_
 // (child/child_exit.h); the failure of the work it held names that status and what it means.
 Test(protocol, doorbell_without_a_post_fails_the_run_naming_the_childs_exit_reason,
      .timeout = 60) {
-  lw_worker_config_t cfg;
-  fx_config(&cfg, 2, 0);
-  fx_create(&f, &cfg);
-  lw_callable_handle_t gate = fx_reg(&f, "gate");
-  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
-  shared_t *s = fx_shared(&f);
-  job_t j = {gate, s, JOB_GATE, 1, 0, 0, 1};
-  lw_handle_t *h = NULL;
-  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h));
-  lw_test_wait_nonzero(&s->entered);
+  gated_t g;
+  start_gated(&g, 2, 1);
+  lw_callable_handle_t vadd = g.vadd;
+  shared_t *s = g.s;
+  lw_handle_t *h = g.h;
   // The kernel runs on chip 1's run lane; its mailbox thread waits for the next post. Announce
   // one that no frame holds.
   lw_mailbox_t *mb = fx_mailbox(&f, 1);
@@ -185,15 +197,9 @@ Test(protocol, garbage_control_frame_fails_the_register_naming_the_chip_and_resp
 
 Test(protocol, destroy_right_after_a_ring_corruption_finishes_the_run_in_flight,
      .timeout = 60) {
-  lw_worker_config_t cfg;
-  fx_config(&cfg, 1, 0);
-  fx_create(&f, &cfg);
-  lw_callable_handle_t gate = fx_reg(&f, "gate");
-  shared_t *s = fx_shared(&f);
-  job_t j = {gate, s, JOB_GATE, 0, 0, 0, 1};
-  lw_handle_t *h = NULL;
-  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &j, &h));
-  lw_test_wait_nonzero(&s->entered);
+  gated_t g;
+  start_gated(&g, 1, 0);
+  lw_handle_t *h = g.h;
   lw_mailbox_t *mb = fx_mailbox(&f, 0);
   atomic_store(&mb->ring_head.value, atomic_load(&mb->ring_tail.value) + 1000);
   fx_destroy(&f);
