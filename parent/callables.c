@@ -79,6 +79,14 @@ static uint64_t op_control_id(const lw_wop_t *op, uint32_t chip) {
   return (op->serial << 8) | chip;
 }
 
+// The generation of the endpoint's current child (w->mu held; post_mu nests inside it).
+static uint64_t ep_generation(lw_endpoint_t *ep) {
+  pthread_mutex_lock(&ep->post_mu);
+  uint64_t g = ep->generation;
+  pthread_mutex_unlock(&ep->post_mu);
+  return g;
+}
+
 static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t value,
                       const lw_error_t *err) {
   if (chip >= LW_MAX_CHIPS || op->reported[chip]) return;
@@ -87,6 +95,7 @@ static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t valu
   if (st == LW_OK) {
     op->ok[chip] = true;
     op->local[chip] = value;
+    op->gen[chip] = ep_generation(&op->w->eps[chip]);
   } else if (op->status == LW_OK) {
     op->status = st;
     const char *what = op->kind == LW_WOP_REGISTER ? "register" : "unregister";
@@ -329,6 +338,20 @@ void lw__wop_complete(lw_wop_t *op) {
   lw_wcallable_t *c = &w->callables[op->wc];
   lw_wop_t *rollback = NULL;
   if (op->kind == LW_WOP_REGISTER) {
+    // A chip whose child took the register and was replaced before the register completes
+    // (its death came after the last report, so lw__wop_fail_chip did not see the op pending):
+    // the new child's replay skipped the callable, which was still registering, so it does
+    // not have it. The register fails naming that chip and is rolled back on the others,
+    // as when the chip dies while the register is pending.
+    for (uint32_t i = 0; op->status == LW_OK && i < w->cfg.n_chips; ++i) {
+      if (!op->ok[i] || op->gen[i] == ep_generation(&w->eps[i])) continue;
+      op->ok[i] = false;  // nothing of it is left on that chip
+      op->status = LW_CHILD_EXITED;
+      lw__error_set(&op->error, LW_CHILD_EXITED, (int32_t)i, 0,
+                    "chip %u: register of %s failed: the chip's child died before the register "
+                    "completed; its new child does not have it",
+                    i, c->name);
+    }
     if (op->status == LW_OK) {
       memcpy(c->local, op->local, sizeof(c->local));
       c->state = LW_WC_LIVE;

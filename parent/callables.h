@@ -107,6 +107,9 @@ struct lw_wop {
   bool reported[LW_MAX_CHIPS];
   bool ok[LW_MAX_CHIPS];
   uint64_t local[LW_MAX_CHIPS];
+  // The endpoint generation of the child that reported OK on each chip: a register whose child
+  // was replaced before the register completed is not in the new child (callables.c).
+  uint64_t gen[LW_MAX_CHIPS];
   lw_status_t status;  // first failure
   lw_error_t error;
   lw_wop_t *next_pending;  // in w->ops (under w->mu)

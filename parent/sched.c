@@ -572,6 +572,14 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       lw__error_set(&err, LW_CANCELLED, (int32_t)ep->index, t->task_id,
                     "%s: task %llu of run %llu (%s) ignored cancellation for %lld ms: %s", name,
                     tid, rid, callable, (long long)grace_ms, desc);
+    } else if (!atomic_load(&ep->violated) && !frame_started(ep, f)) {
+      // Queued on the chip behind the kernel that took the child down: it never ran, so the
+      // message must not name it as the cause. (A violated mailbox is not read; its tasks get
+      // the general wording below.)
+      lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, t->task_id,
+                    "%s: %s before task %llu of run %llu (%s) started (it was queued on the "
+                    "chip)",
+                    name, desc, tid, rid, callable);
     } else {
       lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, t->task_id,
                     "%s: %s during run of %s (task %llu of run %llu)", name, desc,

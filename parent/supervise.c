@@ -88,6 +88,9 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     bool live = (c->state == LW_WC_LIVE ||
                  (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL)) &&
                 c->kind == LW_WC_CHIP;
+    // The slot may be released and taken by another callable while the replay waits for the
+    // child (the table reuses the lowest free slot): the id tells them apart afterwards.
+    uint64_t id = c->id;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     if (live) {
@@ -111,11 +114,14 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     uint64_t local = 0;
     LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &local, err));
     pthread_mutex_lock(&w->mu);
-    c->local[ep->index] = local;
     // An unregister that started meanwhile skipped this chip (it is not accepting yet), so
-    // the replay takes the callable off the new child itself.
-    bool wanted = c->state == LW_WC_LIVE ||
-                  (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL);
+    // the replay takes the callable off the new child itself. If the slot now holds another
+    // callable, the replayed copy belongs to nobody: it is taken off too, and the other
+    // callable's local id (its own register's) is left alone.
+    bool same = c->id == id;
+    bool wanted = same && (c->state == LW_WC_LIVE ||
+                           (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL));
+    if (wanted) c->local[ep->index] = local;
     pthread_mutex_unlock(&w->mu);
     if (!wanted) {
       memset(&p, 0, sizeof(p));

@@ -270,3 +270,53 @@ Test(child_death, a_crash_loop_fails_the_chip_for_good, .timeout = 60) {
   ASSERT_MSG_HAS(rep.error.message, "crash loop");
   fx_destroy(&f);
 }
+
+// Run A: a gate task, then a crash task, on chip 0. Run B: vector_add on chip 0, queued in the
+// child behind them. When the crash takes the child down, B's task fails CHILD_EXITED, and its
+// message says it never started rather than naming vector_add as the run the child died in.
+static lw_status_t gate_then_crash_orch(lw_orch_t *o, void *user) {
+  const job_t *j = user;  // j[0]: the gate job, j[1]: the crash job
+  LW_RETURN_IF_ERROR(job_orch(o, (void *)&j[0]));
+  return job_orch(o, (void *)&j[1]);
+}
+
+static int frames_running(fx_t *fx, uint32_t slot) {
+  int n = 0;
+  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
+    if (atomic_load(&fx->w->eps[slot].mb->task[i].state) == LW_MB_TASK_RUNNING) n++;
+  }
+  return n;
+}
+
+Test(child_death, a_task_queued_behind_the_crash_is_not_named_as_the_run_that_died,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  lw_callable_handle_t gate = fx_reg(&f, "gate");
+  lw_callable_handle_t crash = fx_reg(&f, "crash");
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *s = fx_shared(&f);
+  job_t a[2] = {{gate, s, JOB_GATE, 0, 0, 0, 1}, {crash, s, JOB_NONE, 0, 0, 0, 1}};
+  job_t b = {vadd, s, JOB_VADD, 0, 0, 0, 1};
+  lw_handle_t *ha = NULL, *hb = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, gate_then_crash_orch, a, &ha));
+  lw_test_wait_nonzero(&s->entered);
+  LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &b, &hb));
+  // All three tasks are in the child, on its run lane: the gate running, crash and vector_add
+  // queued behind it.
+  while (frames_running(&f, 0) < 3) lw_test_sleep_us(200);
+  atomic_store(&s->gate, 1);
+  cr_assert_eq(lw_handle_wait(ha, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  ASSERT_MSG_HAS(lw_handle_error(ha)->message, "during run of crash");
+  cr_assert_eq(lw_handle_wait(hb, LW_WAIT_FOREVER), LW_CHILD_EXITED);
+  const char *msg = lw_handle_error(hb)->message;
+  cr_assert(!strstr(msg, "during run of vector_add"), "blames vector_add: %s", msg);
+  ASSERT_MSG_HAS(msg, "before task 1 of run 2 (vector_add) started");
+  ASSERT_MSG_HAS(msg, "killed by SIGSEGV");
+  lw_handle_release(ha);
+  lw_handle_release(hb);
+  fx_wait_respawned(&f, 0, 1);
+  fx_run_vadd_ok(&f, vadd, s, 0);
+  fx_destroy(&f);
+}
