@@ -232,9 +232,12 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
   if (atomic_load(&ep->state) != LW_EP_READY) {
     char desc[192];
     lw__ep_exit_desc(ep, desc, sizeof(desc));
+    // Only LW_EP_DEAD is for good; a chip starting or respawning comes back (a register
+    // refused here can be retried once it has).
     st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down (%s): %s",
                        name,
-                       atomic_load(&ep->state) == LW_EP_RESPAWNING ? "respawning" : "failed",
+                       atomic_load(&ep->state) == LW_EP_DEAD ? "failed for good"
+                                                              : "being respawned; retry later",
                        desc[0] ? desc : "not running");
     goto out;
   }
