@@ -280,11 +280,16 @@ static lw_status_t gate_then_crash_orch(lw_orch_t *o, void *user) {
   return job_orch(o, (void *)&j[1]);
 }
 
+// Under the endpoint's post lock, which the supervisor also holds when it resets the mailbox
+// for a respawn: the probe is ordered with that reset (TSan sees no race with it).
 static int frames_running(fx_t *fx, uint32_t slot) {
+  lw_endpoint_t *ep = &fx->w->eps[slot];
   int n = 0;
+  pthread_mutex_lock(&ep->post_mu);
   for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
-    if (atomic_load(&fx->w->eps[slot].mb->task[i].state) == LW_MB_TASK_RUNNING) n++;
+    if (atomic_load(&ep->mb->task[i].state) == LW_MB_TASK_RUNNING) n++;
   }
+  pthread_mutex_unlock(&ep->post_mu);
   return n;
 }
 
