@@ -4,6 +4,7 @@
 #define LANEWORK_TESTS_FAULTS_FAULT_UTIL_H_
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,20 @@ static inline bool fx_accepting(fx_t *f, uint32_t slot) {
 
 static inline lw_ep_state_t fx_state(fx_t *f, uint32_t slot) {
   return (lw_ep_state_t)atomic_load(&f->w->eps[slot].state);
+}
+
+// How many of a child's task frames it has taken (TASK_RUNNING: queued on its run lane or
+// running). Under the endpoint's post lock, which the supervisor also holds when it resets
+// the mailbox for a respawn, so the probe is ordered with that reset (TSan sees no race).
+static inline int fx_frames_running(fx_t *fx, uint32_t slot) {
+  lw_endpoint_t *ep = &fx->w->eps[slot];
+  int n = 0;
+  pthread_mutex_lock(&ep->post_mu);
+  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
+    if (atomic_load(&ep->mb->task[i].state) == LW_MB_TASK_RUNNING) n++;
+  }
+  pthread_mutex_unlock(&ep->post_mu);
+  return n;
 }
 
 typedef struct shared {

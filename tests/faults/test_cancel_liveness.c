@@ -80,15 +80,6 @@ static lw_status_t record_orch(lw_orch_t *o, void *user) {
   return lw_orch_submit_next_level(o, j->record, &a, NULL, 0);
 }
 
-// How many of chip 0's task frames the child has taken (TASK_RUNNING: queued on its run lane).
-static int frames_taken(fx_t *fx) {
-  int n = 0;
-  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
-    if (atomic_load(&fx->w->eps[0].mb->task[i].state) == LW_MB_TASK_RUNNING) n++;
-  }
-  return n;
-}
-
 Test(cancel, cancel_of_a_task_queued_behind_a_running_kernel_finishes_it_without_escalation,
      .timeout = 60) {
   lw_worker_config_t cfg;
@@ -106,13 +97,13 @@ Test(cancel, cancel_of_a_task_queued_behind_a_running_kernel_finishes_it_without
   lw_test_wait_nonzero(&j.s->entered);
   LW_ASSERT_OK(lw_worker_run_async(f.w, record_orch, &j, &b));
   // B is in the child, queued on the run lane behind A's kernel.
-  while (frames_taken(&f) < 2) lw_test_sleep_us(200);
+  while (fx_frames_running(&f, 0) < 2) lw_test_sleep_us(200);
   pid_t pid = fx_pid(&f, 0);
   LW_ASSERT_OK(lw_handle_cancel(b));
   // Run handles finish in submission order, so B's handle waits for A's. B's task itself
   // finishes while A's kernel still holds the gate: the child withdraws it and the parent
   // consumes its frame (only A's frame stays RUNNING).
-  while (frames_taken(&f) > 1) lw_test_sleep_us(200);
+  while (fx_frames_running(&f, 0) > 1) lw_test_sleep_us(200);
   cr_assert_eq(j.s->gate, 0, "A is still held");
   cr_assert_not(lw_handle_done(a));
   cr_assert_eq(fx_pid(&f, 0), pid, "cancelling a queued task must not kill its child");
@@ -408,7 +399,7 @@ Test(cancel, cancel_of_a_run_whose_task_waits_for_a_busy_chip_finishes_it_at_onc
   lw_test_wait_nonzero(j.e1);
   LW_ASSERT_OK(lw_worker_run_async(f.w, sweep_b_orch, &j, &b));
   lw_test_wait_nonzero(j.e0);
-  while (frames_taken(&f) < (int)LW_MB_TASK_FRAMES) lw_test_sleep_us(200);
+  while (fx_frames_running(&f, 0) < (int)LW_MB_TASK_FRAMES) lw_test_sleep_us(200);
   atomic_store(j.g1, 1);  // a1 finishes; a2 becomes ready and queues behind B's frames
   while (chip_queue_len(&f, 0) == 0) lw_test_sleep_us(200);
   LW_ASSERT_OK(lw_handle_cancel(a));

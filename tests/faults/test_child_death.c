@@ -280,19 +280,6 @@ static lw_status_t gate_then_crash_orch(lw_orch_t *o, void *user) {
   return job_orch(o, (void *)&j[1]);
 }
 
-// Under the endpoint's post lock, which the supervisor also holds when it resets the mailbox
-// for a respawn: the probe is ordered with that reset (TSan sees no race with it).
-static int frames_running(fx_t *fx, uint32_t slot) {
-  lw_endpoint_t *ep = &fx->w->eps[slot];
-  int n = 0;
-  pthread_mutex_lock(&ep->post_mu);
-  for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
-    if (atomic_load(&ep->mb->task[i].state) == LW_MB_TASK_RUNNING) n++;
-  }
-  pthread_mutex_unlock(&ep->post_mu);
-  return n;
-}
-
 Test(child_death, a_task_queued_behind_the_crash_is_not_named_as_the_run_that_died,
      .timeout = 60) {
   lw_worker_config_t cfg;
@@ -310,7 +297,7 @@ Test(child_death, a_task_queued_behind_the_crash_is_not_named_as_the_run_that_di
   LW_ASSERT_OK(lw_worker_run_async(f.w, job_orch, &b, &hb));
   // All three tasks are in the child, on its run lane: the gate running, crash and vector_add
   // queued behind it.
-  while (frames_running(&f, 0) < 3) lw_test_sleep_us(200);
+  while (fx_frames_running(&f, 0) < 3) lw_test_sleep_us(200);
   atomic_store(&s->gate, 1);
   cr_assert_eq(lw_handle_wait(ha, LW_WAIT_FOREVER), LW_CHILD_EXITED);
   ASSERT_MSG_HAS(lw_handle_error(ha)->message, "during run of crash");
