@@ -181,6 +181,34 @@ static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op)
   lw__handle_unref(&op->handle);
 }
 
+lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool want_sub,
+                                 uint32_t n, uint32_t *out_wc, uint64_t *out_id,
+                                 lw_error_t *err) {
+  lw_status_t st = LW_OK;
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = wc_lookup(w, h);
+  if (!c) {
+    st = lw__error_set(err, LW_NOT_FOUND, -1, 0, "orch: unknown or released callable handle 0x%llx",
+                       (unsigned long long)h.id);
+  } else if (c->state == LW_WC_UNREGISTERING) {
+    st = lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                       "orch: callable %s is pending unregister", c->name);
+  } else if (c->state != LW_WC_LIVE) {
+    st = lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0, "orch: callable %s is still registering",
+                       c->name);
+  } else if (want_sub != (c->kind == LW_WC_SUB)) {
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: %s is a %s callable; use %s", c->name,
+                       c->kind == LW_WC_SUB ? "sub" : "chip",
+                       c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
+  } else {
+    c->pins += n;
+    *out_wc = (uint32_t)(c - w->callables);
+    *out_id = c->id;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return st;
+}
+
 void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
   lw_wcallable_t *c = &w->callables[wc];
   if (c->pins == 0 || --c->pins > 0 || !c->deferred_unregister) return;

@@ -135,6 +135,13 @@ void lw__wop_complete(lw_wop_t *op);
 // that became complete are pushed onto *done (linked by next_done; no bound) for
 // lw__wop_complete without w->mu.
 void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
+// Pins the callable behind h n times for tasks about to be submitted (takes w->mu): it must
+// be live, and a sub callable exactly when want_sub. Out: its slot and id. Errors name the
+// callable: unknown or released handle (NOT_FOUND), still registering or pending unregister
+// (FAILED_PRECONDITION), the wrong kind for the submit (INVALID_ARGUMENT).
+LW_MUST_USE lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h,
+                                             bool want_sub, uint32_t n, uint32_t *out_wc,
+                                             uint64_t *out_id, lw_error_t *err);
 // Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
 // waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
 // callable's unregister is queued on w->due_unregisters and the scheduler is woken to post it.

@@ -1,25 +1,21 @@
-// parent/dag.c — the DAG of the worker's runs: the task ring with back-pressure, lw_orch_*
-// (dependencies from the tensor map of parent/tmap.h, groups, scopes), the ready queues, and
-// what happens when a task reaches a terminal state (poisoning, groups, retirement); contract
-// in parent/dag.h.
+// parent/dag.c — the DAG of the worker's runs: the inbox and the owner's pass over it, the task
+// ring with back-pressure, dependencies (tensor map of parent/tmap.h), groups, scopes, the
+// ready queues, and what happens when a task reaches a terminal state (poisoning, groups,
+// retirement); contract in parent/dag.h. Nothing here knows the worker: what the DAG needs
+// from it comes through lw_dag_hooks_t.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
-#include "parent/callables.h"
 #include "parent/dag.h"
-#include "parent/runs.h"
 #include "parent/tmap.h"
-#include "parent/worker_impl.h"
 
 _Static_assert(LW_MAX_SCOPES == LW_TMAP_MAX_SCOPES, "lw_orch scopes are the tensor map's scopes");
 
 // ---------------------------------------------------------------------------------------------
-// Tasks (w->mu held)
+// Tasks (the owner)
 
 static void queue_push(lw_task_queue_t *q, lw_task_t *t) {
   t->next = NULL;
@@ -32,12 +28,71 @@ static void queue_push(lw_task_queue_t *q, lw_task_t *t) {
   q->n++;
 }
 
-static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
+lw_task_t *lw__dag_queue_pop(lw_task_queue_t *q) {
+  lw_task_t *t = q->head;
+  if (!t) return NULL;
+  q->head = t->next;
+  if (!q->head) q->tail = NULL;
+  q->n--;
+  t->next = NULL;
+  return t;
+}
 
-static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
+bool lw__run_stopped(const lw_run_t *run) {
+  return run->failed || run->cancelled || lw__handle_cancel_requested(&run->handle);
+}
+
+bool lw__dag_run_failed(const lw_run_t *run) {
+  return atomic_load_explicit(&run->failed_pub, memory_order_acquire);
+}
+
+void lw__dag_note_stop(lw_dag_t *d) {
+  atomic_fetch_add(&d->stop_seq, 1);
+  d->hooks.ring(d->hooks.ctx);
+}
+
+static const char *callable_name(lw_dag_t *d, const lw_task_t *t) {
+  return d->hooks.callable_name(d->hooks.ctx, t->wc, t->wc_id);
+}
+
+// The run failed with *err (the first error wins). Published for submitters (failed_pub) once
+// run->error is complete; the sweep takes its queued tasks out.
+static void run_fail(lw_dag_t *d, lw_run_t *run, lw_status_t st, const lw_error_t *err,
+                     uint64_t task_id) {
+  if (run->failed) return;
+  run->failed = true;
+  run->error = *err;
+  run->error.code = st;
+  if (task_id) run->error.task_id = task_id;
+  atomic_store_explicit(&run->failed_pub, true, memory_order_release);
+  atomic_fetch_add(&d->stop_seq, 1);
+}
+
+static void make_ready(lw_dag_t *d, lw_task_t *t, lw_run_t **finished);
+
+static void poison_group(lw_dag_t *d, lw_group_t *g, const lw_error_t *why,
                          lw_run_t **finished);
 
-static void retire(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
+static void settle_if_done(lw_run_t *run, lw_run_t **finished) {
+  if (run->orch_done && run->n_terminal == run->n_tasks && !run->settled_by_dag) {
+    run->settled_by_dag = true;
+    run->next = *finished;
+    *finished = run;
+  }
+}
+
+static void give_slots_back(lw_dag_t *d, int64_t n) {
+  atomic_fetch_add(&d->slots_free, n);
+  // seq_cst, paired with lw__dag_reserve: either the waiter sees the new count or this sees
+  // the waiter and broadcasts under space_mu, which the waiter holds from its check to its wait.
+  if (atomic_load(&d->space_waiters) != 0) {
+    pthread_mutex_lock(&d->space_mu);
+    pthread_cond_broadcast(&d->space_cv);
+    pthread_mutex_unlock(&d->space_mu);
+  }
+}
+
+static void retire(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   lw_run_t *run = t->run;
   if (t->group) {
     lw_group_t *g = t->group;
@@ -52,13 +107,10 @@ static void retire(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
   t->gen++;
   t->run = NULL;
   t->ep = NULL;
-  w->free_tasks[w->n_free_tasks++] = t->index;
-  pthread_cond_broadcast(&w->space_cv);
+  d->free_tasks[d->n_free_tasks++] = t->index;
+  give_slots_back(d, 1);
   run->n_terminal++;
-  if (run->orch_done && run->n_terminal == run->n_tasks) {
-    run->next = *finished;
-    *finished = run;
-  }
+  settle_if_done(run, finished);
 }
 
 // One task that a finish in progress also finishes (see lw__task_finish).
@@ -70,18 +122,18 @@ struct lw_finish_item {
   lw_error_t err;
 };
 
-static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                             lw_run_t **finished);
 
-static bool finish_push(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err) {
-  if (w->n_finish == w->cap_finish) {
-    uint32_t cap = w->cap_finish ? w->cap_finish * 2 : 64;
-    struct lw_finish_item *p = realloc(w->finish_stack, cap * sizeof(*p));
+static bool finish_push(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t *err) {
+  if (d->n_finish == d->cap_finish) {
+    uint32_t cap = d->cap_finish ? d->cap_finish * 2 : 64;
+    struct lw_finish_item *p = realloc(d->finish_stack, cap * sizeof(*p));
     if (!p) return false;
-    w->finish_stack = p;
-    w->cap_finish = cap;
+    d->finish_stack = p;
+    d->cap_finish = cap;
   }
-  struct lw_finish_item *it = &w->finish_stack[w->n_finish++];
+  struct lw_finish_item *it = &d->finish_stack[d->n_finish++];
   it->t = t;
   it->gen = t->gen;
   it->st = st;
@@ -91,36 +143,37 @@ static bool finish_push(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_e
 }
 
 // Finishing one task finishes others: its consumers (poisoned, or skipped when their run
-// stopped), its group's members. Those nested finishes are queued on w->finish_stack and done
+// stopped), its group's members. Those nested finishes are queued on d->finish_stack and done
 // in a loop here rather than by recursion, so a dependency chain of any length (the ring holds
 // up to 2^20 tasks) never runs the finishing thread out of stack.
-void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+void lw__task_finish(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished) {
-  if (w->finishing) {
+  if (d->finishing) {
     // Out of memory for the list: finished right here, recursing as deep as the chain.
-    if (!finish_push(w, t, st, err)) task_finish_one(w, t, st, err, finished);
+    if (!finish_push(d, t, st, err)) task_finish_one(d, t, st, err, finished);
     return;
   }
-  w->finishing = true;
-  task_finish_one(w, t, st, err, finished);
-  while (w->n_finish > 0) {
-    struct lw_finish_item it = w->finish_stack[--w->n_finish];  // a copy: pushes may realloc
+  d->finishing = true;
+  task_finish_one(d, t, st, err, finished);
+  while (d->n_finish > 0) {
+    struct lw_finish_item it = d->finish_stack[--d->n_finish];  // a copy: pushes may realloc
     if (it.t->gen != it.gen) continue;
-    task_finish_one(w, it.t, it.st, it.has_err ? &it.err : NULL, finished);
+    task_finish_one(d, it.t, it.st, it.has_err ? &it.err : NULL, finished);
   }
-  w->finishing = false;
+  d->finishing = false;
 }
 
-static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                             lw_run_t **finished) {
   if (t->state == LW_TS_FREE || t->state == LW_TS_COMPLETED || t->state == LW_TS_FAILED) {
     return;  // one claim per task
   }
   bool dispatched = t->state == LW_TS_RUNNING;
-  // A chip task's pin went with its post (the chip child pins it from then on); a sub task
+  // A chip task's pin went with its launch (the chip child pins it from then on); a sub task
   // holds its pin until now. Dropped last: the callable's name is still used below.
-  bool unpin = (!dispatched || t->kind == LW_MB_TASK_SUB) && w->callables[t->wc].id == t->wc_id;
+  bool unpin = !dispatched || t->kind == LW_MB_TASK_SUB;
   uint32_t wc = t->wc;
+  uint64_t wc_id = t->wc_id;
   lw_error_t stopped;
   if (st == LW_OK && t->cancel_at != 0) {
     // The run stopped (failed or cancelled) and the parent asked the child to stop this task
@@ -133,6 +186,12 @@ static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const 
     st = LW_CANCELLED;
     err = &stopped;
   }
+  lw_error_t plain;
+  if (st != LW_OK && !err) {
+    lw__error_set(&plain, st, -1, t->task_id, "task %llu failed: %s",
+                  (unsigned long long)t->task_id, lw_status_name(st));
+    err = &plain;
+  }
   t->state = st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED;
   lw_run_t *run = t->run;
   if (st == LW_OK) {
@@ -140,58 +199,45 @@ static void task_finish_one(lw_worker_t *w, lw_task_t *t, lw_status_t st, const 
   } else {
     run->n_failed++;
     // The first error wins: it names the failing task, callable and worker.
-    if (!run->failed) {
-      run->failed = true;
-      atomic_fetch_add(&w->stop_seq, 1);  // the scheduler sweeps its queued tasks
-      run->error = *err;
-      run->error.code = st;
-      run->error.task_id = t->task_id;
-    }
+    run_fail(d, run, st, err, t->task_id);
   }
   for (uint32_t i = 0; i < t->n_consumers; ++i) {
-    lw_task_t *c = &w->tasks[t->consumers[i].index];
+    lw_task_t *c = &d->tasks[t->consumers[i].index];
     if (c->gen != t->consumers[i].gen || c->state != LW_TS_PENDING) continue;
     if (st != LW_OK) {
       lw_error_t why;
-      lw__error_set(&why, LW_POISONED, err ? err->worker_id : -1, c->task_id,
+      lw__error_set(&why, LW_POISONED, err->worker_id, c->task_id,
                     "task %llu of run %llu poisoned: upstream task %llu (%s) failed: %s",
                     (unsigned long long)c->task_id, (unsigned long long)run->run_id,
-                    (unsigned long long)t->task_id, w->callables[t->wc].name,
-                    err ? err->message : lw_status_name(st));
-      lw__task_finish(w, c, LW_POISONED, &why, finished);
+                    (unsigned long long)t->task_id, callable_name(d, t), err->message);
+      lw__task_finish(d, c, LW_POISONED, &why, finished);
     } else if (--c->n_pending == 0) {
-      make_ready(w, c, finished);
+      make_ready(d, c, finished);
     }
   }
-  if (st != LW_OK && !dispatched && t->group) poison_group(w, t->group, err, finished);
-  retire(w, t, finished);
-  if (unpin) lw__wc_unpin(w, wc);
+  if (st != LW_OK && !dispatched && t->group) poison_group(d, t->group, err, finished);
+  retire(d, t, finished);
+  if (unpin) d->hooks.unpin(d->hooks.ctx, wc, wc_id);
 }
 
-static void poison_group(lw_worker_t *w, lw_group_t *g, const lw_error_t *why,
+static void poison_group(lw_dag_t *d, lw_group_t *g, const lw_error_t *why,
                          lw_run_t **finished) {
-  // All-or-nothing: a member that can never launch takes the whole group down. Called
-  // outside a finish (a group whose build failed), finishing the first member finishes all of
-  // them and frees the group: the loop works on a copy and skips members already retired
-  // (their group is cleared).
-  uint32_t n = g->n;
-  lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
-  memcpy(members, g->members, n * sizeof(lw_task_t *));
-  for (uint32_t i = 0; i < n; ++i) {
-    lw_task_t *m = members[i];
+  // All-or-nothing: a member that can never launch takes the whole group down. The group
+  // outlives this loop: called from inside a finish (a member failed), the members' finishes
+  // are only queued and the failing member retires after it; called outside one (apply_group),
+  // the caller holds the group (n_open).
+  for (uint32_t i = 0; i < g->n; ++i) {
+    lw_task_t *m = g->members[i];
     if (m && m->group == g && (m->state == LW_TS_PENDING || m->state == LW_TS_READY)) {
       lw_error_t e;
-      lw__error_set(&e, LW_POISONED, -1, m->task_id,
-                    "task %llu: its group cannot launch: %s", (unsigned long long)m->task_id,
-                    why ? why->message : "a member failed");
-      lw__task_finish(w, m, LW_POISONED, &e, finished);
+      lw__error_set(&e, LW_POISONED, -1, m->task_id, "task %llu: its group cannot launch: %s",
+                    (unsigned long long)m->task_id, why ? why->message : "a member failed");
+      lw__task_finish(d, m, LW_POISONED, &e, finished);
     }
   }
 }
 
-// A task that can no longer run because its run failed or was cancelled (a run whose cancel
-// was requested is marked cancelled here).
-void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
+void lw__task_skip(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   lw_run_t *run = t->run;
   if (lw__handle_cancel_requested(&run->handle)) run->cancelled = true;
   lw_error_t e;
@@ -199,17 +245,17 @@ void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
     lw__error_set(&e, LW_POISONED, -1, t->task_id,
                   "task %llu skipped: run %llu already failed: %s", (unsigned long long)t->task_id,
                   (unsigned long long)run->run_id, run->error.message);
-    lw__task_finish(w, t, LW_POISONED, &e, finished);
+    lw__task_finish(d, t, LW_POISONED, &e, finished);
   } else {
     lw__error_set(&e, LW_CANCELLED, -1, t->task_id, "task %llu skipped: run %llu cancelled",
                   (unsigned long long)t->task_id, (unsigned long long)run->run_id);
-    lw__task_finish(w, t, LW_CANCELLED, &e, finished);
+    lw__task_finish(d, t, LW_CANCELLED, &e, finished);
   }
 }
 
-static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
+static void make_ready(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   if (lw__run_stopped(t->run)) {
-    lw__task_skip(w, t, finished);
+    lw__task_skip(d, t, finished);
     return;
   }
   t->state = LW_TS_READY;
@@ -217,25 +263,39 @@ static void make_ready(lw_worker_t *w, lw_task_t *t, lw_run_t **finished) {
     lw_group_t *g = t->group;
     if (++g->n_ready == g->n) {
       g->next_ready = NULL;
-      if (w->groups_tail) {
-        w->groups_tail->next_ready = g;
+      if (d->groups_tail) {
+        d->groups_tail->next_ready = g;
       } else {
-        w->groups_head = g;
+        d->groups_head = g;
       }
-      w->groups_tail = g;
+      d->groups_tail = g;
     }
     return;
   }
   if (t->kind == LW_MB_TASK_SUB) {
-    queue_push(&w->sub_q, t);
+    queue_push(&d->sub_q, t);
   } else if (t->worker >= 0) {
-    queue_push(&w->chip_q[t->worker], t);
+    queue_push(&d->chip_q[t->worker], t);
   } else {
-    queue_push(&w->any_q, t);
+    queue_push(&d->any_q, t);
   }
 }
 
-static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *consumer) {
+void lw__dag_task_launch(lw_dag_t *d, lw_task_t *t) {
+  (void)d;
+  t->state = LW_TS_RUNNING;
+}
+
+lw_group_t *lw__dag_group_pop(lw_dag_t *d) {
+  lw_group_t *g = d->groups_head;
+  if (!g) return NULL;
+  d->groups_head = g->next_ready;
+  if (!d->groups_head) d->groups_tail = NULL;
+  g->next_ready = NULL;
+  return g;
+}
+
+static lw_status_t add_edge(lw_task_t *producer, lw_task_t *consumer) {
   if (producer == consumer) return LW_OK;
   // Members of one group launch together (all-or-nothing), so one can never wait for another:
   // an edge between them would keep the group from ever launching.
@@ -251,14 +311,13 @@ static lw_status_t add_edge(lw_worker_t *w, lw_task_t *producer, lw_task_t *cons
   // A task lists each consumer once per tensor; duplicates just count twice on both sides.
   producer->consumers[producer->n_consumers++] = (lw_task_ref_t){consumer->index, consumer->gen};
   consumer->n_pending++;
-  (void)w;
   return LW_OK;
 }
 
 // The task behind a reference while it is still unfinished, or NULL: a retired or terminal
 // task's effect on the buffer is complete, so nothing waits for it.
-static lw_task_t *live_task(lw_worker_t *w, lw_tmap_ref_t r) {
-  lw_task_t *p = &w->tasks[r.index];
+static lw_task_t *live_task(lw_dag_t *d, lw_tmap_ref_t r) {
+  lw_task_t *p = &d->tasks[r.index];
   if (p->gen != r.gen) return NULL;
   if (p->state != LW_TS_BUILDING && p->state != LW_TS_PENDING && p->state != LW_TS_READY &&
       p->state != LW_TS_RUNNING) {
@@ -267,320 +326,419 @@ static lw_task_t *live_task(lw_worker_t *w, lw_tmap_ref_t r) {
   return p;
 }
 
-// The tensor map's liveness callback (w->mu held: it reads task state).
-bool lw__dag_tmap_live(void *ctx, lw_tmap_ref_t r) { return live_task(ctx, r) != NULL; }
+// The tensor map's liveness callback.
+static bool tmap_live(void *ctx, lw_tmap_ref_t r) { return live_task(ctx, r) != NULL; }
 
 typedef struct tmap_edge_ctx {
-  lw_worker_t *w;
+  lw_dag_t *d;
   lw_task_t *consumer;
 } tmap_edge_ctx_t;
 
-// The tensor map's edge callback: consumer waits for producer (w->mu held). The map reports
-// only producers it has just seen live, so the slot still holds that task.
+// The tensor map's edge callback: consumer waits for producer. The map reports only producers
+// it has just seen live, so the slot still holds that task.
 static lw_status_t tmap_edge(void *ctx, lw_tmap_ref_t producer) {
   tmap_edge_ctx_t *e = ctx;
-  return add_edge(e->w, &e->w->tasks[producer.index], e->consumer);
+  return add_edge(&e->d->tasks[producer.index], e->consumer);
 }
 
-// Waits until n task slots are free (w->mu held; released while waiting).
-static lw_status_t wait_task_slots(lw_worker_t *w, uint32_t n, lw_error_t *err) {
-  int64_t deadline = lw__deadline_after(w->cfg.submit_timeout_ns);
-  while (w->n_free_tasks < n) {
-    int64_t now = lw__now_ns();
-    if (now >= deadline) {
-      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                           "orch: the task ring is full (%u of %u slots taken, %u needed) and "
-                           "not enough tasks retired within the submit timeout (%lld ns); "
-                           "nothing was dropped",
-                           w->n_tasks_cap - w->n_free_tasks, w->n_tasks_cap, n,
-                           (long long)w->cfg.submit_timeout_ns);
-    }
-    // retire() broadcasts space_cv under w->mu for every freed slot; the loop re-checks the
-    // deadline after every wake-up.
-    (void)lw__cond_wait_until(&w->space_cv, &w->mu, deadline);
+// ---------------------------------------------------------------------------------------------
+// Back-pressure (any thread)
+
+lw_status_t lw__dag_reserve(lw_dag_t *d, uint32_t n, lw_error_t *err) {
+  if (n > d->n_tasks_cap) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "orch: %u tasks at once can never fit the task ring of %u slots", n,
+                         d->n_tasks_cap);
   }
-  return LW_OK;
+  int64_t want = n;
+  int64_t have = atomic_load(&d->slots_free);
+  for (;;) {
+    while (have >= want) {
+      if (atomic_compare_exchange_weak(&d->slots_free, &have, have - want)) return LW_OK;
+    }
+    break;
+  }
+  int64_t deadline = lw__deadline_after(d->submit_timeout_ns);
+  lw_status_t st = LW_OK;
+  pthread_mutex_lock(&d->space_mu);
+  atomic_fetch_add(&d->space_waiters, 1);
+  for (;;) {
+    have = atomic_load(&d->slots_free);
+    bool taken = false;
+    while (have >= want) {
+      if (atomic_compare_exchange_weak(&d->slots_free, &have, have - want)) {
+        taken = true;
+        break;
+      }
+    }
+    if (taken) break;
+    if (lw__now_ns() >= deadline) {
+      st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "orch: the task ring is full (%lld of %u slots taken, %u needed) and "
+                         "not enough tasks retired within the submit timeout (%lld ns); "
+                         "nothing was dropped",
+                         (long long)(d->n_tasks_cap - (have > 0 ? have : 0)), d->n_tasks_cap, n,
+                         (long long)d->submit_timeout_ns);
+      break;
+    }
+    // give_slots_back broadcasts under space_mu when it sees a waiter; the loop re-checks the
+    // count and the deadline after every wake-up.
+    (void)lw__cond_wait_until(&d->space_cv, &d->space_mu, deadline);
+  }
+  atomic_fetch_sub(&d->space_waiters, 1);
+  pthread_mutex_unlock(&d->space_mu);
+  return st;
 }
 
-static lw_status_t take_task_slot(lw_worker_t *w, lw_task_t **out, lw_error_t *err) {
-  LW_RETURN_IF_ERROR(wait_task_slots(w, 1, err));
-  lw_task_t *t = &w->tasks[w->free_tasks[--w->n_free_tasks]];
+void lw__dag_unreserve(lw_dag_t *d, uint32_t n) { give_slots_back(d, n); }
+
+// ---------------------------------------------------------------------------------------------
+// The inbox (any thread)
+
+lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_tasks) {
+  lw_dag_cmd_t *c = calloc(1, sizeof(*c) + (size_t)n_tasks * sizeof(lw_dag_task_desc_t));
+  if (!c) return NULL;
+  c->kind = kind;
+  c->run = run;
+  c->n_tasks = n_tasks;
+  return c;
+}
+
+void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd) {
+  lw_dag_cmd_t *head = atomic_load_explicit(&d->inbox, memory_order_relaxed);
+  do {
+    cmd->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&d->inbox, &head, cmd, memory_order_release,
+                                                  memory_order_relaxed));
+  d->hooks.ring(d->hooks.ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Applying commands (the owner)
+
+// Builds one task into a reserved slot. On a tensor-map failure the task is finished failed,
+// which fails the run with that error (producers may already list it as a consumer, so it
+// cannot just be dropped). Returns the task, PENDING, or NULL when it already ended.
+static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_t *desc,
+                             lw_group_t *group, lw_run_t **finished) {
+  lw_task_t *t = &d->tasks[d->free_tasks[--d->n_free_tasks]];
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
   t->n_consumers = 0;
-  t->group = NULL;
   t->next = NULL;
   t->ep = NULL;
   // A reused slot must not inherit its last task's cancellation or escalation.
   t->cancel_at = 0;
+  t->seen_started_at = 0;
   t->escalated = LW_OK;
-  *out = t;
-  return LW_OK;
-}
-
-typedef struct submit_desc {
-  lw_mb_task_kind_t kind;
-  int32_t worker;
-  lw_callable_handle_t callable;
-  const lw_args_t *args;
-  int64_t timeout_ns;
-  lw_group_t *group;  // the group the task joins, NULL for a single task
-} submit_desc_t;
-
-// Checks what can be checked without the lock: argument shapes and shared-memory bounds.
-static lw_status_t check_desc(lw_orch_t *o, const submit_desc_t *d, lw_mb_args_t *out_args,
-                              lw_error_t *err) {
-  lw_worker_t *w = o->w;
-  lw_args_t empty;
-  const lw_args_t *args = d->args;
-  if (!args) {
-    lw_args_init(&empty);
-    args = &empty;
-  }
-  LW_RETURN_IF_ERROR(lw__args_check(args, err));
-  if (d->kind == LW_MB_TASK_KERNEL && (d->worker < LW_ANY_CHIP || d->worker >= (int32_t)w->cfg.n_chips)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)", d->worker,
-                         w->cfg.n_chips - 1);
-  }
-  if (d->kind == LW_MB_TASK_SUB && w->cfg.n_subs == 0) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "orch: submit_sub on a worker with no sub children");
-  }
-  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, &w->mb_arena, out_args, err));
-  for (uint32_t i = 0; i < args->n_tensors; ++i) {
-    if (args->tensor[i].tag > LW_TAG_NO_DEP) {
-      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: tensor %u has unknown tag %d",
-                           i, (int)args->tensor[i].tag);
-    }
-  }
-  return LW_OK;
-}
-
-// Builds one task (w->mu held). On error nothing is left behind.
-static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_args_t *margs,
-                              lw_task_t **out, lw_error_t *err) {
-  lw_worker_t *w = o->w;
-  lw_run_t *run = o->run;
-  *out = NULL;
-  if (run->failed) {
-    return lw__error_set(err, LW_POISONED, -1, 0,
-                         "orch: run %llu already failed, no more tasks are accepted: %s",
-                         (unsigned long long)run->run_id, run->error.message);
-  }
-  uint32_t index;
-  if (lw__handle_table_lookup(&w->callable_ids, d->callable.id, &index) != LW_OK) {
-    return lw__error_set(err, LW_NOT_FOUND, -1, 0,
-                         "orch: unknown or released callable handle 0x%llx",
-                         (unsigned long long)d->callable.id);
-  }
-  lw_wcallable_t *c = &w->callables[index];
-  if (c->state == LW_WC_UNREGISTERING) {
-    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
-                         "orch: callable %s is pending unregister", c->name);
-  }
-  if (c->state != LW_WC_LIVE) {
-    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
-                         "orch: callable %s is still registering", c->name);
-  }
-  bool want_sub = d->kind == LW_MB_TASK_SUB;
-  if (want_sub != (c->kind == LW_WC_SUB)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: %s is a %s callable; use %s",
-                         c->name, c->kind == LW_WC_SUB ? "sub" : "chip",
-                         c->kind == LW_WC_SUB ? "lw_orch_submit_sub"
-                                              : "lw_orch_submit_next_level");
-  }
-  lw_task_t *t = NULL;
-  LW_RETURN_IF_ERROR(take_task_slot(w, &t, err));
   t->run = run;
   t->task_id = ++run->n_tasks;
-  t->kind = d->kind;
-  t->worker = want_sub ? -1 : d->worker;
-  t->wc = (uint32_t)(c - w->callables);
-  t->wc_id = c->id;
-  t->args = *margs;
-  t->timeout_ns = d->timeout_ns;
-  c->pins++;
+  t->kind = desc->kind;
+  t->worker = desc->kind == LW_MB_TASK_SUB ? -1 : desc->worker;
+  t->wc = desc->wc;
+  t->wc_id = desc->wc_id;
+  t->args = desc->args;
+  t->timeout_ns = desc->timeout_ns;
   // Set before the edges: members of one group get none between them.
-  t->group = d->group;
-  // Dependencies from tags, in tensor order.
-  const lw_args_t *args = d->args;
-  tmap_edge_ctx_t edge_ctx = {w, t};
-  for (uint32_t i = 0; args && i < args->n_tensors; ++i) {
+  t->group = group;
+  if (group) {
+    group->members[group->n++] = t;
+    group->n_open++;
+  }
+  tmap_edge_ctx_t edge_ctx = {d, t};
+  for (uint32_t i = 0; i < desc->n_keys; ++i) {
     // The map skips NO_DEP tensors and NULL data: they are neither looked up nor recorded.
-    if (lw__tmap_use(o->tmap, (uintptr_t)args->tensor[i].data, args->tensor[i].tag,
-                     (lw_tmap_ref_t){t->index, t->gen}, tmap_edge, &edge_ctx) != LW_OK) {
-      goto oom;
+    if (lw__tmap_use(d->tmap, desc->key[i], desc->tag[i], (lw_tmap_ref_t){t->index, t->gen},
+                     tmap_edge, &edge_ctx) != LW_OK) {
+      t->state = LW_TS_PENDING;
+      lw_error_t err;
+      lw__error_set(&err, LW_RESOURCE_EXHAUSTED, -1, t->task_id,
+                    "orch: out of memory while building task %llu of run %llu",
+                    (unsigned long long)t->task_id, (unsigned long long)run->run_id);
+      lw__task_finish(d, t, LW_RESOURCE_EXHAUSTED, &err, finished);
+      return NULL;
     }
   }
   t->state = LW_TS_PENDING;
-  *out = t;
-  return LW_OK;
-oom:
-  // Producers may already list this task as a consumer, so it cannot just be dropped: it is
-  // handed back PENDING and the caller finishes it failed, which fails the run with this error.
-  t->state = LW_TS_PENDING;
-  *out = t;
-  return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                       "orch: out of memory while building task %llu",
-                       (unsigned long long)t->task_id);
+  return t;
 }
 
-static void finish_runs(lw_run_t *finished) {
-  while (finished) {
-    lw_run_t *next = finished->next;
-    lw__run_complete(finished);
-    finished = next;
-  }
+static void apply_submit(lw_dag_t *d, lw_dag_cmd_t *c, lw_run_t **finished) {
+  lw_task_t *t = build_task(d, c->run, &c->task[0], NULL, finished);
+  // A task of a run that already stopped is built (it counts in the run) and skipped at once.
+  if (t && t->n_pending == 0) make_ready(d, t, finished);
 }
 
-// Submits one task; on failure err (must be set) says why, and the public submit stores it as
-// the last error.
-static lw_status_t submit_one(lw_orch_t *o, const submit_desc_t *d, lw_error_t *err) {
-  if (!o || !o->run) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: not inside an orch function");
-  }
-  lw_mb_args_t margs;
-  LW_RETURN_IF_ERROR(check_desc(o, d, &margs, err));
-  lw_worker_t *w = o->w;
-  lw_run_t *finished = NULL;
-  pthread_mutex_lock(&w->mu);
-  lw_task_t *t = NULL;
-  lw_status_t st = build_task(o, d, &margs, &t, err);
-  if (t) {
-    if (st != LW_OK) {
-      lw__task_finish(w, t, st, err, &finished);
-    } else if (t->n_pending == 0) {
-      make_ready(w, t, &finished);
-    }
-  }
-  pthread_mutex_unlock(&w->mu);
-  finish_runs(finished);
-  if (st == LW_OK) lw__sched_dispatch_now(w);
-  lw__worker_kick(w);
-  return st;
-}
-
-lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args,
-                                      const lw_run_config_t *cfg, int32_t worker_id) {
-  if (cfg && cfg->timeout_ns < 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: timeout_ns %lld is negative",
-                    (long long)cfg->timeout_ns);
-  }
-  submit_desc_t d = {LW_MB_TASK_KERNEL, worker_id, c, args, cfg ? cfg->timeout_ns : 0, NULL};
-  lw_error_t err;
-  lw_status_t st = submit_one(o, &d, &err);
-  if (st != LW_OK) lw__last_error_store(&err);
-  return st;
-}
-
-lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args) {
-  submit_desc_t d = {LW_MB_TASK_SUB, -1, c, args, 0, NULL};
-  lw_error_t err;
-  lw_status_t st = submit_one(o, &d, &err);
-  if (st != LW_OK) lw__last_error_store(&err);
-  return st;
-}
-
-lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c,
-                                            const lw_args_t *const *args,
-                                            const int32_t *worker_ids, int n) {
-  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
-  lw_worker_t *w = o->w;
-  if (n <= 0 || !args || !worker_ids) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: a group needs n > 0, args and worker_ids");
-  }
-  if ((uint32_t)n > w->cfg.n_chips * LW_MB_TASK_FRAMES || (uint32_t)n > w->n_tasks_cap) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "orch: a group of %d tasks can never launch at once (at most %u: %u chips x "
-                    "%u frames)",
-                    n, w->cfg.n_chips * LW_MB_TASK_FRAMES, w->cfg.n_chips, LW_MB_TASK_FRAMES);
-  }
-  lw_mb_args_t *margs = calloc((size_t)n, sizeof(*margs));
-  if (!margs) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
-  for (int i = 0; i < n; ++i) {
-    if (worker_ids[i] < 0) {
-      free(margs);
-      return lw__fail(LW_INVALID_ARGUMENT, "orch: group member %d needs a chip id, not %d", i,
-                      worker_ids[i]);
-    }
-    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, NULL};
-    lw_error_t err;
-    if (check_desc(o, &d, &margs[i], &err) != LW_OK) {
-      free(margs);
-      return lw__last_error_store(&err);
-    }
-  }
+static void apply_group(lw_dag_t *d, lw_dag_cmd_t *c, lw_run_t **finished) {
   lw_group_t *g = calloc(1, sizeof(*g));
-  lw_task_t **members = calloc((size_t)n, sizeof(lw_task_t *));
+  lw_task_t **members = calloc(c->n_tasks, sizeof(*members));
   if (!g || !members) {
     free(g);
     free(members);
-    free(margs);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
+    // No group: each member is built and finished failed, which fails the run.
+    for (uint32_t i = 0; i < c->n_tasks; ++i) {
+      lw_task_t *t = build_task(d, c->run, &c->task[i], NULL, finished);
+      if (!t) continue;
+      lw_error_t err;
+      lw__error_set(&err, LW_RESOURCE_EXHAUSTED, -1, t->task_id,
+                    "orch: out of memory for a group of %u tasks", c->n_tasks);
+      lw__task_finish(d, t, LW_RESOURCE_EXHAUSTED, &err, finished);
+    }
+    return;
   }
   g->members = members;
-  g->n = (uint32_t)n;
-  lw_run_t *finished = NULL;
-  lw_status_t st = LW_OK;
-  lw_error_t err;
-  pthread_mutex_lock(&w->mu);
-  // Every slot first, so w->mu is never released between members: while it is held, no
-  // member can be made ready, poisoned or retired by another thread before the group is whole
-  // (a member made ready early would be counted twice, and a poisoned one could free the group).
-  st = wait_task_slots(w, (uint32_t)n, &err);
-  if (st != LW_OK) {
-    pthread_mutex_unlock(&w->mu);
-    free(members);
-    free(g);
-    free(margs);
-    return lw__last_error_store(&err);
+  // Every member is built before any can become ready: the commands apply on this thread
+  // alone, so no member is made ready, poisoned or retired before the group is whole. Member
+  // slots were reserved together, so building never waits.
+  bool ok = true;
+  g->n_open++;  // a hold: a member that ends early cannot free the group under this loop
+  for (uint32_t i = 0; i < c->n_tasks; ++i) {
+    if (!build_task(d, c->run, &c->task[i], g, finished)) ok = false;
   }
-  uint32_t built = 0;
-  for (int i = 0; i < n && st == LW_OK; ++i) {
-    submit_desc_t d = {LW_MB_TASK_KERNEL, worker_ids[i], c, args[i], 0, g};
-    lw_task_t *t = NULL;
-    st = build_task(o, &d, &margs[i], &t, &err);
-    if (t) {
-      t->group = g;
-      members[built++] = t;
-      g->n_open++;
-    }
-  }
-  if (st != LW_OK) {
-    g->n = built;
-    if (built == 0) {
-      free(members);
-      free(g);
-    } else {
-      poison_group(w, g, &err, &finished);
-    }
+  if (!ok) {
+    lw_error_t err;
+    lw__error_set(&err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                  "a member of the group could not be built (out of memory)");
+    poison_group(d, g, &err, finished);
   } else {
-    for (uint32_t i = 0; i < built; ++i) {
-      if (members[i]->n_pending == 0) make_ready(w, members[i], &finished);
+    uint32_t n = g->n;
+    for (uint32_t i = 0; i < n; ++i) {
+      lw_task_t *m = members[i];
+      if (m->group == g && m->state == LW_TS_PENDING && m->n_pending == 0) {
+        make_ready(d, m, finished);
+      }
     }
   }
-  pthread_mutex_unlock(&w->mu);
-  free(margs);
-  finish_runs(finished);
-  lw__worker_kick(w);
-  if (st != LW_OK) lw__last_error_store(&err);
-  return st;
-}
-
-lw_status_t lw_orch_scope_begin(lw_orch_t *o) {
-  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
-  if (!lw__tmap_scope_begin(o->tmap)) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: scopes nest at most %d deep", LW_MAX_SCOPES);
+  // The hold goes last: making members ready may skip them (a stopped run), which poisons and
+  // retires the whole group while the loop above still walks its members.
+  if (--g->n_open == 0) {
+    free(g->members);
+    free(g);
   }
+}
+
+static void apply_orch_done(lw_dag_t *d, lw_dag_cmd_t *c, lw_run_t **finished) {
+  lw_run_t *run = c->run;
+  // The map's entries name this run's tasks; the next run starts with none (runs are ordered
+  // by the orchestrator token, not by buffers).
+  lw__tmap_clear(d->tmap);
+  run->orch_done = true;
+  if (c->status != LW_OK) {
+    // The orch function's error is the run's first error unless a task failed before it
+    // (first error wins). The run stops here: no task of it is dispatched any more (the sweep
+    // and make_ready skip them POISONED), and the scheduler cancels what is in flight in the
+    // same pass; those count failed whatever their kernels return.
+    run_fail(d, run, c->status, &c->error, 0);
+  }
+  settle_if_done(run, finished);
+}
+
+static void scope_mismatch(lw_dag_t *d, lw_run_t *run, const char *what) {
+  lw_error_t err;
+  lw__error_set(&err, LW_INTERNAL, -1, 0, "run %llu: the tensor map refused a scope %s",
+                (unsigned long long)run->run_id, what);
+  run_fail(d, run, LW_INTERNAL, &err, 0);
+}
+
+static void apply(lw_dag_t *d, lw_dag_cmd_t *c, lw_run_t **finished) {
+  switch (c->kind) {
+    case LW_DAG_CMD_SUBMIT:
+      apply_submit(d, c, finished);
+      break;
+    case LW_DAG_CMD_GROUP:
+      apply_group(d, c, finished);
+      break;
+    case LW_DAG_CMD_SCOPE_BEGIN:
+      // The submitter checked the depth (it keeps its own count), so neither can fail; if one
+      // ever did, the map's scopes and the orch function's would disagree: fail the run.
+      if (!lw__tmap_scope_begin(d->tmap)) scope_mismatch(d, c->run, "begin");
+      break;
+    case LW_DAG_CMD_SCOPE_END:
+      if (!lw__tmap_scope_end(d->tmap)) scope_mismatch(d, c->run, "end");
+      break;
+    case LW_DAG_CMD_ORCH_DONE:
+      apply_orch_done(d, c, finished);
+      break;
+  }
+}
+
+static lw_dag_cmd_t *take_inbox(lw_dag_t *d) {
+  lw_dag_cmd_t *c = atomic_exchange_explicit(&d->inbox, NULL, memory_order_acquire);
+  lw_dag_cmd_t *in_order = NULL;
+  while (c) {  // the stack holds the newest first
+    lw_dag_cmd_t *next = c->next;
+    c->next = in_order;
+    in_order = c;
+    c = next;
+  }
+  return in_order;
+}
+
+bool lw__dag_step(lw_dag_t *d, lw_run_t **finished) {
+  if (atomic_load_explicit(&d->inbox, memory_order_relaxed) == NULL) return false;
+  if (d->has_owner && !pthread_equal(d->owner, pthread_self())) abort();  // a broken contract
+  lw_dag_cmd_t *c = take_inbox(d);
+  while (c) {
+    lw_dag_cmd_t *next = c->next;
+    apply(d, c, finished);
+    free(c);
+    c = next;
+  }
+  return true;
+}
+
+bool lw__dag_sweep_stopped(lw_dag_t *d, lw_run_t **finished) {
+  uint32_t seq = atomic_load(&d->stop_seq);
+  if (seq == d->stop_seen) return false;
+  d->stop_seen = seq;
+  bool progress = false;
+  lw_task_queue_t *queues[LW_MAX_CHIPS + 2];
+  uint32_t nq = 0;
+  for (uint32_t i = 0; i < d->n_chips; ++i) queues[nq++] = &d->chip_q[i];
+  queues[nq++] = &d->any_q;
+  queues[nq++] = &d->sub_q;
+  for (uint32_t qi = 0; qi < nq; ++qi) {
+    lw_task_queue_t *q = queues[qi];
+    lw_task_t *keep_head = NULL, *keep_tail = NULL, *stopped = NULL;
+    uint32_t kept = 0;
+    // Split the queue in order: tasks of live runs stay (FIFO kept), the others are skipped
+    // after the queue is whole again (skipping may make other tasks ready and push them).
+    for (lw_task_t *t = q->head, *next; t; t = next) {
+      next = t->next;
+      t->next = NULL;
+      if (lw__run_stopped(t->run)) {
+        t->next = stopped;
+        stopped = t;
+        continue;
+      }
+      if (keep_tail) {
+        keep_tail->next = t;
+      } else {
+        keep_head = t;
+      }
+      keep_tail = t;
+      kept++;
+    }
+    q->head = keep_head;
+    q->tail = keep_tail;
+    q->n = kept;
+    while (stopped) {
+      lw_task_t *t = stopped;
+      stopped = t->next;
+      t->next = NULL;
+      progress = true;
+      lw__task_skip(d, t, finished);
+    }
+  }
+  // Ready groups: one of a stopped run is skipped whole (all-or-nothing still holds).
+  for (lw_group_t **pp = &d->groups_head; *pp;) {
+    lw_group_t *g = *pp;
+    bool stopped = false;
+    for (uint32_t i = 0; i < g->n; ++i) stopped |= lw__run_stopped(g->members[i]->run);
+    if (!stopped) {
+      pp = &g->next_ready;
+      continue;
+    }
+    *pp = g->next_ready;
+    progress = true;
+    // The first member's skip poisons the others (all-or-nothing), which retires them and
+    // frees the group: look at the first member only.
+    lw_task_t *first = g->members[0];
+    if (first->state == LW_TS_READY) lw__task_skip(d, first, finished);
+  }
+  d->groups_tail = NULL;
+  for (lw_group_t *g = d->groups_head; g; g = g->next_ready) d->groups_tail = g;
+  return progress;
+}
+
+void lw__dag_finish_all(lw_dag_t *d, lw_status_t st,
+                        void (*describe)(void *ctx, const lw_task_t *t, lw_error_t *out),
+                        void *ctx, lw_run_t **finished) {
+  (void)lw__dag_step(d, finished);
+  for (uint32_t i = 0; d->tasks && i < d->n_tasks_cap; ++i) {
+    lw_task_t *t = &d->tasks[i];
+    // lw__task_finish retires a task (FREE) before it returns, and may finish others (its
+    // consumers, its group) on the way: those are FREE by the time the loop reaches them.
+    if (t->state != LW_TS_BUILDING && t->state != LW_TS_PENDING && t->state != LW_TS_READY &&
+        t->state != LW_TS_RUNNING) {
+      continue;
+    }
+    lw_error_t err;
+    describe(ctx, t, &err);
+    lw__task_finish(d, t, st, &err, finished);
+  }
+}
+
+uint32_t lw__dag_live_tasks(const lw_dag_t *d) { return d->n_tasks_cap - d->n_free_tasks; }
+
+// ---------------------------------------------------------------------------------------------
+// Lifecycle
+
+lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32_t n_chips,
+                               int64_t submit_timeout_ns, const lw_dag_hooks_t *hooks,
+                               const lw_tmap_options_t *tmap_options, lw_error_t *err) {
+  memset(d, 0, sizeof(*d));
+  if (n_tasks == 0 || n_chips > LW_MAX_CHIPS) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "dag: %u task slots and %u chips (1.. slots, at most %d chips)", n_tasks,
+                         n_chips, LW_MAX_CHIPS);
+  }
+  d->hooks = *hooks;
+  d->n_chips = n_chips;
+  d->submit_timeout_ns = submit_timeout_ns;
+  atomic_init(&d->inbox, NULL);
+  atomic_init(&d->slots_free, n_tasks);
+  atomic_init(&d->space_waiters, 0);
+  atomic_init(&d->stop_seq, 0);
+  pthread_mutex_init(&d->space_mu, NULL);
+  // Monotonic: reserve's deadline comes from lw__now_ns, and a wall-clock step must not
+  // stretch or cut the wait.
+  lw__cond_init_monotonic(&d->space_cv);
+  d->n_tasks_cap = n_tasks;
+  d->tasks = calloc(n_tasks, sizeof(lw_task_t));
+  d->free_tasks = calloc(n_tasks, sizeof(uint32_t));
+  lw_tmap_options_t o = {0};
+  if (tmap_options) o = *tmap_options;
+  o.live = tmap_live;
+  o.live_ctx = d;
+  lw_status_t tst = lw__tmap_create(&o, &d->tmap);
+  if (!d->tasks || !d->free_tasks || tst != LW_OK) {
+    lw__dag_deinitialize(d);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "dag: out of memory for a ring of %u tasks", n_tasks);
+  }
+  for (uint32_t i = 0; i < n_tasks; ++i) {
+    d->tasks[i].index = i;
+    d->free_tasks[n_tasks - 1 - i] = i;
+  }
+  d->n_free_tasks = n_tasks;
   return LW_OK;
 }
 
-lw_status_t lw_orch_scope_end(lw_orch_t *o) {
-  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
-  pthread_mutex_lock(&o->w->mu);
-  bool ended = lw__tmap_scope_end(o->tmap);
-  pthread_mutex_unlock(&o->w->mu);
-  if (!ended) return lw__fail(LW_INVALID_ARGUMENT, "orch: scope_end without scope_begin");
-  return LW_OK;
+void lw__dag_set_owner(lw_dag_t *d) {
+  d->owner = pthread_self();
+  d->has_owner = true;
+}
+
+void lw__dag_deinitialize(lw_dag_t *d) {
+  // Commands never applied: their tasks' pins go back.
+  lw_dag_cmd_t *c = take_inbox(d);
+  while (c) {
+    lw_dag_cmd_t *next = c->next;
+    if (c->kind == LW_DAG_CMD_SUBMIT || c->kind == LW_DAG_CMD_GROUP) {
+      for (uint32_t i = 0; i < c->n_tasks; ++i) {
+        d->hooks.unpin(d->hooks.ctx, c->task[i].wc, c->task[i].wc_id);
+      }
+    }
+    free(c);
+    c = next;
+  }
+  for (uint32_t i = 0; d->tasks && i < d->n_tasks_cap; ++i) free(d->tasks[i].consumers);
+  free(d->tasks);
+  free(d->free_tasks);
+  free(d->finish_stack);
+  if (d->tmap) lw__tmap_destroy(d->tmap);
+  pthread_mutex_destroy(&d->space_mu);
+  pthread_cond_destroy(&d->space_cv);
+  memset(d, 0, sizeof(*d));
 }

@@ -1,40 +1,62 @@
 // parent/dag.h — the DAG of the worker's runs (parent/dag.c): tasks, their dependencies and
 // groups, the ready queues, and what a task's end does to the others.
-// Owns (fields of struct lw_worker, parent/worker_impl.h, all under w->mu): the task ring
-// (w->tasks, the stack of free slots w->free_tasks, space_cv for back-pressure), each task's
-// state, its consumers (edges from the tensor map, parent/tmap.h, which the token holder of
-// parent/runs.h uses under w->mu), groups (all-or-nothing launches), the ready queues
-// (chip_q, any_q, sub_q, and the groups whose members are all ready: groups_head/tail) and
-// lw__task_finish's work list (finish_stack, finishing).
-// A task: FREE -> BUILDING (lw_orch_submit_*) -> PENDING (unmet dependencies) -> READY (in a
-// queue) -> RUNNING (posted to a child, parent/sched.h) -> COMPLETED or FAILED -> FREE again
-// (retired: gen bumped, so a stale lw_task_ref_t no longer matches). A failed task poisons
-// its PENDING consumers and, if it never launched, its group; a task of a stopped run is
-// skipped (lw__task_skip) instead of dispatched.
-// Lifecycle: lw_worker_create allocates the ring; lw_worker_destroy finishes what is left once
-// no thread of the worker is, then frees it.
-// Threads: not one owner yet. The holder of the orchestrator token builds tasks and makes
-// them ready; the scheduler dispatches and finishes them (completions, deaths, stops, the
-// sweep of stopped runs); both do so under w->mu. Functions that settle runs push them on
-// *finished (linked by lw_run_t.next), for the caller to complete with lw__run_complete
-// (parent/runs.h) once w->mu is released.
-// Locks: w->mu guards everything here. Taken under it: w->run_mu, ep->post_mu, ep->desc_mu;
-// the task-slot wait releases it while it sleeps on space_cv.
+//
+// One owner. Every task state change, every ready queue, the tensor map and the counters of
+// the runs in it are changed by one thread only, the DAG's owner: the worker's scheduler
+// thread (parent/sched.h) while it runs, then the thread destroying the worker. Other threads
+// never touch that state: they hand the owner work through the DAG's inbox (a lock-free list
+// of commands: submit a task, submit a group, open or close a scope, "the orch function
+// returned") and ring the doorbell (hooks.ring: the worker's kick); the owner takes the inbox
+// whole at the start of each pass (lw__dag_step) and applies it in order. This is libuv's
+// model: the loop owns its state and uv_async_send is the one thread-safe door.
+//
+// What other threads may call: lw__dag_reserve / lw__dag_unreserve (task-ring back-pressure),
+// lw__dag_post (the inbox), lw__dag_run_failed (an acquire read of a run's failure, for the
+// early refusal of a submit). Everything else is the owner's.
+//
+// A task: FREE -> BUILDING (a submit command applied) -> PENDING (unmet dependencies) -> READY
+// (in a queue) -> RUNNING (lw__dag_task_launch: posted to a child) -> COMPLETED or FAILED ->
+// FREE again (retired: gen bumped, so a stale lw_task_ref_t no longer matches). A failed task
+// poisons its PENDING consumers and, if it never launched, its group; a task of a stopped run
+// is skipped (POISONED when the run failed, CANCELLED when it was cancelled) instead of
+// dispatched. Dependencies come from the tensor map (parent/tmap.h): RAW, WAW, WAR.
+//
+// Back-pressure: the ring has a fixed number of slots. A submitter reserves slots before it
+// posts (lw__dag_reserve: blocks until enough tasks retired, or fails RESOURCE_EXHAUSTED at
+// its deadline, nothing dropped); the owner builds each task into a slot the reservation
+// guaranteed, and a retirement gives the slot back.
+//
+// Runs: a task points at its lw_run_t (parent/runs.h). The run's DAG fields (n_tasks,
+// n_terminal, n_completed, n_failed, failed, cancelled, orch_done, error) are the owner's.
+// Functions that settle runs (every task terminal and the orch function returned) push them
+// on *finished (linked by lw_run_t.next) for the caller to complete (lw__run_complete) after
+// it has left its pass.
+//
+// Hooks: the DAG knows nothing of children or the callable table; what it needs from them
+// comes through lw_dag_hooks_t, called on the owner thread (ring: any thread). A hook must not
+// call back into the DAG.
+//
+// Lifecycle: lw__dag_initialize (worker create; the DAG lives in caller memory) ->
+// lw__dag_set_owner (the scheduler thread when it starts; the destroying thread once it
+// stopped) -> lw__dag_finish_all (destroy: every unfinished task ends with the given status)
+// -> lw__dag_deinitialize (frees the ring, the tensor map and any unapplied command).
 #ifndef LANEWORK_PARENT_DAG_H_
 #define LANEWORK_PARENT_DAG_H_
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lanework/args.h"
 #include "lanework/status.h"
 #include "mailbox/mailbox.h"
+#include "parent/runs.h"
 #include "parent/tmap.h"
 
 #define LW_MAX_SCOPES 16
 
-typedef struct lw_worker lw_worker_t;
 typedef struct lw_task lw_task_t;
-typedef struct lw_run lw_run_t;
 typedef struct lw_endpoint lw_endpoint_t;
 
 typedef enum lw_task_state {
@@ -45,7 +67,6 @@ typedef enum lw_task_state {
   LW_TS_RUNNING = 4,
   LW_TS_COMPLETED = 5,
   LW_TS_FAILED = 6,
-  LW_TS_CONSUMED = 7,
 } lw_task_state_t;
 
 typedef struct lw_task_ref {
@@ -78,7 +99,7 @@ struct lw_task {
   uint32_t n_consumers, cap_consumers;
   lw_group_t *group;
   lw_task_t *next;         // ready queue link
-  // Dispatch.
+  // Dispatch (the scheduler's, on the owner thread).
   lw_endpoint_t *ep;
   uint32_t frame;
   lw_mb_identity_t identity;
@@ -94,18 +115,152 @@ typedef struct lw_task_queue {
   uint32_t n;
 } lw_task_queue_t;
 
-// A task reached a terminal state (w->mu held): updates its run, its consumers, retires it.
-// Runs that completed are appended to *finished (finish them after unlocking). When it
-// returns, t and every task it finished on the way (consumers, group members) are retired;
-// called from inside such a finish, it only queues t (no recursion per dependency).
-void lw__task_finish(lw_worker_t *w, lw_task_t *t, lw_status_t st, const lw_error_t *err,
+// What the DAG needs from the worker (called on the owner thread; ring on any thread).
+typedef struct lw_dag_hooks {
+  void *ctx;
+  // Drops the pin a submitter took on callable slot wc for a task (lw__dag_post's contract):
+  // called when the task ends without having been launched, or when a task that keeps its
+  // pin while it runs (keep_pin_while_running) ends.
+  void (*unpin)(void *ctx, uint32_t wc, uint64_t wc_id);
+  // The callable's name, for messages (valid until the hook is called again).
+  const char *(*callable_name)(void *ctx, uint32_t wc, uint64_t wc_id);
+  // Wakes the owner: there is work in the inbox, or a run to sweep. Any thread.
+  void (*ring)(void *ctx);
+} lw_dag_hooks_t;
+
+// One task as a submitter describes it.
+typedef struct lw_dag_task_desc {
+  lw_mb_task_kind_t kind;
+  int32_t worker;             // chip index or LW_ANY_CHIP (kernels); ignored for subs
+  uint32_t wc;                // callable slot, pinned by the submitter
+  uint64_t wc_id;
+  int64_t timeout_ns;
+  lw_mb_args_t args;          // as they cross the mailbox
+  uint32_t n_keys;            // the buffers the tensor map orders, in tensor order
+  uintptr_t key[LW_MAX_TENSORS];
+  lw_tag_t tag[LW_MAX_TENSORS];
+} lw_dag_task_desc_t;
+
+typedef enum lw_dag_cmd_kind {
+  LW_DAG_CMD_SUBMIT = 1,       // one task (n_tasks == 1)
+  LW_DAG_CMD_GROUP = 2,        // n_tasks that launch all-or-nothing
+  LW_DAG_CMD_SCOPE_BEGIN = 3,
+  LW_DAG_CMD_SCOPE_END = 4,
+  LW_DAG_CMD_ORCH_DONE = 5,    // the run's orch function returned status (error if not OK)
+} lw_dag_cmd_kind_t;
+
+// A command for the owner. Made by lw__dag_cmd_new, owned by the DAG once posted (the owner
+// frees it after applying it).
+typedef struct lw_dag_cmd {
+  struct lw_dag_cmd *next;
+  lw_dag_cmd_kind_t kind;
+  lw_run_t *run;
+  lw_status_t status;          // ORCH_DONE
+  lw_error_t error;            // ORCH_DONE with status != OK
+  uint32_t n_tasks;            // SUBMIT: 1; GROUP: n
+  lw_dag_task_desc_t task[];   // n_tasks entries
+} lw_dag_cmd_t;
+
+typedef struct lw_dag {
+  lw_dag_hooks_t hooks;
+  uint32_t n_chips;
+  int64_t submit_timeout_ns;   // how long lw__dag_reserve waits for slots (< 0: forever)
+  pthread_t owner;             // the thread allowed to change state (checked by lw__dag_step)
+  bool has_owner;
+
+  // The inbox: a lock-free stack of posted commands; the owner takes it whole and reverses it,
+  // so commands apply in the order they were posted.
+  _Atomic(lw_dag_cmd_t *) inbox;
+
+  // Slots any thread may still reserve; the owner gives one back per retirement. Waiters sleep
+  // on space_cv (space_mu); a retirement broadcasts only when space_waiters says one may wait.
+  _Atomic int64_t slots_free;
+  _Atomic uint32_t space_waiters;
+  pthread_mutex_t space_mu;
+  pthread_cond_t space_cv;
+
+  // Bumped whenever a run stops (cancel requested, first failure, orch error): the owner then
+  // takes the run's tasks out of the ready queues at once (lw__dag_sweep_stopped). Any thread.
+  _Atomic uint32_t stop_seq;
+  uint32_t stop_seen;
+
+  // The owner's.
+  lw_task_t *tasks;            // the ring
+  uint32_t n_tasks_cap;
+  uint32_t *free_tasks;        // stack of free slot indices
+  uint32_t n_free_tasks;
+  lw_task_queue_t chip_q[LW_MAX_CHIPS];
+  lw_task_queue_t any_q;
+  lw_task_queue_t sub_q;
+  lw_group_t *groups_head, *groups_tail;  // groups whose members are all ready
+  lw_tmap_t *tmap;
+  // lw__task_finish's work list: the tasks a finish in progress also finishes.
+  struct lw_finish_item *finish_stack;
+  uint32_t n_finish, cap_finish;
+  bool finishing;
+} lw_dag_t;
+
+// Makes an empty DAG with a ring of n_tasks slots and n_chips chip queues. tmap_options may be
+// NULL (the production map); its liveness callback is always the DAG's own.
+LW_MUST_USE lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32_t n_chips,
+                                           int64_t submit_timeout_ns, const lw_dag_hooks_t *hooks,
+                                           const lw_tmap_options_t *tmap_options, lw_error_t *err);
+// Frees the ring, the tensor map and commands never applied (their pins are dropped through
+// hooks.unpin). No thread may use the DAG any more.
+void lw__dag_deinitialize(lw_dag_t *d);
+// The calling thread becomes the owner.
+void lw__dag_set_owner(lw_dag_t *d);
+
+// ---------------------------------------------------------------------------------------------
+// Any thread
+
+// Reserves n task slots, waiting for retirements until the submit timeout; RESOURCE_EXHAUSTED
+// (saying nothing was dropped) when they do not come. Every reserved slot must be handed to the
+// owner in a command, or given back with lw__dag_unreserve.
+LW_MUST_USE lw_status_t lw__dag_reserve(lw_dag_t *d, uint32_t n, lw_error_t *err);
+void lw__dag_unreserve(lw_dag_t *d, uint32_t n);
+// A command with room for n_tasks task descriptions (zeroed), or NULL when out of memory.
+lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_tasks);
+// Hands cmd to the owner and rings the doorbell. SUBMIT/GROUP: the submitter reserved one slot
+// per task and pinned each task's callable (the DAG drops the pins). The run stays alive at
+// least until its ORCH_DONE is applied.
+void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd);
+// Whether the run failed (acquire: run->error is then complete and never changes).
+bool lw__dag_run_failed(const lw_run_t *run);
+// Bumps stop_seq and rings: a run stopped (a cancel request); the owner sweeps its queued tasks.
+void lw__dag_note_stop(lw_dag_t *d);
+
+// ---------------------------------------------------------------------------------------------
+// The owner
+
+// Applies every posted command, in order. Returns true when there was one.
+bool lw__dag_step(lw_dag_t *d, lw_run_t **finished);
+// Takes every task of a stopped run out of the ready queues and the ready groups and skips it,
+// when a run stopped since the last call (stop_seq moved). Returns true when it did something.
+bool lw__dag_sweep_stopped(lw_dag_t *d, lw_run_t **finished);
+// Pops the head of a ready queue (NULL when empty); the task is still READY.
+lw_task_t *lw__dag_queue_pop(lw_task_queue_t *q);
+// Pops the head ready group (all members READY), or NULL.
+lw_group_t *lw__dag_group_pop(lw_dag_t *d);
+// The task was posted to a child: READY -> RUNNING.
+void lw__dag_task_launch(lw_dag_t *d, lw_task_t *t);
+// A task reached a terminal state: updates its run, its consumers, retires it. Runs that
+// settled are appended to *finished. When it returns, t and every task it finished on the way
+// (consumers, group members) are retired; called from inside such a finish, it only queues t
+// (no recursion per dependency).
+void lw__task_finish(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                      lw_run_t **finished);
-// A task that can no longer run because its run failed or was cancelled (w->mu held): it is
-// finished POISONED (the run failed) or CANCELLED (a run whose cancel was requested is marked
-// cancelled here).
-void lw__task_skip(lw_worker_t *w, lw_task_t *t, lw_run_t **finished);
-// The tensor map's liveness callback (ctx: the worker; w->mu held: it reads task state): true
-// while the task behind r is unfinished.
-bool lw__dag_tmap_live(void *ctx, lw_tmap_ref_t r);
+// A task that can no longer run because its run failed or was cancelled: finished POISONED
+// (the run failed) or CANCELLED (a run whose cancel was requested is marked cancelled here).
+void lw__task_skip(lw_dag_t *d, lw_task_t *t, lw_run_t **finished);
+// True when the run failed, was cancelled or has a cancel requested.
+bool lw__run_stopped(const lw_run_t *run);
+// Finishes every unfinished task with st, the message of each built by describe (destroy,
+// once no other thread is left). Commands still in the inbox are applied first.
+void lw__dag_finish_all(lw_dag_t *d, lw_status_t st,
+                        void (*describe)(void *ctx, const lw_task_t *t, lw_error_t *out),
+                        void *ctx, lw_run_t **finished);
+// The number of tasks not FREE (the owner's view; for tests and destroy).
+uint32_t lw__dag_live_tasks(const lw_dag_t *d);
 
 #endif  // LANEWORK_PARENT_DAG_H_

@@ -9,7 +9,6 @@
 #include "lanes/sys.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
-#include "parent/tmap.h"
 #include "parent/worker_impl.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -18,9 +17,8 @@
 static lw_status_t run_cancel(lw_handle_t *h) {
   lw_run_t *run = (lw_run_t *)h;
   // The flag (set by lw_handle_cancel before this call) is read by the orchestrator before it
-  // starts the run and by the scheduler, which sweeps the run's queued tasks out at once.
-  atomic_fetch_add(&run->w->stop_seq, 1);
-  lw__worker_kick(run->w);
+  // starts the run and by the DAG's owner, which sweeps the run's queued tasks out at once.
+  lw__dag_note_stop(&run->w->dag);
   return LW_OK;
 }
 
@@ -173,10 +171,6 @@ lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_repo
   return st;
 }
 
-bool lw__run_stopped(const lw_run_t *run) {
-  return run->failed || run->cancelled || lw__handle_cancel_requested(&run->handle);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The orchestrator thread
 
@@ -188,26 +182,9 @@ static void run_not_started(lw_run_t *run, const char *why) {
   lw__run_complete(run);
 }
 
-// Writes the cancel word of every task of run that sits in a child's task frame (w->mu held),
-// as the scheduler does for a stopped run, so the stop takes effect at once rather than on
-// the scheduler's next pass. cancel_at marks the request: the escalation clock starts there,
-// and the task's result counts as cancelled (lw__task_finish).
-static void cancel_in_flight(lw_worker_t *w, lw_run_t *run) {
-  int64_t now = lw__now_ns();
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    lw_endpoint_t *ep = &w->eps[s];
-    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
-      lw_task_t *t = ep->frame_task[f];
-      if (!t || t->run != run || t->cancel_at != 0) continue;
-      t->cancel_at = now;
-      (void)lw__mailbox_cancel_task(ep->mb, f);
-    }
-  }
-}
-
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
 // (w->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
-static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
+static void execute_run(lw_worker_t *w, lw_run_t *run) {
   if (atomic_load(&w->stopping)) {
     run_not_started(run, "cancelled: the worker was destroyed before it started");
     return;
@@ -216,33 +193,32 @@ static void execute_run(lw_worker_t *w, lw_run_t *run, lw_tmap_t *tmap) {
     run_not_started(run, "cancelled before it started");
     return;
   }
-  lw_orch_t o = {w, run, tmap};
+  lw_dag_cmd_t *done = lw__dag_cmd_new(LW_DAG_CMD_ORCH_DONE, run, 0);
+  if (!done) {
+    // Nothing of the run reached the DAG yet: it ends here, failed, without running.
+    run->orch_done = true;
+    run->failed = true;
+    lw__error_set(&run->error, LW_RESOURCE_EXHAUSTED, -1, 0,
+                  "run %llu: out of memory before its orch function ran",
+                  (unsigned long long)run->run_id);
+    lw__run_complete(run);
+    return;
+  }
+  lw_orch_t o = {w, run, 0};
   run->t_start = lw__now_ns();
   lw_status_t st = run->fn(&o, run->user);
   lw_error_t last = *lw_last_error();
-  pthread_mutex_lock(&w->mu);
-  lw__tmap_clear(tmap);
-  run->orch_done = true;
+  // The run's end goes to the DAG's owner behind every task the function submitted (the
+  // inbox keeps order): it clears the tensor map, records an orch error as the run's failure
+  // (first error wins; the run stops, what is in flight is cancelled) and settles the run once
+  // its last task is terminal.
+  done->status = st;
   if (st != LW_OK) {
-    // The orch function's error is the run's first error unless a task failed before it
-    // (first error wins). Either way the run stops here, under w->mu, as for a task failure:
-    // from now on no task of the run is dispatched (the scheduler and make_ready skip them
-    // POISONED), and every task in flight is cancelled now and counts failed whatever its
-    // kernel returns. Tasks that already finished keep their outcome.
-    if (!run->failed) {
-      run->failed = true;
-      atomic_fetch_add(&w->stop_seq, 1);
-      lw__error_set(&run->error, st, last.worker_id, last.task_id,
-                    "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
-                    lw_status_name(st), last.code == st ? last.message : "");
-    }
-    cancel_in_flight(w, run);
+    lw__error_set(&done->error, st, last.worker_id, last.task_id,
+                  "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
+                  lw_status_name(st), last.code == st ? last.message : "");
   }
-  bool complete = run->n_terminal == run->n_tasks;
-  pthread_mutex_unlock(&w->mu);
-  // The scheduler skips the run's queued tasks on its next pass.
-  if (st != LW_OK) lw__worker_kick(w);
-  if (complete) lw__run_complete(run);
+  lw__dag_post(&w->dag, done);
 }
 
 static void release_token(lw_worker_t *w) {
@@ -272,7 +248,7 @@ static void *orch_main(void *arg) {
     }
     pthread_mutex_unlock(&w->run_mu);
     if (!run) break;
-    execute_run(w, run, w->orch_tmap);
+    execute_run(w, run);
     release_token(w);
   }
   return NULL;
@@ -291,17 +267,12 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
   }
   pthread_mutex_unlock(&w->run_mu);
   if (!mine) return false;
-  execute_run(w, run, w->orch_tmap);
+  execute_run(w, run);
   release_token(w);
   return true;
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
-  lw_tmap_options_t tmap_options = {.live = lw__dag_tmap_live, .live_ctx = w};
-  if (lw__tmap_create(&tmap_options, &w->orch_tmap) != LW_OK) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "worker: out of memory for the tensor map");
-  }
   if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the orchestrator thread");
@@ -317,6 +288,4 @@ void lw__orch_stop(lw_worker_t *w) {
   pthread_mutex_unlock(&w->run_mu);
   pthread_join(w->orch_thread, NULL);
   w->orch_started = false;
-  lw__tmap_destroy(w->orch_tmap);
-  w->orch_tmap = NULL;
 }

@@ -21,6 +21,7 @@
 #ifndef LANEWORK_PARENT_RUNS_H_
 #define LANEWORK_PARENT_RUNS_H_
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,6 +45,9 @@ struct lw_run {
   bool settled;
   bool orch_done;
   bool failed;
+  // failed, published (release) once error is complete, for submitters (lw__dag_run_failed).
+  _Atomic bool failed_pub;
+  bool settled_by_dag;  // the DAG reported it settled (once)
   bool cancelled;
   uint32_t n_tasks, n_terminal, n_completed, n_failed;
   int64_t t_start;
@@ -54,7 +58,7 @@ struct lw_run {
 struct lw_orch {
   lw_worker_t *w;
   lw_run_t *run;
-  struct lw_tmap *tmap;  // the worker's tensor map (parent/tmap.h); it tracks the scopes
+  uint32_t scope_depth;  // scopes open (the DAG's tensor map applies them in order)
 };
 
 // Makes the orchestrator's tensor map and starts its thread (lw_worker_create).
@@ -70,9 +74,5 @@ void lw__orch_stop(lw_worker_t *w);
 // Its handle finishes now if every earlier run's handle has finished, else right after the
 // last of them: run handles finish in submission (run-id) order.
 void lw__run_complete(lw_run_t *run);
-
-// True when the run failed, was cancelled or has a cancel requested: its tasks that did not
-// launch yet are skipped (w->mu held).
-bool lw__run_stopped(const lw_run_t *run);
 
 #endif  // LANEWORK_PARENT_RUNS_H_

@@ -145,23 +145,13 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     ep->busy--;
     r.error.worker_id = (int32_t)ep->index;
     r.error.task_id = t->task_id;
-    lw__task_finish(w, t, r.status, &r.error, &pw->finished);
+    lw__task_finish(&w->dag, t, r.status, &r.error, &pw->finished);
   }
   return progress;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Dispatch (w->mu held)
-
-static lw_task_t *queue_pop(lw_task_queue_t *q) {
-  lw_task_t *t = q->head;
-  if (!t) return NULL;
-  q->head = t->next;
-  if (!q->head) q->tail = NULL;
-  q->n--;
-  t->next = NULL;
-  return t;
-}
 
 static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
   lw_wcallable_t *c = &w->callables[t->wc];
@@ -174,10 +164,10 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
                   "refused rather than run other code",
                   (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
                   (unsigned long long)t->wc_id, (unsigned long long)c->id);
-    lw__task_finish(w, t, LW_INTERNAL, &err, &pw->finished);
+    lw__task_finish(&w->dag, t, LW_INTERNAL, &err, &pw->finished);
     return;
   }
-  t->state = LW_TS_RUNNING;
+  lw__dag_task_launch(&w->dag, t);
   // A chip task's pin goes with its post: the child applies posts in sequence order, so an
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).
@@ -187,7 +177,7 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
     if (atomic_load(&ep->violated)) break_child(ep, NULL);
     err.worker_id = (int32_t)ep->index;
     err.task_id = t->task_id;
-    lw__task_finish(w, t, err.code, &err, &pw->finished);
+    lw__task_finish(&w->dag, t, err.code, &err, &pw->finished);
   }
 }
 
@@ -201,84 +191,13 @@ static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_w
                 desc[0] ? desc : "no child alive",
                 (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
                 w->callables[t->wc].name);
-  lw__task_finish(w, t, LW_CHILD_EXITED, &err, &pw->finished);
+  lw__task_finish(&w->dag, t, LW_CHILD_EXITED, &err, &pw->finished);
 }
 
 static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
   if (!lw__run_stopped(t->run)) return false;
-  lw__task_skip(w, t, &pw->finished);
+  lw__task_skip(&w->dag, t, &pw->finished);
   return true;
-}
-
-// Takes every task of a stopped run out of the ready queues and the ready groups and skips
-// it (w->mu held). Without this, a cancelled or failed run whose tasks wait for a frame that
-// another run's long kernels hold would finish only when a frame frees. Runs only after a run
-// stopped (stop_seq moved), so a busy scheduler does not walk its queues on every pass.
-static bool sweep_stopped(lw_worker_t *w, pending_work_t *pw) {
-  uint32_t seq = atomic_load(&w->stop_seq);
-  if (seq == w->stop_seen) return false;
-  w->stop_seen = seq;
-  bool progress = false;
-  lw_task_queue_t *queues[LW_MAX_CHIPS + 2];
-  uint32_t nq = 0;
-  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) queues[nq++] = &w->chip_q[i];
-  queues[nq++] = &w->any_q;
-  queues[nq++] = &w->sub_q;
-  for (uint32_t qi = 0; qi < nq; ++qi) {
-    lw_task_queue_t *q = queues[qi];
-    lw_task_t *keep_head = NULL, *keep_tail = NULL, *stopped = NULL;
-    uint32_t kept = 0;
-    // Split the queue in order: tasks of live runs stay (FIFO kept), the others are skipped
-    // after the queue is whole again (skipping may make other tasks ready and push them).
-    for (lw_task_t *t = q->head, *next; t; t = next) {
-      next = t->next;
-      t->next = NULL;
-      if (lw__run_stopped(t->run)) {
-        t->next = stopped;
-        stopped = t;
-        continue;
-      }
-      if (keep_tail) {
-        keep_tail->next = t;
-      } else {
-        keep_head = t;
-      }
-      keep_tail = t;
-      kept++;
-    }
-    q->head = keep_head;
-    q->tail = keep_tail;
-    q->n = kept;
-    while (stopped) {
-      lw_task_t *t = stopped;
-      stopped = t->next;
-      t->next = NULL;
-      progress = true;
-      lw__task_skip(w, t, &pw->finished);
-    }
-  }
-  // Ready groups: one of a stopped run is skipped whole (all-or-nothing still holds).
-  for (lw_group_t **pp = &w->groups_head; *pp;) {
-    lw_group_t *g = *pp;
-    bool stopped = false;
-    for (uint32_t i = 0; i < g->n; ++i) stopped |= lw__run_stopped(g->members[i]->run);
-    if (!stopped) {
-      pp = &g->next_ready;
-      continue;
-    }
-    *pp = g->next_ready;
-    progress = true;
-    uint32_t n = g->n;
-    lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
-    memcpy(members, g->members, n * sizeof(lw_task_t *));
-    for (uint32_t i = 0; i < n; ++i) {
-      // The first member's skip poisons the others (all-or-nothing), which retires them.
-      if (members[i]->state == LW_TS_READY) lw__task_skip(w, members[i], &pw->finished);
-    }
-  }
-  w->groups_tail = NULL;
-  for (lw_group_t *g = w->groups_head; g; g = g->next_ready) w->groups_tail = g;
-  return progress;
 }
 
 static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
@@ -286,11 +205,11 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   uint32_t n_chips = w->cfg.n_chips;
   for (uint32_t i = 0; i < n_chips; ++i) {
     lw_endpoint_t *ep = &w->eps[i];
-    lw_task_queue_t *q = &w->chip_q[i];
+    lw_task_queue_t *q = &w->dag.chip_q[i];
     bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
     if (!dead && !ep->accepting) continue;  // respawning: its tasks wait for it
     while (q->head && (dead || (ep->accepting && ep->busy < LW_MB_TASK_FRAMES))) {
-      lw_task_t *t = queue_pop(q);
+      lw_task_t *t = lw__dag_queue_pop(q);
       progress = true;
       if (skip_if_stopped(w, t, pw)) continue;
       if (dead) {
@@ -300,7 +219,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       post(w, ep, t, pw);
     }
   }
-  while (w->any_q.head) {
+  while (w->dag.any_q.head) {
     lw_endpoint_t *best = NULL;
     bool any_alive = false;
     for (uint32_t i = 0; i < n_chips; ++i) {
@@ -311,7 +230,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       if (ep->busy < LW_MB_TASK_FRAMES && (!best || ep->busy < best->busy)) best = ep;
     }
     if (!best && any_alive) break;
-    lw_task_t *t = queue_pop(&w->any_q);
+    lw_task_t *t = lw__dag_queue_pop(&w->dag.any_q);
     progress = true;
     if (skip_if_stopped(w, t, pw)) continue;
     if (!best) {
@@ -320,8 +239,8 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     }
     post(w, best, t, pw);
   }
-  while (w->groups_head) {
-    lw_group_t *g = w->groups_head;
+  while (w->dag.groups_head) {
+    lw_group_t *g = w->dag.groups_head;
     uint32_t need[LW_MAX_CHIPS] = {0};
     bool stopped = false, dead = false, fits = true;
     for (uint32_t i = 0; i < g->n; ++i) {
@@ -335,8 +254,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       if (!w->eps[c].accepting || w->eps[c].busy + need[c] > LW_MB_TASK_FRAMES) fits = false;
     }
     if (!stopped && !dead && !fits) break;  // FIFO: later groups wait behind this one
-    w->groups_head = g->next_ready;
-    if (!w->groups_head) w->groups_tail = NULL;
+    (void)lw__dag_group_pop(&w->dag);
     progress = true;
     // Copy the members: finishing the last one frees the group.
     uint32_t n = g->n;
@@ -348,7 +266,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       // rest of its group, which retires them: nothing is left to do for those.
       if (t->state != LW_TS_READY) continue;
       if (stopped) {
-        lw__task_skip(w, t, &pw->finished);
+        lw__task_skip(&w->dag, t, &pw->finished);
       } else if (dead) {
         fail_down(w, &w->eps[t->worker], t, pw);
       } else {
@@ -356,7 +274,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       }
     }
   }
-  while (w->sub_q.head) {
+  while (w->dag.sub_q.head) {
     lw_endpoint_t *idle = NULL;
     bool any_alive = false;
     for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
@@ -370,7 +288,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       }
     }
     if (!idle && any_alive) break;
-    lw_task_t *t = queue_pop(&w->sub_q);
+    lw_task_t *t = lw__dag_queue_pop(&w->dag.sub_q);
     progress = true;
     if (skip_if_stopped(w, t, pw)) continue;
     if (!idle) {
@@ -388,7 +306,7 @@ static void apply_cancels(lw_worker_t *w) {
   bool cancel_all = all != w->cancel_all_seen;
   w->cancel_all_seen = all;
   // The runs marked below have their queued tasks swept on the next pass.
-  if (cancel_all) atomic_fetch_add(&w->stop_seq, 1);
+  if (cancel_all) atomic_fetch_add(&w->dag.stop_seq, 1);
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
@@ -585,7 +503,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
                     "%s: %s during run of %s (task %llu of run %llu)", name, desc,
                     callable, tid, rid);
     }
-    lw__task_finish(w, t, err.code, &err, &pw->finished);
+    lw__task_finish(&w->dag, t, err.code, &err, &pw->finished);
   }
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
@@ -630,6 +548,7 @@ static void *sched_main(void *arg) {
   (void)pthread_setname_np(pthread_self(), "lw-sched");
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
+  lw__dag_set_owner(&w->dag);
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
   uint64_t seen_kick = atomic_load(&w->kick_seq);
   uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
@@ -652,7 +571,10 @@ static void *sched_main(void *arg) {
       seen_cancel = atomic_load(&w->cancel_all_seq);
       progress = true;
     }
-    progress |= sweep_stopped(w, &pw);
+    // The DAG's inbox (submits, scopes, runs' ends), applied in order before anything is
+    // swept or dispatched: this thread is the DAG's owner.
+    progress |= lw__dag_step(&w->dag, &pw.finished);
+    progress |= lw__dag_sweep_stopped(&w->dag, &pw.finished);
     progress |= dispatch(w, &pw);
     apply_cancels(w);
     int64_t now = lw__now_ns();
@@ -743,16 +665,4 @@ void lw__sched_stop(lw_worker_t *w) {
   }
   // The epoll fd stays open: a respawn under way on the supervisor may still add to it.
   // lw_worker_destroy closes it once the supervisor has stopped.
-}
-
-// Dispatch from a submitting thread (orchestrator or inline run): posting the task right away
-// saves the hand-off to the scheduler thread. w->mu serializes it with the scheduler; the
-// scheduler stays the only thread that drains completions and watches children.
-void lw__sched_dispatch_now(lw_worker_t *w) {
-  pending_work_t pw;
-  memset(&pw, 0, sizeof(pw));
-  pthread_mutex_lock(&w->mu);
-  (void)dispatch(w, &pw);
-  pthread_mutex_unlock(&w->mu);
-  flush(w, &pw);
 }

@@ -28,7 +28,6 @@
 typedef struct lw_worker lw_worker_t;
 
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
-void lw__sched_dispatch_now(lw_worker_t *w);
 void lw__sched_stop(lw_worker_t *w);
 
 #endif  // LANEWORK_PARENT_SCHED_H_

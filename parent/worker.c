@@ -98,6 +98,20 @@ void lw_worker_cancel_all(lw_worker_t *w) {
 // ---------------------------------------------------------------------------------------------
 // Code mapped at create time (lw_worker_register_sub checks function pointers against it).
 
+// The DAG's hooks (parent/dag.h). The owner calls them with w->mu held: the scheduler holds it
+// for its whole pass, destroy takes it around the DAG calls it makes.
+static void dag_unpin(void *ctx, uint32_t wc, uint64_t wc_id) {
+  lw_worker_t *w = ctx;
+  if (w->callables[wc].id == wc_id) lw__wc_unpin(w, wc);
+}
+
+static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
+  lw_worker_t *w = ctx;
+  return w->callables[wc].id == wc_id ? w->callables[wc].name : "a released callable";
+}
+
+static void dag_ring(void *ctx) { lw__worker_kick(ctx); }
+
 static int collect_base(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   lw_worker_t *w = data;
@@ -178,7 +192,6 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   pthread_mutex_init(&w->mu, NULL);
   // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
   // stretch or cut a wait.
-  lw__cond_init_monotonic(&w->space_cv);
   lw__cond_init_monotonic(&w->idle_cv);
   pthread_mutex_init(&w->run_mu, NULL);
   lw__cond_init_monotonic(&w->run_cv);
@@ -212,19 +225,18 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // 2. What each child needs, in memory the fork server copies.
   w->envs = calloc(w->n_children, sizeof(lw_child_env_t));
   w->eps = calloc(w->n_children, sizeof(lw_endpoint_t));
-  w->n_tasks_cap = cfg->task_ring;
-  w->tasks = calloc(cfg->task_ring, sizeof(lw_task_t));
-  w->free_tasks = calloc(cfg->task_ring, sizeof(uint32_t));
   lw_status_t ids_st = lw__handle_table_initialize(&w->callable_ids, LW_MAX_CALLABLES);
-  if (!w->envs || !w->eps || !w->tasks || !w->free_tasks || ids_st != LW_OK) {
+  if (!w->envs || !w->eps || ids_st != LW_OK) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
     goto fail;
   }
-  for (uint32_t i = 0; i < cfg->task_ring; ++i) {
-    w->tasks[i].index = i;
-    w->free_tasks[cfg->task_ring - 1 - i] = i;
+  lw_dag_hooks_t hooks = {.ctx = w, .unpin = dag_unpin, .callable_name = dag_callable_name,
+                          .ring = dag_ring};
+  if ((st = lw__dag_initialize(&w->dag, cfg->task_ring, cfg->n_chips, cfg->submit_timeout_ns,
+                               &hooks, NULL, &err)) != LW_OK) {
+    goto fail_err;
   }
-  w->n_free_tasks = cfg->task_ring;
+  w->dag_ready = true;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
@@ -319,28 +331,26 @@ static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
 // supervisor stopped, a run queued after the orchestrator left. Every handle the user still
 // holds then answers a wait at once. Normally there is none: this is the backstop that makes
 // "destroy finishes every handle" hold whatever went wrong before.
+static void describe_leftover(void *ctx, const lw_task_t *t, lw_error_t *err) {
+  lw_worker_t *w = ctx;
+  char name[32] = "";
+  bool posted = t->state == LW_TS_RUNNING && t->ep;
+  if (posted) lw__ep_name(t->ep, name, sizeof(name));
+  lw__error_set(err, LW_UNAVAILABLE, posted ? (int32_t)t->ep->index : -1, t->task_id,
+                "worker destroyed before task %llu of run %llu (%s) finished%s%s",
+                (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                w->callables[t->wc].name, posted ? " on " : "", name);
+}
+
 static void finish_leftover_runs(lw_worker_t *w) {
   lw_run_t *finished = NULL;
-  pthread_mutex_lock(&w->mu);
-  for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) {
-    lw_task_t *t = &w->tasks[i];
-    // lw__task_finish retires a task (FREE) before it returns, and may finish others (its
-    // consumers, its group) on the way: those are FREE by the time the loop reaches them.
-    if (t->state != LW_TS_BUILDING && t->state != LW_TS_PENDING && t->state != LW_TS_READY &&
-        t->state != LW_TS_RUNNING) {
-      continue;
-    }
-    lw_error_t err;
-    char name[32] = "";
-    bool posted = t->state == LW_TS_RUNNING && t->ep;
-    if (posted) lw__ep_name(t->ep, name, sizeof(name));
-    lw__error_set(&err, LW_UNAVAILABLE, posted ? (int32_t)t->ep->index : -1, t->task_id,
-                  "worker destroyed before task %llu of run %llu (%s) finished%s%s",
-                  (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
-                  w->callables[t->wc].name, posted ? " on " : "", name);
-    lw__task_finish(w, t, LW_UNAVAILABLE, &err, &finished);
+  if (w->dag_ready) {
+    // The scheduler has stopped: this thread is the DAG's owner now.
+    lw__dag_set_owner(&w->dag);
+    pthread_mutex_lock(&w->mu);
+    lw__dag_finish_all(&w->dag, LW_UNAVAILABLE, describe_leftover, w, &finished);
+    pthread_mutex_unlock(&w->mu);
   }
-  pthread_mutex_unlock(&w->mu);
   while (finished) {
     lw_run_t *next = finished->next;
     lw__run_complete(finished);
@@ -416,10 +426,11 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");
   lw__callables_fail_ops(w, &err);
   // (A deferred unregister is on w->ops too, so the loop above finished it.)
-  for (uint32_t i = 0; w->tasks && i < w->n_tasks_cap; ++i) free(w->tasks[i].consumers);
-  free(w->finish_stack);
-  free(w->tasks);
-  free(w->free_tasks);
+  if (w->dag_ready) {
+    pthread_mutex_lock(&w->mu);  // the pins of commands never applied go back (hooks.unpin)
+    lw__dag_deinitialize(&w->dag);
+    pthread_mutex_unlock(&w->mu);
+  }
   lw__handle_table_deinitialize(&w->callable_ids);
   free(w->eps);
   free(w->envs);
@@ -433,7 +444,6 @@ void lw_worker_destroy(lw_worker_t *w) {
   if (w->user_fd >= 0) close(w->user_fd);
   lw__arena_deinitialize(&w->arena);
   pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->space_cv);
   pthread_cond_destroy(&w->idle_cv);
   pthread_mutex_destroy(&w->run_mu);
   pthread_cond_destroy(&w->run_cv);

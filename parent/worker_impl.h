@@ -91,17 +91,13 @@ struct lw_worker {
   int user_fd;               // eventfd: readable when a handle of this worker finished
   int epoll_fd;
 
-  pthread_mutex_t mu;
-  pthread_cond_t space_cv;   // a task slot was freed
+  // The DAG (parent/dag.h): its state is its owner's, the scheduler thread's (destroy's once
+  // the scheduler stopped); other threads reach it through its inbox only.
+  lw_dag_t dag;
+  bool dag_ready;            // lw__dag_initialize succeeded
+
+  pthread_mutex_t mu;        // the callable table, the ops, the endpoints' dispatch state
   pthread_cond_t idle_cv;    // a run or op finished (destroy waits on it)
-  lw_task_t *tasks;          // the task ring
-  uint32_t n_tasks_cap;
-  uint32_t *free_tasks;      // stack of free task indices
-  uint32_t n_free_tasks;
-  lw_task_queue_t chip_q[LW_MAX_CHIPS];
-  lw_task_queue_t any_q;
-  lw_task_queue_t sub_q;
-  lw_group_t *groups_head, *groups_tail;  // groups whose members are all ready
   lw_wcallable_t callables[LW_MAX_CALLABLES];
   // Handle ids of w->callables: index i of this table is w->callables[i] (w->mu).
   lw_handle_table_t callable_ids;
@@ -113,10 +109,6 @@ struct lw_worker {
   uint64_t next_control_id;  // the last op serial handed out (w->mu)
   uint32_t live_runs;
   uint32_t live_ops;
-  // lw__task_finish's work list (dag.c): the tasks a finish in progress also finishes.
-  struct lw_finish_item *finish_stack;
-  uint32_t n_finish, cap_finish;
-  bool finishing;
 
   pthread_mutex_t run_mu;
   pthread_cond_t run_cv;
@@ -128,7 +120,6 @@ struct lw_worker {
   bool finishing_runs;
   pthread_t orch_thread;
   bool orch_busy;            // the orchestrator token: an orch function is running (run_mu)
-  struct lw_tmap *orch_tmap; // used by whoever holds the token
   bool orch_started;
   pthread_t sched_thread;
   bool sched_started;
@@ -142,11 +133,6 @@ struct lw_worker {
   _Atomic bool stopping;
   _Atomic bool sched_exit;
   _Atomic uint32_t cancel_all_seq;  // bumped by lw_worker_cancel_all (async-signal-safe)
-  // Bumped whenever a run stops (cancel requested, first failure, orch error): the scheduler
-  // then takes the run's tasks out of the ready queues at once (sched.c sweep_stopped), so a
-  // stopped run never waits for a frame another run's kernels hold. Any thread.
-  _Atomic uint32_t stop_seq;
-  uint32_t stop_seen;  // scheduler only
   uint32_t cancel_all_seen;
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sched_sleeping;

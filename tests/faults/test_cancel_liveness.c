@@ -376,7 +376,7 @@ static lw_status_t sweep_b_orch(lw_orch_t *o, void *user) {
 
 static uint32_t chip_queue_len(fx_t *fx, uint32_t chip) {
   pthread_mutex_lock(&fx->w->mu);
-  uint32_t n = fx->w->chip_q[chip].n;
+  uint32_t n = fx->w->dag.chip_q[chip].n;
   pthread_mutex_unlock(&fx->w->mu);
   return n;
 }

@@ -287,7 +287,7 @@ Test(worker, group_launches_all_or_nothing, .timeout = 60) {
 // Whether a ready group waits in the scheduler's group queue (it waits there for frames).
 static bool group_waits_for_frames(void) {
   pthread_mutex_lock(&w->mu);
-  bool waits = w->groups_head != NULL;
+  bool waits = w->dag.groups_head != NULL;  // the DAG changes under w->mu (its owner holds it)
   pthread_mutex_unlock(&w->mu);
   return waits;
 }
@@ -420,8 +420,8 @@ Test(worker, group_built_on_a_full_ring_waits_for_every_members_dependencies, .t
   }
   pthread_mutex_lock(&w->mu);
   lw_task_state_t member1 = LW_TS_FREE;
-  for (uint32_t i = 0; i < w->n_tasks_cap; ++i) {
-    if (w->tasks[i].run == run && w->tasks[i].task_id == 4) member1 = w->tasks[i].state;
+  for (uint32_t i = 0; i < w->dag.n_tasks_cap; ++i) {
+    if (w->dag.tasks[i].run == run && w->dag.tasks[i].task_id == 4) member1 = w->dag.tasks[i].state;
   }
   pthread_mutex_unlock(&w->mu);
   cr_assert_eq(member1, LW_TS_PENDING, "group member 1 must wait for R (its state: %d)",

@@ -1,0 +1,194 @@
+// parent/orch.c — lw_orch_* (include/lanework/orch.h), the submitting side of the DAG: what
+// can be checked at once is checked here, on the thread running the orch function (argument
+// shapes and arena bounds, the chip id, the callable, the run already failed), so a bad submit
+// fails with its reason; then the task is handed to the DAG's owner as a command
+// (parent/dag.h), with a reserved ring slot and a pinned callable. Nothing here changes DAG
+// state.
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes/args.h"
+#include "lanes/error.h"
+#include "parent/callables.h"
+#include "parent/dag.h"
+#include "parent/runs.h"
+#include "parent/worker_impl.h"
+
+// Checks one task and fills its description (all but the callable). No lock is taken.
+static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker,
+                            const lw_args_t *args, int64_t timeout_ns, lw_dag_task_desc_t *out,
+                            lw_error_t *err) {
+  lw_worker_t *w = o->w;
+  lw_args_t empty;
+  if (!args) {
+    lw_args_init(&empty);
+    args = &empty;
+  }
+  LW_RETURN_IF_ERROR(lw__args_check(args, err));
+  if (kind == LW_MB_TASK_KERNEL && (worker < LW_ANY_CHIP || worker >= (int32_t)w->cfg.n_chips)) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)", worker,
+                         w->cfg.n_chips - 1);
+  }
+  if (kind == LW_MB_TASK_SUB && w->cfg.n_subs == 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "orch: submit_sub on a worker with no sub children");
+  }
+  for (uint32_t i = 0; i < args->n_tensors; ++i) {
+    if (args->tensor[i].tag > LW_TAG_NO_DEP) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: tensor %u has unknown tag %d",
+                           i, (int)args->tensor[i].tag);
+    }
+  }
+  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, &w->mb_arena, &out->args, err));
+  out->kind = kind;
+  out->worker = worker;
+  out->timeout_ns = timeout_ns;
+  out->n_keys = args->n_tensors;
+  for (uint32_t i = 0; i < args->n_tensors; ++i) {
+    out->key[i] = (uintptr_t)args->tensor[i].data;
+    out->tag[i] = args->tensor[i].tag;
+  }
+  return LW_OK;
+}
+
+static lw_status_t check_orch(const lw_orch_t *o, lw_error_t *err) {
+  if (!o || !o->run) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: not inside an orch function");
+  }
+  return LW_OK;
+}
+
+// A run that failed takes no more tasks. The owner may fail the run right after this check:
+// the task is then accepted and skipped (POISONED) without running.
+static lw_status_t check_run_live(const lw_orch_t *o, lw_error_t *err) {
+  if (lw__dag_run_failed(o->run)) {
+    return lw__error_set(err, LW_POISONED, -1, 0,
+                         "orch: run %llu already failed, no more tasks are accepted: %s",
+                         (unsigned long long)o->run->run_id, o->run->error.message);
+  }
+  return LW_OK;
+}
+
+// Reserves the slots, pins the callable once per task and posts cmd; on failure nothing is
+// left behind (cmd is freed).
+static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle_t c,
+                             bool want_sub, lw_error_t *err) {
+  lw_worker_t *w = o->w;
+  lw_status_t st = check_run_live(o, err);
+  if (st == LW_OK) st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
+  if (st != LW_OK) {
+    free(cmd);
+    return st;
+  }
+  uint32_t wc = 0;
+  uint64_t wc_id = 0;
+  st = lw__wc_pin_for_tasks(w, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
+  if (st != LW_OK) {
+    lw__dag_unreserve(&w->dag, cmd->n_tasks);
+    free(cmd);
+    return st;
+  }
+  for (uint32_t i = 0; i < cmd->n_tasks; ++i) {
+    cmd->task[i].wc = wc;
+    cmd->task[i].wc_id = wc_id;
+  }
+  lw__dag_post(&w->dag, cmd);
+  return LW_OK;
+}
+
+static lw_status_t submit_one(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker,
+                              lw_callable_handle_t c, const lw_args_t *args, int64_t timeout_ns,
+                              lw_error_t *err) {
+  LW_RETURN_IF_ERROR(check_orch(o, err));
+  lw_dag_cmd_t *cmd = lw__dag_cmd_new(LW_DAG_CMD_SUBMIT, o->run, 1);
+  if (!cmd) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
+  lw_status_t st = describe(o, kind, worker, args, timeout_ns, &cmd->task[0], err);
+  if (st != LW_OK) {
+    free(cmd);
+    return st;
+  }
+  return hand_over(o, cmd, c, kind == LW_MB_TASK_SUB, err);
+}
+
+lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args,
+                                      const lw_run_config_t *cfg, int32_t worker_id) {
+  if (cfg && cfg->timeout_ns < 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: timeout_ns %lld is negative",
+                    (long long)cfg->timeout_ns);
+  }
+  lw_error_t err;
+  lw_status_t st = submit_one(o, LW_MB_TASK_KERNEL, worker_id, c, args,
+                              cfg ? cfg->timeout_ns : 0, &err);
+  if (st != LW_OK) lw__last_error_store(&err);
+  return st;
+}
+
+lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args) {
+  lw_error_t err;
+  lw_status_t st = submit_one(o, LW_MB_TASK_SUB, -1, c, args, 0, &err);
+  if (st != LW_OK) lw__last_error_store(&err);
+  return st;
+}
+
+lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c,
+                                            const lw_args_t *const *args,
+                                            const int32_t *worker_ids, int n) {
+  lw_error_t err;
+  if (check_orch(o, &err) != LW_OK) return lw__last_error_store(&err);
+  lw_worker_t *w = o->w;
+  if (n <= 0 || !args || !worker_ids) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: a group needs n > 0, args and worker_ids");
+  }
+  if ((uint32_t)n > w->cfg.n_chips * LW_MB_TASK_FRAMES || (uint32_t)n > w->cfg.task_ring) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "orch: a group of %d tasks can never launch at once (at most %u: %u chips x "
+                    "%u frames, and a task ring of %u)",
+                    n, w->cfg.n_chips * LW_MB_TASK_FRAMES, w->cfg.n_chips, LW_MB_TASK_FRAMES,
+                    w->cfg.task_ring);
+  }
+  lw_dag_cmd_t *cmd = lw__dag_cmd_new(LW_DAG_CMD_GROUP, o->run, (uint32_t)n);
+  if (!cmd) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
+  for (int i = 0; i < n; ++i) {
+    if (worker_ids[i] < 0) {
+      free(cmd);
+      return lw__fail(LW_INVALID_ARGUMENT, "orch: group member %d needs a chip id, not %d", i,
+                      worker_ids[i]);
+    }
+    if (describe(o, LW_MB_TASK_KERNEL, worker_ids[i], args[i], 0, &cmd->task[i], &err) != LW_OK) {
+      free(cmd);
+      return lw__last_error_store(&err);
+    }
+  }
+  // Every slot at once, so the owner builds the whole group without waiting between members.
+  if (hand_over(o, cmd, c, false, &err) != LW_OK) return lw__last_error_store(&err);
+  return LW_OK;
+}
+
+static lw_status_t post_scope(lw_orch_t *o, lw_dag_cmd_kind_t kind, lw_error_t *err) {
+  lw_dag_cmd_t *cmd = lw__dag_cmd_new(kind, o->run, 0);
+  if (!cmd) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
+  lw__dag_post(&o->w->dag, cmd);
+  return LW_OK;
+}
+
+lw_status_t lw_orch_scope_begin(lw_orch_t *o) {
+  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+  // The submitting side keeps the depth, so the owner's tensor map never refuses a scope.
+  if (o->scope_depth >= LW_MAX_SCOPES) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: scopes nest at most %d deep", LW_MAX_SCOPES);
+  }
+  lw_error_t err;
+  if (post_scope(o, LW_DAG_CMD_SCOPE_BEGIN, &err) != LW_OK) return lw__last_error_store(&err);
+  o->scope_depth++;
+  return LW_OK;
+}
+
+lw_status_t lw_orch_scope_end(lw_orch_t *o) {
+  if (!o || !o->run) return lw__fail(LW_INVALID_ARGUMENT, "orch: not inside an orch function");
+  if (o->scope_depth == 0) return lw__fail(LW_INVALID_ARGUMENT, "orch: scope_end without scope_begin");
+  lw_error_t err;
+  if (post_scope(o, LW_DAG_CMD_SCOPE_END, &err) != LW_OK) return lw__last_error_store(&err);
+  o->scope_depth--;
+  return LW_OK;
+}
