@@ -21,8 +21,8 @@
 //     finishes complete ops with lw__wop_complete (no lock), posts the unregisters that became
 //     due with lw__wop_start_unregister (no lock), and fails a dead chip's reports with
 //     lw__wop_fail_chip (w->mu held);
-//   - the DAG (parent/dag.h) pins a callable per task and drops the pin with lw__wc_unpin
-//     (w->mu held);
+//   - a submitter (parent/orch.c) pins a callable per task with lw__wc_pin_for_tasks; the DAG's
+//     owner drops the pin with lw__wc_unpin (w->mu held) through the DAG's unpin hook;
 //   - the supervisor (parent/supervise.h) reads the table and the sub function table to
 //     replay them into a new child, and reports foreign control completions it meets.
 // Locks, in this order: w->sub_mu (every change of the sub children's tables: register_sub,

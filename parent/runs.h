@@ -3,7 +3,7 @@
 // run queue (w->runq_head/tail, run_cv), run ids (w->next_run_id) and the list of unfinished
 // runs (w->unfinished_head/tail, finishing_runs), all under w->run_mu; the orchestrator
 // thread (w->orch_thread, orch_started) and the token that keeps one orch function at a time
-// (w->orch_busy, under w->run_mu), with the tensor map its holder uses (w->orch_tmap).
+// (w->orch_busy, under w->run_mu).
 // A run: lw_worker_run(_async) creates it (w->live_runs, under w->mu) -> it gets its id as it
 // is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its orch
 // function runs with the token -> settled once every task is terminal and the function
@@ -11,11 +11,13 @@
 // order) -> live_runs drops and idle_cv is broadcast.
 // Lifecycle: lw__orch_start (lw_worker_create) -> lw__orch_stop (lw_worker_destroy, after
 // `stopping` is set: runs still queued finish CANCELLED without running, then the thread is
-// joined and the tensor map destroyed).
+// joined).
 // Threads: the counters and the error of a run (n_tasks, n_terminal, failed, cancelled, ...)
-// are the DAG's, under w->mu (parent/dag.h); settled and next_unfinished are under w->run_mu;
-// the report is written by the thread that settles the run, before its handle may finish.
-// Cancelling a run handle (any thread) only bumps w->stop_seq and wakes the scheduler.
+// are the DAG owner's (parent/dag.h); a submitter reads only failed_pub. settled and
+// next_unfinished are under w->run_mu; the report is written by the thread that settles the
+// run, before its handle may finish. The token holder hands the run's end to the DAG (an
+// ORCH_DONE command behind the run's submits); cancelling a run handle (any thread) only bumps
+// the DAG's stop_seq and rings its doorbell.
 // Locks: w->mu -> w->run_mu, never the reverse; lw__run_complete is called with no lock held
 // and finishes handles with none held.
 #ifndef LANEWORK_PARENT_RUNS_H_
@@ -61,14 +63,14 @@ struct lw_orch {
   uint32_t scope_depth;  // scopes open (the DAG's tensor map applies them in order)
 };
 
-// Makes the orchestrator's tensor map and starts its thread (lw_worker_create).
+// Starts the orchestrator thread (lw_worker_create).
 LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);
 // lw_worker_run's fast path: runs run's orch function on the caller's thread when no run is
 // queued or holds the token (the token is taken under w->run_mu, so FIFO order holds).
 // Returns false, having done nothing, otherwise.
 bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
-// Wakes and joins the orchestrator thread, then destroys the tensor map (lw_worker_destroy,
-// with w->stopping set). Nothing when it never started.
+// Wakes and joins the orchestrator thread (lw_worker_destroy, with w->stopping set). Nothing
+// when it never started.
 void lw__orch_stop(lw_worker_t *w);
 // A run is settled: every task is terminal and its orch function returned (no lock held).
 // Its handle finishes now if every earlier run's handle has finished, else right after the

@@ -2,9 +2,10 @@
 // Owns: the scheduler thread (w->sched_thread, sched_started, sched_exit), its epoll set
 // (w->epoll_fd: the wake eventfd, every child's pidfd, the fork server's socket), the sleep
 // handshake with the children and the kicking threads (w->kick_seq, w->sched_sleeping, the
-// mailboxes' sleeping flags), and what its passes remember (w->stop_seen, cancel_all_seen).
-// Each pass drains every child's completion ring, dispatches ready tasks into free task
-// frames (ep->frame_task, ep->busy), sweeps the queued tasks of stopped runs, writes cancel
+// mailboxes' sleeping flags), and what its passes remember (cancel_all_seen). Its thread is
+// the DAG's owner (parent/dag.h). Each pass drains every child's completion ring, applies the
+// DAG's inbox (lw__dag_step), sweeps the queued tasks of stopped runs, dispatches ready tasks
+// into free task frames (ep->frame_task, ep->busy), writes cancel
 // words and escalates kernels that ignore them, watches heartbeats, and notices a child's
 // death: it fails the dead child's work and hands the endpoint to the supervisor
 // (parent/supervise.h). Work found under w->mu (settled runs, complete ops, due unregisters)
@@ -13,11 +14,8 @@
 // lw__sched_stop (lw_worker_destroy, after the children left or were killed: it sets
 // sched_exit, wakes the thread and joins it; the epoll fd stays open for the supervisor and is
 // closed by destroy).
-// Threads: lw__sched_start and lw__sched_stop from create/destroy only.
-// lw__sched_dispatch_now from a submitting thread (the orchestrator or an inline run): it runs
-// one dispatch itself under w->mu, saving the hand-off; the scheduler stays the only thread
-// that drains completions and watches children. Any thread wakes the scheduler with
-// lw__worker_kick (parent/worker_impl.h).
+// Threads: lw__sched_start and lw__sched_stop from create/destroy only. Any thread wakes the
+// scheduler with lw__worker_kick (parent/worker_impl.h), which is also the DAG's doorbell.
 // Locks: a pass takes w->mu (and under it ep->post_mu, ep->desc_mu, w->run_mu); it takes
 // w->sup_mu and posts controls (ep->ctl_mu) only with w->mu released.
 #ifndef LANEWORK_PARENT_SCHED_H_

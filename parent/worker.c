@@ -36,34 +36,6 @@ void lw_worker_config_default(lw_worker_config_t *c) {
   c->liveness_timeout_ns = 5000ll * 1000 * 1000;
 }
 
-int64_t lw__heartbeat_period_ns(const lw_worker_t *w) {
-  int64_t live = w->cfg.liveness_timeout_ns;
-  if (live <= 0) return 0;  // the child picks its own (slow) period
-  // Several beats per timeout, so one late wake-up of a busy child is not a death.
-  int64_t p = live / 8;
-  if (p < 1000000) p = 1000000;
-  if (p > 250000000) p = 250000000;
-  return p;
-}
-
-void lw__worker_kick(lw_worker_t *w) {
-  atomic_fetch_add(&w->kick_seq, 1);
-  // seq_cst pairs with the scheduler's store of sched_sleeping before it re-checks kick_seq.
-  if (atomic_load(&w->sched_sleeping)) {
-    uint64_t one = 1;
-    ssize_t n = write(w->wake_fd, &one, sizeof(one));
-    (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
-  }
-}
-
-void lw__worker_notify_user(void *ctx, lw_handle_t *h) {
-  (void)h;
-  lw_worker_t *w = ctx;
-  uint64_t one = 1;
-  ssize_t n = write(w->user_fd, &one, sizeof(one));
-  (void)n;
-}
-
 int lw_worker_event_fd(lw_worker_t *w) { return w ? w->user_fd : -1; }
 
 void *lw_worker_alloc(lw_worker_t *w, size_t bytes) {

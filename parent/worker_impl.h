@@ -10,8 +10,10 @@
 //                 register_sub, pins and deferred unregisters (callables.c)
 //   runs.h        runs, their handles and reports, the run queue, the orchestrator thread
 //                 and inline runs (runs.c)
-//   dag.h         the task ring, task states, groups, ready queues, lw_orch_* submits,
-//                 finishing, poisoning and retirement of tasks (dag.c)
+//   dag.h         the DAG with one owner: task ring, states, groups, ready queues, the
+//                 tensor map, poisoning and retirement, the inbox of commands (dag.c)
+//   orch.c        lw_orch_*: checks a submit, reserves a ring slot, pins the callable and
+//                 posts the task to the DAG's inbox (no header: it implements orch.h)
 //   tmap.h        the tensor map (hazard map) the DAG derives dependencies from (tmap.c)
 //   sched.h       the scheduler thread: completions, dispatch, cancels, escalation, child
 //                 death (sched.c)
@@ -20,33 +22,38 @@
 //   forkserver.h  the fork server and the zygote (forkserver.c)
 //   worker.c      lw_worker_create/destroy (wiring the components), configuration, alloc,
 //                 events, cancel_all
-// Why the struct is still here: the components' state is still fields of struct lw_worker
-// (each header names its fields), and most of it is guarded by the one w->mu that the DAG,
-// the callables and the scheduler share; giving each component a struct of its own belongs
-// with giving the DAG one owner (DESIGN 9). The include graph is acyclic: a component header
-// includes no other parent header (but dag.h, which includes tmap.h); this one includes those
+// Why the struct is still here: the DAG has its own struct (w->dag, lw_dag_t) and one owner;
+// the other components' state is still fields of struct lw_worker (each header names its
+// fields), guarded by w->mu (callables, ops, the endpoints' dispatch state), w->run_mu (runs)
+// and the endpoints' own locks. The include graph is acyclic: a component header includes no
+// other parent header (but dag.h, which includes tmap.h and runs.h); this one includes those
 // the struct needs, and the .c files include this one and the headers they call into.
 //
 // Threads:
 //   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
 //     lw_worker_run runs its own inline on the caller's thread instead when nothing is queued
 //     or running (lw__orch_try_inline); the orch_busy token keeps it one at a time;
-//   - the scheduler thread is the single progress owner: it drains every child's completion
-//     ring, dispatches ready tasks into free task frames and notices child death (pidfds);
-//     it sleeps in one epoll_wait over the wake eventfd, the pidfds and the fork server.
+//   - the scheduler thread is the single progress owner and the DAG's owner: it applies the
+//     DAG's inbox, drains every child's completion ring, dispatches ready tasks into free task
+//     frames and notices child death (pidfds); it sleeps in one epoll_wait over the wake
+//     eventfd, the pidfds and the fork server. It holds w->mu for each pass, so a thread
+//     holding w->mu (a test) also sees the DAG between two changes.
 //   - the supervisor thread (supervise.c) respawns children the scheduler found dead and replays
 //     their callables, so the scheduler keeps serving the others meanwhile;
 //   - user threads post controls (register/unregister) themselves, under the endpoint's
-//     control mutex; submitting threads may post ready tasks directly (under w->mu).
+//     control mutex; submitting threads (the orchestrator token's holder) hand tasks, scopes
+//     and a run's end to the DAG's inbox and never touch DAG state.
 //
 // Locks (in this order; never the reverse):
-//   w->mu (DAG: tasks, runs, queues, callables)  ->  ep->post_mu (sequence numbers)
+//   w->mu (callables, ops, dispatch; the scheduler's pass)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
 //   w->sub_mu (the sub children's tables) comes before w->mu and ep->ctl_mu.
 //   w->sup_mu (the supervisor's queue) is a leaf, taken with no other lock held.
 //   w->run_mu guards the run queue and the list of unfinished runs only; it may be taken under
 //   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
+//   The DAG's own locks are leaves: dag->space_mu (back-pressure waiters), taken by a
+//   submitter with no other lock held and by the owner under w->mu.
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
 #define LANEWORK_PARENT_WORKER_IMPL_H_
 
