@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "callables/signature.h"
 #include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
@@ -390,6 +391,7 @@ static lw_status_t build_task(lw_orch_t *o, const submit_desc_t *d, const lw_mb_
                          c->kind == LW_WC_SUB ? "lw_orch_submit_sub"
                                               : "lw_orch_submit_next_level");
   }
+  LW_RETURN_IF_ERROR(lw__signature_check_args(c->name, c->n_params, c->param_dirs, d->args, err));
   lw_task_t *t = NULL;
   LW_RETURN_IF_ERROR(take_task_slot(w, &t, err));
   t->run = run;
