@@ -110,6 +110,11 @@ lw_status_t conf_run(const conf_task_t *task, lw_error_t *err);
 // handle has not.
 bool conf_run_settled(lw_handle_t *run);
 
+// Waits until at least n runs (L2) or tasks (L3) are accepted and not yet finished: at L2 the
+// chip's pinned runs, at L3 the worker's live tasks. Lets a case know that a run submitted on
+// another thread (a sync run) is queued, by an event rather than a sleep.
+void conf_wait_in_flight(uint32_t n);
+
 // The run's failed and completed task counts once its handle finished (L2: one task).
 void conf_run_counts(lw_handle_t *run, uint32_t *out_completed, uint32_t *out_failed);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "child/chip_impl.h"
 #include "conformance.h"
 #include "test_util.h"
 
@@ -90,4 +91,14 @@ void conf_run_counts(lw_handle_t *run, uint32_t *out_completed, uint32_t *out_fa
   bool ok = lw_handle_status(run) == LW_OK;
   *out_completed = ok ? 1 : 0;
   *out_failed = ok ? 0 : 1;
+}
+
+void conf_wait_in_flight(uint32_t n) {
+  // Every accepted run holds one pin on its callable until it finished.
+  for (;;) {
+    lw_registry_stats_t stats;
+    lw__registry_stats(chip->registry, &stats);
+    if (stats.pins >= n) return;
+    lw_test_sleep_us(100);
+  }
 }

@@ -166,3 +166,14 @@ void conf_run_counts(lw_handle_t *run, uint32_t *out_completed, uint32_t *out_fa
   *out_completed = rep.n_completed;
   *out_failed = rep.n_failed;
 }
+
+void conf_wait_in_flight(uint32_t n) {
+  // A task takes a ring slot when its submit is accepted and gives it back when it retires.
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    uint32_t live = w->n_tasks_cap - w->n_free_tasks;
+    pthread_mutex_unlock(&w->mu);
+    if (live >= n) return;
+    lw_test_sleep_us(100);
+  }
+}

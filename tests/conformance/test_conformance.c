@@ -168,6 +168,8 @@ Test(conformance, sync_run_never_overtakes_queued_async_runs) {
   sync_ctx_t c = {record_task(hr, log, LW_TAG_NO_DEP, 2), LW_INTERNAL, {0}};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, sync_run_thread, &c), 0);
+  // The gate run, the async run and the sync run are all accepted before the lane moves.
+  conf_wait_in_flight(3);
   cr_assert_eq(log_count(log), 0, "nothing may run while the gate run holds the lane");
   atomic_store(&g->open, 1);
   pthread_join(t, NULL);
@@ -332,6 +334,16 @@ Test(conformance, unregister_with_queued_work_tombstones_and_frees_after_the_las
   cr_assert_eq(st, LW_FAILED_PRECONDITION, "got %s: %s", lw_status_name(st), err.message);
   cr_assert(strstr(err.message, "pending unregister"), "message: %s", err.message);
   cr_assert_null(late);
+  // So is a register of the same image (same digest) until the free.
+  lw_callable_t same;
+  conf_kernel_load(CONF_K_GATE, NULL, &same);
+  lw_callable_handle_t dup = {0};
+  st = conf_register(&same, &dup, &err);
+  conf_kernel_free(&same);
+  cr_assert_eq(st, LW_FAILED_PRECONDITION, "same-digest register: %s: %s", lw_status_name(st),
+               err.message);
+  cr_assert(strstr(err.message, "pending unregister"), "message: %s", err.message);
+  cr_assert_eq(dup.id, 0);
   cr_assert_not(lw_handle_done(unreg), "the callable was freed while runs still pinned it");
 
   atomic_store(&g->open, 1);
