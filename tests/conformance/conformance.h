@@ -2,9 +2,10 @@
 // behaviours of DESIGN §3.3–§4 written once (test_conformance.c) and run on every backend at
 // L2 (lw_chip) and L3 (lw_worker with chip children).
 //
-// Three parts, each in its own file, meet here:
+// Three parts, each in its own file, meet here (a test binary is one translation unit:
+// test_conformance.c includes the other two):
 //   - the level driver (level_l2.c, level_l3.c): one chip seen through the level's public API.
-//     A test binary links exactly one of them;
+//     A test binary holds exactly one of them (LW_CONF_LEVEL);
 //   - the backend's kernels (backends.c): the conformance kernels of every backend, as a table
 //     per backend. A test binary is built for one backend (LW_CONF_BACKEND, from the CMake list
 //     LW_CONFORMANCE_BACKENDS in CMakeLists.txt);

@@ -462,3 +462,17 @@ Test(conformance, failed_task_poisons_its_dependents_which_never_run) {
   // One failed run does not poison the next.
   expect_chip_usable(hr, log, 8);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The level driver and the backend kernel table are compiled into this translation unit: the
+// TSan build's Criterion stand-in (tests/tsan_shim) keeps main() and its test table in its
+// header, so a test binary is one translation unit.
+
+#include "backends.c"
+#if LW_CONF_LEVEL == 2
+#include "level_l2.c"
+#elif LW_CONF_LEVEL == 3
+#include "level_l3.c"
+#else
+#error "LW_CONF_LEVEL must be 2 or 3"
+#endif
