@@ -163,7 +163,8 @@ lw_status_t lw__registry_insert(lw_registry_t *reg, lw_digest_t digest, const ch
   out_handle->id = 0;
   if (n_params > LW_MAX_PARAMS || (n_params > 0 && !param_dirs)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "callable %s: signature of %u params (at most %d, param_dirs set)",
+                         "callable %s: a signature of %u params needs param_dirs and at most %d "
+                         "params",
                          name ? name : "callable", n_params, LW_MAX_PARAMS);
   }
   pthread_mutex_lock(&reg->mu);

@@ -278,7 +278,8 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   }
   // Checked against the pinned slot's signature, so the check and the run see one callable. A
   // mismatch is refused here, before the run is queued: a kernel handed fewer tensors or
-  // scalars than it reads would fault in this process (L2) or take its chip child down (L3).
+  // scalars than it reads would fault in this process. (At L3 the parent refuses it first, in
+  // parent/dag.c; here it keeps the chip child from running what the parent let through.)
   st = lw__signature_check_counts(op->pin.name, op->pin.n_params, op->pin.param_dirs,
                                   args->n_tensors, args->n_scalars, err);
   if (st != LW_OK) {
