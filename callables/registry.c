@@ -29,6 +29,8 @@ typedef struct slot {
   void *module;
   lw_registry_waiter_t *waiters;
   char name[LW_REGISTRY_NAME_BYTES];
+  uint32_t n_params;
+  uint8_t param_dirs[LW_MAX_PARAMS];
 } slot_t;
 
 typedef enum entry_state {
@@ -156,9 +158,15 @@ lw_status_t lw__registry_acquire(lw_registry_t *reg, lw_digest_t digest,
 }
 
 lw_status_t lw__registry_insert(lw_registry_t *reg, lw_digest_t digest, const char *name,
-                                void *module, lw_callable_handle_t *out_handle,
-                                lw_error_t *err) {
+                                uint32_t n_params, const uint8_t *param_dirs, void *module,
+                                lw_callable_handle_t *out_handle, lw_error_t *err) {
   out_handle->id = 0;
+  if (n_params > LW_MAX_PARAMS || (n_params > 0 && !param_dirs)) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "callable %s: a signature of %u params needs param_dirs and at most %d "
+                         "params",
+                         name ? name : "callable", n_params, LW_MAX_PARAMS);
+  }
   pthread_mutex_lock(&reg->mu);
   lw_status_t st = LW_OK;
   slot_t *free_slot = NULL;
@@ -182,6 +190,8 @@ lw_status_t lw__registry_insert(lw_registry_t *reg, lw_digest_t digest, const ch
   free_slot->digest = digest;
   free_slot->module = module;
   snprintf(free_slot->name, sizeof(free_slot->name), "%s", name ? name : "callable");
+  free_slot->n_params = n_params;
+  if (n_params > 0) memcpy(free_slot->param_dirs, param_dirs, n_params);
 out:
   pthread_mutex_unlock(&reg->mu);
   return st;
@@ -207,6 +217,8 @@ lw_status_t lw__registry_pin(lw_registry_t *reg, lw_callable_handle_t handle,
       out_pin->slot = e->slot;
       out_pin->module = s->module;
       out_pin->name = s->name;
+      out_pin->n_params = s->n_params;
+      out_pin->param_dirs = s->param_dirs;
     }
   }
   pthread_mutex_unlock(&reg->mu);

@@ -40,11 +40,14 @@ typedef struct lw_registry_waiter {
   struct lw_registry_waiter *next;
 } lw_registry_waiter_t;
 
-// What a run holds while pinned. name and module stay valid until the matching unpin.
+// What a run holds while pinned. name, module and param_dirs stay valid until the matching
+// unpin. n_params 0: the callable was registered without a signature.
 typedef struct lw_registry_pin {
   uint32_t slot;
   void *module;
   const char *name;
+  uint32_t n_params;
+  const uint8_t *param_dirs;
 } lw_registry_pin_t;
 
 #define LW_REGISTRY_NAME_BYTES 128
@@ -66,11 +69,15 @@ void lw__registry_destroy(lw_registry_t *reg, void (*unload_fn)(void *ctx, void 
 LW_MUST_USE lw_status_t lw__registry_acquire(lw_registry_t *reg, lw_digest_t digest,
                                              lw_callable_handle_t *out_handle, lw_error_t *err);
 
-// Inserts a freshly loaded module as a READY slot with one handle. ALREADY_EXISTS if the
+// Inserts a freshly loaded module as a READY slot with one handle. The slot keeps a copy of
+// the signature (n_params <= LW_MAX_PARAMS entries of param_dirs; it is part of the digest, so
+// one slot has one signature) for the submit-time argument check. ALREADY_EXISTS if the
 // digest appeared meanwhile (the caller unloads its module and calls acquire again);
-// RESOURCE_EXHAUSTED when the slot or handle table is full.
+// RESOURCE_EXHAUSTED when the slot or handle table is full; INVALID_ARGUMENT for n_params
+// over LW_MAX_PARAMS.
 LW_MUST_USE lw_status_t lw__registry_insert(lw_registry_t *reg, lw_digest_t digest,
-                                            const char *name, void *module,
+                                            const char *name, uint32_t n_params,
+                                            const uint8_t *param_dirs, void *module,
                                             lw_callable_handle_t *out_handle, lw_error_t *err);
 
 // Pins the slot behind handle for one run. NOT_FOUND "unknown or released callable handle";

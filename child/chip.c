@@ -11,6 +11,7 @@
 
 #include "callables/digest.h"
 #include "callables/image.h"
+#include "callables/signature.h"
 #include "child/chip_impl.h"
 #include "lanes/error.h"
 #include "lanes/handle_impl.h"
@@ -275,6 +276,18 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
     free(op);
     return st;
   }
+  // Checked against the pinned slot's signature, so the check and the run see one callable. A
+  // mismatch is refused here, before the run is queued: a kernel handed fewer tensors or
+  // scalars than it reads would fault in this process. (At L3 the parent refuses it first, in
+  // parent/dag.c; here it keeps the chip child from running what the parent let through.)
+  st = lw__signature_check_counts(op->pin.name, op->pin.n_params, op->pin.param_dirs,
+                                  args->n_tensors, args->n_scalars, err);
+  if (st != LW_OK) {
+    if (err) err->worker_id = chip->cfg.device_id;
+    run_unpin(chip, op->pin.slot);
+    free(op);
+    return st;
+  }
   *out_run = op;
   return LW_OK;
 }
@@ -426,7 +439,8 @@ static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
     st = chip->backend->load(chip->device, elf.data, elf.bytes, op->entry, op->name, &module,
                              &err);
     if (st == LW_OK) {
-      st = lw__registry_insert(chip->registry, digest, op->name, module, &ch, &err);
+      st = lw__registry_insert(chip->registry, digest, op->name, op->n_params, op->param_dirs,
+                               module, &ch, &err);
       if (st != LW_OK) chip->backend->unload(chip->device, module);
     }
   }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callables/signature.h"
 #include "lanes/args.h"
 #include "lanes/error.h"
 #include "parent/callables.h"
@@ -85,6 +86,27 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   uint64_t wc_id = 0;
   st = lw__wc_pin_for_tasks(w, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
   if (st != LW_OK) {
+    lw__dag_unreserve(&w->dag, cmd->n_tasks);
+    free(cmd);
+    return st;
+  }
+  // The counts against the callable's signature, for every member before any is posted, so a
+  // group is refused whole. The pins keep the slot (and its signature, fixed once live) here.
+  const lw_wcallable_t *callable = &w->callables[wc];
+  for (uint32_t i = 0; i < cmd->n_tasks && st == LW_OK; ++i) {
+    st = lw__signature_check_counts(callable->name, callable->n_params, callable->param_dirs,
+                                    cmd->task[i].args.n_tensors, cmd->task[i].args.n_scalars,
+                                    err);
+    if (st != LW_OK && cmd->n_tasks > 1) {
+      lw_error_t inner = *err;
+      lw__error_set(err, st, -1, 0, "orch: group member %u refused, so is the whole group: %s",
+                    i, inner.message);
+    }
+  }
+  if (st != LW_OK) {
+    pthread_mutex_lock(&w->mu);
+    for (uint32_t i = 0; i < cmd->n_tasks; ++i) lw__wc_unpin(w, wc);
+    pthread_mutex_unlock(&w->mu);
     lw__dag_unreserve(&w->dag, cmd->n_tasks);
     free(cmd);
     return st;

@@ -36,6 +36,15 @@ typedef struct lw_callable {
   const void *image;         // ELF .so bytes or a zstd frame of them
   size_t image_bytes;
   const char *entry;         // NULL gives LW_DEFAULT_ENTRY
+  // The signature: the kernel's parameters in order. Each LW_PARAM_IN / OUT / INOUT takes the
+  // next tensor of a run's args, each LW_PARAM_SCALAR the next scalar. Every submit (lw_chip_run,
+  // lw_chip_run_async, lw_orch_submit_next_level and its group form) checks the args' counts
+  // against it, on every backend, and refuses a mismatch with INVALID_ARGUMENT naming the
+  // callable, the expected and the given counts, before anything runs.
+  // n_params 0 (param_dirs NULL) means "no signature given", not "no args": such a callable's
+  // args are not checked and its kernel reads what it is handed (lw_callable_load_file gives
+  // this; the example and test kernels rely on it). A kernel that takes nothing therefore
+  // cannot be told apart from one without a signature: both are unchecked.
   uint32_t n_params;         // <= LW_MAX_PARAMS
   const uint8_t *param_dirs; // n_params entries of LW_PARAM_*; NULL when n_params == 0
 } lw_callable_t;

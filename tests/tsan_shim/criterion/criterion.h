@@ -5,7 +5,7 @@
 // arena", Snaipe/Criterion#274): its fixed-address arena collides with TSan's shadow
 // mappings. This shim supports the subset the tests use (Test and TestSuite with .timeout,
 // .init and .fini; cr_assert* and cr_expect* with optional printf-style messages that start
-// with a string literal) so that the very same sources run under TSan. Each
+// with a string literal; cr_skip) so that the very same sources run under TSan. Each
 // test runs in its own forked process with an alarm() for its timeout, like Criterion does;
 // a TSan report makes that process exit non-zero, which fails the test.
 #ifndef LANEWORK_TESTS_TSAN_SHIM_CRITERION_H_
@@ -110,10 +110,19 @@ __attribute__((format(printf, 6, 7))) static inline void shim_check(bool fatal, 
 #define cr_assert_str_eq(a, b, ...) cr_assert(strcmp((a), (b)) == 0, __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) cr_assert(strcmp((a), (b)) != 0, __VA_ARGS__)
 
+// A skipped test ends its process with this status; it is reported SKIP, never as a pass.
+#define SHIM_SKIP_STATUS 77
+// Like Criterion's cr_skip: ends the test here (its .fini does not run: the test's process
+// exits, and what it started dies with it).
+#define cr_skip(...)                                                                    \
+  (fprintf(stderr, "%s:%d: skipped: ", __FILE__, __LINE__),                             \
+   fprintf(stderr, "" __VA_ARGS__), fputc('\n', stderr), fflush(stderr),                \
+   _exit(SHIM_SKIP_STATUS))
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;  // Criterion options such as --jobs=1 are accepted and ignored
-  int failed = 0;
+  int failed = 0, n_skipped = 0;
   for (int i = 0; i < shim_n_tests; ++i) {
     const shim_test_t *t = &shim_tests[i];
     fflush(NULL);
@@ -139,15 +148,21 @@ int main(int argc, char **argv) {
     int ws = 0;
     while (waitpid(pid, &ws, 0) < 0) {
     }
+    bool skipped = WIFEXITED(ws) && WEXITSTATUS(ws) == SHIM_SKIP_STATUS;
     bool ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+    if (skipped) {
+      n_skipped++;
+      fprintf(stderr, "[SKIP] %s::%s\n", t->suite, t->name);
+      continue;
+    }
     if (!ok) failed++;
     fprintf(stderr, "[%s] %s::%s", ok ? "PASS" : "FAIL", t->suite, t->name);
     if (WIFSIGNALED(ws)) fprintf(stderr, " (signal %d)", WTERMSIG(ws));
     if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0) fprintf(stderr, " (exit %d)", WEXITSTATUS(ws));
     fputc('\n', stderr);
   }
-  fprintf(stderr, "Synthesis: Tested: %d | Passing: %d | Failing: %d\n", shim_n_tests,
-          shim_n_tests - failed, failed);
+  fprintf(stderr, "Synthesis: Tested: %d | Passing: %d | Failing: %d | Skipped: %d\n",
+          shim_n_tests, shim_n_tests - failed - n_skipped, failed, n_skipped);
   return failed == 0 ? 0 : 1;
 }
 

@@ -1,0 +1,107 @@
+// tests/conformance/backends.c — the conformance kernels of every backend: one row per
+// backend, one image per kernel of conformance.h (same behaviour and signature everywhere,
+// each in the backend's own image format). This table is the one place a backend's kernels
+// are named; the backend list itself is LW_CONFORMANCE_BACKENDS in CMakeLists.txt.
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+
+// Where a backend's kernel comes from.
+typedef struct conf_kernel_source {
+  const char *path;     // the image file, read as is; NULL: the backend has no such kernel
+  const char *entry;    // the entry point; NULL: LW_DEFAULT_ENTRY
+  const char *missing;  // when path is NULL: why, the reason the cases needing it skip with
+} conf_kernel_source_t;
+
+typedef struct conf_backend_kernels {
+  const char *backend;
+  conf_kernel_source_t kernel[CONF_K_COUNT];
+} conf_backend_kernels_t;
+
+static const conf_backend_kernels_t k_table[] = {
+    // sim: host shared objects (ELF), the test kernels of tests/kernels/ and the example
+    // kernels of callables/kernels/, all built into LW_KERNEL_DIR.
+    {"sim",
+     {
+         [CONF_K_RECORD] = {LW_KERNEL_DIR "/record.so", NULL, NULL},
+         [CONF_K_GATE] = {LW_KERNEL_DIR "/gate.so", NULL, NULL},
+         [CONF_K_FAIL] = {LW_KERNEL_DIR "/fail.so", NULL, NULL},
+         [CONF_K_HOLD] = {LW_KERNEL_DIR "/prepare_gate.so", NULL, NULL},
+     }},
+    // A new backend adds its row here, e.g. OpenCL C sources kept beside this file:
+    //   {"opencl", {[CONF_K_RECORD] = {LW_CONF_DIR "/opencl/record.cl", "conf_record", NULL},
+    //               ...
+    //               [CONF_K_HOLD] = {NULL, NULL, "<why the backend cannot hold a register>"}}},
+};
+
+// The signatures: part of the kernels' contract (conformance.h), the same on every backend.
+static const uint8_t k_sig_record[] = {LW_PARAM_INOUT, LW_PARAM_SCALAR};
+static const uint8_t k_sig_gate[] = {LW_PARAM_IN, LW_PARAM_OUT};
+static const uint8_t k_sig_fail[] = {LW_PARAM_INOUT, LW_PARAM_SCALAR};
+
+typedef struct conf_signature {
+  const char *name;
+  uint32_t n_params;
+  const uint8_t *param_dirs;
+} conf_signature_t;
+
+static const conf_signature_t k_signatures[CONF_K_COUNT] = {
+    [CONF_K_RECORD] = {"conf_record", 2, k_sig_record},
+    [CONF_K_GATE] = {"conf_gate", 2, k_sig_gate},
+    [CONF_K_FAIL] = {"conf_fail", 2, k_sig_fail},
+    [CONF_K_HOLD] = {"conf_hold", 0, NULL},
+};
+
+const char *conf_backend(void) { return LW_CONF_BACKEND; }
+
+static const conf_backend_kernels_t *backend_row(void) {
+  for (size_t i = 0; i < sizeof(k_table) / sizeof(k_table[0]); ++i) {
+    if (strcmp(k_table[i].backend, LW_CONF_BACKEND) == 0) return &k_table[i];
+  }
+  // Never a skip: a backend in LW_CONFORMANCE_BACKENDS without kernels is a failure.
+  cr_assert(false, "backend %s has no row in tests/conformance/backends.c: add its kernels",
+                 LW_CONF_BACKEND);
+  return NULL;
+}
+
+static void *read_file(const char *path, size_t *out_bytes) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s (build the kernels first)", path);
+  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  cr_assert_gt(n, 0, "%s is empty", path);
+  cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
+  void *buf = malloc((size_t)n);
+  cr_assert_not_null(buf);
+  cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n, "short read of %s", path);
+  fclose(f);
+  *out_bytes = (size_t)n;
+  return buf;
+}
+
+void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
+  cr_assert(k < CONF_K_COUNT);
+  const conf_kernel_source_t *src = &backend_row()->kernel[k];
+  const conf_signature_t *sig = &k_signatures[k];
+  if (!src->path) {
+    cr_assert_not_null(src->missing, "backend %s: kernel %s has neither an image nor a reason",
+                       LW_CONF_BACKEND, sig->name);
+    cr_skip("backend %s has no %s kernel: %s", LW_CONF_BACKEND, sig->name, src->missing);
+  }
+  memset(out, 0, sizeof(*out));
+  out->image = read_file(src->path, &out->image_bytes);
+  out->name = strdup(name ? name : sig->name);
+  cr_assert_not_null(out->name);
+  out->entry = src->entry;
+  out->n_params = sig->n_params;
+  out->param_dirs = sig->param_dirs;
+}
+
+void conf_kernel_free(lw_callable_t *c) {
+  free((void *)c->image);
+  free((void *)c->name);
+  memset(c, 0, sizeof(*c));
+}
