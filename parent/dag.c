@@ -208,7 +208,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
       lw_error_t why;
       lw__error_set(&why, LW_POISONED, err->worker_id, c->task_id,
                     "task %llu of run %llu poisoned: upstream task %llu (%s) failed: %s",
-                    (unsigned long long)c->task_id, (unsigned long long)run->run_id,
+                    (unsigned long long)c->task_id, (unsigned long long)c->run->run_id,
                     (unsigned long long)t->task_id, callable_name(d, t), err->message);
       lw__task_finish(d, c, LW_POISONED, &why, finished);
     } else if (--c->n_pending == 0) {
