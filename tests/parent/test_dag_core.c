@@ -350,6 +350,16 @@ Test(dag_core, a_run_whose_tasks_all_ended_settles_when_its_orch_done_is_applied
   expect_counts(r, 1, 1, 1, 0);
 }
 
+Test(dag_core, a_run_without_tasks_settles_when_its_orch_done_is_applied) {
+  make_dag(4, 1, -1);
+  lw_run_t *r = run_new(1);
+  post_orch_done(r, LW_OK, NULL);
+  step();
+  expect_settled_once(r);
+  expect_counts(r, 0, 0, 0, 0);
+  cr_assert_not(r->failed);
+}
+
 Test(dag_core, a_writer_waits_for_the_reader_before_it_and_writers_keep_their_order) {
   make_dag(16, 2, -1);
   lw_run_t *r = run_new(1);
@@ -713,6 +723,44 @@ Test(dag_core, a_ready_group_of_a_cancelled_run_is_swept_whole) {
   expect_counts(r, 2, 2, 0, 2);
 }
 
+Test(dag_core, members_of_a_group_never_wait_for_each_other) {
+  make_dag(16, 2, -1);
+  lw_run_t *r = run_new(1);
+  // Member 2 reads what member 1 writes: an edge between them would keep the group from ever
+  // launching, so there is none.
+  post_group(r, 2, (const uint32_t[]){3, 4},
+             (const acc_t[]){{X, LW_TAG_OUTPUT}, {X, LW_TAG_INPUT}});
+  KERNEL(r, 0, 5, {X, LW_TAG_INPUT});  // 3: a reader after the group waits for member 1
+  step();
+  lw_group_t *g = lw__dag_group_pop(&d);
+  cr_assert_not_null(g, "the group is ready at once");
+  cr_assert_eq(state_of(r, 3), LW_TS_PENDING);
+  lw_task_t *m0 = g->members[0], *m1 = g->members[1];
+  lw__dag_task_launch(&d, m0);
+  lw__dag_task_launch(&d, m1);
+  finish_ok(m1);
+  cr_assert_eq(state_of(r, 3), LW_TS_PENDING, "3 waits for the writer, member 1");
+  finish_ok(m0);
+  EXPECT_QUEUE(&d.chip_q[0], r, 3);
+}
+
+Test(dag_core, a_group_submitted_to_a_failed_run_is_skipped_whole) {
+  make_dag(16, 2, -1);
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, NONE);
+  step();
+  finish_failed(pop_launch(&d.chip_q[0], r, 1), "boom");
+  post_group(r, 3, (const uint32_t[]){3, 4, 5}, (const acc_t[]){NONE, NONE, NONE});
+  step();
+  cr_assert_null(lw__dag_group_pop(&d));
+  cr_assert_eq(lw__dag_live_tasks(&d), 0);
+  expect_unpins(3, 1);
+  expect_unpins(4, 1);
+  expect_unpins(5, 1);
+  expect_counts(r, 4, 4, 0, 4);
+  cr_assert_str_eq(r->error.message, "boom");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Back-pressure
 
@@ -930,4 +978,37 @@ Test(dag_core, a_step_on_a_thread_other_than_the_owner_aborts, .signal = SIGABRT
   lw_run_t *r = run_new(1);
   KERNEL(r, 0, 1, NONE);
   step();  // aborts: the owner is the other thread
+}
+
+static uint32_t described;
+
+static void describe(void *ctx, const lw_task_t *t, lw_error_t *out) {
+  cr_assert_eq(ctx, &described);
+  described++;
+  lw__error_set(out, LW_CANCELLED, -1, t->task_id, "task %llu: the worker was destroyed",
+                (unsigned long long)t->task_id);
+}
+
+Test(dag_core, finish_all_applies_the_inbox_then_ends_every_task_with_the_status) {
+  make_dag(16, 2, -1);
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});  // 1: RUNNING
+  KERNEL(r, 0, 2, NONE);                // 2: READY
+  step();
+  lw__dag_task_launch(&d, lw__dag_queue_pop(&d.chip_q[0]));
+  KERNEL(r, 1, 3, {X, LW_TAG_INPUT});   // 3: PENDING once applied
+  post_orch_done(r, LW_OK, NULL);
+  described = 0;
+  lw__dag_finish_all(&d, LW_CANCELLED, describe, &described, &finished);
+  cr_assert_eq(lw__dag_live_tasks(&d), 0);
+  // Slots are taken lowest first, so task 1 ends first and poisons 3 (its consumer) on the
+  // way; 2 is still unfinished when the loop reaches it.
+  cr_assert_eq(described, 2, "described %u tasks", described);
+  cr_assert_eq(r->error.code, LW_CANCELLED);
+  cr_assert_str_eq(r->error.message, "task 1: the worker was destroyed");
+  expect_counts(r, 3, 3, 0, 3);
+  expect_unpins(1, 0);  // launched
+  expect_unpins(2, 1);
+  expect_unpins(3, 1);
+  expect_settled_once(r);
 }
