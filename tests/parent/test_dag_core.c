@@ -479,6 +479,56 @@ Test(dag_core, a_poison_message_names_the_upstream_task_its_callable_and_its_err
   expect_unpins(4, 1);
 }
 
+Test(dag_core, a_consumer_of_one_producer_through_two_tensors_ends_once) {
+  make_dag(16, 1, -1);
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});                    // 1
+  KERNEL(r, 0, 2, {X, LW_TAG_INPUT}, {X, LW_TAG_INPUT});  // 2: two edges from 1
+  KERNEL(r, 0, 3, {Y, LW_TAG_OUTPUT});                    // 3
+  KERNEL(r, 0, 4, {Y, LW_TAG_INPUT}, {Y, LW_TAG_INPUT});  // 4: two edges from 3
+  step();
+  finish_ok(pop_launch(&d.chip_q[0], r, 1));
+  lw_task_t *t3 = pop_launch(&d.chip_q[0], r, 3);
+  EXPECT_QUEUE(&d.chip_q[0], r, 2);  // queued once
+  finish_failed(t3, "3 failed");
+  expect_unpins(4, 1);  // poisoned once
+  expect_counts(r, 4, 3, 1, 2);
+  cr_assert_eq(lw__dag_live_tasks(&d), 1);
+}
+
+// A consumer finished early (poisoned by one producer) retires, and its slot goes to a new
+// task; its other producer, ending later, must not count its end for the new task.
+Test(dag_core, a_producer_ending_after_its_consumer_retired_leaves_the_slots_next_task_alone) {
+  make_dag(8, 1, -1);
+  lw_run_t *r1 = run_new(1);
+  lw_run_t *r2 = run_new(2);
+  KERNEL(r1, 0, 1, {X, LW_TAG_OUTPUT});                    // 1: A
+  KERNEL(r1, 0, 2, {Y, LW_TAG_OUTPUT});                    // 2: B
+  KERNEL(r1, 0, 3, {Z, LW_TAG_OUTPUT});                    // 3: W
+  KERNEL(r1, 0, 4, {X, LW_TAG_INPUT}, {Y, LW_TAG_INPUT});  // 4: C waits for A and B
+  step();
+  uint32_t c_slot = task_of(r1, 4)->index;
+  lw_task_t *a = pop_launch(&d.chip_q[0], r1, 1);
+  lw_task_t *b = pop_launch(&d.chip_q[0], r1, 2);
+  lw_task_t *w = pop_launch(&d.chip_q[0], r1, 3);
+  finish_failed(b, "B failed");
+  cr_assert_eq(state_of(r1, 4), LW_TS_FREE, "C was poisoned by B");
+  // N (another run) waits for A and W, built into C's old slot.
+  KERNEL(r2, 0, 5, {X, LW_TAG_INPUT}, {Z, LW_TAG_INPUT});
+  step();
+  lw_task_t *n = task_of(r2, 1);
+  cr_assert_not_null(n);
+  cr_assert_eq(n->index, c_slot, "the test needs N in C's old slot (slot %u, N got %u)", c_slot,
+               n->index);
+  cr_assert_eq(n->n_pending, 2);
+  finish_ok(a);  // A still lists C as a consumer
+  cr_assert_eq(n->state, LW_TS_PENDING, "N still waits for W");
+  cr_assert_eq(n->n_pending, 1);
+  EXPECT_EMPTY(&d.chip_q[0]);
+  finish_ok(w);
+  EXPECT_QUEUE(&d.chip_q[0], r2, 1);
+}
+
 Test(dag_core, a_chain_of_100000_tasks_is_poisoned_by_its_head_without_recursion,
      .timeout = 60) {
   enum { N = 100000, BATCH = 4096 };
