@@ -97,6 +97,26 @@ static void make_dag(uint32_t n_tasks, uint32_t n_chips, int64_t submit_timeout_
   lw__dag_set_owner(&d);
 }
 
+// The tensor map's allocations: the next one fails while fail_next_alloc is set.
+static bool fail_next_alloc;
+
+static bool alloc_gate(void *ctx) {
+  (void)ctx;
+  if (!fail_next_alloc) return true;
+  fail_next_alloc = false;
+  return false;
+}
+
+static void make_gated_dag(uint32_t n_tasks, uint32_t n_chips) {
+  fail_next_alloc = false;
+  lw_tmap_options_t o = {.alloc_gate = alloc_gate};
+  lw_error_t err;
+  cr_assert_eq(lw__dag_initialize(&d, n_tasks, n_chips, -1, &hooks, &o, &err), LW_OK, "%s",
+               err.message);
+  d_live = true;
+  lw__dag_set_owner(&d);
+}
+
 static void setup(void) {
   for (uint32_t i = 0; i < N_WC; ++i) {
     atomic_store(&unpins[i], 0);
@@ -166,6 +186,18 @@ static void post_task(lw_run_t *run, lw_mb_task_kind_t kind, int32_t worker, uin
 static void post_simple(lw_dag_cmd_kind_t kind, lw_run_t *run) {
   lw_dag_cmd_t *c = lw__dag_cmd_new(kind, run, 0);
   cr_assert_not_null(c);
+  lw__dag_post(&d, c);
+}
+
+// Reserves n slots and posts a group of n kernels (chips 0, 1, 0, ...), one buffer each.
+static void post_group(lw_run_t *run, uint32_t n, const uint32_t *wc, const acc_t *acc) {
+  lw_error_t err;
+  cr_assert_eq(lw__dag_reserve(&d, n, &err), LW_OK, "%s", err.message);
+  lw_dag_cmd_t *c = lw__dag_cmd_new(LW_DAG_CMD_GROUP, run, n);
+  cr_assert_not_null(c);
+  for (uint32_t i = 0; i < n; ++i) {
+    fill_desc(&c->task[i], LW_MB_TASK_KERNEL, (int32_t)(i % 2), wc[i], 1, &acc[i]);
+  }
   lw__dag_post(&d, c);
 }
 
@@ -531,6 +563,51 @@ Test(dag_core, a_producer_ending_after_its_consumer_retired_leaves_the_slots_nex
   EXPECT_QUEUE(&d.chip_q[0], r2, 1);
 }
 
+Test(dag_core, a_task_whose_buffers_cannot_be_recorded_fails_its_run_naming_it) {
+  make_gated_dag(16, 1);
+  lw_run_t *r = run_new(4);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});  // 1: A
+  step();
+  lw_task_t *a = pop_launch(&d.chip_q[0], r, 1);
+  // 2 waits for A (recorded), then its new buffer Y needs an entry: that allocation fails.
+  KERNEL(r, 0, 2, {X, LW_TAG_INPUT}, {Y, LW_TAG_OUTPUT});
+  fail_next_alloc = true;
+  step();
+  cr_assert_not(fail_next_alloc, "the map allocated nothing for Y");
+  cr_assert(r->failed);
+  cr_assert_eq(r->error.code, LW_RESOURCE_EXHAUSTED);
+  cr_assert_eq(r->error.task_id, 2);
+  cr_assert_str_eq(r->error.message, "orch: out of memory while building task 2 of run 4");
+  cr_assert_eq(state_of(r, 2), LW_TS_FREE);
+  expect_unpins(2, 1);
+  expect_counts(r, 2, 1, 0, 1);
+  // A still lists 2 as its consumer: its end must not touch the retired slot's next task.
+  KERNEL(r, 0, 3, {Z, LW_TAG_OUTPUT});  // skipped at once: the run failed
+  step();
+  finish_ok(a);
+  expect_counts(r, 3, 3, 1, 2);
+  cr_assert_eq(lw__dag_live_tasks(&d), 0);
+  cr_assert_str_eq(r->error.message, "orch: out of memory while building task 2 of run 4");
+}
+
+Test(dag_core, a_group_member_that_cannot_be_built_takes_the_group_down) {
+  make_gated_dag(16, 2);
+  lw_run_t *r = run_new(1);
+  post_group(r, 3, (const uint32_t[]){3, 4, 5},
+             (const acc_t[]){NONE, {X, LW_TAG_OUTPUT}, NONE});  // member 2 needs an entry for X
+  fail_next_alloc = true;
+  step();
+  cr_assert_not(fail_next_alloc);
+  cr_assert_null(lw__dag_group_pop(&d));
+  cr_assert_eq(lw__dag_live_tasks(&d), 0);
+  expect_unpins(3, 1);
+  expect_unpins(4, 1);
+  expect_unpins(5, 1);
+  expect_counts(r, 3, 3, 0, 3);
+  cr_assert_eq(r->error.code, LW_RESOURCE_EXHAUSTED);
+  cr_assert_eq(r->error.task_id, 2);
+}
+
 Test(dag_core, a_chain_of_100000_tasks_is_poisoned_by_its_head_without_recursion,
      .timeout = 60) {
   enum { N = 100000, BATCH = 4096 };
@@ -602,6 +679,19 @@ Test(dag_core, a_task_failure_before_the_orch_error_stays_the_runs_error) {
   cr_assert_eq(r->error.code, LW_TASK_FAILED);
   cr_assert_str_eq(r->error.message, "kernel k1 returned 9");
   expect_counts(r, 1, 1, 0, 1);
+}
+
+Test(dag_core, a_failure_without_an_error_record_is_named_by_its_task_and_status) {
+  make_dag(16, 1, -1);
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, NONE);
+  KERNEL(r, 0, 1, NONE);
+  step();
+  finish_ok(pop_launch(&d.chip_q[0], r, 1));
+  lw__task_finish(&d, pop_launch(&d.chip_q[0], r, 2), LW_DEADLINE_EXCEEDED, NULL, &finished);
+  cr_assert_eq(r->error.code, LW_DEADLINE_EXCEEDED);
+  cr_assert_eq(r->error.task_id, 2);
+  cr_assert_str_eq(r->error.message, "task 2 failed: LW_DEADLINE_EXCEEDED");
 }
 
 Test(dag_core, a_task_submitted_to_a_failed_run_is_skipped_at_once) {
@@ -677,19 +767,29 @@ Test(dag_core, a_cancel_sweeps_the_runs_queued_tasks_and_keeps_the_others_in_ord
   expect_unpins(5, 0);
 }
 
+Test(dag_core, a_cancel_sweeps_the_any_chip_and_sub_queues_too) {
+  make_dag(16, 2, -1);
+  lw_run_t *r1 = run_new(1);
+  lw_run_t *r2 = run_new(2);
+  KERNEL(r1, LW_ANY_CHIP, 1, NONE);
+  SUB(r2, 2, NONE);
+  SUB(r1, 3, NONE);
+  KERNEL(r2, LW_ANY_CHIP, 4, NONE);
+  step();
+  atomic_store(&r1->handle.cancel_requested, 1);
+  lw__dag_note_stop(&d);
+  cr_assert(lw__dag_sweep_stopped(&d, &finished));
+  EXPECT_QUEUE(&d.any_q, r2, 2);
+  EXPECT_QUEUE(&d.sub_q, r2, 1);
+  expect_unpins(1, 1);
+  expect_unpins(3, 1);
+  expect_counts(r1, 2, 2, 0, 2);
+  expect_counts(r2, 2, 0, 0, 0);
+  expect_has(r1->error.message, "run 1 cancelled");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Groups
-
-static void post_group(lw_run_t *run, uint32_t n, const uint32_t *wc, const acc_t *acc) {
-  lw_error_t err;
-  cr_assert_eq(lw__dag_reserve(&d, n, &err), LW_OK, "%s", err.message);
-  lw_dag_cmd_t *c = lw__dag_cmd_new(LW_DAG_CMD_GROUP, run, n);
-  cr_assert_not_null(c);
-  for (uint32_t i = 0; i < n; ++i) {
-    fill_desc(&c->task[i], LW_MB_TASK_KERNEL, (int32_t)(i % 2), wc[i], 1, &acc[i]);
-  }
-  lw__dag_post(&d, c);
-}
 
 Test(dag_core, a_group_is_ready_only_once_every_member_is) {
   make_dag(16, 2, -1);
@@ -811,6 +911,31 @@ Test(dag_core, a_group_submitted_to_a_failed_run_is_skipped_whole) {
   expect_unpins(5, 1);
   expect_counts(r, 4, 4, 0, 4);
   cr_assert_str_eq(r->error.message, "boom");
+}
+
+Test(dag_core, a_partial_group_of_a_cancelled_run_ends_when_its_last_producer_ends) {
+  make_dag(16, 2, -1);
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});  // 1: P
+  post_group(r, 2, (const uint32_t[]){3, 4},
+             (const acc_t[]){NONE, {X, LW_TAG_INPUT}});  // 2 READY, 3 waits for P
+  step();
+  lw_task_t *p = pop_launch(&d.chip_q[0], r, 1);
+  atomic_store(&r->handle.cancel_requested, 1);
+  lw__dag_note_stop(&d);
+  (void)lw__dag_sweep_stopped(&d, &finished);
+  // The group is in no queue yet: its members wait where they are.
+  cr_assert_eq(state_of(r, 2), LW_TS_READY);
+  cr_assert_eq(state_of(r, 3), LW_TS_PENDING);
+  finish_ok(p);
+  // 3 is skipped instead of made ready; the all-or-nothing rule takes 2 with it.
+  cr_assert_null(lw__dag_group_pop(&d));
+  cr_assert_eq(lw__dag_live_tasks(&d), 0);
+  expect_unpins(3, 1);
+  expect_unpins(4, 1);
+  cr_assert(r->cancelled);
+  cr_assert_eq(r->error.code, LW_CANCELLED);
+  expect_counts(r, 3, 3, 1, 2);
 }
 
 // ---------------------------------------------------------------------------------------------
