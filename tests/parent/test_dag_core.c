@@ -1203,3 +1203,19 @@ Test(dag_core, finish_all_applies_the_inbox_then_ends_every_task_with_the_status
   expect_unpins(3, 1);
   expect_settled_once(r);
 }
+
+Test(dag_core, finish_all_ends_a_ready_group_whole) {
+  make_dag(16, 2, -1);
+  lw_run_t *r = run_new(1);
+  post_group(r, 2, (const uint32_t[]){3, 4}, (const acc_t[]){NONE, NONE});
+  post_group(r, 2, (const uint32_t[]){5, 6}, (const acc_t[]){NONE, NONE});
+  step();
+  cr_assert_not_null(d.groups_head);
+  described = 0;
+  lw__dag_finish_all(&d, LW_UNAVAILABLE, describe, &described, &finished);
+  // One member of each group is described; all-or-nothing ends the other with it.
+  cr_assert_eq(described, 2, "described %u tasks", described);
+  cr_assert_eq(lw__dag_live_tasks(&d), 0);
+  for (uint32_t wc = 3; wc <= 6; ++wc) expect_unpins(wc, 1);
+  expect_counts(r, 4, 4, 0, 4);
+}
