@@ -208,7 +208,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
       lw_error_t why;
       lw__error_set(&why, LW_POISONED, err->worker_id, c->task_id,
                     "task %llu of run %llu poisoned: upstream task %llu (%s) failed: %s",
-                    (unsigned long long)c->task_id, (unsigned long long)run->run_id,
+                    (unsigned long long)c->task_id, (unsigned long long)c->run->run_id,
                     (unsigned long long)t->task_id, callable_name(d, t), err->message);
       lw__task_finish(d, c, LW_POISONED, &why, finished);
     } else if (--c->n_pending == 0) {
@@ -241,7 +241,9 @@ void lw__task_skip(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   lw_run_t *run = t->run;
   if (lw__handle_cancel_requested(&run->handle)) run->cancelled = true;
   lw_error_t e;
-  if (run->failed) {
+  // A run that failed of something else skips POISONED; a cancelled one (whose first error is
+  // its first skipped task's CANCELLED) keeps skipping CANCELLED.
+  if (run->failed && run->error.code != LW_CANCELLED) {
     lw__error_set(&e, LW_POISONED, -1, t->task_id,
                   "task %llu skipped: run %llu already failed: %s", (unsigned long long)t->task_id,
                   (unsigned long long)run->run_id, run->error.message);
@@ -667,6 +669,12 @@ void lw__dag_finish_all(lw_dag_t *d, lw_status_t st,
     describe(ctx, t, &err);
     lw__task_finish(d, t, st, &err, finished);
   }
+  // Every task is FREE now: the queues and the ready groups would only point at retired tasks
+  // and freed groups.
+  for (uint32_t i = 0; i < d->n_chips; ++i) d->chip_q[i] = (lw_task_queue_t){0};
+  d->any_q = (lw_task_queue_t){0};
+  d->sub_q = (lw_task_queue_t){0};
+  d->groups_head = d->groups_tail = NULL;
 }
 
 uint32_t lw__dag_live_tasks(const lw_dag_t *d) { return d->n_tasks_cap - d->n_free_tasks; }
