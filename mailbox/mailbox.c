@@ -424,6 +424,12 @@ lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "post_control: %u params > %zu",
                          p->n_params, sizeof(p->param_dirs));
   }
+  if (p->build_options && strnlen(p->build_options, LW_MAX_BUILD_OPTIONS_BYTES) >=
+                              LW_MAX_BUILD_OPTIONS_BYTES) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "post_control: build options longer than %d characters",
+                         LW_MAX_BUILD_OPTIONS_BYTES - 1);
+  }
   lw_mb_control_t *c = &mb->control;
   // Acquire: pairs with consume_control's release of IDLE (the previous ack was read first).
   uint32_t state = atomic_load_explicit(&c->state, memory_order_acquire);
@@ -441,6 +447,12 @@ lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_
   memcpy(c->param_dirs, p->param_dirs, sizeof(c->param_dirs));
   name_copy(c->name, p->name);
   name_copy(c->entry, p->entry);
+  c->format = p->format;
+  c->reserved2 = 0;
+  memset(c->build_options, 0, sizeof(c->build_options));
+  if (p->build_options) {
+    memcpy(c->build_options, p->build_options, strlen(p->build_options));
+  }
   c->ack_status = LW_OK;
   c->ack_async = 0;
   c->ack_value = 0;
@@ -691,6 +703,8 @@ lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *aren
   memcpy(out->param_dirs, c->param_dirs, sizeof(out->param_dirs));
   memcpy(out->name, c->name, sizeof(out->name));
   memcpy(out->entry, c->entry, sizeof(out->entry));
+  out->format = c->format;
+  memcpy(out->build_options, c->build_options, sizeof(out->build_options));
   // Validate the private copy, not the shared frame.
   if (!command_is_known(command)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "control %llu: unknown command %" PRIu32,
@@ -718,6 +732,18 @@ lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *aren
                            (unsigned long long)out->control_id,
                            (unsigned long long)out->image_offset,
                            (unsigned long long)out->image_bytes, (unsigned long long)arena_bytes);
+    }
+    if (out->format > (uint32_t)LW_IMAGE_SPIRV) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "control %llu: REGISTER image format %" PRIu32
+                           " is not an LW_IMAGE_* value (0..%d)",
+                           (unsigned long long)out->control_id, out->format, LW_IMAGE_SPIRV);
+    }
+    if (memchr(out->build_options, 0, sizeof(out->build_options)) == NULL) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "control %llu: REGISTER build options are not NUL-terminated "
+                           "within %d bytes",
+                           (unsigned long long)out->control_id, LW_MAX_BUILD_OPTIONS_BYTES);
     }
   }
   return LW_OK;

@@ -556,6 +556,35 @@ Test(chip, corrupt_images_and_failing_prepare_give_clear_errors) {
   LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));
 }
 
+Test(chip, sim_refuses_opencl_and_spirv_images_naming_backend_callable_and_format) {
+  static const char src[] = "__kernel void k(__global int *a) { a[0] = 1; }";
+  lw_callable_t c = {.name = "src_kernel", .image = src, .image_bytes = sizeof(src)};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "backend sim cannot load callable src_kernel");
+  cr_assert(strstr(lw_last_error()->message, "OpenCL C (detected)"), "%s",
+            lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "sim loads: ELF"), "%s", lw_last_error()->message);
+
+  static const unsigned char spirv[8] = {0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0};
+  c = (lw_callable_t){.name = "il", .image = spirv, .image_bytes = sizeof(spirv)};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "image format is SPIR-V (detected)");
+
+  c = (lw_callable_t){.name = "src_kernel", .image = src, .image_bytes = sizeof(src),
+                      .format = LW_IMAGE_OPENCL_C, .build_options = "-DN=4"};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "image format is OpenCL C (sim loads");
+
+  // An ELF image given as another format is checked as that format.
+  lw_callable_t elf_as_spirv = lw_test_kernel("noop");
+  elf_as_spirv.format = LW_IMAGE_SPIRV;
+  expect_register_error(&elf_as_spirv, LW_INVALID_ARGUMENT, "not a SPIR-V module");
+  elf_as_spirv.format = LW_IMAGE_ELF;
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_chip_register(chip, &elf_as_spirv, &h));
+  lw_callable_free_loaded(&elf_as_spirv);
+  lw_registry_stats_t stats;
+  lw__registry_stats(chip->registry, &stats);
+  cr_assert_eq(stats.slots_used, 1, "only the ELF register loaded anything");
+}
+
 Test(chip, bad_arguments_are_rejected_with_messages) {
   lw_callable_handle_t h = reg_kernel("noop");
   lw_handle_t *out = NULL;
