@@ -99,6 +99,7 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
   sim_module_t *m = module;
   lw_kernel_ctx_t ctx;
   ctx_init(&ctx, dev, m, cancel_word, generation);
+  ctx.launch = args->launch;
   int64_t t0 = lw__now_ns();
   out->kernel_rc = m->image.main(&ctx, args);
   out->kernel_wall_ns = (uint64_t)(lw__now_ns() - t0);

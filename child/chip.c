@@ -310,6 +310,7 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
     kargs.tensor[i].bytes = args->tensor[i].bytes;
   }
   memcpy(kargs.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
+  kargs.launch = args->launch;
 
   lw_error_t err;
   lw_chip_run_t *op = NULL;

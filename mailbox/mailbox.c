@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
@@ -248,9 +249,11 @@ lw_status_t lw__mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *
     out->tensor[i].offset = (uint64_t)(p - base);
     out->tensor[i].bytes = t->bytes;
   }
+  LW_RETURN_IF_ERROR(lw__launch_check(&args->launch, err));
   out->n_tensors = args->n_tensors;
   out->n_scalars = args->n_scalars;
   memcpy(out->scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
+  out->launch = args->launch;
   return LW_OK;
 }
 
@@ -284,9 +287,13 @@ lw_status_t lw__mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t 
     out->tensor[i].data = bytes == 0 ? NULL : arena->base + offset;
     out->tensor[i].bytes = bytes;
   }
+  // Check a private copy: in may point into shared memory the other side still writes.
+  lw_launch_t launch = in->launch;
+  LW_RETURN_IF_ERROR(lw__launch_check(&launch, err));
   out->n_tensors = n_tensors;
   out->n_scalars = n_scalars;
   memcpy(out->scalar, in->scalar, sizeof(uint64_t) * n_scalars);
+  out->launch = launch;
   return LW_OK;
 }
 

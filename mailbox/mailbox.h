@@ -120,9 +120,13 @@ typedef struct lw_mb_args {
     uint64_t bytes;
   } tensor[LW_MAX_TENSORS];
   uint64_t scalar[LW_MAX_SCALARS];
+  lw_launch_t launch;  // launch geometry (lanework/args.h), checked by decode
 } lw_mb_args_t;
-_Static_assert(sizeof(lw_mb_args_t) == 8 + 16 * LW_MAX_TENSORS + 8 * LW_MAX_SCALARS,
+_Static_assert(sizeof(lw_launch_t) == 8 + 16 * LW_MAX_LAUNCH_DIMS, "launch layout");
+_Static_assert(sizeof(lw_mb_args_t) ==
+                   8 + 16 * LW_MAX_TENSORS + 8 * LW_MAX_SCALARS + sizeof(lw_launch_t),
                "args blob layout");
+_Static_assert(offsetof(lw_mb_args_t, launch) == 392, "launch after the scalars");
 
 typedef struct lw_mb_header {
   uint32_t magic;
@@ -210,7 +214,7 @@ typedef struct lw_mb_task {
   int32_t kernel_rc;
   uint64_t kernel_ns;
   uint64_t queue_ns;
-  uint8_t reserved2[208];
+  uint8_t reserved2[152];
   lw_error_t result_error;
 } lw_mb_task_t;
 
@@ -255,6 +259,7 @@ _Static_assert(LW_MAX_BUILD_OPTIONS_BYTES == 256, "control frame layout assumes 
 _Static_assert(offsetof(lw_mb_control_t, format) == 368, "format after done_word");
 _Static_assert(offsetof(lw_mb_control_t, build_options) == 376, "build options offset");
 _Static_assert(sizeof(lw_mb_task_t) == 1024, "task frame size");
+_Static_assert(offsetof(lw_mb_task_t, result_status) == 576, "result after the args");
 _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "child/chip_impl.h"
+#include "lanework/kernel.h"
 #include "lanes/error.h"
 #include "test_util.h"
 
@@ -583,6 +584,36 @@ Test(chip, sim_refuses_opencl_and_spirv_images_naming_backend_callable_and_forma
   lw_registry_stats_t stats;
   lw__registry_stats(chip->registry, &stats);
   cr_assert_eq(stats.slots_used, 1, "only the ELF register loaded anything");
+}
+
+Test(chip, launch_geometry_reaches_the_sim_kernel_in_its_context_and_args) {
+  lw_callable_handle_t h = reg_kernel("launch_probe");
+  uint64_t out[16] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  const uint64_t g[3] = {4096, 32, 0};
+  const uint64_t l[3] = {256, 8, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 2, g, l));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  const uint64_t want[16] = {2, 4096, 32, 0, 256, 8, 0, LW_KERNEL_ABI_VERSION,
+                             2, 4096, 32, 0, 256, 8, 0, 1};
+  for (int i = 0; i < 16; ++i) cr_assert_eq(out[i], want[i], "out[%d] = %lu", i, out[i]);
+
+  // Without geometry the kernel sees dims 0.
+  memset(out, 0, sizeof(out));
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  cr_assert_eq(out[15], 1u, "the kernel ran");
+  cr_assert_eq(out[0], 0u);
+  cr_assert_eq(out[8], 0u);
+
+  // A hand-filled bad geometry is refused at submit.
+  a.launch.dims = 1;
+  a.launch.global[0] = 0;
+  cr_assert_eq(lw_chip_run(chip, h, &a, NULL, NULL), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "global[0] is 0"), "%s", lw_last_error()->message);
 }
 
 Test(chip, bad_arguments_are_rejected_with_messages) {
