@@ -80,6 +80,21 @@ const char *lw__backend_missing_reason(const char *name);
 extern const lw_backend_ops_t lw__backend_sim;
 #ifdef LW_HAVE_OPENCL
 extern const lw_backend_ops_t lw__backend_opencl;
+
+// One OpenCL device as `lanework info` shows it; index is its device_id for the opencl chip.
+typedef struct lw_opencl_device_info {
+  int32_t index;
+  uint32_t compute_units;
+  char platform[128];
+  char device[128];
+  char type[16];     // "CPU", "GPU", "accelerator" or "other"
+  char version[64];  // CL_DEVICE_VERSION
+} lw_opencl_device_info_t;
+
+// Fills up to cap devices in device_id order; *out_n is the number of devices (may exceed
+// cap). UNAVAILABLE (saying what to install) when there is no platform or no device.
+LW_MUST_USE lw_status_t lw__opencl_list(lw_opencl_device_info_t *out, uint32_t cap,
+                                        uint32_t *out_n, lw_error_t *err);
 #endif
 
 #ifdef __cplusplus
