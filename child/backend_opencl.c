@@ -195,10 +195,18 @@ static lw_status_t list_devices(cl_device_id **out, cl_platform_id **out_platfor
   return LW_OK;
 }
 
+// A device string cut to fit buf (clGetDeviceInfo refuses a buffer shorter than the string).
 static void info_string(cl_device_id d, cl_device_info what, char *buf, size_t bytes) {
   buf[0] = '\0';
-  if (clGetDeviceInfo(d, what, bytes, buf, NULL) != CL_SUCCESS) buf[0] = '\0';
-  buf[bytes - 1] = '\0';
+  size_t need = 0;
+  if (clGetDeviceInfo(d, what, 0, NULL, &need) != CL_SUCCESS || need == 0) return;
+  char *full = malloc(need + 1);
+  if (!full) return;
+  if (clGetDeviceInfo(d, what, need, full, NULL) == CL_SUCCESS) {
+    full[need] = '\0';
+    snprintf(buf, bytes, "%s", full);
+  }
+  free(full);
 }
 
 static const char *type_name(cl_device_type t) {

@@ -347,3 +347,28 @@ Test(opencl, a_device_id_past_the_last_device_is_refused_naming_the_range) {
   cr_assert(strstr(lw_last_error()->message, "device_id 999 is out of range"), "%s",
             lw_last_error()->message);
 }
+
+Test(opencl, devices_are_listed_in_device_id_order_and_by_lanework_info) {
+  lw_opencl_device_info_t devs[16];
+  uint32_t n = 0;
+  lw_error_t err;
+  LW_ASSERT_OK(lw__opencl_list(devs, 16, &n, &err));
+  cr_assert_geq(n, 1u, "CI installs PoCL: at least its CPU device");
+  for (uint32_t i = 0; i < n && i < 16; ++i) {
+    cr_assert_eq(devs[i].index, (int32_t)i);
+    cr_assert_neq(devs[i].device[0], '\0', "device %u has a name", i);
+    cr_assert_neq(devs[i].platform[0], '\0', "device %u has a platform", i);
+    cr_assert_gt(devs[i].compute_units, 0u);
+  }
+  FILE *p = popen(LW_TOOL_PATH " info", "r");
+  cr_assert_not_null(p);
+  char out[4096];
+  size_t got = fread(out, 1, sizeof(out) - 1, p);
+  out[got] = '\0';
+  cr_assert_eq(pclose(p), 0);
+  cr_assert(strstr(out, "backends:   sim, opencl"), "%s", out);
+  char line[512];
+  snprintf(line, sizeof(line), "   0: %s / %s, %s, %u CU", devs[0].platform, devs[0].device,
+           devs[0].type, devs[0].compute_units);
+  cr_assert(strstr(out, line), "'%s' lacks '%s'", out, line);
+}
