@@ -677,15 +677,20 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
   }
   if (e == CL_SUCCESS) m->slice_items = rows * per_row;
   // Outputs into host memory: a blocking map for reading makes the device's writes visible
-  // (zero-copy on a CPU device, a copy back on a discrete GPU).
+  // (zero-copy on a CPU device, a copy back on a discrete GPU). The queue is empty otherwise
+  // (every slice was waited for), so only maps need the final finish.
+  bool mapped = false;
   for (uint32_t i = 0; i < b.n && e == CL_SUCCESS; ++i) {
     if (!b.mem[i] || b.dir[i] == LW_PARAM_IN) continue;
     void *p = clEnqueueMapBuffer(d->q, b.mem[i], CL_TRUE, CL_MAP_READ, 0, (size_t)b.bytes[i], 0,
                                  NULL, NULL, &e);
     if (e == CL_SUCCESS) e = clEnqueueUnmapMemObject(d->q, b.mem[i], p, 0, NULL, NULL);
+    mapped = true;
   }
-  if (e == CL_SUCCESS) e = clFinish(d->q);
-  else (void)clFinish(d->q);
+  if (mapped || e != CL_SUCCESS) {
+    cl_int fe = clFinish(d->q);
+    if (e == CL_SUCCESS) e = fe;
+  }
   buffers_release(&b);
   if (e != CL_SUCCESS) {
     return lw__error_set(err, LW_TASK_FAILED, d->device_id, 0,

@@ -208,14 +208,15 @@ Test(opencl, elf_and_unusable_spirv_images_are_refused_naming_the_format) {
   expect_register_error(&c, LW_INVALID_ARGUMENT, "callable il");
 }
 
-// A long run of repeat_vector_add: 2^20 work-items of 2^20 steps each, about a minute of one
-// core if never stopped. The arrays are heap memory the caller frees after the run finished.
+// A long run of repeat_vector_add: 2^21 work-items of 2^15 steps each, a minute or more of
+// one core if never stopped, in slices of about a millisecond (a work-item is tens of
+// microseconds). The arrays are heap memory the caller frees after the run finished.
 typedef struct long_run {
   uint32_t *x, *y, *z;
   lw_args_t args;
 } long_run_t;
 
-enum { LONG_N = 1 << 20 };
+enum { LONG_N = 1 << 21 };
 
 static void long_run_init(long_run_t *r) {
   r->x = calloc(LONG_N, 4);
@@ -228,7 +229,7 @@ static void long_run_init(long_run_t *r) {
   LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->y, LONG_N * 4, LW_TAG_INPUT));
   LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->z, LONG_N * 4, LW_TAG_OUTPUT));
   LW_ASSERT_OK(lw_args_add_scalar(&r->args, LONG_N));
-  LW_ASSERT_OK(lw_args_add_scalar(&r->args, 1u << 20));
+  LW_ASSERT_OK(lw_args_add_scalar(&r->args, 1u << 15));
   const uint64_t g[3] = {LONG_N, 0, 0};
   LW_ASSERT_OK(lw_args_set_launch(&r->args, 1, g, NULL));
 }
