@@ -373,3 +373,34 @@ Test(opencl, devices_are_listed_in_device_id_order_and_by_lanework_info) {
            devs[0].type, devs[0].compute_units);
   cr_assert(strstr(out, line), "'%s' lacks '%s'", out, line);
 }
+
+Test(opencl, without_a_platform_the_backend_says_unavailable_and_what_to_install) {
+  // The ICD loader finds no driver when its vendor folder is empty: run `lanework info` so,
+  // in its own process (the loader reads the variable once per process).
+  FILE *p = popen("OCL_ICD_VENDORS=/nonexistent-lanework-vendors " LW_TOOL_PATH " info", "r");
+  cr_assert_not_null(p);
+  char out[4096];
+  size_t got = fread(out, 1, sizeof(out) - 1, p);
+  out[got] = '\0';
+  cr_assert_eq(pclose(p), 0);
+  cr_assert(strstr(out, "opencl:     opencl: no OpenCL platform found (install an OpenCL driver: "
+                        "pocl-opencl-icd"),
+            "%s", out);
+}
+
+// No fixture: OpenCL must not have started in this test's process before the variable is set
+// (every test runs in its own process).
+TestSuite(opencl_absent, .timeout = 60);
+
+Test(opencl_absent, opening_an_opencl_chip_without_a_platform_is_unavailable) {
+  cr_assert_eq(setenv("OCL_ICD_VENDORS", "/nonexistent-lanework-vendors", 1), 0);
+  lw_chip_config_t cfg;
+  lw_chip_config_default(&cfg);
+  snprintf(cfg.backend, sizeof(cfg.backend), "opencl");
+  lw_chip_t *c = NULL;
+  cr_assert_eq(lw_chip_open(&cfg, &c), LW_UNAVAILABLE, "%s", lw_last_error()->message);
+  cr_assert_null(c);
+  cr_assert(strstr(lw_last_error()->message, "no OpenCL platform found"), "%s",
+            lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "pocl-opencl-icd"), "%s", lw_last_error()->message);
+}
