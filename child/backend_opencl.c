@@ -646,6 +646,12 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
   bool stopped = false;
   cl_int e = CL_SUCCESS;
   for (uint64_t start = 0; start < total;) {
+    // Checked before every slice, the first included: a cancel that landed while the buffers
+    // were being made stops the run before any work-item ran.
+    if (lw__cancel_is_requested(cancel_word, generation)) {
+      stopped = true;
+      break;
+    }
     uint64_t n = total - start < rows ? total - start : rows;
     offset[sd] = (size_t)start;
     size[sd] = (size_t)n;
@@ -659,10 +665,6 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     if (e != CL_SUCCESS) break;
     kernel_ns += slice_ns;
     start += n;
-    if (start < total && lw__cancel_is_requested(cancel_word, generation)) {
-      stopped = true;
-      break;
-    }
     // Aim the next slice at slice_ns of device time, growing at most OCL_SLICE_GROWTH times a
     // step so one misleading (cache-cold, tiny) slice cannot make the next one run for seconds.
     if (slice_ns > 0) {
