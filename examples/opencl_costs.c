@@ -167,7 +167,8 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof(path), "%s/opencl/vector_add.cl", dir);
   char *vadd_src = read_file(path, &bytes);
   cl_program vadd = build(ctx, dev, vadd_src, "", &vadd_ms);
-  printf("device: %s; builds %s\n", dev_name, cached ? "may hit PoCL's cache" : "cold (POCL_KERNEL_CACHE=0)");
+  printf("device: %s; builds %s\n", dev_name,
+         cached ? "may hit PoCL's cache" : "cold (POCL_KERNEL_CACHE=0)");
   printf("build: first in process %.1f ms (compiler start-up included), big_program %.1f ms, "
          "vector_add %.1f ms\n",
          first_ms, big_ms, vadd_ms);

@@ -7,8 +7,9 @@
 // form, its handle) has finished.
 //
 // Identity: the digest is XXH3-128 over a canonical encoding of {image bytes after
-// decompression, entry, signature, format (after AUTO is resolved), build options}. Same digest = same callable: registering it twice on one
-// chip gives two handles on one refcounted slot.
+// decompression, entry, signature, format (after AUTO is resolved), build options}. Same
+// digest = same callable: registering it twice on one chip gives two handles on one
+// refcounted slot.
 #ifndef LANEWORK_CALLABLE_H_
 #define LANEWORK_CALLABLE_H_
 
