@@ -17,7 +17,8 @@
 // Longest name or entry accepted, in characters (a 128-byte buffer with its NUL holds it).
 #define LW_CALLABLE_MAX_NAME_CHARS 127
 
-static const uint8_t k_domain[8] = {'L', 'W', 'C', 'A', 'L', 'L', '1', '\0'};
+// Version 2 of the encoding added the format and the build options.
+static const uint8_t k_domain[8] = {'L', 'W', 'C', 'A', 'L', 'L', '2', '\0'};
 
 static void put_u32(uint8_t b[4], uint32_t v) {
   for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
@@ -29,7 +30,16 @@ static void put_u64(uint8_t b[8], uint64_t v) {
 
 void lw__digest_compute(const uint8_t *elf, size_t bytes, const char *entry, uint32_t n_params,
                         const uint8_t *param_dirs, lw_digest_t *out) {
+  lw__digest_compute_format(elf, bytes, entry, n_params, param_dirs, LW_IMAGE_ELF, NULL, out);
+}
+
+void lw__digest_compute_format(const uint8_t *elf, size_t bytes, const char *entry,
+                               uint32_t n_params, const uint8_t *param_dirs,
+                               lw_image_format_t format, const char *build_options,
+                               lw_digest_t *out) {
   if (entry == NULL) entry = LW_DEFAULT_ENTRY;
+  if (build_options == NULL) build_options = "";
+  size_t options_len = strlen(build_options);
   size_t entry_len = strlen(entry);
   uint8_t u64[8], u32[4];
 
@@ -46,6 +56,11 @@ void lw__digest_compute(const uint8_t *elf, size_t bytes, const char *entry, uin
   put_u32(u32, n_params);
   XXH3_128bits_update(&state, u32, sizeof u32);
   if (n_params > 0) XXH3_128bits_update(&state, param_dirs, n_params);
+  put_u32(u32, (uint32_t)format);
+  XXH3_128bits_update(&state, u32, sizeof u32);
+  put_u32(u32, (uint32_t)options_len);
+  XXH3_128bits_update(&state, u32, sizeof u32);
+  if (options_len > 0) XXH3_128bits_update(&state, build_options, options_len);
   XXH128_hash_t h = XXH3_128bits_digest(&state);
   out->lo = h.low64;
   out->hi = h.high64;
@@ -110,6 +125,17 @@ lw_status_t lw__callable_validate(const lw_callable_t *c, lw_error_t *err) {
                            name, i, (unsigned)c->param_dirs[i], LW_PARAM_SCALAR);
     }
   }
+  if ((uint32_t)c->format > (uint32_t)LW_IMAGE_SPIRV) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "callable %s: format %d is not an LW_IMAGE_* value (%d..%d)", name,
+                         (int)c->format, LW_IMAGE_AUTO, LW_IMAGE_SPIRV);
+  }
+  if (c->build_options != NULL &&
+      strnlen(c->build_options, LW_MAX_BUILD_OPTIONS_BYTES) >= LW_MAX_BUILD_OPTIONS_BYTES) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "callable %s: build_options are longer than %d characters", name,
+                         LW_MAX_BUILD_OPTIONS_BYTES - 1);
+  }
   return LW_OK;
 }
 
@@ -121,9 +147,12 @@ lw_status_t lw_callable_digest(const lw_callable_t *c, lw_digest_t *out) {
   lw_status_t st = lw__callable_validate(c, &err);
   if (st != LW_OK) return lw__last_error_store(&err);
   lw_image_bytes_t elf;
-  st = lw__image_decode(c->image, c->image_bytes, c->name, &elf, &err);
+  lw_image_format_t format = LW_IMAGE_AUTO;
+  st = lw__image_decode_format(c->image, c->image_bytes, c->name, c->format, &elf, &format,
+                               &err);
   if (st != LW_OK) return lw__last_error_store(&err);
-  lw__digest_compute(elf.data, elf.bytes, c->entry, c->n_params, c->param_dirs, out);
+  lw__digest_compute_format(elf.data, elf.bytes, c->entry, c->n_params, c->param_dirs, format,
+                            c->build_options, out);
   lw__image_bytes_release(&elf);
   return LW_OK;
 }

@@ -160,8 +160,9 @@ static lw_status_t decompress(const void *src, size_t bytes, const char *name,
   return st;
 }
 
-lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
-                             lw_image_bytes_t *out, lw_error_t *err) {
+// Decompresses (or borrows) the bytes without checking what they are.
+static lw_status_t decode_raw(const void *image, size_t bytes, const char *name,
+                              lw_image_bytes_t *out, lw_error_t *err) {
   if (out == NULL) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": out is NULL",
                          NAME_ARGS(name));
@@ -183,12 +184,94 @@ lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
     LW_RETURN_IF_ERROR(decompress(image, bytes, name, &buf, &n, err));
     b = (lw_image_bytes_t){.data = buf, .bytes = n, .owned = buf};
   }
-  lw_status_t st = lw__image_check_elf(b.data, b.bytes, name, err);
+  *out = b;
+  return LW_OK;
+}
+
+lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
+                             lw_image_bytes_t *out, lw_error_t *err) {
+  LW_RETURN_IF_ERROR(decode_raw(image, bytes, name, out, err));
+  lw_status_t st = lw__image_check_elf(out->data, out->bytes, name, err);
+  if (st != LW_OK) lw__image_bytes_release(out);
+  return st;
+}
+
+const char *lw_image_format_name(lw_image_format_t f) {
+  switch (f) {
+    case LW_IMAGE_AUTO: return "AUTO";
+    case LW_IMAGE_ELF: return "ELF";
+    case LW_IMAGE_OPENCL_C: return "OpenCL C";
+    case LW_IMAGE_SPIRV: return "SPIR-V";
+  }
+  return "unknown";
+}
+
+// SPIR-V's magic number, as the first word in the module's (little-endian here) byte order.
+#define LW_SPIRV_MAGIC 0x07230203u
+
+static bool is_spirv(const uint8_t *p, size_t bytes) {
+  if (bytes < 4) return false;
+  uint32_t w = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  return w == LW_SPIRV_MAGIC;
+}
+
+lw_image_format_t lw__image_detect_format(const uint8_t *data, size_t bytes) {
+  if (data && bytes >= SELFMAG && memcmp(data, ELFMAG, SELFMAG) == 0) return LW_IMAGE_ELF;
+  if (data && is_spirv(data, bytes)) return LW_IMAGE_SPIRV;
+  return LW_IMAGE_OPENCL_C;
+}
+
+static lw_status_t check_format(const uint8_t *p, size_t bytes, const char *name,
+                                lw_image_format_t f, lw_error_t *err) {
+  switch (f) {
+    case LW_IMAGE_ELF:
+      return lw__image_check_elf(p, bytes, name, err);
+    case LW_IMAGE_SPIRV:
+      if (!is_spirv(p, bytes) || bytes % 4 != 0) {
+        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                             NAME_FMT ": not a SPIR-V module (%s; need the magic 0x%08x and a "
+                             "whole number of 32-bit words)",
+                             NAME_ARGS(name), is_spirv(p, bytes) ? "length" : "bad magic",
+                             LW_SPIRV_MAGIC);
+      }
+      return LW_OK;
+    case LW_IMAGE_OPENCL_C: {
+      // The source goes to the compiler with its length, so a NUL terminator is allowed at
+      // the very end only; one earlier would cut the program short without a word.
+      const void *nul = memchr(p, 0, bytes);
+      if (nul && (const uint8_t *)nul != p + bytes - 1) {
+        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                             NAME_FMT ": OpenCL C source has a NUL byte at offset %zu of %zu "
+                             "(binary data given as OpenCL C?)",
+                             NAME_ARGS(name), (size_t)((const uint8_t *)nul - p), bytes);
+      }
+      return LW_OK;
+    }
+    case LW_IMAGE_AUTO:
+      break;
+  }
+  return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, NAME_FMT ": unknown image format %d",
+                       NAME_ARGS(name), (int)f);
+}
+
+lw_status_t lw__image_decode_format(const void *image, size_t bytes, const char *name,
+                                    lw_image_format_t format, lw_image_bytes_t *out,
+                                    lw_image_format_t *out_format, lw_error_t *err) {
+  if ((uint32_t)format > (uint32_t)LW_IMAGE_SPIRV) {
+    if (out) *out = (lw_image_bytes_t){0};
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         NAME_FMT ": unknown image format %d (LW_IMAGE_AUTO..LW_IMAGE_SPIRV)",
+                         NAME_ARGS(name), (int)format);
+  }
+  LW_RETURN_IF_ERROR(decode_raw(image, bytes, name, out, err));
+  lw_image_format_t f =
+      format == LW_IMAGE_AUTO ? lw__image_detect_format(out->data, out->bytes) : format;
+  lw_status_t st = check_format(out->data, out->bytes, name, f, err);
   if (st != LW_OK) {
-    lw__image_bytes_release(&b);
+    lw__image_bytes_release(out);
     return st;
   }
-  *out = b;
+  if (out_format) *out_format = f;
   return LW_OK;
 }
 

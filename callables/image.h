@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lanework/callable.h"
 #include "lanework/kernel.h"
 #include "lanework/status.h"
 
@@ -36,6 +37,19 @@ bool lw__image_is_zstd(const void *image, size_t bytes);
 LW_MUST_USE lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
                                          lw_image_bytes_t *out, lw_error_t *err);
 void lw__image_bytes_release(lw_image_bytes_t *b);
+
+// Decompresses like lw__image_decode, then resolves format: LW_IMAGE_AUTO becomes ELF (ELF
+// magic), SPIRV (SPIR-V magic) or OPENCL_C (anything else); *out_format gets the result. Then
+// checks the bytes against it: an ELF header for ELF, the magic and a whole number of 32-bit
+// words for SPIRV, no NUL byte before the end for OpenCL C text. INVALID_ARGUMENT naming the
+// callable, the format and the reason; an unknown format value is INVALID_ARGUMENT too.
+LW_MUST_USE lw_status_t lw__image_decode_format(const void *image, size_t bytes,
+                                                const char *name, lw_image_format_t format,
+                                                lw_image_bytes_t *out,
+                                                lw_image_format_t *out_format, lw_error_t *err);
+
+// The format the bytes look like (ELF magic, SPIR-V magic, else OpenCL C).
+lw_image_format_t lw__image_detect_format(const uint8_t *data, size_t bytes);
 
 // ELF64, little endian, ET_DYN, this machine's e_machine; INVALID_ARGUMENT otherwise.
 LW_MUST_USE lw_status_t lw__image_check_elf(const uint8_t *elf, size_t bytes, const char *name,

@@ -1,10 +1,11 @@
 // child/backend.h — the chip backend interface. The choice is made at run time from
 // lw_chip_config_t.backend, hence a vtable (the only one in lanework).
 //
-// A backend turns ELF kernel images into modules and launches them. `sim` (backend_sim.c)
-// runs kernels on the calling CPU thread; a device backend (e.g. CUDA loaded with dlopen)
-// would load a device image in `load` and enqueue + synchronize in `launch`, polling the
-// cancel word between kernel blocks.
+// A backend turns kernel images into modules and launches them. `sim` (backend_sim.c) loads
+// ELF images and runs kernels on the calling CPU thread; `opencl` (backend_opencl.c, built
+// when CMake finds OpenCL) builds OpenCL C or SPIR-V programs in `load` and enqueues NDRanges
+// in slices in `launch`, checking the cancel word between slices. Each backend lists the image
+// formats it loads; the chip refuses the others before calling load.
 //
 // Threads: load/unload are called on the chip's register lane, launch on its run lane; the
 // two may run at the same time on different modules. open/close on the thread that opens and
@@ -17,6 +18,7 @@
 
 #include "lanes/cancel.h"
 #include "lanework/args.h"
+#include "lanework/callable.h"
 #include "lanework/config.h"
 #include "lanework/status.h"
 
@@ -29,16 +31,32 @@ typedef struct lw_backend_launch_result {
   uint64_t kernel_wall_ns;  // the kernel's own execution time
 } lw_backend_launch_result_t;
 
+// What load gets: the image (decompressed, its format resolved and checked) and the callable's
+// description. Everything is borrowed for the duration of the call.
+typedef struct lw_backend_image {
+  const uint8_t *data;
+  size_t bytes;
+  lw_image_format_t format;    // never LW_IMAGE_AUTO
+  const char *entry;           // never NULL
+  const char *name;            // never NULL
+  const char *build_options;   // never NULL ("" for none)
+  uint32_t n_params;
+  const uint8_t *param_dirs;   // n_params entries of LW_PARAM_*
+} lw_backend_image_t;
+
+// Bit for format f in lw_backend_ops_t.formats.
+#define LW_BACKEND_FORMAT_BIT(f) (1u << (unsigned)(f))
+
 typedef struct lw_backend_ops {
   const char *name;
+  uint32_t formats;  // LW_BACKEND_FORMAT_BIT of every format load accepts
   LW_MUST_USE lw_status_t (*open)(const lw_chip_config_t *cfg, void **out_device,
                                   lw_error_t *err);
   void (*close)(void *device);
-  // Loads elf (decompressed) and runs the kernel's prepare hook. On failure nothing stays
-  // loaded and err names the callable and the reason.
-  LW_MUST_USE lw_status_t (*load)(void *device, const uint8_t *elf, size_t bytes,
-                                  const char *entry, const char *name, void **out_module,
-                                  lw_error_t *err);
+  // Loads the image (sim: dlopen + the prepare hook; opencl: build the program, create the
+  // kernel). On failure nothing stays loaded and err names the callable and the reason.
+  LW_MUST_USE lw_status_t (*load)(void *device, const lw_backend_image_t *image,
+                                  void **out_module, lw_error_t *err);
   // Runs the release hook and unloads.
   void (*unload)(void *device, void *module);
   // Runs module on args to completion. The kernel sees (cancel_word, generation). LW_OK means
@@ -49,10 +67,35 @@ typedef struct lw_backend_ops {
                                     lw_backend_launch_result_t *out, lw_error_t *err);
 } lw_backend_ops_t;
 
-// The backend called name, or NULL.
+// The backend called name, or NULL (an unknown name, or a backend not built in).
 const lw_backend_ops_t *lw__backend_find(const char *name);
 
+// The backends built into this library, for messages: "sim" or "sim, opencl".
+const char *lw__backend_names(void);
+
+// When name is a backend lanework knows but this build lacks: why, and what to install (a
+// static string); NULL otherwise.
+const char *lw__backend_missing_reason(const char *name);
+
 extern const lw_backend_ops_t lw__backend_sim;
+#ifdef LW_HAVE_OPENCL
+extern const lw_backend_ops_t lw__backend_opencl;
+
+// One OpenCL device as `lanework info` shows it; index is its device_id for the opencl chip.
+typedef struct lw_opencl_device_info {
+  int32_t index;
+  uint32_t compute_units;
+  char platform[128];
+  char device[128];
+  char type[16];     // "CPU", "GPU", "accelerator" or "other"
+  char version[64];  // CL_DEVICE_VERSION
+} lw_opencl_device_info_t;
+
+// Fills up to cap devices in device_id order; *out_n is the number of devices (may exceed
+// cap). UNAVAILABLE (saying what to install) when there is no platform or no device.
+LW_MUST_USE lw_status_t lw__opencl_list(lw_opencl_device_info_t *out, uint32_t cap,
+                                        uint32_t *out_n, lw_error_t *err);
+#endif
 
 #ifdef __cplusplus
 }

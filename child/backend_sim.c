@@ -45,14 +45,15 @@ static void ctx_init(lw_kernel_ctx_t *ctx, const sim_device_t *dev, sim_module_t
   ctx->name = m->name;
 }
 
-static lw_status_t sim_load(void *device, const uint8_t *elf, size_t bytes, const char *entry,
-                            const char *name, void **out_module, lw_error_t *err) {
+static lw_status_t sim_load(void *device, const lw_backend_image_t *img, void **out_module,
+                            lw_error_t *err) {
   sim_device_t *dev = device;
+  const char *name = img->name;
   *out_module = NULL;
   sim_module_t *m = calloc(1, sizeof(*m));
   if (!m) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "sim: out of memory");
   snprintf(m->name, sizeof(m->name), "%s", name ? name : "callable");
-  lw_status_t st = lw__image_load(elf, bytes, entry, m->name, &m->image, err);
+  lw_status_t st = lw__image_load(img->data, img->bytes, img->entry, m->name, &m->image, err);
   if (st != LW_OK) {
     free(m);
     return st;
@@ -98,6 +99,7 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
   sim_module_t *m = module;
   lw_kernel_ctx_t ctx;
   ctx_init(&ctx, dev, m, cancel_word, generation);
+  ctx.launch = args->launch;
   int64_t t0 = lw__now_ns();
   out->kernel_rc = m->image.main(&ctx, args);
   out->kernel_wall_ns = (uint64_t)(lw__now_ns() - t0);
@@ -106,6 +108,7 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
 
 const lw_backend_ops_t lw__backend_sim = {
     .name = "sim",
+    .formats = LW_BACKEND_FORMAT_BIT(LW_IMAGE_ELF),
     .open = sim_open,
     .close = sim_close,
     .load = sim_load,
@@ -115,5 +118,28 @@ const lw_backend_ops_t lw__backend_sim = {
 
 const lw_backend_ops_t *lw__backend_find(const char *name) {
   if (name && strcmp(name, lw__backend_sim.name) == 0) return &lw__backend_sim;
+#ifdef LW_HAVE_OPENCL
+  if (name && strcmp(name, lw__backend_opencl.name) == 0) return &lw__backend_opencl;
+#endif
+  return NULL;
+}
+
+const char *lw__backend_names(void) {
+#ifdef LW_HAVE_OPENCL
+  return "sim, opencl";
+#else
+  return "sim";
+#endif
+}
+
+const char *lw__backend_missing_reason(const char *name) {
+#ifndef LW_HAVE_OPENCL
+  if (name && strcmp(name, "opencl") == 0) {
+    return "this lanework was built without OpenCL (install ocl-icd-opencl-dev and "
+           "opencl-c-headers, plus a driver such as pocl-opencl-icd, then reconfigure)";
+  }
+#else
+  (void)name;
+#endif
   return NULL;
 }

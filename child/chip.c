@@ -323,6 +323,7 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
     kargs.tensor[i].bytes = args->tensor[i].bytes;
   }
   memcpy(kargs.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
+  kargs.launch = args->launch;
 
   lw_error_t err;
   lw_chip_run_t *op = NULL;
@@ -368,6 +369,8 @@ typedef struct register_op {
   char entry[128];
   uint32_t n_params;
   uint8_t param_dirs[LW_MAX_PARAMS];
+  lw_image_format_t format;  // as given (AUTO is resolved on the register lane)
+  char build_options[LW_MAX_BUILD_OPTIONS_BYTES];
 } register_op_t;
 
 // Takes the chip's staging buffer for a copy of bytes, or NULL when it is in use.
@@ -429,15 +432,43 @@ static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
                        "chip %d: register of %s withdrawn before it started", dev, op->name);
     goto done;
   }
-  st = lw__image_decode(op->image, op->image_bytes, op->name, &elf, &err);
+  lw_image_format_t format = LW_IMAGE_AUTO;
+  st = lw__image_decode_format(op->image, op->image_bytes, op->name, op->format, &elf, &format,
+                               &err);
   if (st != LW_OK) goto done;
+  if (!(chip->backend->formats & LW_BACKEND_FORMAT_BIT(format))) {
+    char loads[64] = "";
+    for (int f = LW_IMAGE_ELF; f <= LW_IMAGE_SPIRV; ++f) {
+      if (!(chip->backend->formats & LW_BACKEND_FORMAT_BIT(f))) continue;
+      size_t used = strlen(loads);
+      snprintf(loads + used, sizeof(loads) - used, "%s%s", used ? ", " : "",
+               lw_image_format_name((lw_image_format_t)f));
+    }
+    st = lw__error_set(&err, LW_INVALID_ARGUMENT, dev, 0,
+                       "chip %d: backend %s cannot load callable %s: its image format is %s%s "
+                       "(%s loads: %s)",
+                       dev, chip->backend->name, op->name, lw_image_format_name(format),
+                       op->format == LW_IMAGE_AUTO ? " (detected)" : "", chip->backend->name,
+                       loads);
+    goto done;
+  }
   lw_digest_t digest;
-  lw__digest_compute(elf.data, elf.bytes, op->entry, op->n_params, op->param_dirs, &digest);
+  lw__digest_compute_format(elf.data, elf.bytes, op->entry, op->n_params, op->param_dirs, format,
+                            op->build_options, &digest);
   st = lw__registry_acquire(chip->registry, digest, &ch, &err);
   if (st == LW_NOT_FOUND) {
     void *module = NULL;
-    st = chip->backend->load(chip->device, elf.data, elf.bytes, op->entry, op->name, &module,
-                             &err);
+    lw_backend_image_t img = {
+        .data = elf.data,
+        .bytes = elf.bytes,
+        .format = format,
+        .entry = op->entry,
+        .name = op->name,
+        .build_options = op->build_options,
+        .n_params = op->n_params,
+        .param_dirs = op->param_dirs,
+    };
+    st = chip->backend->load(chip->device, &img, &module, &err);
     if (st == LW_OK) {
       st = lw__registry_insert(chip->registry, digest, op->name, op->n_params, op->param_dirs,
                                module, &ch, &err);
@@ -482,6 +513,9 @@ static lw_status_t register_submit(lw_chip_t *chip, const lw_callable_t *c, bool
   snprintf(op->entry, sizeof(op->entry), "%s", c->entry ? c->entry : LW_DEFAULT_ENTRY);
   op->n_params = c->n_params;
   if (c->n_params) memcpy(op->param_dirs, c->param_dirs, c->n_params);
+  op->format = c->format;
+  snprintf(op->build_options, sizeof(op->build_options), "%s",
+           c->build_options ? c->build_options : "");
   op->image_bytes = c->image_bytes;
   if (copy_image) {
     op->owned_image = staging_take(chip, c->image_bytes);
@@ -731,9 +765,14 @@ lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip, lw_
   }
   const lw_backend_ops_t *backend = lw__backend_find(cfg->backend);
   if (!backend) {
+    const char *missing = lw__backend_missing_reason(cfg->backend);
+    if (missing) {
+      return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "chip_open: backend '%.*s': %s",
+                           LW_BACKEND_NAME_BYTES, cfg->backend, missing);
+    }
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "chip_open: unknown backend '%.*s' (known: sim)", LW_BACKEND_NAME_BYTES,
-                         cfg->backend);
+                         "chip_open: unknown backend '%.*s' (known: %s)", LW_BACKEND_NAME_BYTES,
+                         cfg->backend, lw__backend_names());
   }
   if (cfg->run_queue_depth == 0 || cfg->register_queue_depth == 0) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "chip_open: queue depths must be > 0");

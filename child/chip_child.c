@@ -221,7 +221,9 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
                               .image_bytes = t.image_bytes,
                               .entry = t.entry[0] ? t.entry : NULL,
                               .n_params = t.n_params,
-                              .param_dirs = t.n_params ? t.param_dirs : NULL};
+                              .param_dirs = t.n_params ? t.param_dirs : NULL,
+                              .format = (lw_image_format_t)t.format,
+                              .build_options = t.build_options};
     st = lw__chip_register_async_opts(chip, &callable, &opts, &h, &err);
   } else {
     st = lw__chip_unregister_async_opts(chip, (lw_callable_handle_t){t.target}, &opts, &h, &err);

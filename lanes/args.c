@@ -48,6 +48,74 @@ lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value) {
   return LW_OK;
 }
 
+lw_status_t lw__launch_check(const lw_launch_t *l, lw_error_t *err) {
+  if (l->dims > LW_MAX_LAUNCH_DIMS) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "args: launch dims %u is outside 0..%d", l->dims, LW_MAX_LAUNCH_DIMS);
+  }
+  uint32_t with_local = 0;
+  uint64_t items = 1;
+  for (uint32_t i = 0; i < LW_MAX_LAUNCH_DIMS; ++i) {
+    if (i >= l->dims) {
+      if (l->global[i] != 0 || l->local[i] != 0) {
+        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                             "args: launch dimension %u is unused (dims %u) but set to global "
+                             "%llu, local %llu",
+                             i, l->dims, (unsigned long long)l->global[i],
+                             (unsigned long long)l->local[i]);
+      }
+      continue;
+    }
+    if (l->global[i] == 0) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "args: launch global[%u] is 0 (need >= 1 work-item)", i);
+    }
+    if (__builtin_mul_overflow(items, l->global[i], &items)) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "args: launch of %u dimensions has more than 2^64 work-items", l->dims);
+    }
+    if (l->local[i] != 0) {
+      with_local++;
+      if (l->global[i] % l->local[i] != 0) {
+        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                             "args: launch local[%u] = %llu does not divide global[%u] = %llu", i,
+                             (unsigned long long)l->local[i], i,
+                             (unsigned long long)l->global[i]);
+      }
+    }
+  }
+  if (with_local != 0 && with_local != l->dims) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "args: launch local sizes are set in %u of %u dimensions (set all, or "
+                         "all 0 to let the device choose)",
+                         with_local, l->dims);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_args_set_launch(lw_args_t *a, uint32_t dims,
+                               const uint64_t global[LW_MAX_LAUNCH_DIMS],
+                               const uint64_t local[LW_MAX_LAUNCH_DIMS]) {
+  if (a == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: args is NULL");
+  if (dims == 0 || dims > LW_MAX_LAUNCH_DIMS) {
+    return lw__fail(LW_INVALID_ARGUMENT, "args: launch dims %u is outside 1..%d", dims,
+                    LW_MAX_LAUNCH_DIMS);
+  }
+  if (global == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: launch global is NULL");
+  lw_launch_t l;
+  memset(&l, 0, sizeof(l));
+  l.dims = dims;
+  for (uint32_t i = 0; i < dims; ++i) {
+    l.global[i] = global[i];
+    l.local[i] = local ? local[i] : 0;
+  }
+  lw_error_t err;
+  lw_status_t st = lw__launch_check(&l, &err);
+  if (st != LW_OK) return lw__last_error_store(&err);
+  a->launch = l;
+  return LW_OK;
+}
+
 lw_status_t lw__args_check(const lw_args_t *a, lw_error_t *err) {
   if (a == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "args: args is NULL");
   if (a->n_tensors > LW_MAX_TENSORS) {
@@ -71,7 +139,7 @@ lw_status_t lw__args_check(const lw_args_t *a, lw_error_t *err) {
                            (int)LW_TAG_NO_DEP);
     }
   }
-  return LW_OK;
+  return lw__launch_check(&a->launch, err);
 }
 
 lw_status_t lw_args_validate(const lw_args_t *a) {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
@@ -248,9 +249,11 @@ lw_status_t lw__mailbox_args_encode(const lw_args_t *args, const lw_mb_arena_t *
     out->tensor[i].offset = (uint64_t)(p - base);
     out->tensor[i].bytes = t->bytes;
   }
+  LW_RETURN_IF_ERROR(lw__launch_check(&args->launch, err));
   out->n_tensors = args->n_tensors;
   out->n_scalars = args->n_scalars;
   memcpy(out->scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
+  out->launch = args->launch;
   return LW_OK;
 }
 
@@ -284,9 +287,13 @@ lw_status_t lw__mailbox_args_decode(const lw_mb_args_t *in, const lw_mb_arena_t 
     out->tensor[i].data = bytes == 0 ? NULL : arena->base + offset;
     out->tensor[i].bytes = bytes;
   }
+  // Check a private copy: in may point into shared memory the other side still writes.
+  lw_launch_t launch = in->launch;
+  LW_RETURN_IF_ERROR(lw__launch_check(&launch, err));
   out->n_tensors = n_tensors;
   out->n_scalars = n_scalars;
   memcpy(out->scalar, in->scalar, sizeof(uint64_t) * n_scalars);
+  out->launch = launch;
   return LW_OK;
 }
 
@@ -424,6 +431,12 @@ lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "post_control: %u params > %zu",
                          p->n_params, sizeof(p->param_dirs));
   }
+  if (p->build_options && strnlen(p->build_options, LW_MAX_BUILD_OPTIONS_BYTES) >=
+                              LW_MAX_BUILD_OPTIONS_BYTES) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "post_control: build options longer than %d characters",
+                         LW_MAX_BUILD_OPTIONS_BYTES - 1);
+  }
   lw_mb_control_t *c = &mb->control;
   // Acquire: pairs with consume_control's release of IDLE (the previous ack was read first).
   uint32_t state = atomic_load_explicit(&c->state, memory_order_acquire);
@@ -441,6 +454,12 @@ lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_
   memcpy(c->param_dirs, p->param_dirs, sizeof(c->param_dirs));
   name_copy(c->name, p->name);
   name_copy(c->entry, p->entry);
+  c->format = p->format;
+  c->reserved2 = 0;
+  memset(c->build_options, 0, sizeof(c->build_options));
+  if (p->build_options) {
+    memcpy(c->build_options, p->build_options, strlen(p->build_options));
+  }
   c->ack_status = LW_OK;
   c->ack_async = 0;
   c->ack_value = 0;
@@ -691,6 +710,8 @@ lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *aren
   memcpy(out->param_dirs, c->param_dirs, sizeof(out->param_dirs));
   memcpy(out->name, c->name, sizeof(out->name));
   memcpy(out->entry, c->entry, sizeof(out->entry));
+  out->format = c->format;
+  memcpy(out->build_options, c->build_options, sizeof(out->build_options));
   // Validate the private copy, not the shared frame.
   if (!command_is_known(command)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "control %llu: unknown command %" PRIu32,
@@ -718,6 +739,18 @@ lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *aren
                            (unsigned long long)out->control_id,
                            (unsigned long long)out->image_offset,
                            (unsigned long long)out->image_bytes, (unsigned long long)arena_bytes);
+    }
+    if (out->format > (uint32_t)LW_IMAGE_SPIRV) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "control %llu: REGISTER image format %" PRIu32
+                           " is not an LW_IMAGE_* value (0..%d)",
+                           (unsigned long long)out->control_id, out->format, LW_IMAGE_SPIRV);
+    }
+    if (memchr(out->build_options, 0, sizeof(out->build_options)) == NULL) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "control %llu: REGISTER build options are not NUL-terminated "
+                           "within %d bytes",
+                           (unsigned long long)out->control_id, LW_MAX_BUILD_OPTIONS_BYTES);
     }
   }
   return LW_OK;

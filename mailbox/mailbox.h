@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 2u
+#define LW_MB_VERSION 3u  // 3: image format, build options, launch geometry
 #define LW_MB_TASK_FRAMES 4u     // D
 #define LW_MB_RING_ENTRIES 64u   // R
 #define LW_MB_NAME_BYTES 128
@@ -120,9 +120,13 @@ typedef struct lw_mb_args {
     uint64_t bytes;
   } tensor[LW_MAX_TENSORS];
   uint64_t scalar[LW_MAX_SCALARS];
+  lw_launch_t launch;  // launch geometry (lanework/args.h), checked by decode
 } lw_mb_args_t;
-_Static_assert(sizeof(lw_mb_args_t) == 8 + 16 * LW_MAX_TENSORS + 8 * LW_MAX_SCALARS,
+_Static_assert(sizeof(lw_launch_t) == 8 + 16 * LW_MAX_LAUNCH_DIMS, "launch layout");
+_Static_assert(sizeof(lw_mb_args_t) ==
+                   8 + 16 * LW_MAX_TENSORS + 8 * LW_MAX_SCALARS + sizeof(lw_launch_t),
                "args blob layout");
+_Static_assert(offsetof(lw_mb_args_t, launch) == 392, "launch after the scalars");
 
 typedef struct lw_mb_header {
   uint32_t magic;
@@ -182,7 +186,10 @@ typedef struct lw_mb_control {
   uint32_t ack_async;          // 1: the command's end comes through the completion ring
   uint64_t ack_value;
   lw_waitword_t done_word;     // the poster sleeps here for CONTROL_DONE
-  uint8_t reserved1[384];
+  uint32_t format;             // REGISTER: lw_image_format_t as the caller gave it (AUTO too)
+  uint32_t reserved2;
+  char build_options[LW_MAX_BUILD_OPTIONS_BYTES];  // REGISTER: NUL-terminated, "" for none
+  uint8_t reserved1[120];
   lw_error_t ack_error;
 } lw_mb_control_t;
 
@@ -207,7 +214,7 @@ typedef struct lw_mb_task {
   int32_t kernel_rc;
   uint64_t kernel_ns;
   uint64_t queue_ns;
-  uint8_t reserved2[208];
+  uint8_t reserved2[152];
   lw_error_t result_error;
 } lw_mb_task_t;
 
@@ -248,7 +255,11 @@ _Static_assert(sizeof(lw_mb_control_t) == 1024, "control frame size");
 _Static_assert(LW_MAX_PARAMS == 32, "control frame layout assumes LW_MAX_PARAMS == 32");
 _Static_assert(sizeof(((lw_mb_control_t *)0)->param_dirs) == LW_MAX_PARAMS,
                "control frame param_dirs holds LW_MAX_PARAMS entries");
+_Static_assert(LW_MAX_BUILD_OPTIONS_BYTES == 256, "control frame layout assumes 256-byte options");
+_Static_assert(offsetof(lw_mb_control_t, format) == 368, "format after done_word");
+_Static_assert(offsetof(lw_mb_control_t, build_options) == 376, "build options offset");
 _Static_assert(sizeof(lw_mb_task_t) == 1024, "task frame size");
+_Static_assert(offsetof(lw_mb_task_t, result_status) == 576, "result after the args");
 _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
@@ -344,6 +355,9 @@ typedef struct lw_mb_control_post {
   uint8_t param_dirs[LW_MAX_PARAMS];
   const char *name;   // copied, truncated to LW_MB_NAME_BYTES - 1
   const char *entry;  // copied
+  uint32_t format;    // REGISTER: lw_image_format_t
+  const char *build_options;  // REGISTER: copied (NULL: none); longer than the frame's field
+                              // is INVALID_ARGUMENT
 } lw_mb_control_post_t;
 // Writes the control frame (IDLE expected), publishes CONTROL_REQUEST, rings the doorbell.
 LW_MUST_USE lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_t *p,
@@ -396,7 +410,7 @@ LW_MUST_USE lw_status_t lw__mailbox_task_complete(lw_mailbox_t *mb, uint32_t fra
                                                  lw_error_t *err);
 
 // Copies a CONTROL_REQUEST out (validated: known command, NUL-terminated strings, n_params,
-// image range inside the arena for REGISTER).
+// image range inside the arena, format value and NUL-terminated build options for REGISTER).
 typedef struct lw_mb_control_taken {
   lw_mb_command_t command;
   uint64_t control_id;
@@ -406,6 +420,8 @@ typedef struct lw_mb_control_taken {
   uint8_t param_dirs[LW_MAX_PARAMS];
   char name[LW_MB_NAME_BYTES];
   char entry[LW_MB_NAME_BYTES];
+  uint32_t format;  // checked: an lw_image_format_t value
+  char build_options[LW_MAX_BUILD_OPTIONS_BYTES];  // checked: NUL-terminated
 } lw_mb_control_taken_t;
 LW_MUST_USE lw_status_t lw__mailbox_take_control(lw_mailbox_t *mb, const lw_mb_arena_t *arena,
                                                 lw_mb_control_taken_t *out, lw_error_t *err);

@@ -237,6 +237,7 @@ static void wop_post(lw_wop_t *op) {
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     char name[LW_CALLABLE_NAME_BYTES], entry[LW_CALLABLE_NAME_BYTES];
+    char build_options[LW_MAX_BUILD_OPTIONS_BYTES];
     // Read under w->mu while the op is still pending: the callable's slot is released only
     // when the op completes, so nothing read here can belong to another callable.
     pthread_mutex_lock(&w->mu);
@@ -262,6 +263,9 @@ static void wop_post(lw_wop_t *op) {
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
+      p.format = c->format;
+      memcpy(build_options, c->build_options, sizeof(build_options));
+      p.build_options = build_options;
     } else if (op->kind == LW_WOP_ROLLBACK && !op->ok[i]) {
       // Nothing to undo on this chip; this may be the last report the op waited for.
       op_record(op, i, LW_OK, 0, NULL);
@@ -445,6 +449,9 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   snprintf(wc->entry, sizeof(wc->entry), "%s", c->entry ? c->entry : LW_DEFAULT_ENTRY);
   wc->n_params = c->n_params;
   if (c->n_params) memcpy(wc->param_dirs, c->param_dirs, c->n_params);
+  wc->format = c->format;
+  snprintf(wc->build_options, sizeof(wc->build_options), "%s",
+           c->build_options ? c->build_options : "");
   wc->image = image;
   wc->image_bytes = c->image_bytes;
   // Listed before any post: a child may report before its ack is even read.

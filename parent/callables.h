@@ -67,6 +67,8 @@ typedef struct lw_wcallable {
   char entry[LW_CALLABLE_NAME_BYTES];
   uint32_t n_params;
   uint8_t param_dirs[LW_MAX_PARAMS];
+  lw_image_format_t format;    // chip: as registered (AUTO is resolved by each child)
+  char build_options[LW_MAX_BUILD_OPTIONS_BYTES];  // chip: "" for none
   void *image;                 // arena copy (chip): replayed to a respawned child
   uint64_t image_bytes;
   uint64_t local[LW_MAX_CHIPS];  // child-local callable ids

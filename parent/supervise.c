@@ -102,6 +102,8 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
       p.name = c->name;
       p.entry = c->entry;
+      p.format = c->format;
+      p.build_options = c->build_options;
     }
     pthread_mutex_unlock(&w->mu);
     if (!live) continue;

@@ -6,8 +6,9 @@ LW_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LW_BUILD="${LW_BUILD:-$LW_ROOT/build}"
 
 # The Debian packages lanework builds and tests with.
+# The OpenCL ones (loader, headers and PoCL, a CPU device) make every OpenCL test run for real.
 LW_PACKAGES=(build-essential cmake pkg-config libcriterion-dev libzstd-dev libxxhash-dev
-             libnuma-dev zstd)
+             libnuma-dev zstd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd)
 
 lw_install_deps() {
   local missing=()

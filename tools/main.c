@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "child/backend.h"
 #include "lanework/lanework.h"
 #include "tools/tool.h"
 
@@ -39,13 +40,38 @@ const char *lw__tool_kernel_dir(void) {
   return LW_INSTALLED_KERNEL_DIR;
 }
 
+// The OpenCL devices in device_id order (what an "opencl" chip's device_id indexes), or why
+// there are none.
+static void info_opencl(void) {
+#ifdef LW_HAVE_OPENCL
+  enum { kMax = 64 };
+  lw_opencl_device_info_t devs[kMax];
+  uint32_t n = 0;
+  lw_error_t err;
+  if (lw__opencl_list(devs, kMax, &n, &err) != LW_OK) {
+    printf("opencl:     %s\n", err.message);
+    return;
+  }
+  printf("opencl:     %u device%s (device_id: platform / device, type, compute units, "
+         "version)\n",
+         n, n == 1 ? "" : "s");
+  for (uint32_t i = 0; i < n && i < kMax; ++i) {
+    printf("  %2d: %s / %s, %s, %u CU, %s\n", devs[i].index, devs[i].platform, devs[i].device,
+           devs[i].type, devs[i].compute_units, devs[i].version);
+  }
+#else
+  printf("opencl:     %s\n", lw__backend_missing_reason("opencl"));
+#endif
+}
+
 int lw__tool_info(int argc, char **argv) {
   (void)argc;
   (void)argv;
   printf("lanework %s\n", LW_VERSION);
-  printf("backends:   sim\n");
+  printf("backends:   %s\n", lw__backend_names());
   printf("kernels:    %s\n", lw__tool_kernel_dir());
   printf("cpus:       %ld online\n", sysconf(_SC_NPROCESSORS_ONLN));
+  info_opencl();
   return 0;
 }
 

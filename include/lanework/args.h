@@ -37,11 +37,25 @@ typedef struct lw_args_tensor {
   uint32_t reserved_;
 } lw_args_tensor_t;
 
+#define LW_MAX_LAUNCH_DIMS 3
+
+// Launch geometry, OpenCL style: dims work-item dimensions (1..3), global[i] work-items in
+// dimension i, local[i] the work-group size (0 in every used dimension: the device chooses).
+// dims 0 means no geometry was given: a device backend then runs a single work-item, and a sim
+// kernel decides for itself. Unused dimensions are 0.
+typedef struct lw_launch {
+  uint32_t dims;
+  uint32_t reserved_;
+  uint64_t global[LW_MAX_LAUNCH_DIMS];
+  uint64_t local[LW_MAX_LAUNCH_DIMS];
+} lw_launch_t;
+
 typedef struct lw_args {
   uint32_t n_tensors;
   uint32_t n_scalars;
   lw_args_tensor_t tensor[LW_MAX_TENSORS];
   uint64_t scalar[LW_MAX_SCALARS];
+  lw_launch_t launch;  // lw_args_set_launch; zeroed by lw_args_init (no geometry)
 } lw_args_t;
 
 // What a kernel or a sub function receives: tags stripped, order kept.
@@ -53,6 +67,7 @@ typedef struct lw_kernel_args {
     uint64_t bytes;
   } tensor[LW_MAX_TENSORS];
   uint64_t scalar[LW_MAX_SCALARS];
+  lw_launch_t launch;  // as the caller set it (dims 0: none)
 } lw_kernel_args_t;
 
 // Empties *a.
@@ -65,6 +80,13 @@ LW_API LW_MUST_USE lw_status_t lw_args_add_tensor(lw_args_t *a, void *data, uint
 
 // Appends a scalar; INVALID_ARGUMENT past LW_MAX_SCALARS.
 LW_API LW_MUST_USE lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value);
+
+// Sets the launch geometry: dims 1..LW_MAX_LAUNCH_DIMS, global[i] >= 1 for i < dims, local
+// NULL or all 0 (the device chooses) or every local[i] >= 1 dividing global[i]. Entries past
+// dims are ignored and stored as 0. INVALID_ARGUMENT naming the dimension and the values.
+LW_API LW_MUST_USE lw_status_t lw_args_set_launch(lw_args_t *a, uint32_t dims,
+                                                  const uint64_t global[LW_MAX_LAUNCH_DIMS],
+                                                  const uint64_t local[LW_MAX_LAUNCH_DIMS]);
 
 // Checks an args struct filled by hand (counts within limits, tags known, data set).
 LW_API LW_MUST_USE lw_status_t lw_args_validate(const lw_args_t *a);

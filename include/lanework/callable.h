@@ -1,13 +1,15 @@
 // lanework/callable.h — what a task runs.
 //
-// A chip callable is a kernel image (ELF .so bytes, or a zstd frame of them; auto-detected),
-// an entry symbol and a signature. The descriptor only points at caller memory: registering
+// A chip callable is a kernel image (ELF .so bytes, OpenCL C source or SPIR-V IL, each plain or
+// as a zstd frame; the compression is auto-detected), its format, build options, an entry
+// symbol and a signature. The descriptor only points at caller memory: registering
 // copies what it needs, so the caller may free the image once register (or, for the async
 // form, its handle) has finished.
 //
 // Identity: the digest is XXH3-128 over a canonical encoding of {image bytes after
-// decompression, entry, signature}. Same digest = same callable: registering it twice on one
-// chip gives two handles on one refcounted slot.
+// decompression, entry, signature, format (after AUTO is resolved), build options}. Same
+// digest = same callable: registering it twice on one chip gives two handles on one
+// refcounted slot.
 #ifndef LANEWORK_CALLABLE_H_
 #define LANEWORK_CALLABLE_H_
 
@@ -23,6 +25,19 @@ extern "C" {
 #define LW_DEFAULT_ENTRY "lw_kernel_main"
 #define LW_MAX_PARAMS 32
 #define LW_MAX_IMAGE_BYTES (256ull << 20)  // decompressed; larger images are INVALID_ARGUMENT
+// Build options are at most this many bytes with their NUL (longer is INVALID_ARGUMENT).
+#define LW_MAX_BUILD_OPTIONS_BYTES 256
+
+// What the image bytes are (after zstd decompression). Each backend loads some formats only:
+// `sim` loads ELF, `opencl` OpenCL C and SPIR-V; registering another format on it fails
+// INVALID_ARGUMENT naming the backend, the callable and the format.
+typedef enum lw_image_format {
+  // Decided from the bytes: ELF magic -> ELF, SPIR-V magic -> SPIRV, otherwise OpenCL C text.
+  LW_IMAGE_AUTO = 0,
+  LW_IMAGE_ELF = 1,       // a host shared object exporting lw_kernel_main (lanework/kernel.h)
+  LW_IMAGE_OPENCL_C = 2,  // OpenCL C source text; entry names the __kernel function
+  LW_IMAGE_SPIRV = 3,     // SPIR-V IL (clCreateProgramWithIL); entry names the kernel
+} lw_image_format_t;
 
 enum {
   LW_PARAM_IN = 0,
@@ -47,6 +62,12 @@ typedef struct lw_callable {
   // cannot be told apart from one without a signature: both are unchecked.
   uint32_t n_params;         // <= LW_MAX_PARAMS
   const uint8_t *param_dirs; // n_params entries of LW_PARAM_*; NULL when n_params == 0
+  // Fields added after the first release sit here, at the end, so a descriptor zeroed by
+  // older code means AUTO and no options.
+  lw_image_format_t format;  // LW_IMAGE_AUTO (0) detects it from the bytes
+  // Passed to the device compiler (e.g. "-DN=4"); NULL or "" for none. Ignored by formats
+  // that are not compiled (ELF), but still part of the digest.
+  const char *build_options;
 } lw_callable_t;
 
 // Opaque: an id in a per-chip (L2) or per-worker (L3) table, never a slot index. 0 is never a
@@ -64,6 +85,9 @@ typedef struct lw_digest {
 // name is the file's base name without extension; entry is LW_DEFAULT_ENTRY.
 LW_API LW_MUST_USE lw_status_t lw_callable_load_file(const char *path, lw_callable_t *out);
 LW_API void lw_callable_free_loaded(lw_callable_t *c);
+
+// The format's name for messages ("ELF", "OpenCL C", "SPIR-V", "AUTO"; "unknown" otherwise).
+LW_API const char *lw_image_format_name(lw_image_format_t f);
 
 // Computes the digest (decompressing a zstd image first). INVALID_ARGUMENT for a malformed
 // descriptor or a corrupt zstd frame.

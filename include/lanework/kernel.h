@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define LW_KERNEL_ABI_VERSION 1u
+#define LW_KERNEL_ABI_VERSION 2u  // 2: ctx->launch
 #define LW_KERNEL_CANCELLED (-125)  // conventional return of a kernel that saw should_stop
 
 typedef struct lw_kernel_ctx {
@@ -43,6 +43,10 @@ typedef struct lw_kernel_ctx {
   uint64_t generation;
   void *state;                    // kernel-owned; set by prepare, passed to every run
   const char *name;               // the callable's name
+  // Added in ABI 2, at the end (older kernels never read it): the run's launch geometry from
+  // lw_args_set_launch (dims 0: none given), the same as args->launch. Zero in prepare and
+  // release.
+  lw_launch_t launch;
 } lw_kernel_ctx_t;
 
 // True once this run was cancelled. One relaxed load and a compare: a stale value only delays

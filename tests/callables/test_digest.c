@@ -57,9 +57,9 @@ Test(digest, digest_is_xxh3_128_of_the_documented_encoding) {
   const uint8_t elf[5] = {1, 2, 3, 4, 5};
   const char *entry = "main2";
   const uint8_t dirs[2] = {LW_PARAM_SCALAR, LW_PARAM_OUT};
-  uint8_t enc[8 + 8 + 5 + 4 + 5 + 4 + 2];
+  uint8_t enc[8 + 8 + 5 + 4 + 5 + 4 + 2 + 4 + 4 + 4];
   size_t o = 0;
-  memcpy(enc + o, "LWCALL1\0", 8), o += 8;
+  memcpy(enc + o, "LWCALL2\0", 8), o += 8;
   const uint8_t len64[8] = {5, 0, 0, 0, 0, 0, 0, 0};
   memcpy(enc + o, len64, 8), o += 8;
   memcpy(enc + o, elf, 5), o += 5;
@@ -69,11 +69,101 @@ Test(digest, digest_is_xxh3_128_of_the_documented_encoding) {
   const uint8_t np[4] = {2, 0, 0, 0};
   memcpy(enc + o, np, 4), o += 4;
   memcpy(enc + o, dirs, 2), o += 2;
+  const uint8_t fmt[4] = {LW_IMAGE_OPENCL_C, 0, 0, 0};
+  memcpy(enc + o, fmt, 4), o += 4;
+  const uint8_t optlen[4] = {4, 0, 0, 0};
+  memcpy(enc + o, optlen, 4), o += 4;
+  memcpy(enc + o, "-DX1", 4), o += 4;
   cr_assert_eq(o, sizeof enc);
   XXH128_hash_t want = XXH3_128bits(enc, sizeof enc);
-  lw_digest_t got = digest_of(elf, 5, entry, 2, dirs);
+  lw_digest_t got;
+  lw__digest_compute_format(elf, 5, entry, 2, dirs, LW_IMAGE_OPENCL_C, "-DX1", &got);
   cr_assert_eq(got.lo, want.low64);
   cr_assert_eq(got.hi, want.high64);
+  // The ELF form without options is the same encoding with format 1 and no options.
+  enc[sizeof enc - 12] = LW_IMAGE_ELF;
+  enc[sizeof enc - 8] = 0;
+  want = XXH3_128bits(enc, sizeof enc - 4);
+  got = digest_of(elf, 5, entry, 2, dirs);
+  cr_assert_eq(got.lo, want.low64);
+  cr_assert_eq(got.hi, want.high64);
+}
+
+static const char k_source[] = "__kernel void k(__global int *a) { a[0] = 1; }";
+
+Test(digest, auto_format_and_the_format_it_resolves_to_give_one_digest) {
+  size_t n = 0;
+  uint8_t *elf = test_read_kernel("vector_add", &n);
+  lw_callable_t a = {.name = "va", .image = elf, .image_bytes = n};
+  lw_callable_t b = a;
+  b.format = LW_IMAGE_ELF;
+  lw_digest_t da, db;
+  cr_assert_eq(lw_callable_digest(&a, &da), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_eq(lw_callable_digest(&b, &db), LW_OK, "%s", lw_last_error()->message);
+  cr_assert(lw__digest_equal(da, db));
+  cr_assert(lw__digest_equal(da, digest_of(elf, n, NULL, 0, NULL)));
+  lw_callable_t src = {.name = "k", .image = k_source, .image_bytes = strlen(k_source)};
+  lw_callable_t src_explicit = src;
+  src_explicit.format = LW_IMAGE_OPENCL_C;
+  cr_assert_eq(lw_callable_digest(&src, &da), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_eq(lw_callable_digest(&src_explicit, &db), LW_OK, "%s", lw_last_error()->message);
+  cr_assert(lw__digest_equal(da, db), "text is detected as OpenCL C");
+  free(elf);
+}
+
+Test(digest, format_and_build_options_change_the_digest) {
+  lw_callable_t c = {.name = "k", .image = k_source, .image_bytes = strlen(k_source)};
+  lw_digest_t plain, opt, opt2, empty;
+  cr_assert_eq(lw_callable_digest(&c, &plain), LW_OK);
+  c.build_options = "-DN=4";
+  cr_assert_eq(lw_callable_digest(&c, &opt), LW_OK);
+  c.build_options = "-DN=5";
+  cr_assert_eq(lw_callable_digest(&c, &opt2), LW_OK);
+  c.build_options = "";
+  cr_assert_eq(lw_callable_digest(&c, &empty), LW_OK);
+  cr_assert_not(lw__digest_equal(plain, opt));
+  cr_assert_not(lw__digest_equal(opt, opt2));
+  cr_assert(lw__digest_equal(plain, empty), "NULL and empty options are the same");
+  lw_digest_t as_c, as_spirv;
+  lw__digest_compute_format((const uint8_t *)k_source, 8, NULL, 0, NULL, LW_IMAGE_OPENCL_C, NULL,
+                            &as_c);
+  lw__digest_compute_format((const uint8_t *)k_source, 8, NULL, 0, NULL, LW_IMAGE_SPIRV, NULL,
+                            &as_spirv);
+  cr_assert_not(lw__digest_equal(as_c, as_spirv), "the format is part of the identity");
+}
+
+Test(digest, images_that_do_not_match_their_format_have_no_digest) {
+  const uint8_t spirv_ok[8] = {0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0};
+  const uint8_t spirv_odd[6] = {0x03, 0x02, 0x23, 0x07, 0, 0};
+  const char with_nul[] = "__kernel void k() {}\0trailing";
+  struct {
+    lw_callable_t c;
+    lw_status_t want;
+    const char *needle;
+  } cases[] = {
+      {{.name = "t", .image = k_source, .image_bytes = sizeof k_source, .format = LW_IMAGE_ELF},
+       LW_INVALID_ARGUMENT, "not an ELF image"},
+      {{.name = "t", .image = k_source, .image_bytes = sizeof k_source,
+        .format = LW_IMAGE_SPIRV},
+       LW_INVALID_ARGUMENT, "not a SPIR-V module (bad magic"},
+      {{.name = "t", .image = spirv_odd, .image_bytes = sizeof spirv_odd},
+       LW_INVALID_ARGUMENT, "not a SPIR-V module (length"},
+      {{.name = "t", .image = with_nul, .image_bytes = sizeof with_nul},
+       LW_INVALID_ARGUMENT, "NUL byte at offset 20"},
+      {{.name = "t", .image = spirv_ok, .image_bytes = sizeof spirv_ok}, LW_OK, NULL},
+      // The source's own terminator is fine.
+      {{.name = "t", .image = k_source, .image_bytes = sizeof k_source}, LW_OK, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lw_digest_t d;
+    cr_assert_eq(lw_callable_digest(&cases[i].c, &d), cases[i].want, "case %zu: %s", i,
+                 lw_last_error()->message);
+    if (cases[i].needle) {
+      cr_assert_not_null(strstr(lw_last_error()->message, cases[i].needle),
+                         "case %zu: '%s' lacks '%s'", i, lw_last_error()->message,
+                         cases[i].needle);
+    }
+  }
 }
 
 Test(digest, format_gives_32_lowercase_hex_high_half_first) {
@@ -142,6 +232,9 @@ Test(digest, malformed_descriptors_are_rejected_naming_the_field) {
   memset(name127, 'y', 127);
   name127[127] = '\0';
   const uint8_t bad_dir[3] = {LW_PARAM_IN, 9, LW_PARAM_OUT};
+  char long_options[LW_MAX_BUILD_OPTIONS_BYTES + 1];
+  memset(long_options, 'o', sizeof long_options - 1);
+  long_options[sizeof long_options - 1] = '\0';
 
   struct {
     lw_callable_t c;
@@ -162,6 +255,10 @@ Test(digest, malformed_descriptors_are_rejected_naming_the_field) {
       {{.name = "noop", .image = elf, .image_bytes = n, .entry = long_name},
        "entry is longer than 127"},
       {{.name = "noop", .image = elf, .image_bytes = n, .entry = ""}, "entry is an empty"},
+      {{.name = "noop", .image = elf, .image_bytes = n, .format = (lw_image_format_t)9},
+       "format 9 is not an LW_IMAGE_* value"},
+      {{.name = "noop", .image = elf, .image_bytes = n, .build_options = long_options},
+       "build_options are longer than 255"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     memset(&err, 0, sizeof err);
@@ -182,12 +279,17 @@ Test(digest, malformed_descriptors_are_rejected_naming_the_field) {
   edge.n_params = 0;
   edge.param_dirs = NULL;
   cr_assert_eq(lw__callable_validate(&edge, &err), LW_OK, "%s", err.message);
+  long_options[LW_MAX_BUILD_OPTIONS_BYTES - 1] = '\0';  // 255 characters: the limit
+  edge.build_options = long_options;
+  edge.format = LW_IMAGE_SPIRV;
+  cr_assert_eq(lw__callable_validate(&edge, &err), LW_OK, "%s", err.message);
   free(elf);
 }
 
-Test(digest, non_elf_image_has_no_digest) {
+Test(digest, non_elf_image_given_as_elf_has_no_digest) {
   const char text[] = "hello, not a kernel";
-  lw_callable_t c = {.name = "txt", .image = text, .image_bytes = sizeof text};
+  lw_callable_t c = {.name = "txt", .image = text, .image_bytes = sizeof text,
+                     .format = LW_IMAGE_ELF};
   lw_digest_t d;
   cr_assert_eq(lw_callable_digest(&c, &d), LW_INVALID_ARGUMENT);
   cr_assert_not_null(strstr(lw_last_error()->message, "not an ELF image"), "%s",

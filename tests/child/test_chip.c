@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "child/chip_impl.h"
+#include "lanework/kernel.h"
 #include "lanes/error.h"
 #include "test_util.h"
 
@@ -556,6 +557,84 @@ Test(chip, corrupt_images_and_failing_prepare_give_clear_errors) {
   LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));
 }
 
+Test(chip, sim_refuses_opencl_and_spirv_images_naming_backend_callable_and_format) {
+  static const char src[] = "__kernel void k(__global int *a) { a[0] = 1; }";
+  lw_callable_t c = {.name = "src_kernel", .image = src, .image_bytes = sizeof(src)};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "backend sim cannot load callable src_kernel");
+  cr_assert(strstr(lw_last_error()->message, "OpenCL C (detected)"), "%s",
+            lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "sim loads: ELF"), "%s", lw_last_error()->message);
+
+  static const unsigned char spirv[8] = {0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0};
+  c = (lw_callable_t){.name = "il", .image = spirv, .image_bytes = sizeof(spirv)};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "image format is SPIR-V (detected)");
+
+  c = (lw_callable_t){.name = "src_kernel", .image = src, .image_bytes = sizeof(src),
+                      .format = LW_IMAGE_OPENCL_C, .build_options = "-DN=4"};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "image format is OpenCL C (sim loads");
+
+  // An ELF image given as another format is checked as that format.
+  lw_callable_t elf_as_spirv = lw_test_kernel("noop");
+  elf_as_spirv.format = LW_IMAGE_SPIRV;
+  expect_register_error(&elf_as_spirv, LW_INVALID_ARGUMENT, "not a SPIR-V module");
+  elf_as_spirv.format = LW_IMAGE_ELF;
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_chip_register(chip, &elf_as_spirv, &h));
+  lw_callable_free_loaded(&elf_as_spirv);
+  lw_registry_stats_t stats;
+  lw__registry_stats(chip->registry, &stats);
+  cr_assert_eq(stats.slots_used, 1, "only the ELF register loaded anything");
+}
+
+Test(chip, launch_geometry_reaches_the_sim_kernel_in_its_context_and_args) {
+  lw_callable_handle_t h = reg_kernel("launch_probe");
+  uint64_t out[16] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  const uint64_t g[3] = {4096, 32, 0};
+  const uint64_t l[3] = {256, 8, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 2, g, l));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  const uint64_t want[16] = {2, 4096, 32, 0, 256, 8, 0, LW_KERNEL_ABI_VERSION,
+                             2, 4096, 32, 0, 256, 8, 0, 1};
+  for (int i = 0; i < 16; ++i) cr_assert_eq(out[i], want[i], "out[%d] = %lu", i, out[i]);
+
+  // Without geometry the kernel sees dims 0.
+  memset(out, 0, sizeof(out));
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  cr_assert_eq(out[15], 1u, "the kernel ran");
+  cr_assert_eq(out[0], 0u);
+  cr_assert_eq(out[8], 0u);
+
+  // A hand-filled bad geometry is refused at submit.
+  a.launch.dims = 1;
+  a.launch.global[0] = 0;
+  cr_assert_eq(lw_chip_run(chip, h, &a, NULL, NULL), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "global[0] is 0"), "%s", lw_last_error()->message);
+}
+
+Test(chip, opening_a_backend_this_build_lacks_says_unavailable_and_what_to_install) {
+  lw_chip_config_t cc;
+  lw_chip_config_default(&cc);
+  strcpy(cc.backend, "opencl");
+  lw_chip_t *other = NULL;
+  lw_error_t err;
+  lw_status_t st = lw__chip_open(&cc, &other, &err);
+  if (lw__backend_find("opencl") != NULL) {
+    // Built with OpenCL: the backend opens, or says why the machine cannot (no platform).
+    cr_assert(st == LW_OK || st == LW_UNAVAILABLE, "%s", err.message);
+    if (st == LW_UNAVAILABLE) cr_assert(strstr(err.message, "install"), "%s", err.message);
+    lw_chip_close(other);
+    return;
+  }
+  cr_assert_eq(st, LW_UNAVAILABLE, "%s", err.message);
+  cr_assert_null(other);
+  cr_assert(strstr(err.message, "ocl-icd-opencl-dev"), "%s", err.message);
+}
+
 Test(chip, bad_arguments_are_rejected_with_messages) {
   lw_callable_handle_t h = reg_kernel("noop");
   lw_handle_t *out = NULL;
@@ -592,7 +671,11 @@ Test(chip, internal_calls_fill_err_and_public_calls_set_the_last_error) {
   (void)lw__fail(LW_POISONED, "set by the test");
   cr_assert_eq(lw__chip_open(&cc, &other, &err), LW_INVALID_ARGUMENT);
   cr_assert_null(other);
-  cr_assert_str_eq(err.message, "chip_open: unknown backend 'cuda9' (known: sim)");
+  char want[128];
+  snprintf(want, sizeof(want), "chip_open: unknown backend 'cuda9' (known: %s)",
+           lw__backend_names());
+  cr_assert_str_eq(err.message, want);
+  cr_assert(strncmp(lw__backend_names(), "sim", 3) == 0);
   lw_chip_submit_opts_t opts = {0};
   lw_handle_t *h = NULL;
   cr_assert_eq(lw__chip_register_async_opts(chip, NULL, &opts, &h, &err), LW_INVALID_ARGUMENT);
@@ -606,7 +689,7 @@ Test(chip, internal_calls_fill_err_and_public_calls_set_the_last_error) {
   cr_assert_str_eq(lw_last_error()->message, "set by the test");
 
   cr_assert_eq(lw_chip_open(&cc, &other), LW_INVALID_ARGUMENT);
-  cr_assert_str_eq(lw_last_error()->message, "chip_open: unknown backend 'cuda9' (known: sim)");
+  cr_assert_str_eq(lw_last_error()->message, want);
   cr_assert_eq(lw_chip_register_async(chip, NULL, &h), LW_INVALID_ARGUMENT);
   cr_assert_str_eq(lw_last_error()->message, "register: chip, callable and out must be set");
   cr_assert_eq(lw_chip_unregister_async(chip, bogus, &h), LW_NOT_FOUND);

@@ -99,7 +99,7 @@ typedef struct lw_fuzz_completion_params {
   uint64_t push_tail;
 } lw_fuzz_completion_params_t;
 
-// args_decode input: this block, then bytes laid over a zeroed lw_mb_args_t (392 bytes).
+// args_decode input: this block, then bytes laid over a zeroed lw_mb_args_t (448 bytes).
 typedef struct lw_fuzz_args_params {
   uint32_t arena_bytes;     // mod LW_FUZZ_ARENA_BYTES + 1: the size of a fresh malloc
   uint8_t arena_mode;       // mod 3: 0 malloc'ed arena, 1 NULL base, 2 no arena (NULL)

@@ -113,3 +113,55 @@ Test(args, validate_catches_hand_filled_mistakes) {
   a.tensor[1].tag = LW_TAG_OUTPUT_EXISTING;
   cr_assert_eq(lw_args_validate(&a), LW_OK);
 }
+
+Test(args, set_launch_stores_the_geometry_and_zeroes_unused_dimensions) {
+  lw_args_t a;
+  lw_args_init(&a);
+  cr_assert_eq(a.launch.dims, 0u, "init gives no geometry");
+  const uint64_t g[3] = {1024, 8, 77};
+  const uint64_t l[3] = {64, 2, 99};
+  cr_assert_eq(lw_args_set_launch(&a, 2, g, l), LW_OK);
+  cr_assert_eq(a.launch.dims, 2u);
+  cr_assert_eq(a.launch.global[0], 1024u);
+  cr_assert_eq(a.launch.global[1], 8u);
+  cr_assert_eq(a.launch.global[2], 0u, "past dims: stored as 0");
+  cr_assert_eq(a.launch.local[0], 64u);
+  cr_assert_eq(a.launch.local[1], 2u);
+  cr_assert_eq(a.launch.local[2], 0u);
+  cr_assert_eq(lw_args_validate(&a), LW_OK);
+  cr_assert_eq(lw_args_set_launch(&a, 1, g, NULL), LW_OK, "local NULL: the device chooses");
+  cr_assert_eq(a.launch.local[0], 0u);
+  cr_assert_eq(a.launch.global[1], 0u);
+}
+
+Test(args, set_launch_rejects_bad_geometry_naming_the_dimension) {
+  lw_args_t a;
+  lw_args_init(&a);
+  const uint64_t g[3] = {100, 10, 4};
+  const uint64_t zero_g[3] = {100, 0, 4};
+  const uint64_t l_bad[3] = {7, 1, 1};
+  const uint64_t l_part[3] = {10, 0, 0};
+  cr_assert_eq(lw_args_set_launch(&a, 0, g, NULL), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("launch dims 0");
+  cr_assert_eq(lw_args_set_launch(&a, 4, g, NULL), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("outside 1..3");
+  cr_assert_eq(lw_args_set_launch(&a, 2, zero_g, NULL), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("global[1] is 0");
+  cr_assert_eq(lw_args_set_launch(&a, 1, g, l_bad), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("local[0] = 7 does not divide global[0] = 100");
+  cr_assert_eq(lw_args_set_launch(&a, 2, g, l_part), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("set in 1 of 2 dimensions");
+  cr_assert_eq(lw_args_set_launch(&a, 1, NULL, NULL), LW_INVALID_ARGUMENT);
+  cr_assert_eq(lw_args_set_launch(NULL, 1, g, NULL), LW_INVALID_ARGUMENT);
+  const uint64_t huge[3] = {UINT64_MAX, 2, 1};
+  cr_assert_eq(lw_args_set_launch(&a, 2, huge, NULL), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("2^64");
+  cr_assert_eq(a.launch.dims, 0u, "a refused launch leaves the args as they were");
+
+  // A hand-filled geometry goes through the same check.
+  a.launch.dims = 1;
+  a.launch.global[0] = 8;
+  a.launch.global[2] = 5;
+  cr_assert_eq(lw_args_validate(&a), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("dimension 2 is unused");
+}

@@ -39,6 +39,43 @@ Test(mailbox_args, encode_maps_arena_pointers_to_offsets_and_decode_maps_them_ba
   cr_assert_null(k.tensor[2].data, "a zero-byte tensor arrives as NULL");
   cr_assert_eq(k.tensor[3].data, (void *)(g_arena + ARENA_BYTES - 1));
   cr_assert_eq(k.scalar[0], 11u);
+  cr_assert_eq(k.launch.dims, 0u, "no geometry travels as dims 0");
+}
+
+Test(mailbox_args, launch_geometry_crosses_the_mailbox_and_forged_geometry_is_refused,
+     .timeout = 10) {
+  lw_mb_arena_t a = arena_view();
+  lw_error_t err;
+  lw_args_t args;
+  lw_args_init(&args);
+  const uint64_t g[3] = {640, 48, 3};
+  const uint64_t l[3] = {64, 16, 1};
+  cr_assert_eq(lw_args_set_launch(&args, 3, g, l), LW_OK);
+  lw_mb_args_t wire;
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_OK, "%s", err.message);
+  lw_kernel_args_t k;
+  cr_assert_eq(lw__mailbox_args_decode(&wire, &a, &k, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(k.launch.dims, 3u);
+  for (int i = 0; i < 3; ++i) {
+    cr_assert_eq(k.launch.global[i], g[i], "global[%d]", i);
+    cr_assert_eq(k.launch.local[i], l[i], "local[%d]", i);
+  }
+  // A broken parent's geometry: the decoder says what is wrong.
+  lw_mb_args_t forged = wire;
+  forged.launch.dims = 9;
+  cr_assert_eq(lw__mailbox_args_decode(&forged, &a, &k, &err), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(err.message, "launch dims 9"), "%s", err.message);
+  forged = wire;
+  forged.launch.local[1] = 5;
+  cr_assert_eq(lw__mailbox_args_decode(&forged, &a, &k, &err), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(err.message, "local[1] = 5 does not divide"), "%s", err.message);
+  forged = wire;
+  forged.launch.global[0] = 0;
+  cr_assert_eq(lw__mailbox_args_decode(&forged, &a, &k, &err), LW_INVALID_ARGUMENT);
+  // And the encoder refuses a hand-filled one before it reaches the wire.
+  args.launch.global[2] = 0;
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(err.message, "global[2] is 0"), "%s", err.message);
 }
 
 Test(mailbox_args, encode_rejects_a_tensor_outside_the_arena, .timeout = 10) {

@@ -23,6 +23,8 @@ Test(mailbox_control, request_done_idle_cycle_carries_the_request_and_the_ack,
   p.param_dirs[2] = 2;
   p.name = "vector_add";
   p.entry = "vector_add_entry";
+  p.format = LW_IMAGE_OPENCL_C;
+  p.build_options = "-DN=4 -cl-fast-relaxed-math";
   cr_assert_eq(lw__mailbox_post_control(mb, &p, &err), LW_OK, "%s", err.message);
   cr_assert_eq(atomic_load(&mb->control.state), (uint32_t)LW_MB_CONTROL_REQUEST);
   cr_assert_eq(atomic_load(&mb->doorbell.post_seq), 1u);
@@ -37,6 +39,8 @@ Test(mailbox_control, request_done_idle_cycle_carries_the_request_and_the_ack,
   cr_assert_eq(t.param_dirs[2], 2);
   cr_assert_str_eq(t.name, "vector_add");
   cr_assert_str_eq(t.entry, "vector_add_entry");
+  cr_assert_eq(t.format, (uint32_t)LW_IMAGE_OPENCL_C);
+  cr_assert_str_eq(t.build_options, "-DN=4 -cl-fast-relaxed-math");
 
   uint32_t epoch = atomic_load(&mb->control.done_word.epoch);
   lw_mb_control_ack_t ack;
@@ -139,6 +143,17 @@ Test(mailbox_control, take_control_rejects_malformed_requests, .timeout = 10) {
   c->image_offset = ARENA_BYTES - 8;
   c->image_bytes = 8;  // exactly the last 8 bytes
   cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_OK, "%s", err.message);
+
+  c->format = 4;
+  cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_INVALID_ARGUMENT);
+  cr_assert(has(&err, "image format 4"), "%s", err.message);
+  c->format = LW_IMAGE_SPIRV;
+  memset(c->build_options, 'o', sizeof(c->build_options));
+  cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_INVALID_ARGUMENT);
+  cr_assert(has(&err, "build options are not NUL-terminated"), "%s", err.message);
+  c->build_options[sizeof(c->build_options) - 1] = '\0';  // the longest legal options
+  cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(strlen(t.build_options), LW_MAX_BUILD_OPTIONS_BYTES - 1u);
 
   // The image range only matters for REGISTER.
   c->command = LW_MB_CMD_UNREGISTER;

@@ -15,7 +15,8 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
   cr_assert_eq(sizeof(lw_mb_control_t), 1024u);
   cr_assert_eq(sizeof(lw_mb_task_t), 1024u);
   cr_assert_eq(sizeof(lw_mb_completion_t), 384u);
-  cr_assert_eq(sizeof(lw_mb_args_t), 392u);
+  cr_assert_eq(sizeof(lw_mb_args_t), 448u);
+  cr_assert_eq(offsetof(lw_mb_args_t, launch), 392u);
   cr_assert_eq(offsetof(lw_mailbox_t, doorbell), 512u);
   cr_assert_eq(offsetof(lw_mailbox_t, parent), 576u);
   cr_assert_eq(offsetof(lw_mailbox_t, control), 640u);
@@ -35,7 +36,7 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
   cr_assert_eq(offsetof(lw_mb_control_t, ack_error), 752u);
   cr_assert_eq(offsetof(lw_mb_task_t, cancel), 64u);
   cr_assert_eq(offsetof(lw_mb_task_t, args), 128u);
-  cr_assert_eq(offsetof(lw_mb_task_t, result_status), 520u);
+  cr_assert_eq(offsetof(lw_mb_task_t, result_status), 576u);
   cr_assert_eq(offsetof(lw_mb_task_t, result_error), 752u);
   cr_assert_eq(offsetof(lw_mb_completion_t, error), 112u);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 
+#include "lanework/kernel.h"
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "parent/worker_impl.h"
@@ -47,6 +48,59 @@ Test(worker, runs_vector_add_in_a_chip_child_with_exact_results, .timeout = 60) 
   cr_assert_eq(rep.n_tasks, 1);
   cr_assert_eq(rep.n_completed, 1);
   for (uint32_t i = 0; i < j.n; ++i) cr_assert_eq(j.c[i], j.a[i] + j.b[i], "index %u", i);
+  destroy_and_check();
+}
+
+typedef struct launch_job {
+  lw_callable_handle_t k;
+  uint64_t *out;
+} launch_job_t;
+
+static lw_status_t launch_orch(lw_orch_t *o, void *user) {
+  launch_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->out, 16 * sizeof(uint64_t), LW_TAG_OUTPUT));
+  const uint64_t g[3] = {96, 20, 7};
+  const uint64_t l[3] = {32, 4, 7};
+  LW_RETURN_IF_ERROR(lw_args_set_launch(&a, 3, g, l));
+  return lw_orch_submit_next_level(o, j->k, &a, NULL, 0);
+}
+
+Test(worker, launch_geometry_crosses_the_mailbox_to_the_sim_kernel, .timeout = 60) {
+  make_worker(1, 0);
+  launch_job_t j = {wreg("launch_probe"), NULL};
+  j.out = lw_worker_alloc(w, 16 * sizeof(uint64_t));
+  cr_assert_not_null(j.out);
+  memset(j.out, 0, 16 * sizeof(uint64_t));
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, launch_orch, &j, &rep));
+  cr_assert_eq(rep.n_completed, 1);
+  const uint64_t want[16] = {3, 96, 20, 7, 32, 4, 7, LW_KERNEL_ABI_VERSION,
+                             3, 96, 20, 7, 32, 4, 7, 1};
+  for (int i = 0; i < 16; ++i) cr_assert_eq(j.out[i], want[i], "out[%d] = %lu", i, j.out[i]);
+  destroy_and_check();
+}
+
+static const char k_ocl_src[] = "__kernel void k(__global int *a) { a[0] = 1; }";
+
+Test(worker, register_carries_format_and_options_to_the_chip_child, .timeout = 60) {
+  make_worker(1, 0);
+  // Given as ELF, the source must be checked as ELF in the child: only a carried format says
+  // "not an ELF image" (AUTO would detect OpenCL C and the sim backend would refuse that).
+  lw_callable_t c = {.name = "src_as_elf", .image = k_ocl_src, .image_bytes = sizeof k_ocl_src,
+                     .format = LW_IMAGE_ELF, .build_options = "-DN=1"};
+  lw_callable_handle_t h;
+  cr_assert_eq(lw_worker_register(w, &c, &h), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "not an ELF image"), "%s",
+            lw_last_error()->message);
+  c.format = LW_IMAGE_AUTO;
+  c.name = "src";
+  cr_assert_eq(lw_worker_register(w, &c, &h), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "backend sim cannot load callable src"), "%s",
+            lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "OpenCL C (detected)"), "%s",
+            lw_last_error()->message);
   destroy_and_check();
 }
 

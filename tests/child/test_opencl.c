@@ -1,0 +1,406 @@
+// tests/child/test_opencl.c — the L2 chip on the opencl backend (child/backend_opencl.c):
+// OpenCL C programs built at register, NDRanges enqueued in slices, argument mapping by the
+// signature, cancellation and timeouts between slices, register beside a running kernel.
+// Built only when CMake found OpenCL; CI installs PoCL so every case runs for real.
+#include <stdlib.h>
+
+#include "child/chip_impl.h"
+#include "lanework/kernel.h"
+#include "test_util.h"
+
+static lw_chip_t *chip;
+static int fds_before;
+
+static void ocl_setup(void) {
+  fds_before = lw_test_fd_count();
+  lw_chip_config_t cfg;
+  lw_chip_config_default(&cfg);
+  snprintf(cfg.backend, sizeof(cfg.backend), "opencl");
+  LW_ASSERT_OK(lw_chip_open(&cfg, &chip));
+}
+
+static void ocl_teardown(void) {
+  lw_chip_close(chip);
+  chip = NULL;
+  cr_expect_eq(lw_test_fd_count(), fds_before, "the chip left fds open");
+}
+
+TestSuite(opencl, .init = ocl_setup, .fini = ocl_teardown, .timeout = 120);
+
+static const uint8_t k_vadd_dirs[4] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR};
+static const uint8_t k_repeat_dirs[5] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR,
+                                         LW_PARAM_SCALAR};
+
+// An OpenCL C kernel from the build's kernel folder, with its signature.
+static lw_callable_t cl_kernel(const char *name, uint32_t n_params, const uint8_t *dirs) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/opencl/%s.cl", LW_KERNEL_DIR, name);
+  lw_callable_t c;
+  lw_status_t st = lw_callable_load_file(path, &c);
+  cr_assert_eq(st, LW_OK, "loading %s: %s", path, lw_last_error()->message);
+  c.n_params = n_params;
+  c.param_dirs = dirs;
+  return c;
+}
+
+static lw_callable_handle_t reg(const char *name, uint32_t n_params, const uint8_t *dirs) {
+  lw_callable_t c = cl_kernel(name, n_params, dirs);
+  lw_callable_handle_t h;
+  lw_status_t st = lw_chip_register(chip, &c, &h);
+  cr_assert_eq(st, LW_OK, "register %s: %s", name, lw_last_error()->message);
+  lw_callable_free_loaded(&c);
+  return h;
+}
+
+static void expect_register_error(const lw_callable_t *c, lw_status_t want, const char *needle) {
+  lw_callable_handle_t h;
+  lw_status_t st = lw_chip_register(chip, c, &h);
+  cr_assert_eq(st, want, "got %s (%s)", lw_status_name(st), lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, needle), "message '%s' lacks '%s'",
+            lw_last_error()->message, needle);
+}
+
+static void vadd_args(lw_args_t *a, float *x, float *y, float *z, uint64_t n) {
+  lw_args_init(a);
+  LW_ASSERT_OK(lw_args_add_tensor(a, x, n * sizeof(float), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(a, y, n * sizeof(float), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(a, z, n * sizeof(float), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(a, n));
+  const uint64_t g[3] = {n, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(a, 1, g, NULL));
+}
+
+Test(opencl, vector_add_matches_reference_exactly_and_reports_kernel_time) {
+  lw_callable_handle_t h = reg("vector_add", 4, k_vadd_dirs);
+  // Not a multiple of any work-group size: the range is sliced and the tail still computed.
+  enum { N = 100003 };
+  float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+  float *z = malloc(N * sizeof(float));
+  for (int i = 0; i < N; ++i) {
+    x[i] = (float)i * 0.25f;
+    y[i] = 3.0f - (float)i;
+    z[i] = -1.0f;
+  }
+  lw_args_t a;
+  vadd_args(&a, x, y, z, N);
+  lw_run_timing_t t;
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, &t));
+  for (int i = 0; i < N; ++i) cr_assert_eq(z[i], x[i] + y[i], "index %d", i);
+  cr_assert_gt(t.kernel_wall_ns, 0, "kernel time comes from the profiling events");
+  // A second run reuses the learned slice size and is still exact.
+  for (int i = 0; i < N; ++i) z[i] = 0.0f;
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  for (int i = 0; i < N; ++i) cr_assert_eq(z[i], x[i] + y[i], "index %d", i);
+  free(x);
+  free(y);
+  free(z);
+}
+
+Test(opencl, repeat_vector_add_with_an_explicit_local_size_matches_reference) {
+  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
+  enum { N = 4096, REPS = 37 };
+  uint32_t *x = malloc(N * 4), *y = malloc(N * 4), *z = calloc(N, 4);
+  for (uint32_t i = 0; i < N; ++i) {
+    x[i] = i * 2654435761u;
+    y[i] = i ^ 0x5bd1e995u;
+  }
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, x, N * 4, LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&a, y, N * 4, LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&a, z, N * 4, LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(&a, N));
+  LW_ASSERT_OK(lw_args_add_scalar(&a, REPS));
+  const uint64_t g[3] = {N, 0, 0}, l[3] = {32, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 1, g, l));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  for (uint32_t i = 0; i < N; ++i) {
+    uint32_t acc = x[i];
+    for (int r = 0; r < REPS; ++r) acc = acc * 3u + y[i];
+    cr_assert_eq(z[i], acc, "index %u", i);
+  }
+  free(x);
+  free(y);
+  free(z);
+}
+
+Test(opencl, empty_kernel_runs_without_arguments_or_geometry) {
+  lw_callable_handle_t h = reg("empty", 0, NULL);
+  for (int i = 0; i < 3; ++i) LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));
+}
+
+Test(opencl, build_options_reach_the_compiler_and_are_part_of_the_identity) {
+  static const char src[] =
+      "__kernel void scale(__global int *out) { out[get_global_id(0)] = FACTOR; }";
+  static const uint8_t dirs[1] = {LW_PARAM_OUT};
+  lw_callable_t c = {.name = "scale", .image = src, .image_bytes = sizeof(src) - 1,
+                     .entry = "scale", .n_params = 1, .param_dirs = dirs,
+                     .build_options = "-DFACTOR=3"};
+  lw_callable_handle_t h3, h7;
+  LW_ASSERT_OK(lw_chip_register(chip, &c, &h3));
+  c.build_options = "-DFACTOR=7";
+  LW_ASSERT_OK(lw_chip_register(chip, &c, &h7));
+  lw_registry_stats_t stats;
+  lw__registry_stats(chip->registry, &stats);
+  cr_assert_eq(stats.slots_used, 2, "other options, other callable");
+  int out[8] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  const uint64_t g[3] = {8, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 1, g, NULL));
+  LW_ASSERT_OK(lw_chip_run(chip, h3, &a, NULL, NULL));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(out[i], 3, "index %d", i);
+  LW_ASSERT_OK(lw_chip_run(chip, h7, &a, NULL, NULL));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(out[i], 7, "index %d", i);
+  // Without the option the program does not build, and the log says why.
+  c.build_options = NULL;
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "build of callable scale failed");
+  cr_assert(strstr(lw_last_error()->message, "FACTOR"), "the log names the identifier: %s",
+            lw_last_error()->message);
+}
+
+Test(opencl, bad_source_fails_register_with_the_build_log_in_the_error) {
+  static const char src[] =
+      "__kernel void lw_kernel_main(__global int *out) {\n"
+      "  out[0] = not_declared_anywhere + 1;\n"
+      "}\n";
+  static const uint8_t dirs[1] = {LW_PARAM_OUT};
+  lw_callable_t c = {.name = "broken", .image = src, .image_bytes = sizeof(src),
+                     .n_params = 1, .param_dirs = dirs};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "opencl: build of callable broken failed");
+  const char *msg = lw_last_error()->message;
+  cr_assert(strstr(msg, "CL_BUILD_PROGRAM_FAILURE"), "%s", msg);
+  cr_assert(strstr(msg, "not_declared_anywhere"), "the log's error line is kept: %s", msg);
+  cr_assert(strlen(msg) < LW_ERROR_MESSAGE_BYTES);
+  lw_registry_stats_t stats;
+  lw__registry_stats(chip->registry, &stats);
+  cr_assert_eq(stats.slots_used, 0, "nothing stays loaded");
+}
+
+Test(opencl, argument_count_and_entry_are_checked_at_register) {
+  lw_callable_t c = cl_kernel("vector_add", 3, k_vadd_dirs);
+  expect_register_error(&c, LW_INVALID_ARGUMENT,
+                        "kernel 'lw_kernel_main' of callable vector_add takes 4 arguments but "
+                        "its signature declares 3 parameters");
+  c.n_params = 4;
+  c.entry = "vadd";
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "callable vector_add has no kernel 'vadd'");
+  cr_assert(strstr(lw_last_error()->message, "lw_kernel_main"), "names what the program has: %s",
+            lw_last_error()->message);
+  lw_callable_free_loaded(&c);
+}
+
+Test(opencl, elf_and_unusable_spirv_images_are_refused_naming_the_format) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
+  lw_callable_t elf;
+  LW_ASSERT_OK(lw_callable_load_file(path, &elf));
+  expect_register_error(&elf, LW_INVALID_ARGUMENT,
+                        "backend opencl cannot load callable noop: its image format is ELF");
+  cr_assert(strstr(lw_last_error()->message, "opencl loads: OpenCL C, SPIR-V"), "%s",
+            lw_last_error()->message);
+  lw_callable_free_loaded(&elf);
+
+  // A SPIR-V header with no module behind it: refused whether or not the device takes IL.
+  static const uint8_t spirv[20] = {0x03, 0x02, 0x23, 0x07, 0x00, 0x00, 0x01, 0x00};
+  lw_callable_t c = {.name = "il", .image = spirv, .image_bytes = sizeof(spirv)};
+  expect_register_error(&c, LW_INVALID_ARGUMENT, "callable il");
+}
+
+// A long run of repeat_vector_add: 2^21 work-items of 2^15 steps each, a minute or more of
+// one core if never stopped, in slices of about a millisecond (a work-item is tens of
+// microseconds). The arrays are heap memory the caller frees after the run finished.
+typedef struct long_run {
+  uint32_t *x, *y, *z;
+  lw_args_t args;
+} long_run_t;
+
+enum { LONG_N = 1 << 21 };
+
+static void long_run_init(long_run_t *r) {
+  r->x = calloc(LONG_N, 4);
+  r->y = calloc(LONG_N, 4);
+  r->z = calloc(LONG_N, 4);
+  cr_assert(r->x && r->y && r->z);
+  for (uint32_t i = 0; i < LONG_N; ++i) r->z[i] = 0xdeadbeefu;
+  lw_args_init(&r->args);
+  LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->x, LONG_N * 4, LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->y, LONG_N * 4, LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->z, LONG_N * 4, LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(&r->args, LONG_N));
+  LW_ASSERT_OK(lw_args_add_scalar(&r->args, 1u << 15));
+  const uint64_t g[3] = {LONG_N, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&r->args, 1, g, NULL));
+}
+
+static void long_run_free(long_run_t *r) {
+  free(r->x);
+  free(r->y);
+  free(r->z);
+}
+
+// Submits the long run and returns once its kernel started (the run lane stored a fresh
+// generation in the chip's cancel word).
+static lw_handle_t *start_long_run(lw_callable_handle_t h, long_run_t *r,
+                                   const lw_run_config_t *cfg) {
+  uint64_t idle_generation = atomic_load(&chip->cancel_word);
+  lw_handle_t *hd = NULL;
+  LW_ASSERT_OK(lw_chip_run_async(chip, h, &r->args, cfg, &hd));
+  while (atomic_load(&chip->cancel_word) == idle_generation && !lw_handle_done(hd)) {
+    lw_test_sleep_us(50);
+  }
+  return hd;
+}
+
+Test(opencl, cancel_of_a_long_sliced_kernel_finishes_cancelled_between_slices) {
+  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
+  long_run_t r;
+  long_run_init(&r);
+  lw_handle_t *hd = start_long_run(h, &r, NULL);
+  LW_ASSERT_OK(lw_handle_cancel(hd));
+  cr_assert_eq(lw_handle_wait(hd, LW_WAIT_FOREVER), LW_CANCELLED, "%s",
+               lw_handle_error(hd)->message);
+  cr_assert(strstr(lw_handle_error(hd)->message, "cancelled while running"), "%s",
+            lw_handle_error(hd)->message);
+  lw_handle_release(hd);
+  cr_assert_eq(r.z[LONG_N - 1], 0xdeadbeefu, "the last slice never ran");
+  long_run_free(&r);
+
+  // The chip stays usable: an exact short run right after.
+  lw_callable_handle_t hv = reg("vector_add", 4, k_vadd_dirs);
+  float x[64], y[64], z[64];
+  for (int i = 0; i < 64; ++i) {
+    x[i] = (float)i;
+    y[i] = 0.5f;
+  }
+  lw_args_t a;
+  vadd_args(&a, x, y, z, 64);
+  LW_ASSERT_OK(lw_chip_run(chip, hv, &a, NULL, NULL));
+  for (int i = 0; i < 64; ++i) cr_assert_eq(z[i], x[i] + y[i]);
+}
+
+Test(opencl, a_timeout_stops_a_long_sliced_kernel_with_deadline_exceeded) {
+  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
+  long_run_t r;
+  long_run_init(&r);
+  lw_run_config_t cfg;
+  lw_run_config_default(&cfg);
+  cfg.timeout_ns = 30ll * 1000 * 1000;
+  lw_status_t st = lw_chip_run(chip, h, &r.args, &cfg, NULL);
+  cr_assert_eq(st, LW_DEADLINE_EXCEEDED, "got %s: %s", lw_status_name(st),
+               lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "timeout"), "%s", lw_last_error()->message);
+  cr_assert_eq(r.z[LONG_N - 1], 0xdeadbeefu, "the last slice never ran");
+  long_run_free(&r);
+}
+
+Test(opencl, register_of_a_large_program_completes_while_a_kernel_runs) {
+  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
+  long_run_t r;
+  long_run_init(&r);
+  lw_handle_t *run = start_long_run(h, &r, NULL);
+  cr_assert_not(lw_handle_done(run), "the long run is under way");
+
+  // The register lane builds the program while the run lane's kernel keeps running.
+  static const uint8_t dirs[3] = {LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR};
+  lw_callable_t big = cl_kernel("big_program", 3, dirs);
+  big.build_options = "-DSTAGES=16";
+  lw_handle_t *hr = NULL;
+  LW_ASSERT_OK(lw_chip_register_async(chip, &big, &hr));
+  lw_callable_free_loaded(&big);
+  cr_assert_eq(lw_handle_wait(hr, LW_WAIT_FOREVER), LW_OK, "%s", lw_handle_error(hr)->message);
+  cr_assert_not(lw_handle_done(run), "the register finished before the run it overlapped");
+  lw_callable_handle_t hb;
+  LW_ASSERT_OK(lw_handle_callable(hr, &hb));
+  lw_handle_release(hr);
+
+  LW_ASSERT_OK(lw_handle_cancel(run));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_handle_release(run);
+  long_run_free(&r);
+
+  // The program built beside the run works.
+  float in[256], out[256];
+  for (int i = 0; i < 256; ++i) {
+    in[i] = (float)i / 256.0f;
+    out[i] = -12345.0f;
+  }
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, in, sizeof(in), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(&a, 256));
+  const uint64_t g[3] = {256, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 1, g, NULL));
+  LW_ASSERT_OK(lw_chip_run(chip, hb, &a, NULL, NULL));
+  for (int i = 0; i < 256; ++i) cr_assert_neq(out[i], -12345.0f, "index %d was written", i);
+}
+
+Test(opencl, a_device_id_past_the_last_device_is_refused_naming_the_range) {
+  lw_chip_config_t cfg;
+  lw_chip_config_default(&cfg);
+  snprintf(cfg.backend, sizeof(cfg.backend), "opencl");
+  cfg.device_id = 999;
+  lw_chip_t *c = NULL;
+  cr_assert_eq(lw_chip_open(&cfg, &c), LW_INVALID_ARGUMENT);
+  cr_assert_null(c);
+  cr_assert(strstr(lw_last_error()->message, "device_id 999 is out of range"), "%s",
+            lw_last_error()->message);
+}
+
+Test(opencl, devices_are_listed_in_device_id_order_and_by_lanework_info) {
+  lw_opencl_device_info_t devs[16];
+  uint32_t n = 0;
+  lw_error_t err;
+  LW_ASSERT_OK(lw__opencl_list(devs, 16, &n, &err));
+  cr_assert_geq(n, 1u, "CI installs PoCL: at least its CPU device");
+  for (uint32_t i = 0; i < n && i < 16; ++i) {
+    cr_assert_eq(devs[i].index, (int32_t)i);
+    cr_assert_neq(devs[i].device[0], '\0', "device %u has a name", i);
+    cr_assert_neq(devs[i].platform[0], '\0', "device %u has a platform", i);
+    cr_assert_gt(devs[i].compute_units, 0u);
+  }
+  FILE *p = popen(LW_TOOL_PATH " info", "r");
+  cr_assert_not_null(p);
+  char out[4096];
+  size_t got = fread(out, 1, sizeof(out) - 1, p);
+  out[got] = '\0';
+  cr_assert_eq(pclose(p), 0);
+  cr_assert(strstr(out, "backends:   sim, opencl"), "%s", out);
+  char line[512];
+  snprintf(line, sizeof(line), "   0: %s / %s, %s, %u CU", devs[0].platform, devs[0].device,
+           devs[0].type, devs[0].compute_units);
+  cr_assert(strstr(out, line), "'%s' lacks '%s'", out, line);
+}
+
+Test(opencl, without_a_platform_the_backend_says_unavailable_and_what_to_install) {
+  // The ICD loader finds no driver when its vendor folder is empty: run `lanework info` so,
+  // in its own process (the loader reads the variable once per process).
+  FILE *p = popen("OCL_ICD_VENDORS=/nonexistent-lanework-vendors " LW_TOOL_PATH " info", "r");
+  cr_assert_not_null(p);
+  char out[4096];
+  size_t got = fread(out, 1, sizeof(out) - 1, p);
+  out[got] = '\0';
+  cr_assert_eq(pclose(p), 0);
+  cr_assert(strstr(out, "opencl:     opencl: no OpenCL platform found (install an OpenCL driver: "
+                        "pocl-opencl-icd"),
+            "%s", out);
+}
+
+// No fixture: OpenCL must not have started in this test's process before the variable is set
+// (every test runs in its own process).
+TestSuite(opencl_absent, .timeout = 60);
+
+Test(opencl_absent, opening_an_opencl_chip_without_a_platform_is_unavailable) {
+  cr_assert_eq(setenv("OCL_ICD_VENDORS", "/nonexistent-lanework-vendors", 1), 0);
+  lw_chip_config_t cfg;
+  lw_chip_config_default(&cfg);
+  snprintf(cfg.backend, sizeof(cfg.backend), "opencl");
+  lw_chip_t *c = NULL;
+  cr_assert_eq(lw_chip_open(&cfg, &c), LW_UNAVAILABLE, "%s", lw_last_error()->message);
+  cr_assert_null(c);
+  cr_assert(strstr(lw_last_error()->message, "no OpenCL platform found"), "%s",
+            lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "pocl-opencl-icd"), "%s", lw_last_error()->message);
+}
