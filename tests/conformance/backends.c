@@ -14,6 +14,9 @@ typedef struct conf_kernel_source {
   const char *path;     // the image file, read as is; NULL: the backend has no such kernel
   const char *entry;    // the entry point; NULL: LW_DEFAULT_ENTRY
   const char *missing;  // when path is NULL: why, the reason the cases needing it skip with
+  // Work-items of every run of the kernel (lw_args_set_launch, one dimension, the local size
+  // left to the backend); 0: no geometry (sim kernels, and one work-item on opencl).
+  uint64_t global;
 } conf_kernel_source_t;
 
 typedef struct conf_backend_kernels {
@@ -31,10 +34,21 @@ static const conf_backend_kernels_t k_table[] = {
          [CONF_K_FAIL] = {LW_KERNEL_DIR "/fail.so", NULL, NULL},
          [CONF_K_HOLD] = {LW_KERNEL_DIR "/prepare_gate.so", NULL, NULL},
      }},
-    // A new backend adds its row here, e.g. OpenCL C sources kept beside this file:
-    //   {"opencl", {[CONF_K_RECORD] = {LW_CONF_DIR "/opencl/record.cl", "conf_record", NULL},
-    //               ...
-    //               [CONF_K_HOLD] = {NULL, NULL, "<why the backend cannot hold a register>"}}},
+    // opencl: OpenCL C sources kept beside this file (tests/conformance/opencl/).
+    {"opencl",
+     {
+         [CONF_K_RECORD] = {LW_CONF_DIR "/opencl/record.cl", "conf_record", NULL, 0},
+         // A long range of short work-items: the backend checks the cancel word between the
+         // slices of a range, never inside a kernel (gate.cl says why and how it holds).
+         [CONF_K_GATE] = {LW_CONF_DIR "/opencl/gate.cl", "conf_gate", NULL, 1ull << 22},
+         [CONF_K_FAIL] = {NULL, NULL,
+                          "an OpenCL kernel has no return value and the opencl backend reports "
+                          "no kernel status (backend_opencl.c: kernel_rc is 0, or CANCELLED "
+                          "when the cancel word stopped the range; only a launch error fails a "
+                          "run)",
+                          0},
+         [CONF_K_HOLD] = {NULL, NULL, "TODO", 0},
+     }},
 };
 
 // The signatures: part of the kernels' contract (conformance.h), the same on every backend.
@@ -98,6 +112,15 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   out->entry = src->entry;
   out->n_params = sig->n_params;
   out->param_dirs = sig->param_dirs;
+}
+
+void conf_kernel_geometry(conf_kernel_t k, lw_args_t *args) {
+  cr_assert(k < CONF_K_COUNT);
+  uint64_t global = backend_row()->kernel[k].global;
+  if (global == 0) return;
+  uint64_t g[LW_MAX_LAUNCH_DIMS] = {global}, l[LW_MAX_LAUNCH_DIMS] = {0};
+  cr_assert_eq(lw_args_set_launch(args, 1, g, l), LW_OK, "launch of %s: %s",
+               k_signatures[k].name, lw_last_error()->message);
 }
 
 void conf_kernel_free(lw_callable_t *c) {

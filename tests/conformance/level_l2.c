@@ -102,3 +102,5 @@ void conf_wait_in_flight(uint32_t n) {
     lw_test_sleep_us(100);
   }
 }
+
+void conf_wait_posted(lw_callable_handle_t h) { (void)h; }

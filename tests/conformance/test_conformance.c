@@ -62,6 +62,7 @@ static conf_task_t gate_task(lw_callable_handle_t h, conf_gate_t *g) {
   cr_assert_eq(
       lw_args_add_tensor(&t.args, (void *)&g->entered, sizeof(g->entered), LW_TAG_NO_DEP),
       LW_OK);
+  conf_kernel_geometry(CONF_K_GATE, &t.args);
   return t;
 }
 
@@ -323,6 +324,9 @@ Test(conformance, unregister_with_queued_work_tombstones_and_frees_after_the_las
   lw_handle_t *run1 = start_gate(hg, g);           // running
   conf_task_t t2 = gate_task(hg, g);
   lw_handle_t *run2 = submit(&t2);                  // accepted, queued behind run1
+  // Both runs reached the chip, so the unregister below reaches it too, before the register
+  // of the same image (conformance.h: conf_wait_posted says why L3 needs this).
+  conf_wait_posted(hg);
   lw_handle_t *unreg = NULL;
   cr_assert_eq(conf_unregister_async(hg, &unreg), LW_OK, "%s", lw_last_error()->message);
 
