@@ -3,9 +3,11 @@
 // each in the backend's own image format). This table is the one place a backend's kernels
 // are named; the backend list itself is LW_CONFORMANCE_BACKENDS in CMakeLists.txt.
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "conformance.h"
 
@@ -17,7 +19,13 @@ typedef struct conf_kernel_source {
   // Work-items of every run of the kernel (lw_args_set_launch, one dimension, the local size
   // left to the backend); 0: no geometry (sim kernels, and one work-item on opencl).
   uint64_t global;
+  // The image is text naming the file its register waits for: conf_kernel_load replaces
+  // CONF_HOLD_MARKER in it with the path after the first ':' of the callable's name, and
+  // makes that path a FIFO (opencl/hold.cl says why).
+  bool hold_fifo;
 } conf_kernel_source_t;
+
+#define CONF_HOLD_MARKER "@CONF_HOLD_PATH@"
 
 typedef struct conf_backend_kernels {
   const char *backend;
@@ -47,7 +55,8 @@ static const conf_backend_kernels_t k_table[] = {
                           "when the cancel word stopped the range; only a launch error fails a "
                           "run)",
                           0},
-         [CONF_K_HOLD] = {NULL, NULL, "TODO", 0},
+         // The build's #include of a FIFO holds the register lane (opencl/hold.cl).
+         [CONF_K_HOLD] = {LW_CONF_DIR "/opencl/hold.cl", "conf_hold", NULL, 0, true},
      }},
 };
 
@@ -96,6 +105,29 @@ static void *read_file(const char *path, size_t *out_bytes) {
   return buf;
 }
 
+// Puts the path after the first ':' of name in place of CONF_HOLD_MARKER in c's image (text)
+// and makes that path a FIFO: the register's read of it waits until the test opens it.
+static void hold_fifo_image(const char *name, lw_callable_t *c) {
+  const char *path = name ? strchr(name, ':') : NULL;
+  cr_assert_not_null(path, "the hold kernel's name must carry a path after ':' (got %s)",
+                     name ? name : "none");
+  path++;
+  const char *text = c->image;
+  const char *at = memmem(text, c->image_bytes, CONF_HOLD_MARKER, strlen(CONF_HOLD_MARKER));
+  cr_assert_not_null(at, "the hold kernel's image has no %s", CONF_HOLD_MARKER);
+  size_t head = (size_t)(at - text), marker = strlen(CONF_HOLD_MARKER), len = strlen(path);
+  size_t tail = c->image_bytes - head - marker, bytes = head + len + tail;
+  char *out = malloc(bytes);
+  cr_assert_not_null(out);
+  memcpy(out, text, head);
+  memcpy(out + head, path, len);
+  memcpy(out + head + len, at + marker, tail);
+  free((void *)c->image);
+  c->image = out;
+  c->image_bytes = bytes;
+  cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo %s: %s", path, strerror(errno));
+}
+
 void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   cr_assert(k < CONF_K_COUNT);
   const conf_kernel_source_t *src = &backend_row()->kernel[k];
@@ -107,6 +139,7 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   }
   memset(out, 0, sizeof(*out));
   out->image = read_file(src->path, &out->image_bytes);
+  if (src->hold_fifo) hold_fifo_image(name, out);
   out->name = strdup(name ? name : sig->name);
   cr_assert_not_null(out->name);
   out->entry = src->entry;
