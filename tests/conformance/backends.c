@@ -48,7 +48,7 @@ static const conf_backend_kernels_t k_table[] = {
          [CONF_K_RECORD] = {LW_CONF_DIR "/opencl/record.cl", "conf_record", NULL, 0},
          // A long range of short work-items: the backend checks the cancel word between the
          // slices of a range, never inside a kernel (gate.cl says why and how it holds).
-         [CONF_K_GATE] = {LW_CONF_DIR "/opencl/gate.cl", "conf_gate", NULL, 1ull << 22},
+         [CONF_K_GATE] = {LW_CONF_DIR "/opencl/gate.cl", "conf_gate", NULL, 1ull << 28},
          [CONF_K_FAIL] = {NULL, NULL,
                           "an OpenCL kernel has no return value and the opencl backend reports "
                           "no kernel status (backend_opencl.c: kernel_rc is 0, or CANCELLED "
