@@ -71,22 +71,26 @@ static lw_status_t check_run_live(const lw_orch_t *o, lw_error_t *err) {
   return LW_OK;
 }
 
-// Reserves the slots, pins the callable once per task and posts cmd; on failure nothing is
-// left behind (cmd is freed).
+static void unpin_all(lw_worker_t *w, uint32_t wc, uint32_t n) {
+  pthread_mutex_lock(&w->mu);
+  for (uint32_t i = 0; i < n; ++i) lw__wc_unpin(w, wc);
+  pthread_mutex_unlock(&w->mu);
+}
+
+// Pins the callable once per task, checks the counts against its signature, reserves the ring
+// slots and posts cmd; on failure nothing is left behind (cmd is freed). Everything that can
+// be refused is checked before the reserve, which may block on a full ring: a bad submit is
+// refused with its own reason at once, never after the submit timeout as "ring full". The
+// pins held while the reserve waits only keep an unregister of the callable deferred, as
+// the task itself will once accepted.
 static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle_t c,
                              bool want_sub, lw_error_t *err) {
   lw_worker_t *w = o->w;
-  lw_status_t st = check_run_live(o, err);
-  if (st == LW_OK) st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
-  if (st != LW_OK) {
-    free(cmd);
-    return st;
-  }
   uint32_t wc = 0;
   uint64_t wc_id = 0;
-  st = lw__wc_pin_for_tasks(w, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
+  lw_status_t st = check_run_live(o, err);
+  if (st == LW_OK) st = lw__wc_pin_for_tasks(w, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
   if (st != LW_OK) {
-    lw__dag_unreserve(&w->dag, cmd->n_tasks);
     free(cmd);
     return st;
   }
@@ -103,11 +107,9 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
                     i, inner.message);
     }
   }
+  if (st == LW_OK) st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
   if (st != LW_OK) {
-    pthread_mutex_lock(&w->mu);
-    for (uint32_t i = 0; i < cmd->n_tasks; ++i) lw__wc_unpin(w, wc);
-    pthread_mutex_unlock(&w->mu);
-    lw__dag_unreserve(&w->dag, cmd->n_tasks);
+    unpin_all(w, wc, cmd->n_tasks);
     free(cmd);
     return st;
   }
@@ -171,11 +173,22 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   }
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(LW_DAG_CMD_GROUP, o->run, (uint32_t)n);
   if (!cmd) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
+  uint32_t per_chip[LW_MAX_CHIPS] = {0};
   for (int i = 0; i < n; ++i) {
     if (worker_ids[i] < 0) {
       free(cmd);
       return lw__fail(LW_INVALID_ARGUMENT, "orch: group member %d needs a chip id, not %d", i,
                       worker_ids[i]);
+    }
+    // A chip runs at most LW_MB_TASK_FRAMES posted tasks: more members on one chip could never
+    // launch together, and the group would block every later group forever.
+    if (worker_ids[i] < (int32_t)w->cfg.n_chips &&
+        ++per_chip[worker_ids[i]] > LW_MB_TASK_FRAMES) {
+      free(cmd);
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "orch: a group puts more than %u members on chip %d, which can never "
+                      "launch them at once (a chip holds %u posted tasks)",
+                      LW_MB_TASK_FRAMES, worker_ids[i], LW_MB_TASK_FRAMES);
     }
     if (describe(o, LW_MB_TASK_KERNEL, worker_ids[i], args[i], 0, &cmd->task[i], &err) != LW_OK) {
       free(cmd);

@@ -555,6 +555,11 @@ static void *sched_main(void *arg) {
   while (!atomic_load(&w->sched_exit)) {
     bool progress = false;
     pthread_mutex_lock(&w->mu);
+    // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
+    // completions: a run's orch error is recorded before the results drained in this pass, so
+    // a task still in flight when its orch function failed counts as stopped. This thread is
+    // the DAG's owner.
+    progress |= lw__dag_step(&w->dag, &pw.finished);
     for (uint32_t s = 0; s < w->n_children; ++s) {
       lw_endpoint_t *ep = &w->eps[s];
       bool ready = atomic_load(&ep->state) == LW_EP_READY;
@@ -571,9 +576,6 @@ static void *sched_main(void *arg) {
       seen_cancel = atomic_load(&w->cancel_all_seq);
       progress = true;
     }
-    // The DAG's inbox (submits, scopes, runs' ends), applied in order before anything is
-    // swept or dispatched: this thread is the DAG's owner.
-    progress |= lw__dag_step(&w->dag, &pw.finished);
     progress |= lw__dag_sweep_stopped(&w->dag, &pw.finished);
     progress |= dispatch(w, &pw);
     apply_cancels(w);

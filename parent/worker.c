@@ -393,16 +393,19 @@ void lw_worker_destroy(lw_worker_t *w) {
     pthread_mutex_destroy(&w->eps[s].ctl_mu);
     pthread_mutex_destroy(&w->eps[s].desc_mu);
   }
+  // The DAG first: its last pins go back while the deferred unregisters they hold are still
+  // live ops (finish_all emptied the inbox; this only frees).
+  if (w->dag_ready) {
+    pthread_mutex_lock(&w->mu);
+    lw__dag_deinitialize(&w->dag);
+    pthread_mutex_unlock(&w->mu);
+    w->dag_ready = false;
+  }
   // Anything still waiting (a child died mid-register, a hung kernel) is failed now.
   lw_error_t err;
   lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");
   lw__callables_fail_ops(w, &err);
   // (A deferred unregister is on w->ops too, so the loop above finished it.)
-  if (w->dag_ready) {
-    pthread_mutex_lock(&w->mu);  // the pins of commands never applied go back (hooks.unpin)
-    lw__dag_deinitialize(&w->dag);
-    pthread_mutex_unlock(&w->mu);
-  }
   lw__handle_table_deinitialize(&w->callable_ids);
   free(w->eps);
   free(w->envs);

@@ -459,9 +459,8 @@ Test(worker, group_built_on_a_full_ring_waits_for_every_members_dependencies, .t
   lw_handle_t *h = NULL;
   LW_ASSERT_OK(lw_worker_run_async(w, gbuild_orch, &j, &h));
   lw_test_wait_nonzero(&j.in_group);
-  // The group submit holds w->mu until it waits for a ring slot.
-  pthread_mutex_lock(&w->mu);
-  pthread_mutex_unlock(&w->mu);
+  // The group's submit waits for ring slots (the ring of 3 holds P and R): only then open P.
+  while (atomic_load(&w->dag.space_waiters) == 0) lw_test_sleep_us(100);
   atomic_store(&j.s1->gate, 1);  // P finishes and frees a slot; R starts on chip 0
   lw_test_wait_nonzero(&j.s2->entered);
   lw_run_t *run = (lw_run_t *)h;
@@ -582,6 +581,85 @@ Test(worker, full_task_ring_blocks_submit_until_a_task_retires, .timeout = 60) {
   cr_assert_eq(j.s->log[0], 8);
   for (int i = 0; i < 8; ++i) cr_assert_eq(j.s->log[1 + i], i + 1, "tasks on one chip stay FIFO");
   lw_handle_release(run);
+  destroy_and_check();
+}
+
+typedef struct full_ring_job {
+  lw_callable_handle_t rec, gate;
+  shared_state_t *s;
+  lw_status_t bad_handle, bad_group;
+  char bad_handle_msg[LW_ERROR_MESSAGE_BYTES], bad_group_msg[LW_ERROR_MESSAGE_BYTES];
+} full_ring_job_t;
+
+// Fills the ring of 4 (a gate holding the chip and three tasks behind it), then submits what
+// must be refused: an unknown callable handle and a group with five members on chip 0.
+static lw_status_t full_ring_orch(lw_orch_t *o, void *user) {
+  full_ring_job_t *j = user;
+  LW_RETURN_IF_ERROR(submit_gate(o, j->gate, j->s, 0));
+  for (int i = 1; i < 4; ++i) {
+    rec_t r = {i, 0, 0, {{NULL, 0}}};
+    LW_RETURN_IF_ERROR(submit_record(o, j->rec, j->s, &r));
+  }
+  rec_t r = {99, 0, 0, {{NULL, 0}}};
+  lw_callable_handle_t unknown = {j->rec.id + 0x10000};
+  j->bad_handle = submit_record(o, unknown, j->s, &r);
+  snprintf(j->bad_handle_msg, sizeof(j->bad_handle_msg), "%s", lw_last_error()->message);
+  lw_args_t a;
+  lw_args_init(&a);
+  const lw_args_t *args[2] = {&a, &a};
+  int32_t chips[2] = {0, 0};
+  j->bad_group = lw_orch_submit_next_level_group(o, unknown, args, chips, 2);
+  snprintf(j->bad_group_msg, sizeof(j->bad_group_msg), "%s", lw_last_error()->message);
+  atomic_store(&j->s->gate, 1);  // the refusals came back while the ring was still full
+  return LW_OK;
+}
+
+static lw_status_t crowded_group_orch(lw_orch_t *o, void *user) {
+  full_ring_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 7));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 0));
+  const lw_args_t *args[5] = {&a, &a, &a, &a, &a};
+  int32_t chips[5] = {0, 0, 0, 0, 0};
+  j->bad_group = lw_orch_submit_next_level_group(o, j->rec, args, chips, 5);
+  snprintf(j->bad_group_msg, sizeof(j->bad_group_msg), "%s", lw_last_error()->message);
+  chips[4] = 1;  // four on chip 0, one on chip 1: fits
+  return lw_orch_submit_next_level_group(o, j->rec, args, chips, 5);
+}
+
+// A chip holds LW_MB_TASK_FRAMES posted tasks: a group with more members on one chip could
+// never launch and would hold back every later group; it is refused at the submit.
+Test(worker, group_with_more_members_on_one_chip_than_it_has_frames_is_refused, .timeout = 60) {
+  make_worker(2, 0);
+  full_ring_job_t j = {.rec = wreg("record"), .s = new_shared()};
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, crowded_group_orch, &j, &rep));
+  cr_assert_eq(j.bad_group, LW_INVALID_ARGUMENT, "%s: %s", lw_status_name(j.bad_group),
+               j.bad_group_msg);
+  cr_assert(strstr(j.bad_group_msg, "more than 4 members on chip 0"), "%s", j.bad_group_msg);
+  cr_assert_eq(rep.n_tasks, 5, "only the group that fits was built");
+  cr_assert_eq(rep.n_completed, 5);
+  destroy_and_check();
+}
+
+// With the submit timeout at "forever", a submit that waited for a ring slot before checking
+// its callable would hang here (the gate opens only after the refusals came back): what can
+// be refused is refused at once, with its own reason, never as "ring full".
+Test(worker, bad_submits_on_a_full_ring_are_refused_at_once_with_their_reason, .timeout = 60) {
+  make_small_ring_worker(-1);
+  full_ring_job_t j = {.rec = wreg("record"), .gate = wreg("gate"), .s = new_shared()};
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, full_ring_orch, &j, &rep));
+  cr_assert_eq(j.bad_handle, LW_NOT_FOUND, "%s: %s", lw_status_name(j.bad_handle),
+               j.bad_handle_msg);
+  cr_assert(strstr(j.bad_handle_msg, "unknown or released callable"), "%s", j.bad_handle_msg);
+  cr_assert_eq(j.bad_group, LW_NOT_FOUND, "%s: %s", lw_status_name(j.bad_group),
+               j.bad_group_msg);
+  cr_assert(strstr(j.bad_group_msg, "unknown or released callable"), "%s", j.bad_group_msg);
+  cr_assert_eq(rep.n_tasks, 4);
+  cr_assert_eq(rep.n_completed, 4);
   destroy_and_check();
 }
 
