@@ -2,13 +2,19 @@
 // groups, the ready queues, and what a task's end does to the others.
 //
 // One owner. Every task state change, every ready queue, the tensor map and the counters of
-// the runs in it are changed by one thread only, the DAG's owner: the worker's scheduler
-// thread (parent/sched.h) while it runs, then the thread destroying the worker. Other threads
-// never touch that state: they hand the owner work through the DAG's inbox (a lock-free list
-// of commands: submit a task, submit a group, open or close a scope, "the orch function
-// returned") and ring the doorbell (hooks.ring: the worker's kick); the owner takes the inbox
-// whole at the start of each pass (lw__dag_step) and applies it in order. This is libuv's
-// model: the loop owns its state and uv_async_send is the one thread-safe door.
+// the runs in it are changed by one thread at a time, the DAG's owner, and only inside the
+// owner's pass (lw__dag_step, lw__dag_sweep_stopped, the dispatch and finishing calls below).
+// In the worker the owner is the thread running a pass of parent/sched.c, which holds w->mu
+// for it: the scheduler thread, or a submitter that found no pass under way right after it
+// posted (lw__sched_assist, run from the doorbell), and the destroying thread at the end; the
+// thread starting a pass declares itself with lw__dag_set_owner. Other threads never touch
+// that state: they hand the owner work through the DAG's inbox (a lock-free list of commands:
+// submit a task, submit a group, open or close a scope, "the orch function returned") and ring
+// the doorbell (hooks.ring); the owner takes the inbox whole at the start of each pass
+// (lw__dag_step) and applies it in order. This is libuv's model (the loop owns its state and
+// uv_async_send is the one thread-safe door), with one addition: the thread ringing the door
+// may run the loop's pass itself when the loop is between passes, which saves a thread
+// hand-off when the scheduler is slow to get a CPU.
 //
 // What other threads may call: lw__dag_reserve / lw__dag_unreserve (task-ring back-pressure),
 // lw__dag_post (the inbox), lw__dag_run_failed (an acquire read of a run's failure, for the
@@ -37,8 +43,8 @@
 // call back into the DAG.
 //
 // Lifecycle: lw__dag_initialize (worker create; the DAG lives in caller memory) ->
-// lw__dag_set_owner (the scheduler thread when it starts; the destroying thread once it
-// stopped) -> lw__dag_finish_all (destroy: every unfinished task ends with the given status)
+// lw__dag_set_owner (by the thread starting each pass; the destroying thread once the
+// scheduler stopped) -> lw__dag_finish_all (destroy: every unfinished task ends with the given status)
 // -> lw__dag_deinitialize (frees the ring, the tensor map and any unapplied command).
 #ifndef LANEWORK_PARENT_DAG_H_
 #define LANEWORK_PARENT_DAG_H_
@@ -208,7 +214,8 @@ LW_MUST_USE lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32
 // Frees the ring, the tensor map and commands never applied (their pins are dropped through
 // hooks.unpin). No thread may use the DAG any more.
 void lw__dag_deinitialize(lw_dag_t *d);
-// The calling thread becomes the owner.
+// The calling thread becomes the owner (it must hold whatever serializes passes: in the
+// worker, w->mu). lw__dag_step aborts on any other thread: a broken contract.
 void lw__dag_set_owner(lw_dag_t *d);
 
 // ---------------------------------------------------------------------------------------------

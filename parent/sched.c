@@ -548,13 +548,13 @@ static void *sched_main(void *arg) {
   (void)pthread_setname_np(pthread_self(), "lw-sched");
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
-  lw__dag_set_owner(&w->dag);
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
   uint64_t seen_kick = atomic_load(&w->kick_seq);
   uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
   while (!atomic_load(&w->sched_exit)) {
     bool progress = false;
     pthread_mutex_lock(&w->mu);
+    lw__dag_set_owner(&w->dag);  // a submitter may have run the last pass (lw__sched_assist)
     // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
     // completions: a run's orch error is recorded before the results drained in this pass, so
     // a task still in flight when its orch function failed counts as stopped. This thread is
@@ -667,4 +667,23 @@ void lw__sched_stop(lw_worker_t *w) {
   }
   // The epoll fd stays open: a respawn under way on the supervisor may still add to it.
   // lw_worker_destroy closes it once the supervisor has stopped.
+}
+
+// A submitter that just posted to the DAG's inbox runs one owner's pass itself when no pass is
+// under way (w->mu free), instead of waiting for the scheduler to get a CPU: it applies the
+// inbox, sweeps and dispatches. It does not drain completions, watch children or escalate: that
+// stays the scheduler's. Holding w->mu for the pass makes this thread the DAG's one owner
+// until it returns; the scheduler takes ownership back at the start of its next pass.
+void lw__sched_assist(lw_worker_t *w) {
+  if (!w->sched_started || pthread_mutex_trylock(&w->mu) != 0) return;
+  pending_work_t pw;
+  memset(&pw, 0, sizeof(pw));
+  lw__dag_set_owner(&w->dag);
+  (void)lw__dag_step(&w->dag, &pw.finished);
+  (void)lw__dag_sweep_stopped(&w->dag, &pw.finished);
+  (void)dispatch(w, &pw);
+  apply_cancels(w);
+  take_due_unregisters(w, &pw);
+  pthread_mutex_unlock(&w->mu);
+  flush(w, &pw);
 }

@@ -27,5 +27,9 @@ typedef struct lw_worker lw_worker_t;
 
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
 void lw__sched_stop(lw_worker_t *w);
+// Runs one owner's pass on the calling thread (a submitter, right after posting to the DAG's
+// inbox) when no pass is under way: applies the inbox, sweeps, dispatches. Saves the hand-off
+// to the scheduler thread when that thread is slow to get a CPU. No lock held on entry.
+void lw__sched_assist(lw_worker_t *w);
 
 #endif  // LANEWORK_PARENT_SCHED_H_

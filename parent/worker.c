@@ -82,7 +82,13 @@ static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
   return w->callables[wc].id == wc_id ? w->callables[wc].name : "a released callable";
 }
 
-static void dag_ring(void *ctx) { lw__worker_kick(ctx); }
+// The DAG's doorbell (a post, a stop; never rung with w->mu held): wakes the scheduler, and runs
+// one owner's pass right here when none is under way (lw__sched_assist), so a submitter does
+// not wait for the scheduler to get a CPU before its task is dispatched.
+static void dag_ring(void *ctx) {
+  lw__worker_kick(ctx);
+  lw__sched_assist(ctx);
+}
 
 static int collect_base(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
