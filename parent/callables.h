@@ -72,6 +72,10 @@ typedef struct lw_wcallable {
   void *image;                 // arena copy (chip): replayed to a respawned child
   uint64_t image_bytes;
   uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
+  // The endpoint generation of the child that gave local[chip] (its register's report, or the
+  // replay into that child). A local id means something only to that child: an unregister is
+  // posted bound to this generation (lw__ep_control_gen), never to a successor.
+  uint64_t gen[LW_MAX_CHIPS];
   uint64_t sub_index;          // sub callables: index in every sub child's table
   // Sub callables: the tag every sub child keeps at sub_index. Unique per worker (from
   // w->last_sub_tag), so a task naming one index with another function's tag is refused.
@@ -110,7 +114,8 @@ struct lw_wop {
   bool ok[LW_MAX_CHIPS];
   uint64_t local[LW_MAX_CHIPS];
   // The endpoint generation of the child that reported OK on each chip: a register whose child
-  // was replaced before the register completed is not in the new child (callables.c).
+  // was replaced before the register completed is not in the new child (callables.c), and a
+  // rollback names local[chip] only to that child.
   uint64_t gen[LW_MAX_CHIPS];
   lw_status_t status;  // first failure
   lw_error_t error;
