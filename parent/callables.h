@@ -24,7 +24,12 @@
 //   - a submitter (parent/orch.c) pins a callable per task with lw__wc_pin_for_tasks; the DAG's
 //     owner drops the pin with lw__wc_unpin (w->mu held) through the DAG's unpin hook;
 //   - the supervisor (parent/supervise.h) reads the table and the sub function table to
-//     replay them into a new child, and reports foreign control completions it meets.
+//     replay them into a new child (recording the local ids it gets with that child's
+//     generation), and reports foreign control completions it meets (none is expected: no op
+//     posts to a chip child that does not take work yet).
+// Local ids: c->local[chip] and op->local[chip] are valid only for the child of generation
+// c->gen[chip] / op->gen[chip], and are posted only bound to it (docs/faults.md, "A
+// child-local callable id belongs to the child that gave it").
 // Locks, in this order: w->sub_mu (every change of the sub children's tables: register_sub,
 // a sub replay) -> w->mu (the table, the ops) -> ep->post_mu. ep->ctl_mu (one control round
 // trip) is taken under sub_mu but never under w->mu.
