@@ -262,9 +262,9 @@ static void wop_post(lw_wop_t *op) {
     // lw__wop_fail_chip; an unregister to the child that gave the local id it names.
     uint64_t generation = 0;
     if (op->kind == LW_WOP_REGISTER && !atomic_load(&ep->accepting)) {
-      // Down, or being respawned: a child still taking its replay is not told anything (its
-      // death during the replay is the supervisor's, and no lw__wop_fail_chip would answer
-      // for it), and it gets the callable only from a later replay if the register is live.
+      // Down, or being respawned: a child still taking its replay gets no register (its
+      // replay may reach the callable's slot after the register completed and give it a second
+      // copy); it gets the callable from a later replay if the register is live by then.
       down = true;
     } else if (op->kind == LW_WOP_REGISTER) {
       pthread_mutex_lock(&ep->post_mu);
@@ -286,21 +286,17 @@ static void wop_post(lw_wop_t *op) {
         skipped_last = op;
       }
       skip = true;
-    } else if (!atomic_load(&ep->accepting)) {
-      // The chip is down or being respawned: its new child gets only callables that are live
-      // (or whose unregister is still deferred), and the replay drops one whose unregister
-      // started meanwhile. Posting here would name a local id of the dead child.
-      op_record(op, i, LW_OK, 0, NULL);
-      if (op->pending == 0) {
-        ops_unlink(w, op);
-        skipped_last = op;
-      }
-      skip = true;
     } else {
       p.command = LW_MB_CMD_UNREGISTER;
       // Bound to the child that gave the local id: if that child died (before the post, or
       // before this op was even started), its successor never gets the id, which means
-      // nothing there or another callable (fresh children hand out the same ids in order).
+      // nothing there or another callable (fresh children hand out the same ids in order);
+      // the control is refused unposted and the chip counts as done below. A successor gets
+      // only callables that are live (or whose unregister is still deferred), and its replay
+      // drops one whose unregister started while the replay waited for it. One the replay
+      // gave it already carries its generation: that child is told even before it takes work
+      // (the replay passes its report on, or it stays in the ring for the scheduler), so it
+      // keeps no copy nobody knows of.
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
       generation = op->kind == LW_WOP_ROLLBACK ? op->gen[i] : c->gen[i];
     }

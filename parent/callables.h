@@ -25,8 +25,9 @@
 //     owner drops the pin with lw__wc_unpin (w->mu held) through the DAG's unpin hook;
 //   - the supervisor (parent/supervise.h) reads the table and the sub function table to
 //     replay them into a new child (recording the local ids it gets with that child's
-//     generation), and reports foreign control completions it meets (none is expected: no op
-//     posts to a chip child that does not take work yet).
+//     generation), reports the completions of unregisters posted to the new child meanwhile
+//     (for a callable it gave that child), and fails the ops of a new child that died in its
+//     replay with lw__wop_fail_chip.
 // Local ids: c->local[chip] and op->local[chip] are valid only for the child of generation
 // c->gen[chip] / op->gen[chip], and are posted only bound to it (docs/faults.md, "A
 // child-local callable id belongs to the child that gave it").

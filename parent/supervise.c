@@ -241,6 +241,20 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
     close(ep->pidfd);
     ep->pidfd = -1;
   }
+  if (st != LW_OK && ep->kind == LW_MB_CHILD_CHIP) {
+    // The scheduler never sees this child's death (its pidfd was not in the epoll set), so
+    // what it was told is answered here, as lw__wop_fail_chip does for any death: an
+    // unregister of a callable the replay had given it (posted before it took work) is done.
+    lw_wop_t *done = NULL;
+    pthread_mutex_lock(&w->mu);
+    lw__wop_fail_chip(w, ep->index, err, &done);
+    pthread_mutex_unlock(&w->mu);
+    while (done) {
+      lw_wop_t *next = done->next_done;
+      lw__wop_complete(done);
+      done = next;
+    }
+  }
   return st;
 }
 

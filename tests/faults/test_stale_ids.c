@@ -220,3 +220,131 @@ Test(stale_ids, a_register_while_a_chip_takes_its_replay_fails_at_once_naming_th
   lw_callable_free_loaded(&noop);
   fx_destroy(&f);
 }
+
+// The prepare_count kernel, named so that each fresh load by a chip child appends a byte to
+// `count` and then, if `gate` is given, waits for that file. with_param: as for
+// prepare_gate_kernel, another digest.
+static lw_callable_t prepare_count_kernel(const char *count, const char *gate, bool with_param) {
+  lw_callable_t c = lw_test_kernel("prepare_count");
+  free((void *)c.name);
+  size_t n = strlen("prepare_count:") + strlen(count) + 1 + (gate ? strlen(gate) : 0) + 1;
+  char *name = malloc(n);
+  cr_assert_not_null(name);
+  snprintf(name, n, "prepare_count:%s%s%s", count, gate ? ":" : "", gate ? gate : "");
+  c.name = name;
+  if (with_param) {
+    c.n_params = 1;
+    c.param_dirs = kScalarParam;
+  }
+  return c;
+}
+
+// How many times chip children loaded a prepare_count callable afresh.
+static long loads(const char *path) {
+  FILE *file = fopen(path, "r");
+  if (!file) return 0;
+  fseek(file, 0, SEEK_END);
+  long n = ftell(file);
+  fclose(file);
+  return n;
+}
+
+typedef struct replay_setup {
+  char count[96];       // loads of `counted`
+  char held_count[96];  // loads of `held`: its replay began
+  char gate[96];        // holds `held` while missing
+  lw_callable_t counted, held;
+  lw_callable_handle_t hc, hg;
+} replay_setup_t;
+
+// Registers `counted` and then `held`, kills chip 0, and waits until its new child's replay is
+// done with `counted` (the replay asks for `held` only then) and held on `held`.
+static void replay_past_counted(replay_setup_t *r) {
+  gate_path(r->count, sizeof(r->count), "count");
+  gate_path(r->held_count, sizeof(r->held_count), "held-count");
+  gate_path(r->gate, sizeof(r->gate), "gate");
+  open_gate_file(r->gate);
+  r->counted = prepare_count_kernel(r->count, NULL, false);
+  r->held = prepare_count_kernel(r->held_count, r->gate, true);
+  LW_ASSERT_OK(lw_worker_register(f.w, &r->counted, &r->hc));  // replayed first
+  LW_ASSERT_OK(lw_worker_register(f.w, &r->held, &r->hg));     // replayed second
+  cr_assert_eq(loads(r->count), 1);
+  cr_assert_eq(loads(r->held_count), 1);
+  unlink(r->gate);
+  pid_t first = fx_pid(&f, 0);
+  cr_assert_eq(kill(first, SIGKILL), 0);
+  wait_replaying(0, first);
+  while (loads(r->held_count) < 2) lw_test_sleep_us(200);
+  cr_assert_eq(loads(r->count), 2);
+}
+
+static void replay_setup_free(replay_setup_t *r) {
+  unlink(r->count);
+  unlink(r->held_count);
+  unlink(r->gate);
+  lw_callable_free_loaded(&r->counted);
+  lw_callable_free_loaded(&r->held);
+}
+
+// An unregister that starts after the replay gave the new child the callable, but before that
+// child takes work, is posted to that child (bound to it): the child keeps no copy of a
+// callable the parent dropped. Before, the chip was skipped and the copy stayed loaded in the
+// child for its whole life; a later register of the same image found it there.
+Test(stale_ids, an_unregister_during_a_replay_that_passed_the_callable_reaches_that_child,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  replay_setup_t r;
+  replay_past_counted(&r);
+
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(f.w, r.hc, &unreg));
+  open_gate_file(r.gate);  // the replay finishes; the child takes work
+  lw_status_t st = lw_handle_wait(unreg, LW_WAIT_FOREVER);
+  cr_assert_eq(st, LW_OK, "%s: %s", lw_status_name(st), lw_handle_error(unreg)->message);
+  lw_handle_release(unreg);
+  fx_wait_respawned(&f, 0, 1);
+
+  // Registered again, the image is loaded afresh: the child did not keep the old copy.
+  lw_callable_handle_t again;
+  LW_ASSERT_OK(lw_worker_register(f.w, &r.counted, &again));
+  cr_assert_eq(loads(r.count), 3, "chip 0's child kept the unregistered callable loaded");
+  LW_ASSERT_OK(lw_worker_unregister(f.w, again));
+  LW_ASSERT_OK(lw_worker_unregister(f.w, r.hg));
+  replay_setup_free(&r);
+  fx_destroy(&f);
+}
+
+// The same unregister, posted to a child that then dies before its replay finished (a death
+// only the supervisor sees): it finishes, the chip counting as done, and the next child does
+// not get the callable.
+Test(stale_ids, an_unregister_posted_to_a_child_that_dies_in_its_replay_finishes,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  replay_setup_t r;
+  replay_past_counted(&r);
+
+  // Posted by the time unregister_async returns (no task pins the callable); the child
+  // answers only once its register lane is free, which the gate prevents.
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(f.w, r.hc, &unreg));
+  pid_t second = fx_pid(&f, 0);
+  cr_assert_eq(kill(second, SIGKILL), 0);
+  lw_status_t st = lw_handle_wait(unreg, LW_WAIT_FOREVER);
+  cr_assert_eq(st, LW_OK, "%s: %s", lw_status_name(st), lw_handle_error(unreg)->message);
+  lw_handle_release(unreg);
+  open_gate_file(r.gate);
+  fx_wait_respawned(&f, 0, 1);
+  cr_assert_eq(loads(r.count), 2, "the next child got the unregistered callable in its replay");
+
+  lw_callable_handle_t again;
+  LW_ASSERT_OK(lw_worker_register(f.w, &r.counted, &again));
+  cr_assert_eq(loads(r.count), 3);
+  LW_ASSERT_OK(lw_worker_unregister(f.w, again));
+  LW_ASSERT_OK(lw_worker_unregister(f.w, r.hg));
+  replay_setup_free(&r);
+  fx_destroy(&f);
+}
