@@ -125,8 +125,9 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
                            (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL));
     if (wanted) {
       c->local[ep->index] = local;
-      // The child that gave it: the replay's own (nothing else posts to it until it takes
-      // work, and a replay that loses its child starts over with the next one).
+      // The child that gave it: the replay's own. From here an unregister is posted to this
+      // child even before it takes work; a replay that loses its child starts over with the
+      // next one, which records its own.
       pthread_mutex_lock(&ep->post_mu);
       c->gen[ep->index] = ep->generation;
       pthread_mutex_unlock(&ep->post_mu);
