@@ -278,7 +278,16 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
     goto out;
   }
   // Any other failure means the control frame was not IDLE although every earlier round trip
-  // on this endpoint (serialized by ctl_mu) consumed its ack: the child wrote it.
+  // on this endpoint (serialized by ctl_mu) consumed its ack: the child wrote it. Unless the
+  // child is dead: a round trip that saw the death before the scheduler did (from the fork
+  // server's exit table) gave up and left its request there, and a dead child broke nothing.
+  // Calling that a violation would misname the death and drop the reports in its ring.
+  if (st != LW_OK && lw__ep_check_dead(ep)) {
+    char desc[192];
+    lw__ep_describe_exit(ep, desc, sizeof(desc));
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
+    goto out;
+  }
   if (st != LW_OK) {
     st = lw__ep_violation(ep, why.message, err);
     goto out;
