@@ -1,8 +1,10 @@
 // tests/faults/test_stale_ids.c — a child-local callable id is only ever posted to the child
 // that gave it. Respawned children hand out the same ids in the same order, so an id of a dead
-// child posted to its successor names nothing there, or another callable. The interleavings
-// are driven by prepare_gate callables (their prepare hook holds a chip's register lane, and
-// so a replay, until a file exists), SIGSTOP and SIGKILL at known points: no timing.
+// child posted to its successor names nothing there, or another callable; and a child keeps
+// no callable the worker dropped. The interleavings are driven by prepare_gate and
+// prepare_count callables (their prepare hook holds a chip's register lane, and so a replay,
+// until a file exists; prepare_count also counts fresh loads), SIGSTOP and SIGKILL at known
+// points: no timing.
 #include <unistd.h>
 
 #include "fault_util.h"
