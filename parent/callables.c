@@ -256,8 +256,20 @@ static void wop_post(lw_wop_t *op) {
     p.entry = entry;
     lw_wop_t *skipped_last = NULL;
     bool skip = false;
-    uint64_t generation = 0;  // a register names no local id: any child may take it
-    if (op->kind == LW_WOP_REGISTER) {
+    bool down = false;
+    // Every command is bound to one child (lw__ep_control_gen): a register to the child that
+    // takes work now, so that its death, whenever it comes, fails the register through
+    // lw__wop_fail_chip; an unregister to the child that gave the local id it names.
+    uint64_t generation = 0;
+    if (op->kind == LW_WOP_REGISTER && !atomic_load(&ep->accepting)) {
+      // Down, or being respawned: a child still taking its replay gets no register (its
+      // replay may reach the callable's slot after the register completed and give it a second
+      // copy); it gets the callable from a later replay if the register is live by then.
+      down = true;
+    } else if (op->kind == LW_WOP_REGISTER) {
+      pthread_mutex_lock(&ep->post_mu);
+      generation = ep->generation;
+      pthread_mutex_unlock(&ep->post_mu);
       p.command = LW_MB_CMD_REGISTER;
       p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
       p.image_bytes = c->image_bytes;
@@ -274,33 +286,29 @@ static void wop_post(lw_wop_t *op) {
         skipped_last = op;
       }
       skip = true;
-    } else if (!atomic_load(&ep->accepting)) {
-      // The chip is down or being respawned: its new child gets only callables that are live
-      // (or whose unregister is still deferred), and the replay drops one whose unregister
-      // started meanwhile. Posting here would name a local id of the dead child.
-      op_record(op, i, LW_OK, 0, NULL);
-      if (op->pending == 0) {
-        ops_unlink(w, op);
-        skipped_last = op;
-      }
-      skip = true;
     } else {
       p.command = LW_MB_CMD_UNREGISTER;
+      // Bound to the child that gave the local id: if that child died (before the post, or
+      // before this op was even started), its successor never gets the id, which means
+      // nothing there or another callable (fresh children hand out the same ids in order);
+      // the control is refused unposted and the chip counts as done below. A successor gets
+      // only callables that are live (or whose unregister is still deferred), and its replay
+      // drops one whose unregister started while the replay waited for it. One the replay
+      // gave it already carries its generation: that child is told even before it takes work
+      // (the replay passes its report on, or it stays in the ring for the scheduler), so it
+      // keeps no copy nobody knows of.
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
-      // The target is the current child's local id (it takes work, so its replay is done):
-      // bound to that child, so that if it dies before the post, its successor never gets it.
-      pthread_mutex_lock(&ep->post_mu);
-      generation = ep->generation;
-      pthread_mutex_unlock(&ep->post_mu);
+      generation = op->kind == LW_WOP_ROLLBACK ? op->gen[i] : c->gen[i];
     }
     pthread_mutex_unlock(&w->mu);
     if (skip) {
       if (skipped_last) lw__wop_complete(skipped_last);
       continue;
     }
-    lw_mb_control_ack_t ack;
+    lw_mb_control_ack_t ack = {0};
     lw_error_t err;
-    lw_status_t st = lw__ep_control_gen(ep, generation, &p, &ack, &err);
+    lw_status_t st = down ? lw__ep_down_error(ep, &err)
+                          : lw__ep_control_gen(ep, generation, &p, &ack, &err);
     if (st == LW_OK && ack.status != LW_OK) {
       st = ack.status;
       err = ack.error;
@@ -375,9 +383,12 @@ void lw__wop_complete(lw_wop_t *op) {
     // the new child's replay skipped the callable, which was still registering, so it does
     // not have it. The register fails naming that chip and is rolled back on the others,
     // as when the chip dies while the register is pending.
-    for (uint32_t i = 0; op->status == LW_OK && i < w->cfg.n_chips; ++i) {
+    // Every chip is checked, also once the register failed: a rollback must not name, on a
+    // chip, a local id of a child that is gone.
+    for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
       if (!op->ok[i] || op->gen[i] == ep_generation(&w->eps[i])) continue;
       op->ok[i] = false;  // nothing of it is left on that chip
+      if (op->status != LW_OK) continue;
       op->status = LW_CHILD_EXITED;
       lw__error_set(&op->error, LW_CHILD_EXITED, (int32_t)i, 0,
                     "chip %u: register of %s failed: the chip's child died before the register "
@@ -386,6 +397,7 @@ void lw__wop_complete(lw_wop_t *op) {
     }
     if (op->status == LW_OK) {
       memcpy(c->local, op->local, sizeof(c->local));
+      memcpy(c->gen, op->gen, sizeof(c->gen));
       c->state = LW_WC_LIVE;
       op->handle.callable.id = c->id;
     } else {
@@ -394,6 +406,7 @@ void lw__wop_complete(lw_wop_t *op) {
       if (any_ok && (rollback = wop_new(w, LW_WOP_ROLLBACK, op->wc)) != NULL) {
         memcpy(rollback->ok, op->ok, sizeof(op->ok));
         memcpy(rollback->local, op->local, sizeof(op->local));
+        memcpy(rollback->gen, op->gen, sizeof(op->gen));
         rollback->next_pending = w->ops;
         w->ops = rollback;
         w->live_ops++;

@@ -24,7 +24,13 @@
 //   - a submitter (parent/orch.c) pins a callable per task with lw__wc_pin_for_tasks; the DAG's
 //     owner drops the pin with lw__wc_unpin (w->mu held) through the DAG's unpin hook;
 //   - the supervisor (parent/supervise.h) reads the table and the sub function table to
-//     replay them into a new child, and reports foreign control completions it meets.
+//     replay them into a new child (recording the local ids it gets with that child's
+//     generation), reports the completions of unregisters posted to the new child meanwhile
+//     (for a callable it gave that child), and fails the ops of a new child that died in its
+//     replay with lw__wop_fail_chip.
+// Local ids: c->local[chip] and op->local[chip] are valid only for the child of generation
+// c->gen[chip] / op->gen[chip], and are posted only bound to it (docs/faults.md, "A
+// child-local callable id belongs to the child that gave it").
 // Locks, in this order: w->sub_mu (every change of the sub children's tables: register_sub,
 // a sub replay) -> w->mu (the table, the ops) -> ep->post_mu. ep->ctl_mu (one control round
 // trip) is taken under sub_mu but never under w->mu.
@@ -72,6 +78,10 @@ typedef struct lw_wcallable {
   void *image;                 // arena copy (chip): replayed to a respawned child
   uint64_t image_bytes;
   uint64_t local[LW_MAX_CHIPS];  // child-local callable ids
+  // The endpoint generation of the child that gave local[chip] (its register's report, or the
+  // replay into that child). A local id means something only to that child: an unregister is
+  // posted bound to this generation (lw__ep_control_gen), never to a successor.
+  uint64_t gen[LW_MAX_CHIPS];
   uint64_t sub_index;          // sub callables: index in every sub child's table
   // Sub callables: the tag every sub child keeps at sub_index. Unique per worker (from
   // w->last_sub_tag), so a task naming one index with another function's tag is refused.
@@ -110,7 +120,8 @@ struct lw_wop {
   bool ok[LW_MAX_CHIPS];
   uint64_t local[LW_MAX_CHIPS];
   // The endpoint generation of the child that reported OK on each chip: a register whose child
-  // was replaced before the register completed is not in the new child (callables.c).
+  // was replaced before the register completed is not in the new child (callables.c), and a
+  // rollback names local[chip] only to that child.
   uint64_t gen[LW_MAX_CHIPS];
   lw_status_t status;  // first failure
   lw_error_t error;

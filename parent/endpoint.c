@@ -216,6 +216,18 @@ static bool sub_function_running(const lw_endpoint_t *ep) {
   return false;
 }
 
+lw_status_t lw__ep_down_error(lw_endpoint_t *ep, lw_error_t *err) {
+  char name[32], desc[192];
+  lw__ep_name(ep, name, sizeof(name));
+  lw__ep_exit_desc(ep, desc, sizeof(desc));
+  // Only LW_EP_DEAD is for good; a chip starting or respawning comes back (a register refused
+  // here can be retried once it has).
+  return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down (%s): %s", name,
+                       atomic_load(&ep->state) == LW_EP_DEAD ? "failed for good"
+                                                              : "being respawned; retry later",
+                       desc[0] ? desc : "not running");
+}
+
 lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
                            lw_mb_control_ack_t *out_ack, lw_error_t *err) {
   return lw__ep_control_gen(ep, 0, post, out_ack, err);
@@ -230,15 +242,7 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
   pthread_mutex_lock(&ep->ctl_mu);
   lw_status_t st;
   if (atomic_load(&ep->state) != LW_EP_READY) {
-    char desc[192];
-    lw__ep_exit_desc(ep, desc, sizeof(desc));
-    // Only LW_EP_DEAD is for good; a chip starting or respawning comes back (a register
-    // refused here can be retried once it has).
-    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s is down (%s): %s",
-                       name,
-                       atomic_load(&ep->state) == LW_EP_DEAD ? "failed for good"
-                                                              : "being respawned; retry later",
-                       desc[0] ? desc : "not running");
+    st = lw__ep_down_error(ep, err);
     goto out;
   }
   if (atomic_load(&ep->violated)) {
@@ -274,7 +278,16 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
     goto out;
   }
   // Any other failure means the control frame was not IDLE although every earlier round trip
-  // on this endpoint (serialized by ctl_mu) consumed its ack: the child wrote it.
+  // on this endpoint (serialized by ctl_mu) consumed its ack: the child wrote it. Unless the
+  // child is dead: a round trip that saw the death before the scheduler did (from the fork
+  // server's exit table) gave up and left its request there, and a dead child broke nothing.
+  // Calling that a violation would misname the death and drop the reports in its ring.
+  if (st != LW_OK && lw__ep_check_dead(ep)) {
+    char desc[192];
+    lw__ep_describe_exit(ep, desc, sizeof(desc));
+    st = lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
+    goto out;
+  }
   if (st != LW_OK) {
     st = lw__ep_violation(ep, why.message, err);
     goto out;

@@ -111,6 +111,10 @@ LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_po
 LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
                                            const lw_mb_control_post_t *post,
                                            lw_mb_control_ack_t *out_ack, lw_error_t *err);
+// CHILD_EXITED "chip 0 is down (being respawned; retry later): <the last exit>" ("failed for
+// good" once the endpoint is DEAD) in *err, for a control that is not posted because the
+// chip's child does not take work now. No lock held.
+LW_MUST_USE lw_status_t lw__ep_down_error(lw_endpoint_t *ep, lw_error_t *err);
 // Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
 // identity and frame. A frame the parent's record says is free but that is not IDLE, or a
 // header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).

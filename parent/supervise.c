@@ -123,7 +123,15 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     bool same = c->id == id;
     bool wanted = same && (c->state == LW_WC_LIVE ||
                            (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL));
-    if (wanted) c->local[ep->index] = local;
+    if (wanted) {
+      c->local[ep->index] = local;
+      // The child that gave it: the replay's own. From here an unregister is posted to this
+      // child even before it takes work; a replay that loses its child starts over with the
+      // next one, which records its own.
+      pthread_mutex_lock(&ep->post_mu);
+      c->gen[ep->index] = ep->generation;
+      pthread_mutex_unlock(&ep->post_mu);
+    }
     pthread_mutex_unlock(&w->mu);
     if (!wanted) {
       memset(&p, 0, sizeof(p));
@@ -233,6 +241,20 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
     if (pid > 0) kill(pid, SIGKILL);
     close(ep->pidfd);
     ep->pidfd = -1;
+  }
+  if (st != LW_OK && ep->kind == LW_MB_CHILD_CHIP) {
+    // The scheduler never sees this child's death (its pidfd was not in the epoll set), so
+    // what it was told is answered here, as lw__wop_fail_chip does for any death: an
+    // unregister of a callable the replay had given it (posted before it took work) is done.
+    lw_wop_t *done = NULL;
+    pthread_mutex_lock(&w->mu);
+    lw__wop_fail_chip(w, ep->index, err, &done);
+    pthread_mutex_unlock(&w->mu);
+    while (done) {
+      lw_wop_t *next = done->next_done;
+      lw__wop_complete(done);
+      done = next;
+    }
   }
   return st;
 }

@@ -13,7 +13,10 @@
 // Threads: lw__supervisor_queue from the scheduler (any thread is safe); lw__ep_respawn only
 // on the supervisor thread, with no lock held. While a respawn runs, the endpoint is
 // RESPAWNING and not accepting: the scheduler neither posts to it nor drains its ring, so the
-// replay reads the new child's completions itself.
+// replay reads the new child's completions itself (passing on those of unregisters posted to
+// the new child for callables the replay gave it). A new child that dies before its replay is
+// complete is never seen by the scheduler: the respawn answers the ops it held
+// (lw__wop_fail_chip).
 // Locks: w->sup_mu guards w->sup_pending and w->sup_exit only; it is a leaf (nothing is taken
 // under it, and it is never taken under another lock). A respawn takes ep->ctl_mu ->
 // ep->post_mu to reset the mailbox, then w->sub_mu (sub replay) or w->mu, each in the

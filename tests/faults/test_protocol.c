@@ -352,3 +352,60 @@ Test(protocol, a_control_report_in_a_sub_childs_ring_counts_for_no_chip, .timeou
   lw_callable_free_loaded(&c);
   fx_destroy(&f);
 }
+
+typedef struct control_thread {
+  lw_endpoint_t *ep;
+  lw_status_t st;
+} control_thread_t;
+
+static void *control_in_thread(void *arg) {
+  control_thread_t *c = arg;
+  lw_mb_control_post_t p;
+  memset(&p, 0, sizeof(p));
+  p.command = LW_MB_CMD_CANCEL;  // answered at once by a running child
+  lw_mb_control_ack_t ack;
+  lw_error_t err;
+  c->st = lw__ep_control(c->ep, &p, &ack, &err);
+  return NULL;
+}
+
+// A control round trip that sees its child's death (in the fork server's exit table) before
+// the scheduler does gives up and leaves its request in the control frame. A control posted
+// next, still before the scheduler handled the death, finds the frame not IDLE: that is the
+// death, not a protocol violation, and the death keeps its own description ("killed by
+// SIGKILL"), with the reports in the dead child's ring still read.
+Test(protocol, a_request_left_by_a_control_that_saw_its_child_die_is_no_violation,
+     .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  cfg.liveness_timeout_ns = 0;  // the child is stopped on purpose below
+  fx_create(&f, &cfg);
+  lw_endpoint_t *ep = &f.w->eps[0];
+  pid_t victim = fx_pid(&f, 0);
+  cr_assert_eq(kill(victim, SIGSTOP), 0);
+  control_thread_t first = {ep, LW_OK};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, control_in_thread, &first), 0);
+  while (atomic_load(&fx_mailbox(&f, 0)->control.state) != LW_MB_CONTROL_REQUEST) {
+    lw_test_sleep_us(200);
+  }
+  // The scheduler handles a death under w->mu (on_child_death): held here, it cannot, so the
+  // endpoint stays READY with the first request in its frame. Nothing below takes w->mu.
+  pthread_mutex_lock(&f.w->mu);
+  cr_assert_eq(kill(victim, SIGKILL), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(first.st, LW_CHILD_EXITED);
+  cr_assert_eq(atomic_load(&ep->state), LW_EP_READY);
+  control_thread_t second = {ep, LW_OK};
+  control_in_thread(&second);
+  bool violated = atomic_load(&ep->violated);
+  pthread_mutex_unlock(&f.w->mu);
+  cr_assert_eq(second.st, LW_CHILD_EXITED);
+  cr_assert_not(violated, "the dead child was taken for a protocol violation");
+  fx_wait_respawned(&f, 0, 1);
+  char desc[256];
+  lw__ep_exit_desc(ep, desc, sizeof(desc));
+  ASSERT_MSG_HAS(desc, "killed by SIGKILL");
+  cr_assert_null(strstr(desc, "protocol violation"), "%s", desc);
+  fx_destroy(&f);
+}
