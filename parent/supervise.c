@@ -94,6 +94,11 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     if (live) {
+      // A pin for the replay's round trip: the slot, its strings and its arena image (which
+      // the child reads while it loads) stay as they are until the child answered, even if
+      // the callable is unregistered meanwhile (that unregister waits for the pin, as for a
+      // queued task, and is posted to this child once it is dropped).
+      c->pins++;
       p.command = LW_MB_CMD_REGISTER;
       p.control_id = ((uint64_t)0xfe << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
       p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
@@ -108,18 +113,23 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     pthread_mutex_unlock(&w->mu);
     if (!live) continue;
     lw_mb_control_ack_t ack;
-    LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
-    if (ack.status != LW_OK) {
-      *err = ack.error;
-      return ack.status;
-    }
     uint64_t local = 0;
-    LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &local, err));
+    lw_status_t st = lw__ep_control(ep, &p, &ack, err);
+    if (st == LW_OK && ack.status != LW_OK) {
+      *err = ack.error;
+      st = ack.status;
+    }
+    if (st == LW_OK) st = await_control(ep, p.control_id, &local, err);
     pthread_mutex_lock(&w->mu);
-    // An unregister that started meanwhile skipped this chip (it is not accepting yet), so
-    // the replay takes the callable off the new child itself. If the slot now holds another
-    // callable, the replayed copy belongs to nobody: it is taken off too, and the other
-    // callable's local id (its own register's) is left alone.
+    if (st != LW_OK) {
+      lw__wc_unpin(w, i);  // the replay's pin
+      pthread_mutex_unlock(&w->mu);
+      return st;
+    }
+    // An unregister that started meanwhile waited for the replay's pin, so the callable is
+    // still wanted here and that unregister reaches this child once the pin is dropped. The
+    // slot cannot have changed hands while pinned; should it ever have, the replayed copy
+    // belongs to nobody and is taken off, leaving the other callable's local id alone.
     bool same = c->id == id;
     bool wanted = same && (c->state == LW_WC_LIVE ||
                            (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL));
@@ -132,6 +142,9 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       c->gen[ep->index] = ep->generation;
       pthread_mutex_unlock(&ep->post_mu);
     }
+    // The replay's pin, dropped once the new child's id is recorded: an unregister that waited
+    // for it is posted (by the scheduler) to this child too.
+    lw__wc_unpin(w, i);
     pthread_mutex_unlock(&w->mu);
     if (!wanted) {
       memset(&p, 0, sizeof(p));
