@@ -106,9 +106,9 @@ int lw__bench_dispatch_ocl(const lw_bench_opts_t *o) {
   // Warm-up: PoCL compiles a kernel's machine code at its first enqueue, and first runs touch
   // cold pages; neither belongs to a dispatch figure.
   if (!lw__bench_ocl_floor_sample(floor, warm, v[K_FLOOR])) goto out;
-  if ((st = l2_sample(chip, h2, warm, NULL)) == LW_OK && (st = l3_sample(&l3, warm, NULL)) == LW_OK) {
-    st = l3_sample(&l3sim, warm, NULL);
-  }
+  st = l2_sample(chip, h2, warm, NULL);
+  if (st == LW_OK) st = l3_sample(&l3, warm, NULL);
+  if (st == LW_OK) st = l3_sample(&l3sim, warm, NULL);
   for (int r = 0; st == LW_OK && r < ROUNDS; ++r) {
     long off = r * per_round;
     if (!lw__bench_ocl_floor_sample(floor, per_round, v[K_FLOOR] + off)) goto out;

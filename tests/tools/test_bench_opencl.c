@@ -181,6 +181,7 @@ static void check_overlap(const char *level) {
       "hidden_fraction_min", "hidden_fraction_max", "register_phase_serial_median_us",
       "register_phase_overlap_median_us", "hidden_fraction_register_phase",
       "hidden_fraction_register_phase_min", "hidden_fraction_register_phase_max",
+      "overlap_c1_done_us", "overlap_register_done_us",
       "c2_max_rel_err", "chip_open_ms"};
   for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i) (void)json_num(j, keys[i]);
   json_has(j, "\"rows\":[{\"delay_ms\":0,");
