@@ -10,8 +10,9 @@
 //
 // Targets (issue 9): L2 / floor <= 1.5; L3 <= L3 sim + floor, i.e. what L3 adds to an OpenCL
 // launch is no more than what it costs on sim. The measurements run in rounds, each a slice of
-// every kind in turn, so a noisy neighbour on a shared machine moves all of them alike; the
-// p50s are over every sample, and the per-round ratios give their spread.
+// every kind in turn (each round starting with the next kind), so a noisy neighbour on a
+// shared machine moves all of them alike; the p50s are over every sample, and the per-round
+// ratios give their spread.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,19 +110,27 @@ int lw__bench_dispatch_ocl(const lw_bench_opts_t *o) {
   st = l2_sample(chip, h2, warm, NULL);
   if (st == LW_OK) st = l3_sample(&l3, warm, NULL);
   if (st == LW_OK) st = l3_sample(&l3sim, warm, NULL);
-  for (int r = 0; st == LW_OK && r < ROUNDS; ++r) {
+  // Each round starts with another kind: whatever the kind before leaves behind (threads that
+  // spin a while before they sleep, caches) then falls on every kind alike.
+  bool floor_ok = true;
+  for (int r = 0; st == LW_OK && floor_ok && r < ROUNDS; ++r) {
     long off = r * per_round;
-    if (!lw__bench_ocl_floor_sample(floor, per_round, v[K_FLOOR] + off)) goto out;
-    what = "L2 empty run";
-    st = l2_sample(chip, h2, per_round, v[K_L2] + off);
-    if (st == LW_OK && (what = "L3 empty run")) st = l3_sample(&l3, per_round, v[K_L3] + off);
-    if (st == LW_OK && (what = "L3 sim empty run")) {
-      st = l3_sample(&l3sim, per_round, v[K_L3_SIM] + off);
+    for (int i = 0; st == LW_OK && floor_ok && i < K_COUNT; ++i) {
+      int k = (r + i) % K_COUNT;
+      what = kNames[k];
+      if (k == K_FLOOR) {
+        floor_ok = lw__bench_ocl_floor_sample(floor, per_round, v[K_FLOOR] + off);
+      } else if (k == K_L2) {
+        st = l2_sample(chip, h2, per_round, v[K_L2] + off);
+      } else {
+        st = l3_sample(k == K_L3 ? &l3 : &l3sim, per_round, v[k] + off);
+      }
     }
-    for (int k = 0; st == LW_OK && k < K_COUNT; ++k) {
+    for (int k = 0; st == LW_OK && floor_ok && k < K_COUNT; ++k) {
       round_p50[k][r] = lw__bench_median(v[k] + off, (size_t)per_round);
     }
   }
+  if (!floor_ok) goto out;
   if (st != LW_OK) {
     rc = lw__bench_fail(what, st);
     goto out;
