@@ -13,8 +13,9 @@
 #include "test_util.h"
 
 // Runs `lanework bench <args...>` (NULL-terminated) and returns its stdout; the exit status in
-// *status. stderr goes to the test's, so ctest shows why a benchmark failed.
-static char *run_tool(const char *const *args, int *status) {
+// *status. stderr goes to the test's, so ctest shows why a benchmark failed. lsan: the
+// LSAN_OPTIONS the benchmark runs with (sanitizer builds only; ignored elsewhere).
+static char *run_tool_lsan(const char *const *args, int *status, const char *lsan) {
   int out[2];
   cr_assert_eq(pipe(out), 0);
   pid_t pid = fork();
@@ -23,6 +24,7 @@ static char *run_tool(const char *const *args, int *status) {
     dup2(out[1], 1);
     close(out[0]);
     close(out[1]);
+    setenv("LSAN_OPTIONS", lsan, 1);
     char *argv[24] = {(char *)LW_TOOL_PATH, (char *)"bench"};
     int n = 2;
     for (const char *const *a = args; *a && n < 23; ++a) argv[n++] = (char *)*a;
@@ -46,13 +48,23 @@ static char *run_tool(const char *const *args, int *status) {
   return text;
 }
 
-static char *run_ok(const char *const *args) {
+// Sanitizer builds: PoCL and LLVM keep memory past exit after cold builds; only those leaks
+// are suppressed.
+#define LSAN_POCL "suppressions=" LW_POCL_LSAN_SUPP
+
+static char *run_tool(const char *const *args, int *status) {
+  return run_tool_lsan(args, status, LSAN_POCL);
+}
+
+static char *run_ok_lsan(const char *const *args, const char *lsan) {
   int status = 0;
-  char *text = run_tool(args, &status);
+  char *text = run_tool_lsan(args, &status, lsan);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "lanework bench %s failed (status 0x%x); its output:\n%s", args[0], status, text);
   return text;
 }
+
+static char *run_ok(const char *const *args) { return run_ok_lsan(args, LSAN_POCL); }
 
 // A strict JSON reader that only checks the grammar (RFC 8259): true when p..end is one value.
 static const char *skip_ws(const char *p) {
@@ -199,7 +211,10 @@ Test(bench_opencl, overlap_at_level_3_prints_its_table_as_json_with_max_diff_0, 
 Test(bench_opencl, dispatch_prints_the_floor_l2_l3_l3_sim_and_their_ratios_as_json,
      .timeout = 300) {
   const char *args[] = {"dispatch", "--backend", "opencl", "--iters", "20", "--json", NULL};
-  char *text = run_ok(args);
+  // In sanitizer builds LeakSanitizer's own tracer crashes at the exit of this process (three
+  // OpenCL contexts and two workers' threads; "LeakSanitizer has encountered a fatal error"),
+  // so leak checking is off here; AddressSanitizer's other checks stay on.
+  char *text = run_ok_lsan(args, LSAN_POCL ":detect_leaks=0");
   const char *j = json_line(text);
   json_has(j, "\"bench\":\"dispatch\"");
   json_has(j, "\"backend\":\"opencl\"");
