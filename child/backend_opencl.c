@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "child/backend.h"
+#include "child/backend_opencl.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanework/kernel.h"
@@ -304,47 +305,59 @@ static void ocl_close(void *device) {
   free(d);
 }
 
-static lw_status_t ocl_open(const lw_chip_config_t *cfg, void **out_device, lw_error_t *err) {
-  *out_device = NULL;
+lw_status_t lw__opencl_chip_device(int32_t device_id, lw_opencl_chip_device_t *out,
+                                   lw_error_t *err) {
+  memset(out, 0, sizeof(*out));
   cl_device_id *devs = NULL;
   cl_platform_id *plats = NULL;
   uint32_t n = 0;
   LW_RETURN_IF_ERROR(list_devices(&devs, &plats, &n, err));
-  if (cfg->device_id < 0 || (uint32_t)cfg->device_id >= n) {
+  if (device_id < 0 || (uint32_t)device_id >= n) {
     free(devs);
     free(plats);
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "opencl: device_id %d is out of range: %u OpenCL device%s (0..%u; "
                          "`lanework info` lists them)",
-                         cfg->device_id, n, n == 1 ? "" : "s", n - 1);
+                         device_id, n, n == 1 ? "" : "s", n - 1);
   }
-  ocl_device_t *d = calloc(1, sizeof(*d));
-  if (!d) {
-    free(devs);
-    free(plats);
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "opencl: out of memory");
-  }
-  d->device_id = cfg->device_id;
-  d->root = devs[cfg->device_id];
-  d->dev = d->root;
+  out->root = devs[device_id];
+  out->dev = out->root;
   free(devs);
   free(plats);
-  info_string(d->root, CL_DEVICE_NAME, d->name, sizeof(d->name));
-
+  info_string(out->root, CL_DEVICE_NAME, out->name, sizeof(out->name));
   cl_device_type type = 0;
-  (void)clGetDeviceInfo(d->root, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+  (void)clGetDeviceInfo(out->root, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
   cl_uint units = 0;
-  (void)clGetDeviceInfo(d->root, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
-  d->units = units;
+  (void)clGetDeviceInfo(out->root, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
+  out->root_units = units;
+  out->units = units;
   if (type & CL_DEVICE_TYPE_CPU) {
     uint32_t want = cpu_run_units(units);
     cl_device_id sub = NULL;
-    if (want > 0 && make_sub_device(d->root, want, &sub)) {
-      d->dev = sub;
-      d->sub = true;
-      d->units = want;
+    if (want > 0 && make_sub_device(out->root, want, &sub)) {
+      out->dev = sub;
+      out->sub = true;
+      out->units = want;
     }
   }
+  return LW_OK;
+}
+
+static lw_status_t ocl_open(const lw_chip_config_t *cfg, void **out_device, lw_error_t *err) {
+  *out_device = NULL;
+  lw_opencl_chip_device_t cd;
+  LW_RETURN_IF_ERROR(lw__opencl_chip_device(cfg->device_id, &cd, err));
+  ocl_device_t *d = calloc(1, sizeof(*d));
+  if (!d) {
+    if (cd.sub) clReleaseDevice(cd.dev);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "opencl: out of memory");
+  }
+  d->device_id = cfg->device_id;
+  d->root = cd.root;
+  d->dev = cd.dev;
+  d->sub = cd.sub;
+  d->units = cd.units;
+  snprintf(d->name, sizeof(d->name), "%s", cd.name);
   char il[128];
   info_string(d->dev, CL_DEVICE_IL_VERSION, il, sizeof(il));
   d->has_il = strstr(il, "SPIR-V") != NULL;

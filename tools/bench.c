@@ -7,6 +7,11 @@
 #include <time.h>
 
 #include "tools/tool.h"
+#ifdef LW_HAVE_OPENCL
+#include "tools/bench_ocl.h"
+#else
+#include "child/backend.h"
+#endif
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -59,13 +64,19 @@ static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: lanework bench <overlap|dispatch|wait|idle|cancel|crash> [options]\n"
           "  --json           print one JSON object as the last stdout line\n"
+          "  --backend NAME   sim (default) or opencl (overlap, dispatch, cancel: OpenCL\n"
+          "                   device 0, every program build cold)\n"
           "  --trials N       trials per configuration (overlap, crash; default 5)\n"
           "  --level 2|3      overlap: L2 direct chip worker or L3 worker (default 2)\n"
-          "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2)\n"
+          "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2;\n"
+          "                   --backend opencl: 0)\n"
           "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~25 ms)\n"
           "  --pin / --no-pin overlap: run lane on CPU 0, register lane on CPU 1 (default:\n"
           "                   pinned when the machine has at least 2 CPUs)\n"
-          "  --iters N        dispatch/wait: iterations (default 20000 / 1000000);\n"
+          "  --stages N       overlap --backend opencl: C2 = big_program built with\n"
+          "                   -DSTAGES=N (1..256, default 64: the program as shipped)\n"
+          "  --iters N        dispatch/wait: iterations (default 20000 / 1000000;\n"
+          "                   dispatch --backend opencl: 2000);\n"
           "                   idle: seconds to sample (default 5)\n");
 }
 
@@ -83,7 +94,8 @@ int lw__tool_bench(int argc, char **argv) {
     return 2;
   }
   const char *name = argv[1];
-  lw_bench_opts_t o = {.json = false, .trials = 5, .level = 2, .delays = "0,2", .pin = -1};
+  lw_bench_opts_t o = {.json = false, .trials = 5, .level = 2, .delays = "0,2", .pin = -1,
+                       .backend = "sim"};
   for (int i = 2; i < argc; ++i) {
     const char *a = argv[i];
     const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -99,15 +111,23 @@ int lw__tool_bench(int argc, char **argv) {
       return 0;
     } else if (strcmp(a, "--trials") == 0 && v && parse_long(v, 1, 1000, &n)) {
       o.trials = (int)n;
+      o.trials_given = true;
+      ++i;
+    } else if (strcmp(a, "--backend") == 0 && v) {
+      o.backend = v;
       ++i;
     } else if (strcmp(a, "--level") == 0 && v && parse_long(v, 2, 3, &n)) {
       o.level = (int)n;
       ++i;
     } else if (strcmp(a, "--delay-ms") == 0 && v) {
       o.delays = v;
+      o.delays_given = true;
       ++i;
     } else if (strcmp(a, "--repeat") == 0 && v && parse_long(v, 1, 100000000, &n)) {
       o.repeat = n;
+      ++i;
+    } else if (strcmp(a, "--stages") == 0 && v && parse_long(v, 1, 256, &n)) {
+      o.stages = n;
       ++i;
     } else if (strcmp(a, "--iters") == 0 && v && parse_long(v, 1, 100000000, &n)) {
       o.iters = n;
@@ -117,6 +137,29 @@ int lw__tool_bench(int argc, char **argv) {
       bench_usage(stderr);
       return 2;
     }
+  }
+  if (strcmp(o.backend, "opencl") == 0) {
+    bool supported = strcmp(name, "overlap") == 0 || strcmp(name, "dispatch") == 0 ||
+                     strcmp(name, "cancel") == 0;
+    if (!supported) {
+      fprintf(stderr, "lanework bench: '%s' has no --backend opencl (overlap, dispatch and "
+              "cancel have)\n", name);
+      return 2;
+    }
+#ifdef LW_HAVE_OPENCL
+    if (lw__bench_ocl_reexec_cold(argc, argv)) return 1;
+    if (strcmp(name, "overlap") == 0) return lw__bench_overlap_ocl(&o);
+    if (strcmp(name, "dispatch") == 0) return lw__bench_dispatch_ocl(&o);
+    return lw__bench_cancel_ocl(&o);
+#else
+    fprintf(stderr, "lanework bench: --backend opencl: %s\n",
+            lw__backend_missing_reason("opencl"));
+    return 1;
+#endif
+  }
+  if (strcmp(o.backend, "sim") != 0) {
+    fprintf(stderr, "lanework bench: unknown --backend '%s' (sim or opencl)\n", o.backend);
+    return 2;
   }
   if (strcmp(name, "overlap") == 0) return lw__bench_overlap(&o);
   if (strcmp(name, "dispatch") == 0) return lw__bench_dispatch(&o);

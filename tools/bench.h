@@ -14,9 +14,13 @@ typedef struct lw_bench_opts {
   int trials;
   int level;
   const char *delays;  // "0,2": delays in ms before the C2 register (overlap)
+  bool delays_given;   // --delay-ms was on the command line
   long repeat;         // overlap: C1 repeat count; 0 = calibrate
   long iters;          // dispatch / wait iterations
   int pin;             // overlap: -1 auto (pin when >= 2 CPUs), 0 no, 1 yes
+  const char *backend; // "sim" (default) or "opencl" (overlap, dispatch, cancel)
+  bool trials_given;   // --trials was on the command line (benches with another default)
+  long stages;         // overlap --backend opencl: big_program's -DSTAGES (0: its default, 64)
 } lw_bench_opts_t;
 
 // Median of n doubles (sorts a copy).

@@ -156,7 +156,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   lw_overlap_driver_t *d = NULL;
   int rc = 1;
   bool pin = o->pin == 1 || (o->pin == -1 && sysconf(_SC_NPROCESSORS_ONLN) >= 2);
-  lw_status_t st = lw__overlap_driver_open(o->level, N_ELEMS * sizeof(float) * 4, pin, &d);
+  lw_status_t st = lw__overlap_driver_open(o->level, "sim", N_ELEMS * sizeof(float) * 4, pin, &d);
   if (st != LW_OK) {
     rc = lw__bench_fail("opening the driver", st);
     goto out;

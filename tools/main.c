@@ -24,7 +24,8 @@ static void usage(FILE *f) {
           "  bench crash                   child death: detection and respawn times (L3)\n"
           "  help                          this text\n"
           "\n"
-          "bench options: --json (last stdout line is one JSON object), --trials N;\n"
+          "bench options: --json (last stdout line is one JSON object), --trials N,\n"
+          "--backend sim|opencl (overlap, dispatch, cancel);\n"
           "run `lanework bench <name> --help` for the rest.\n");
 }
 

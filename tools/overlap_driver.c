@@ -30,9 +30,11 @@ static lw_status_t l2_run_async(lw_overlap_driver_t *d, lw_callable_handle_t h,
                                 const lw_args_t *a, lw_handle_t **out) {
   return lw_chip_run_async(((l2_driver_t *)d)->chip, h, a, NULL, out);
 }
+// Page-aligned, as the worker's arena hands tensors out: a device may then use the memory in
+// place (PoCL's CL_MEM_USE_HOST_PTR buffers are zero-copy only over well-aligned memory).
 static void *l2_alloc(lw_overlap_driver_t *d, size_t bytes) {
   (void)d;
-  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  return aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
 }
 static void l2_free(lw_overlap_driver_t *d, void *p) {
   (void)d;
@@ -103,21 +105,23 @@ static void l3_close(lw_overlap_driver_t *d) {
   free(d);
 }
 
-static void pin_lanes(lw_chip_config_t *c, bool pin) {
+static void pin_lanes(lw_chip_config_t *c, const char *backend, bool pin) {
+  snprintf(c->backend, sizeof(c->backend), "%s", backend);
   if (pin) {
     c->run_lane_cpu = 0;
     c->register_lane_cpu = 1;
   }
 }
 
-static lw_status_t open_l3(size_t arena_bytes, bool pin, lw_overlap_driver_t **out) {
+static lw_status_t open_l3(const char *backend, size_t arena_bytes, bool pin,
+                           lw_overlap_driver_t **out) {
   l3_driver_t *d = calloc(1, sizeof(*d));
   if (!d) return LW_RESOURCE_EXHAUSTED;
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
   // Tensors plus two copies of the C2 image (registered, and the next register).
   cfg.arena_bytes = arena_bytes + (64ull << 20);
-  pin_lanes(&cfg.chip, pin);
+  pin_lanes(&cfg.chip, backend, pin);
   lw_status_t st = lw_worker_create(&cfg, &d->w);
   if (st != LW_OK) {
     free(d);
@@ -129,10 +133,10 @@ static lw_status_t open_l3(size_t arena_bytes, bool pin, lw_overlap_driver_t **o
   return LW_OK;
 }
 
-lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, bool pin,
+lw_status_t lw__overlap_driver_open(int level, const char *backend, size_t arena_bytes, bool pin,
                                     lw_overlap_driver_t **out) {
   *out = NULL;
-  if (level == 3) return open_l3(arena_bytes, pin, out);
+  if (level == 3) return open_l3(backend, arena_bytes, pin, out);
   if (level != 2) {
     fprintf(stderr, "lanework bench overlap: level %d does not exist (2 or 3)\n", level);
     return LW_INVALID_ARGUMENT;
@@ -141,7 +145,7 @@ lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, bool pin,
   if (!d) return LW_RESOURCE_EXHAUSTED;
   lw_chip_config_t cfg;
   lw_chip_config_default(&cfg);
-  pin_lanes(&cfg, pin);
+  pin_lanes(&cfg, backend, pin);
   lw_status_t st = lw_chip_open(&cfg, &d->chip);
   if (st != LW_OK) {
     free(d);

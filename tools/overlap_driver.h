@@ -22,9 +22,10 @@ struct lw_overlap_driver {
   void (*close)(lw_overlap_driver_t *d);
 };
 
-// level 2: an lw_chip_t; level 3: an lw_worker_t with one chip child. arena_bytes: the tensor
-// memory the benchmark needs. pin: run lane on CPU 0, register lane on CPU 1.
-lw_status_t lw__overlap_driver_open(int level, size_t arena_bytes, bool pin,
+// level 2: an lw_chip_t; level 3: an lw_worker_t with one chip child; either on backend
+// ("sim", "opencl"), device 0. arena_bytes: the tensor memory the benchmark needs. pin: run
+// lane on CPU 0, register lane on CPU 1.
+lw_status_t lw__overlap_driver_open(int level, const char *backend, size_t arena_bytes, bool pin,
                                     lw_overlap_driver_t **out);
 
 #endif  // LANEWORK_TOOLS_OVERLAP_DRIVER_H_
