@@ -16,8 +16,8 @@
 // Code mapped at create time (lw_worker_register_sub checks function pointers against it).
 
 static bool base_known(const lw_worker_t *w, uintptr_t base) {
-  for (uint32_t i = 0; i < w->n_code_bases; ++i) {
-    if (w->code_bases[i] == base) return true;
+  for (uint32_t i = 0; i < w->calls.n_code_bases; ++i) {
+    if (w->calls.code_bases[i] == base) return true;
   }
   return false;
 }
@@ -27,8 +27,8 @@ static bool base_known(const lw_worker_t *w, uintptr_t base) {
 
 static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
   uint32_t index;
-  if (lw__handle_table_lookup(&w->callable_ids, h.id, &index) != LW_OK) return NULL;
-  return &w->callables[index];
+  if (lw__handle_table_lookup(&w->calls.ids, h.id, &index) != LW_OK) return NULL;
+  return &w->calls.table[index];
 }
 
 // A zeroed slot (state FREE until the caller sets it) with a fresh id, or NULL when the table
@@ -36,8 +36,8 @@ static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
 static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
   uint32_t index;
   uint64_t id;
-  if (lw__handle_table_alloc(&w->callable_ids, &index, &id) != LW_OK) return NULL;
-  lw_wcallable_t *c = &w->callables[index];
+  if (lw__handle_table_alloc(&w->calls.ids, &index, &id) != LW_OK) return NULL;
+  lw_wcallable_t *c = &w->calls.table[index];
   memset(c, 0, sizeof(*c));
   c->id = id;
   return c;
@@ -45,7 +45,7 @@ static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
 
 static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
   if (c->image) lw__arena_free(&w->arena, c->image);
-  lw__handle_table_release(&w->callable_ids, (uint32_t)(c - w->callables));
+  lw__handle_table_release(&w->calls.ids, (uint32_t)(c - w->calls.table));
   memset(c, 0, sizeof(*c));
 }
 
@@ -56,11 +56,11 @@ static void wop_destroy(lw_handle_t *h) { free(h); }
 static lw_status_t wop_cancel(lw_handle_t *h);
 static const lw_handle_ops_t wop_ops = {.cancel = wop_cancel, .destroy = wop_destroy};
 
-// w->mu held (the serial comes from w->next_control_id).
+// w->mu held (the serial comes from w->calls.next_control_id).
 static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
   lw_wop_t *op = calloc(1, sizeof(*op));
   if (!op) return NULL;
-  op->serial = ++w->next_control_id;
+  op->serial = ++w->calls.next_control_id;
   lw__handle_initialize(&op->handle, kind == LW_WOP_REGISTER ? LW_HANDLE_REGISTER
                                                              : LW_HANDLE_UNREGISTER,
                         &wop_ops);
@@ -100,12 +100,12 @@ static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t valu
     op->status = st;
     const char *what = op->kind == LW_WOP_REGISTER ? "register" : "unregister";
     lw__error_set(&op->error, st, (int32_t)chip, 0, "chip %u: %s of %s failed: %s", chip, what,
-                  op->w->callables[op->wc].name, err ? err->message : lw_status_name(st));
+                  op->w->calls.table[op->wc].name, err ? err->message : lw_status_name(st));
   }
 }
 
 static void ops_unlink(lw_worker_t *w, lw_wop_t *op) {
-  for (lw_wop_t **pp = &w->ops; *pp; pp = &(*pp)->next_pending) {
+  for (lw_wop_t **pp = &w->calls.ops; *pp; pp = &(*pp)->next_pending) {
     if (*pp == op) {
       *pp = op->next_pending;
       return;
@@ -118,7 +118,7 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
   *out_op = NULL;
   // Matched against the id this op posted to *this* chip: a control id the child made up (or
   // one naming another chip) matches nothing.
-  for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
+  for (lw_wop_t *op = w->calls.ops; op; op = op->next_pending) {
     if (op->sub || op_control_id(op, chip) != control_id) continue;
     op_record(op, chip, st, value, err);
     if (op->pending == 0) {
@@ -132,14 +132,14 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
 }
 
 // A deferred unregister is not posted yet (it stays deferred until the scheduler takes it off
-// w->due_unregisters to post it): the chips still have the callable (a respawned chip gets it
+// w->calls.due_unregisters to post it): the chips still have the callable (a respawned chip gets it
 // in its replay) and are told once its last queued task was posted.
 static bool op_deferred(const lw_worker_t *w, const lw_wop_t *op) {
-  return w->callables[op->wc].deferred_unregister == op;
+  return w->calls.table[op->wc].deferred_unregister == op;
 }
 
 void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done) {
-  lw_wop_t *op = w->ops;
+  lw_wop_t *op = w->calls.ops;
   while (op) {
     lw_wop_t *next = op->next_pending;
     if (op->kind == LW_WOP_REGISTER && op->reported[chip] && op->ok[chip]) {
@@ -152,7 +152,7 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
         lw__error_set(&op->error, err->code, (int32_t)chip, 0,
                       "chip %u: register of %s failed: the child died after taking it, before "
                       "every chip had: %s",
-                      chip, w->callables[op->wc].name, err->message);
+                      chip, w->calls.table[op->wc].name, err->message);
       }
     }
     if (!op->sub && !op_deferred(w, op) && !op->reported[chip]) {
@@ -174,7 +174,7 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
 static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op) {
   ops_unlink(w, op);
   wc_release(w, c);
-  w->live_ops--;
+  w->calls.live_ops--;
   pthread_cond_broadcast(&w->idle_cv);
   // Finishing only stores the result, wakes waiters and writes the event fd: fine under w->mu.
   (void)lw__handle_finish(&op->handle, LW_OK, NULL);
@@ -202,7 +202,7 @@ lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool wa
                        c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
   } else {
     c->pins += n;
-    *out_wc = (uint32_t)(c - w->callables);
+    *out_wc = (uint32_t)(c - w->calls.table);
     *out_id = c->id;
   }
   pthread_mutex_unlock(&w->mu);
@@ -210,7 +210,7 @@ lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool wa
 }
 
 void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
-  lw_wcallable_t *c = &w->callables[wc];
+  lw_wcallable_t *c = &w->calls.table[wc];
   if (c->pins == 0 || --c->pins > 0 || !c->deferred_unregister) return;
   lw_wop_t *op = c->deferred_unregister;
   if (c->kind == LW_WC_SUB) {
@@ -219,8 +219,8 @@ void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
     return;
   }
   // Still deferred (see op_deferred) until the scheduler takes it to post it.
-  op->next_done = w->due_unregisters;
-  w->due_unregisters = op;
+  op->next_done = w->calls.due_unregisters;
+  w->calls.due_unregisters = op;
   lw__worker_kick(w);
 }
 
@@ -228,7 +228,7 @@ void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
 // synchronous failure is recorded at once; the others report through their completion rings.
 static void wop_post(lw_wop_t *op) {
   lw_worker_t *w = op->w;
-  lw_wcallable_t *c = &w->callables[op->wc];
+  lw_wcallable_t *c = &w->calls.table[op->wc];
   // The op may complete (every chip reported, or died) while this loop still runs: keep it
   // alive until the loop is done with it.
   lw__handle_ref(&op->handle);
@@ -367,15 +367,15 @@ void lw__wop_complete(lw_wop_t *op) {
   if (op->kind == LW_WOP_ROLLBACK) {
     // The callable slot was kept until every chip undid its register.
     pthread_mutex_lock(&w->mu);
-    wc_release(w, &w->callables[op->wc]);
-    w->live_ops--;
+    wc_release(w, &w->calls.table[op->wc]);
+    w->calls.live_ops--;
     pthread_cond_broadcast(&w->idle_cv);
     pthread_mutex_unlock(&w->mu);
     lw__handle_unref(&op->handle);
     return;
   }
   pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = &w->callables[op->wc];
+  lw_wcallable_t *c = &w->calls.table[op->wc];
   lw_wop_t *rollback = NULL;
   if (op->kind == LW_WOP_REGISTER) {
     // A chip whose child took the register and was replaced before the register completes
@@ -407,9 +407,9 @@ void lw__wop_complete(lw_wop_t *op) {
         memcpy(rollback->ok, op->ok, sizeof(op->ok));
         memcpy(rollback->local, op->local, sizeof(op->local));
         memcpy(rollback->gen, op->gen, sizeof(op->gen));
-        rollback->next_pending = w->ops;
-        w->ops = rollback;
-        w->live_ops++;
+        rollback->next_pending = w->calls.ops;
+        w->calls.ops = rollback;
+        w->calls.live_ops++;
         // No caller holds a rollback's handle: the caller reference is dropped once it has
         // been posted, so that a chip death completing it meanwhile cannot free it under
         // wop_post.
@@ -420,7 +420,7 @@ void lw__wop_complete(lw_wop_t *op) {
   } else {
     wc_release(w, c);
   }
-  w->live_ops--;
+  w->calls.live_ops--;
   pthread_cond_broadcast(&w->idle_cv);
   pthread_mutex_unlock(&w->mu);
   (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
@@ -448,7 +448,7 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   memcpy(image, c->image, c->image_bytes);
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *wc = wc_alloc(w);
-  lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->callables)) : NULL;
+  lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->calls.table)) : NULL;
   if (!op) {
     if (wc) wc_release(w, wc);
     pthread_mutex_unlock(&w->mu);
@@ -468,9 +468,9 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   wc->image = image;
   wc->image_bytes = c->image_bytes;
   // Listed before any post: a child may report before its ack is even read.
-  op->next_pending = w->ops;
-  w->ops = op;
-  w->live_ops++;
+  op->next_pending = w->calls.ops;
+  w->calls.ops = op;
+  w->calls.live_ops++;
   pthread_mutex_unlock(&w->mu);
   wop_post(op);
   *out = &op->handle;
@@ -509,7 +509,7 @@ lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, l
   }
   lw_wop_t *op = NULL;
   if (st == LW_OK) {
-    op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
+    op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->calls.table));
     if (!op) st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
   }
   if (st != LW_OK) {
@@ -520,9 +520,9 @@ lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, l
   // but not dispatched hold pins; the children are told only once those are posted, so on
   // every child the unregister is applied after the runs that use the callable pinned it.
   c->state = LW_WC_UNREGISTERING;
-  op->next_pending = w->ops;
-  w->ops = op;
-  w->live_ops++;
+  op->next_pending = w->calls.ops;
+  w->calls.ops = op;
+  w->calls.live_ops++;
   bool post_now = c->pins == 0;
   if (!post_now) c->deferred_unregister = op;
   pthread_mutex_unlock(&w->mu);
@@ -545,7 +545,7 @@ static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c, lw_error_t 
     pthread_mutex_unlock(&w->mu);
     return st;
   }
-  lw_wop_t *op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->callables));
+  lw_wop_t *op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->calls.table));
   if (!op) {
     pthread_mutex_unlock(&w->mu);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_unregister: out of memory");
@@ -553,9 +553,9 @@ static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c, lw_error_t 
   op->sub = true;
   op->pending = 0;  // no chip takes part
   c->state = LW_WC_UNREGISTERING;
-  op->next_pending = w->ops;  // listed so that destroy finishes it if it is still waiting
-  w->ops = op;
-  w->live_ops++;
+  op->next_pending = w->calls.ops;  // listed so that destroy finishes it if it is still waiting
+  w->calls.ops = op;
+  w->calls.live_ops++;
   if (c->pins == 0) {
     sub_unregister_done(w, c, op);
   } else {
@@ -590,21 +590,21 @@ lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
 
 // Makes room for one more entry in the sub function table (w->mu held).
 static bool sub_table_reserve(lw_worker_t *w) {
-  if (w->n_sub_fns % 16 != 0) return true;
-  uint32_t cap = w->n_sub_fns + 16;
-  lw_sub_fn *fns = realloc(w->sub_fns, cap * sizeof(*fns));
-  if (fns) w->sub_fns = fns;
-  char(*names)[LW_CALLABLE_NAME_BYTES] = realloc(w->sub_names, cap * sizeof(*names));
-  if (names) w->sub_names = names;
-  uint32_t *tags = realloc(w->sub_tags, cap * sizeof(*tags));
-  if (tags) w->sub_tags = tags;
+  if (w->calls.n_sub_fns % 16 != 0) return true;
+  uint32_t cap = w->calls.n_sub_fns + 16;
+  lw_sub_fn *fns = realloc(w->calls.sub_fns, cap * sizeof(*fns));
+  if (fns) w->calls.sub_fns = fns;
+  char(*names)[LW_CALLABLE_NAME_BYTES] = realloc(w->calls.sub_names, cap * sizeof(*names));
+  if (names) w->calls.sub_names = names;
+  uint32_t *tags = realloc(w->calls.sub_tags, cap * sizeof(*tags));
+  if (tags) w->calls.sub_tags = tags;
   return fns && names && tags;
 }
 
-// Undoes REGISTER_SUB on the sub children that took it (w->sub_mu held). Each took it as its
+// Undoes REGISTER_SUB on the sub children that took it (w->calls.sub_mu held). Each took it as its
 // last entry (sub_mu keeps every other table change out), which the sub child drops on
 // UNREGISTER of that index. A child that cannot drop it is killed: its respawn replays
-// w->sub_fns, so its table comes back in step.
+// w->calls.sub_fns, so its table comes back in step.
 static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index,
                          const uint64_t *gen) {
   for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
@@ -653,13 +653,13 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   // One table change at a time: two broadcasts interleaving over the sub children would give
   // the functions different indices on different children. The replay of a respawned sub child
   // takes the same lock.
-  pthread_mutex_lock(&w->sub_mu);
+  pthread_mutex_lock(&w->calls.sub_mu);
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_alloc(w);
   if (!c || !sub_table_reserve(w)) {
     if (c) wc_release(w, c);
     pthread_mutex_unlock(&w->mu);
-    pthread_mutex_unlock(&w->sub_mu);
+    pthread_mutex_unlock(&w->calls.sub_mu);
     return lw__fail(LW_RESOURCE_EXHAUSTED, c ? "worker_register_sub: out of memory"
                                              : "worker_register_sub: callable table is full");
   }
@@ -667,11 +667,11 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   c->kind = LW_WC_SUB;
   c->fn = fn;
   snprintf(c->name, sizeof(c->name), "%s", name ? name : "sub");
-  uint64_t index = w->n_sub_fns;
+  uint64_t index = w->calls.n_sub_fns;
   // Never 0, and unique while fewer than 2^32 sub callables were registered (sub indices are
   // never reused, so the tables would run out of memory long before).
-  uint32_t tag = ++w->last_sub_tag;
-  if (tag == 0) tag = ++w->last_sub_tag;
+  uint32_t tag = ++w->calls.last_sub_tag;
+  if (tag == 0) tag = ++w->calls.last_sub_tag;
   c->sub_tag = tag;
   pthread_mutex_unlock(&w->mu);
 
@@ -686,7 +686,7 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     uint64_t gen = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
     // A child whose table is not in step (being respawned, or failed for good) is skipped: its
-    // replay, which waits for sub_mu, replays w->sub_fns with this function in it.
+    // replay, which waits for sub_mu, replays w->calls.sub_fns with this function in it.
     if (atomic_load(&ep->state) != LW_EP_READY || gen != ep->sub_synced_gen) continue;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
@@ -722,17 +722,17 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   if (st == LW_OK) {
     // Remembered in order for a respawned sub child; the index is the position.
     c->sub_index = index;
-    w->sub_fns[index] = fn;
-    snprintf(w->sub_names[index], LW_CALLABLE_NAME_BYTES, "%s", c->name);
-    w->sub_tags[index] = tag;
-    w->n_sub_fns++;
+    w->calls.sub_fns[index] = fn;
+    snprintf(w->calls.sub_names[index], LW_CALLABLE_NAME_BYTES, "%s", c->name);
+    w->calls.sub_tags[index] = tag;
+    w->calls.n_sub_fns++;
     c->state = LW_WC_LIVE;
     *out = (lw_callable_handle_t){c->id};
   } else {
     wc_release(w, c);
   }
   pthread_mutex_unlock(&w->mu);
-  pthread_mutex_unlock(&w->sub_mu);
+  pthread_mutex_unlock(&w->calls.sub_mu);
   if (st != LW_OK) return lw__last_error_store(&err);
   return LW_OK;
 }
@@ -743,9 +743,9 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
 void lw__callables_fail_ops(lw_worker_t *w, const lw_error_t *error) {
   lw_error_t err = *error;
   // No thread of this worker is left: no lock needed.
-  while (w->ops) {
-    lw_wop_t *op = w->ops;
-    w->ops = op->next_pending;
+  while (w->calls.ops) {
+    lw_wop_t *op = w->calls.ops;
+    w->calls.ops = op->next_pending;
     if (op->sub) {
       op->status = LW_UNAVAILABLE;
       op->error = err;

@@ -1,12 +1,11 @@
 // parent/callables.h — the worker's callable table and the register/unregister op machine
 // (parent/callables.c).
-// Owns (fields of struct lw_worker, parent/worker_impl.h, until the component gets a struct of
-// its own): the table w->callables and its handle ids (w->callable_ids), the pins and the
-// deferred unregisters that wait for them (a slot is a tombstone, unregistering, until its last
-// pin goes), the register/unregister ops in flight (w->ops, w->due_unregisters, the serials
-// from w->next_control_id, w->live_ops), the sub function table every sub child keeps in step
-// (w->sub_fns, sub_names, sub_tags, n_sub_fns, the tags from w->last_sub_tag) and the code
-// mapped at create time (w->code_bases) that register_sub checks functions against.
+// Owns (lw_callables_t, w->calls): the table and its handle ids, the pins and the deferred
+// unregisters that wait for them (a slot is a tombstone, unregistering, until its last pin
+// goes), the register/unregister ops in flight (ops, due_unregisters, the serials from
+// next_control_id, live_ops), the sub function table every sub child keeps in step (sub_fns,
+// sub_names, sub_tags, n_sub_fns, the tags from last_sub_tag) and the code mapped at create
+// time (code_bases) that register_sub checks functions against.
 // It implements lw_worker_register(_async), lw_worker_unregister(_async) and
 // lw_worker_register_sub: a chip callable is broadcast to every chip child, all or nothing (a
 // partial register is rolled back with an unregister, LW_WOP_ROLLBACK); a sub function is
@@ -31,16 +30,18 @@
 // Local ids: c->local[chip] and op->local[chip] are valid only for the child of generation
 // c->gen[chip] / op->gen[chip], and are posted only bound to it (docs/faults.md, "A
 // child-local callable id belongs to the child that gave it").
-// Locks, in this order: w->sub_mu (every change of the sub children's tables: register_sub,
+// Locks, in this order: w->calls.sub_mu (every change of the sub children's tables: register_sub,
 // a sub replay) -> w->mu (the table, the ops) -> ep->post_mu. ep->ctl_mu (one control round
 // trip) is taken under sub_mu but never under w->mu.
 #ifndef LANEWORK_PARENT_CALLABLES_H_
 #define LANEWORK_PARENT_CALLABLES_H_
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "lanes/handle_impl.h"
+#include "lanes/handle_table.h"
 #include "lanework/callable.h"
 #include "lanework/worker.h"
 
@@ -66,7 +67,7 @@ typedef enum lw_wc_kind {
 typedef struct lw_wcallable {
   lw_wc_state_t state;
   lw_wc_kind_t kind;
-  // The handle id of this slot (w->callable_ids decides which ids are valid; this copy, 0
+  // The handle id of this slot (w->calls.ids decides which ids are valid; this copy, 0
   // while the slot is free, lets a task check that its slot still holds its callable).
   uint64_t id;
   char name[LW_CALLABLE_NAME_BYTES];
@@ -84,7 +85,7 @@ typedef struct lw_wcallable {
   uint64_t gen[LW_MAX_CHIPS];
   uint64_t sub_index;          // sub callables: index in every sub child's table
   // Sub callables: the tag every sub child keeps at sub_index. Unique per worker (from
-  // w->last_sub_tag), so a task naming one index with another function's tag is refused.
+  // w->calls.last_sub_tag), so a task naming one index with another function's tag is refused.
   uint32_t sub_tag;
   lw_sub_fn fn;
   // Tasks that reference this callable and may still need it on the parent's side: for a
@@ -93,7 +94,7 @@ typedef struct lw_wcallable {
   // keeps no pins). The slot, and with it the id, is freed only when pins is 0.
   uint32_t pins;
   // An unregister not posted yet: it waits for pins == 0 (a chip callable's stays set while
-  // it waits on w->due_unregisters, until the scheduler posts it).
+  // it waits on w->calls.due_unregisters, until the scheduler posts it).
   lw_wop_t *deferred_unregister;
 } lw_wcallable_t;
 _Static_assert(sizeof(((lw_wcallable_t *)0)->param_dirs) == LW_MAX_PARAMS,
@@ -111,7 +112,7 @@ struct lw_wop {
   lw_worker_t *w;
   lw_wop_kind_t kind;
   uint32_t wc;         // callable table index
-  // From w->next_control_id, never reused: a chip's report names (serial << 8 | chip), so a
+  // From w->calls.next_control_id, never reused: a chip's report names (serial << 8 | chip), so a
   // late report can never complete a later op that happens to live at the same address.
   uint64_t serial;
   bool sub;            // a sub callable's unregister: no chip takes part, pins gate it
@@ -125,11 +126,39 @@ struct lw_wop {
   uint64_t gen[LW_MAX_CHIPS];
   lw_status_t status;  // first failure
   lw_error_t error;
-  lw_wop_t *next_pending;  // in w->ops (under w->mu)
+  lw_wop_t *next_pending;  // in w->calls.ops (under w->mu)
   // In a pending_work_t list of the scheduler (ops to complete, deferred unregisters to post).
   // An op is on at most one such list at a time.
   lw_wop_t *next_done;
 };
+
+// The worker's callables (w->calls). Guarded by w->mu unless said otherwise.
+typedef struct lw_callables {
+  lw_wcallable_t table[LW_MAX_CALLABLES];
+  // Handle ids of the table: index i of ids is table[i].
+  lw_handle_table_t ids;
+  uint32_t last_sub_tag;     // the last sub callable tag handed out
+  lw_wop_t *ops;             // register/unregister ops waiting for chip reports
+  // Deferred chip unregisters whose pins dropped to 0, linked by next_done: the scheduler
+  // takes them and posts them to the chips (without w->mu).
+  lw_wop_t *due_unregisters;
+  uint64_t next_control_id;  // the last op serial handed out
+  uint32_t live_ops;         // ops not finished (destroy waits for 0 on w->idle_cv)
+  // Every sub function ever registered, in order: replayed to a respawned sub child so its
+  // table indices match. sub_mu serializes every change of the sub children's tables (a
+  // register_sub broadcast, a replay), so each sub child gets the same functions in the same
+  // order; it is taken before w->mu and ep->ctl_mu. The arrays change under both sub_mu and
+  // w->mu, so either lock is enough to read them.
+  pthread_mutex_t sub_mu;
+  lw_sub_fn *sub_fns;
+  char (*sub_names)[LW_CALLABLE_NAME_BYTES];
+  uint32_t *sub_tags;        // the tag every task for that function carries (see sub_child.c)
+  uint32_t n_sub_fns;
+
+  // Code mapped at create time, for lw_worker_register_sub.
+  uintptr_t *code_bases;
+  uint32_t n_code_bases;
+} lw_callables_t;
 
 // ---------------------------------------------------------------------------------------------
 // Calls between the components
@@ -157,18 +186,18 @@ LW_MUST_USE lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_
                                              uint64_t *out_id, lw_error_t *err);
 // Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
 // waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
-// callable's unregister is queued on w->due_unregisters and the scheduler is woken to post it.
+// callable's unregister is queued on w->calls.due_unregisters and the scheduler is woken to post it.
 void lw__wc_unpin(lw_worker_t *w, uint32_t wc);
 // The task-frame `callable` word of a sub task: (tag << 32) | sub index. The sub child
 // refuses a task whose tag is not the one it registered at that index.
 static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {
   return ((uint64_t)tag << 32) | (sub_index & 0xffffffffu);
 }
-// Starts posting a deferred unregister taken from w->due_unregisters (no lock held).
+// Starts posting a deferred unregister taken from w->calls.due_unregisters (no lock held).
 void lw__wop_start_unregister(lw_wop_t *op);
 
 // Finishes every op still waiting, UNAVAILABLE with *error (lw_worker_destroy, once no thread
-// of the worker is left: no lock is taken). A deferred unregister is on w->ops too.
+// of the worker is left: no lock is taken). A deferred unregister is on w->calls.ops too.
 void lw__callables_fail_ops(lw_worker_t *w, const lw_error_t *error);
 
 #endif  // LANEWORK_PARENT_CALLABLES_H_

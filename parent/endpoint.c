@@ -349,7 +349,7 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   lw_mb_task_post_t p;
   memset(&p, 0, sizeof(p));
   p.kind = t->kind;
-  const lw_wcallable_t *c = &ep->w->callables[t->wc];
+  const lw_wcallable_t *c = &ep->w->calls.table[t->wc];
   // A sub task names its function by index and by the tag the sub child registered there, so
   // the child refuses it rather than run another function.
   p.callable = t->kind == LW_MB_TASK_KERNEL

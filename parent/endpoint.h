@@ -50,7 +50,7 @@ typedef struct lw_endpoint {
   int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
   uint64_t generation;
-  // Sub children: the generation whose function table matches w->sub_fns (under w->sub_mu).
+  // Sub children: the generation whose function table matches w->calls.sub_fns (under w->calls.sub_mu).
   // A new child differs until its replay is complete; register_sub skips it meanwhile.
   uint64_t sub_synced_gen;
   pthread_mutex_t post_mu;   // next_seq and publishing a post

@@ -96,7 +96,7 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   }
   // The counts against the callable's signature, for every member before any is posted, so a
   // group is refused whole. The pins keep the slot (and its signature, fixed once live) here.
-  const lw_wcallable_t *callable = &w->callables[wc];
+  const lw_wcallable_t *callable = &w->calls.table[wc];
   for (uint32_t i = 0; i < cmd->n_tasks && st == LW_OK; ++i) {
     st = lw__signature_check_counts(callable->name, callable->n_params, callable->param_dirs,
                                     cmd->task[i].args.n_tensors, cmd->task[i].args.n_scalars,

@@ -59,17 +59,17 @@ static void run_finish_handle(lw_run_t *run) {
   lw__handle_unref(&run->handle);
 }
 
-// Every run gets its id and its place in the unfinished list together (w->run_mu held), so
+// Every run gets its id and its place in the unfinished list together (w->runs.mu held), so
 // the list is in id order, which is submission order.
 static void run_take_id(lw_worker_t *w, lw_run_t *run) {
-  run->run_id = ++w->next_run_id;
+  run->run_id = ++w->runs.next_id;
   run->next_unfinished = NULL;
-  if (w->unfinished_tail) {
-    w->unfinished_tail->next_unfinished = run;
+  if (w->runs.unfinished_tail) {
+    w->runs.unfinished_tail->next_unfinished = run;
   } else {
-    w->unfinished_head = run;
+    w->runs.unfinished_head = run;
   }
-  w->unfinished_tail = run;
+  w->runs.unfinished_tail = run;
 }
 
 void lw__run_complete(lw_run_t *run) {
@@ -79,23 +79,23 @@ void lw__run_complete(lw_run_t *run) {
   // time finishes handles from the head of the list; a run settling while another thread does
   // so is left to that thread, which looks at the head again after each handle.
   run_build_report(run);
-  pthread_mutex_lock(&w->run_mu);
+  pthread_mutex_lock(&w->runs.mu);
   run->settled = true;
-  if (w->finishing_runs) {
-    pthread_mutex_unlock(&w->run_mu);
+  if (w->runs.finishing) {
+    pthread_mutex_unlock(&w->runs.mu);
     return;
   }
-  w->finishing_runs = true;
-  while (w->unfinished_head && w->unfinished_head->settled) {
-    lw_run_t *r = w->unfinished_head;
-    w->unfinished_head = r->next_unfinished;
-    if (!w->unfinished_head) w->unfinished_tail = NULL;
-    pthread_mutex_unlock(&w->run_mu);
+  w->runs.finishing = true;
+  while (w->runs.unfinished_head && w->runs.unfinished_head->settled) {
+    lw_run_t *r = w->runs.unfinished_head;
+    w->runs.unfinished_head = r->next_unfinished;
+    if (!w->runs.unfinished_head) w->runs.unfinished_tail = NULL;
+    pthread_mutex_unlock(&w->runs.mu);
     run_finish_handle(r);  // may free r
-    pthread_mutex_lock(&w->run_mu);
+    pthread_mutex_lock(&w->runs.mu);
   }
-  w->finishing_runs = false;
-  pthread_mutex_unlock(&w->run_mu);
+  w->runs.finishing = false;
+  pthread_mutex_unlock(&w->runs.mu);
 }
 
 lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
@@ -136,16 +136,16 @@ static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_
 }
 
 static void run_enqueue(lw_worker_t *w, lw_run_t *run) {
-  pthread_mutex_lock(&w->run_mu);
+  pthread_mutex_lock(&w->runs.mu);
   run_take_id(w, run);
-  if (w->runq_tail) {
-    w->runq_tail->next = run;
+  if (w->runs.q_tail) {
+    w->runs.q_tail->next = run;
   } else {
-    w->runq_head = run;
+    w->runs.q_head = run;
   }
-  w->runq_tail = run;
-  pthread_cond_broadcast(&w->run_cv);
-  pthread_mutex_unlock(&w->run_mu);
+  w->runs.q_tail = run;
+  pthread_cond_broadcast(&w->runs.cv);
+  pthread_mutex_unlock(&w->runs.mu);
 }
 
 lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
@@ -183,7 +183,7 @@ static void run_not_started(lw_run_t *run, const char *why) {
 }
 
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
-// (w->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
+// (w->runs.orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
 static void execute_run(lw_worker_t *w, lw_run_t *run) {
   if (atomic_load(&w->stopping)) {
     run_not_started(run, "cancelled: the worker was destroyed before it started");
@@ -222,31 +222,31 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
 }
 
 static void release_token(lw_worker_t *w) {
-  pthread_mutex_lock(&w->run_mu);
-  w->orch_busy = false;
+  pthread_mutex_lock(&w->runs.mu);
+  w->runs.orch_busy = false;
   // Wake the orchestrator only when a run waits for the token (or destroy waits for it):
   // waking it after every inline run would cost a futex round trip per run for nothing.
-  if (w->runq_head || atomic_load(&w->stopping)) pthread_cond_broadcast(&w->run_cv);
-  pthread_mutex_unlock(&w->run_mu);
+  if (w->runs.q_head || atomic_load(&w->stopping)) pthread_cond_broadcast(&w->runs.cv);
+  pthread_mutex_unlock(&w->runs.mu);
 }
 
 static void *orch_main(void *arg) {
   lw_worker_t *w = arg;
   (void)pthread_setname_np(pthread_self(), "lw-orch");
   for (;;) {
-    pthread_mutex_lock(&w->run_mu);
+    pthread_mutex_lock(&w->runs.mu);
     // The token keeps one orch function at a time: an inline sync run may hold it.
-    while ((!w->runq_head || w->orch_busy) && !(atomic_load(&w->stopping) && !w->orch_busy)) {
-      pthread_cond_wait(&w->run_cv, &w->run_mu);
+    while ((!w->runs.q_head || w->runs.orch_busy) && !(atomic_load(&w->stopping) && !w->runs.orch_busy)) {
+      pthread_cond_wait(&w->runs.cv, &w->runs.mu);
     }
-    lw_run_t *run = w->runq_head;
+    lw_run_t *run = w->runs.q_head;
     if (run) {
-      w->runq_head = run->next;
-      if (!w->runq_head) w->runq_tail = NULL;
+      w->runs.q_head = run->next;
+      if (!w->runs.q_head) w->runs.q_tail = NULL;
       run->next = NULL;
-      w->orch_busy = true;
+      w->runs.orch_busy = true;
     }
-    pthread_mutex_unlock(&w->run_mu);
+    pthread_mutex_unlock(&w->runs.mu);
     if (!run) break;
     execute_run(w, run);
     release_token(w);
@@ -259,13 +259,13 @@ static void *orch_main(void *arg) {
 // holds: the token is taken under the run-queue lock, only when the queue is empty. Returns
 // false (nothing done) otherwise.
 bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
-  pthread_mutex_lock(&w->run_mu);
-  bool mine = !w->runq_head && !w->orch_busy && !atomic_load(&w->stopping);
+  pthread_mutex_lock(&w->runs.mu);
+  bool mine = !w->runs.q_head && !w->runs.orch_busy && !atomic_load(&w->stopping);
   if (mine) {
-    w->orch_busy = true;
+    w->runs.orch_busy = true;
     run_take_id(w, run);
   }
-  pthread_mutex_unlock(&w->run_mu);
+  pthread_mutex_unlock(&w->runs.mu);
   if (!mine) return false;
   execute_run(w, run);
   release_token(w);
@@ -273,19 +273,19 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
-  if (pthread_create(&w->orch_thread, NULL, orch_main, w) != 0) {
+  if (pthread_create(&w->runs.orch_thread, NULL, orch_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the orchestrator thread");
   }
-  w->orch_started = true;
+  w->runs.orch_started = true;
   return LW_OK;
 }
 
 void lw__orch_stop(lw_worker_t *w) {
-  if (!w->orch_started) return;
-  pthread_mutex_lock(&w->run_mu);
-  pthread_cond_broadcast(&w->run_cv);
-  pthread_mutex_unlock(&w->run_mu);
-  pthread_join(w->orch_thread, NULL);
-  w->orch_started = false;
+  if (!w->runs.orch_started) return;
+  pthread_mutex_lock(&w->runs.mu);
+  pthread_cond_broadcast(&w->runs.cv);
+  pthread_mutex_unlock(&w->runs.mu);
+  pthread_join(w->runs.orch_thread, NULL);
+  w->runs.orch_started = false;
 }

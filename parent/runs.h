@@ -1,9 +1,9 @@
 // parent/runs.h — runs and the orchestrator (parent/runs.c).
 // Owns: run objects (lw_run_t: the handle, its counters, its first error, its report); the
-// run queue (w->runq_head/tail, run_cv), run ids (w->next_run_id) and the list of unfinished
-// runs (w->unfinished_head/tail, finishing_runs), all under w->run_mu; the orchestrator
-// thread (w->orch_thread, orch_started) and the token that keeps one orch function at a time
-// (w->orch_busy, under w->run_mu).
+// run queue (w->runs.q_head/tail, run_cv), run ids (w->runs.next_id) and the list of unfinished
+// runs (w->runs.unfinished_head/tail, finishing_runs), all under w->runs.mu; the orchestrator
+// thread (w->runs.orch_thread, orch_started) and the token that keeps one orch function at a time
+// (w->runs.orch_busy, under w->runs.mu).
 // A run: lw_worker_run(_async) creates it (w->live_runs, under w->mu) -> it gets its id as it
 // is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its orch
 // function runs with the token -> settled once every task is terminal and the function
@@ -14,15 +14,16 @@
 // joined).
 // Threads: the counters and the error of a run (n_tasks, n_terminal, failed, cancelled, ...)
 // are the DAG owner's (parent/dag.h); a submitter reads only failed_pub. settled and
-// next_unfinished are under w->run_mu; the report is written by the thread that settles the
+// next_unfinished are under w->runs.mu; the report is written by the thread that settles the
 // run, before its handle may finish. The token holder hands the run's end to the DAG (an
 // ORCH_DONE command behind the run's submits); cancelling a run handle (any thread) only bumps
 // the DAG's stop_seq and rings its doorbell.
-// Locks: w->mu -> w->run_mu, never the reverse; lw__run_complete is called with no lock held
+// Locks: w->mu -> w->runs.mu, never the reverse; lw__run_complete is called with no lock held
 // and finishes handles with none held.
 #ifndef LANEWORK_PARENT_RUNS_H_
 #define LANEWORK_PARENT_RUNS_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,7 +42,7 @@ struct lw_run {
   void *user;
   uint64_t run_id;
   lw_run_t *next;      // run queue link
-  // Run handles finish in run-id order (w->run_mu): settled = every task is terminal and the
+  // Run handles finish in run-id order (w->runs.mu): settled = every task is terminal and the
   // orch function returned; the handle finishes once every earlier run's handle has.
   lw_run_t *next_unfinished;
   bool settled;
@@ -63,10 +64,27 @@ struct lw_orch {
   uint32_t scope_depth;  // scopes open (the DAG's tensor map applies them in order)
 };
 
+// The worker's runs (w->runs), all under mu: the FIFO run queue (q_head/q_tail, linked by
+// lw_run_t.next, cv signalled when a run is queued or the token is free), run ids, the list of
+// runs whose handles have not finished (in id order; one thread at a time, `finishing`,
+// finishes handles from its head), and the orchestrator thread with the token that keeps one
+// orch function at a time (orch_busy).
+typedef struct lw_runs {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  lw_run_t *q_head, *q_tail;
+  uint64_t next_id;
+  lw_run_t *unfinished_head, *unfinished_tail;
+  bool finishing;
+  pthread_t orch_thread;
+  bool orch_busy;
+  bool orch_started;
+} lw_runs_t;
+
 // Starts the orchestrator thread (lw_worker_create).
 LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);
 // lw_worker_run's fast path: runs run's orch function on the caller's thread when no run is
-// queued or holds the token (the token is taken under w->run_mu, so FIFO order holds).
+// queued or holds the token (the token is taken under w->runs.mu, so FIFO order holds).
 // Returns false, having done nothing, otherwise.
 bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
 // Wakes and joins the orchestrator thread (lw_worker_destroy, with w->stopping set). Nothing

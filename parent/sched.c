@@ -6,7 +6,7 @@
 // child's pidfd (death) and the fork server's socket.
 //
 // Sleeping without losing a wake-up: the scheduler stores `sleeping = 1` (seq_cst) in every
-// mailbox's parent line and in w->sched_sleeping, then re-checks the rings and kick_seq, and
+// mailbox's parent line and in w->sched.sleeping, then re-checks the rings and kick_seq, and
 // only then calls epoll_wait. A child pushes its completion (release) and then loads the
 // sleeping flag (seq_cst): either the scheduler's re-check sees the entry or the child sees
 // the flag and writes the eventfd. Threads that kick use kick_seq the same way.
@@ -42,10 +42,10 @@ typedef struct pending_work {
 // Takes the deferred unregisters whose last pin went (w->mu held). From here on they count as
 // posted: a chip death reports on them, and a respawn no longer replays their callable.
 static void take_due_unregisters(lw_worker_t *w, pending_work_t *pw) {
-  while (w->due_unregisters) {
-    lw_wop_t *op = w->due_unregisters;
-    w->due_unregisters = op->next_done;
-    w->callables[op->wc].deferred_unregister = NULL;
+  while (w->calls.due_unregisters) {
+    lw_wop_t *op = w->calls.due_unregisters;
+    w->calls.due_unregisters = op->next_done;
+    w->calls.table[op->wc].deferred_unregister = NULL;
     op->next_done = pw->unregisters;
     pw->unregisters = op;
   }
@@ -154,7 +154,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
 // Dispatch (w->mu held)
 
 static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
-  lw_wcallable_t *c = &w->callables[t->wc];
+  lw_wcallable_t *c = &w->calls.table[t->wc];
   lw_error_t err;
   if (c->id != t->wc_id) {
     // The pins keep a slot from being reused while a task references it, so this cannot
@@ -190,7 +190,7 @@ static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_w
                 ep ? lw__ep_name(ep, name, sizeof(name)) : "every child",
                 desc[0] ? desc : "no child alive",
                 (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
-                w->callables[t->wc].name);
+                w->calls.table[t->wc].name);
   lw__task_finish(&w->dag, t, LW_CHILD_EXITED, &err, &pw->finished);
 }
 
@@ -303,8 +303,8 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
 // Cancels the running kernels of cancelled runs through their frames' cancel words.
 static void apply_cancels(lw_worker_t *w) {
   uint32_t all = atomic_load(&w->cancel_all_seq);
-  bool cancel_all = all != w->cancel_all_seen;
-  w->cancel_all_seen = all;
+  bool cancel_all = all != w->sched.cancel_all_seen;
+  w->sched.cancel_all_seen = all;
   // The runs marked below have their queued tasks swept on the next pass.
   if (cancel_all) atomic_fetch_add(&w->dag.stop_seq, 1);
   for (uint32_t s = 0; s < w->n_children; ++s) {
@@ -325,11 +325,11 @@ static void apply_cancels(lw_worker_t *w) {
     // Every run not finished yet: queued ones (the orchestrator cancels them when it takes
     // them) and running ones whose tasks wait in the ready queues for a frame (dispatch skips
     // them), not only those with a task in a frame right now.
-    pthread_mutex_lock(&w->run_mu);
-    for (lw_run_t *r = w->unfinished_head; r; r = r->next_unfinished) {
+    pthread_mutex_lock(&w->runs.mu);
+    for (lw_run_t *r = w->runs.unfinished_head; r; r = r->next_unfinished) {
       atomic_store(&r->handle.cancel_requested, 1);
     }
-    pthread_mutex_unlock(&w->run_mu);
+    pthread_mutex_unlock(&w->runs.mu);
   }
 }
 
@@ -405,7 +405,7 @@ static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
     if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;
   }
   if (ep->kind != LW_MB_CHILD_CHIP) return false;
-  for (lw_wop_t *op = w->ops; op; op = op->next_pending) {
+  for (lw_wop_t *op = w->calls.ops; op; op = op->next_pending) {
     if (!op->sub && !op->reported[ep->index]) return true;
   }
   return false;
@@ -478,7 +478,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     ep->frame_task[f] = NULL;
     ep->busy--;
     lw_error_t err;
-    const char *callable = w->callables[t->wc].name;
+    const char *callable = w->calls.table[t->wc].name;
     unsigned long long tid = t->task_id, rid = t->run->run_id;
     if (t->escalated == LW_DEADLINE_EXCEEDED) {
       lw__error_set(&err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, t->task_id,
@@ -540,7 +540,7 @@ static void set_sleeping(lw_worker_t *w, uint32_t v) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (ep_mailbox_live(&w->eps[s])) atomic_store(&w->eps[s].mb->parent.sleeping, v);
   }
-  atomic_store(&w->sched_sleeping, v);
+  atomic_store(&w->sched.sleeping, v);
 }
 
 static void *sched_main(void *arg) {
@@ -549,9 +549,9 @@ static void *sched_main(void *arg) {
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
-  uint64_t seen_kick = atomic_load(&w->kick_seq);
+  uint64_t seen_kick = atomic_load(&w->sched.kick_seq);
   uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
-  while (!atomic_load(&w->sched_exit)) {
+  while (!atomic_load(&w->sched.exit)) {
     bool progress = false;
     pthread_mutex_lock(&w->mu);
     lw__dag_set_owner(&w->dag);  // a submitter may have run the last pass (lw__sched_assist)
@@ -570,7 +570,7 @@ static void *sched_main(void *arg) {
       // A child being respawned is not drained here: its replay reads its ring.
       if (ready && ep->accepting) progress |= drain_endpoint(w, ep, &pw);
     }
-    uint64_t kick = atomic_load(&w->kick_seq);
+    uint64_t kick = atomic_load(&w->sched.kick_seq);
     if (kick != seen_kick || atomic_load(&w->cancel_all_seq) != seen_cancel) {
       seen_kick = kick;
       seen_cancel = atomic_load(&w->cancel_all_seq);
@@ -593,7 +593,7 @@ static void *sched_main(void *arg) {
     // Each round of the spin policy is one pass of this loop (its condition is the pass).
     if (lw__spin_step(&idle) != LW__SPIN_BLOCK) continue;
     set_sleeping(w, 1);
-    if (rings_pending(w) || atomic_load(&w->kick_seq) != seen_kick ||
+    if (rings_pending(w) || atomic_load(&w->sched.kick_seq) != seen_kick ||
         atomic_load(&w->cancel_all_seq) != seen_cancel) {
       set_sleeping(w, 0);
       lw__spin_reset(&idle);
@@ -647,23 +647,23 @@ lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
   }
-  if (pthread_create(&w->sched_thread, NULL, sched_main, w) != 0) {
+  if (pthread_create(&w->sched.thread, NULL, sched_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the scheduler thread");
   }
-  w->sched_started = true;
+  w->sched.started = true;
   return LW_OK;
 }
 
 void lw__sched_stop(lw_worker_t *w) {
-  if (w->sched_started) {
-    atomic_store(&w->sched_exit, true);
+  if (w->sched.started) {
+    atomic_store(&w->sched.exit, true);
     lw__worker_kick(w);
     uint64_t one = 1;
     ssize_t n = write(w->wake_fd, &one, sizeof(one));
     (void)n;
-    pthread_join(w->sched_thread, NULL);
-    w->sched_started = false;
+    pthread_join(w->sched.thread, NULL);
+    w->sched.started = false;
   }
   // The epoll fd stays open: a respawn under way on the supervisor may still add to it.
   // lw_worker_destroy closes it once the supervisor has stopped.
@@ -675,7 +675,7 @@ void lw__sched_stop(lw_worker_t *w) {
 // stays the scheduler's. Holding w->mu for the pass makes this thread the DAG's one owner
 // until it returns; the scheduler takes ownership back at the start of its next pass.
 void lw__sched_assist(lw_worker_t *w) {
-  if (!w->sched_started || pthread_mutex_trylock(&w->mu) != 0) return;
+  if (!w->sched.started || pthread_mutex_trylock(&w->mu) != 0) return;
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   lw__dag_set_owner(&w->dag);

@@ -1,7 +1,7 @@
 // parent/sched.h — the scheduler thread, the worker's progress loop (parent/sched.c).
-// Owns: the scheduler thread (w->sched_thread, sched_started, sched_exit), its epoll set
+// Owns: the scheduler thread and its handshake (w->sched, lw_sched_t below), its epoll set
 // (w->epoll_fd: the wake eventfd, every child's pidfd, the fork server's socket), the sleep
-// handshake with the children and the kicking threads (w->kick_seq, w->sched_sleeping, the
+// handshake with the children and the kicking threads (w->sched.kick_seq, w->sched.sleeping, the
 // mailboxes' sleeping flags), and what its passes remember (cancel_all_seen). Its thread is
 // the DAG's owner (parent/dag.h). Each pass drains every child's completion ring, applies the
 // DAG's inbox (lw__dag_step), sweeps the queued tasks of stopped runs, dispatches ready tasks
@@ -16,14 +16,32 @@
 // closed by destroy).
 // Threads: lw__sched_start and lw__sched_stop from create/destroy only. Any thread wakes the
 // scheduler with lw__worker_kick (parent/worker_impl.h), which is also the DAG's doorbell.
-// Locks: a pass takes w->mu (and under it ep->post_mu, ep->desc_mu, w->run_mu); it takes
-// w->sup_mu and posts controls (ep->ctl_mu) only with w->mu released.
+// Locks: a pass takes w->mu (and under it ep->post_mu, ep->desc_mu, w->runs.mu); it takes
+// w->sup.mu and posts controls (ep->ctl_mu) only with w->mu released.
 #ifndef LANEWORK_PARENT_SCHED_H_
 #define LANEWORK_PARENT_SCHED_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "lanework/status.h"
 
 typedef struct lw_worker lw_worker_t;
+
+// The scheduler's own state (w->sched). thread/started: set by lw__sched_start and
+// lw__sched_stop only. kick_seq and sleeping: the sleep handshake with kicking threads (any
+// thread reads and bumps them, seq_cst). exit: set by lw__sched_stop. cancel_all_seen: the
+// last lw_worker_cancel_all the passes acted on (w->mu held).
+typedef struct lw_sched {
+  pthread_t thread;
+  bool started;
+  _Atomic bool exit;
+  _Atomic uint64_t kick_seq;
+  _Atomic uint32_t sleeping;
+  uint32_t cancel_all_seen;
+} lw_sched_t;
 
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
 void lw__sched_stop(lw_worker_t *w);

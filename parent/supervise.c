@@ -82,7 +82,7 @@ static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_
 static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
   for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
     pthread_mutex_lock(&w->mu);
-    lw_wcallable_t *c = &w->callables[i];
+    lw_wcallable_t *c = &w->calls.table[i];
     // A callable whose unregister is deferred still has queued tasks that will be posted here:
     // the new child needs it until that unregister is posted.
     bool live = (c->state == LW_WC_LIVE ||
@@ -163,18 +163,18 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
   return LW_OK;
 }
 
-// Replays the sub function table in order, holding w->sub_mu so that no register_sub changes
+// Replays the sub function table in order, holding w->calls.sub_mu so that no register_sub changes
 // the table meanwhile; the child counts as in step only once all of it was replayed.
 static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
-  pthread_mutex_lock(&w->sub_mu);
+  pthread_mutex_lock(&w->calls.sub_mu);
   lw_status_t st = LW_OK;
-  for (uint32_t i = 0; i < w->n_sub_fns && st == LW_OK; ++i) {
+  for (uint32_t i = 0; i < w->calls.n_sub_fns && st == LW_OK; ++i) {
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_REGISTER_SUB;
-    p.control_id = w->sub_tags[i];
-    p.target = (uint64_t)(uintptr_t)w->sub_fns[i];
-    p.name = w->sub_names[i];
+    p.control_id = w->calls.sub_tags[i];
+    p.target = (uint64_t)(uintptr_t)w->calls.sub_fns[i];
+    p.name = w->calls.sub_names[i];
     lw_mb_control_ack_t ack;
     st = lw__ep_control(ep, &p, &ack, err);
     if (st == LW_OK && ack.status != LW_OK) {
@@ -191,7 +191,7 @@ static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     ep->sub_synced_gen = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
   }
-  pthread_mutex_unlock(&w->sub_mu);
+  pthread_mutex_unlock(&w->calls.sub_mu);
   return st;
 }
 
@@ -322,57 +322,57 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
 // The supervisor thread: respawns children whose death the scheduler reported.
 
 void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep) {
-  pthread_mutex_lock(&w->sup_mu);
-  w->sup_pending[ep->slot] = true;
-  pthread_cond_signal(&w->sup_cv);
-  pthread_mutex_unlock(&w->sup_mu);
+  pthread_mutex_lock(&w->sup.mu);
+  w->sup.pending[ep->slot] = true;
+  pthread_cond_signal(&w->sup.cv);
+  pthread_mutex_unlock(&w->sup.mu);
 }
 
 static void *supervisor_main(void *arg) {
   lw_worker_t *w = arg;
   (void)pthread_setname_np(pthread_self(), "lw-supervise");
-  pthread_mutex_lock(&w->sup_mu);
+  pthread_mutex_lock(&w->sup.mu);
   for (;;) {
     uint32_t slot = UINT32_MAX;
     for (uint32_t s = 0; s < w->n_children && slot == UINT32_MAX; ++s) {
-      if (w->sup_pending[s]) slot = s;
+      if (w->sup.pending[s]) slot = s;
     }
     if (slot == UINT32_MAX) {
-      if (w->sup_exit) break;
-      pthread_cond_wait(&w->sup_cv, &w->sup_mu);
+      if (w->sup.exit) break;
+      pthread_cond_wait(&w->sup.cv, &w->sup.mu);
       continue;
     }
-    w->sup_pending[slot] = false;
-    pthread_mutex_unlock(&w->sup_mu);
+    w->sup.pending[slot] = false;
+    pthread_mutex_unlock(&w->sup.mu);
     lw__ep_respawn(w, &w->eps[slot]);
-    pthread_mutex_lock(&w->sup_mu);
+    pthread_mutex_lock(&w->sup.mu);
   }
-  pthread_mutex_unlock(&w->sup_mu);
+  pthread_mutex_unlock(&w->sup.mu);
   return NULL;
 }
 
 lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
-  w->sup_pending = calloc(w->n_children, sizeof(bool));
-  if (!w->sup_pending) {
+  w->sup.pending = calloc(w->n_children, sizeof(bool));
+  if (!w->sup.pending) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
-  if (pthread_create(&w->sup_thread, NULL, supervisor_main, w) != 0) {
+  if (pthread_create(&w->sup.thread, NULL, supervisor_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the supervisor thread");
   }
-  w->sup_started = true;
+  w->sup.started = true;
   return LW_OK;
 }
 
 void lw__supervisor_stop(lw_worker_t *w) {
-  if (w->sup_started) {
-    pthread_mutex_lock(&w->sup_mu);
-    w->sup_exit = true;
-    pthread_cond_signal(&w->sup_cv);
-    pthread_mutex_unlock(&w->sup_mu);
-    pthread_join(w->sup_thread, NULL);
-    w->sup_started = false;
+  if (w->sup.started) {
+    pthread_mutex_lock(&w->sup.mu);
+    w->sup.exit = true;
+    pthread_cond_signal(&w->sup.cv);
+    pthread_mutex_unlock(&w->sup.mu);
+    pthread_join(w->sup.thread, NULL);
+    w->sup.started = false;
   }
-  free(w->sup_pending);
-  w->sup_pending = NULL;
+  free(w->sup.pending);
+  w->sup.pending = NULL;
 }

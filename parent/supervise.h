@@ -1,6 +1,6 @@
 // parent/supervise.h — the supervisor: bringing a dead child back (parent/supervise.c).
-// Owns: the supervisor thread and its queue of dead children (w->sup_*: per slot, a death
-// waiting for its respawn), the crash-loop bound (ep->deaths), and the replay of every live
+// Owns: the supervisor thread and its queue of dead children (w->sup, lw_supervisor_t: per
+// slot, a death waiting for its respawn), the crash-loop bound (ep->deaths), and the replay of every live
 // callable (chip images, the sub function table in order) into the new child before it takes
 // work again.
 // Not here yet: noticing a death (pidfd, liveness kills) and failing the dead child's work are
@@ -17,17 +17,31 @@
 // the new child for callables the replay gave it). A new child that dies before its replay is
 // complete is never seen by the scheduler: the respawn answers the ops it held
 // (lw__wop_fail_chip).
-// Locks: w->sup_mu guards w->sup_pending and w->sup_exit only; it is a leaf (nothing is taken
+// Locks: w->sup.mu guards w->sup.pending and w->sup.exit only; it is a leaf (nothing is taken
 // under it, and it is never taken under another lock). A respawn takes ep->ctl_mu ->
-// ep->post_mu to reset the mailbox, then w->sub_mu (sub replay) or w->mu, each in the
+// ep->post_mu to reset the mailbox, then w->calls.sub_mu (sub replay) or w->mu, each in the
 // worker's order (parent/worker_impl.h).
 #ifndef LANEWORK_PARENT_SUPERVISE_H_
 #define LANEWORK_PARENT_SUPERVISE_H_
+
+#include <pthread.h>
+#include <stdbool.h>
 
 #include "lanework/status.h"
 
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_endpoint lw_endpoint_t;
+
+// The supervisor's own state (w->sup): its thread, and under mu the deaths waiting for a
+// respawn (pending, one flag per child slot) and the exit request.
+typedef struct lw_supervisor {
+  pthread_t thread;
+  bool started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool *pending;
+  bool exit;
+} lw_supervisor_t;
 
 // The supervisor thread, and how the scheduler hands it a dead child.
 LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err);

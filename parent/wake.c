@@ -17,9 +17,9 @@ int64_t lw__heartbeat_period_ns(const lw_worker_t *w) {
 }
 
 void lw__worker_kick(lw_worker_t *w) {
-  atomic_fetch_add(&w->kick_seq, 1);
+  atomic_fetch_add(&w->sched.kick_seq, 1);
   // seq_cst pairs with the scheduler's store of sched_sleeping before it re-checks kick_seq.
-  if (atomic_load(&w->sched_sleeping)) {
+  if (atomic_load(&w->sched.sleeping)) {
     uint64_t one = 1;
     ssize_t n = write(w->wake_fd, &one, sizeof(one));
     (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway

@@ -61,7 +61,7 @@ void lw_worker_cancel_all(lw_worker_t *w) {
   if (!w) return;
   // Only atomics and write(2): async-signal-safe.
   atomic_fetch_add(&w->cancel_all_seq, 1);
-  atomic_fetch_add(&w->kick_seq, 1);
+  atomic_fetch_add(&w->sched.kick_seq, 1);
   uint64_t one = 1;
   ssize_t n = write(w->wake_fd, &one, sizeof(one));
   (void)n;
@@ -74,12 +74,12 @@ void lw_worker_cancel_all(lw_worker_t *w) {
 // for its whole pass, destroy takes it around the DAG calls it makes.
 static void dag_unpin(void *ctx, uint32_t wc, uint64_t wc_id) {
   lw_worker_t *w = ctx;
-  if (w->callables[wc].id == wc_id) lw__wc_unpin(w, wc);
+  if (w->calls.table[wc].id == wc_id) lw__wc_unpin(w, wc);
 }
 
 static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
   lw_worker_t *w = ctx;
-  return w->callables[wc].id == wc_id ? w->callables[wc].name : "a released callable";
+  return w->calls.table[wc].id == wc_id ? w->calls.table[wc].name : "a released callable";
 }
 
 // The DAG's doorbell (a post, a stop; never rung with w->mu held): wakes the scheduler, and runs
@@ -93,10 +93,10 @@ static void dag_ring(void *ctx) {
 static int collect_base(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   lw_worker_t *w = data;
-  uintptr_t *p = realloc(w->code_bases, (w->n_code_bases + 1) * sizeof(uintptr_t));
+  uintptr_t *p = realloc(w->calls.code_bases, (w->calls.n_code_bases + 1) * sizeof(uintptr_t));
   if (!p) return 1;
-  w->code_bases = p;
-  w->code_bases[w->n_code_bases++] = (uintptr_t)info->dlpi_addr;
+  w->calls.code_bases = p;
+  w->calls.code_bases[w->calls.n_code_bases++] = (uintptr_t)info->dlpi_addr;
   return 0;
 }
 
@@ -171,11 +171,11 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
   // stretch or cut a wait.
   lw__cond_init_monotonic(&w->idle_cv);
-  pthread_mutex_init(&w->run_mu, NULL);
-  lw__cond_init_monotonic(&w->run_cv);
-  pthread_mutex_init(&w->sup_mu, NULL);
-  lw__cond_init_monotonic(&w->sup_cv);
-  pthread_mutex_init(&w->sub_mu, NULL);
+  pthread_mutex_init(&w->runs.mu, NULL);
+  lw__cond_init_monotonic(&w->runs.cv);
+  pthread_mutex_init(&w->sup.mu, NULL);
+  lw__cond_init_monotonic(&w->sup.cv);
+  pthread_mutex_init(&w->calls.sub_mu, NULL);
   lw_status_t st;
   int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
 
@@ -203,7 +203,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // 2. What each child needs, in memory the fork server copies.
   w->envs = calloc(w->n_children, sizeof(lw_child_env_t));
   w->eps = calloc(w->n_children, sizeof(lw_endpoint_t));
-  lw_status_t ids_st = lw__handle_table_initialize(&w->callable_ids, LW_MAX_CALLABLES);
+  lw_status_t ids_st = lw__handle_table_initialize(&w->calls.ids, LW_MAX_CALLABLES);
   if (!w->envs || !w->eps || ids_st != LW_OK) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
     goto fail;
@@ -296,10 +296,10 @@ static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
   int64_t deadline = lw__now_ns() + timeout_ns;
   pthread_mutex_lock(&w->mu);
   // Whoever finishes a run or an op broadcasts idle_cv under w->mu, so no wake-up is lost.
-  while ((w->live_runs > 0 || w->live_ops > 0) && w->sched_started) {
+  while ((w->live_runs > 0 || w->calls.live_ops > 0) && w->sched.started) {
     if (lw__cond_wait_until(&w->idle_cv, &w->mu, deadline) == ETIMEDOUT) break;
   }
-  bool idle = w->live_runs == 0 && w->live_ops == 0;
+  bool idle = w->live_runs == 0 && w->calls.live_ops == 0;
   pthread_mutex_unlock(&w->mu);
   return idle;
 }
@@ -317,7 +317,7 @@ static void describe_leftover(void *ctx, const lw_task_t *t, lw_error_t *err) {
   lw__error_set(err, LW_UNAVAILABLE, posted ? (int32_t)t->ep->index : -1, t->task_id,
                 "worker destroyed before task %llu of run %llu (%s) finished%s%s",
                 (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
-                w->callables[t->wc].name, posted ? " on " : "", name);
+                w->calls.table[t->wc].name, posted ? " on " : "", name);
 }
 
 static void finish_leftover_runs(lw_worker_t *w) {
@@ -334,10 +334,10 @@ static void finish_leftover_runs(lw_worker_t *w) {
     lw__run_complete(finished);
     finished = next;
   }
-  pthread_mutex_lock(&w->run_mu);
-  lw_run_t *queued = w->runq_head;
-  w->runq_head = w->runq_tail = NULL;
-  pthread_mutex_unlock(&w->run_mu);
+  pthread_mutex_lock(&w->runs.mu);
+  lw_run_t *queued = w->runs.q_head;
+  w->runs.q_head = w->runs.q_tail = NULL;
+  pthread_mutex_unlock(&w->runs.mu);
   while (queued) {
     lw_run_t *next = queued->next;
     queued->orch_done = true;
@@ -363,7 +363,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   if (!w) return;
   atomic_store(&w->stopping, true);
   // 1. Cancel: queued runs never start, running kernels see their cancel words.
-  if (w->sched_started) lw_worker_cancel_all(w);
+  if (w->sched.started) lw_worker_cancel_all(w);
   lw__orch_stop(w);
   // 2. Let cancelled work and callable ops drain while the scheduler still runs: cooperative
   //    kernels stop at once, and the scheduler kills the child of one that ignores its cancel
@@ -411,14 +411,14 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw_error_t err;
   lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");
   lw__callables_fail_ops(w, &err);
-  // (A deferred unregister is on w->ops too, so the loop above finished it.)
-  lw__handle_table_deinitialize(&w->callable_ids);
+  // (A deferred unregister is on w->calls.ops too, so the loop above finished it.)
+  lw__handle_table_deinitialize(&w->calls.ids);
   free(w->eps);
   free(w->envs);
-  free(w->code_bases);
-  free(w->sub_fns);
-  free(w->sub_names);
-  free(w->sub_tags);
+  free(w->calls.code_bases);
+  free(w->calls.sub_fns);
+  free(w->calls.sub_names);
+  free(w->calls.sub_tags);
   if (w->mailboxes) lw__forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
@@ -426,10 +426,10 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw__arena_deinitialize(&w->arena);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->idle_cv);
-  pthread_mutex_destroy(&w->run_mu);
-  pthread_cond_destroy(&w->run_cv);
-  pthread_mutex_destroy(&w->sup_mu);
-  pthread_cond_destroy(&w->sup_cv);
-  pthread_mutex_destroy(&w->sub_mu);
+  pthread_mutex_destroy(&w->runs.mu);
+  pthread_cond_destroy(&w->runs.cv);
+  pthread_mutex_destroy(&w->sup.mu);
+  pthread_cond_destroy(&w->sup.cv);
+  pthread_mutex_destroy(&w->calls.sub_mu);
   free(w);
 }

@@ -22,10 +22,11 @@
 //   forkserver.h  the fork server and the zygote (forkserver.c)
 //   worker.c      lw_worker_create/destroy (wiring the components), configuration, alloc,
 //                 events, cancel_all
-// Why the struct is still here: the DAG has its own struct (w->dag, lw_dag_t) and one owner;
-// the other components' state is still fields of struct lw_worker (each header names its
-// fields), guarded by w->mu (callables, ops, the endpoints' dispatch state), w->run_mu (runs)
-// and the endpoints' own locks. The include graph is acyclic: a component header includes no
+// The struct holds one struct per component (each defined and explained in its header):
+// w->arena, w->eps[] (endpoints), w->calls (callables), w->dag (one owner), w->runs, w->sched,
+// w->sup, w->fs; what is left here is the wiring they share: the configuration, the shared
+// memory, the fds, w->mu (the callables and the endpoints' dispatch state; a scheduler pass
+// holds it) and the counters destroy waits on. The include graph is acyclic: a component header includes no
 // other parent header (but dag.h, which includes tmap.h and runs.h); this one includes those
 // the struct needs, and the .c files include this one and the headers they call into.
 //
@@ -49,8 +50,8 @@
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
 //   w->sub_mu (the sub children's tables) comes before w->mu and ep->ctl_mu.
-//   w->sup_mu (the supervisor's queue) is a leaf, taken with no other lock held.
-//   w->run_mu guards the run queue and the list of unfinished runs only; it may be taken under
+//   w->sup.mu (the supervisor's queue) is a leaf, taken with no other lock held.
+//   w->runs.mu guards the run queue and the list of unfinished runs only; it may be taken under
 //   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
 //   The DAG's own locks are leaves: dag->space_mu (back-pressure waiters), taken by a
 //   submitter with no other lock held and by the owner under w->mu.
@@ -77,6 +78,7 @@
 #include "parent/forkserver.h"
 #include "parent/runs.h"
 #include "parent/sched.h"
+#include "parent/supervise.h"
 
 typedef struct lw_worker lw_worker_t;
 
@@ -105,59 +107,14 @@ struct lw_worker {
 
   pthread_mutex_t mu;        // the callable table, the ops, the endpoints' dispatch state
   pthread_cond_t idle_cv;    // a run or op finished (destroy waits on it)
-  lw_wcallable_t callables[LW_MAX_CALLABLES];
-  // Handle ids of w->callables: index i of this table is w->callables[i] (w->mu).
-  lw_handle_table_t callable_ids;
-  uint32_t last_sub_tag;     // the last sub callable tag handed out (w->mu)
-  lw_wop_t *ops;             // register/unregister ops waiting for chip reports
-  // Deferred chip unregisters whose pins dropped to 0, linked by next_done: the scheduler
-  // takes them and posts them to the chips (without w->mu).
-  lw_wop_t *due_unregisters;
-  uint64_t next_control_id;  // the last op serial handed out (w->mu)
+  lw_callables_t calls;      // the callable table and its ops (parent/callables.h)
   uint32_t live_runs;
-  uint32_t live_ops;
 
-  pthread_mutex_t run_mu;
-  pthread_cond_t run_cv;
-  lw_run_t *runq_head, *runq_tail;
-  uint64_t next_run_id;
-  // Every run that has an id and whose handle has not finished, in id order; one thread at a
-  // time (finishing_runs) finishes handles from its head.
-  lw_run_t *unfinished_head, *unfinished_tail;
-  bool finishing_runs;
-  pthread_t orch_thread;
-  bool orch_busy;            // the orchestrator token: an orch function is running (run_mu)
-  bool orch_started;
-  pthread_t sched_thread;
-  bool sched_started;
-  // The supervisor: respawns dead children off the scheduler thread (supervise.c).
-  pthread_t sup_thread;
-  bool sup_started;
-  pthread_mutex_t sup_mu;
-  pthread_cond_t sup_cv;
-  bool *sup_pending;  // per slot: a death waiting for its respawn
-  bool sup_exit;
+  lw_runs_t runs;            // the run queue, run ids, unfinished runs, the orchestrator
+  lw_sched_t sched;          // the scheduler thread and its sleep handshake
+  lw_supervisor_t sup;       // the supervisor thread and its queue of deaths
   _Atomic bool stopping;
-  _Atomic bool sched_exit;
   _Atomic uint32_t cancel_all_seq;  // bumped by lw_worker_cancel_all (async-signal-safe)
-  uint32_t cancel_all_seen;
-  _Atomic uint64_t kick_seq;
-  _Atomic uint32_t sched_sleeping;
-
-  // Every sub function ever registered, in order: replayed to a respawned sub child so its
-  // table indices match. sub_mu serializes every change of the sub children's tables (a
-  // register_sub broadcast, a replay), so each sub child gets the same functions in the same
-  // order; it is taken before w->mu and ep->ctl_mu. The arrays change under both sub_mu and
-  // w->mu, so either lock is enough to read them.
-  pthread_mutex_t sub_mu;
-  lw_sub_fn *sub_fns;
-  char (*sub_names)[LW_CALLABLE_NAME_BYTES];
-  uint32_t *sub_tags;        // the tag every task for that function carries (see sub_child.c)
-  uint32_t n_sub_fns;
-
-  // Code mapped at create time, for lw_worker_register_sub.
-  uintptr_t *code_bases;
-  uint32_t n_code_bases;
 };
 
 #define LW_MAILBOX_STRIDE ((sizeof(lw_mailbox_t) + 4095) & ~(size_t)4095)

@@ -154,9 +154,9 @@ bool conf_run_settled(lw_handle_t *run) {
   // A worker run handle is its lw_run_t (parent/runs.h); settled = every task terminal and
   // the orch function returned, before the handle waits for earlier runs.
   lw_run_t *r = (lw_run_t *)run;
-  pthread_mutex_lock(&w->run_mu);
+  pthread_mutex_lock(&w->runs.mu);
   bool settled = r->settled;
-  pthread_mutex_unlock(&w->run_mu);
+  pthread_mutex_unlock(&w->runs.mu);
   return settled || lw_handle_done(run);
 }
 
@@ -183,9 +183,9 @@ void conf_wait_posted(lw_callable_handle_t h) {
     uint32_t pins = 0;
     pthread_mutex_lock(&w->mu);
     for (uint32_t i = 0; i < LW_MAX_CALLABLES && !found; ++i) {
-      if (w->callables[i].id != h.id) continue;
+      if (w->calls.table[i].id != h.id) continue;
       found = true;
-      pins = w->callables[i].pins;
+      pins = w->calls.table[i].pins;
     }
     pthread_mutex_unlock(&w->mu);
     cr_assert(found, "conf_wait_posted: callable 0x%llx is not in the worker's table",

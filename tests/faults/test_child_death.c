@@ -164,7 +164,7 @@ Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .
 static bool register_reported_by(fx_t *fx, uint32_t chip) {
   bool in = false;
   pthread_mutex_lock(&fx->w->mu);
-  for (lw_wop_t *op = fx->w->ops; op; op = op->next_pending) {
+  for (lw_wop_t *op = fx->w->calls.ops; op; op = op->next_pending) {
     if (op->kind == LW_WOP_REGISTER && op->reported[chip]) in = true;
   }
   pthread_mutex_unlock(&fx->w->mu);

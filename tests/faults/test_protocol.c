@@ -262,7 +262,7 @@ static lw_wop_t *wait_listed_op(void) {
   lw_wop_t *op = NULL;
   while (!op) {
     pthread_mutex_lock(&f.w->mu);
-    op = f.w->ops;
+    op = f.w->calls.ops;
     pthread_mutex_unlock(&f.w->mu);
     if (!op) lw_test_sleep_us(200);
   }
@@ -312,7 +312,7 @@ Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .ti
   lw_callable_handle_t vadd;
   LW_ASSERT_OK(lw_handle_callable(r.h, &vadd));
   // Chip 0's own report (its real callable id) is the one that counted.
-  cr_assert_neq(f.w->callables[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
+  cr_assert_neq(f.w->calls.table[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
   fx_run_vadd_ok(&f, vadd, s, 0);
   fx_run_vadd_ok(&f, vadd, s, 1);
   lw_handle_release(r.h);
@@ -346,7 +346,7 @@ Test(protocol, a_control_report_in_a_sub_childs_ring_counts_for_no_chip, .timeou
   LW_ASSERT_OK(lw_handle_wait(r.h, LW_WAIT_FOREVER));
   lw_callable_handle_t vadd;
   LW_ASSERT_OK(lw_handle_callable(r.h, &vadd));
-  cr_assert_neq(f.w->callables[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
+  cr_assert_neq(f.w->calls.table[(vadd.id & 0xffffffffu) - 1].local[0], 0x7777u);
   fx_run_vadd_ok(&f, vadd, s, 0);
   lw_handle_release(r.h);
   lw_callable_free_loaded(&c);

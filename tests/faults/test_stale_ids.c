@@ -60,7 +60,7 @@ static void wait_replaying(uint32_t chip, pid_t old) {
 static bool register_reported_by(uint32_t chip) {
   bool in = false;
   pthread_mutex_lock(&f.w->mu);
-  for (lw_wop_t *op = f.w->ops; op; op = op->next_pending) {
+  for (lw_wop_t *op = f.w->calls.ops; op; op = op->next_pending) {
     if (op->kind == LW_WOP_REGISTER && op->reported[chip]) in = true;
   }
   pthread_mutex_unlock(&f.w->mu);
@@ -71,7 +71,7 @@ static bool register_reported_by(uint32_t chip) {
 static void wait_no_ops(void) {
   for (;;) {
     pthread_mutex_lock(&f.w->mu);
-    bool idle = f.w->live_ops == 0;
+    bool idle = f.w->calls.live_ops == 0;
     pthread_mutex_unlock(&f.w->mu);
     if (idle) return;
     lw_test_sleep_us(200);

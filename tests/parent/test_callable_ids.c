@@ -49,7 +49,7 @@ Test(callable_ids, a_slot_at_its_last_generation_retires_and_its_ids_stay_unknow
   // 2^32 register/unregister cycles would take hours: slot 0 is moved to its last
   // generation by hand, and the worker's own code runs through the end of it.
   pthread_mutex_lock(&w->mu);
-  w->callable_ids.slots[0].generation = UINT32_MAX;
+  w->calls.ids.slots[0].generation = UINT32_MAX;
   pthread_mutex_unlock(&w->mu);
 
   lw_callable_handle_t a = register_kernel(w, "vector_add");

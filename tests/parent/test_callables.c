@@ -22,7 +22,7 @@ static void make_worker_queue(uint32_t chips, uint32_t subs, uint32_t register_q
 
 static lw_wc_state_t wc_state(lw_callable_handle_t h) {
   pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = &w->callables[(h.id & 0xffffffffu) - 1];
+  lw_wcallable_t *c = &w->calls.table[(h.id & 0xffffffffu) - 1];
   lw_wc_state_t st = c->id == h.id ? c->state : LW_WC_FREE;
   pthread_mutex_unlock(&w->mu);
   return st;
@@ -389,8 +389,8 @@ Test(callables, hundred_registers_outstanding_on_a_chip_that_dies_each_finish_on
     lw_handle_release(h[i]);
   }
   pthread_mutex_lock(&w->mu);
-  uint32_t live_ops = w->live_ops;
-  bool ops_left = w->ops != NULL;
+  uint32_t live_ops = w->calls.live_ops;
+  bool ops_left = w->calls.ops != NULL;
   pthread_mutex_unlock(&w->mu);
   cr_assert_eq(live_ops, 0u);
   cr_assert_not(ops_left);
@@ -562,8 +562,8 @@ Test(callables, sub_child_refuses_a_task_whose_function_tag_does_not_match, .tim
   LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[0], "put_0", &a));
   LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[1], "put_1", &b));
   pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *wa = &w->callables[(a.id & 0xffffffffu) - 1];
-  lw_wcallable_t *wb = &w->callables[(b.id & 0xffffffffu) - 1];
+  lw_wcallable_t *wa = &w->calls.table[(a.id & 0xffffffffu) - 1];
+  lw_wcallable_t *wb = &w->calls.table[(b.id & 0xffffffffu) - 1];
   wb->sub_index = wa->sub_index;
   pthread_mutex_unlock(&w->mu);
   int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
