@@ -171,3 +171,20 @@ int lw__tool_bench(int argc, char **argv) {
   bench_usage(stderr);
   return 2;
 }
+
+int lw__bench_parse_delays(const char *list, long *out, int max) {
+  int n = 0;
+  for (const char *p = list; *p && n < max;) {
+    char *end = NULL;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 0 || v > 1000) {
+      fprintf(stderr, "lanework bench overlap: bad --delay-ms list '%s' (values 0..1000 ms)\n",
+              list);
+      return -1;
+    }
+    out[n++] = v;
+    p = (*end == ',') ? end + 1 : end;
+  }
+  if (n == 0) out[n++] = 0;
+  return n;
+}

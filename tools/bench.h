@@ -33,6 +33,9 @@ double lw__bench_now_us(void);
 bool lw__bench_load_kernel(const char *name, lw_callable_t *out);
 // Prints the last error with a prefix and returns 1.
 int lw__bench_fail(const char *what, lw_status_t st);
+// Parses a --delay-ms list ("0,2": at most max values, each 0..1000 ms) into out; an empty
+// list gives one 0. Returns the count, or -1 after naming the bad list on stderr.
+int lw__bench_parse_delays(const char *list, long *out, int max);
 
 int lw__bench_overlap(const lw_bench_opts_t *o);
 int lw__bench_wait(const lw_bench_opts_t *o);

@@ -134,17 +134,8 @@ static lw_status_t calibrate(lw_overlap_driver_t *d, lw_callable_handle_t h1, co
 int lw__bench_overlap(const lw_bench_opts_t *o) {
   long delays[8];
   int n_delays = 0;
-  for (const char *p = o->delays; *p && n_delays < 8;) {
-    char *end = NULL;
-    long v = strtol(p, &end, 10);
-    if (end == p || v < 0 || v > 1000) {
-      fprintf(stderr, "lanework bench overlap: bad --delay-ms list '%s'\n", o->delays);
-      return 2;
-    }
-    delays[n_delays++] = v;
-    p = (*end == ',') ? end + 1 : end;
-  }
-  if (n_delays == 0) delays[n_delays++] = 0;
+  n_delays = lw__bench_parse_delays(o->delays, delays, 8);
+  if (n_delays < 0) return 2;
 
   lw_callable_t c1, c2;
   if (!lw__bench_load_kernel("repeat_vector_add", &c1)) return 1;

@@ -279,17 +279,8 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
   int n_delays = 0;
   // A 2 ms delay means little next to a build of hundreds of ms: by default one row, delay 0.
   const char *list = o->delays_given ? o->delays : "0";
-  for (const char *p = list; *p && n_delays < 8;) {
-    char *end = NULL;
-    long v = strtol(p, &end, 10);
-    if (end == p || v < 0 || v > 1000) {
-      fprintf(stderr, "lanework bench overlap: bad --delay-ms list '%s'\n", o->delays);
-      return 2;
-    }
-    delays[n_delays++] = v;
-    p = (*end == ',') ? end + 1 : end;
-  }
-  if (n_delays == 0) delays[n_delays++] = 0;
+  n_delays = lw__bench_parse_delays(list, delays, 8);
+  if (n_delays < 0) return 2;
 
   lw_callable_t c1, c2;
   if (!lw__bench_ocl_load("repeat_vector_add", 5, kC1Dirs, &c1)) return 1;
