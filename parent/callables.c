@@ -43,6 +43,27 @@ static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
   return c;
 }
 
+// A chip callable pending unregister whose image, entry, signature, format and build options
+// are those of c (image: c's copy in the arena), or NULL (w->mu held). Only an exact byte match
+// counts: the same kernel compressed differently is left to the chip child's digest check.
+static const lw_wcallable_t *wc_find_same_dying(lw_worker_t *w, const lw_callable_t *c,
+                                                const void *image) {
+  const char *entry = c->entry ? c->entry : LW_DEFAULT_ENTRY;
+  const char *options = c->build_options ? c->build_options : "";
+  for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
+    const lw_wcallable_t *d = &w->calls.table[i];
+    if (d->kind != LW_WC_CHIP || d->state != LW_WC_UNREGISTERING || !d->image) continue;
+    if (d->image_bytes != c->image_bytes || d->n_params != c->n_params ||
+        d->format != c->format || strcmp(d->entry, entry) != 0 ||
+        strcmp(d->build_options, options) != 0) {
+      continue;
+    }
+    if (c->n_params && memcmp(d->param_dirs, c->param_dirs, c->n_params) != 0) continue;
+    if (memcmp(d->image, image, c->image_bytes) == 0) return d;
+  }
+  return NULL;
+}
+
 static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
   if (c->image) lw__arena_free(&w->arena, c->image);
   lw__handle_table_release(&w->calls.ids, (uint32_t)(c - w->calls.table));
@@ -447,6 +468,20 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   }
   memcpy(image, c->image, c->image_bytes);
   pthread_mutex_lock(&w->mu);
+  // The same image whose unregister waits for queued tasks: refused here, as the chip child
+  // refuses it once that unregister reached it. Deciding in the parent makes the answer the
+  // same whatever the scheduler has posted yet.
+  const lw_wcallable_t *dying = wc_find_same_dying(w, c, image);
+  if (dying) {
+    lw_error_t why;
+    lw__error_set(&why, LW_FAILED_PRECONDITION, -1, 0,
+                  "worker_register: callable %s: pending unregister (a same-image register "
+                  "must wait until its queued tasks ran and it is freed)",
+                  dying->name);
+    pthread_mutex_unlock(&w->mu);
+    lw__arena_free(&w->arena, image);
+    return lw__last_error_store(&why);
+  }
   lw_wcallable_t *wc = wc_alloc(w);
   lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->calls.table)) : NULL;
   if (!op) {

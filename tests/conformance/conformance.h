@@ -120,14 +120,6 @@ bool conf_run_settled(lw_handle_t *run);
 // another thread (a sync run) is queued, by an event rather than a sleep.
 void conf_wait_in_flight(uint32_t n);
 
-// Waits until every accepted run of callable h reached the chip. At L2 a run reaches the chip
-// when it is accepted. At L3 the worker posts accepted tasks to the chip child from its
-// scheduler thread, and defers an unregister of h until those posts are done; the worker does
-// not itself refuse a same-digest register while such an unregister is deferred, so the
-// register can reach the chip first and be accepted there. Waiting for the posts makes the
-// unregister reach the chip at once, where the tombstone rule is checked.
-void conf_wait_posted(lw_callable_handle_t h);
-
 // The run's failed and completed task counts once its handle finished (L2: one task).
 void conf_run_counts(lw_handle_t *run, uint32_t *out_completed, uint32_t *out_failed);
 

@@ -103,4 +103,3 @@ void conf_wait_in_flight(uint32_t n) {
   }
 }
 
-void conf_wait_posted(lw_callable_handle_t h) { (void)h; }

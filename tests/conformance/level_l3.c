@@ -175,22 +175,3 @@ void conf_wait_in_flight(uint32_t n) {
     lw_test_sleep_us(100);
   }
 }
-
-void conf_wait_posted(lw_callable_handle_t h) {
-  // A chip callable's pins count its tasks accepted but not yet posted (parent/callables.h).
-  for (;;) {
-    bool found = false;
-    uint32_t pins = 0;
-    pthread_mutex_lock(&w->mu);
-    for (uint32_t i = 0; i < LW_MAX_CALLABLES && !found; ++i) {
-      if (w->calls.table[i].id != h.id) continue;
-      found = true;
-      pins = w->calls.table[i].pins;
-    }
-    pthread_mutex_unlock(&w->mu);
-    cr_assert(found, "conf_wait_posted: callable 0x%llx is not in the worker's table",
-              (unsigned long long)h.id);
-    if (pins == 0) return;
-    lw_test_sleep_us(100);
-  }
-}

@@ -258,6 +258,47 @@ Test(callables, chip_unregister_deferred_behind_tasks_that_never_dispatch_still_
   destroy_and_check();
 }
 
+// A register of the same image while an unregister of it waits for queued tasks (they wait
+// for the gate's output, so none is posted and the chip child still has the callable live) is
+// refused by the worker, as the chip refuses it once the unregister reached it: the answer no
+// longer depends on whether the scheduler posted the unregister yet. After the free, the
+// image registers again.
+Test(callables, same_image_register_while_its_unregister_is_deferred_is_refused,
+     .timeout = 60) {
+  make_worker(1, 0);
+  uint8_t *mem = lw_worker_alloc(w, 4096);
+  cr_assert_not_null(mem);
+  memset(mem, 0, 4096);
+  chip_job_t j = {.gate = wreg("gate"), .rec = wreg("record"),
+                  .gate_word = (_Atomic uint32_t *)mem, .entered = (_Atomic uint32_t *)(mem + 64),
+                  .log = (int64_t *)(mem + 1024), .dep = mem + 128};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, chip_queue_orch, &j, &run));
+  lw_test_wait_nonzero(&j.submitted);
+  lw_test_wait_nonzero(j.entered);
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(w, j.rec, &unreg));
+  cr_assert_eq(wc_state(j.rec), LW_WC_UNREGISTERING);
+  lw_callable_t same = lw_test_kernel("record");
+  lw_callable_handle_t dup = {0};
+  lw_status_t st = lw_worker_register(w, &same, &dup);
+  cr_assert_eq(st, LW_FAILED_PRECONDITION, "%s: %s", lw_status_name(st),
+               lw_last_error()->message);
+  cr_assert(strstr(lw_last_error()->message, "pending unregister"), "%s",
+            lw_last_error()->message);
+  cr_assert_eq(dup.id, 0);
+  atomic_store(j.gate_word, 1);  // the gate finishes; the record tasks run, then the free
+  LW_ASSERT_OK(lw_handle_wait(run, LW_WAIT_FOREVER));
+  LW_ASSERT_OK(lw_handle_wait(unreg, LW_WAIT_FOREVER));
+  cr_assert_eq(j.log[0], 3, "the tasks accepted before the unregister ran");
+  LW_ASSERT_OK(lw_worker_register(w, &same, &dup));
+  cr_assert_neq(dup.id, j.rec.id);
+  lw_callable_free_loaded(&same);
+  lw_handle_release(unreg);
+  lw_handle_release(run);
+  destroy_and_check();
+}
+
 // A deferred chip unregister whose tasks are dropped while the chip is being respawned: it
 // must not post the dead child's local id to the new child; the new child ends up without the
 // callable either way, and the unregister finishes without waiting for the replay.
