@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lanes/error.h"
+#include "lanes/log.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "parent/callables.h"
@@ -82,6 +83,9 @@ static void kill_child(lw_endpoint_t *ep) {
 // it to the supervisor. Never re-reading the bad ring is what lets the scheduler sleep until
 // that death arrives.
 static void break_child(lw_endpoint_t *ep, const lw_error_t *why) {
+  char name[32];
+  lw__log(LW_LOG_WARN, "%s: protocol violation, the child is killed: %s",
+          lw__ep_name(ep, name, sizeof(name)), why ? why->message : "found by a control");
   if (why) {
     lw_error_t ignored;
     (void)lw__ep_violation(ep, why->message, &ignored);  // records the reason, kicks
@@ -386,6 +390,14 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
       if (due == LW_DEADLINE_NEVER) continue;
       if (now >= due) {
         t->escalated = why;
+        char name[32];
+        lw__log(LW_LOG_WARN,
+                "%s: killing the child: task %llu of run %llu %s for %lld ms after %s",
+                lw__ep_name(ep, name, sizeof(name)), (unsigned long long)t->task_id,
+                (unsigned long long)t->run->run_id,
+                why == LW_CANCELLED ? "ignored its cancel word" : "ran past its timeout",
+                (long long)(grace / 1000000),
+                why == LW_CANCELLED ? "the cancel" : "the timeout");
         kill_child(ep);  // its pidfd reports the death; on_child_death finishes the task
       } else if (due < next) {
         next = due;
@@ -438,6 +450,9 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
       int64_t ms = (now - ep->hb_seen_at) / 1000000;
       atomic_store(&ep->hb_killed_ms, ms > 0 ? ms : 1);
       ep->hb_watching = false;
+      char name[32];
+      lw__log(LW_LOG_WARN, "%s: killing the child: no heartbeat for %lld ms while it holds work "
+              "(stopped or wedged)", lw__ep_name(ep, name, sizeof(name)), (long long)ms);
       kill_child(ep);  // its pidfd reports the death; on_child_death fails its work
       continue;
     }
@@ -463,6 +478,8 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   ep->pidfd = -1;
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
+  lw__log(LW_LOG_WARN, "%s: the child died (%s); its work fails, respawn %s", name, desc,
+          w->cfg.respawn ? "follows" : "is off");
   int64_t grace_ms = w->cfg.cancel_grace_ns / 1000000;
   pthread_mutex_lock(&w->mu);
   ep->accepting = false;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lanes/error.h"
+#include "lanes/log.h"
 #include "lanes/sys.h"
 #include "parent/callables.h"
 #include "parent/supervise.h"
@@ -196,6 +197,9 @@ static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
 }
 
 static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
+  char name[32];
+  lw__log(LW_LOG_WARN, "%s: failed for good (%s); its tasks fail at once",
+          lw__ep_name(ep, name, sizeof(name)), why);
   char desc[sizeof(ep->exit_desc)], both[sizeof(ep->exit_desc)];
   lw__ep_exit_desc(ep, desc, sizeof(desc));
   // why is the news: it is kept whole, and the death before it shortened to fit, if need be.
@@ -310,12 +314,18 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
   // died already, on_child_death took the endpoint back (RESPAWNING) and queued another
   // respawn. Taking work now would let tasks be posted into a mailbox that respawn resets.
   bool alive = atomic_load(&ep->state) == LW_EP_READY;
+  uint32_t respawns = 0;
   if (alive) {
-    ep->respawns++;
+    respawns = ++ep->respawns;
     ep->accepting = true;
   }
   pthread_mutex_unlock(&w->mu);
-  if (alive) lw__worker_kick(w);
+  if (alive) {
+    char name[32];
+    lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
+            lw__ep_name(ep, name, sizeof(name)), respawns);
+    lw__worker_kick(w);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

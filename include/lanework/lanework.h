@@ -7,6 +7,7 @@
 #include "lanework/chip.h"
 #include "lanework/config.h"
 #include "lanework/handle.h"
+#include "lanework/log.h"
 #include "lanework/status.h"
 
 #endif  // LANEWORK_LANEWORK_H_

@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "fault_util.h"
+#include "lanework/log.h"
 
 static fx_t f;
 
@@ -311,4 +312,52 @@ Test(child_death, a_task_queued_behind_the_crash_is_not_named_as_the_run_that_di
   fx_wait_respawned(&f, 0, 1);
   fx_run_vadd_ok(&f, vadd, s, 0);
   fx_destroy(&f);
+}
+
+// What no handle reports reaches the log function: the death (WARN, naming the chip and how it
+// died) and then the respawn (INFO). Events, not times: the respawn count says when to look.
+typedef struct log_seen {
+  pthread_mutex_t mu;
+  int n;
+  lw_log_level_t level[16];
+  char message[16][512];
+} log_seen_t;
+
+static void log_record(lw_log_level_t level, const char *message, void *user) {
+  log_seen_t *s = user;
+  pthread_mutex_lock(&s->mu);
+  if (s->n < 16) {
+    s->level[s->n] = level;
+    snprintf(s->message[s->n], sizeof(s->message[0]), "%s", message);
+  }
+  s->n++;
+  pthread_mutex_unlock(&s->mu);
+}
+
+Test(child_death, a_death_and_its_respawn_reach_the_log_function_in_order, .timeout = 60) {
+  static log_seen_t s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  lw_set_log_fn(log_record, &s, LW_LOG_INFO);
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  cr_assert_eq(kill(fx_pid(&f, 1), SIGKILL), 0);
+  fx_wait_respawned(&f, 1, 1);
+  fx_destroy(&f);
+  lw_set_log_fn(NULL, NULL, LW_LOG_OFF);
+  pthread_mutex_lock(&s.mu);
+  int died = -1, respawned = -1;
+  for (int i = 0; i < s.n && i < 16; ++i) {
+    if (died < 0 && strstr(s.message[i], "chip 1: the child died") &&
+        strstr(s.message[i], "SIGKILL")) {
+      died = i;
+      cr_assert_eq(s.level[i], LW_LOG_WARN, "%s", s.message[i]);
+    }
+    if (respawned < 0 && strstr(s.message[i], "chip 1: respawned")) {
+      respawned = i;
+      cr_assert_eq(s.level[i], LW_LOG_INFO, "%s", s.message[i]);
+    }
+  }
+  pthread_mutex_unlock(&s.mu);
+  cr_assert_geq(died, 0, "no death event (%d events, first: %s)", s.n, s.n ? s.message[0] : "");
+  cr_assert_gt(respawned, died, "the respawn was not logged after the death");
 }
