@@ -17,8 +17,14 @@
 // cancelled (its kernel sees the cancel word) and counts as failed whatever its kernel
 // returns.
 //
+// A run that has failed (a task failed, possibly while the orch function is still submitting)
+// accepts no more tasks: a later submit returns POISONED ("run N already failed") and the
+// orch function may stop there. A task submitted just as the run fails may still be accepted;
+// it is then skipped (POISONED) without running. Either way it counts as failed.
+//
 // Back-pressure: when the task ring is full a submit blocks until tasks retire, and fails
-// RESOURCE_EXHAUSTED after the worker's submit timeout. Nothing is dropped silently.
+// RESOURCE_EXHAUSTED after the worker's submit timeout. Nothing is dropped silently. What a
+// submit can refuse (a bad callable, bad args, a wrong chip) it refuses before it waits.
 #ifndef LANEWORK_ORCH_H_
 #define LANEWORK_ORCH_H_
 
