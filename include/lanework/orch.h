@@ -19,8 +19,9 @@
 //
 // A run that has failed (a task failed, possibly while the orch function is still submitting)
 // accepts no more tasks: a later submit returns POISONED ("run N already failed") and the
-// orch function may stop there. A task submitted just as the run fails may still be accepted;
-// it is then skipped (POISONED) without running. Either way it counts as failed.
+// orch function may stop there; a refused task is not part of the run. A task submitted just
+// as the run fails may still be accepted: it is then skipped (POISONED) without running and
+// counts as failed.
 //
 // Back-pressure: when the task ring is full a submit blocks until tasks retire, and fails
 // RESOURCE_EXHAUSTED after the worker's submit timeout. Nothing is dropped silently. What a
