@@ -232,21 +232,30 @@ static lw_status_t chip_queue_orch(lw_orch_t *o, void *user) {
   return LW_OK;
 }
 
-Test(callables, chip_unregister_deferred_behind_tasks_that_never_dispatch_still_finishes,
-     .timeout = 60) {
+// A worker with one chip where a gate runs and three record tasks wait for its output (so
+// they pin the record callable without being posted), and an unregister of record that is
+// therefore deferred.
+static lw_handle_t *start_deferred_unregister(chip_job_t *j, lw_handle_t **unreg) {
   make_worker(1, 0);
   uint8_t *mem = lw_worker_alloc(w, 4096);
   cr_assert_not_null(mem);
   memset(mem, 0, 4096);
-  chip_job_t j = {.gate = wreg("gate"), .rec = wreg("record"),
-                  .gate_word = (_Atomic uint32_t *)mem, .entered = (_Atomic uint32_t *)(mem + 64),
-                  .log = (int64_t *)(mem + 1024), .dep = mem + 128};
+  *j = (chip_job_t){.gate = wreg("gate"), .rec = wreg("record"),
+                    .gate_word = (_Atomic uint32_t *)mem, .entered = (_Atomic uint32_t *)(mem + 64),
+                    .log = (int64_t *)(mem + 1024), .dep = mem + 128};
   lw_handle_t *run = NULL;
-  LW_ASSERT_OK(lw_worker_run_async(w, chip_queue_orch, &j, &run));
-  lw_test_wait_nonzero(&j.submitted);
-  lw_test_wait_nonzero(j.entered);
+  LW_ASSERT_OK(lw_worker_run_async(w, chip_queue_orch, j, &run));
+  lw_test_wait_nonzero(&j->submitted);
+  lw_test_wait_nonzero(j->entered);
+  LW_ASSERT_OK(lw_worker_unregister_async(w, j->rec, unreg));
+  return run;
+}
+
+Test(callables, chip_unregister_deferred_behind_tasks_that_never_dispatch_still_finishes,
+     .timeout = 60) {
+  chip_job_t j;
   lw_handle_t *unreg = NULL;
-  LW_ASSERT_OK(lw_worker_unregister_async(w, j.rec, &unreg));
+  lw_handle_t *run = start_deferred_unregister(&j, &unreg);
   // The three record tasks pin the callable; cancelling the run skips them undispatched.
   LW_ASSERT_OK(lw_handle_cancel(run));
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
@@ -265,19 +274,9 @@ Test(callables, chip_unregister_deferred_behind_tasks_that_never_dispatch_still_
 // image registers again.
 Test(callables, same_image_register_while_its_unregister_is_deferred_is_refused,
      .timeout = 60) {
-  make_worker(1, 0);
-  uint8_t *mem = lw_worker_alloc(w, 4096);
-  cr_assert_not_null(mem);
-  memset(mem, 0, 4096);
-  chip_job_t j = {.gate = wreg("gate"), .rec = wreg("record"),
-                  .gate_word = (_Atomic uint32_t *)mem, .entered = (_Atomic uint32_t *)(mem + 64),
-                  .log = (int64_t *)(mem + 1024), .dep = mem + 128};
-  lw_handle_t *run = NULL;
-  LW_ASSERT_OK(lw_worker_run_async(w, chip_queue_orch, &j, &run));
-  lw_test_wait_nonzero(&j.submitted);
-  lw_test_wait_nonzero(j.entered);
+  chip_job_t j;
   lw_handle_t *unreg = NULL;
-  LW_ASSERT_OK(lw_worker_unregister_async(w, j.rec, &unreg));
+  lw_handle_t *run = start_deferred_unregister(&j, &unreg);
   cr_assert_eq(wc_state(j.rec), LW_WC_UNREGISTERING);
   lw_callable_t same = lw_test_kernel("record");
   lw_callable_handle_t dup = {0};
