@@ -346,34 +346,30 @@ static lw_status_t tmap_edge(void *ctx, lw_tmap_ref_t producer) {
 // ---------------------------------------------------------------------------------------------
 // Back-pressure (any thread)
 
+// Takes n free slots if there are that many (any thread). *have: the count it last saw.
+static bool try_take_slots(lw_dag_t *d, uint32_t n, int64_t *have_out) {
+  int64_t have = atomic_load(&d->slots_free);
+  while (have >= (int64_t)n) {
+    if (atomic_compare_exchange_weak(&d->slots_free, &have, have - (int64_t)n)) return true;
+  }
+  if (have_out) *have_out = have;
+  return false;
+}
+
 lw_status_t lw__dag_reserve(lw_dag_t *d, uint32_t n, lw_error_t *err) {
   if (n > d->n_tasks_cap) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: %u tasks at once can never fit the task ring of %u slots", n,
                          d->n_tasks_cap);
   }
-  int64_t want = n;
-  int64_t have = atomic_load(&d->slots_free);
-  for (;;) {
-    while (have >= want) {
-      if (atomic_compare_exchange_weak(&d->slots_free, &have, have - want)) return LW_OK;
-    }
-    break;
-  }
+  if (try_take_slots(d, n, NULL)) return LW_OK;
   int64_t deadline = lw__deadline_after(d->submit_timeout_ns);
   lw_status_t st = LW_OK;
   pthread_mutex_lock(&d->space_mu);
   atomic_fetch_add(&d->space_waiters, 1);
   for (;;) {
-    have = atomic_load(&d->slots_free);
-    bool taken = false;
-    while (have >= want) {
-      if (atomic_compare_exchange_weak(&d->slots_free, &have, have - want)) {
-        taken = true;
-        break;
-      }
-    }
-    if (taken) break;
+    int64_t have = 0;
+    if (try_take_slots(d, n, &have)) break;
     if (lw__now_ns() >= deadline) {
       st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "orch: the task ring is full (%lld of %u slots taken, %u needed) and "

@@ -25,7 +25,7 @@ static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker
     lw_args_init(&empty);
     args = &empty;
   }
-  LW_RETURN_IF_ERROR(lw__args_check(args, err));
+  LW_RETURN_IF_ERROR(lw__args_check(args, err));  // counts, tags, launch geometry
   if (kind == LW_MB_TASK_KERNEL && (worker < LW_ANY_CHIP || worker >= (int32_t)w->cfg.n_chips)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)", worker,
@@ -34,12 +34,6 @@ static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker
   if (kind == LW_MB_TASK_SUB && w->cfg.n_subs == 0) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: submit_sub on a worker with no sub children");
-  }
-  for (uint32_t i = 0; i < args->n_tensors; ++i) {
-    if (args->tensor[i].tag > LW_TAG_NO_DEP) {
-      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: tensor %u has unknown tag %d",
-                           i, (int)args->tensor[i].tag);
-    }
   }
   LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, &w->mb_arena, &out->args, err));
   out->kind = kind;
