@@ -337,6 +337,16 @@ static void apply_cancels(lw_worker_t *w) {
   }
 }
 
+// The owner's part of a pass once the inbox is applied: sweep the stopped runs out of the ready
+// queues, dispatch, write the cancel words of stopped runs' tasks in flight (w->mu held; the
+// scheduler's pass and a submitter's assist alike). True when it did something.
+static bool sweep_dispatch_cancel(lw_worker_t *w, pending_work_t *pw) {
+  bool progress = lw__dag_sweep_stopped(&w->dag, &pw->finished);
+  progress |= dispatch(w, pw);
+  apply_cancels(w);
+  return progress;
+}
+
 // Whether the parent can see the task in frame f running: a chip child stamps started_ns
 // when the kernel starts (only "non-zero" is used here: the value is the child's), a sub child
 // takes the frame to TASK_RUNNING right before it calls the function.
@@ -593,9 +603,7 @@ static void *sched_main(void *arg) {
       seen_cancel = atomic_load(&w->cancel_all_seq);
       progress = true;
     }
-    progress |= lw__dag_sweep_stopped(&w->dag, &pw.finished);
-    progress |= dispatch(w, &pw);
-    apply_cancels(w);
+    progress |= sweep_dispatch_cancel(w, &pw);
     int64_t now = lw__now_ns();
     int64_t next_due = check_escalations(w, now);
     int64_t live_due = check_liveness(w, now);
@@ -697,9 +705,7 @@ void lw__sched_assist(lw_worker_t *w) {
   memset(&pw, 0, sizeof(pw));
   lw__dag_set_owner(&w->dag);
   (void)lw__dag_step(&w->dag, &pw.finished);
-  (void)lw__dag_sweep_stopped(&w->dag, &pw.finished);
-  (void)dispatch(w, &pw);
-  apply_cancels(w);
+  (void)sweep_dispatch_cancel(w, &pw);
   take_due_unregisters(w, &pw);
   pthread_mutex_unlock(&w->mu);
   flush(w, &pw);
