@@ -2,6 +2,7 @@
 #include "tools/bench.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -187,4 +188,14 @@ int lw__bench_parse_delays(const char *list, long *out, int max) {
   }
   if (n == 0) out[n++] = 0;
   return n;
+}
+
+void lw__bench_sleep_ms(long ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+double lw__bench_hidden_fraction(double serial, double overlap, double run_c1, double reg_c2) {
+  return (serial - overlap) / fmin(run_c1, reg_c2);
 }

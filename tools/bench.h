@@ -36,6 +36,11 @@ int lw__bench_fail(const char *what, lw_status_t st);
 // Parses a --delay-ms list ("0,2": at most max values, each 0..1000 ms) into out; an empty
 // list gives one 0. Returns the count, or -1 after naming the bad list on stderr.
 int lw__bench_parse_delays(const char *list, long *out, int max);
+// Sleeps ms milliseconds (nothing for ms <= 0).
+void lw__bench_sleep_ms(long ms);
+// The overlap bench's hidden fraction: how much of the shorter of run(C1) and register(C2) the
+// overlap saved, (serial - overlap) / min(run_c1, reg_c2); 1.0 = fully hidden.
+double lw__bench_hidden_fraction(double serial, double overlap, double run_c1, double reg_c2);
 
 int lw__bench_overlap(const lw_bench_opts_t *o);
 int lw__bench_wait(const lw_bench_opts_t *o);

@@ -30,12 +30,6 @@ typedef struct bufs {
   float *a, *b, *c1, *c2;
 } bufs_t;
 
-static void sleep_ms(long ms) {
-  if (ms <= 0) return;
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static lw_status_t args_for(lw_args_t *args, const bufs_t *b, float *out, long repeat) {
   uint64_t bytes = (repeat > 0 ? C1_ELEMS : N_ELEMS) * sizeof(float);
   lw_args_init(args);
@@ -91,7 +85,7 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   lw_handle_t *run1 = NULL, *reg = NULL, *run2 = NULL;
   t0 = lw__bench_now_us();
   LW_RETURN_IF_ERROR(d->run_async(d, h1, &a1, &run1));
-  sleep_ms(delay);
+  lw__bench_sleep_ms(delay);
   lw_status_t st = d->register_async(d, c2, &reg);
   if (st == LW_OK) st = lw_handle_wait(reg, LW_WAIT_FOREVER);
   if (st == LW_OK) st = lw_handle_callable(reg, &h2);
@@ -226,7 +220,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   printf("|---|---|---|---|---|---|\n");
   for (int di = 0; di < n_delays; ++di) {
     const row_t *r = &rows[di];
-    double hidden = (r->serial - r->overlap) / fmin(r->run_c1, r->reg_c2);
+    double hidden = lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2);
     printf("| %ld ms | %.1f us | %.1f us | %.1f%% | %.2fx | %.2f |\n", r->delay_ms, r->serial,
            r->overlap, 100.0 * (r->serial - r->overlap) / r->serial, r->serial / r->overlap,
            hidden);
@@ -240,13 +234,13 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
            "\"hidden_fraction\":%.3f,\"max_diff\":%.3e,\"rows\":[",
            o->level, trials, repeat, pin ? "true" : "false", r->delay_ms, r->run_c1, r->reg_c2, r->run_c2, r->serial,
            r->overlap, r->serial / r->overlap,
-           (r->serial - r->overlap) / fmin(r->run_c1, r->reg_c2), diff);
+           lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2), diff);
     for (int di = 0; di < n_delays; ++di) {
       const row_t *x = &rows[di];
       printf("%s{\"delay_ms\":%ld,\"serial_median_us\":%.1f,\"overlap_median_us\":%.1f,"
              "\"speedup\":%.3f,\"hidden_fraction\":%.3f}",
              di ? "," : "", x->delay_ms, x->serial, x->overlap, x->serial / x->overlap,
-             (x->serial - x->overlap) / fmin(x->run_c1, x->reg_c2));
+             lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2));
     }
     printf("]}\n");
   }

@@ -66,12 +66,6 @@ typedef struct check {
   double c2_rel_err;   // C2 vs the double host reference
 } check_t;
 
-static void sleep_ms(long ms) {
-  if (ms <= 0) return;
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 // repeat_vector_add.cl: acc = a; repeat r times acc = 3 acc + b (mod 2^32). The map
 // x -> 3x + b composed r times is x -> A x + B; (A, B) by squaring, O(log r) per element.
 static uint32_t c1_one(uint32_t a, uint32_t b, uint64_t r) {
@@ -162,10 +156,6 @@ typedef struct row {
   double overlap_c1, overlap_reg_done;
 } row_t;
 
-static double hidden_of(double serial, double overlap, double run_c1, double reg_c2) {
-  return (serial - overlap) / fmin(run_c1, reg_c2);
-}
-
 static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
                              lw_callable_handle_t h1, bufs_t *b, long repeat, long delay,
                              row_t *r, check_t *chk) {
@@ -201,7 +191,7 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   lw_handle_t *run1 = NULL, *reg = NULL, *run2 = NULL;
   t0 = lw__bench_now_us();
   LW_RETURN_IF_ERROR(d->run_async(d, h1, &a1, &run1));
-  sleep_ms(delay);
+  lw__bench_sleep_ms(delay);
   lw_status_t st = d->register_async(d, c2, &reg);
   // When each of the two finished (for the table's diagnosis: how much each slowed the other),
   // polled every 200 us: a third busy thread would take a core from them.
@@ -225,8 +215,8 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   t2 = lw__bench_now_us();
   r->overlap = t2 - t0;
   r->overlap_reg = t1 - t0;
-  r->hidden = hidden_of(r->serial, r->overlap, r->run_c1, r->reg_c2);
-  r->hidden_reg = hidden_of(r->serial_reg, r->overlap_reg, r->run_c1, r->reg_c2);
+  r->hidden = lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2);
+  r->hidden_reg = lw__bench_hidden_fraction(r->serial_reg, r->overlap_reg, r->run_c1, r->reg_c2);
   lw_handle_release(run1);
   lw_handle_release(run2);
   lw_handle_release(reg);
@@ -395,8 +385,8 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
                  .overlap_reg = lw__bench_median(overlap_reg, n),
                  .overlap_c1 = lw__bench_median(ov_c1, n),
                  .overlap_reg_done = lw__bench_median(ov_reg, n)};
-    x->hidden = hidden_of(x->serial, x->overlap, x->run_c1, x->reg_c2);
-    x->hidden_reg = hidden_of(x->serial_reg, x->overlap_reg, x->run_c1, x->reg_c2);
+    x->hidden = lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2);
+    x->hidden_reg = lw__bench_hidden_fraction(x->serial_reg, x->overlap_reg, x->run_c1, x->reg_c2);
     spread(hidden, trials, &hid_lo[di], &hid_hi[di]);
     spread(hidden_reg, trials, &hreg_lo[di], &hreg_hi[di]);
     if (di == 0) spread(reg_c2, trials, &reg_lo, &reg_hi);
