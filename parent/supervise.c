@@ -89,9 +89,6 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     bool live = (c->state == LW_WC_LIVE ||
                  (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL)) &&
                 c->kind == LW_WC_CHIP;
-    // The slot may be released and taken by another callable while the replay waits for the
-    // child (the table reuses the lowest free slot): the id tells them apart afterwards.
-    uint64_t id = c->id;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     if (live) {
@@ -127,39 +124,18 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       pthread_mutex_unlock(&w->mu);
       return st;
     }
-    // An unregister that started meanwhile waited for the replay's pin, so the callable is
-    // still wanted here and that unregister reaches this child once the pin is dropped. The
-    // slot cannot have changed hands while pinned; should it ever have, the replayed copy
-    // belongs to nobody and is taken off, leaving the other callable's local id alone.
-    bool same = c->id == id;
-    bool wanted = same && (c->state == LW_WC_LIVE ||
-                           (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL));
-    if (wanted) {
-      c->local[ep->index] = local;
-      // The child that gave it: the replay's own. From here an unregister is posted to this
-      // child even before it takes work; a replay that loses its child starts over with the
-      // next one, which records its own.
-      pthread_mutex_lock(&ep->post_mu);
-      c->gen[ep->index] = ep->generation;
-      pthread_mutex_unlock(&ep->post_mu);
-    }
-    // The replay's pin, dropped once the new child's id is recorded: an unregister that waited
-    // for it is posted (by the scheduler) to this child too.
-    lw__wc_unpin(w, i);
+    // The replay's pin kept the slot (no other callable can have taken it) and kept any
+    // unregister that started meanwhile deferred, so the callable is still wanted here: the new
+    // child's id is recorded, and that unregister reaches this child once the pin is dropped.
+    c->local[ep->index] = local;
+    // The child that gave it: the replay's own. From here an unregister is posted to this
+    // child even before it takes work; a replay that loses its child starts over with the
+    // next one, which records its own.
+    pthread_mutex_lock(&ep->post_mu);
+    c->gen[ep->index] = ep->generation;
+    pthread_mutex_unlock(&ep->post_mu);
+    lw__wc_unpin(w, i);  // the replay's pin: a deferred unregister may now be posted
     pthread_mutex_unlock(&w->mu);
-    if (!wanted) {
-      memset(&p, 0, sizeof(p));
-      p.command = LW_MB_CMD_UNREGISTER;
-      p.control_id = ((uint64_t)0xfd << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
-      p.target = local;
-      LW_RETURN_IF_ERROR(lw__ep_control(ep, &p, &ack, err));
-      if (ack.status != LW_OK) {
-        *err = ack.error;
-        return ack.status;
-      }
-      uint64_t ignored = 0;
-      LW_RETURN_IF_ERROR(await_control(ep, p.control_id, &ignored, err));
-    }
   }
   return LW_OK;
 }
