@@ -700,7 +700,13 @@ void lw__sched_stop(lw_worker_t *w) {
 // stays the scheduler's. Holding w->mu for the pass makes this thread the DAG's one owner
 // until it returns; the scheduler takes ownership back at the start of its next pass.
 void lw__sched_assist(lw_worker_t *w) {
-  if (!w->sched.started || pthread_mutex_trylock(&w->mu) != 0) return;
+  if (pthread_mutex_trylock(&w->mu) != 0) return;
+  // Checked under w->mu: once the scheduler is told to stop, destroy becomes the owner (it
+  // takes w->mu after the scheduler left), and no assist may run a pass beside it.
+  if (atomic_load(&w->sched.exit)) {
+    pthread_mutex_unlock(&w->mu);
+    return;
+  }
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   lw__dag_set_owner(&w->dag);
