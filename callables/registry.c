@@ -315,6 +315,14 @@ lw_registry_waiter_t *lw__registry_complete_free(lw_registry_t *reg, uint32_t sl
   return waiters;
 }
 
+void lw__registry_slot_name(lw_registry_t *reg, uint32_t slot, char *out, size_t n) {
+  if (n == 0) return;
+  out[0] = '\0';
+  pthread_mutex_lock(&reg->mu);
+  if (slot < reg->n_slots) snprintf(out, n, "%s", reg->slots[slot].name);
+  pthread_mutex_unlock(&reg->mu);
+}
+
 void lw__registry_stats(lw_registry_t *reg, lw_registry_stats_t *out) {
   memset(out, 0, sizeof(*out));
   pthread_mutex_lock(&reg->mu);

@@ -120,6 +120,9 @@ lw_registry_unregister_result_t lw__registry_apply_unregister(lw_registry_t *reg
 // ids, and returns the list of waiters to finish (may be NULL).
 lw_registry_waiter_t *lw__registry_complete_free(lw_registry_t *reg, uint32_t slot);
 
+// Copies the name of the callable in slot (for traces); "" for an empty slot.
+void lw__registry_slot_name(lw_registry_t *reg, uint32_t slot, char *out, size_t n);
+
 // Counters for tests and `lanework info`.
 typedef struct lw_registry_stats {
   uint32_t slots_used;

@@ -24,6 +24,7 @@
 
 #include "child/child_exit.h"
 #include "lanework/config.h"
+#include "lanes/trace.h"
 #include "mailbox/mailbox.h"
 
 #ifdef __cplusplus
@@ -41,6 +42,7 @@ typedef struct lw_child_env {
   int wake_fd;            // eventfd the child writes when the parent sleeps (its fd number)
   pid_t parent_pid;       // the worker process
   uint32_t n_children;    // entries in the env array (to find the siblings' mailboxes)
+  lw_trace_area_t *trace; // this child's trace rings (shared; the parent drains them)
 } lw_child_env_t;
 
 _Noreturn void lw__chip_child_main(const lw_child_env_t *env);

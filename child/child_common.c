@@ -19,6 +19,8 @@
 void lw__child_ctx_init(lw_child_ctx_t *c, const lw_child_env_t *env) {
   c->env = env;
   c->mb = env->mailbox;
+  // Before any event: this process records into its area, not into rings it inherited.
+  if (env->trace) lw__trace_child_attach(env->trace);
   pthread_mutex_init(&c->push_mu, NULL);
 }
 

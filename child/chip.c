@@ -16,6 +16,7 @@
 #include "lanes/error.h"
 #include "lanes/handle_impl.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 
 #define REGISTRY_SLOTS 256
 #define REGISTRY_HANDLES 4096
@@ -95,6 +96,7 @@ struct lw_chip_run {
   lw_kernel_args_t args;
   int64_t timeout_ns;
   uint64_t run_id;
+  uint64_t l3_run_id;  // the L3 run this task belongs to (0 at L2); for traces
   // What messages call this run: "run 7" at L2, "task 3 of run 7" for an L3 task.
   char label[64];
   int64_t t_submit;
@@ -109,6 +111,12 @@ enum { RUN_QUEUED = 0, RUN_STARTING = 1, RUN_RUNNING = 2, RUN_FINISHED = 3, RUN_
 
 static void run_destroy(lw_handle_t *h) { free(h); }
 
+// The trace's ids of a run: an L3 task is (its run, its task id); an L2 run is (its id, 0).
+static void trace_ids(const run_op_t *op, uint64_t *run, uint64_t *task) {
+  *run = op->l3_run_id ? op->l3_run_id : op->run_id;
+  *task = op->l3_run_id ? op->run_id : 0;
+}
+
 static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
                       lw_registry_waiter_t *carrier);
 static void run_unpin(lw_chip_t *chip, uint32_t slot);
@@ -120,6 +128,11 @@ static lw_status_t run_cancel(lw_handle_t *h) {
   // compare-and-swap, so exactly one of the two finishes it; the lane item stays queued (with
   // the lane's reference) and is dropped when the lane reaches it.
   uint32_t expected = RUN_QUEUED;
+  if (lw__trace_on()) {
+    uint64_t run, task;
+    trace_ids(op, &run, &task);
+    lw__trace_instant(LW_TRACE_CANCEL, op->chip->cfg.device_id, run, task, op->pin.name);
+  }
   if (atomic_compare_exchange_strong(&op->phase, &expected, RUN_WITHDRAWN)) {
     int32_t dev = op->chip->cfg.device_id;
     lw_error_t err;
@@ -156,6 +169,15 @@ static void run_unpin(lw_chip_t *chip, uint32_t slot) {
 static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int64_t t_start,
                        uint64_t kernel_ns) {
   int64_t now = lw__now_ns();
+  if (lw__trace_on() && t_start) {
+    uint64_t run, task;
+    trace_ids(op, &run, &task);
+    lw__trace_role("run lane", op->chip->cfg.device_id);
+    lw__trace_span(LW_TRACE_QUEUE, op->t_submit, t_start, run, task, op->chip->cfg.device_id,
+                   LW_OK, op->pin.name);
+    lw__trace_span(LW_TRACE_RUN, t_start, now, run, task, op->chip->cfg.device_id, st,
+                   op->pin.name);
+  }
   op->handle.timing.host_wall_ns = (uint64_t)(now - op->t_submit);
   op->handle.timing.queue_ns = t_start ? (uint64_t)(t_start - op->t_submit) : 0;
   op->handle.timing.kernel_wall_ns = kernel_ns;
@@ -218,6 +240,11 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     err.worker_id = dev;
     err.task_id = op->run_id;
   } else if (stop_requested && deadline_hit) {
+    if (lw__trace_on()) {
+      uint64_t run, task;
+      trace_ids(op, &run, &task);
+      lw__trace_instant(LW_TRACE_TIMEOUT, dev, run, task, op->pin.name);
+    }
     st = lw__error_set(&err, LW_DEADLINE_EXCEEDED, dev, op->run_id,
                        "chip %d: %s of %s passed its %lld ns timeout and was cancelled "
                        "(kernel returned %d)",
@@ -260,6 +287,7 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   op->timeout_ns = timeout_ns;
   op->run_id = (opts && opts->task_id) ? opts->task_id
                                        : atomic_fetch_add(&chip->next_run_id, 1) + 1;
+  op->l3_run_id = opts ? opts->l3_run_id : 0;
   if (opts && opts->l3_run_id) {
     snprintf(op->label, sizeof(op->label), "task %llu of run %llu",
              (unsigned long long)op->run_id, (unsigned long long)opts->l3_run_id);
@@ -291,6 +319,8 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   *out_run = op;
   return LW_OK;
 }
+
+const char *lw__chip_run_name(const lw_chip_run_t *op) { return op->pin.name; }
 
 lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *op) {
   if (lw__lane_submit_reserved(op->chip->run_lane, &op->item, NULL, NULL) != LW_OK) {
@@ -426,6 +456,7 @@ static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
   lw_status_t st = LW_OK;
   lw_image_bytes_t elf = {0};
   lw_callable_handle_t ch = {0};
+  int64_t t_start = lw__now_ns();
 
   if (cancelled || lw__handle_cancel_requested(&op->handle)) {
     st = lw__error_set(&err, LW_CANCELLED, dev, 0,
@@ -477,6 +508,10 @@ static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
   }
 done:
   lw__image_bytes_release(&elf);
+  if (lw__trace_on()) {
+    lw__trace_role("register lane", dev);
+    lw__trace_span(LW_TRACE_REGISTER, t_start, lw__now_ns(), 0, 0, dev, st, op->name);
+  }
   if (st != LW_OK && err.worker_id < 0) err.worker_id = dev;
   // The image is no longer needed: drop the copy before finishing, so a big image does not
   // live as long as the caller keeps the handle.
@@ -606,7 +641,17 @@ static void unregister_finish(unregister_op_t *op) {
 // whose op the caller still uses (it is finished last).
 static void chip_free_slot(lw_chip_t *chip, uint32_t slot, void *module,
                            lw_registry_waiter_t *keep_last) {
+  int64_t t0 = lw__now_ns();
   chip->backend->unload(chip->device, module);
+  if (lw__trace_on()) {
+    char name[LW_TRACE_NAME_BYTES];
+    lw__registry_slot_name(chip->registry, slot, name, sizeof(name));
+    if (lw__lane_is_current(chip->register_lane)) {
+      lw__trace_role("register lane", chip->cfg.device_id);
+    }
+    lw__trace_span(LW_TRACE_UNREGISTER, t0, lw__now_ns(), 0, 0, chip->cfg.device_id, LW_OK,
+                   name);
+  }
   lw_registry_waiter_t *w = lw__registry_complete_free(chip->registry, slot);
   while (w) {
     lw_registry_waiter_t *next = w->next;
@@ -748,6 +793,7 @@ void lw_chip_close(lw_chip_t *chip) {
 }
 
 lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
+  lw__trace_from_env();  // LW_TRACE=path starts a session with the first chip or worker
   lw_error_t err;
   lw_status_t st = lw__chip_open(cfg, out_chip, &err);
   return st == LW_OK ? LW_OK : lw__last_error_store(&err);

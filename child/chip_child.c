@@ -10,6 +10,7 @@
 #include "child/child_common.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 
 typedef struct frame_ctx {
   lw_child_ctx_t *c;
@@ -106,6 +107,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   lw_error_t err;
   lw__error_clear(&err);
   int32_t dev = chip->cfg.device_id;
+  int64_t t_take = lw__now_ns();
   // The frame's previous run finished before the parent could post into it again.
   if (frames[frame].run) {
     lw_handle_release(frames[frame].run);
@@ -151,6 +153,10 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   // The payload is copied and the callable pinned: from here the frame is not read again, so
   // controls may be served while the run lane executes.
   if (lw__mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
+  if (lw__trace_on()) {
+    lw__trace_span(LW_TRACE_HANDOFF, t_take, lw__now_ns(), t.identity.run_id, t.identity.task_id,
+                   dev, LW_OK, lw__chip_run_name(run));
+  }
   fc->run = lw__chip_run_enqueue(run);
   // A cancel posted before this point may have been noticed while the frame had no run yet.
   forward_cancel(c, frame);
@@ -249,6 +255,7 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   char name[16];
   snprintf(name, sizeof(name), "lw-chip-%d", env->chip.device_id);
   prctl(PR_SET_NAME, name);
+  lw__trace_role("mailbox loop", env->chip.device_id);
 
   lw_error_t err;
   lw__error_clear(&err);

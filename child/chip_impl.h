@@ -82,6 +82,8 @@ LW_MUST_USE lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle
 // Queues a prepared run and returns its handle (the caller owns one reference). Reserved
 // submit: a chip child bounds its runs by its task frames.
 lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *run);
+// The name of the callable a prepared run pinned (valid until the run finishes).
+const char *lw__chip_run_name(const lw_chip_run_t *run);
 
 // lw_chip_register_async / lw_chip_unregister_async with options. Errors fill err (may be
 // NULL) and leave the thread-local last error alone.

@@ -8,6 +8,7 @@
 #include "child/child_common.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "lanework/worker.h"
 
 #define MAX_SUB_FNS 256
@@ -117,7 +118,8 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
   const sub_entry_t *s = &subs[fn_index];
   int64_t t0 = lw__now_ns();
   lw_status_t st = s->fn(&t.args);
-  r.kernel_ns = (uint64_t)(lw__now_ns() - t0);
+  int64_t t1 = lw__now_ns();
+  r.kernel_ns = (uint64_t)(t1 - t0);
   if (st == LW_OK) {
     r.status = LW_OK;
   } else {
@@ -125,6 +127,10 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
                              "sub %u: function %s returned %s", index, s->name,
                              lw_status_name(st));
     r.kernel_rc = (int32_t)st;
+  }
+  if (lw__trace_on()) {
+    lw__trace_span(LW_TRACE_RUN, t0, t1, t.identity.run_id, t.identity.task_id, (int32_t)index,
+                   r.status, s->name);
   }
   lw__child_complete_task(c, frame, &t.identity, &r);
 }
@@ -136,6 +142,7 @@ _Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
   char name[16];
   snprintf(name, sizeof(name), "lw-sub-%u", index);
   prctl(PR_SET_NAME, name);
+  lw__trace_role("sub loop", (int32_t)index);
   atomic_store(&c.mb->header.numa_node, -1);
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
   lw_error_t err;

@@ -9,6 +9,7 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/dag.h"
 #include "parent/tmap.h"
 
@@ -313,6 +314,10 @@ static lw_status_t add_edge(lw_task_t *producer, lw_task_t *consumer) {
   // A task lists each consumer once per tensor; duplicates just count twice on both sides.
   producer->consumers[producer->n_consumers++] = (lw_task_ref_t){consumer->index, consumer->gen};
   consumer->n_pending++;
+  if (lw__trace_on()) {
+    lw__trace_dep(consumer->run->run_id, consumer->task_id, producer->run->run_id,
+                  producer->task_id);
+  }
   return LW_OK;
 }
 

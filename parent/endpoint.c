@@ -10,6 +10,7 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/endpoint.h"
 #include "parent/worker_impl.h"
 
@@ -20,6 +21,15 @@
 const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes) {
   snprintf(buf, bytes, "%s %u", ep->kind == LW_MB_CHILD_CHIP ? "chip" : "sub", ep->index);
   return buf;
+}
+
+void lw__ep_trace(const lw_endpoint_t *ep, lw_trace_kind_t kind, uint64_t run_id,
+                  uint64_t task_id, const char *what) {
+  if (!lw__trace_on()) return;
+  char name[32], detail[LW_TRACE_NAME_BYTES];
+  snprintf(detail, sizeof(detail), "%s: %s", lw__ep_name(ep, name, sizeof(name)), what);
+  lw__trace_instant(kind, ep->kind == LW_MB_CHILD_CHIP ? (int32_t)ep->index : -1, run_id,
+                    task_id, detail);
 }
 
 bool lw__ep_check_dead(lw_endpoint_t *ep) {

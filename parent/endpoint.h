@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lanes/trace.h"
 #include "lanework/status.h"
 #include "mailbox/mailbox.h"
 
@@ -46,6 +47,7 @@ typedef struct lw_endpoint {
   lw_mb_child_kind_t kind;
   uint32_t index;            // chip index or sub index
   lw_mailbox_t *mb;
+  lw_trace_area_t *trace;    // the child's trace rings (shared memory, drained by the session)
   _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
   int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
@@ -96,6 +98,10 @@ typedef struct lw_endpoint {
 
 // "chip 1" / "sub 0".
 const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
+// Records an instant about this child (a death, a respawn, a kill) on the calling thread's
+// track: "chip 0: <what>". No-op without a trace session.
+void lw__ep_trace(const lw_endpoint_t *ep, lw_trace_kind_t kind, uint64_t run_id,
+                  uint64_t task_id, const char *what);
 LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err);
 // Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
 LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,

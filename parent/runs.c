@@ -7,6 +7,7 @@
 
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
 #include "parent/worker_impl.h"
@@ -207,6 +208,9 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   lw_orch_t o = {w, run, 0};
   run->t_start = lw__now_ns();
   lw_status_t st = run->fn(&o, run->user);
+  if (lw__trace_on()) {
+    lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
+  }
   lw_error_t last = *lw_last_error();
   // The run's end goes to the DAG's owner behind every task the function submitted (the
   // inbox keeps order): it clears the tensor map, records an orch error as the run's failure
@@ -233,6 +237,7 @@ static void release_token(lw_worker_t *w) {
 static void *orch_main(void *arg) {
   lw_worker_t *w = arg;
   (void)pthread_setname_np(pthread_self(), "lw-orch");
+  lw__trace_role("orchestrator", -1);
   for (;;) {
     pthread_mutex_lock(&w->runs.mu);
     // The token keeps one orch function at a time: an inline sync run may hold it.

@@ -22,6 +22,7 @@
 #include "lanes/log.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/callables.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
@@ -86,6 +87,7 @@ static void break_child(lw_endpoint_t *ep, const lw_error_t *why) {
   char name[32];
   lw__log(LW_LOG_WARN, "%s: protocol violation, the child is killed: %s",
           lw__ep_name(ep, name, sizeof(name)), why ? why->message : "found by a control");
+  lw__ep_trace(ep, LW_TRACE_PROTOCOL, 0, 0, why ? why->message : "found by a control");
   if (why) {
     lw_error_t ignored;
     (void)lw__ep_violation(ep, why->message, &ignored);  // records the reason, kicks
@@ -176,7 +178,13 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).
   if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(w, t->wc);
-  if (lw__ep_post_task(ep, t, &err) != LW_OK) {
+  int64_t t_post = lw__trace_on() ? lw__now_ns() : 0;
+  lw_status_t posted = lw__ep_post_task(ep, t, &err);
+  if (t_post) {
+    lw__trace_span(LW_TRACE_DISPATCH, t_post, lw__now_ns(), t->run->run_id, t->task_id,
+                   (int32_t)ep->index, posted, w->calls.table[t->wc].name);
+  }
+  if (posted != LW_OK) {
     // A violation found by the post: no more posts to this child (the scheduler kills it).
     if (atomic_load(&ep->violated)) break_child(ep, NULL);
     err.worker_id = (int32_t)ep->index;
@@ -408,6 +416,8 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
                 why == LW_CANCELLED ? "ignored its cancel word" : "ran past its timeout",
                 (long long)(grace / 1000000),
                 why == LW_CANCELLED ? "the cancel" : "the timeout");
+        lw__ep_trace(ep, LW_TRACE_ESCALATION, t->run->run_id, t->task_id,
+                     why == LW_CANCELLED ? "ignored its cancel word" : "ran past its timeout");
         kill_child(ep);  // its pidfd reports the death; on_child_death finishes the task
       } else if (due < next) {
         next = due;
@@ -463,6 +473,7 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
       char name[32];
       lw__log(LW_LOG_WARN, "%s: killing the child: no heartbeat for %lld ms while it holds work "
               "(stopped or wedged)", lw__ep_name(ep, name, sizeof(name)), (long long)ms);
+      lw__ep_trace(ep, LW_TRACE_LIVENESS_KILL, 0, 0, "no heartbeat");
       kill_child(ep);  // its pidfd reports the death; on_child_death fails its work
       continue;
     }
@@ -490,6 +501,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   lw__ep_name(ep, name, sizeof(name));
   lw__log(LW_LOG_WARN, "%s: the child died (%s); its work fails, respawn %s", name, desc,
           w->cfg.respawn ? "follows" : "is off");
+  lw__ep_trace(ep, LW_TRACE_DEATH, 0, 0, desc);
   int64_t grace_ms = w->cfg.cancel_grace_ns / 1000000;
   pthread_mutex_lock(&w->mu);
   ep->accepting = false;
@@ -573,6 +585,7 @@ static void set_sleeping(lw_worker_t *w, uint32_t v) {
 static void *sched_main(void *arg) {
   lw_worker_t *w = arg;
   (void)pthread_setname_np(pthread_self(), "lw-sched");
+  lw__trace_role("scheduler", -1);
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do

@@ -15,6 +15,7 @@
 #include "lanes/error.h"
 #include "lanes/log.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/callables.h"
 #include "parent/supervise.h"
 #include "parent/worker_impl.h"
@@ -176,6 +177,7 @@ static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
   char name[32];
   lw__log(LW_LOG_WARN, "%s: failed for good (%s); its tasks fail at once",
           lw__ep_name(ep, name, sizeof(name)), why);
+  lw__ep_trace(ep, LW_TRACE_FAILED_FOR_GOOD, 0, 0, why);
   char desc[sizeof(ep->exit_desc)], both[sizeof(ep->exit_desc)];
   lw__ep_exit_desc(ep, desc, sizeof(desc));
   // why is the news: it is kept whole, and the death before it shortened to fit, if need be.
@@ -214,6 +216,8 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   ep->mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
   pthread_mutex_unlock(&ep->post_mu);
   pthread_mutex_unlock(&ep->ctl_mu);
+  // The dead child's events are drained and its rings freed for the new one.
+  lw__trace_area_reset(ep->trace);
   int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
   lw_status_t st = lw__ep_spawn(ep, deadline, err);
   if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, err);  // sets READY
@@ -300,6 +304,7 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
     char name[32];
     lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
             lw__ep_name(ep, name, sizeof(name)), respawns);
+    lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     lw__worker_kick(w);
   }
 }
@@ -317,6 +322,7 @@ void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep) {
 static void *supervisor_main(void *arg) {
   lw_worker_t *w = arg;
   (void)pthread_setname_np(pthread_self(), "lw-supervise");
+  lw__trace_role("supervisor", -1);
   pthread_mutex_lock(&w->sup.mu);
   for (;;) {
     uint32_t slot = UINT32_MAX;

@@ -16,6 +16,7 @@
 #include "child/backend.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/callables.h"
 #include "parent/supervise.h"
 #include "parent/worker_impl.h"
@@ -162,11 +163,13 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // must not hold copies of the arena or the mailboxes, which the server maps at the same
   // addresses.
   (void)lw__forkserver_zygote_ensure();
+  // LW_TRACE=path starts a session now (after the zygote, which must not copy its thread).
+  lw__trace_from_env();
   lw_worker_t *w = calloc(1, sizeof(*w));
   if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
   w->cfg = *cfg;
   w->n_children = cfg->n_chips + cfg->n_subs;
-  w->wake_fd = w->user_fd = w->epoll_fd = w->mailboxes_fd = -1;
+  w->wake_fd = w->user_fd = w->epoll_fd = w->mailboxes_fd = w->traces_fd = -1;
   pthread_mutex_init(&w->mu, NULL);
   // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
   // stretch or cut a wait.
@@ -192,6 +195,19 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->mailboxes = lw__forkserver_share_map(w->mailboxes_fd, w->mailboxes_bytes);
   if (w->mailboxes == NULL) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
+    goto fail;
+  }
+  // Trace areas: ~5 MiB per child of address space; pages are only touched while a session
+  // records (MAP_NORESERVE, a sparse memfd).
+  w->traces_bytes = LW_TRACE_AREA_BYTES * w->n_children;
+  w->traces_fd = lw__forkserver_fd_above_stdio(memfd_create("lw-trace", MFD_CLOEXEC));
+  if (w->traces_fd < 0 || ftruncate(w->traces_fd, (off_t)w->traces_bytes) != 0) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the trace areas");
+    goto fail;
+  }
+  w->traces = lw__forkserver_share_map(w->traces_fd, w->traces_bytes);
+  if (w->traces == NULL) {
+    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the trace areas");
     goto fail;
   }
   w->wake_fd = lw__forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -236,6 +252,16 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     ep->kind = chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB;
     ep->index = index;
     ep->mb = mb;
+    ep->trace = (lw_trace_area_t *)(w->traces + LW_TRACE_AREA_BYTES * s);
+    lw__trace_area_initialize(ep->trace);
+    env->trace = ep->trace;
+    char pname[LW_TRACE_NAME_BYTES];
+    if (chip) {
+      snprintf(pname, sizeof(pname), "chip %u (%s)", index, cfg->chip.backend);
+    } else {
+      snprintf(pname, sizeof(pname), "sub %u", index);
+    }
+    lw__trace_area_attach(ep->trace, pname);
     ep->pidfd = -1;
     pthread_mutex_init(&ep->post_mu, NULL);
     pthread_mutex_init(&ep->ctl_mu, NULL);
@@ -245,15 +271,16 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // 3. The fork server, from the zygote (fork safety: DESIGN 5.1, docs/processes.md). It gets
   //    explicitly all that the children need: the envs (copied), the arena and the mailboxes
   //    (mapped at the same addresses) and the wake eventfd (their fd LW_FS_CHILD_FD0).
-  lw_fs_share_t shares[2] = {
+  lw_fs_share_t shares[3] = {
       {.fd = w->arena.fd, .addr = w->arena.base, .bytes = w->arena.bytes},
       {.fd = w->mailboxes_fd, .addr = w->mailboxes, .bytes = w->mailboxes_bytes},
+      {.fd = w->traces_fd, .addr = w->traces, .bytes = w->traces_bytes},
   };
   lw_fs_spec_t spec = {.main_fn = child_entry,
                        .arg = w->envs,
                        .arg_bytes = w->n_children * sizeof(lw_child_env_t),
                        .shares = shares,
-                       .n_shares = 2,
+                       .n_shares = 3,
                        .fds = &w->wake_fd,
                        .n_fds = 1,
                        .n_slots = w->n_children};
@@ -419,6 +446,12 @@ void lw_worker_destroy(lw_worker_t *w) {
   free(w->calls.sub_fns);
   free(w->calls.sub_names);
   free(w->calls.sub_tags);
+  // The children are gone: what their areas still hold joins the session, then they go.
+  for (uint32_t s = 0; w->eps && w->traces && s < w->n_children; ++s) {
+    if (w->eps[s].trace) lw__trace_area_detach(w->eps[s].trace);
+  }
+  if (w->traces) lw__forkserver_share_unmap(w->traces, w->traces_bytes);
+  if (w->traces_fd >= 0) close(w->traces_fd);
   if (w->mailboxes) lw__forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
   if (w->mailboxes_fd >= 0) close(w->mailboxes_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);

@@ -93,6 +93,10 @@ struct lw_worker {
   lw_mailbox_t *mailboxes;
   size_t mailboxes_bytes;
   int mailboxes_fd;
+  // The children's trace areas (lanes/trace.h), one per child, shared like the mailboxes.
+  uint8_t *traces;
+  size_t traces_bytes;
+  int traces_fd;
   lw_child_env_t *envs;
   lw_forkserver_t *fs;
   lw_endpoint_t *eps;        // n_children: chips, then subs

@@ -9,5 +9,6 @@
 #include "lanework/handle.h"
 #include "lanework/log.h"
 #include "lanework/status.h"
+#include "lanework/trace.h"
 
 #endif  // LANEWORK_LANEWORK_H_

@@ -1,0 +1,215 @@
+// lanes/trace.h — the recorder behind lanework/trace.h.
+//
+// Recording: a thread writes fixed-size events into its own ring (single producer), found
+// through a thread-local pointer; the session's drainer thread (single consumer) moves them
+// into the session's memory every few milliseconds. In the parent a ring is heap memory
+// registered with the session; in a child it is one of the LW_TRACE_AREA_RINGS rings of the
+// child's trace area, shared memory the parent maps too, so the parent drains a child's events
+// without the child's help and keeps those it already drained when the child dies.
+//
+// Ring protocol: the producer writes ev[head % capacity], then stores head + 1 (release); the
+// consumer reads head (acquire), copies ev[tail .. head), then stores tail (release). A full
+// ring (head - tail == capacity) drops the event and adds 1 to dropped. A child's ring is
+// untrusted memory: the drainer bounds every read by the capacity the parent wrote, resyncs a
+// ring whose counters make no sense (counting what it skipped as dropped), and treats event
+// fields as data only (names are read with their length bound).
+//
+// Enable flag: lw__trace_on() reads one word (relaxed): the process's own flag in the parent,
+// the area's flag (set by the parent) in a child. An event recorded just as a session stops
+// may land in a ring after the last drain; the next session drops it by its timestamp.
+//
+// Threads: lw__trace_* recording functions from any thread. Areas are attached, reset and
+// detached by the worker that owns them (any thread; serialised by the session lock).
+#ifndef LANEWORK_LANES_TRACE_H_
+#define LANEWORK_LANES_TRACE_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lanework/status.h"
+#include "lanework/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// What an event is. Spans (X) have a duration; instants none. DEP is never drawn itself: it
+// links two run spans with a flow (consumer run/task in run_id/task_id, producer in arg[0]
+// (task) and arg[1] (run)).
+typedef enum lw_trace_kind {
+  LW_TRACE_RUN = 1,          // a kernel or sub function ran (run lane)
+  LW_TRACE_REGISTER = 2,     // a register/prepare (register lane)
+  LW_TRACE_UNREGISTER = 3,   // an unregister (register lane)
+  LW_TRACE_QUEUE = 4,        // accepted by the chip -> kernel start
+  LW_TRACE_HANDOFF = 5,      // the child's mailbox loop took a posted task
+  LW_TRACE_SUBMIT = 6,       // an lw_orch_submit_* call (orch thread)
+  LW_TRACE_DISPATCH = 7,     // the parent posted a task to a child's mailbox
+  LW_TRACE_ORCH = 8,         // an orch function
+  LW_TRACE_DEP = 9,          // a dependency edge (see above)
+  LW_TRACE_SPAN_KINDS_ = 10, // kinds below are instants
+  LW_TRACE_CANCEL = 10,
+  LW_TRACE_TIMEOUT = 11,
+  LW_TRACE_ESCALATION = 12,
+  LW_TRACE_DEATH = 13,
+  LW_TRACE_RESPAWN = 14,
+  LW_TRACE_LIVENESS_KILL = 15,
+  LW_TRACE_FAILED_FOR_GOOD = 16,
+  LW_TRACE_PROTOCOL = 17,
+  LW_TRACE_KIND_COUNT_ = 18,
+} lw_trace_kind_t;
+
+#define LW_TRACE_NAME_BYTES 48
+
+// One event; crosses process boundaries in a child's area, so fixed width only.
+typedef struct lw_trace_event {
+  int64_t ts_ns;     // CLOCK_MONOTONIC (lw__now_ns): start of a span, time of an instant
+  int64_t dur_ns;    // spans
+  uint64_t run_id;   // 0: none
+  uint64_t task_id;  // 0: none
+  uint64_t arg[2];   // per kind (DEP: producer task, producer run)
+  uint16_t kind;     // lw_trace_kind_t
+  int16_t chip;      // chip or sub index; -1: none
+  int32_t status;    // lw_status_t of a span's outcome
+  char name[LW_TRACE_NAME_BYTES];  // the callable, or an instant's detail; NUL-padded
+} lw_trace_event_t;
+_Static_assert(sizeof(lw_trace_event_t) == 104, "trace event layout (shared with children)");
+
+// ---------------------------------------------------------------------------------------------
+// Recording
+
+extern const _Atomic uint32_t *lw__trace_flag;
+
+static inline bool lw__trace_on(void) {
+  return atomic_load_explicit(lw__trace_flag, memory_order_relaxed) != 0;
+}
+
+// Names the calling thread's track ("run lane", "scheduler", ...; a static string) and the chip
+// it serves (-1: none). Cheap (thread-local stores); call it where a thread starts its work.
+void lw__trace_role(const char *role, int32_t chip);
+
+// Records one event (copied). Call only when lw__trace_on() — the helpers below check it.
+void lw__trace_emit(const lw_trace_event_t *e);
+
+void lw__trace_span(lw_trace_kind_t kind, int64_t t0_ns, int64_t t1_ns, uint64_t run_id,
+                    uint64_t task_id, int32_t chip, lw_status_t status, const char *name);
+void lw__trace_instant(lw_trace_kind_t kind, int32_t chip, uint64_t run_id, uint64_t task_id,
+                       const char *detail);
+void lw__trace_dep(uint64_t run_id, uint64_t task_id, uint64_t producer_run,
+                   uint64_t producer_task);
+
+// ---------------------------------------------------------------------------------------------
+// Children's areas (shared memory)
+
+#define LW_TRACE_AREA_RINGS 6
+#define LW_TRACE_RING_EVENTS 8192
+#define LW_TRACE_ROLE_BYTES 24
+
+typedef struct lw_trace_ring_header {
+  _Atomic uint64_t head;     // producer: events published
+  uint8_t pad0[56];
+  _Atomic uint64_t tail;     // consumer: events drained
+  _Atomic uint64_t dropped;  // producer: events lost to a full ring
+  _Atomic uint32_t state;    // LW_TRACE_RING_*
+  int32_t pid;               // the producer's process and thread
+  int32_t tid;
+  int32_t chip;
+  uint32_t capacity;         // events; written by the owner of the memory (the parent for areas)
+  uint32_t reserved;
+  char role[LW_TRACE_ROLE_BYTES];
+} lw_trace_ring_header_t;
+_Static_assert(sizeof(lw_trace_ring_header_t) == 128, "trace ring header layout");
+
+enum { LW_TRACE_RING_FREE = 0, LW_TRACE_RING_CLAIMED = 1, LW_TRACE_RING_ORPHANED = 2 };
+
+typedef struct lw_trace_area_header {
+  _Atomic uint32_t on;        // parent: 1 while a session runs
+  _Atomic uint32_t no_ring;   // child: events lost because every ring was taken
+  uint32_t n_rings;           // parent-written
+  uint32_t ring_events;       // parent-written
+  uint8_t pad[48];
+} lw_trace_area_header_t;
+_Static_assert(sizeof(lw_trace_area_header_t) == 64, "trace area header layout");
+
+#define LW_TRACE_RING_BYTES \
+  (sizeof(lw_trace_ring_header_t) + (size_t)LW_TRACE_RING_EVENTS * sizeof(lw_trace_event_t))
+#define LW_TRACE_AREA_BYTES \
+  (sizeof(lw_trace_area_header_t) + (size_t)LW_TRACE_AREA_RINGS * LW_TRACE_RING_BYTES)
+
+typedef struct lw_trace_area lw_trace_area_t;  // LW_TRACE_AREA_BYTES of shared memory
+
+// Parent, before the child exists: lays out a zeroed area.
+void lw__trace_area_initialize(lw_trace_area_t *a);
+// Parent: the session drains this area from now on, naming its process track process_name
+// ("chip 0 (sim)", "sub 1"); its flag follows the session.
+void lw__trace_area_attach(lw_trace_area_t *a, const char *process_name);
+// Parent, once the child that used the area is gone for good (reaped, before a respawn or
+// before the memory is unmapped): drains what it left, then frees its rings for the next
+// incarnation.
+void lw__trace_area_reset(lw_trace_area_t *a);
+// Parent: reset, then forget the area (before its memory goes).
+void lw__trace_area_detach(lw_trace_area_t *a);
+// Child, first thing: this process records into a (rings are claimed per thread), never into
+// the parent's rings it inherited through fork.
+void lw__trace_child_attach(lw_trace_area_t *a);
+
+// ---------------------------------------------------------------------------------------------
+// Sessions and what they collected (the public API, the benches and the tests use these)
+
+typedef struct lw_trace_track {
+  int32_t pid;
+  int32_t tid;
+  int32_t chip;
+  char role[LW_TRACE_ROLE_BYTES];
+} lw_trace_track_t;
+
+typedef struct lw_trace_process {
+  int32_t pid;
+  char name[LW_TRACE_NAME_BYTES];
+  int32_t sort;  // parent 0, chip i 1 + i, sub i 100 + i
+} lw_trace_process_t;
+
+typedef struct lw_trace_record {
+  lw_trace_event_t ev;
+  uint32_t track;  // index into tracks
+} lw_trace_record_t;
+
+typedef struct lw_trace_capture {
+  int64_t t0_ns;       // the session's start
+  int32_t parent_pid;
+  uint64_t dropped;
+  lw_trace_record_t *rec;
+  size_t n, cap;
+  lw_trace_track_t *tracks;
+  size_t n_tracks, cap_tracks;
+  lw_trace_process_t *procs;
+  size_t n_procs, cap_procs;
+} lw_trace_capture_t;
+
+// Starts a session. path NULL: kept in memory only (lw__trace_end hands it over).
+LW_MUST_USE lw_status_t lw__trace_begin(const char *path, lw_error_t *err);
+// Ends the session: writes the file if it had a path; moves the capture to *out if not NULL
+// (free it with lw__trace_capture_free), else frees it.
+LW_MUST_USE lw_status_t lw__trace_end(lw_trace_capture_t *out, lw_trace_summary_t *summary,
+                                      lw_error_t *err);
+void lw__trace_capture_free(lw_trace_capture_t *c);
+// Starts the LW_TRACE session if the environment asks for one and none ran yet (workers and
+// chips call it when they are created).
+void lw__trace_from_env(void);
+
+// Writes c as Chrome Trace Event JSON (docs/observability.md).
+LW_MUST_USE lw_status_t lw__trace_write_json(const lw_trace_capture_t *c, FILE *out,
+                                             uint64_t *out_events, lw_error_t *err);
+
+// Overlap proved from events: for each register span, the fraction of its duration covered by
+// run spans of the same chip in the same process; the mean over register spans (weighted by
+// nothing: each register counts once). n_spans: register spans seen. Returns -1 when there is
+// none.
+double lw__trace_overlap_by_events(const lw_trace_capture_t *c, size_t *n_spans);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_LANES_TRACE_H_
