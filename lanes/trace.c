@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
@@ -59,8 +58,11 @@ static struct {
   pthread_key_t key;
   pthread_once_t key_once;
   pid_t env_pid;  // the process whose exit writes the LW_TRACE session
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-       .key_once = PTHREAD_ONCE_INIT};
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .key_once = PTHREAD_ONCE_INIT};
+static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+
+// The drainer's deadlines come from lw__now_ns: its condvar runs on the monotonic clock.
+static void cv_init(void) { lw__cond_init_monotonic(&g.cv); }
 
 static _Thread_local struct {
   lw_trace_ring_header_t *ring;
@@ -374,15 +376,8 @@ static void *drainer_main(void *arg) {
   lw__trace_role("trace drainer", -1);
   pthread_mutex_lock(&g.mu);
   while (!g.stop_drainer) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += DRAIN_PERIOD_NS;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec += 1;
-      ts.tv_nsec -= 1000000000;
-    }
-    (void)pthread_cond_timedwait(&g.cv, &g.mu, &ts);
-    drain_all();
+    (void)lw__cond_wait_until(&g.cv, &g.mu, lw__now_ns() + DRAIN_PERIOD_NS);
+    if (!g.stop_drainer) drain_all();
   }
   pthread_mutex_unlock(&g.mu);
   return NULL;
@@ -502,6 +497,7 @@ lw_status_t lw__trace_begin(const char *path, lw_error_t *err) {
   note_process(g.cap.parent_pid, "lanework parent");
   for (uint32_t i = 0; i < g.n_areas; ++i) atomic_store(&g.areas[i].area->header.on, 1u);
   atomic_store(&local_flag, 1u);
+  (void)pthread_once(&cv_once, cv_init);
   int rc = pthread_create(&g.drainer, NULL, drainer_main, NULL);
   if (rc != 0) {
     g.running = false;
@@ -567,6 +563,12 @@ lw_status_t lw__trace_end(lw_trace_capture_t *out, lw_trace_summary_t *summary,
     lw__trace_capture_free(&cap);
   }
   return st;
+}
+
+void lw__trace_flush(void) {
+  pthread_mutex_lock(&g.mu);
+  drain_all();
+  pthread_mutex_unlock(&g.mu);
 }
 
 void lw__trace_capture_free(lw_trace_capture_t *c) {

@@ -195,6 +195,9 @@ LW_MUST_USE lw_status_t lw__trace_begin(const char *path, lw_error_t *err);
 LW_MUST_USE lw_status_t lw__trace_end(lw_trace_capture_t *out, lw_trace_summary_t *summary,
                                       lw_error_t *err);
 void lw__trace_capture_free(lw_trace_capture_t *c);
+// Drains every ring now (the drainer does it every few milliseconds); for benches that must
+// not let a ring fill between measured batches.
+void lw__trace_flush(void);
 // Starts the LW_TRACE session if the environment asks for one and none ran yet (workers and
 // chips call it when they are created).
 void lw__trace_from_env(void);

@@ -168,6 +168,7 @@ int lw__tool_bench(int argc, char **argv) {
   if (strcmp(name, "idle") == 0) return lw__bench_idle(&o);
   if (strcmp(name, "cancel") == 0) return lw__bench_cancel(&o);
   if (strcmp(name, "crash") == 0) return lw__bench_crash(&o);
+  if (strcmp(name, "trace") == 0) return lw__bench_trace(&o);
   fprintf(stderr, "lanework bench: unknown benchmark '%s'\n", name);
   bench_usage(stderr);
   return 2;

@@ -48,5 +48,6 @@ int lw__bench_dispatch(const lw_bench_opts_t *o);
 int lw__bench_idle(const lw_bench_opts_t *o);
 int lw__bench_cancel(const lw_bench_opts_t *o);
 int lw__bench_crash(const lw_bench_opts_t *o);
+int lw__bench_trace(const lw_bench_opts_t *o);
 
 #endif  // LANEWORK_TOOLS_BENCH_H_

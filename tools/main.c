@@ -22,6 +22,7 @@ static void usage(FILE *f) {
           "  bench idle                    CPU used by an idle worker and its children\n"
           "  bench cancel                  cancel latency, cooperative and escalated (L3)\n"
           "  bench crash                   child death: detection and respawn times (L3)\n"
+          "  bench trace                   cost of a recorded event; dispatch with tracing on\n"
           "  help                          this text\n"
           "\n"
           "bench options: --json (last stdout line is one JSON object), --trials N,\n"
