@@ -197,6 +197,22 @@ void lw__bench_sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+void lw__bench_json_begin(lw_json_t *j, const char *name) {
+  lw__json_initialize(j, stdout, false);
+  lw__json_begin_object(j);
+  lw__json_kv_string(j, "bench", name);
+}
+
+int lw__bench_json_end(lw_json_t *j, const char *name) {
+  lw__json_end_object(j);
+  lw_error_t err;
+  if (lw__json_finish(j, &err) != LW_OK) {
+    fprintf(stderr, "lanework bench %s: --json: %s\n", name, err.message);
+    return 1;
+  }
+  return 0;
+}
+
 double lw__bench_hidden_fraction(double serial, double overlap, double run_c1, double reg_c2) {
   return (serial - overlap) / fmin(run_c1, reg_c2);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lanes/json.h"
 #include "lanework/lanework.h"
 
 typedef struct lw_bench_opts {
@@ -41,6 +42,13 @@ void lw__bench_sleep_ms(long ms);
 // The overlap bench's hidden fraction: how much of the shorter of run(C1) and register(C2) the
 // overlap saved, (serial - overlap) / min(run_c1, reg_c2); 1.0 = fully hidden.
 double lw__bench_hidden_fraction(double serial, double overlap, double run_c1, double reg_c2);
+
+// The --json line, written with the JSON writer: a compact writer on stdout whose object is
+// opened and given "bench": name. The bench adds its keys, then calls lw__bench_json_end.
+void lw__bench_json_begin(lw_json_t *j, const char *name);
+// Closes the object and ends the line. A misuse of the writer or a failed write of stdout is
+// named on stderr; returns 1 then (the bench's exit code), else 0.
+int lw__bench_json_end(lw_json_t *j, const char *name);
 
 int lw__bench_overlap(const lw_bench_opts_t *o);
 int lw__bench_wait(const lw_bench_opts_t *o);

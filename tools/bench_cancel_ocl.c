@@ -134,14 +134,23 @@ int lw__bench_cancel_ocl(const lw_bench_opts_t *o) {
          o->level, ITEMS, STEPS, trials);
   printf("  p50 %.3f ms, p99 %.3f ms, min %.3f ms, max %.3f ms (target p50 <= 5 ms: %s)\n",
          p50 / 1e3, p99 / 1e3, lo / 1e3, hi / 1e3, p50 <= 5000.0 ? "holds" : "missed");
-  if (o->json) {
-    printf("{\"bench\":\"cancel\",\"backend\":\"opencl\",\"level\":%d,\"runs\":%d,"
-           "\"work_items\":%u,\"steps\":%u,\"status\":\"CANCELLED\",\"cancel_p50_us\":%.1f,"
-           "\"cancel_p99_us\":%.1f,\"cancel_min_us\":%.1f,\"cancel_max_us\":%.1f,"
-           "\"target_holds\":%s}\n",
-           o->level, trials, ITEMS, STEPS, p50, p99, lo, hi, p50 <= 5000.0 ? "true" : "false");
-  }
   rc = 0;
+  if (o->json) {
+    lw_json_t j;
+    lw__bench_json_begin(&j, "cancel");
+    lw__json_kv_string(&j, "backend", "opencl");
+    lw__json_kv_int(&j, "level", o->level);
+    lw__json_kv_int(&j, "runs", trials);
+    lw__json_kv_uint(&j, "work_items", ITEMS);
+    lw__json_kv_uint(&j, "steps", STEPS);
+    lw__json_kv_string(&j, "status", "CANCELLED");
+    lw__json_kv_fixed(&j, "cancel_p50_us", p50, 1);
+    lw__json_kv_fixed(&j, "cancel_p99_us", p99, 1);
+    lw__json_kv_fixed(&j, "cancel_min_us", lo, 1);
+    lw__json_kv_fixed(&j, "cancel_max_us", hi, 1);
+    lw__json_kv_bool(&j, "target_holds", p50 <= 5000.0);
+    rc = lw__bench_json_end(&j, "cancel");
+  }
 out:
   if (d) {
     d->free(d, a);

@@ -117,16 +117,24 @@ int lw__bench_dispatch(const lw_bench_opts_t *o) {
   printf("floor: shared-memory spin round trip:  p50 %.2f us\n", spin);
   printf("floor: futex round trip (2 processes): p50 %.2f us\n", futex);
   if (o->json) {
-    printf("{\"bench\":\"dispatch\",\"iters\":%ld,\"l2_empty_run_p50_us\":%.3f,"
-           "\"l2_empty_run_p99_us\":%.3f,",
-           iters, l2_p50, l2_p99);
+    lw_json_t j;
+    lw__bench_json_begin(&j, "dispatch");
+    lw__json_kv_int(&j, "iters", iters);
+    lw__json_kv_fixed(&j, "l2_empty_run_p50_us", l2_p50, 3);
+    lw__json_kv_fixed(&j, "l2_empty_run_p99_us", l2_p99, 3);
     if (l3_rc == 0) {
-      printf("\"l3_empty_run_p50_us\":%.3f,\"l3_empty_run_p99_us\":%.3f,\"l3_per_task_us\":%.3f,",
-             l3.empty_p50_us, l3.empty_p99_us, l3.per_task_us);
+      lw__json_kv_fixed(&j, "l3_empty_run_p50_us", l3.empty_p50_us, 3);
+      lw__json_kv_fixed(&j, "l3_empty_run_p99_us", l3.empty_p99_us, 3);
+      lw__json_kv_fixed(&j, "l3_per_task_us", l3.per_task_us, 3);
     } else {
-      printf("\"l3_empty_run_p50_us\":null,\"l3_per_task_us\":null,");
+      lw__json_key(&j, "l3_empty_run_p50_us");
+      lw__json_null(&j);
+      lw__json_key(&j, "l3_per_task_us");
+      lw__json_null(&j);
     }
-    printf("\"shm_spin_rtt_us\":%.3f,\"futex_rtt_us\":%.3f}\n", spin, futex);
+    lw__json_kv_fixed(&j, "shm_spin_rtt_us", spin, 3);
+    lw__json_kv_fixed(&j, "futex_rtt_us", futex, 3);
+    return lw__bench_json_end(&j, "dispatch");
   }
   return 0;
 }

@@ -174,23 +174,33 @@ int lw__bench_dispatch_ocl(const lw_bench_opts_t *o) {
          "%.2f us: %s\n",
          l3_extra, l3_extra / p50[K_FLOOR], l3x_lo, l3x_hi, p50[K_L3], l3_target,
          l3_ok ? "holds" : "missed");
-  if (o->json) {
-    printf("{\"bench\":\"dispatch\",\"backend\":\"opencl\",\"iters\":%ld,\"rounds\":%d,"
-           "\"floor_p50_us\":%.3f,\"floor_p99_us\":%.3f,"
-           "\"l2_empty_run_p50_us\":%.3f,\"l2_empty_run_p99_us\":%.3f,"
-           "\"l3_empty_run_p50_us\":%.3f,\"l3_empty_run_p99_us\":%.3f,"
-           "\"l3_sim_empty_run_p50_us\":%.3f,\"l3_sim_empty_run_p99_us\":%.3f,"
-           "\"l2_over_floor\":%.3f,\"l2_over_floor_round_min\":%.3f,"
-           "\"l2_over_floor_round_max\":%.3f,\"l3_minus_l3_sim_us\":%.3f,"
-           "\"l3_minus_l3_sim_over_floor\":%.3f,\"l3_minus_l3_sim_over_floor_round_min\":%.3f,"
-           "\"l3_minus_l3_sim_over_floor_round_max\":%.3f,\"l3_target_us\":%.3f,"
-           "\"l2_target_holds\":%s,\"l3_target_holds\":%s}\n",
-           total, ROUNDS, p50[K_FLOOR], p99[K_FLOOR], p50[K_L2], p99[K_L2], p50[K_L3], p99[K_L3],
-           p50[K_L3_SIM], p99[K_L3_SIM], l2_ratio, l2r_lo, l2r_hi, l3_extra,
-           l3_extra / p50[K_FLOOR], l3x_lo, l3x_hi, l3_target, l2_ok ? "true" : "false",
-           l3_ok ? "true" : "false");
-  }
   rc = 0;
+  if (o->json) {
+    lw_json_t j;
+    lw__bench_json_begin(&j, "dispatch");
+    lw__json_kv_string(&j, "backend", "opencl");
+    lw__json_kv_int(&j, "iters", total);
+    lw__json_kv_int(&j, "rounds", ROUNDS);
+    lw__json_kv_fixed(&j, "floor_p50_us", p50[K_FLOOR], 3);
+    lw__json_kv_fixed(&j, "floor_p99_us", p99[K_FLOOR], 3);
+    lw__json_kv_fixed(&j, "l2_empty_run_p50_us", p50[K_L2], 3);
+    lw__json_kv_fixed(&j, "l2_empty_run_p99_us", p99[K_L2], 3);
+    lw__json_kv_fixed(&j, "l3_empty_run_p50_us", p50[K_L3], 3);
+    lw__json_kv_fixed(&j, "l3_empty_run_p99_us", p99[K_L3], 3);
+    lw__json_kv_fixed(&j, "l3_sim_empty_run_p50_us", p50[K_L3_SIM], 3);
+    lw__json_kv_fixed(&j, "l3_sim_empty_run_p99_us", p99[K_L3_SIM], 3);
+    lw__json_kv_fixed(&j, "l2_over_floor", l2_ratio, 3);
+    lw__json_kv_fixed(&j, "l2_over_floor_round_min", l2r_lo, 3);
+    lw__json_kv_fixed(&j, "l2_over_floor_round_max", l2r_hi, 3);
+    lw__json_kv_fixed(&j, "l3_minus_l3_sim_us", l3_extra, 3);
+    lw__json_kv_fixed(&j, "l3_minus_l3_sim_over_floor", l3_extra / p50[K_FLOOR], 3);
+    lw__json_kv_fixed(&j, "l3_minus_l3_sim_over_floor_round_min", l3x_lo, 3);
+    lw__json_kv_fixed(&j, "l3_minus_l3_sim_over_floor_round_max", l3x_hi, 3);
+    lw__json_kv_fixed(&j, "l3_target_us", l3_target, 3);
+    lw__json_kv_bool(&j, "l2_target_holds", l2_ok);
+    lw__json_kv_bool(&j, "l3_target_holds", l3_ok);
+    rc = lw__bench_json_end(&j, "dispatch");
+  }
 out:
   lw_worker_destroy(l3sim.w);
   lw_worker_destroy(l3.w);

@@ -254,13 +254,18 @@ int lw__bench_cancel(const lw_bench_opts_t *o) {
   printf("cancel of a kernel that ignores it (grace %lld ms, child killed and replaced): "
          "%.1f ms (median of %d)\n", grace_ms, esc_ms, kEscalations);
   if (o->json) {
-    printf("{\"bench\":\"cancel\",\"runs\":%d,\"cancel_p50_us\":%.1f,\"cancel_p99_us\":%.1f,"
-           "\"grace_ms\":%lld,\"escalation_ms\":%.1f}\n",
-           n, p50, p99, grace_ms, esc_ms);
+    lw_json_t j;
+    lw__bench_json_begin(&j, "cancel");
+    lw__json_kv_int(&j, "runs", n);
+    lw__json_kv_fixed(&j, "cancel_p50_us", p50, 1);
+    lw__json_kv_fixed(&j, "cancel_p99_us", p99, 1);
+    lw__json_kv_int(&j, "grace_ms", grace_ms);
+    lw__json_kv_fixed(&j, "escalation_ms", esc_ms, 1);
+    rc = lw__bench_json_end(&j, "cancel");
   }
   free(v);
   lw_worker_destroy(w);
-  return 0;
+  return rc;
 }
 
 int lw__bench_crash(const lw_bench_opts_t *o) {
@@ -344,9 +349,13 @@ int lw__bench_crash(const lw_bench_opts_t *o) {
   printf("  detect (kill to failed handle):              %.2f ms (median)\n", d50);
   printf("  respawn (kill to the chip running again):    %.2f ms (median)\n", r50);
   if (o->json) {
-    printf("{\"bench\":\"crash\",\"trials\":%d,\"detect_ms\":%.3f,\"respawn_ms\":%.3f}\n", n, d50,
-           r50);
+    lw_json_t j;
+    lw__bench_json_begin(&j, "crash");
+    lw__json_kv_int(&j, "trials", n);
+    lw__json_kv_fixed(&j, "detect_ms", d50, 3);
+    lw__json_kv_fixed(&j, "respawn_ms", r50, 3);
+    rc = lw__bench_json_end(&j, "crash");
   }
   lw_worker_destroy(w);
-  return 0;
+  return rc;
 }

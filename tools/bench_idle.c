@@ -80,10 +80,15 @@ int lw__bench_idle(const lw_bench_opts_t *o) {
   printf("idle worker (2 chips, 1 sub, after 100 runs): %.2f%% of one core over %ld s "
          "(parent threads + fork server + children, from /proc/<pid>/stat)\n",
          pct, seconds);
+  int rc = 0;
   if (o->json) {
-    printf("{\"bench\":\"idle\",\"seconds\":%ld,\"idle_cpu_percent\":%.3f}\n", seconds, pct);
+    lw_json_t json;
+    lw__bench_json_begin(&json, "idle");
+    lw__json_kv_int(&json, "seconds", seconds);
+    lw__json_kv_fixed(&json, "idle_cpu_percent", pct, 3);
+    rc = lw__bench_json_end(&json, "idle");
   }
   lw_worker_destroy(w);
   lw_callable_free_loaded(&noop);
-  return 0;
+  return rc;
 }

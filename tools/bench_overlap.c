@@ -226,25 +226,45 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
            hidden);
   }
   printf("\nCorrectness: max_diff=%.3e\n", diff);
+  int json_rc = 0;
   if (o->json) {
     const row_t *r = &rows[0];
-    printf("{\"bench\":\"overlap\",\"level\":%d,\"trials\":%d,\"repeat_count\":%ld,"
-           "\"pinned\":%s,\"delay_ms\":%ld,\"run_c1_us\":%.1f,\"register_c2_us\":%.1f,\"run_c2_us\":%.1f,"
-           "\"serial_median_us\":%.1f,\"overlap_median_us\":%.1f,\"speedup\":%.3f,"
-           "\"hidden_fraction\":%.3f,\"max_diff\":%.3e,\"rows\":[",
-           o->level, trials, repeat, pin ? "true" : "false", r->delay_ms, r->run_c1, r->reg_c2, r->run_c2, r->serial,
-           r->overlap, r->serial / r->overlap,
-           lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2), diff);
+    lw_json_t j;
+    lw__bench_json_begin(&j, "overlap");
+    lw__json_kv_int(&j, "level", o->level);
+    lw__json_kv_int(&j, "trials", trials);
+    lw__json_kv_int(&j, "repeat_count", repeat);
+    lw__json_kv_bool(&j, "pinned", pin);
+    lw__json_kv_int(&j, "delay_ms", r->delay_ms);
+    lw__json_kv_fixed(&j, "run_c1_us", r->run_c1, 1);
+    lw__json_kv_fixed(&j, "register_c2_us", r->reg_c2, 1);
+    lw__json_kv_fixed(&j, "run_c2_us", r->run_c2, 1);
+    lw__json_kv_fixed(&j, "serial_median_us", r->serial, 1);
+    lw__json_kv_fixed(&j, "overlap_median_us", r->overlap, 1);
+    lw__json_kv_fixed(&j, "speedup", r->serial / r->overlap, 3);
+    lw__json_kv_fixed(&j, "hidden_fraction",
+                      lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2), 3);
+    // Four significant digits, as the table prints it.
+    lw__json_key(&j, "max_diff");
+    lw__json_double_digits(&j, diff, 4);
+    lw__json_key(&j, "rows");
+    lw__json_begin_array(&j);
     for (int di = 0; di < n_delays; ++di) {
       const row_t *x = &rows[di];
-      printf("%s{\"delay_ms\":%ld,\"serial_median_us\":%.1f,\"overlap_median_us\":%.1f,"
-             "\"speedup\":%.3f,\"hidden_fraction\":%.3f}",
-             di ? "," : "", x->delay_ms, x->serial, x->overlap, x->serial / x->overlap,
-             lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2));
+      lw__json_begin_object(&j);
+      lw__json_kv_int(&j, "delay_ms", x->delay_ms);
+      lw__json_kv_fixed(&j, "serial_median_us", x->serial, 1);
+      lw__json_kv_fixed(&j, "overlap_median_us", x->overlap, 1);
+      lw__json_kv_fixed(&j, "speedup", x->serial / x->overlap, 3);
+      lw__json_kv_fixed(&j, "hidden_fraction",
+                        lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2),
+                        3);
+      lw__json_end_object(&j);
     }
-    printf("]}\n");
+    lw__json_end_array(&j);
+    json_rc = lw__bench_json_end(&j, "overlap");
   }
-  rc = diff == 0.0 ? 0 : 1;
+  rc = diff == 0.0 ? json_rc : 1;
   if (rc) fprintf(stderr, "lanework bench overlap: results differ from the reference\n");
 out:
   if (d) {

@@ -430,40 +430,65 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
   printf("\nCorrectness: max_diff=%.3e (C1 against the host reference, C2 against its first "
          "run); C2 against the host reference in double: max relative error %.3e\n",
          chk.max_diff, chk.c2_rel_err);
+  int json_rc = 0;
   if (o->json) {
     const row_t *r = &rows[0];
-    printf("{\"bench\":\"overlap\",\"backend\":\"opencl\",\"level\":%d,\"builds\":\"cold\","
-           "\"pocl_kernel_cache\":0,\"c2_stages\":%ld,\"trials\":%d,\"repeat_count\":%ld,"
-           "\"pinned\":%s,\"chip_open_ms\":%.1f,\"delay_ms\":%ld,\"run_c1_us\":%.1f,"
-           "\"register_c2_us\":%.1f,"
-           "\"register_c2_min_us\":%.1f,\"register_c2_max_us\":%.1f,\"run_c2_us\":%.1f,"
-           "\"serial_median_us\":%.1f,\"overlap_median_us\":%.1f,\"speedup\":%.3f,"
-           "\"hidden_fraction\":%.3f,\"hidden_fraction_min\":%.3f,\"hidden_fraction_max\":%.3f,"
-           "\"register_phase_serial_median_us\":%.1f,\"register_phase_overlap_median_us\":%.1f,"
-           "\"hidden_fraction_register_phase\":%.3f,"
-           "\"hidden_fraction_register_phase_min\":%.3f,"
-           "\"hidden_fraction_register_phase_max\":%.3f,\"overlap_c1_done_us\":%.1f,"
-           "\"overlap_register_done_us\":%.1f,"
-           "\"max_diff\":%.3e,\"c2_max_rel_err\":%.3e,\"rows\":[",
-           o->level, b.stages, trials, repeat, pin ? "true" : "false", open_ms, r->delay_ms,
-           r->run_c1, r->reg_c2, reg_lo, reg_hi, r->run_c2, r->serial, r->overlap,
-           r->serial / r->overlap, r->hidden, hid_lo[0], hid_hi[0], r->serial_reg,
-           r->overlap_reg, r->hidden_reg,
-           hreg_lo[0], hreg_hi[0], r->overlap_c1, r->overlap_reg_done, chk.max_diff,
-           chk.c2_rel_err);
+    lw_json_t j;
+    lw__bench_json_begin(&j, "overlap");
+    lw__json_kv_string(&j, "backend", "opencl");
+    lw__json_kv_int(&j, "level", o->level);
+    lw__json_kv_string(&j, "builds", "cold");
+    lw__json_kv_int(&j, "pocl_kernel_cache", 0);
+    lw__json_kv_int(&j, "c2_stages", b.stages);
+    lw__json_kv_int(&j, "trials", trials);
+    lw__json_kv_int(&j, "repeat_count", repeat);
+    lw__json_kv_bool(&j, "pinned", pin);
+    lw__json_kv_fixed(&j, "chip_open_ms", open_ms, 1);
+    lw__json_kv_int(&j, "delay_ms", r->delay_ms);
+    lw__json_kv_fixed(&j, "run_c1_us", r->run_c1, 1);
+    lw__json_kv_fixed(&j, "register_c2_us", r->reg_c2, 1);
+    lw__json_kv_fixed(&j, "register_c2_min_us", reg_lo, 1);
+    lw__json_kv_fixed(&j, "register_c2_max_us", reg_hi, 1);
+    lw__json_kv_fixed(&j, "run_c2_us", r->run_c2, 1);
+    lw__json_kv_fixed(&j, "serial_median_us", r->serial, 1);
+    lw__json_kv_fixed(&j, "overlap_median_us", r->overlap, 1);
+    lw__json_kv_fixed(&j, "speedup", r->serial / r->overlap, 3);
+    lw__json_kv_fixed(&j, "hidden_fraction", r->hidden, 3);
+    lw__json_kv_fixed(&j, "hidden_fraction_min", hid_lo[0], 3);
+    lw__json_kv_fixed(&j, "hidden_fraction_max", hid_hi[0], 3);
+    lw__json_kv_fixed(&j, "register_phase_serial_median_us", r->serial_reg, 1);
+    lw__json_kv_fixed(&j, "register_phase_overlap_median_us", r->overlap_reg, 1);
+    lw__json_kv_fixed(&j, "hidden_fraction_register_phase", r->hidden_reg, 3);
+    lw__json_kv_fixed(&j, "hidden_fraction_register_phase_min", hreg_lo[0], 3);
+    lw__json_kv_fixed(&j, "hidden_fraction_register_phase_max", hreg_hi[0], 3);
+    lw__json_kv_fixed(&j, "overlap_c1_done_us", r->overlap_c1, 1);
+    lw__json_kv_fixed(&j, "overlap_register_done_us", r->overlap_reg_done, 1);
+    // Errors with four significant digits, as the table prints them.
+    lw__json_key(&j, "max_diff");
+    lw__json_double_digits(&j, chk.max_diff, 4);
+    lw__json_key(&j, "c2_max_rel_err");
+    lw__json_double_digits(&j, chk.c2_rel_err, 4);
+    lw__json_key(&j, "rows");
+    lw__json_begin_array(&j);
     for (int di = 0; di < n_delays; ++di) {
       const row_t *x = &rows[di];
-      printf("%s{\"delay_ms\":%ld,\"serial_median_us\":%.1f,\"overlap_median_us\":%.1f,"
-             "\"speedup\":%.3f,\"hidden_fraction\":%.3f,\"hidden_fraction_min\":%.3f,"
-             "\"hidden_fraction_max\":%.3f,\"hidden_fraction_register_phase\":%.3f,"
-             "\"hidden_fraction_register_phase_min\":%.3f,"
-             "\"hidden_fraction_register_phase_max\":%.3f}",
-             di ? "," : "", x->delay_ms, x->serial, x->overlap, x->serial / x->overlap,
-             x->hidden, hid_lo[di], hid_hi[di], x->hidden_reg, hreg_lo[di], hreg_hi[di]);
+      lw__json_begin_object(&j);
+      lw__json_kv_int(&j, "delay_ms", x->delay_ms);
+      lw__json_kv_fixed(&j, "serial_median_us", x->serial, 1);
+      lw__json_kv_fixed(&j, "overlap_median_us", x->overlap, 1);
+      lw__json_kv_fixed(&j, "speedup", x->serial / x->overlap, 3);
+      lw__json_kv_fixed(&j, "hidden_fraction", x->hidden, 3);
+      lw__json_kv_fixed(&j, "hidden_fraction_min", hid_lo[di], 3);
+      lw__json_kv_fixed(&j, "hidden_fraction_max", hid_hi[di], 3);
+      lw__json_kv_fixed(&j, "hidden_fraction_register_phase", x->hidden_reg, 3);
+      lw__json_kv_fixed(&j, "hidden_fraction_register_phase_min", hreg_lo[di], 3);
+      lw__json_kv_fixed(&j, "hidden_fraction_register_phase_max", hreg_hi[di], 3);
+      lw__json_end_object(&j);
     }
-    printf("]}\n");
+    lw__json_end_array(&j);
+    json_rc = lw__bench_json_end(&j, "overlap");
   }
-  rc = chk.max_diff == 0.0 && chk.c2_rel_err <= C2_REL_TOL ? 0 : 1;
+  rc = chk.max_diff == 0.0 && chk.c2_rel_err <= C2_REL_TOL ? json_rc : 1;
   if (rc) {
     fprintf(stderr,
             "lanework bench overlap: results differ from the reference (max_diff %.3e, C2 "

@@ -47,14 +47,18 @@ int lw__bench_wait(const lw_bench_opts_t *o) {
          done_p50, batches, BATCH);
   printf("lw_handle_wait on a finished handle:       %.1f ns\n", wait_p50);
   printf("seed 001 reference: 185 ns (fast path) vs 15.8 us (blocking path)\n");
+  rc = 0;
   if (o->json) {
-    printf("{\"bench\":\"wait\",\"iters\":%ld,\"done_ns\":%.2f,\"wait_finished_ns\":%.2f,"
-           "\"wait_done_ns\":%.2f}\n",
-           batches * BATCH, done_p50, wait_p50, done_p50 > wait_p50 ? done_p50 : wait_p50);
+    lw_json_t j;
+    lw__bench_json_begin(&j, "wait");
+    lw__json_kv_int(&j, "iters", batches * BATCH);
+    lw__json_kv_fixed(&j, "done_ns", done_p50, 2);
+    lw__json_kv_fixed(&j, "wait_finished_ns", wait_p50, 2);
+    lw__json_kv_fixed(&j, "wait_done_ns", done_p50 > wait_p50 ? done_p50 : wait_p50, 2);
+    rc = lw__bench_json_end(&j, "wait");
   }
   free(done_ns);
   free(wait_ns);
-  rc = 0;
 out:
   lw_handle_release(h);
   lw_chip_close(chip);

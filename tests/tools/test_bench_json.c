@@ -1,0 +1,199 @@
+// tests/tools/test_bench_json.c — every `lanework bench <name> --json` of the sim backend, with
+// the smallest counts, ends its stdout with one line that jansson reads as one JSON object
+// carrying the keys docs/benchmarks.md reports, each a number (or the boolean or string it
+// is). Values are never asserted beyond what the run must say whatever the machine: the counts
+// asked for. A bench whose stdout cannot be written fails and names the write error.
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+// The whole content of the file f (from its start), as a string.
+static char *read_all(FILE *f) {
+  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  cr_assert_geq(n, 0);
+  rewind(f);
+  char *text = calloc(1, (size_t)n + 1);
+  cr_assert_not_null(text);
+  cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  return text;
+}
+
+// Runs `lanework bench <args...>` (NULL-terminated) with stdout on out_fd (a temporary file,
+// or /dev/full) and returns its exit status; its stderr in *err_text. Files rather than pipes,
+// so the test never waits on a bench blocked on a full pipe.
+static int run_bench_to(const char *const *args, int out_fd, char **err_text) {
+  FILE *err = tmpfile();
+  cr_assert_not_null(err);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(fileno(err), 2);
+    char *argv[24] = {(char *)LW_TOOL_PATH, (char *)"bench"};
+    int n = 2;
+    for (const char *const *a = args; *a && n < 23; ++a) argv[n++] = (char *)*a;
+    argv[n] = NULL;
+    execv(LW_TOOL_PATH, argv);
+    _exit(127);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  *err_text = read_all(err);
+  fclose(err);
+  return status;
+}
+
+// Runs the bench, expects exit 0, and returns its stdout's last line parsed by jansson as one
+// object (the --json contract: the last stdout line is the JSON).
+static json_t *run_json(const char *const *args) {
+  FILE *out = tmpfile();
+  cr_assert_not_null(out);
+  char *err_text = NULL;
+  int status = run_bench_to(args, fileno(out), &err_text);
+  char *text = read_all(out);
+  fclose(out);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "lanework bench %s failed (status 0x%x); stdout:\n%s\nstderr:\n%s", args[0], status,
+            text, err_text);
+  size_t len = strlen(text);
+  cr_assert_gt(len, 0);
+  cr_assert_eq(text[len - 1], '\n', "the JSON line is not ended: %s", text);
+  text[len - 1] = '\0';
+  char *line = strrchr(text, '\n');
+  line = line ? line + 1 : text;
+  json_error_t e;
+  json_t *v = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+  cr_assert_not_null(v, "jansson: %s at column %d of: %s", e.text, e.column, line);
+  cr_assert(json_is_object(v), "not an object: %s", line);
+  free(text);
+  free(err_text);
+  return v;
+}
+
+// Each key of keys (NULL-terminated) is in obj and is a number.
+static void expect_numbers(const json_t *obj, const char *const *keys) {
+  for (const char *const *k = keys; *k; ++k) {
+    json_t *x = json_object_get(obj, *k);
+    cr_assert_not_null(x, "no key %s", *k);
+    cr_assert(json_is_number(x), "%s is not a number (json type %d)", *k, (int)json_typeof(x));
+  }
+}
+
+static void expect_string(const json_t *obj, const char *key, const char *value) {
+  const char *got = json_string_value(json_object_get(obj, key));
+  cr_assert_not_null(got, "no string %s", key);
+  cr_assert_str_eq(got, value, "%s", key);
+}
+
+static json_int_t integer(const json_t *obj, const char *key) {
+  json_t *x = json_object_get(obj, key);
+  cr_assert(json_is_integer(x), "%s is not an integer", key);
+  return json_integer_value(x);
+}
+
+static void check_overlap(const char *level) {
+  const char *args[] = {"overlap", "--level", level, "--trials", "1", "--repeat", "100",
+                        "--delay-ms", "0,1", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_string(v, "bench", "overlap");
+  cr_assert_eq(integer(v, "level"), atoi(level));
+  cr_assert_eq(integer(v, "trials"), 1);
+  cr_assert_eq(integer(v, "repeat_count"), 100);
+  cr_assert_eq(integer(v, "delay_ms"), 0);
+  cr_assert(json_is_boolean(json_object_get(v, "pinned")));
+  static const char *const keys[] = {
+      "run_c1_us", "register_c2_us", "run_c2_us", "serial_median_us", "overlap_median_us",
+      "speedup", "hidden_fraction", "max_diff", NULL};
+  expect_numbers(v, keys);
+  cr_assert(json_number_value(json_object_get(v, "max_diff")) == 0.0);
+  json_t *rows = json_object_get(v, "rows");
+  cr_assert(json_is_array(rows));
+  cr_assert_eq(json_array_size(rows), 2, "one row per delay");
+  static const char *const row_keys[] = {"delay_ms", "serial_median_us", "overlap_median_us",
+                                         "speedup", "hidden_fraction", NULL};
+  for (size_t i = 0; i < 2; ++i) expect_numbers(json_array_get(rows, i), row_keys);
+  cr_assert_eq(integer(json_array_get(rows, 1), "delay_ms"), 1);
+  json_decref(v);
+}
+
+Test(bench_json, overlap_at_level_2_prints_one_json_object_with_its_rows, .timeout = 120) {
+  check_overlap("2");
+}
+
+Test(bench_json, overlap_at_level_3_prints_one_json_object_with_its_rows, .timeout = 120) {
+  check_overlap("3");
+}
+
+Test(bench_json, dispatch_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  const char *args[] = {"dispatch", "--iters", "10", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_string(v, "bench", "dispatch");
+  cr_assert_eq(integer(v, "iters"), 10);
+  static const char *const keys[] = {
+      "l2_empty_run_p50_us", "l2_empty_run_p99_us", "l3_empty_run_p50_us", "l3_empty_run_p99_us",
+      "l3_per_task_us", "shm_spin_rtt_us", "futex_rtt_us", NULL};
+  expect_numbers(v, keys);
+  json_decref(v);
+}
+
+Test(bench_json, wait_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  const char *args[] = {"wait", "--iters", "100", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_string(v, "bench", "wait");
+  static const char *const keys[] = {"iters", "done_ns", "wait_finished_ns", "wait_done_ns",
+                                     NULL};
+  expect_numbers(v, keys);
+  json_decref(v);
+}
+
+Test(bench_json, idle_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  const char *args[] = {"idle", "--iters", "1", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_string(v, "bench", "idle");
+  cr_assert_eq(integer(v, "seconds"), 1);
+  static const char *const keys[] = {"idle_cpu_percent", NULL};
+  expect_numbers(v, keys);
+  json_decref(v);
+}
+
+Test(bench_json, cancel_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  const char *args[] = {"cancel", "--trials", "1", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_string(v, "bench", "cancel");
+  static const char *const keys[] = {"runs", "cancel_p50_us", "cancel_p99_us", "grace_ms",
+                                     "escalation_ms", NULL};
+  expect_numbers(v, keys);
+  json_decref(v);
+}
+
+Test(bench_json, crash_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  const char *args[] = {"crash", "--trials", "1", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_string(v, "bench", "crash");
+  cr_assert_eq(integer(v, "trials"), 1);
+  static const char *const keys[] = {"detect_ms", "respawn_ms", NULL};
+  expect_numbers(v, keys);
+  json_decref(v);
+}
+
+Test(bench_json, a_bench_whose_stdout_cannot_be_written_fails_and_says_why, .timeout = 120) {
+  int full = open("/dev/full", O_WRONLY);
+  cr_assert_geq(full, 0, "/dev/full: %s", strerror(errno));
+  const char *args[] = {"wait", "--iters", "100", "--json", NULL};
+  char *err_text = NULL;
+  int status = run_bench_to(args, full, &err_text);
+  close(full);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status 0x%x; stderr: %s", status,
+            err_text);
+  cr_assert_not_null(strstr(err_text, "lanework bench wait: --json: json: write failed"), "%s",
+                     err_text);
+  free(err_text);
+}
