@@ -72,6 +72,10 @@ static void bench_usage(FILE *f) {
           "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2;\n"
           "                   --backend opencl: 0)\n"
           "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~25 ms)\n"
+          "  --serial         overlap: register C2 only after C1 finished, the negative control\n"
+          "                   (hidden and overlap_by_events should read ~0)\n"
+          "  --trace DIR      overlap: write one trial's trace (DIR/overlap_l<level>_<backend>.json)\n"
+          "                   and its swimlane picture (.svg) to DIR\n"
           "  --pin / --no-pin overlap: run lane on CPU 0, register lane on CPU 1 (default:\n"
           "                   pinned when the machine has at least 2 CPUs)\n"
           "  --stages N       overlap --backend opencl: C2 = big_program built with\n"
@@ -107,6 +111,11 @@ int lw__tool_bench(int argc, char **argv) {
       o.pin = 1;
     } else if (strcmp(a, "--no-pin") == 0) {
       o.pin = 0;
+    } else if (strcmp(a, "--serial") == 0) {
+      o.serial = true;
+    } else if (strcmp(a, "--trace") == 0 && v) {
+      o.trace_dir = v;
+      ++i;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       bench_usage(stdout);
       return 0;

@@ -22,6 +22,8 @@ typedef struct lw_bench_opts {
   const char *backend; // "sim" (default) or "opencl" (overlap, dispatch, cancel)
   bool trials_given;   // --trials was on the command line (benches with another default)
   long stages;         // overlap --backend opencl: big_program's -DSTAGES (0: its default, 64)
+  bool serial;         // overlap: register C2 only after C1 finished (negative control)
+  const char *trace_dir;  // overlap --trace DIR: keep one trial's trace and picture there
 } lw_bench_opts_t;
 
 // Median of n doubles (sorts a copy).
