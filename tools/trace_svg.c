@@ -1427,8 +1427,8 @@ static void render_header(FILE *f, const model_t *m, const layout_t *l, const op
     fprintf(f, " \xc2\xb7 %zu arrows not drawn (cap of %d)", st->arrows_capped, SVG_MAX_ARROWS);
   }
   if (m->ignored) {
-    fprintf(f, " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR "\">%zu malformed events ignored"
-            "</tspan>", m->ignored);
+    fprintf(f, " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR "\">%zu malformed event%s ignored"
+            "</tspan>", m->ignored, m->ignored == 1 ? "" : "s");
   }
   fputs("</text>\n", f);
 }

@@ -497,6 +497,29 @@ Test(trace_svg, many_narrow_spans_merge_into_a_few_grey_runs, .timeout = 120) {
   free(out);
 }
 
+Test(trace_svg, a_malformed_event_is_skipped_and_counted) {
+  char *trace = write_text(
+      "malformed.json",
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"name\":\"good\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5},"
+      "{\"ph\":\"X\",\"name\":\"no_ts\",\"pid\":1,\"tid\":1,\"dur\":5}]}");
+  char *out = path_of("malformed.svg");
+  const char *argv[] = {"lanework", "trace", "svg", trace, "-o", out, NULL};
+  char *err = NULL;
+  cr_assert_eq(run(argv, &err), 0, "%s", err);
+  cr_assert_not_null(strstr(err, "1 malformed event ignored (first: event 1 (ph \"X\"): no "
+                                 "finite ts)"),
+                     "%s", err);
+  char *svg = read_text(out);
+  cr_assert_not_null(strstr(svg, "<title>good\n"));
+  cr_assert_null(strstr(svg, "no_ts"));
+  cr_assert_not_null(strstr(svg, ">1 malformed event ignored</tspan>"));
+  free(err);
+  free(svg);
+  free(trace);
+  free(out);
+}
+
 // A failed run leaves nothing named like the output in the folder (no temporary either).
 static void assert_no_output(void) {
   DIR *d = opendir(g_dir);
