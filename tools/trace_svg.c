@@ -7,9 +7,10 @@
 // Reading: a trace of a million events is ~170 MB of JSON, and jansson's tree of it takes
 // ~2 GB. So the top level is walked here with a small structural scanner and each element of
 // "traceEvents" is parsed by jansson on its own, copied into compact records and freed. When
-// the scanner or an element parse fails, the whole file is parsed by jansson once more: its
-// line/column message is the one reported, and should jansson accept what the scanner did not,
-// the events are taken from that tree instead, so the scanner never decides what is valid JSON.
+// the scanner or an element parse fails, or no "traceEvents" array turns up, the whole file is
+// parsed by jansson once more and its verdict stands: its line/column message is the one
+// reported, and should it accept what the scanner did not, the events are taken from its tree,
+// so the scanner never decides what is valid JSON or what the document holds.
 //
 // Exit codes: 0 picture written; 2 bad arguments or a trace that cannot be read (nothing is
 // written); 1 the output could not be written (the partial file is removed).
@@ -522,19 +523,19 @@ static bool scan_events(scan_t *s, model_t *m) {
   }
 }
 
-typedef enum { FAST_OK, FAST_FAILED, FAST_NO_EVENTS, FAST_NOT_ARRAY } fast_result_t;
-
-static fast_result_t read_fast(const char *buf, size_t len, model_t *m, char *type_name,
-                               size_t type_name_bytes) {
+// The fast path: true when the document was read, events and all (or memory ran out: m->oom);
+// false when jansson must give the verdict (invalid JSON, no "traceEvents" array, or anything
+// the scanner does not expect).
+static bool read_fast(const char *buf, size_t len, model_t *m) {
   scan_t s = {buf, buf + len};
   bool found = false;
   scan_ws(&s);
   if (s.p < s.end && *s.p == '[') {
     // The JSON Array Format of the Trace Event Format: the document is the event list.
-    if (!scan_events(&s, m)) return FAST_FAILED;
+    if (!scan_events(&s, m)) return false;
     found = true;
   } else {
-    if (!scan_char(&s, '{')) return FAST_FAILED;
+    if (!scan_char(&s, '{')) return false;
     scan_ws(&s);
     if (s.p < s.end && *s.p == '}') {
       ++s.p;
@@ -542,27 +543,23 @@ static fast_result_t read_fast(const char *buf, size_t len, model_t *m, char *ty
       for (;;) {
         scan_ws(&s);
         const char *key = s.p;
-        if (!scan_string(&s)) return FAST_FAILED;
+        if (!scan_string(&s)) return false;
         size_t key_len = (size_t)(s.p - key);
-        if (!scan_char(&s, ':')) return FAST_FAILED;
+        if (!scan_char(&s, ':')) return false;
         scan_ws(&s);
         bool is_events = key_len == 13 && memcmp(key, "\"traceEvents\"", 13) == 0;
         if (is_events && s.p < s.end && *s.p == '[') {
-          if (!scan_events(&s, m)) return FAST_FAILED;
-          if (m->oom) return FAST_OK;
+          if (!scan_events(&s, m)) return false;
+          if (m->oom) return true;
           found = true;
         } else {
+          if (is_events) return false;  // not an array: read_tree says what it is
           const char *start = s.p;
-          if (!scan_value(&s)) return FAST_FAILED;
+          if (!scan_value(&s)) return false;
           json_error_t jerr;
           json_t *v = json_loadb(start, (size_t)(s.p - start), JSON_DECODE_ANY, &jerr);
-          if (!v) return FAST_FAILED;
-          if (is_events) {
-            snprintf(type_name, type_name_bytes, "%s",
-                     json_is_object(v) ? "an object" : json_is_string(v) ? "a string"
-                     : json_is_number(v) ? "a number" : json_is_boolean(v) ? "a boolean"
-                     : "null");
-          } else if (key_len == 11 && memcmp(key, "\"otherData\"", 11) == 0) {
+          if (!v) return false;
+          if (key_len == 11 && memcmp(key, "\"otherData\"", 11) == 0) {
             ingest_other_data(m, v);
           }
           json_decref(v);
@@ -572,14 +569,12 @@ static fast_result_t read_fast(const char *buf, size_t len, model_t *m, char *ty
           ++s.p;
           break;
         }
-        if (!scan_char(&s, ',')) return FAST_FAILED;
+        if (!scan_char(&s, ',')) return false;
       }
     }
   }
   scan_ws(&s);
-  if (s.p != s.end) return FAST_FAILED;
-  if (found) return FAST_OK;
-  return type_name[0] ? FAST_NOT_ARRAY : FAST_NO_EVENTS;
+  return s.p == s.end && found;
 }
 
 // The slow path: jansson's whole tree, for its error message (and its verdict).
@@ -597,9 +592,16 @@ static lw_status_t read_tree(const char *buf, size_t len, model_t *m, lw_error_t
     ingest_other_data(m, json_object_get(root, "otherData"));
   }
   if (!json_is_array(events)) {
-    lw_status_t st = lw__error_set(
-        err, LW_INVALID_ARGUMENT, -1, 0, "no \"traceEvents\" array%s",
-        events ? " (\"traceEvents\" is not an array)" : " in the top-level object");
+    lw_status_t st =
+        events ? lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                               "no \"traceEvents\" array (\"traceEvents\" is %s)",
+                               json_is_object(events)    ? "an object"
+                               : json_is_string(events)  ? "a string"
+                               : json_is_number(events)  ? "a number"
+                               : json_is_boolean(events) ? "a boolean"
+                                                         : "null")
+               : lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                               "no \"traceEvents\" array in the top-level object");
     json_decref(root);
     return st;
   }
@@ -640,18 +642,10 @@ static lw_status_t read_trace(const char *path, model_t *m, lw_error_t *err) {
     got += (size_t)r;
   }
   close(fd);
-  char type_name[32] = "";
-  fast_result_t fr = read_fast(buf, len, m, type_name, sizeof(type_name));
   lw_status_t st = LW_OK;
-  if (fr == FAST_FAILED && !m->oom) {
+  if (!read_fast(buf, len, m) && !m->oom) {
     model_deinitialize(m);
     st = read_tree(buf, len, m, err);
-  } else if (fr == FAST_NO_EVENTS) {
-    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                       "no \"traceEvents\" array in the top-level object");
-  } else if (fr == FAST_NOT_ARRAY) {
-    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                       "no \"traceEvents\" array (\"traceEvents\" is %s)", type_name);
   }
   free(buf);
   if (st == LW_OK && m->oom) {
@@ -904,8 +898,9 @@ static void layout_deinitialize(layout_t *l) {
 // Writing.
 
 // Text for XML character data and attribute values: the five markup characters become
-// entities, and control characters XML 1.0 forbids become '?'. At most max_chars code points
-// (0: all); a cut string ends with an ellipsis.
+// entities, and what XML 1.0 forbids (control characters, U+FFFE and U+FFFF, which JSON's
+// \u escapes can carry) becomes '?'. At most max_chars code points (0: all); a cut string
+// ends with an ellipsis.
 static void xml_text(FILE *f, const char *s, size_t max_chars) {
   size_t chars = 0, total = max_chars ? utf8_len(s) : 0;
   bool cut = max_chars && total > max_chars;
@@ -922,6 +917,10 @@ static void xml_text(FILE *f, const char *s, size_t max_chars) {
       case '"': fputs("&quot;", f); break;
       case '\'': fputs("&apos;", f); break;
       default:
+        if (c == 0xef && (unsigned char)s[1] == 0xbf && ((unsigned char)s[2] & 0xfe) == 0xbe) {
+          c = '?';
+          s += 2;
+        }
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') c = '?';
         fputc(c, f);
     }
@@ -1092,7 +1091,8 @@ static void draw_track_spans(FILE *f, const model_t *m, const layout_t *l, const
     double x0 = xpos(l, s->ts), x1 = xpos(l, span_end(s));
     double y = t->y + 1 + s->depth * SVG_LEVEL_H;
     pending_t *p = &pend[s->depth];
-    if (x1 - x0 >= SVG_NARROW_PX) {
+    // A failure is never merged away: it keeps its own outlined rectangle however narrow.
+    if (x1 - x0 >= SVG_NARROW_PX || span_failed(s)) {
       flush_pending(f, m, p, y, st);
       draw_span(f, s, x0, x1, y, st);
       continue;

@@ -327,6 +327,20 @@ Test(trace_svg, names_are_escaped_for_xml) {
   free(svg);
 }
 
+// JSON escapes can carry what XML 1.0 forbids: a control character, U+FFFF.
+Test(trace_svg, characters_xml_forbids_become_question_marks) {
+  char *trace = write_text("ctrl.json",
+                           "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"x\\u0001y\\uffffz\","
+                           "\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5}]}");
+  char *out = path_of("ctrl.svg");
+  char *svg = draw(trace, out, NULL);
+  assert_renders(out);
+  cr_assert_not_null(strstr(svg, "<title>x?y?z\n"));
+  free(svg);
+  free(trace);
+  free(out);
+}
+
 Test(trace_svg, a_failed_span_has_a_red_outline_and_an_ok_span_has_none) {
   char *svg = draw_sample(NULL);
   char *failed = rect_of(svg, "status: LW_TASK_FAILED");
@@ -463,8 +477,9 @@ Test(trace_svg, a_window_draws_only_the_spans_inside_it) {
   free(out);
 }
 
-// 100000 spans of 0.5 µs, one per µs, on one row (0.007 px each at 1600 px), and three wide
-// spans on another: the narrow ones become a few grey runs, the wide ones stay coloured.
+// 100000 spans of 0.5 µs, one per µs, on one row (0.007 px each at 1600 px), one of them
+// failed, and three wide spans on another: the narrow ones become a few grey runs, the failed
+// one keeps its own outlined rectangle, the wide ones stay coloured.
 Test(trace_svg, many_narrow_spans_merge_into_a_few_grey_runs, .timeout = 120) {
   char *trace = path_of("many.json");
   FILE *f = fopen(trace, "w");
@@ -473,8 +488,8 @@ Test(trace_svg, many_narrow_spans_merge_into_a_few_grey_runs, .timeout = 120) {
   for (int i = 0; i < 100000; ++i) {
     fprintf(f,
             "{\"ph\":\"X\",\"cat\":\"run\",\"name\":\"tiny\",\"pid\":7,\"tid\":1,\"ts\":%d.000,"
-            "\"dur\":0.500,\"args\":{\"callable\":\"tiny\"}},\n",
-            i);
+            "\"dur\":0.500,\"args\":{\"callable\":\"tiny\",\"status\":\"%s\"}},\n",
+            i, i == 50000 ? "LW_TASK_FAILED" : "LW_OK");
   }
   for (int i = 0; i < 3; ++i) {
     fprintf(f,
@@ -489,7 +504,10 @@ Test(trace_svg, many_narrow_spans_merge_into_a_few_grey_runs, .timeout = 120) {
   assert_renders(out);
   size_t rects = count(svg, "<rect", NULL);
   cr_assert_lt(rects, 200, "%zu rects for 100003 spans", rects);
-  cr_assert_not_null(strstr(svg, "100000 spans narrower than 0.5 px merged into "));
+  cr_assert_not_null(strstr(svg, "99999 spans narrower than 0.5 px merged into "));
+  char *failed = rect_of(svg, "status: LW_TASK_FAILED");
+  cr_assert_not_null(strstr(failed, "stroke=\"#d7191c\""), "%s", failed);
+  free(failed);
   cr_assert_eq(count(svg, "<title>wide\n", NULL), 3);
   cr_assert_not_null(strstr(svg, ">merged spans &lt; 0.5 px</text>"));
   free(svg);
