@@ -23,6 +23,9 @@ static void usage(FILE *f) {
           "  bench cancel                  cancel latency, cooperative and escalated (L3)\n"
           "  bench crash                   child death: detection and respawn times (L3)\n"
           "  bench trace                   cost of a recorded event; dispatch with tracing on\n"
+          "  trace svg TRACE.json -o OUT.svg\n"
+          "                                swimlane picture of a trace: lanes per chip over\n"
+          "                                time (run `lanework trace svg --help`)\n"
           "  help                          this text\n"
           "\n"
           "bench options: --json (last stdout line is one JSON object), --trials N,\n"
@@ -86,6 +89,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "info") == 0) return lw__tool_info(argc - 1, argv + 1);
   if (strcmp(cmd, "pack") == 0) return lw__tool_pack(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return lw__tool_bench(argc - 1, argv + 1);
+  if (strcmp(cmd, "trace") == 0) return lw__tool_trace(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     usage(stdout);
     return 0;

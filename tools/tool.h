@@ -6,6 +6,7 @@
 int lw__tool_info(int argc, char **argv);
 int lw__tool_pack(int argc, char **argv);
 int lw__tool_bench(int argc, char **argv);
+int lw__tool_trace(int argc, char **argv);  // tools/trace_svg.c: `trace svg`
 
 // The folder holding the built kernel images: $LW_KERNEL_DIR, else the build-time folder,
 // else <prefix>/lib/lanework/kernels next to the installed program.
