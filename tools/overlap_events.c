@@ -44,8 +44,8 @@ static lw_status_t keep_files(lw_overlap_events_t *e, const lw_trace_capture_t *
     fprintf(stderr, "lanework bench overlap: writing %s failed\n", json);
     return st;
   }
-  char *argv[] = {"svg", json, "-o", svg, NULL};
-  if (lw__tool_trace(4, argv) != 0) {
+  char *argv[] = {"trace", "svg", json, "-o", svg, NULL};
+  if (lw__tool_trace(5, argv) != 0) {
     fprintf(stderr, "lanework bench overlap: drawing %s failed\n", svg);
     return LW_UNAVAILABLE;
   }
