@@ -276,6 +276,30 @@ Test(stats, a_kernel_ignoring_its_cancel_counts_one_escalation_and_a_cancelled_t
   fx_destroy(&f);
 }
 
+Test(stats, a_stopped_child_holding_work_counts_one_liveness_kill, .timeout = 60) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  cfg.liveness_timeout_ns = 200ll * 1000 * 1000;
+  fx_create(&f, &cfg);
+  lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
+  shared_t *sh = fx_shared(&f);
+  pid_t pid = fx_pid(&f, 0);
+  cr_assert_eq(kill(pid, SIGSTOP), 0);
+  job_t j = {vadd, sh, JOB_VADD, 0, 0, 0, 1, NULL};
+  lw_run_report_t rep;
+  cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED, "%s", rep.error.message);
+  fx_wait_respawned(&f, 0, 1);
+  lw_worker_stats_t s = stats_now();
+  cr_assert_eq(s.child[0].liveness_kills, 1u);
+  cr_assert_eq(s.child[0].deaths, 1u);
+  cr_assert_eq(s.child[0].respawns, 1u);
+  cr_assert_eq(s.child[0].escalations, 0u);
+  cr_assert_eq(s.child[0].tasks_failed, 1u, "the task it held failed with it, once");
+  cr_assert_eq(s.runs_failed, 1u);
+  assert_every_task_counted_once(&s);
+  fx_destroy(&f);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Arena and struct_size
 
