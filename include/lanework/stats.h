@@ -24,6 +24,9 @@
 //   tasks_submitted == sum over children of (tasks_run + tasks_failed + tasks_cancelled)
 //                      + tasks_poisoned + tasks_skipped.
 //
+// Cost: reading takes no lock of the worker; lw_chip_stats takes the chip registry's lock for a
+// walk of its slots (to count the callables), as a register does.
+//
 // Thread safety: any thread, at any time between create/open and destroy/close.
 #ifndef LANEWORK_STATS_H_
 #define LANEWORK_STATS_H_
