@@ -121,6 +121,26 @@ static void post_free(lw_chip_t *chip, uint32_t slot, void *module,
                       lw_registry_waiter_t *carrier);
 static void run_unpin(lw_chip_t *chip, uint32_t slot);
 
+// Counts a run whose handle is about to finish with st (relaxed: a counter only). Before the
+// finish, so a caller that waited for the handle sees it counted.
+static void count_run(lw_chip_t *chip, lw_status_t st) {
+  atomic_fetch_add_explicit(st == LW_OK          ? &chip->counters.runs_ok
+                            : st == LW_CANCELLED ? &chip->counters.runs_cancelled
+                                                 : &chip->counters.runs_failed,
+                            1, memory_order_relaxed);
+}
+
+// Counts a run the run lane takes and keeps the deepest queue seen (any submitting thread).
+static void count_accepted(lw_chip_t *chip) {
+  atomic_fetch_add_explicit(&chip->counters.accepted, 1, memory_order_relaxed);
+  uint32_t depth = lw__chip_queue_depth(chip);
+  uint32_t max = atomic_load_explicit(&chip->counters.depth_max, memory_order_relaxed);
+  while (depth > max && !atomic_compare_exchange_weak_explicit(&chip->counters.depth_max, &max,
+                                                               depth, memory_order_relaxed,
+                                                               memory_order_relaxed)) {
+  }
+}
+
 static lw_status_t run_cancel(lw_handle_t *h) {
   run_op_t *op = (run_op_t *)h;
   // A run still waiting behind another run's kernel is finished right here, CANCELLED, so its
@@ -141,6 +161,7 @@ static lw_status_t run_cancel(lw_handle_t *h) {
     op->handle.timing.host_wall_ns = (uint64_t)(lw__now_ns() - op->t_submit);
     lw_chip_t *chip = op->chip;
     uint32_t slot = op->pin.slot;
+    count_run(chip, LW_CANCELLED);
     (void)lw__handle_finish(&op->handle, LW_CANCELLED, &err);
     run_unpin(chip, slot);
     return LW_OK;
@@ -186,6 +207,7 @@ static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int6
   uint32_t slot = op->pin.slot;
   // Finish the run before dropping its pin, so an unregister waiting on this callable finishes
   // strictly after every run that pinned it.
+  count_run(chip, st);
   (void)lw__handle_finish(&op->handle, st, err);
   lw__handle_unref(&op->handle);
   run_unpin(chip, slot);
@@ -323,6 +345,7 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
 const char *lw__chip_run_name(const lw_chip_run_t *op) { return op->pin.name; }
 
 lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *op) {
+  count_accepted(op->chip);  // a failed submit below finishes it, so it counts either way
   if (lw__lane_submit_reserved(op->chip->run_lane, &op->item, NULL, NULL) != LW_OK) {
     // The lane is gone (closing): finish the run here, CANCELLED, so nothing hangs.
     run_lane_fn(&op->item, true);
@@ -360,8 +383,12 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
   lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg ? cfg->timeout_ns : 0, NULL, &op,
                                         &err);
   if (st == LW_OK) {
+    // Counted before the submit (the run may finish before the submit returns); a refused
+    // submit takes it back.
+    count_accepted(chip);
     st = lw__lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, &err);
     if (st != LW_OK) {
+      atomic_fetch_sub_explicit(&chip->counters.accepted, 1, memory_order_relaxed);
       run_unpin(chip, op->pin.slot);
       free(op);
     }
@@ -517,6 +544,12 @@ done:
   // live as long as the caller keeps the handle.
   image_release(op);
   op->handle.callable = ch;
+  // A register withdrawn before it started (CANCELLED) is neither done nor failed.
+  if (st != LW_CANCELLED) {
+    atomic_fetch_add_explicit(st == LW_OK ? &chip->counters.registers
+                                          : &chip->counters.register_failures,
+                              1, memory_order_relaxed);  // a counter only
+  }
   (void)lw__handle_finish(&op->handle, st, st == LW_OK ? NULL : &err);
   lw__handle_unref(&op->handle);
 }
@@ -633,6 +666,7 @@ static void unregister_destroy(lw_handle_t *h) { free(h); }
 static const lw_handle_ops_t unregister_ops = {.cancel = NULL, .destroy = unregister_destroy};
 
 static void unregister_finish(unregister_op_t *op) {
+  atomic_fetch_add_explicit(&op->chip->counters.unregisters, 1, memory_order_relaxed);
   (void)lw__handle_finish(&op->handle, LW_OK, NULL);
   lw__handle_unref(&op->handle);
 }

@@ -31,6 +31,17 @@ typedef struct lw_chip_watchdog {
   lw_waitword_t word;
 } lw_chip_watchdog_t;
 
+// Counters for lw_chip_stats (child/chip_stats.c), read by any thread without a lock as a
+// snapshot: each is bumped once where its event happens with a relaxed atomic (they order
+// nothing). A run counts once, when its handle finishes (run_finish, or a cancel that withdrew
+// it from the queue), by its final status; accepted counts runs taken by the run lane, so
+// accepted minus the finished ones is the queue depth.
+typedef struct lw_chip_counters {
+  _Atomic uint64_t runs_ok, runs_failed, runs_cancelled, accepted;
+  _Atomic uint32_t depth_max;
+  _Atomic uint64_t registers, register_failures, unregisters;
+} lw_chip_counters_t;
+
 struct lw_chip {
   lw_chip_config_t cfg;
   const lw_backend_ops_t *backend;
@@ -51,7 +62,20 @@ struct lw_chip {
   bool staging_busy;
   _Atomic bool closing;
   _Atomic uint64_t next_run_id;
+  lw_chip_counters_t counters;
 };
+
+// Runs the run lane took and that have not finished, now (any thread; a snapshot).
+static inline uint32_t lw__chip_queue_depth(lw_chip_t *chip) {
+  // Counters that only grow, read without a lock: the reads may see different moments, so
+  // the difference is clamped at 0.
+  uint64_t done =
+      atomic_load_explicit(&chip->counters.runs_ok, memory_order_relaxed) +
+      atomic_load_explicit(&chip->counters.runs_failed, memory_order_relaxed) +
+      atomic_load_explicit(&chip->counters.runs_cancelled, memory_order_relaxed);
+  uint64_t accepted = atomic_load_explicit(&chip->counters.accepted, memory_order_relaxed);
+  return accepted > done ? (uint32_t)(accepted - done) : 0;
+}
 
 // Options of the internal submit paths used by the chip child.
 typedef struct lw_chip_submit_opts {

@@ -28,6 +28,7 @@
 
 #include "example_util.h"
 #include "lanework/orch.h"
+#include "lanework/stats.h"
 #include "lanework/worker.h"
 
 #define N 4096u
@@ -127,6 +128,15 @@ int main(int argc, char **argv) {
     printf("pipeline round %d: %u tasks (%u completed) in %.3f ms\n", round, rep.n_tasks,
            rep.n_completed, (double)rep.wall_ns / 1e6);
   }
+  // Where the tasks ran, from the worker's counters (lanework/stats.h).
+  lw_worker_stats_t st = {.struct_size = sizeof(st)};
+  CHECK(lw_worker_stats(w, &st));
+  printf("pipeline stats: %llu tasks; chip 0 ran %llu, chip 1 ran %llu, sub 0 ran %llu; "
+         "%llu KiB of the arena in use\n",
+         (unsigned long long)st.tasks_submitted, (unsigned long long)st.child[0].tasks_run,
+         (unsigned long long)st.child[1].tasks_run,
+         (unsigned long long)st.child[st.n_chips].tasks_run,
+         (unsigned long long)(st.arena_bytes_in_use >> 10));
   lw_worker_destroy(w);
   lw_callable_free_loaded(&vadd);
   if (failures) {

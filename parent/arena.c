@@ -96,6 +96,12 @@ void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes) {
     while (j < a->n_used && a->used[j].offset < b.offset) ++j;
     insert_at(a->used, &a->n_used, j, b);
     out = a->base + b.offset;
+    // Under mu, the one writer: a load and a store suffice.
+    uint64_t in_use = atomic_load_explicit(&a->bytes_in_use, memory_order_relaxed) + bytes;
+    atomic_store_explicit(&a->bytes_in_use, in_use, memory_order_relaxed);
+    if (in_use > atomic_load_explicit(&a->bytes_peak, memory_order_relaxed)) {
+      atomic_store_explicit(&a->bytes_peak, in_use, memory_order_relaxed);
+    }
     break;
   }
   pthread_mutex_unlock(&a->mu);
@@ -117,6 +123,7 @@ bool lw__arena_free(lw_arena_t *a, void *p) {
       grow(&a->free_list, &a->cap_free, a->n_free + 1)) {
     lw_arena_block_t b = a->used[lo];
     remove_at(a->used, &a->n_used, lo);
+    atomic_fetch_sub_explicit(&a->bytes_in_use, b.bytes, memory_order_relaxed);
     uint32_t i = 0;
     while (i < a->n_free && a->free_list[i].offset < b.offset) ++i;
     insert_at(a->free_list, &a->n_free, i, b);

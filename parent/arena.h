@@ -12,6 +12,7 @@
 #define LANEWORK_PARENT_ARENA_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,6 +31,9 @@ typedef struct lw_arena {
   uint32_t n_free, cap_free;
   lw_arena_block_t *used;       // sorted by offset
   uint32_t n_used, cap_used;
+  // Bytes in live blocks now and the most ever: written under mu, read by lw_worker_stats
+  // without it (relaxed; a snapshot).
+  _Atomic uint64_t bytes_in_use, bytes_peak;
 } lw_arena_t;
 
 // Maps a fresh arena of bytes (rounded up to a page); fails INVALID_ARGUMENT (0 bytes) or

@@ -193,6 +193,7 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
 
 // A sub callable's unregister is done: no task references the callable any more (w->mu held).
 static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op) {
+  atomic_fetch_add_explicit(&w->calls.sub_unregisters, 1, memory_order_relaxed);  // a counter
   ops_unlink(w, op);
   wc_release(w, c);
   w->calls.live_ops--;
@@ -383,6 +384,18 @@ static lw_status_t wop_cancel(lw_handle_t *h) {
   return LW_OK;
 }
 
+// Counts a chip register op's outcome for lw_worker_stats (relaxed: counters only): a success
+// once for the worker (every chip child has the callable), a failure on the chip its error
+// names.
+static void count_register(lw_worker_t *w, const lw_wop_t *op) {
+  if (op->status == LW_OK) {
+    atomic_fetch_add_explicit(&w->calls.chip_registers, 1, memory_order_relaxed);
+  } else if (op->error.worker_id >= 0 && (uint32_t)op->error.worker_id < w->cfg.n_chips) {
+    atomic_fetch_add_explicit(&w->calls.register_failures[op->error.worker_id], 1,
+                              memory_order_relaxed);
+  }
+}
+
 void lw__wop_complete(lw_wop_t *op) {
   lw_worker_t *w = op->w;
   if (op->kind == LW_WOP_ROLLBACK) {
@@ -416,6 +429,7 @@ void lw__wop_complete(lw_wop_t *op) {
                     "completed; its new child does not have it",
                     i, c->name);
     }
+    count_register(w, op);
     if (op->status == LW_OK) {
       memcpy(c->local, op->local, sizeof(c->local));
       memcpy(c->gen, op->gen, sizeof(c->gen));
@@ -439,6 +453,7 @@ void lw__wop_complete(lw_wop_t *op) {
       }
     }
   } else {
+    atomic_fetch_add_explicit(&w->calls.chip_unregisters, 1, memory_order_relaxed);
     wc_release(w, c);
   }
   w->calls.live_ops--;
@@ -715,7 +730,9 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   bool took[LW_MAX_SUBS] = {false};
   uint64_t took_index[LW_MAX_SUBS] = {0};
   uint64_t took_gen[LW_MAX_SUBS] = {0};
+  uint32_t at = 0;  // the sub child being asked (the one that failed, when st is an error)
   for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
+    at = i;
     lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
     pthread_mutex_lock(&ep->post_mu);
     uint64_t gen = ep->generation;
@@ -763,7 +780,10 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     w->calls.n_sub_fns++;
     c->state = LW_WC_LIVE;
     *out = (lw_callable_handle_t){c->id};
+    atomic_fetch_add_explicit(&w->calls.sub_registers, 1, memory_order_relaxed);  // a counter
   } else {
+    atomic_fetch_add_explicit(&w->calls.register_failures[w->cfg.n_chips + at], 1,
+                              memory_order_relaxed);  // a counter only
     wc_release(w, c);
   }
   pthread_mutex_unlock(&w->mu);

@@ -37,6 +37,7 @@
 #define LANEWORK_PARENT_CALLABLES_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -158,6 +159,13 @@ typedef struct lw_callables {
   // Code mapped at create time, for lw_worker_register_sub.
   uintptr_t *code_bases;
   uint32_t n_code_bases;
+
+  // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot), bumped
+  // once per op the caller sees end, never by a replay into a respawned child: registers that
+  // succeeded and unregisters done, of chip callables and of sub functions, and failed
+  // registers by the child their error names (chips first, then subs).
+  _Atomic uint64_t chip_registers, chip_unregisters, sub_registers, sub_unregisters;
+  _Atomic uint64_t register_failures[LW_MAX_CHIPS + LW_MAX_SUBS];
 } lw_callables_t;
 
 // ---------------------------------------------------------------------------------------------

@@ -109,6 +109,7 @@ static void retire(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   t->run = NULL;
   t->ep = NULL;
   d->free_tasks[d->n_free_tasks++] = t->index;
+  atomic_fetch_add_explicit(&d->n_retired, 1, memory_order_relaxed);  // a counter only
   give_slots_back(d, 1);
   run->n_terminal++;
   settle_if_done(run, finished);
@@ -194,6 +195,13 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     err = &plain;
   }
   t->state = st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED;
+  // Counted here, past the one claim and with the final status, so each task counts once.
+  if (t->ep) {
+    if (d->hooks.task_done) d->hooks.task_done(d->hooks.ctx, t, st);
+  } else {
+    atomic_fetch_add_explicit(st == LW_POISONED ? &d->n_poisoned : &d->n_skipped, 1,
+                              memory_order_relaxed);
+  }
   lw_run_t *run = t->run;
   if (st == LW_OK) {
     run->n_completed++;
@@ -425,6 +433,7 @@ void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd) {
 static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_t *desc,
                              lw_group_t *group, lw_run_t **finished) {
   lw_task_t *t = &d->tasks[d->free_tasks[--d->n_free_tasks]];
+  atomic_fetch_add_explicit(&d->n_built, 1, memory_order_relaxed);  // a counter only
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
   t->n_consumers = 0;

@@ -132,6 +132,9 @@ typedef struct lw_dag_hooks {
   const char *(*callable_name)(void *ctx, uint32_t wc, uint64_t wc_id);
   // Wakes the owner: there is work in the inbox, or a run to sweep. Any thread.
   void (*ring)(void *ctx);
+  // Counts a task that reached a child (t->ep set) and is finishing with its final status st,
+  // once per task (may be NULL: nothing counted).
+  void (*task_done)(void *ctx, const lw_task_t *t, lw_status_t st);
 } lw_dag_hooks_t;
 
 // One task as a submitter describes it.
@@ -204,6 +207,12 @@ typedef struct lw_dag {
   struct lw_finish_item *finish_stack;
   uint32_t n_finish, cap_finish;
   bool finishing;
+
+  // Counters for lw_worker_stats: written by the owner, read by any thread (relaxed; a
+  // snapshot). built - retired is the number of tasks in the ring. A task that ends without
+  // reaching a child (t->ep NULL) counts here, POISONED or otherwise skipped; one that reached
+  // a child counts through hooks.task_done instead.
+  _Atomic uint64_t n_built, n_retired, n_poisoned, n_skipped;
 } lw_dag_t;
 
 // Makes an empty DAG with a ring of n_tasks slots and n_chips chip queues. tmap_options may be

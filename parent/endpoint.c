@@ -393,5 +393,6 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   t->frame = frame;
   ep->frame_task[frame] = t;
   ep->busy++;
+  lw__ep_stats_note_post(ep);
   return LW_OK;
 }

@@ -41,6 +41,21 @@ typedef enum lw_ep_state {
 
 #define LW_EP_DEATH_LOG 16
 
+// What happened on one child, for lw_worker_stats (parent/stats.c reads them from any thread at
+// any time). Each is bumped once where its event happens, with a relaxed atomic add: they
+// order nothing and are only ever read as a snapshot. The task counters and posted are written
+// with w->mu held (a post, the DAG's finish), so queue_depth_max, a plain maximum kept at each
+// post, has one writer at a time.
+typedef struct lw_ep_stats {
+  _Atomic uint64_t tasks_run, tasks_failed, tasks_cancelled;  // finished after a post here
+  _Atomic uint64_t posted;          // tasks posted into this child's mailbox
+  _Atomic uint32_t queue_depth_max; // the most posted and not finished at once
+  _Atomic uint64_t deaths;          // deaths the scheduler handled (on_child_death)
+  _Atomic uint64_t respawns;        // new children that took work again (the supervisor)
+  _Atomic uint64_t escalations;     // kills for a kernel ignoring its cancel or timeout
+  _Atomic uint64_t liveness_kills;  // kills for a heartbeat that stood still
+} lw_ep_stats_t;
+
 typedef struct lw_endpoint {
   lw_worker_t *w;
   uint32_t slot;             // fork-server slot: chips first, then subs
@@ -94,7 +109,28 @@ typedef struct lw_endpoint {
   int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
   uint32_t n_deaths;
   uint32_t respawns;
+  lw_ep_stats_t stats;
 } lw_endpoint_t;
+
+// Tasks posted to ep's child and not finished yet (any thread; a snapshot).
+static inline uint32_t lw__ep_stats_queue_depth(const lw_endpoint_t *ep) {
+  // Relaxed loads of counters that only grow, read without the lock their writers hold: the
+  // two reads may see different moments, so a task finishing meanwhile could make the
+  // difference negative; it is clamped at 0.
+  uint64_t done = atomic_load_explicit(&ep->stats.tasks_run, memory_order_relaxed) +
+                  atomic_load_explicit(&ep->stats.tasks_failed, memory_order_relaxed) +
+                  atomic_load_explicit(&ep->stats.tasks_cancelled, memory_order_relaxed);
+  uint64_t posted = atomic_load_explicit(&ep->stats.posted, memory_order_relaxed);
+  return posted > done ? (uint32_t)(posted - done) : 0;
+}
+// Counts a task posted to ep's child and keeps the depth's maximum (w->mu held: one writer).
+static inline void lw__ep_stats_note_post(lw_endpoint_t *ep) {
+  atomic_fetch_add_explicit(&ep->stats.posted, 1, memory_order_relaxed);
+  uint32_t depth = lw__ep_stats_queue_depth(ep);
+  if (depth > atomic_load_explicit(&ep->stats.queue_depth_max, memory_order_relaxed)) {
+    atomic_store_explicit(&ep->stats.queue_depth_max, depth, memory_order_relaxed);
+  }
+}
 
 // "chip 1" / "sub 0".
 const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);

@@ -52,6 +52,11 @@ static void run_build_report(lw_run_t *run) {
 static void run_finish_handle(lw_run_t *run) {
   lw_worker_t *w = run->w;
   lw_run_report_t *r = &run->report;
+  // Counted before the handle finishes, so a caller that waited for it sees the count.
+  atomic_fetch_add_explicit(r->status == LW_OK          ? &w->runs.n_ok
+                            : r->status == LW_CANCELLED ? &w->runs.n_cancelled
+                                                        : &w->runs.n_failed,
+                            1, memory_order_relaxed);
   (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
   pthread_mutex_lock(&w->mu);
   w->live_runs--;
@@ -207,6 +212,7 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   }
   lw_orch_t o = {w, run, 0};
   run->t_start = lw__now_ns();
+  atomic_fetch_add_explicit(&w->runs.n_started, 1, memory_order_relaxed);  // a counter only
   lw_status_t st = run->fn(&o, run->user);
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");

@@ -79,6 +79,9 @@ typedef struct lw_runs {
   pthread_t orch_thread;
   bool orch_busy;
   bool orch_started;
+  // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot): orch
+  // functions started, and run handles finished by their status.
+  _Atomic uint64_t n_started, n_ok, n_failed, n_cancelled;
 } lw_runs_t;
 
 // Starts the orchestrator thread (lw_worker_create).

@@ -408,6 +408,7 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
       if (due == LW_DEADLINE_NEVER) continue;
       if (now >= due) {
         t->escalated = why;
+        atomic_fetch_add_explicit(&ep->stats.escalations, 1, memory_order_relaxed);  // a counter
         char name[32];
         lw__log(LW_LOG_WARN,
                 "%s: killing the child: task %llu of run %llu %s for %lld ms after %s",
@@ -469,6 +470,7 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
     if (now >= due) {
       int64_t ms = (now - ep->hb_seen_at) / 1000000;
       atomic_store(&ep->hb_killed_ms, ms > 0 ? ms : 1);
+      atomic_fetch_add_explicit(&ep->stats.liveness_kills, 1, memory_order_relaxed);  // a counter
       ep->hb_watching = false;
       char name[32];
       lw__log(LW_LOG_WARN, "%s: killing the child: no heartbeat for %lld ms while it holds work "
@@ -490,6 +492,7 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
 
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
+  atomic_fetch_add_explicit(&ep->stats.deaths, 1, memory_order_relaxed);  // a counter only
   char desc[192];
   // Names a liveness kill (hb_killed_ms) too; the mark stays until the next spawn.
   lw__ep_describe_exit(ep, desc, sizeof(desc));

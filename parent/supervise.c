@@ -297,6 +297,7 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
   uint32_t respawns = 0;
   if (alive) {
     respawns = ++ep->respawns;
+    atomic_fetch_add_explicit(&ep->stats.respawns, 1, memory_order_relaxed);  // a counter only
     ep->accepting = true;
   }
   pthread_mutex_unlock(&w->mu);

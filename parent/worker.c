@@ -18,6 +18,7 @@
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/callables.h"
+#include "parent/stats.h"
 #include "parent/supervise.h"
 #include "parent/worker_impl.h"
 
@@ -225,7 +226,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail;
   }
   lw_dag_hooks_t hooks = {.ctx = w, .unpin = dag_unpin, .callable_name = dag_callable_name,
-                          .ring = dag_ring};
+                          .ring = dag_ring, .task_done = lw__stats_task_done};
   if ((st = lw__dag_initialize(&w->dag, cfg->task_ring, cfg->n_chips, cfg->submit_timeout_ns,
                                &hooks, NULL, &err)) != LW_OK) {
     goto fail_err;

@@ -8,6 +8,7 @@
 #include "lanework/config.h"
 #include "lanework/handle.h"
 #include "lanework/log.h"
+#include "lanework/stats.h"
 #include "lanework/status.h"
 #include "lanework/trace.h"
 

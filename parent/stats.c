@@ -1,0 +1,85 @@
+// parent/stats.c — lw_worker_stats: one snapshot of the counters the worker's components keep
+// (contract in include/lanework/stats.h, ownership in parent/stats.h).
+#include <stddef.h>
+#include <string.h>
+
+#include "lanes/error.h"
+#include "lanework/stats.h"
+#include "parent/dag.h"
+#include "parent/endpoint.h"
+#include "parent/stats.h"
+#include "parent/worker_impl.h"
+
+// Relaxed everywhere below: each value is a counter read on its own, for a snapshot; none of
+// them publishes other data.
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+void lw__stats_task_done(void *ctx, const lw_task_t *t, lw_status_t st) {
+  (void)ctx;
+  lw_endpoint_t *ep = t->ep;
+  _Atomic uint64_t *c = st == LW_OK          ? &ep->stats.tasks_run
+                        : st == LW_CANCELLED ? &ep->stats.tasks_cancelled
+                                             : &ep->stats.tasks_failed;
+  atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+static void child_stats(const lw_worker_t *w, const lw_endpoint_t *ep, lw_chip_stats_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->struct_size = (uint32_t)sizeof(*out);
+  out->tasks_run = LOAD(ep->stats.tasks_run);
+  out->tasks_failed = LOAD(ep->stats.tasks_failed);
+  out->tasks_cancelled = LOAD(ep->stats.tasks_cancelled);
+  bool chip = ep->kind == LW_MB_CHILD_CHIP;
+  // Every chip child holds every chip callable, every sub child every sub function.
+  out->registers = chip ? LOAD(w->calls.chip_registers) : LOAD(w->calls.sub_registers);
+  out->unregisters = chip ? LOAD(w->calls.chip_unregisters) : LOAD(w->calls.sub_unregisters);
+  out->register_failures = LOAD(w->calls.register_failures[ep->slot]);
+  out->respawns = LOAD(ep->stats.respawns);
+  out->escalations = LOAD(ep->stats.escalations);
+  out->liveness_kills = LOAD(ep->stats.liveness_kills);
+  out->deaths = LOAD(ep->stats.deaths);
+  out->queue_depth = lw__ep_stats_queue_depth(ep);
+  out->queue_depth_max = LOAD(ep->stats.queue_depth_max);
+  // An unregister is counted only for a callable whose register was: never negative, but the
+  // two reads may see different moments.
+  out->callables = out->registers > out->unregisters
+                       ? (uint32_t)(out->registers - out->unregisters)
+                       : 0;
+}
+
+lw_status_t lw_worker_stats(lw_worker_t *w, lw_worker_stats_t *out) {
+  if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_stats: worker and out must be set");
+  size_t need = offsetof(lw_worker_stats_t, runs_started) + sizeof(out->runs_started);
+  if (out->struct_size < need) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "worker_stats: struct_size %u is too small (at least %zu; set it to "
+                    "sizeof(lw_worker_stats_t), %zu in this library)",
+                    out->struct_size, need, sizeof(lw_worker_stats_t));
+  }
+  lw_worker_stats_t s;
+  memset(&s, 0, sizeof(s));
+  s.struct_size = (uint32_t)sizeof(s);
+  s.n_chips = w->cfg.n_chips;
+  s.n_subs = w->cfg.n_subs;
+  s.runs_started = LOAD(w->runs.n_started);
+  s.runs_ok = LOAD(w->runs.n_ok);
+  s.runs_failed = LOAD(w->runs.n_failed);
+  s.runs_cancelled = LOAD(w->runs.n_cancelled);
+  uint64_t retired = LOAD(w->dag.n_retired);
+  s.tasks_submitted = LOAD(w->dag.n_built);
+  s.tasks_poisoned = LOAD(w->dag.n_poisoned);
+  s.tasks_skipped = LOAD(w->dag.n_skipped);
+  s.arena_bytes = w->arena.bytes;
+  s.arena_bytes_in_use = LOAD(w->arena.bytes_in_use);
+  s.arena_bytes_peak = LOAD(w->arena.bytes_peak);
+  // Clamped: the two reads may see different moments.
+  s.dag_tasks_alive = s.tasks_submitted > retired ? (uint32_t)(s.tasks_submitted - retired) : 0;
+  s.dag_ring = w->dag.n_tasks_cap;  // fixed at create
+  for (uint32_t i = 0; i < w->n_children; ++i) child_stats(w, &w->eps[i], &s.child[i]);
+  // A caller built against a shorter struct gets its prefix; its memory past that is its own.
+  size_t n = out->struct_size < sizeof(s) ? out->struct_size : sizeof(s);
+  uint32_t caller_size = out->struct_size;
+  memcpy(out, &s, n);
+  out->struct_size = caller_size;
+  return LW_OK;
+}

@@ -1,0 +1,19 @@
+// parent/stats.h — lw_worker_stats (parent/stats.c): gathers the counters the components keep
+// where their events happen into one snapshot. Owns nothing: each counter lives in the struct
+// of the component it describes (w->eps[i].stats, w->dag, w->runs, w->calls, w->arena) and is
+// written there with one relaxed atomic; this file only reads them, from any thread, without a
+// lock (the arena's and the chip registry's own leaf locks are not on any dispatch path).
+// The one thing it adds is the DAG's task_done hook, which the worker wires at create time: it
+// counts a task that reached a child on that child's endpoint (called by the DAG's owner, w->mu
+// held, once per task, with the task's final status).
+#ifndef LANEWORK_PARENT_STATS_H_
+#define LANEWORK_PARENT_STATS_H_
+
+#include "lanework/status.h"
+
+typedef struct lw_task lw_task_t;
+
+// lw_dag_hooks_t.task_done: t->ep is the child it was posted to.
+void lw__stats_task_done(void *ctx, const lw_task_t *t, lw_status_t st);
+
+#endif  // LANEWORK_PARENT_STATS_H_
