@@ -38,6 +38,7 @@
 
 #include "tools/bench.h"
 #include "tools/bench_ocl.h"
+#include "tools/overlap_events.h"
 #include "tools/overlap_driver.h"
 
 #define C1_ELEMS (1u << 12)
@@ -154,11 +155,20 @@ typedef struct row {
   double serial_reg, overlap_reg, hidden_reg;
   // In the overlap arm, from C1's submit: C1 done, the register done.
   double overlap_c1, overlap_reg_done;
+  // overlap_by_events over the row's trials: median, min, max (-1: no register span seen)
+  double by_events, by_events_min, by_events_max;
 } row_t;
+
+// How a trial's overlap arm is run and proved (see tools/overlap_events.h).
+typedef struct trial_opts {
+  bool serial;              // --serial: register C2 only after C1 finished (negative control)
+  lw_overlap_events_t *ev;  // the row's event proof
+  bool keep;                // a measured trial
+} trial_opts_t;
 
 static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
                              lw_callable_handle_t h1, bufs_t *b, long repeat, long delay,
-                             row_t *r, check_t *chk) {
+                             const trial_opts_t *to, row_t *r, check_t *chk) {
   lw_args_t a1, a2;
   LW_RETURN_IF_ERROR(c1_args(&a1, b, repeat));
   LW_RETURN_IF_ERROR(c2_args(&a2, b));
@@ -189,10 +199,16 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   memset(b->c1, 0, C1_ELEMS * 4);
   memset(b->c2, 0, C2_ELEMS * 4);
   lw_handle_t *run1 = NULL, *reg = NULL, *run2 = NULL;
+  LW_RETURN_IF_ERROR(lw__overlap_events_begin(to->ev));
   t0 = lw__bench_now_us();
-  LW_RETURN_IF_ERROR(d->run_async(d, h1, &a1, &run1));
+  lw_status_t st = d->run_async(d, h1, &a1, &run1);
+  if (st != LW_OK) {
+    (void)lw__overlap_events_end(to->ev, false);
+    return st;
+  }
   lw__bench_sleep_ms(delay);
-  lw_status_t st = d->register_async(d, c2, &reg);
+  if (to->serial) st = lw_handle_wait(run1, LW_WAIT_FOREVER);
+  if (st == LW_OK) st = d->register_async(d, c2, &reg);
   // When each of the two finished (for the table's diagnosis: how much each slowed the other),
   // polled every 200 us: a third busy thread would take a core from them.
   double reg_done = 0, c1_done = 0;
@@ -213,6 +229,8 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   if (st == LW_OK) st = d->run_async(d, h2, &a2, &run2);
   if (st == LW_OK) st = lw_handle_wait(run2, LW_WAIT_FOREVER);
   t2 = lw__bench_now_us();
+  lw_status_t ev_st = lw__overlap_events_end(to->ev, to->keep);
+  if (st == LW_OK) st = ev_st;
   r->overlap = t2 - t0;
   r->overlap_reg = t1 - t0;
   r->hidden = lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2);
@@ -321,18 +339,23 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
   long repeat = o->repeat > 0 ? o->repeat : 4096;
   check_t chk = {0.0, 0.0};
   row_t warm;
+  static lw_overlap_events_t ev[8];  // big: not on the stack
+  char stem[64];
+  snprintf(stem, sizeof(stem), "overlap_l%d_opencl%s", o->level, o->serial ? "_serial" : "");
+  lw__overlap_events_init(&ev[0], NULL, stem);
+  trial_opts_t warm_opts = {o->serial, &ev[0], false};
   if (o->repeat <= 0) {
     // A first C1 of about 50 ms, then one untimed trial (its cold build of C2 sets C1's
     // length; it also keeps first-touch and first-enqueue costs out of the table), then C1
     // at 1.5x that build.
     st = calibrate(d, h1, &b, 50000.0, &repeat);
-    if (st == LW_OK) st = one_trial(d, &c2, h1, &b, repeat, 0, &warm, &chk);
+    if (st == LW_OK) st = one_trial(d, &c2, h1, &b, repeat, 0, &warm_opts, &warm, &chk);
     if (st == LW_OK) {
       double target = fmin(fmax(1.5 * warm.reg_c2, C1_FLOOR_US), C1_CAP_US);
       st = calibrate(d, h1, &b, target, &repeat);
     }
   } else {
-    st = one_trial(d, &c2, h1, &b, repeat, 0, &warm, &chk);
+    st = one_trial(d, &c2, h1, &b, repeat, 0, &warm_opts, &warm, &chk);
   }
   if (st != LW_OK) {
     rc = lw__bench_fail("calibration and warm-up trial", st);
@@ -346,9 +369,12 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
       hidden[1000], serial_reg[1000], overlap_reg[1000], hidden_reg[1000], ov_c1[1000],
       ov_reg[1000];
   for (int di = 0; di < n_delays; ++di) {
+    // Only the first row's first trial is kept as a picture.
+    lw__overlap_events_init(&ev[di], di == 0 ? o->trace_dir : NULL, stem);
+    trial_opts_t topts = {o->serial, &ev[di], true};
     for (int t = 0; t < trials; ++t) {
       row_t r;
-      st = one_trial(d, &c2, h1, &b, repeat, delays[di], &r, &chk);
+      st = one_trial(d, &c2, h1, &b, repeat, delays[di], &topts, &r, &chk);
       if (st != LW_OK) {
         rc = lw__bench_fail("trial", st);
         goto out;
@@ -387,6 +413,9 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
                  .overlap_reg_done = lw__bench_median(ov_reg, n)};
     x->hidden = lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2);
     x->hidden_reg = lw__bench_hidden_fraction(x->serial_reg, x->overlap_reg, x->run_c1, x->reg_c2);
+    x->by_events = x->by_events_min = x->by_events_max = -1;
+    (void)lw__overlap_events_summary(&ev[di], &x->by_events, &x->by_events_min,
+                                     &x->by_events_max);
     spread(hidden, trials, &hid_lo[di], &hid_hi[di]);
     spread(hidden_reg, trials, &hreg_lo[di], &hreg_hi[di]);
     if (di == 0) spread(reg_c2, trials, &reg_lo, &reg_hi);
@@ -403,16 +432,23 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
          rows[0].run_c1 / 1e3, rows[0].reg_c2 / 1e3, reg_lo / 1e3, reg_hi / 1e3,
          rows[0].run_c2 / 1e3, rows[0].delay_ms);
   printf("  lanes: %s\n\n", pin ? "run lane on CPU 0, register lane on CPU 1" : "placed by the OS");
+  if (o->serial) {
+    printf("--serial: C2 is registered only after C1 finished (the negative control: hidden "
+           "and by events should read ~0)\n");
+  }
   printf("Register phase: serial = run(C1) + register(C2); overlap = run(C1) || register(C2)\n");
   printf("| Delay before C2 register | Serial median | Overlap median | Speedup | "
-         "Hidden (median) | Hidden (trials, min-max) |\n");
-  printf("|---|---|---|---|---|---|\n");
+         "Hidden (median) | Hidden (trials, min-max) | By events (median, min-max) |\n");
+  printf("|---|---|---|---|---|---|---|\n");
   for (int di = 0; di < n_delays; ++di) {
     const row_t *r = &rows[di];
-    printf("| %ld ms | %.1f ms | %.1f ms | %.2fx | %.3f | %.3f-%.3f |\n", r->delay_ms,
-           r->serial_reg / 1e3, r->overlap_reg / 1e3, r->serial_reg / r->overlap_reg,
-           r->hidden_reg, hreg_lo[di], hreg_hi[di]);
+    printf("| %ld ms | %.1f ms | %.1f ms | %.2fx | %.3f | %.3f-%.3f | %.3f, %.3f-%.3f |\n",
+           r->delay_ms, r->serial_reg / 1e3, r->overlap_reg / 1e3, r->serial_reg / r->overlap_reg,
+           r->hidden_reg, hreg_lo[di], hreg_hi[di], r->by_events, r->by_events_min,
+           r->by_events_max);
   }
+  printf("By events: the share of each trial's register span (the build on the register lane) "
+         "inside a\nrun span of the same chip, from the trial's trace events.\n");
   printf("In the overlap (medians, delay %ld ms): C1 done %.1f ms and the register done %.1f ms "
          "after C1's submit (alone: %.1f and %.1f ms)\n",
          rows[0].delay_ms, rows[0].overlap_c1 / 1e3, rows[0].overlap_reg_done / 1e3,
@@ -449,6 +485,11 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
     lw__json_kv_fixed(&j, "register_c2_us", r->reg_c2, 1);
     lw__json_kv_fixed(&j, "register_c2_min_us", reg_lo, 1);
     lw__json_kv_fixed(&j, "register_c2_max_us", reg_hi, 1);
+    lw__json_kv_bool(&j, "serial_control", o->serial);
+    lw__json_kv_fixed(&j, "overlap_by_events", r->by_events, 3);
+    lw__json_kv_fixed(&j, "overlap_by_events_min", r->by_events_min, 3);
+    lw__json_kv_fixed(&j, "overlap_by_events_max", r->by_events_max, 3);
+    lw__json_kv_uint(&j, "trace_dropped_events", ev[0].dropped);
     lw__json_kv_fixed(&j, "run_c2_us", r->run_c2, 1);
     lw__json_kv_fixed(&j, "serial_median_us", r->serial, 1);
     lw__json_kv_fixed(&j, "overlap_median_us", r->overlap, 1);
