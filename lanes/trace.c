@@ -93,13 +93,11 @@ static void ring_name(lw_trace_ring_header_t *r) {
 }
 
 void lw__trace_role(const char *role, int32_t chip) {
+  // Names the ring this thread finds next; a ring it already has keeps its name (the drainer
+  // reads the name without a lock, so it is written only before the ring is published).
   tl.role = role;
   tl.chip = chip;
   tl.role_set = true;
-  // A ring already found keeps its track: name it now.
-  if (tl.ring && tl.epoch == atomic_load_explicit(&g.epoch, memory_order_relaxed)) {
-    ring_name(tl.ring);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,11 +142,13 @@ static lw_trace_ring_header_t *area_ring_claim(lw_trace_area_t *a) {
   for (uint32_t i = 0; i < n; ++i) {
     lw_trace_ring_header_t *r = area_ring(a, i);
     uint32_t expected = LW_TRACE_RING_FREE;
-    if (atomic_compare_exchange_strong(&r->state, &expected, LW_TRACE_RING_CLAIMED)) {
+    if (atomic_compare_exchange_strong(&r->state, &expected, LW_TRACE_RING_CLAIMING)) {
+      // Named while CLAIMING, which the drainer skips; CLAIMED publishes the name.
       r->pid = (int32_t)getpid();
       r->tid = current_tid();
       if (!tl.role_set) tl.chip = -1;
       ring_name(r);
+      atomic_store_explicit(&r->state, LW_TRACE_RING_CLAIMED, memory_order_release);
       return r;
     }
   }
@@ -345,7 +345,7 @@ static void drain_area(const area_entry_t *a) {
   if (n > LW_TRACE_AREA_RINGS) n = LW_TRACE_AREA_RINGS;
   for (uint32_t i = 0; i < n; ++i) {
     lw_trace_ring_header_t *r = area_ring(a->area, i);
-    if (atomic_load_explicit(&r->state, memory_order_acquire) == LW_TRACE_RING_FREE) continue;
+    if (atomic_load_explicit(&r->state, memory_order_acquire) != LW_TRACE_RING_CLAIMED) continue;
     drain_ring(r, LW_TRACE_RING_EVENTS, a);
     drain_dropped(r);
   }

@@ -122,7 +122,14 @@ typedef struct lw_trace_ring_header {
 } lw_trace_ring_header_t;
 _Static_assert(sizeof(lw_trace_ring_header_t) == 128, "trace ring header layout");
 
-enum { LW_TRACE_RING_FREE = 0, LW_TRACE_RING_CLAIMED = 1, LW_TRACE_RING_ORPHANED = 2 };
+// A ring's life: FREE -> CLAIMING (its thread names it) -> CLAIMED (drained from now on);
+// a heap ring becomes ORPHANED when its thread exits (the drainer frees it).
+enum {
+  LW_TRACE_RING_FREE = 0,
+  LW_TRACE_RING_CLAIMED = 1,
+  LW_TRACE_RING_ORPHANED = 2,
+  LW_TRACE_RING_CLAIMING = 3,
+};
 
 typedef struct lw_trace_area_header {
   _Atomic uint32_t on;        // parent: 1 while a session runs
