@@ -39,11 +39,11 @@
 #define SVG_ROW_GAP 4.0       // below each row
 #define SVG_BAND_HEAD_H 18.0  // the process name line above a band's rows
 #define SVG_BAND_GAP 6.0
-#define SVG_TOP 76.0          // first band; above: the title lines and the time axis
+#define SVG_TOP 76.0           // first band; above: the title lines and the time axis
 #define SVG_RIGHT_MARGIN 40.0  // room for the last tick label, centred on the plot's end
-#define SVG_CHAR_W_10 6.0     // estimated advance of a 10 px sans-serif character
-#define SVG_CHAR_W_11 6.5     // ... of an 11 px one
-#define SVG_MAX_LEVELS 8      // deeper spans are drawn on the last level
+#define SVG_CHAR_W_10 6.0      // estimated advance of a 10 px sans-serif character
+#define SVG_CHAR_W_11 6.5      // ... of an 11 px one
+#define SVG_MAX_LEVELS 8       // deeper spans are drawn on the last level
 // Spans narrower than this are merged with their narrow neighbours on the same level into one
 // grey run, so the number of shapes follows the picture's width, not the trace's length.
 #define SVG_NARROW_PX 0.5
@@ -55,7 +55,6 @@
 #define SVG_FAIL_COLOUR "#d7191c"
 #define SVG_CONTROL_COLOUR "#2b5fad"
 #define SVG_MERGED_COLOUR "#9a9a9a"
-
 
 // ---------------------------------------------------------------------------------------------
 // The model: what the picture needs of the trace, in compact records. Strings are interned.
@@ -398,8 +397,7 @@ static void ingest_event(model_t *m, json_t *ev, size_t index) {
     }
     m->spans = s;
     span_t *x = &m->spans[m->nspans++];
-    *x = (span_t){.ts = ts, .dur = dur, .name = name, .cat = get_str(m, ev, "cat"),
-                  .track = track};
+    *x = (span_t){.ts = ts, .dur = dur, .name = name, .cat = get_str(m, ev, "cat"), .track = track};
     x->callable = get_str(m, args, "callable");
     x->status = get_str(m, args, "status");
     if (get_i64(args, "run", &x->run)) x->has |= HAS_RUN;
@@ -427,8 +425,10 @@ static void ingest_event(model_t *m, json_t *ev, size_t index) {
     }
     m->flows = f;
     m->flows[m->nflows++] = (flow_point_t){.name = name ? name : intern(m, ""),
-                                           .id = intern(m, id_str), .ts = ts,
-                                           .track = track, .ph = ph[0]};
+                                           .id = intern(m, id_str),
+                                           .ts = ts,
+                                           .track = track,
+                                           .ph = ph[0]};
   }
 }
 
@@ -582,9 +582,8 @@ static lw_status_t read_tree(const char *buf, size_t len, model_t *m, lw_error_t
   json_error_t jerr;
   json_t *root = json_loadb(buf, len, 0, &jerr);
   if (!root) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "not valid JSON: line %d, column %d: %s", jerr.line, jerr.column,
-                         jerr.text);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "not valid JSON: line %d, column %d: %s",
+                         jerr.line, jerr.column, jerr.text);
   }
   json_t *events = root;
   if (json_is_object(root)) {
@@ -592,16 +591,15 @@ static lw_status_t read_tree(const char *buf, size_t len, model_t *m, lw_error_t
     ingest_other_data(m, json_object_get(root, "otherData"));
   }
   if (!json_is_array(events)) {
-    lw_status_t st =
-        events ? lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                               "no \"traceEvents\" array (\"traceEvents\" is %s)",
-                               json_is_object(events)    ? "an object"
-                               : json_is_string(events)  ? "a string"
-                               : json_is_number(events)  ? "a number"
-                               : json_is_boolean(events) ? "a boolean"
-                                                         : "null")
-               : lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                               "no \"traceEvents\" array in the top-level object");
+    lw_status_t st = events ? lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                                            "no \"traceEvents\" array (\"traceEvents\" is %s)",
+                                            json_is_object(events)    ? "an object"
+                                            : json_is_string(events)  ? "a string"
+                                            : json_is_number(events)  ? "a number"
+                                            : json_is_boolean(events) ? "a boolean"
+                                                                      : "null")
+                            : lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                                            "no \"traceEvents\" array in the top-level object");
     json_decref(root);
     return st;
   }
@@ -626,8 +624,8 @@ static lw_status_t read_trace(const char *path, model_t *m, lw_error_t *err) {
   char *buf = malloc(len ? len : 1);
   if (!buf) {
     close(fd);
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "cannot read: no memory for %zu bytes", len);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "cannot read: no memory for %zu bytes",
+                         len);
   }
   size_t got = 0;
   while (got < len) {
@@ -701,6 +699,11 @@ static int proc_class(const proc_t *p, long *index) {
   return 3;
 }
 
+// qsort with a NULL base is undefined even for zero items (an empty trace has no arrays).
+static void sort_items(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+  if (n > 1) qsort(base, n, size, cmp);
+}
+
 // qsort has no context argument; the tool is single-threaded, so the comparators read these.
 static const model_t *g_sort_model;
 static const uint32_t *g_proc_rank;  // proc index -> position in the band order
@@ -723,9 +726,9 @@ typedef struct layout {
   double from, to;  // the window, µs
   double x0, x1;    // the plot's horizontal extent
   double label_w;
-  uint32_t *proc_order;  // nprocs
-  uint32_t *proc_rank;   // proc index -> position in proc_order
-  uint32_t *track_order; // ntracks
+  uint32_t *proc_order;   // nprocs
+  uint32_t *proc_rank;    // proc index -> position in proc_order
+  uint32_t *track_order;  // ntracks
   double rows_bottom;
 } layout_t;
 
@@ -777,9 +780,9 @@ static void row_label(const model_t *m, const track_t *t, char *buf, size_t n) {
 
 static lw_status_t layout_compute(model_t *m, const options_t *o, layout_t *l, lw_error_t *err) {
   memset(l, 0, sizeof(*l));
-  qsort(m->spans, m->nspans, sizeof(span_t), cmp_span);
-  qsort(m->instants, m->ninstants, sizeof(instant_t), cmp_instant);
-  qsort(m->flows, m->nflows, sizeof(flow_point_t), cmp_flow);
+  sort_items(m->spans, m->nspans, sizeof(span_t), cmp_span);
+  sort_items(m->instants, m->ninstants, sizeof(instant_t), cmp_instant);
+  sort_items(m->flows, m->nflows, sizeof(flow_point_t), cmp_flow);
   // The data's range: spans and instants, so a death after the last span stays in view.
   double lo = INFINITY, hi = -INFINITY;
   for (size_t i = 0; i < m->nspans; ++i) {
@@ -850,11 +853,11 @@ static lw_status_t layout_compute(model_t *m, const options_t *o, layout_t *l, l
   }
   for (size_t i = 0; i < m->nprocs; ++i) l->proc_order[i] = (uint32_t)i;
   g_sort_model = m;
-  qsort(l->proc_order, m->nprocs, sizeof(uint32_t), cmp_proc);
+  sort_items(l->proc_order, m->nprocs, sizeof(uint32_t), cmp_proc);
   for (size_t i = 0; i < m->nprocs; ++i) l->proc_rank[l->proc_order[i]] = (uint32_t)i;
   g_proc_rank = l->proc_rank;
   for (size_t i = 0; i < m->ntracks; ++i) l->track_order[i] = (uint32_t)i;
-  qsort(l->track_order, m->ntracks, sizeof(uint32_t), cmp_track);
+  sort_items(l->track_order, m->ntracks, sizeof(uint32_t), cmp_track);
   g_sort_model = NULL;
   g_proc_rank = NULL;
   // The label column fits the longest shown row label, within bounds.
@@ -911,11 +914,21 @@ static void xml_text(FILE *f, const char *s, size_t max_chars) {
       return;
     }
     switch (c) {
-      case '&': fputs("&amp;", f); break;
-      case '<': fputs("&lt;", f); break;
-      case '>': fputs("&gt;", f); break;
-      case '"': fputs("&quot;", f); break;
-      case '\'': fputs("&apos;", f); break;
+      case '&':
+        fputs("&amp;", f);
+        break;
+      case '<':
+        fputs("&lt;", f);
+        break;
+      case '>':
+        fputs("&gt;", f);
+        break;
+      case '"':
+        fputs("&quot;", f);
+        break;
+      case '\'':
+        fputs("&apos;", f);
+        break;
       default:
         if (c == 0xef && (unsigned char)s[1] == 0xbf && ((unsigned char)s[2] & 0xfe) == 0xbe) {
           c = '?';
@@ -939,12 +952,24 @@ static void colour_of(const char *key, char out[8]) {
   double x = c * (1 - fabs(fmod(hue / 60, 2) - 1)), m = light - c / 2;
   double r = 0, g = 0, b = 0;
   switch ((int)(hue / 60)) {
-    case 0: r = c, g = x; break;
-    case 1: r = x, g = c; break;
-    case 2: g = c, b = x; break;
-    case 3: g = x, b = c; break;
-    case 4: r = x, b = c; break;
-    default: r = c, b = x; break;
+    case 0:
+      r = c, g = x;
+      break;
+    case 1:
+      r = x, g = c;
+      break;
+    case 2:
+      g = c, b = x;
+      break;
+    case 3:
+      g = x, b = c;
+      break;
+    case 4:
+      r = x, b = c;
+      break;
+    default:
+      r = c, b = x;
+      break;
   }
   snprintf(out, 8, "#%02x%02x%02x", (int)lround((r + m) * 255), (int)lround((g + m) * 255),
            (int)lround((b + m) * 255));
@@ -1061,8 +1086,7 @@ typedef struct pending {
   double x0, x1, t0, t1;
 } pending_t;
 
-static void flush_pending(FILE *f, const model_t *m, pending_t *p, double y,
-                          render_stats_t *st) {
+static void flush_pending(FILE *f, const model_t *m, pending_t *p, double y, render_stats_t *st) {
   if (p->count == 0) return;
   if (p->count == 1) {
     draw_span(f, &m->spans[p->first], p->x0, p->x1, y, st);
@@ -1073,8 +1097,8 @@ static void flush_pending(FILE *f, const model_t *m, pending_t *p, double y,
             "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.1f\" fill=\"" SVG_MERGED_COLOUR
             "\"><title>%zu spans, each narrower than %.1f px, merged\n"
             "ts %.3f \xe2\x80\x93 %.3f \xc2\xb5s</title></rect>\n",
-            p->x0, y, fmax(p->x1 - p->x0, SVG_NARROW_PX), SVG_LEVEL_H - 2, p->count,
-            SVG_NARROW_PX, p->t0, p->t1);
+            p->x0, y, fmax(p->x1 - p->x0, SVG_NARROW_PX), SVG_LEVEL_H - 2, p->count, SVG_NARROW_PX,
+            p->t0, p->t1);
     st->rects++;
     st->narrow_merged += p->count;
     st->merged_runs++;
@@ -1232,8 +1256,7 @@ static void draw_axis(FILE *f, const layout_t *l) {
     xml_text(f, label, 0);
     fputs("</text>\n", f);
   }
-  fprintf(f,
-          "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#888888\"/>\n</g>\n",
+  fprintf(f, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#888888\"/>\n</g>\n",
           l->x0, SVG_TOP - 8, l->x1, SVG_TOP - 8);
 }
 
@@ -1244,7 +1267,7 @@ static int cmp_str(const void *a, const void *b) {
 // The legend below the rows; returns the y below it.
 static double draw_legend(FILE *f, render_stats_t *st, double y, int width) {
   if (st->nlegend == 0 && st->instants_drawn == 0) return y + 8;
-  qsort(st->legend, st->nlegend, sizeof(char *), cmp_str);
+  sort_items(st->legend, st->nlegend, sizeof(char *), cmp_str);
   fprintf(f,
           "<g id=\"legend\" font-size=\"11\">\n<text x=\"8\" y=\"%.1f\" "
           "font-weight=\"bold\">legend</text>\n",
@@ -1394,16 +1417,17 @@ static void render_header(FILE *f, const model_t *m, const layout_t *l, const op
   base = base ? base + 1 : o->in;
   fputs("<text id=\"title\" x=\"8\" y=\"22\" font-size=\"14\"><tspan font-weight=\"bold\">", f);
   xml_text(f, base, 0);
-  fprintf(f, "</tspan>: %zu span%s \xc2\xb7 %zu instant%s", m->nspans,
-          m->nspans == 1 ? "" : "s", m->ninstants, m->ninstants == 1 ? "" : "s");
-  if (st->arrows) fprintf(f, " \xc2\xb7 %zu flow arrow%s", st->arrows,
-                          st->arrows == 1 ? "" : "s");
+  fprintf(f, "</tspan>: %zu span%s \xc2\xb7 %zu instant%s", m->nspans, m->nspans == 1 ? "" : "s",
+          m->ninstants, m->ninstants == 1 ? "" : "s");
+  if (st->arrows) fprintf(f, " \xc2\xb7 %zu flow arrow%s", st->arrows, st->arrows == 1 ? "" : "s");
   if (m->dropped != 0) {
-    fprintf(f, " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR "\" font-weight=\"bold\">%lld events "
-            "dropped by the recorder</tspan>", (long long)m->dropped);
+    fprintf(f,
+            " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR
+            "\" font-weight=\"bold\">%lld events "
+            "dropped by the recorder</tspan>",
+            (long long)m->dropped);
   }
-  fputs("</text>\n<text id=\"subtitle\" x=\"8\" y=\"40\" font-size=\"11\" fill=\"#444444\">",
-        f);
+  fputs("</text>\n<text id=\"subtitle\" x=\"8\" y=\"40\" font-size=\"11\" fill=\"#444444\">", f);
   if (m->nspans == 0 && m->ninstants == 0) {
     fprintf(f, "%zu events read; no spans or instants to draw</text>\n", m->events);
     return;
@@ -1419,16 +1443,21 @@ static void render_header(FILE *f, const model_t *m, const layout_t *l, const op
             st->narrow_merged, SVG_NARROW_PX, st->merged_runs);
   }
   if (st->rects_capped) {
-    fprintf(f, " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR "\">%zu spans not drawn (cap of %d "
-            "shapes; narrow the window with --from/--to)</tspan>", st->rects_capped,
-            SVG_MAX_RECTS);
+    fprintf(f,
+            " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR
+            "\">%zu spans not drawn (cap of %d "
+            "shapes; narrow the window with --from/--to)</tspan>",
+            st->rects_capped, SVG_MAX_RECTS);
   }
   if (st->arrows_capped) {
     fprintf(f, " \xc2\xb7 %zu arrows not drawn (cap of %d)", st->arrows_capped, SVG_MAX_ARROWS);
   }
   if (m->ignored) {
-    fprintf(f, " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR "\">%zu malformed event%s ignored"
-            "</tspan>", m->ignored, m->ignored == 1 ? "" : "s");
+    fprintf(f,
+            " \xc2\xb7 <tspan fill=\"" SVG_FAIL_COLOUR
+            "\">%zu malformed event%s ignored"
+            "</tspan>",
+            m->ignored, m->ignored == 1 ? "" : "s");
   }
   fputs("</text>\n", f);
 }

@@ -191,7 +191,8 @@ static const char kTrace[] =
     " \"otherData\":{\"producer\":\"lanework\",\"clock\":\"CLOCK_MONOTONIC\",\"t0_ns\":1,"
     "\"dropped_events\":3,\"events\":40},\n"
     " \"traceEvents\":[\n"
-    " {\"ph\":\"M\",\"name\":\"process_name\",\"pid\":500,\"tid\":0,\"args\":{\"name\":\"sub 0\"}},\n"
+    " {\"ph\":\"M\",\"name\":\"process_name\",\"pid\":500,\"tid\":0,\"args\":{\"name\":\"sub "
+    "0\"}},\n"
     " {\"ph\":\"M\",\"name\":\"process_name\",\"pid\":301,\"tid\":0,"
     "\"args\":{\"name\":\"chip 0 (sim)\"}},\n"
     " {\"ph\":\"M\",\"name\":\"process_name\",\"pid\":202,\"tid\":0,"
@@ -354,10 +355,11 @@ Test(trace_svg, a_failed_span_has_a_red_outline_and_an_ok_span_has_none) {
 
 Test(trace_svg, a_span_carries_its_hover_text) {
   char *svg = draw_sample(NULL);
-  cr_assert_not_null(strstr(svg, "<title>vmul\ncat: run \xc2\xb7 callable: vmul\n"
-                                 "run 1 \xc2\xb7 task 2 \xc2\xb7 chip 1\n"
-                                 "ts 330.000 \xc2\xb5s \xc2\xb7 dur 200.000 \xc2\xb5s\n"
-                                 "status: LW_TASK_FAILED</title>"));
+  cr_assert_not_null(strstr(svg,
+                            "<title>vmul\ncat: run \xc2\xb7 callable: vmul\n"
+                            "run 1 \xc2\xb7 task 2 \xc2\xb7 chip 1\n"
+                            "ts 330.000 \xc2\xb5s \xc2\xb7 dur 200.000 \xc2\xb5s\n"
+                            "status: LW_TASK_FAILED</title>"));
   free(svg);
 }
 
@@ -417,9 +419,9 @@ Test(trace_svg, the_legend_lists_each_callable) {
   char *svg = draw_sample(NULL);
   const char *legend = strstr(svg, "<g id=\"legend\"");
   cr_assert_not_null(legend);
-  const char *names[] = {">vadd</text>", ">vmul</text>", ">subfn</text>",
-                         ">a&lt;b&amp;&quot;c&quot;</text>", ">orch</text>",
-                         ">status not LW_OK</text>"};
+  const char *names[] = {">vadd</text>",  ">vmul</text>",
+                         ">subfn</text>", ">a&lt;b&amp;&quot;c&quot;</text>",
+                         ">orch</text>",  ">status not LW_OK</text>"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     cr_assert_not_null(strstr(legend, names[i]), "legend lacks %s", names[i]);
   }
@@ -431,8 +433,9 @@ Test(trace_svg, dropped_events_are_reported_in_red_in_the_title) {
   const char *title = strstr(svg, "<text id=\"title\"");
   cr_assert_not_null(title);
   cr_assert_not_null(strstr(title, "trace.json</tspan>: 9 spans \xc2\xb7 2 instants"));
-  cr_assert_not_null(strstr(title, "<tspan fill=\"#d7191c\" font-weight=\"bold\">3 events "
-                                   "dropped by the recorder</tspan>"));
+  cr_assert_not_null(strstr(title,
+                            "<tspan fill=\"#d7191c\" font-weight=\"bold\">3 events "
+                            "dropped by the recorder</tspan>"));
   free(svg);
   char *trace = write_text("clean.json",
                            "{\"otherData\":{\"dropped_events\":0},\"traceEvents\":["
@@ -516,17 +519,18 @@ Test(trace_svg, many_narrow_spans_merge_into_a_few_grey_runs, .timeout = 120) {
 }
 
 Test(trace_svg, a_malformed_event_is_skipped_and_counted) {
-  char *trace = write_text(
-      "malformed.json",
-      "{\"traceEvents\":["
-      "{\"ph\":\"X\",\"name\":\"good\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5},"
-      "{\"ph\":\"X\",\"name\":\"no_ts\",\"pid\":1,\"tid\":1,\"dur\":5}]}");
+  char *trace =
+      write_text("malformed.json",
+                 "{\"traceEvents\":["
+                 "{\"ph\":\"X\",\"name\":\"good\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5},"
+                 "{\"ph\":\"X\",\"name\":\"no_ts\",\"pid\":1,\"tid\":1,\"dur\":5}]}");
   char *out = path_of("malformed.svg");
   const char *argv[] = {"lanework", "trace", "svg", trace, "-o", out, NULL};
   char *err = NULL;
   cr_assert_eq(run(argv, &err), 0, "%s", err);
-  cr_assert_not_null(strstr(err, "1 malformed event ignored (first: event 1 (ph \"X\"): no "
-                                 "finite ts)"),
+  cr_assert_not_null(strstr(err,
+                            "1 malformed event ignored (first: event 1 (ph \"X\"): no "
+                            "finite ts)"),
                      "%s", err);
   char *svg = read_text(out);
   cr_assert_not_null(strstr(svg, "<title>good\n"));
@@ -591,8 +595,8 @@ Test(trace_svg, a_trace_without_a_trace_events_array_exits_2) {
   free(trace);
   trace = write_text("object.json", "{\"traceEvents\": {\"ph\": \"X\"}}");
   err = expect_exit_2(trace);
-  cr_assert_not_null(strstr(err, "no \"traceEvents\" array (\"traceEvents\" is an object)"),
-                     "%s", err);
+  cr_assert_not_null(strstr(err, "no \"traceEvents\" array (\"traceEvents\" is an object)"), "%s",
+                     err);
   free(err);
   free(trace);
 }
@@ -602,7 +606,7 @@ Test(trace_svg, bad_options_exit_2_and_write_nothing) {
   char *out = path_of("out.svg");
   const char *no_out[] = {"lanework", "trace", "svg", trace, NULL};
   const char *narrow[] = {"lanework", "trace", "svg", trace, "-o", out, "--width", "10", NULL};
-  const char *window[] = {"lanework", "trace", "svg",    trace, "-o", out,
+  const char *window[] = {"lanework", "trace", "svg",  trace, "-o", out,
                           "--from",   "50",    "--to", "20",  NULL};
   const char *unknown[] = {"lanework", "trace", "png", trace, "-o", out, NULL};
   const char *const *cases[] = {no_out, narrow, window, unknown};
