@@ -216,6 +216,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     }
   }
   if (st != LW_OK && !dispatched && t->group) poison_group(d, t->group, err, finished);
+  lw__run_task_end(run, t->task_id, st);  // before retire, which may settle the run
   retire(d, t, finished);
   if (unpin) d->hooks.unpin(d->hooks.ctx, wc, wc_id);
 }
@@ -437,6 +438,7 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
   t->wc_id = desc->wc_id;
   t->args = desc->args;
   t->timeout_ns = desc->timeout_ns;
+  lw__run_task_begin(run, t->task_id, t->kind, callable_name(d, t), desc->submit_ns);
   // Set before the edges: members of one group get none between them.
   t->group = group;
   if (group) {

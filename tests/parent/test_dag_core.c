@@ -131,7 +131,10 @@ static void setup(void) {
 static void teardown(void) {
   if (d_live) lw__dag_deinitialize(&d);
   d_live = false;
-  for (uint32_t i = 0; i < n_runs; ++i) free(runs[i]);
+  for (uint32_t i = 0; i < n_runs; ++i) {
+    lw__run_task_reports_free(runs[i]);
+    free(runs[i]);
+  }
   n_runs = 0;
 }
 
