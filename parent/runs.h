@@ -31,7 +31,6 @@
 #include "lanes/handle_impl.h"
 #include "lanework/orch.h"
 #include "lanework/worker.h"
-#include "mailbox/mailbox.h"
 
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_run lw_run_t;
@@ -58,9 +57,9 @@ struct lw_run {
   lw_error_t error;    // first error
   lw_run_report_t report;
   // Per-task reports (lw_handle_run_tasks): task id i in task_reports[i - 1]. Written by the
-  // DAG's owner from the task's build to its end (lw__run_task_*), read only after the run's
-  // handle finished; freed with the run. Grown by doubling; task_reports_lost when a growth
-  // failed (out of memory): the reports are then incomplete and the query says so.
+  // DAG's owner from the task's build to its end (parent/task_reports.h), read only after the
+  // run's handle finished; freed with the run. Grown by doubling; task_reports_lost when a
+  // growth failed (out of memory): the reports are then incomplete and the query says so.
   lw_task_report_t *task_reports;
   uint32_t task_reports_cap;
   bool task_reports_lost;
@@ -107,18 +106,5 @@ void lw__orch_stop(lw_worker_t *w);
 // Its handle finishes now if every earlier run's handle has finished, else right after the
 // last of them: run handles finish in submission (run-id) order.
 void lw__run_complete(lw_run_t *run);
-
-// Per-task reports, by the DAG's owner (no lock of their own: the owner's pass serializes
-// them). A task's report is begun when the owner builds the task (its id is the run's newest),
-// then marked posted to a child, given the child's times, and ended with its final status, in
-// that order; the last three only for ids begun before.
-void lw__run_task_begin(lw_run_t *run, uint64_t task_id, lw_mb_task_kind_t kind,
-                        const char *callable, int64_t submit_ns);
-void lw__run_task_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id);
-void lw__run_task_child_times(lw_run_t *run, uint64_t task_id, uint64_t queue_ns,
-                              uint64_t kernel_ns);
-void lw__run_task_end(lw_run_t *run, uint64_t task_id, lw_status_t status);
-// Frees the run's task reports (the run's destroy; tests that own runs).
-void lw__run_task_reports_free(lw_run_t *run);
 
 #endif  // LANEWORK_PARENT_RUNS_H_

@@ -17,6 +17,7 @@
 
 #include "lanes/error.h"
 #include "parent/dag.h"
+#include "parent/task_reports.h"
 
 // ---------------------------------------------------------------------------------------------
 // Hooks: pins and rings are counted, callable names are "k<wc>".
@@ -132,7 +133,7 @@ static void teardown(void) {
   if (d_live) lw__dag_deinitialize(&d);
   d_live = false;
   for (uint32_t i = 0; i < n_runs; ++i) {
-    lw__run_task_reports_free(runs[i]);
+    lw__task_reports_free(runs[i]);
     free(runs[i]);
   }
   n_runs = 0;
