@@ -11,6 +11,7 @@
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/dag.h"
+#include "parent/task_reports.h"
 #include "parent/tmap.h"
 
 _Static_assert(LW_MAX_SCOPES == LW_TMAP_MAX_SCOPES, "lw_orch scopes are the tensor map's scopes");
@@ -225,6 +226,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     }
   }
   if (st != LW_OK && !dispatched && t->group) poison_group(d, t->group, err, finished);
+  lw__task_report_end(run, t->task_id, st);  // before retire, which may settle the run
   retire(d, t, finished);
   if (unpin) d->hooks.unpin(d->hooks.ctx, wc, wc_id);
 }
@@ -451,6 +453,7 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
   t->wc_id = desc->wc_id;
   t->args = desc->args;
   t->timeout_ns = desc->timeout_ns;
+  lw__task_report_begin(run, t->task_id, t->kind, callable_name(d, t), desc->submit_ns);
   // Set before the edges: members of one group get none between them.
   t->group = group;
   if (group) {

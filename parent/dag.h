@@ -144,6 +144,7 @@ typedef struct lw_dag_task_desc {
   uint32_t wc;                // callable slot, pinned by the submitter
   uint64_t wc_id;
   int64_t timeout_ns;
+  int64_t submit_ns;          // when it was submitted (lw__now_ns), for its task report
   lw_mb_args_t args;          // as they cross the mailbox
   uint32_t n_keys;            // the buffers the tensor map orders, in tensor order
   uintptr_t key[LW_MAX_TENSORS];

@@ -10,6 +10,7 @@
 #include "callables/signature.h"
 #include "lanes/args.h"
 #include "lanes/error.h"
+#include "lanes/sys.h"
 #include "parent/callables.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
@@ -39,6 +40,7 @@ static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker
   out->kind = kind;
   out->worker = worker;
   out->timeout_ns = timeout_ns;
+  out->submit_ns = lw__now_ns();
   out->n_keys = args->n_tensors;
   for (uint32_t i = 0; i < args->n_tensors; ++i) {
     out->key[i] = (uintptr_t)args->tensor[i].data;
@@ -111,6 +113,10 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
     cmd->task[i].wc = wc;
     cmd->task[i].wc_id = wc_id;
   }
+  // The owner numbers the run's tasks in posting order (a group's members one after another),
+  // so the ids are known before it builds them. Read before the post: cmd is the DAG's then.
+  o->last_task = o->n_posted + 1;
+  o->n_posted += cmd->n_tasks;
   lw__dag_post(&w->dag, cmd);
   return LW_OK;
 }
@@ -193,6 +199,8 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   if (hand_over(o, cmd, c, false, &err) != LW_OK) return lw__last_error_store(&err);
   return LW_OK;
 }
+
+uint64_t lw_orch_last_task(const lw_orch_t *o) { return o ? o->last_task : 0; }
 
 static lw_status_t post_scope(lw_orch_t *o, lw_dag_cmd_kind_t kind, lw_error_t *err) {
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(kind, o->run, 0);

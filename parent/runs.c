@@ -10,6 +10,7 @@
 #include "lanes/trace.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
+#include "parent/task_reports.h"
 #include "parent/worker_impl.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -23,7 +24,10 @@ static lw_status_t run_cancel(lw_handle_t *h) {
   return LW_OK;
 }
 
-static void run_destroy(lw_handle_t *h) { free(h); }
+static void run_destroy(lw_handle_t *h) {
+  lw__task_reports_free((lw_run_t *)h);
+  free(h);
+}
 static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
 
 // Builds the report of a run that just settled (its last task ended now), before its handle
@@ -210,7 +214,7 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
     lw__run_complete(run);
     return;
   }
-  lw_orch_t o = {w, run, 0};
+  lw_orch_t o = {w, run, 0, 0, 0};
   run->t_start = lw__now_ns();
   atomic_fetch_add_explicit(&w->runs.n_started, 1, memory_order_relaxed);  // a counter only
   lw_status_t st = run->fn(&o, run->user);

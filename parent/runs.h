@@ -56,12 +56,24 @@ struct lw_run {
   int64_t t_start;
   lw_error_t error;    // first error
   lw_run_report_t report;
+  // Per-task reports (lw_handle_run_tasks): task id i in task_reports[i - 1]. Written by the
+  // DAG's owner from the task's build to its end (parent/task_reports.h), read only after the
+  // run's handle finished; freed with the run. Grown by doubling; task_reports_lost when a
+  // growth failed (out of memory): the reports are then incomplete and the query says so.
+  lw_task_report_t *task_reports;
+  uint32_t task_reports_cap;
+  bool task_reports_lost;
 };
 
 struct lw_orch {
   lw_worker_t *w;
   lw_run_t *run;
   uint32_t scope_depth;  // scopes open (the DAG's tensor map applies them in order)
+  // Tasks posted so far and the id of the last submit's (first) task: the owner numbers a
+  // run's tasks in posting order (++run->n_tasks as it builds them), and only this orch
+  // function posts the run's tasks, so the next id is known here before the owner builds it.
+  uint64_t n_posted;
+  uint64_t last_task;
 };
 
 // The worker's runs (w->runs), all under mu: the FIFO run queue (q_head/q_tail, linked by

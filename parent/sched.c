@@ -28,6 +28,7 @@
 #include "parent/runs.h"
 #include "parent/sched.h"
 #include "parent/supervise.h"
+#include "parent/task_reports.h"
 #include "parent/worker_impl.h"
 
 #define TAG_WAKE 0xffffffffu
@@ -151,6 +152,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     ep->busy--;
     r.error.worker_id = (int32_t)ep->index;
     r.error.task_id = t->task_id;
+    lw__task_report_child_times(t->run, t->task_id, r.queue_ns, r.kernel_ns);
     lw__task_finish(&w->dag, t, r.status, &r.error, &pw->finished);
   }
   return progress;
@@ -174,6 +176,7 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
     return;
   }
   lw__dag_task_launch(&w->dag, t);
+  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index);
   // A chip task's pin goes with its post: the child applies posts in sequence order, so an
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).

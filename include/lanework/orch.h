@@ -56,6 +56,13 @@ LW_API LW_MUST_USE lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o,
 // One task of a sub callable, on any idle sub child.
 LW_API LW_MUST_USE lw_status_t lw_orch_submit_sub(lw_orch_t *o, lw_callable_handle_t c,
                                                   const lw_args_t *args);
+// The id of the task the last successful submit on o created (lw_orch_submit_next_level or
+// lw_orch_submit_sub), or of the first member of the last group: the members of a group get
+// consecutive ids in the order of args, so member i is lw_orch_last_task(o) + i. 0 before
+// any submit succeeded; a refused submit leaves it unchanged. Ids are the run's task ids, the
+// ones lw_error_t.task_id and the run's task reports (lw_handle_run_tasks) use; they count
+// from 1 in each run.
+LW_API uint64_t lw_orch_last_task(const lw_orch_t *o);
 // Scopes: buffers first written inside a scope are forgotten by the tensor map at its end
 // (their last writer and its readers), so a later reuse of the same memory starts without
 // stale dependencies. A buffer only read inside the scope is remembered. Nest up to 16 deep.

@@ -79,6 +79,35 @@ typedef struct lw_run_report {
   lw_error_t error;        // the first error (code LW_OK when none)
 } lw_run_report_t;
 
+// What one task of a finished run did (lw_handle_run_tasks). Times are nanoseconds of
+// CLOCK_MONOTONIC. The parent measures wait_ns and host_ns on its own clock; the child measures
+// queue_ns and kernel_ns and hands them back with the task's result. A task that was never
+// dispatched (POISONED, skipped or cancelled before dispatch, failed at once because its chip
+// was down) has worker_id -1, wait_ns from its submit to the moment it was given up, and
+// queue_ns, kernel_ns and host_ns 0. A task whose child died before it reported has queue_ns
+// and kernel_ns 0 (the child never handed them back) and host_ns up to the death.
+typedef enum lw_task_kind {
+  LW_TASK_CHIP = 1,  // lw_orch_submit_next_level(_group): a chip kernel
+  LW_TASK_SUB = 2,   // lw_orch_submit_sub: a sub function
+} lw_task_kind_t;
+
+#define LW_TASK_CALLABLE_BYTES 48
+
+typedef struct lw_task_report {
+  uint64_t task_id;     // 1.. in submission order within the run (lw_orch_last_task)
+  int32_t worker_id;    // the chip (LW_TASK_CHIP) or sub child (LW_TASK_SUB) index it was
+                        // dispatched to; -1 when it never was
+  uint32_t kind;        // lw_task_kind_t
+  lw_status_t status;   // LW_OK, or why it failed (TASK_FAILED, POISONED, CHILD_EXITED, ...)
+  uint32_t reserved;
+  uint64_t submit_ns;   // when the orch function submitted it (absolute)
+  uint64_t wait_ns;     // submit -> dispatch, in the parent: dependencies and free task frames
+  uint64_t queue_ns;    // in the child: handed to its run lane -> kernel start
+  uint64_t kernel_ns;   // kernel start -> end, measured by the child
+  uint64_t host_ns;     // dispatch -> the parent saw the completion: the whole round trip
+  char callable[LW_TASK_CALLABLE_BYTES];  // the callable's name, truncated, NUL-terminated
+} lw_task_report_t;
+
 // 1 chip, 0 subs, backend "sim", 256 MiB arena, 4096-task ring, 10 s submit and startup
 // timeouts, respawn on (at most 5 deaths in 10 s), 1 s cancel grace, 5 s liveness timeout.
 LW_API void lw_worker_config_default(lw_worker_config_t *c);
@@ -135,6 +164,17 @@ LW_API LW_MUST_USE lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn
                                                    lw_handle_t **out);
 // The report of a finished worker-run handle. FAILED_PRECONDITION while running.
 LW_API LW_MUST_USE lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out);
+// The per-task reports of a finished worker-run handle: fills out[0 .. min(cap, n) - 1] with
+// the first reports in task-id order (task i + 1 in out[i]) and sets *n_out to n, the number
+// of tasks of the run, so a call with cap 0 (out may then be NULL) sizes the array.
+// INVALID_ARGUMENT when h is not a worker-run handle or n_out is NULL (or out is NULL with
+// cap > 0); FAILED_PRECONDITION "run N has not finished" while it runs; RESOURCE_EXHAUSTED
+// when the worker ran out of memory recording them (*n_out is still n, nothing is filled).
+// Memory: the worker keeps sizeof(lw_task_report_t) = 112 bytes per task of the run (in one
+// array grown by doubling, so at most twice that) until the handle is released; recording
+// takes no lock beyond the one the scheduler already holds, and three clock reads per task.
+LW_API LW_MUST_USE lw_status_t lw_handle_run_tasks(const lw_handle_t *h, lw_task_report_t *out,
+                                                   size_t cap, size_t *n_out);
 
 // Shared memory every child maps at the same address; tensors must live here. 64-byte
 // aligned. NULL (and lw_last_error) when the arena is exhausted.

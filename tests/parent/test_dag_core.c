@@ -17,6 +17,7 @@
 
 #include "lanes/error.h"
 #include "parent/dag.h"
+#include "parent/task_reports.h"
 
 // ---------------------------------------------------------------------------------------------
 // Hooks: pins and rings are counted, callable names are "k<wc>".
@@ -131,7 +132,10 @@ static void setup(void) {
 static void teardown(void) {
   if (d_live) lw__dag_deinitialize(&d);
   d_live = false;
-  for (uint32_t i = 0; i < n_runs; ++i) free(runs[i]);
+  for (uint32_t i = 0; i < n_runs; ++i) {
+    lw__task_reports_free(runs[i]);
+    free(runs[i]);
+  }
   n_runs = 0;
 }
 
@@ -150,6 +154,9 @@ enum { X = 0x1000, Y = 0x2000, Z = 0x3000 };
 // No buffer at all (the map skips a NULL address).
 #define NONE ((acc_t){0, LW_TAG_NO_DEP})
 
+// The submit time every test task carries (its report copies it).
+#define SUBMIT_NS 12345
+
 static void fill_desc(lw_dag_task_desc_t *t, lw_mb_task_kind_t kind, int32_t worker, uint32_t wc,
                       uint32_t n, const acc_t *a) {
   cr_assert_leq(n, LW_MAX_TENSORS);
@@ -158,6 +165,7 @@ static void fill_desc(lw_dag_task_desc_t *t, lw_mb_task_kind_t kind, int32_t wor
   t->wc = wc;
   t->wc_id = wc_id_of(wc);
   t->timeout_ns = -1;
+  t->submit_ns = SUBMIT_NS;
   t->n_keys = n;
   for (uint32_t i = 0; i < n; ++i) {
     t->key[i] = a[i].key;
@@ -1218,4 +1226,43 @@ Test(dag_core, finish_all_ends_a_ready_group_whole) {
   cr_assert_eq(lw__dag_live_tasks(&d), 0);
   for (uint32_t wc = 3; wc <= 6; ++wc) expect_unpins(wc, 1);
   expect_counts(r, 4, 4, 0, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Task reports (parent/task_reports.h): begun as the owner builds a task, ended as it finishes
+
+Test(dag_core, task_reports_name_every_task_of_a_long_run_with_its_kind_callable_and_status) {
+  enum { N_READERS = 40 };  // more than the array's first sizes: it grows twice on the way
+  make_dag(64, 1, -1);
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});                                   // 1: fails
+  for (int i = 0; i < N_READERS; ++i) KERNEL(r, 0, 2, {X, LW_TAG_INPUT});  // 2..41: poisoned
+  SUB(r, 3, NONE);                                                       // 42: completes
+  post_orch_done(r, LW_OK, NULL);
+  step();
+  finish_ok(pop_launch(&d.sub_q, r, N_READERS + 2));
+  finish_failed(pop_launch(&d.chip_q[0], r, 1), "kernel k1 returned -3");
+  expect_settled_once(r);
+  cr_assert_geq(r->task_reports_cap, N_READERS + 2);
+  cr_assert_not(r->task_reports_lost);
+  const lw_task_report_t *rep = r->task_reports;
+  for (uint32_t i = 0; i < N_READERS + 2; ++i) {
+    cr_assert_eq(rep[i].task_id, i + 1, "report %u holds task %llu", i,
+                 (unsigned long long)rep[i].task_id);
+    cr_assert_eq(rep[i].submit_ns, SUBMIT_NS);
+    cr_assert_gt(rep[i].wait_ns, 0, "never posted: its wait lasted until it ended");
+    // No scheduler posts them here (it is the one that marks a task posted to a child).
+    cr_assert_eq(rep[i].worker_id, -1);
+    cr_assert_eq(rep[i].host_ns, 0);
+  }
+  cr_assert_eq(rep[0].status, LW_TASK_FAILED);
+  cr_assert_str_eq(rep[0].callable, "k1");
+  cr_assert_eq(rep[0].kind, LW_TASK_CHIP);
+  for (uint32_t i = 1; i <= N_READERS; ++i) {
+    cr_assert_eq(rep[i].status, LW_POISONED, "task %u: %s", i + 1, lw_status_name(rep[i].status));
+    cr_assert_str_eq(rep[i].callable, "k2");
+  }
+  cr_assert_eq(rep[N_READERS + 1].status, LW_OK);
+  cr_assert_eq(rep[N_READERS + 1].kind, LW_TASK_SUB);
+  cr_assert_str_eq(rep[N_READERS + 1].callable, "k3");
 }
