@@ -11,6 +11,7 @@
 #include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "parent/callables.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
@@ -117,7 +118,20 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   // so the ids are known before it builds them. Read before the post: cmd is the DAG's then.
   o->last_task = o->n_posted + 1;
   o->n_posted += cmd->n_tasks;
+  // The submit spans (one per task, from the call's start to the post) carry the ids the trace
+  // links to the task's dispatch and run. Copied first: after the post the DAG owns cmd.
+  char name[LW_TRACE_NAME_BYTES] = "";
+  uint32_t n = cmd->n_tasks;
+  int64_t t0 = cmd->task[0].submit_ns;
+  bool traced = lw__trace_on();
+  if (traced) snprintf(name, sizeof(name), "%s", callable->name);
   lw__dag_post(&w->dag, cmd);
+  if (traced) {
+    int64_t t1 = lw__now_ns();
+    for (uint32_t i = 0; i < n; ++i) {
+      lw__trace_span(LW_TRACE_SUBMIT, t0, t1, o->run->run_id, o->last_task + i, -1, LW_OK, name);
+    }
+  }
   return LW_OK;
 }
 
