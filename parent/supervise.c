@@ -297,6 +297,10 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
   uint32_t respawns = 0;
   if (alive) {
     respawns = ++ep->respawns;
+    // Recorded before the endpoint takes work again: a caller that sees it accepting (and
+    // stops the session after its next run) finds the respawn in the trace, before the new
+    // child's runs.
+    lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     ep->accepting = true;
   }
   pthread_mutex_unlock(&w->mu);
@@ -304,7 +308,6 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
     char name[32];
     lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
             lw__ep_name(ep, name, sizeof(name)), respawns);
-    lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     lw__worker_kick(w);
   }
 }
