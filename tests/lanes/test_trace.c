@@ -520,6 +520,24 @@ Test(trace, garbage_in_a_childs_area_is_dropped_and_counted_without_a_hang, .tim
   atomic_store(&r3->state, LW_TRACE_RING_CLAIMED);
   atomic_store(&r3->head, 1);
 
+  // Ring 4: spans whose times make no sense: a negative duration, and one whose end is past
+  // what int64 nanoseconds hold.
+  lw_trace_ring_header_t *r4 = area_ring_at(a, 4);
+  lw_trace_event_t *ev4 = (lw_trace_event_t *)(r4 + 1);
+  memset(ev4, 0, 2 * sizeof(*ev4));
+  for (int k = 0; k < 2; ++k) {
+    ev4[k].kind = LW_TRACE_RUN;
+    ev4[k].ts_ns = now;
+    ev4[k].chip = 7;
+    snprintf(ev4[k].name, sizeof(ev4[k].name), "bad time");
+  }
+  ev4[0].dur_ns = -5 * US;
+  ev4[1].dur_ns = INT64_MAX;
+  r4->pid = 4242;
+  r4->tid = 4247;
+  atomic_store(&r4->state, LW_TRACE_RING_CLAIMED);
+  atomic_store(&r4->head, 2);
+
   // Events lost because no ring was free.
   atomic_store(&area_header(a)->no_ring, 5u);
 
@@ -550,6 +568,7 @@ Test(trace, garbage_in_a_childs_area_is_dropped_and_counted_without_a_hang, .tim
   json_t *good = span_named(doc, "good");
   cr_assert_str_eq(tt_thread_name(doc, 4242, tt_int(good, "tid")), "register lane");
   cr_assert_eq(tt_count(doc, "X", NULL) + tt_count(doc, "i", NULL), 2);
+  cr_assert_eq(tt_count(doc, "X", "bad time"), 0);
   json_decref(doc);
   free(a);
 }
