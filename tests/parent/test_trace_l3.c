@@ -334,3 +334,57 @@ Test(trace_l3, lw_trace_makes_a_program_write_the_file_at_exit_from_its_own_proc
   json_decref(doc);
   cr_assert_eq(lw_test_child_count(), children_before);
 }
+
+// A worker destroyed while the session runs: its children's events stay in the file, and its
+// areas (unmapped with it) are no longer drained — the session, and the next one, go on.
+Test(trace_l3, a_worker_destroyed_during_a_session_keeps_its_events_and_leaves_no_area,
+     .timeout = 120) {
+  // The session's file is open before either worker counts the fds it must leave behind.
+  cr_assert_eq(lw_trace_start(path), LW_OK, "%s", lw_last_error()->message);
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  int64_t *log = lw_worker_alloc(f.w, 64 * 8);
+  cr_assert_not_null(log);
+  memset(log, 0, 64 * 8);
+  one_job_t j = {.k = fx_reg(&f, "record"), .log = log, .scalar = 1, .chip = 0};
+  LW_ASSERT_OK(lw_worker_run(f.w, one_orch, &j, NULL));
+  pid_t chip0 = fx_pid(&f, 0);
+  fx_destroy(&f);
+  // A second worker in the same session.
+  fx_create(&f, &cfg);
+  log = lw_worker_alloc(f.w, 64 * 8);
+  cr_assert_not_null(log);
+  memset(log, 0, 64 * 8);
+  j.k = fx_reg(&f, "record");
+  j.log = log;
+  LW_ASSERT_OK(lw_worker_run(f.w, one_orch, &j, NULL));
+  pid_t chip0_second = fx_pid(&f, 0);
+  fx_destroy(&f);
+  cr_assert_eq(lw_trace_stop(NULL), LW_OK, "%s", lw_last_error()->message);
+
+  json_t *doc = tt_load(path);
+  tt_assert_all_named(doc);
+  cr_assert_str_eq(tt_process_name(doc, chip0), "chip 0 (sim)");
+  cr_assert_str_eq(tt_process_name(doc, chip0_second), "chip 0 (sim)");
+  // Each worker's run 1 task 1, in its own chip child.
+  int first = 0, second = 0;
+  size_t i;
+  json_t *ev;
+  json_array_foreach(tt_events(doc), i, ev) {
+    if (!tt_is(ev, "X") || strcmp(tt_str(ev, "cat"), "run") != 0) continue;
+    cr_assert_str_eq(tt_str(ev, "name"), "record");
+    cr_assert_eq(tt_arg_int(ev, "run", 0), 1);
+    cr_assert_eq(tt_arg_int(ev, "task", 0), 1);
+    first += tt_int(ev, "pid") == chip0;
+    second += tt_int(ev, "pid") == chip0_second;
+  }
+  cr_assert_eq(first, 1);
+  cr_assert_eq(second, 1);
+  json_decref(doc);
+  // The next session drains nothing of the workers that are gone.
+  cr_assert_eq(lw_trace_start(path), LW_OK, "%s", lw_last_error()->message);
+  lw_trace_summary_t sum;
+  cr_assert_eq(lw_trace_stop(&sum), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_eq(sum.events, 0);
+}
