@@ -7,6 +7,7 @@
 // are read back with jansson (tests/trace_test_util.h).
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -404,13 +405,17 @@ static void hand_span(hand_t *h, uint32_t track, lw_trace_kind_t kind, int16_t c
   r->track = track;
 }
 
+static void expect_overlap(double got, double want) {
+  cr_assert(fabs(got - want) < 1e-12, "overlap %g, expected %g", got, want);
+}
+
 Test(trace, overlap_by_events_is_one_for_a_register_inside_a_run, .timeout = 10) {
   hand_t h;
   hand_init(&h);
   hand_span(&h, 1, LW_TRACE_RUN, 0, 0, 1000);
   hand_span(&h, 0, LW_TRACE_REGISTER, 0, 200, 600);
   size_t n = 99;
-  cr_assert_float_eq(lw__trace_overlap_by_events(&h.c, &n), 1.0, 1e-12);
+  expect_overlap(lw__trace_overlap_by_events(&h.c, &n), 1.0);
   cr_assert_eq(n, 1);
 }
 
@@ -422,7 +427,7 @@ Test(trace, overlap_by_events_is_half_for_a_register_half_inside_a_run, .timeout
   // A run of another process (another chip child) does not count.
   hand_span(&h, 2, LW_TRACE_RUN, 0, 0, 1000);
   size_t n = 99;
-  cr_assert_float_eq(lw__trace_overlap_by_events(&h.c, &n), 0.5, 1e-12);
+  expect_overlap(lw__trace_overlap_by_events(&h.c, &n), 0.5);
   cr_assert_eq(n, 1);
 }
 
@@ -432,7 +437,7 @@ Test(trace, overlap_by_events_is_zero_for_a_run_on_another_chip, .timeout = 10) 
   hand_span(&h, 1, LW_TRACE_RUN, 1, 0, 1000);
   hand_span(&h, 0, LW_TRACE_REGISTER, 0, 200, 600);
   size_t n = 99;
-  cr_assert_float_eq(lw__trace_overlap_by_events(&h.c, &n), 0.0, 1e-12);
+  expect_overlap(lw__trace_overlap_by_events(&h.c, &n), 0.0);
   cr_assert_eq(n, 1);
 }
 
@@ -441,10 +446,10 @@ Test(trace, overlap_by_events_is_minus_one_without_a_register, .timeout = 10) {
   hand_init(&h);
   hand_span(&h, 1, LW_TRACE_RUN, 0, 0, 1000);
   size_t n = 99;
-  cr_assert_float_eq(lw__trace_overlap_by_events(&h.c, &n), -1.0, 1e-12);
+  expect_overlap(lw__trace_overlap_by_events(&h.c, &n), -1.0);
   cr_assert_eq(n, 0);
   h.c.n = 0;
-  cr_assert_float_eq(lw__trace_overlap_by_events(&h.c, &n), -1.0, 1e-12);
+  expect_overlap(lw__trace_overlap_by_events(&h.c, &n), -1.0);
   cr_assert_eq(n, 0);
 }
 
@@ -459,30 +464,20 @@ Test(trace, garbage_in_a_childs_area_is_dropped_and_counted_without_a_hang, .tim
   memset(a, 0, LW_TRACE_AREA_BYTES);
   lw__trace_area_initialize(a);
   lw__trace_area_attach(a, "chip 7 (sim)");
-  LW_TEST_OK(lw_trace_start(path));
-  cr_assert_eq(atomic_load(&area_header(a)->on), 1u, "an attached area's flag follows the session");
+  // The child's plain fields are written before the session starts (its drainer thread starts
+  // after them); its counters and states after, as a child publishes them. Event times are a
+  // second ahead, so they fall inside the session that starts next.
+  int64_t now = lw__now_ns() + 1000 * 1000 * 1000;
   // The child scribbles over what the parent wrote: a ring count past the area.
   area_header(a)->n_rings = 1000;
-  int64_t now = lw__now_ns();
-
-  // Ring 0: head behind tail.
-  lw_trace_ring_header_t *r0 = area_ring_at(a, 0);
-  r0->pid = 4242;
+  lw_trace_ring_header_t *r0 = area_ring_at(a, 0), *r1 = area_ring_at(a, 1);
+  lw_trace_ring_header_t *r2 = area_ring_at(a, 2), *r3 = area_ring_at(a, 3);
+  lw_trace_ring_header_t *r4 = area_ring_at(a, 4);
+  r0->pid = r1->pid = r2->pid = r3->pid = r4->pid = 4242;
   r0->tid = 4243;
-  atomic_store(&r0->tail, 10);
-  atomic_store(&r0->state, LW_TRACE_RING_CLAIMED);
-  atomic_store(&r0->head, 5);
-
-  // Ring 1: more published than the ring holds.
-  lw_trace_ring_header_t *r1 = area_ring_at(a, 1);
-  r1->pid = 4242;
   r1->tid = 4244;
-  atomic_store(&r1->state, LW_TRACE_RING_CLAIMED);
-  atomic_store(&r1->head, 100000);
 
-  // Ring 2: a kind out of range, kind 0, and one good event whose name and role lack a NUL;
-  // a dropped counter of 7; a state no one defined.
-  lw_trace_ring_header_t *r2 = area_ring_at(a, 2);
+  // Ring 2: a kind out of range, kind 0, and one good event whose name and role lack a NUL.
   lw_trace_event_t *ev2 = (lw_trace_event_t *)(r2 + 1);
   memset(ev2, 0, 3 * sizeof(*ev2));
   ev2[0].kind = 999;
@@ -497,15 +492,10 @@ Test(trace, garbage_in_a_childs_area_is_dropped_and_counted_without_a_hang, .tim
   ev2[2].task_id = 1;
   fill(ev2[2].name, 'x', LW_TRACE_NAME_BYTES);
   fill(r2->role, 'r', LW_TRACE_ROLE_BYTES);
-  r2->pid = 4242;
   r2->tid = 4245;
-  atomic_store(&r2->dropped, 7);
-  atomic_store(&r2->state, 77u);
-  atomic_store(&r2->head, 3);
 
   // Ring 3: its capacity overwritten with 0 (the drainer must use the one the parent knows),
   // one good event.
-  lw_trace_ring_header_t *r3 = area_ring_at(a, 3);
   lw_trace_event_t *ev3 = (lw_trace_event_t *)(r3 + 1);
   memset(ev3, 0, sizeof(*ev3));
   ev3->kind = LW_TRACE_REGISTER;
@@ -514,15 +504,11 @@ Test(trace, garbage_in_a_childs_area_is_dropped_and_counted_without_a_hang, .tim
   ev3->chip = 7;
   snprintf(ev3->name, sizeof(ev3->name), "good");
   snprintf(r3->role, sizeof(r3->role), "register lane");
-  r3->pid = 4242;
   r3->tid = 4246;
   r3->capacity = 0;
-  atomic_store(&r3->state, LW_TRACE_RING_CLAIMED);
-  atomic_store(&r3->head, 1);
 
   // Ring 4: spans whose times make no sense: a negative duration, and one whose end is past
   // what int64 nanoseconds hold.
-  lw_trace_ring_header_t *r4 = area_ring_at(a, 4);
   lw_trace_event_t *ev4 = (lw_trace_event_t *)(r4 + 1);
   memset(ev4, 0, 2 * sizeof(*ev4));
   for (int k = 0; k < 2; ++k) {
@@ -533,11 +519,26 @@ Test(trace, garbage_in_a_childs_area_is_dropped_and_counted_without_a_hang, .tim
   }
   ev4[0].dur_ns = -5 * US;
   ev4[1].dur_ns = INT64_MAX;
-  r4->pid = 4242;
   r4->tid = 4247;
+
+  LW_TEST_OK(lw_trace_start(path));
+  cr_assert_eq(atomic_load(&area_header(a)->on), 1u, "an attached area's flag follows the session");
+  // Ring 0: head behind tail.
+  atomic_store(&r0->tail, 10);
+  atomic_store(&r0->state, LW_TRACE_RING_CLAIMED);
+  atomic_store(&r0->head, 5);
+  // Ring 1: more published than the ring holds.
+  atomic_store(&r1->state, LW_TRACE_RING_CLAIMED);
+  atomic_store(&r1->head, 100000);
+  // Ring 2: three events, a dropped counter of 7, a state no one defined.
+  atomic_store(&r2->dropped, 7);
+  atomic_store(&r2->state, 77u);
+  atomic_store(&r2->head, 3);
+  // Rings 3 and 4.
+  atomic_store(&r3->state, LW_TRACE_RING_CLAIMED);
+  atomic_store(&r3->head, 1);
   atomic_store(&r4->state, LW_TRACE_RING_CLAIMED);
   atomic_store(&r4->head, 2);
-
   // Events lost because no ring was free.
   atomic_store(&area_header(a)->no_ring, 5u);
 
