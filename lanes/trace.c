@@ -323,8 +323,11 @@ static void drain_ring(lw_trace_ring_header_t *r, uint32_t capacity, const area_
     out->ev = ev[i % capacity];
     out->track = track;
     // Events from before this session (recorded as the previous one stopped) and kinds this
-    // build does not know are not part of it.
-    if (out->ev.ts_ns < c->t0_ns || out->ev.kind == 0 || out->ev.kind >= LW_TRACE_KIND_COUNT_) {
+    // build does not know are not part of it; nor are times no recorder writes (a negative
+    // duration, an end past INT64_MAX), which a broken child can, and which would make the
+    // writer add past int64 and put negative durations in the file.
+    if (out->ev.ts_ns < c->t0_ns || out->ev.kind == 0 || out->ev.kind >= LW_TRACE_KIND_COUNT_ ||
+        out->ev.dur_ns < 0 || out->ev.dur_ns > INT64_MAX - out->ev.ts_ns) {
       continue;
     }
     out->ev.name[LW_TRACE_NAME_BYTES - 1] = '\0';

@@ -298,6 +298,10 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
   if (alive) {
     respawns = ++ep->respawns;
     atomic_fetch_add_explicit(&ep->stats.respawns, 1, memory_order_relaxed);  // a counter only
+    // Recorded before the endpoint takes work again: a caller that sees it accepting (and
+    // stops the session after its next run) finds the respawn in the trace, before the new
+    // child's runs.
+    lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     ep->accepting = true;
   }
   pthread_mutex_unlock(&w->mu);
@@ -305,7 +309,6 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
     char name[32];
     lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
             lw__ep_name(ep, name, sizeof(name)), respawns);
-    lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     lw__worker_kick(w);
   }
 }

@@ -441,16 +441,17 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw__callables_fail_ops(w, &err);
   // (A deferred unregister is on w->calls.ops too, so the loop above finished it.)
   lw__handle_table_deinitialize(&w->calls.ids);
+  // The children are gone: what their areas still hold joins the session, then they go (before
+  // w->eps, which names them).
+  for (uint32_t s = 0; w->eps && w->traces && s < w->n_children; ++s) {
+    if (w->eps[s].trace) lw__trace_area_detach(w->eps[s].trace);
+  }
   free(w->eps);
   free(w->envs);
   free(w->calls.code_bases);
   free(w->calls.sub_fns);
   free(w->calls.sub_names);
   free(w->calls.sub_tags);
-  // The children are gone: what their areas still hold joins the session, then they go.
-  for (uint32_t s = 0; w->eps && w->traces && s < w->n_children; ++s) {
-    if (w->eps[s].trace) lw__trace_area_detach(w->eps[s].trace);
-  }
   if (w->traces) lw__forkserver_share_unmap(w->traces, w->traces_bytes);
   if (w->traces_fd >= 0) close(w->traces_fd);
   if (w->mailboxes) lw__forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
