@@ -308,6 +308,9 @@ static void drain_ring(lw_trace_ring_header_t *r, uint32_t capacity, const area_
     return;
   }
   int32_t pid = r->pid, tid = r->tid;
+  // A child writes these: keep a tid out of the range the writer uses for virtual tracks
+  // (Linux tids stay below 2^22).
+  if (tid <= 0 || tid >= 0x40000000) tid = 0x3fffffff;
   note_process(pid, proc_name_of(area));
   uint32_t track = note_track(r, pid, tid);
   uint64_t n = head - tail;
@@ -348,7 +351,10 @@ static void drain_area(const area_entry_t *a) {
   if (n > LW_TRACE_AREA_RINGS) n = LW_TRACE_AREA_RINGS;
   for (uint32_t i = 0; i < n; ++i) {
     lw_trace_ring_header_t *r = area_ring(a->area, i);
-    if (atomic_load_explicit(&r->state, memory_order_acquire) != LW_TRACE_RING_CLAIMED) continue;
+    // FREE: nobody records there; CLAIMING: its thread is naming it. Any other value (a
+    // broken child's) is drained like CLAIMED: its counters are checked anyway.
+    uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
+    if (state == LW_TRACE_RING_FREE || state == LW_TRACE_RING_CLAIMING) continue;
     drain_ring(r, LW_TRACE_RING_EVENTS, a);
     drain_dropped(r);
   }
