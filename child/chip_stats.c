@@ -13,13 +13,9 @@
 
 lw_status_t lw_chip_stats(lw_chip_t *chip, lw_chip_stats_t *out) {
   if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "chip_stats: chip and out must be set");
-  size_t need = offsetof(lw_chip_stats_t, tasks_run) + sizeof(out->tasks_run);
-  if (out->struct_size < need) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "chip_stats: struct_size %u is too small (at least %zu; set it to "
-                    "sizeof(lw_chip_stats_t), %zu in this library)",
-                    out->struct_size, need, sizeof(lw_chip_stats_t));
-  }
+  LW_RETURN_IF_ERROR(lw__sized_struct_check(
+      "chip_stats", out->struct_size,
+      offsetof(lw_chip_stats_t, tasks_run) + sizeof(out->tasks_run), sizeof(lw_chip_stats_t)));
   lw_chip_stats_t s;
   memset(&s, 0, sizeof(s));
   s.struct_size = (uint32_t)sizeof(s);
@@ -35,10 +31,6 @@ lw_status_t lw_chip_stats(lw_chip_t *chip, lw_chip_stats_t *out) {
   lw_registry_stats_t rs;
   lw__registry_stats(chip->registry, &rs);
   s.callables = rs.handles_live;
-  // A caller built against a shorter struct gets its prefix; its memory past that is its own.
-  size_t n = out->struct_size < sizeof(s) ? out->struct_size : sizeof(s);
-  uint32_t caller_size = out->struct_size;
-  memcpy(out, &s, n);
-  out->struct_size = caller_size;
+  lw__sized_struct_copy(out, &s, sizeof(s));
   return LW_OK;
 }

@@ -32,6 +32,24 @@ const char *lw_status_name(lw_status_t status) {
 
 const lw_error_t *lw_last_error(void) { return &last_error; }
 
+lw_status_t lw__sized_struct_check(const char *what, uint32_t struct_size, size_t min_bytes,
+                                   size_t full_bytes) {
+  if (struct_size >= min_bytes) return LW_OK;
+  return lw__fail(LW_INVALID_ARGUMENT,
+                  "%s: struct_size %u is too small (at least %zu; set it to sizeof, %zu in this "
+                  "library)",
+                  what, struct_size, min_bytes, full_bytes);
+}
+
+void lw__sized_struct_copy(void *out, const void *snapshot, size_t full_bytes) {
+  uint32_t caller_size;
+  memcpy(&caller_size, out, sizeof(caller_size));
+  // A caller built against a shorter struct gets its prefix; its memory past that is its own.
+  size_t n = caller_size < full_bytes ? caller_size : full_bytes;
+  memcpy(out, snapshot, n);
+  memcpy(out, &caller_size, sizeof(caller_size));
+}
+
 void lw__error_clear(lw_error_t *err) {
   if (err == NULL) return;
   err->code = LW_OK;

@@ -16,6 +16,8 @@
 #ifndef LANEWORK_LANES_ERROR_H_
 #define LANEWORK_LANES_ERROR_H_
 
+#include <stddef.h>
+
 #include "lanework/status.h"
 
 #ifdef __cplusplus
@@ -37,6 +39,15 @@ lw_status_t lw__fail(lw_status_t code, const char *fmt, ...) __attribute__((form
 
 // Clears err to {LW_OK, -1, 0, ""}.
 void lw__error_clear(lw_error_t *err);
+
+// The contract of a public struct that grows at its end and carries its own size (the stats
+// structs): the caller sets struct_size to its sizeof. Checks that it reaches at least
+// min_bytes (INVALID_ARGUMENT naming what, the minimum and full_bytes otherwise, as the
+// thread's last error); then copies the first min(struct_size, full_bytes) bytes of snapshot
+// to out, leaving the caller's struct_size (the first uint32_t of both) as it was.
+lw_status_t lw__sized_struct_check(const char *what, uint32_t struct_size, size_t min_bytes,
+                                   size_t full_bytes);
+void lw__sized_struct_copy(void *out, const void *snapshot, size_t full_bytes);
 
 #ifdef __cplusplus
 }

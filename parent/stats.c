@@ -49,13 +49,10 @@ static void child_stats(const lw_worker_t *w, const lw_endpoint_t *ep, lw_chip_s
 
 lw_status_t lw_worker_stats(lw_worker_t *w, lw_worker_stats_t *out) {
   if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_stats: worker and out must be set");
-  size_t need = offsetof(lw_worker_stats_t, runs_started) + sizeof(out->runs_started);
-  if (out->struct_size < need) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "worker_stats: struct_size %u is too small (at least %zu; set it to "
-                    "sizeof(lw_worker_stats_t), %zu in this library)",
-                    out->struct_size, need, sizeof(lw_worker_stats_t));
-  }
+  LW_RETURN_IF_ERROR(lw__sized_struct_check(
+      "worker_stats", out->struct_size,
+      offsetof(lw_worker_stats_t, runs_started) + sizeof(out->runs_started),
+      sizeof(lw_worker_stats_t)));
   lw_worker_stats_t s;
   memset(&s, 0, sizeof(s));
   s.struct_size = (uint32_t)sizeof(s);
@@ -76,10 +73,6 @@ lw_status_t lw_worker_stats(lw_worker_t *w, lw_worker_stats_t *out) {
   s.dag_tasks_alive = s.tasks_submitted > retired ? (uint32_t)(s.tasks_submitted - retired) : 0;
   s.dag_ring = w->dag.n_tasks_cap;  // fixed at create
   for (uint32_t i = 0; i < w->n_children; ++i) child_stats(w, &w->eps[i], &s.child[i]);
-  // A caller built against a shorter struct gets its prefix; its memory past that is its own.
-  size_t n = out->struct_size < sizeof(s) ? out->struct_size : sizeof(s);
-  uint32_t caller_size = out->struct_size;
-  memcpy(out, &s, n);
-  out->struct_size = caller_size;
+  lw__sized_struct_copy(out, &s, sizeof(s));
   return LW_OK;
 }
