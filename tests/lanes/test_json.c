@@ -143,7 +143,8 @@ Test(json, nan_and_infinities_become_null_in_every_number_form) {
   lw__json_end_object(&d.j);
   json_t *v = doc_parse(&d, 0);
   cr_assert_str_eq(d.text,
-                   "{\"nan\":null,\"inf\":null,\"minus_inf\":null,\"digits\":null,\"finite\":1.5}\n");
+                   "{\"nan\":null,\"inf\":null,\"minus_inf\":null,\"digits\":null,"
+                   "\"finite\":1.5}\n");
   cr_assert(json_is_null(json_object_get(v, "nan")));
   json_decref(v);
   doc_free(&d);

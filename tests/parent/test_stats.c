@@ -54,7 +54,9 @@ static lw_status_t add_record(lw_orch_t *o, const outcome_job_t *j, uint64_t val
 
 static lw_status_t three_ok_orch(lw_orch_t *o, void *user) {
   const outcome_job_t *j = user;
-  for (int i = 0; i < 3; ++i) LW_RETURN_IF_ERROR(add_record(o, j, (uint64_t)i + 1, LW_TAG_NO_DEP, true));
+  for (int i = 0; i < 3; ++i) {
+    LW_RETURN_IF_ERROR(add_record(o, j, (uint64_t)i + 1, LW_TAG_NO_DEP, true));
+  }
   return LW_OK;
 }
 
