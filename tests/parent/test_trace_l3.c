@@ -27,11 +27,35 @@ static void dir_make(void) {
 }
 
 static void dir_remove(void) {
+  char p[160];
+  snprintf(p, sizeof(p), "%s/trace.svg", dir);
+  (void)unlink(p);
+  snprintf(p, sizeof(p), "%s/trace.png", dir);
+  (void)unlink(p);
   (void)unlink(path);
   (void)rmdir(dir);
 }
 
 TestSuite(trace_l3, .init = dir_make, .fini = dir_remove);
+
+// Runs argv (argv[0] a path or a program on PATH) with its output discarded; its exit status,
+// 127 when it could not be started.
+static int run_quiet(const char *const *argv) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int null_fd = open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) {
+      dup2(null_fd, STDOUT_FILENO);
+      dup2(null_fd, STDERR_FILENO);
+    }
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 static lw_status_t trace_sub(const lw_kernel_args_t *args) {
   (void)args;
@@ -256,7 +280,43 @@ Test(trace_l3, a_traced_run_names_every_process_and_links_every_dependency, .tim
   cr_assert_geq(count_registers(doc, chip0), 3);
   cr_assert_geq(count_registers(doc, chip1_old), 3);
   cr_assert_geq(count_registers(doc, chip1_new), 3, "the replay is traced in the new child");
+
+  // Each task that ran has its dispatch flow: s in its submit span, t in its dispatch span, f
+  // in its run span.
+  int dispatch_flows = 0;
+  json_array_foreach(tt_events(doc), i, ev) {
+    if (!tt_is(ev, "f") || strcmp(tt_str(ev, "name"), "dispatch") != 0) continue;
+    ++dispatch_flows;
+    cr_assert_not_null(tt_run_span_at(doc, ev), "a dispatch flow ends outside a run span");
+    int64_t id = tt_int(ev, "id");
+    int starts = 0, steps = 0;
+    json_t *e2;
+    size_t k;
+    json_array_foreach(tt_events(doc), k, e2) {
+      if (strcmp(tt_str(e2, "name"), "dispatch") != 0 || tt_int(e2, "id") != id) continue;
+      starts += tt_is(e2, "s");
+      steps += tt_is(e2, "t");
+    }
+    cr_assert_eq(starts, 1, "dispatch flow %lld: one start (in the submit span)", (long long)id);
+    cr_assert_eq(steps, 1, "dispatch flow %lld: one step (in the dispatch span)", (long long)id);
+  }
+  cr_assert_geq(dispatch_flows, 7, "every task that ran (7) has its dispatch flow");
   json_decref(doc);
+
+  // The picture of this trace: `lanework trace svg` draws it and rsvg-convert renders it.
+  char svg[160], png[160];
+  snprintf(svg, sizeof(svg), "%s/trace.svg", dir);
+  snprintf(png, sizeof(png), "%s/trace.png", dir);
+  const char *draw[] = {LW_TOOL_PATH, "trace", "svg", path, "-o", svg, NULL};
+  cr_assert_eq(run_quiet(draw), 0, "lanework trace svg %s", path);
+  const char *render[] = {"rsvg-convert", "-o", png, svg, NULL};
+  cr_assert_eq(run_quiet(render), 0, "rsvg-convert %s (librsvg2-bin, scripts/common.sh)", svg);
+  FILE *pf = fopen(png, "rb");
+  cr_assert_not_null(pf);
+  unsigned char sig[8] = {0};
+  cr_assert_eq(fread(sig, 1, sizeof(sig), pf), sizeof(sig));
+  fclose(pf);
+  cr_assert(memcmp(sig, "\x89PNG\r\n\x1a\n", 8) == 0, "%s is not a PNG", png);
 }
 
 // ---------------------------------------------------------------------------------------------
