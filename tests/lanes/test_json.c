@@ -521,7 +521,7 @@ Test(json, numbers_use_a_decimal_point_under_a_decimal_comma_locale, .timeout = 
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   if (!set) {
     cr_assert_eq(system(cmd), 0);
-    cr_skip_test("no decimal-comma locale could be built here (localedef or its sources)");
+    cr_skip("no decimal-comma locale could be built here (localedef or its sources)");
   }
   char probe[16];
   snprintf(probe, sizeof(probe), "%.1f", 1.5);
