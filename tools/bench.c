@@ -72,6 +72,7 @@ static void bench_usage(FILE *f) {
           "  --delay-ms LIST  overlap: delays before the C2 register, e.g. 0,2 (default 0,2;\n"
           "                   --backend opencl: 0)\n"
           "  --repeat N       overlap: C1 repeat_count (default: calibrated to ~25 ms)\n"
+          "  --load N         dispatch: measure again with N busy-loop processes running (0..64)\n"
           "  --serial         overlap: register C2 only after C1 finished, the negative control\n"
           "                   (hidden and overlap_by_events should read ~0)\n"
           "  --trace DIR      overlap: write one trial's trace and its swimlane picture to DIR\n"
@@ -111,6 +112,9 @@ int lw__tool_bench(int argc, char **argv) {
       o.pin = 1;
     } else if (strcmp(a, "--no-pin") == 0) {
       o.pin = 0;
+    } else if (strcmp(a, "--load") == 0 && v && parse_long(v, 0, LW_BENCH_MAX_LOAD, &n)) {
+      o.load = (int)n;
+      ++i;
     } else if (strcmp(a, "--serial") == 0) {
       o.serial = true;
     } else if (strcmp(a, "--trace") == 0 && v) {

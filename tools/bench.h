@@ -10,6 +10,8 @@
 #include "lanes/json.h"
 #include "lanework/lanework.h"
 
+#define LW_BENCH_MAX_LOAD 64
+
 typedef struct lw_bench_opts {
   bool json;
   int trials;
@@ -23,6 +25,7 @@ typedef struct lw_bench_opts {
   bool trials_given;   // --trials was on the command line (benches with another default)
   long stages;         // overlap --backend opencl: big_program's -DSTAGES (0: its default, 64)
   bool serial;         // overlap: register C2 only after C1 finished (negative control)
+  int load;            // dispatch: measure again with this many busy-loop processes running
   const char *trace_dir;  // overlap --trace DIR: keep one trial's trace and picture there
 } lw_bench_opts_t;
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,23 +97,99 @@ static int l2_empty_run(long iters, double *out_p50, double *out_p99) {
   return rc;
 }
 
+// The figures that are measured quiet and, with --load, again under load.
+typedef struct figures {
+  double l2_p50, l2_p99;
+  int l3_rc;
+  lw_dispatch_l3_result_t l3;
+} figures_t;
+
+static int measure(long iters, figures_t *f) {
+  memset(f, 0, sizeof(*f));
+  if (l2_empty_run(iters, &f->l2_p50, &f->l2_p99) != 0) return 1;
+  f->l3_rc = lw__dispatch_l3(iters, &f->l3);
+  return 0;
+}
+
+// n processes that spin until killed: the "CPUs busy with other work" of the table.
+static int load_start(int n, pid_t *pids) {
+  for (int i = 0; i < n; ++i) {
+    pids[i] = fork();
+    if (pids[i] < 0) {
+      for (int k = 0; k < i; ++k) kill(pids[k], SIGKILL);
+      for (int k = 0; k < i; ++k) waitpid(pids[k], NULL, 0);
+      return -1;
+    }
+    if (pids[i] == 0) {
+      volatile uint64_t spin = 0;
+      for (;;) ++spin;
+    }
+  }
+  return 0;
+}
+
+static void load_stop(int n, const pid_t *pids) {
+  for (int i = 0; i < n; ++i) kill(pids[i], SIGKILL);
+  for (int i = 0; i < n; ++i) waitpid(pids[i], NULL, 0);
+}
+
+static void print_figures(const char *when, const figures_t *f, long iters) {
+  printf("%s\n", when);
+  printf("  L2 empty run (lw_chip_run of noop):       p50 %.2f us, p99 %.2f us (%ld runs)\n",
+         f->l2_p50, f->l2_p99, iters);
+  if (f->l3_rc == 0) {
+    printf("  L3 empty run (lw_worker_run, 1 noop task): p50 %.2f us, p99 %.2f us\n",
+           f->l3.empty_p50_us, f->l3.empty_p99_us);
+    printf("  L3 per task in a %d-task layered DAG:    %.2f us\n", f->l3.dag_tasks,
+           f->l3.per_task_us);
+    printf("  L3 per task in a %d-task chain (chip 0): %.2f us\n", f->l3.dag_tasks,
+           f->l3.chain_per_task_us);
+  } else {
+    printf("  L3: not measured (%s)\n", f->l3.why);
+  }
+}
+
+static void json_figures(lw_json_t *j, const figures_t *f) {
+  lw__json_kv_fixed(j, "l2_empty_run_p50_us", f->l2_p50, 3);
+  lw__json_kv_fixed(j, "l2_empty_run_p99_us", f->l2_p99, 3);
+  if (f->l3_rc == 0) {
+    lw__json_kv_fixed(j, "l3_empty_run_p50_us", f->l3.empty_p50_us, 3);
+    lw__json_kv_fixed(j, "l3_empty_run_p99_us", f->l3.empty_p99_us, 3);
+    lw__json_kv_fixed(j, "l3_per_task_us", f->l3.per_task_us, 3);
+    lw__json_kv_fixed(j, "l3_chain_per_task_us", f->l3.chain_per_task_us, 3);
+  } else {
+    lw__json_key(j, "l3_empty_run_p50_us");
+    lw__json_null(j);
+    lw__json_key(j, "l3_per_task_us");
+    lw__json_null(j);
+    lw__json_key(j, "l3_chain_per_task_us");
+    lw__json_null(j);
+  }
+}
+
 int lw__bench_dispatch(const lw_bench_opts_t *o) {
   long iters = o->iters > 0 ? o->iters : 20000;
-  double l2_p50 = 0, l2_p99 = 0;
-  if (l2_empty_run(iters, &l2_p50, &l2_p99) != 0) return 1;
-  lw_dispatch_l3_result_t l3 = {0};
-  int l3_rc = lw__dispatch_l3(iters, &l3);
+  figures_t quiet, loaded;
+  if (measure(iters, &quiet) != 0) return 1;
   double spin = pingpong_rtt_us(iters, false);
   double futex = pingpong_rtt_us(iters < 20000 ? iters : 20000, true);
+  if (o->load > 0) {
+    pid_t pids[LW_BENCH_MAX_LOAD];
+    if (load_start(o->load, pids) != 0) {
+      fprintf(stderr, "lanework bench dispatch: cannot start the load processes\n");
+      return 1;
+    }
+    int rc = measure(iters, &loaded);
+    load_stop(o->load, pids);
+    if (rc != 0) return 1;
+  }
 
-  printf("L2 empty run (lw_chip_run of noop):  p50 %.2f us, p99 %.2f us (%ld runs)\n", l2_p50,
-         l2_p99, iters);
-  if (l3_rc == 0) {
-    printf("L3 empty run (lw_worker_run, 1 noop task): p50 %.2f us, p99 %.2f us\n", l3.empty_p50_us,
-           l3.empty_p99_us);
-    printf("L3 per task in a %d-task DAG:          %.2f us\n", l3.dag_tasks, l3.per_task_us);
-  } else {
-    printf("L3: not measured (%s)\n", l3.why);
+  print_figures("quiet:", &quiet, iters);
+  if (o->load > 0) {
+    char when[96];
+    snprintf(when, sizeof(when), "with %d busy-loop process%s beside it (--load %d):", o->load,
+             o->load == 1 ? "" : "es", o->load);
+    print_figures(when, &loaded, iters);
   }
   printf("floor: shared-memory spin round trip:  p50 %.2f us\n", spin);
   printf("floor: futex round trip (2 processes): p50 %.2f us\n", futex);
@@ -120,20 +197,16 @@ int lw__bench_dispatch(const lw_bench_opts_t *o) {
     lw_json_t j;
     lw__bench_json_begin(&j, "dispatch");
     lw__json_kv_int(&j, "iters", iters);
-    lw__json_kv_fixed(&j, "l2_empty_run_p50_us", l2_p50, 3);
-    lw__json_kv_fixed(&j, "l2_empty_run_p99_us", l2_p99, 3);
-    if (l3_rc == 0) {
-      lw__json_kv_fixed(&j, "l3_empty_run_p50_us", l3.empty_p50_us, 3);
-      lw__json_kv_fixed(&j, "l3_empty_run_p99_us", l3.empty_p99_us, 3);
-      lw__json_kv_fixed(&j, "l3_per_task_us", l3.per_task_us, 3);
-    } else {
-      lw__json_key(&j, "l3_empty_run_p50_us");
-      lw__json_null(&j);
-      lw__json_key(&j, "l3_per_task_us");
-      lw__json_null(&j);
-    }
+    json_figures(&j, &quiet);
     lw__json_kv_fixed(&j, "shm_spin_rtt_us", spin, 3);
     lw__json_kv_fixed(&j, "futex_rtt_us", futex, 3);
+    lw__json_kv_int(&j, "load", o->load);
+    if (o->load > 0) {
+      lw__json_key(&j, "loaded");
+      lw__json_begin_object(&j);
+      json_figures(&j, &loaded);
+      lw__json_end_object(&j);
+    }
     return lw__bench_json_end(&j, "dispatch");
   }
   return 0;

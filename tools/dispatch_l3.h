@@ -6,6 +6,7 @@ typedef struct lw_dispatch_l3_result {
   double empty_p50_us;
   double empty_p99_us;
   double per_task_us;
+  double chain_per_task_us;  // a chain of dag_tasks dependent tasks on chip 0
   int dag_tasks;
   const char *why;  // when not measured
 } lw_dispatch_l3_result_t;

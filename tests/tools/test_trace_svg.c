@@ -527,7 +527,9 @@ Test(trace_svg, a_malformed_event_is_skipped_and_counted) {
   char *out = path_of("malformed.svg");
   const char *argv[] = {"lanework", "trace", "svg", trace, "-o", out, NULL};
   char *err = NULL;
-  cr_assert_eq(run(argv, &err), 0, "%s", err);
+  int rc = run(argv, &err);
+  cr_assert_not_null(err);
+  cr_assert_eq(rc, 0, "%s", err);
   cr_assert_not_null(strstr(err,
                             "1 malformed event ignored (first: event 1 (ph \"X\"): no "
                             "finite ts)"),
