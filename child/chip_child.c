@@ -21,6 +21,7 @@ typedef struct frame_ctx {
   // finished by then). Lets a cancel notice reach a run still queued on the run lane.
   lw_handle_t *run;
   bool cancel_sent;
+  int32_t chip_index;  // for messages
 } frame_ctx_t;
 
 typedef struct control_ctx {
@@ -68,8 +69,42 @@ static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *
   return node;
 }
 
+// The runs that had a task fail in this child, most recent last (a small ring: a run that
+// failed gets few more tasks here). Written when a task finishes with an error (the run lane,
+// or the mailbox loop when a cancel withdraws a queued task); read on the run lane before a
+// task starts.
+#define FAILED_RUNS 16
+static _Atomic uint64_t failed_runs[FAILED_RUNS];
+static _Atomic uint32_t n_failed_runs;
+
+static void note_failed_run(uint64_t run_id) {
+  uint32_t i = atomic_fetch_add(&n_failed_runs, 1) % FAILED_RUNS;
+  atomic_store(&failed_runs[i], run_id);
+}
+
+// A task of a run that had a task fail here never starts (the run has failed: every task of it
+// that has not finished is stopped). This is what makes wait elision safe: a task posted before
+// its producers on this chip finished (parent/dag.h) does not run after one of them failed.
+// The run lane runs tasks in post order, so the producers' failures are noted before it asks.
+static bool task_poisoned(void *ctx, lw_error_t *why) {
+  frame_ctx_t *fc = ctx;
+  uint64_t run = fc->identity.run_id;
+  for (uint32_t i = 0; i < FAILED_RUNS; ++i) {
+    if (run != 0 && atomic_load(&failed_runs[i]) == run) {
+      int32_t dev = fc->chip_index;
+      lw__error_set(why, LW_POISONED, dev, fc->identity.task_id,
+                    "chip %d: task %llu of run %llu not started: a task of its run failed "
+                    "before it on this chip",
+                    dev, (unsigned long long)fc->identity.task_id, (unsigned long long)run);
+      return true;
+    }
+  }
+  return false;
+}
+
 static void task_done(void *ctx, lw_handle_t *h) {
   frame_ctx_t *fc = ctx;
+  if (h->status != LW_OK) note_failed_run(fc->identity.run_id);
   lw_mb_task_result_t r;
   memset(&r, 0, sizeof(r));
   r.status = h->status;
@@ -136,11 +171,13 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->frame = frame;
   fc->identity = t.identity;
   fc->cancel_sent = false;
+  fc->chip_index = dev;
   lw_chip_submit_opts_t opts = {.cancel_word = &c->mb->task[frame].cancel,
                                 .cancel_flag = &c->mb->task[frame].cancel_requested,
                                 .started_ns = &c->mb->task[frame].started_ns,
                                 .notify = task_done,
                                 .notify_ctx = fc,
+                                .poisoned = task_poisoned,
                                 .task_id = t.identity.task_id,
                                 .l3_run_id = t.identity.run_id};
   lw_chip_run_t *run = NULL;

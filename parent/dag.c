@@ -189,6 +189,18 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     st = LW_CANCELLED;
     err = &stopped;
   }
+  lw_error_t upstream;
+  if (t->upstream_failed) {
+    // Posted behind a producer that then failed: never a result, whatever came back (the child
+    // does not start it; a death or a cancel may end it first).
+    lw__error_set(&upstream, LW_POISONED, err ? err->worker_id : t->worker, t->task_id,
+                  "task %llu of run %llu poisoned: upstream task %llu failed (it was queued "
+                  "behind it on chip %d)",
+                  (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                  (unsigned long long)t->upstream_failed, t->worker);
+    st = LW_POISONED;
+    err = &upstream;
+  }
   lw_error_t plain;
   if (st != LW_OK && !err) {
     lw__error_set(&plain, st, -1, t->task_id, "task %llu failed: %s",
@@ -197,9 +209,11 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
   }
   t->state = st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED;
   // Counted here, past the one claim and with the final status, so each task counts once.
-  if (t->ep) {
-    if (d->hooks.task_done) d->hooks.task_done(d->hooks.ctx, t, st);
-  } else {
+  // A POISONED task never started, even one posted to a child (wait elision): it counts with
+  // the worker's poisoned tasks, not with a child's outcomes (the hook still hears of it, for
+  // the child's queue depth).
+  if (t->ep && d->hooks.task_done) d->hooks.task_done(d->hooks.ctx, t, st);
+  if (!t->ep || st == LW_POISONED) {
     atomic_fetch_add_explicit(st == LW_POISONED ? &d->n_poisoned : &d->n_skipped, 1,
                               memory_order_relaxed);
   }
@@ -213,7 +227,12 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
   }
   for (uint32_t i = 0; i < t->n_consumers; ++i) {
     lw_task_t *c = &d->tasks[t->consumers[i].index];
-    if (c->gen != t->consumers[i].gen || c->state != LW_TS_PENDING) continue;
+    if (c->gen != t->consumers[i].gen) continue;
+    if (c->state != LW_TS_PENDING) {
+      // An elided consumer is READY or posted already: whatever it ends with, it ends POISONED.
+      if (st != LW_OK && c->elided && !c->upstream_failed) c->upstream_failed = t->task_id;
+      continue;
+    }
     if (st != LW_OK) {
       lw_error_t why;
       lw__error_set(&why, LW_POISONED, err->worker_id, c->task_id,
@@ -294,10 +313,44 @@ static void make_ready(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   }
 }
 
-void lw__dag_task_launch(lw_dag_t *d, lw_task_t *t) {
-  (void)d;
-  t->state = LW_TS_RUNNING;
+// A producer of c was posted to chip (-1: a sub child or unknown).
+static void note_posted_producer(lw_task_t *c, int32_t chip) {
+  if (chip < 0) {
+    c->elide_chip = -2;
+  } else if (c->elide_chip == -1) {
+    c->elide_chip = chip;
+  } else if (c->elide_chip != chip) {
+    c->elide_chip = -2;
+  }
 }
+
+// Makes c READY for its producers' chip when every unfinished producer is posted there. Only a
+// lone kernel task (a group launches all-or-nothing, a sub task runs elsewhere) that may run on
+// that chip.
+static void maybe_elide(lw_dag_t *d, lw_task_t *c, lw_run_t **finished) {
+  if (!d->elision || c->state != LW_TS_PENDING || c->n_pending == 0 || c->n_unlaunched != 0 ||
+      c->elide_chip < 0 || c->kind != LW_MB_TASK_KERNEL || c->group) {
+    return;
+  }
+  if (c->worker >= 0 && c->worker != c->elide_chip) return;  // pinned to another chip
+  c->elided = true;
+  c->worker = c->elide_chip;
+  make_ready(d, c, finished);
+}
+
+void lw__dag_task_launch_on(lw_dag_t *d, lw_task_t *t, int32_t chip, lw_run_t **finished) {
+  t->state = LW_TS_RUNNING;
+  t->launched_chip = chip;
+  for (uint32_t i = 0; i < t->n_consumers; ++i) {
+    lw_task_t *c = &d->tasks[t->consumers[i].index];
+    if (c->gen != t->consumers[i].gen || c->state != LW_TS_PENDING) continue;
+    note_posted_producer(c, chip);
+    c->n_unlaunched--;
+    if (finished) maybe_elide(d, c, finished);
+  }
+}
+
+void lw__dag_task_launch(lw_dag_t *d, lw_task_t *t) { lw__dag_task_launch_on(d, t, -1, NULL); }
 
 lw_group_t *lw__dag_group_pop(lw_dag_t *d) {
   lw_group_t *g = d->groups_head;
@@ -324,6 +377,11 @@ static lw_status_t add_edge(lw_task_t *producer, lw_task_t *consumer) {
   // A task lists each consumer once per tensor; duplicates just count twice on both sides.
   producer->consumers[producer->n_consumers++] = (lw_task_ref_t){consumer->index, consumer->gen};
   consumer->n_pending++;
+  if (producer->state == LW_TS_RUNNING) {
+    note_posted_producer(consumer, producer->launched_chip);
+  } else {
+    consumer->n_unlaunched++;
+  }
   if (lw__trace_on()) {
     lw__trace_dep(consumer->run->run_id, consumer->task_id, producer->run->run_id,
                   producer->task_id);
@@ -438,6 +496,11 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
   atomic_fetch_add_explicit(&d->n_built, 1, memory_order_relaxed);  // a counter only
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
+  t->launched_chip = -1;
+  t->n_unlaunched = 0;
+  t->elide_chip = -1;
+  t->elided = false;
+  t->upstream_failed = 0;
   t->n_consumers = 0;
   t->next = NULL;
   t->ep = NULL;
@@ -481,7 +544,11 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
 static void apply_submit(lw_dag_t *d, lw_dag_cmd_t *c, lw_run_t **finished) {
   lw_task_t *t = build_task(d, c->run, &c->task[0], NULL, finished);
   // A task of a run that already stopped is built (it counts in the run) and skipped at once.
-  if (t && t->n_pending == 0) make_ready(d, t, finished);
+  if (t && t->n_pending == 0) {
+    make_ready(d, t, finished);
+  } else if (t) {
+    maybe_elide(d, t, finished);  // its producers may all be posted to one chip already
+  }
 }
 
 static void apply_group(lw_dag_t *d, lw_dag_cmd_t *c, lw_run_t **finished) {
@@ -707,6 +774,8 @@ lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32_t n_chips,
   d->hooks = *hooks;
   d->n_chips = n_chips;
   d->submit_timeout_ns = submit_timeout_ns;
+  const char *elision = getenv("LW_WAIT_ELISION");
+  d->elision = !(elision && strcmp(elision, "0") == 0);
   atomic_init(&d->inbox, NULL);
   atomic_init(&d->slots_free, n_tasks);
   atomic_init(&d->space_waiters, 0);

@@ -114,6 +114,16 @@ struct lw_task {
   // grace and timeouts count from here, never from a time the child wrote.
   int64_t seen_started_at;
   lw_status_t escalated;   // CANCELLED / DEADLINE_EXCEEDED: its child was killed for it
+  // Wait elision (DESIGN 4.5). A kernel task whose unfinished producers are all posted to one
+  // chip is made READY for that chip at once: the chip's run lane runs posts in order, so it
+  // starts only after they finished, and the child never starts a task of a run that had a
+  // task fail there (child/chip_child.c). The owner's.
+  int32_t launched_chip;   // the chip it was posted to (-1: a sub child, or not posted)
+  uint32_t n_unlaunched;   // producers (edges) not posted yet
+  int32_t elide_chip;      // the chip of every posted producer (-1: none yet; -2: several, or a
+                           // sub child, or unknown: no elision)
+  bool elided;             // made READY before its producers finished
+  uint64_t upstream_failed;  // elided, and this producer (task id) failed: it ends POISONED
 };
 
 typedef struct lw_task_queue {
@@ -210,10 +220,13 @@ typedef struct lw_dag {
   bool finishing;
 
   // Counters for lw_worker_stats: written by the owner, read by any thread (relaxed; a
-  // snapshot). built - retired is the number of tasks in the ring. A task that ends without
-  // reaching a child (t->ep NULL) counts here, POISONED or otherwise skipped; one that reached
-  // a child counts through hooks.task_done instead.
+  // snapshot). built - retired is the number of tasks in the ring. A task that ends POISONED
+  // (never started, posted or not) or otherwise without reaching a child (t->ep NULL) counts
+  // here; one that reached a child counts through hooks.task_done instead.
   _Atomic uint64_t n_built, n_retired, n_poisoned, n_skipped;
+  // Wait elision (see lw_task_t) on: the default; LW_WAIT_ELISION=0 in the environment turns
+  // it off (for measuring what it saves). Set at initialize; tests may set it after.
+  bool elision;
 } lw_dag_t;
 
 // Makes an empty DAG with a ring of n_tasks slots and n_chips chip queues. tmap_options may be
@@ -259,8 +272,14 @@ bool lw__dag_sweep_stopped(lw_dag_t *d, lw_run_t **finished);
 lw_task_t *lw__dag_queue_pop(lw_task_queue_t *q);
 // Pops the head ready group (all members READY), or NULL.
 lw_group_t *lw__dag_group_pop(lw_dag_t *d);
-// The task was posted to a child: READY -> RUNNING.
+// The task was posted to a child: READY -> RUNNING. lw__dag_task_launch_on names the chip
+// (-1: a sub child), which lets the consumers of a task wait for it on that chip's run lane
+// instead of in the parent (wait elision: each consumer whose unfinished producers are now all
+// posted to that chip becomes READY for it, pushed on its queue; a stopped run's is skipped,
+// which may settle runs on *finished). lw__dag_task_launch(d, t) is launch_on(d, t, -1, NULL)
+// with no elision.
 void lw__dag_task_launch(lw_dag_t *d, lw_task_t *t);
+void lw__dag_task_launch_on(lw_dag_t *d, lw_task_t *t, int32_t chip, lw_run_t **finished);
 // A task reached a terminal state: updates its run, its consumers, retires it. Runs that
 // settled are appended to *finished. When it returns, t and every task it finished on the way
 // (consumers, group members) are retired; called from inside such a finish, it only queues t

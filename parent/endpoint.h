@@ -48,6 +48,9 @@ typedef enum lw_ep_state {
 // post, has one writer at a time.
 typedef struct lw_ep_stats {
   _Atomic uint64_t tasks_run, tasks_failed, tasks_cancelled;  // finished after a post here
+  // Posted here and ended POISONED without starting (wait elision); they count as the
+  // worker's poisoned tasks, this only keeps the queue depth right.
+  _Atomic uint64_t tasks_poisoned;
   _Atomic uint64_t posted;          // tasks posted into this child's mailbox
   _Atomic uint32_t queue_depth_max; // the most posted and not finished at once
   _Atomic uint64_t deaths;          // deaths the scheduler handled (on_child_death)
@@ -119,7 +122,8 @@ static inline uint32_t lw__ep_stats_queue_depth(const lw_endpoint_t *ep) {
   // difference negative; it is clamped at 0.
   uint64_t done = atomic_load_explicit(&ep->stats.tasks_run, memory_order_relaxed) +
                   atomic_load_explicit(&ep->stats.tasks_failed, memory_order_relaxed) +
-                  atomic_load_explicit(&ep->stats.tasks_cancelled, memory_order_relaxed);
+                  atomic_load_explicit(&ep->stats.tasks_cancelled, memory_order_relaxed) +
+                  atomic_load_explicit(&ep->stats.tasks_poisoned, memory_order_relaxed);
   uint64_t posted = atomic_load_explicit(&ep->stats.posted, memory_order_relaxed);
   return posted > done ? (uint32_t)(posted - done) : 0;
 }

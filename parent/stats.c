@@ -19,6 +19,7 @@ void lw__stats_task_done(void *ctx, const lw_task_t *t, lw_status_t st) {
   lw_endpoint_t *ep = t->ep;
   _Atomic uint64_t *c = st == LW_OK          ? &ep->stats.tasks_run
                         : st == LW_CANCELLED ? &ep->stats.tasks_cancelled
+                        : st == LW_POISONED  ? &ep->stats.tasks_poisoned
                                              : &ep->stats.tasks_failed;
   atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }

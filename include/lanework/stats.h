@@ -18,9 +18,11 @@
 // counts on that child as run (finished OK), failed or cancelled, with its final status: a task
 // whose kernel returned OK after its run stopped and the parent cancelled it counts cancelled,
 // as its run report does; a task failed by its child's death counts failed on that child (a
-// respawn replays callables, never tasks). A task that ended without reaching a child counts in
-// the worker's tasks_poisoned (a failed dependency, group member or run) or tasks_skipped (its
-// run was cancelled, its chip was down, its post was refused). So, when the worker is idle:
+// respawn replays callables, never tasks). A task that ended POISONED never started (a failed
+// dependency, group member or run) and counts in the worker's tasks_poisoned, even when it had
+// been posted to a child (wait elision posts a task behind its producers on their chip); a
+// task that ended otherwise without reaching a child counts in tasks_skipped (its run was
+// cancelled, its chip was down, its post was refused). So, when the worker is idle:
 //   tasks_submitted == sum over children of (tasks_run + tasks_failed + tasks_cancelled)
 //                      + tasks_poisoned + tasks_skipped.
 //
@@ -75,7 +77,7 @@ typedef struct lw_worker_stats {
   uint64_t runs_started;      // orch functions started
   uint64_t runs_ok, runs_failed, runs_cancelled;  // run handles finished, by status
   uint64_t tasks_submitted;   // tasks the DAG accepted
-  uint64_t tasks_poisoned;    // ended POISONED without reaching a child
+  uint64_t tasks_poisoned;    // ended POISONED: never started (see above)
   uint64_t tasks_skipped;     // ended otherwise without reaching a child
   uint64_t arena_bytes;       // the arena's size
   uint64_t arena_bytes_in_use;  // allocated now (lw_worker_alloc rounds up to 64 bytes)

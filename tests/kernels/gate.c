@@ -3,7 +3,8 @@
 //   tensor[1]: uint32 entered, set to 1 when the kernel starts (optional)
 //   scalar[0] (optional): what to return when the run is cancelled first (default
 //   LW_KERNEL_CANCELLED); 0 makes a kernel that bails out early and claims success.
-// Returns 0 when the gate opens.
+// Returns 0 when the gate opens with 1; opened with a larger value v it returns v - 1 (a failed
+// task whose end the test chooses).
 // Lets tests assert events ("the register finished while this run was still running").
 #include <stdatomic.h>
 #include <time.h>
@@ -21,5 +22,6 @@ LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t
     }
     nanosleep(&pause, NULL);
   }
-  return 0;
+  uint32_t v = atomic_load(gate);
+  return v > 1 ? (int)(v - 1) : 0;
 }

@@ -1266,3 +1266,148 @@ Test(dag_core, task_reports_name_every_task_of_a_long_run_with_its_kind_callable
   cr_assert_eq(rep[N_READERS + 1].kind, LW_TASK_SUB);
   cr_assert_str_eq(rep[N_READERS + 1].callable, "k3");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Wait elision (parent/dag.h, lw_task_t): a task whose unfinished producers are all posted to
+// one chip is READY for that chip at once; the chip's run lane orders it behind them.
+
+// Pops the head of q (task task_id of run) and launches it on chip (-1: a sub child).
+static lw_task_t *pop_launch_on(lw_task_queue_t *q, const lw_run_t *run, uint64_t task_id,
+                                int32_t chip) {
+  lw_task_t *t = lw__dag_queue_pop(q);
+  cr_assert_not_null(t, "expected task %llu at the head of the queue, it is empty",
+                     (unsigned long long)task_id);
+  cr_assert_eq(t->run, run);
+  cr_assert_eq(t->task_id, task_id, "popped task %llu, expected task %llu",
+               (unsigned long long)t->task_id, (unsigned long long)task_id);
+  lw__dag_task_launch_on(&d, t, chip, &finished);
+  cr_assert_eq(t->state, LW_TS_RUNNING);
+  return t;
+}
+
+static lw_status_t report_status(const lw_run_t *run, uint64_t task_id) {
+  cr_assert_leq(task_id, run->n_tasks);
+  return run->task_reports[task_id - 1].status;
+}
+
+Test(dag_core, a_consumer_on_its_producers_chip_is_ready_while_the_producer_runs) {
+  make_dag(16, 2, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  KERNEL(r, 0, 2, {X, LW_TAG_INPUT});
+  step();
+  EXPECT_QUEUE(&d.chip_q[0], r, 1);
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  EXPECT_QUEUE(&d.chip_q[0], r, 2);
+  cr_assert(task_of(r, 2)->elided);
+  finish_ok(a);
+  // Its producer's end does not queue it a second time.
+  EXPECT_QUEUE(&d.chip_q[0], r, 2);
+  finish_ok(pop_launch_on(&d.chip_q[0], r, 2, 0));
+  cr_assert_eq(r->n_completed, 2);
+}
+
+Test(dag_core, a_consumer_built_after_its_producer_was_posted_is_ready_at_once) {
+  make_dag(16, 2, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 1, 1, {X, LW_TAG_OUTPUT});
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[1], r, 1, 1);
+  KERNEL(r, LW_ANY_CHIP, 2, {X, LW_TAG_INOUT});
+  step();
+  EXPECT_QUEUE(&d.chip_q[1], r, 2);
+  EXPECT_EMPTY(&d.any_q);
+  cr_assert_eq(task_of(r, 2)->worker, 1, "an any-chip task follows its producer's chip");
+  finish_ok(a);
+}
+
+Test(dag_core, a_consumer_pinned_to_another_chip_waits_for_its_producer) {
+  make_dag(16, 2, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  KERNEL(r, 1, 2, {X, LW_TAG_INPUT});
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  EXPECT_EMPTY(&d.chip_q[0]);
+  EXPECT_EMPTY(&d.chip_q[1]);
+  cr_assert_eq(state_of(r, 2), LW_TS_PENDING);
+  finish_ok(a);
+  EXPECT_QUEUE(&d.chip_q[1], r, 2);
+  cr_assert_not(task_of(r, 2)->elided);
+}
+
+Test(dag_core, producers_on_two_chips_or_a_sub_child_keep_the_consumer_waiting) {
+  make_dag(16, 2, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  KERNEL(r, 1, 1, {Y, LW_TAG_OUTPUT});
+  KERNEL(r, LW_ANY_CHIP, 2, {X, LW_TAG_INPUT}, {Y, LW_TAG_INPUT});
+  SUB(r, 3, {Z, LW_TAG_OUTPUT});
+  KERNEL(r, 0, 2, {Z, LW_TAG_INPUT});
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  lw_task_t *b = pop_launch_on(&d.chip_q[1], r, 2, 1);
+  lw_task_t *s = pop_launch_on(&d.sub_q, r, 4, -1);
+  EXPECT_EMPTY(&d.chip_q[0]);
+  EXPECT_EMPTY(&d.chip_q[1]);
+  EXPECT_EMPTY(&d.any_q);
+  cr_assert_eq(state_of(r, 3), LW_TS_PENDING, "producers on chips 0 and 1");
+  cr_assert_eq(state_of(r, 5), LW_TS_PENDING, "a producer on a sub child");
+  finish_ok(a);
+  finish_ok(b);
+  finish_ok(s);
+  EXPECT_QUEUE(&d.any_q, r, 3);
+  EXPECT_QUEUE(&d.chip_q[0], r, 5);
+}
+
+Test(dag_core, a_group_member_is_never_elided) {
+  make_dag(16, 2, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  uint32_t wc[2] = {2, 2};
+  acc_t acc[2] = {{X, LW_TAG_INPUT}, {Y, LW_TAG_OUTPUT}};
+  post_group(r, 2, wc, acc);
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  cr_assert_null(lw__dag_group_pop(&d), "the group waits for task 1 to finish");
+  finish_ok(a);
+  cr_assert_not_null(lw__dag_group_pop(&d));
+}
+
+Test(dag_core, an_elided_consumer_whose_producer_fails_ends_poisoned_whatever_it_reports) {
+  make_dag(16, 2, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  KERNEL(r, 0, 2, {X, LW_TAG_INPUT});
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  lw_task_t *b = pop_launch_on(&d.chip_q[0], r, 2, 0);
+  cr_assert(b->elided);
+  finish_failed(a, "kernel returned 7");
+  // Even an OK from its child (which does not start it: child/chip_child.c) is not a result.
+  finish_ok(b);
+  cr_assert_eq(report_status(r, 1), LW_TASK_FAILED);
+  cr_assert_eq(report_status(r, 2), LW_POISONED);
+  cr_assert_eq(r->n_completed, 0);
+  cr_assert_eq(r->n_failed, 2);
+  cr_assert_eq(r->error.code, LW_TASK_FAILED, "the first error stays the producer's");
+}
+
+Test(dag_core, with_elision_off_a_consumer_waits_in_the_parent) {
+  make_dag(16, 2, -1);
+  d.elision = false;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  KERNEL(r, 0, 2, {X, LW_TAG_INPUT});
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  EXPECT_EMPTY(&d.chip_q[0]);
+  finish_ok(a);
+  EXPECT_QUEUE(&d.chip_q[0], r, 2);
+}

@@ -162,11 +162,18 @@ Test(task_reports, a_failed_task_reports_task_failed_its_dependents_poisoned_the
   cr_assert_str_eq(r[1].callable, "fail");
   for (int i = 2; i < 4; ++i) {
     cr_assert_eq(r[i].status, LW_POISONED, "task %d: %s", i + 1, lw_status_name(r[i].status));
-    cr_assert_eq(r[i].worker_id, -1, "task %d never ran but names worker %d", i + 1,
-                 r[i].worker_id);
+    // Task 4 runs on chip 1 like the task it waits for, so wait elision may have posted it
+    // behind that task before it failed (then chip 1 did not start it); task 3, on chip 0,
+    // waited in the parent. Either way it never ran.
+    if (i == 3 && r[i].worker_id == 1) {
+      cr_assert_gt(r[i].host_ns, 0, "task 4 was posted to chip 1: a round trip");
+    } else {
+      cr_assert_eq(r[i].worker_id, -1, "task %d never ran but names worker %d", i + 1,
+                   r[i].worker_id);
+      cr_assert_eq(r[i].host_ns, 0);
+    }
     cr_assert_eq(r[i].queue_ns, 0);
     cr_assert_eq(r[i].kernel_ns, 0);
-    cr_assert_eq(r[i].host_ns, 0);
   }
   free(r);
   destroy_and_check();
