@@ -52,8 +52,8 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 3u  // 3: image format, build options, launch geometry
-#define LW_MB_TASK_FRAMES 4u     // D
+#define LW_MB_VERSION 4u  // 3: image format, build options, launch geometry; 4: 16 task frames
+#define LW_MB_TASK_FRAMES 16u    // D
 #define LW_MB_RING_ENTRIES 64u   // R
 #define LW_MB_NAME_BYTES 128
 

@@ -107,9 +107,11 @@ typedef struct lw_fuzz_args_params {
 } lw_fuzz_args_params_t;
 
 // No implicit padding: the seeds are these structs' bytes.
-_Static_assert(sizeof(lw_fuzz_task_params_t) == 112, "task params layout");
-_Static_assert(sizeof(lw_fuzz_control_params_t) == 112, "control params layout");
-_Static_assert(sizeof(lw_fuzz_completion_params_t) == 384, "completion params layout");
+_Static_assert(sizeof(lw_fuzz_task_params_t) == 64 + 12 * LW_MB_TASK_FRAMES, "task params layout");
+_Static_assert(sizeof(lw_fuzz_control_params_t) == 64 + 12 * LW_MB_TASK_FRAMES,
+               "control params layout");
+_Static_assert(sizeof(lw_fuzz_completion_params_t) == 64 + 80 * LW_MB_TASK_FRAMES,
+               "completion params layout");
 _Static_assert(sizeof(lw_fuzz_args_params_t) == 8, "args params layout");
 
 // ---------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ Test(mailbox_ring, malformed_completions_are_rejected_but_consumed, .timeout = 1
   bad[2].status = LW_STATUS_COUNT_;  // bad status
   bad[3].kind = LW_MB_COMPLETION_CONTROL;
   bad[3].status = -1;
-  const char *why[] = {"has kind 9", "names task frame 4", "has status 13", "has status -1"};
+  const char *why[] = {"has kind 9", "names task frame 16", "has status 13", "has status -1"};
   for (int i = 0; i < 4; ++i) {
     // Written the way a broken child would: entry, then head.
     mb->ring[i] = bad[i];

@@ -72,7 +72,7 @@ Test(wait_elision, tasks_behind_a_running_producer_on_its_chip_are_posted_and_ru
   LW_ASSERT_OK(lw_worker_run_async(f.w, gated_chain, &j, &run));
   lw_test_wait_nonzero(&j.s->entered);
   // The gate holds chip 0's run lane; its dependents are posted behind it (a frame each, up
-  // to the mailbox's 4 frames: the gate and three records).
+  // to the mailbox's frames: the gate and three records).
   wait_queue_depth(4);
   atomic_store(&j.s->gate, 1);
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_OK);

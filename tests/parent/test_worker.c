@@ -274,9 +274,9 @@ typedef struct group_job {
 
 static lw_status_t blockers_orch(lw_orch_t *o, void *user) {
   group_job_t *j = user;
-  // Fill all four task frames of chip 1: the gate runs, three records wait behind it.
+  // Fill every task frame of chip 1: the gate runs, the records wait behind it.
   LW_RETURN_IF_ERROR(submit_gate(o, j->gate, j->s, 1));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < (int)LW_MB_TASK_FRAMES - 1; ++i) {
     rec_t r = {100 + i, 0, 1, {{NULL, 0}}};
     LW_RETURN_IF_ERROR(submit_record(o, j->rec, j->s, &r));
   }
@@ -621,12 +621,17 @@ static lw_status_t crowded_group_orch(lw_orch_t *o, void *user) {
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 7));
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 0));
-  const lw_args_t *args[5] = {&a, &a, &a, &a, &a};
-  int32_t chips[5] = {0, 0, 0, 0, 0};
-  j->bad_group = lw_orch_submit_next_level_group(o, j->rec, args, chips, 5);
+  enum { N = LW_MB_TASK_FRAMES + 1 };
+  const lw_args_t *args[N];
+  int32_t chips[N];
+  for (int i = 0; i < N; ++i) {
+    args[i] = &a;
+    chips[i] = 0;
+  }
+  j->bad_group = lw_orch_submit_next_level_group(o, j->rec, args, chips, N);
   snprintf(j->bad_group_msg, sizeof(j->bad_group_msg), "%s", lw_last_error()->message);
-  chips[4] = 1;  // four on chip 0, one on chip 1: fits
-  return lw_orch_submit_next_level_group(o, j->rec, args, chips, 5);
+  chips[N - 1] = 1;  // a frame's worth on chip 0, one on chip 1: fits
+  return lw_orch_submit_next_level_group(o, j->rec, args, chips, N);
 }
 
 // A chip holds LW_MB_TASK_FRAMES posted tasks: a group with more members on one chip could
@@ -638,9 +643,11 @@ Test(worker, group_with_more_members_on_one_chip_than_it_has_frames_is_refused, 
   LW_ASSERT_OK(lw_worker_run(w, crowded_group_orch, &j, &rep));
   cr_assert_eq(j.bad_group, LW_INVALID_ARGUMENT, "%s: %s", lw_status_name(j.bad_group),
                j.bad_group_msg);
-  cr_assert(strstr(j.bad_group_msg, "more than 4 members on chip 0"), "%s", j.bad_group_msg);
-  cr_assert_eq(rep.n_tasks, 5, "only the group that fits was built");
-  cr_assert_eq(rep.n_completed, 5);
+  char want[64];
+  snprintf(want, sizeof(want), "more than %u members on chip 0", LW_MB_TASK_FRAMES);
+  cr_assert(strstr(j.bad_group_msg, want), "%s", j.bad_group_msg);
+  cr_assert_eq(rep.n_tasks, LW_MB_TASK_FRAMES + 1, "only the group that fits was built");
+  cr_assert_eq(rep.n_completed, LW_MB_TASK_FRAMES + 1);
   destroy_and_check();
 }
 
