@@ -1290,13 +1290,20 @@ static lw_status_t report_status(const lw_run_t *run, uint64_t task_id) {
   return run->task_reports[task_id - 1].status;
 }
 
-Test(dag_core, a_consumer_on_its_producers_chip_is_ready_while_the_producer_runs) {
+// A DAG of 2 chips with elision on or off, and one run: task 1 on chip 0 writes X, task 2 on
+// consumer_chip reads it. Both applied; task 1 is READY on chip 0.
+static lw_run_t *producer_and_consumer(bool elision, int32_t consumer_chip) {
   make_dag(16, 2, -1);
-  d.elision = true;
+  d.elision = elision;
   lw_run_t *r = run_new(1);
   KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
-  KERNEL(r, 0, 2, {X, LW_TAG_INPUT});
+  KERNEL(r, consumer_chip, 2, {X, LW_TAG_INPUT});
   step();
+  return r;
+}
+
+Test(dag_core, a_consumer_on_its_producers_chip_is_ready_while_the_producer_runs) {
+  lw_run_t *r = producer_and_consumer(true, 0);
   EXPECT_QUEUE(&d.chip_q[0], r, 1);
   lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
   EXPECT_QUEUE(&d.chip_q[0], r, 2);
@@ -1324,12 +1331,7 @@ Test(dag_core, a_consumer_built_after_its_producer_was_posted_is_ready_at_once) 
 }
 
 Test(dag_core, a_consumer_pinned_to_another_chip_waits_for_its_producer) {
-  make_dag(16, 2, -1);
-  d.elision = true;
-  lw_run_t *r = run_new(1);
-  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
-  KERNEL(r, 1, 2, {X, LW_TAG_INPUT});
-  step();
+  lw_run_t *r = producer_and_consumer(true, 1);
   lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
   EXPECT_EMPTY(&d.chip_q[0]);
   EXPECT_EMPTY(&d.chip_q[1]);
@@ -1380,12 +1382,7 @@ Test(dag_core, a_group_member_is_never_elided) {
 }
 
 Test(dag_core, an_elided_consumer_whose_producer_fails_ends_poisoned_whatever_it_reports) {
-  make_dag(16, 2, -1);
-  d.elision = true;
-  lw_run_t *r = run_new(1);
-  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
-  KERNEL(r, 0, 2, {X, LW_TAG_INPUT});
-  step();
+  lw_run_t *r = producer_and_consumer(true, 0);
   lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
   lw_task_t *b = pop_launch_on(&d.chip_q[0], r, 2, 0);
   cr_assert(b->elided);
@@ -1400,12 +1397,7 @@ Test(dag_core, an_elided_consumer_whose_producer_fails_ends_poisoned_whatever_it
 }
 
 Test(dag_core, with_elision_off_a_consumer_waits_in_the_parent) {
-  make_dag(16, 2, -1);
-  d.elision = false;
-  lw_run_t *r = run_new(1);
-  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
-  KERNEL(r, 0, 2, {X, LW_TAG_INPUT});
-  step();
+  lw_run_t *r = producer_and_consumer(false, 0);
   lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
   EXPECT_EMPTY(&d.chip_q[0]);
   finish_ok(a);
