@@ -7,31 +7,10 @@
 #include "child/chip_impl.h"
 #include "lanework/kernel.h"
 #include "lanes/error.h"
+#include "child/chip_test_util.h"
 #include "test_util.h"
 
-static lw_chip_t *chip;
-static int fds_before;
-
-static void chip_setup(void) {
-  fds_before = lw_test_fd_count();
-  LW_ASSERT_OK(lw_chip_open(NULL, &chip));
-}
-
-static void chip_teardown(void) {
-  lw_chip_close(chip);
-  chip = NULL;
-  cr_expect_eq(lw_test_fd_count(), fds_before, "the chip left fds open");
-}
-
 TestSuite(chip, .init = chip_setup, .fini = chip_teardown, .timeout = 60);
-
-static lw_callable_handle_t reg_kernel(const char *name) {
-  lw_callable_t c = lw_test_kernel(name);
-  lw_callable_handle_t h;
-  LW_ASSERT_OK(lw_chip_register(chip, &c, &h));
-  lw_callable_free_loaded(&c);
-  return h;
-}
 
 typedef struct gate {
   _Atomic uint32_t open;

@@ -10,21 +10,8 @@
 
 #include "child/chip_impl.h"
 #include "lanes/error.h"
+#include "child/chip_test_util.h"
 #include "test_util.h"
-
-static lw_chip_t *chip;
-static int fds_before;
-
-static void chip_setup(void) {
-  fds_before = lw_test_fd_count();
-  LW_ASSERT_OK(lw_chip_open(NULL, &chip));
-}
-
-static void chip_teardown(void) {
-  lw_chip_close(chip);
-  chip = NULL;
-  cr_expect_eq(lw_test_fd_count(), fds_before, "the chip left fds open");
-}
 
 TestSuite(chip_signature, .init = chip_setup, .fini = chip_teardown, .timeout = 60);
 

@@ -1,0 +1,32 @@
+// tests/child/chip_test_util.h — the fixture of the L2 chip tests: one chip opened per test
+// (chip_setup / chip_teardown, which checks no fd was left open) and reg_kernel, which registers
+// a test kernel on it by name. Include once per test file, after test_util.h.
+#ifndef LANEWORK_TESTS_CHILD_CHIP_TEST_UTIL_H_
+#define LANEWORK_TESTS_CHILD_CHIP_TEST_UTIL_H_
+
+#include "lanework/chip.h"
+#include "test_util.h"
+
+static lw_chip_t *chip;
+static int fds_before;
+
+static void chip_setup(void) {
+  fds_before = lw_test_fd_count();
+  LW_ASSERT_OK(lw_chip_open(NULL, &chip));
+}
+
+static void chip_teardown(void) {
+  lw_chip_close(chip);
+  chip = NULL;
+  cr_expect_eq(lw_test_fd_count(), fds_before, "the chip left fds open");
+}
+
+static inline lw_callable_handle_t reg_kernel(const char *name) {
+  lw_callable_t c = lw_test_kernel(name);
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_chip_register(chip, &c, &h));
+  lw_callable_free_loaded(&c);
+  return h;
+}
+
+#endif  // LANEWORK_TESTS_CHILD_CHIP_TEST_UTIL_H_
