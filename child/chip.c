@@ -92,8 +92,8 @@ struct lw_chip_run {
   lw_cancel_word_t *cancel_word;
   const _Atomic uint32_t *cancel_flag;
   _Atomic uint64_t *started_ns;
-  bool (*poisoned)(void *ctx, lw_error_t *why);  // see lw_chip_submit_opts_t
-  void *poisoned_ctx;
+  lw_status_t (*must_not_start)(void *ctx, lw_error_t *why);  // see lw_chip_submit_opts_t
+  void *must_not_start_ctx;
   lw_registry_pin_t pin;
   lw_kernel_args_t args;
   int64_t timeout_ns;
@@ -235,8 +235,10 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     run_finish(op, LW_CANCELLED, &err, 0, 0);
     return;
   }
-  if (op->poisoned && op->poisoned(op->poisoned_ctx, &err)) {
-    run_finish(op, LW_POISONED, &err, 0, 0);
+  lw_status_t stop = op->must_not_start ? op->must_not_start(op->must_not_start_ctx, &err)
+                                         : LW_OK;
+  if (stop != LW_OK) {
+    run_finish(op, stop, &err, 0, 0);
     return;
   }
 
@@ -311,8 +313,8 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   op->cancel_word = (opts && opts->cancel_word) ? opts->cancel_word : &chip->cancel_word;
   op->cancel_flag = opts ? opts->cancel_flag : NULL;
   op->started_ns = opts ? opts->started_ns : NULL;
-  op->poisoned = opts ? opts->poisoned : NULL;
-  op->poisoned_ctx = opts ? opts->notify_ctx : NULL;
+  op->must_not_start = opts ? opts->must_not_start : NULL;
+  op->must_not_start_ctx = opts ? opts->notify_ctx : NULL;
   op->t_submit = lw__now_ns();
   op->timeout_ns = timeout_ns;
   op->run_id = (opts && opts->task_id) ? opts->task_id

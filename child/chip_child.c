@@ -70,41 +70,44 @@ static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *
 }
 
 // The runs that had a task fail in this child, most recent last (a small ring: a run that
-// failed gets few more tasks here). Written when a task finishes with an error (the run lane,
-// or the mailbox loop when a cancel withdraws a queued task); read on the run lane before a
-// task starts.
+// failed gets few more tasks here), with the status it failed with. Written when a task
+// finishes with an error (the run lane, or the mailbox loop when a cancel withdraws a queued
+// task); read on the run lane before a task starts.
 #define FAILED_RUNS 16
 static _Atomic uint64_t failed_runs[FAILED_RUNS];
+static _Atomic int32_t failed_status[FAILED_RUNS];
 static _Atomic uint32_t n_failed_runs;
 
-static void note_failed_run(uint64_t run_id) {
+static void note_failed_run(uint64_t run_id, lw_status_t st) {
   uint32_t i = atomic_fetch_add(&n_failed_runs, 1) % FAILED_RUNS;
+  atomic_store(&failed_status[i], (int32_t)st);
   atomic_store(&failed_runs[i], run_id);
 }
 
-// A task of a run that had a task fail here never starts (the run has failed: every task of it
-// that has not finished is stopped). This is what makes wait elision safe: a task posted before
-// its producers on this chip finished (parent/dag.h) does not run after one of them failed.
-// The run lane runs tasks in post order, so the producers' failures are noted before it asks.
-static bool task_poisoned(void *ctx, lw_error_t *why) {
+// A task of a run that had a task fail here never starts: the run has failed (or was
+// cancelled), and every task of it that has not finished is stopped. This is what makes wait
+// elision safe: a task posted before its producers on this chip finished (parent/dag.h) does
+// not run after one of them failed. The run lane runs tasks in post order, so the producers'
+// ends are noted before it asks. A cancelled run's task ends CANCELLED, any other POISONED.
+static lw_status_t task_must_not_start(void *ctx, lw_error_t *why) {
   frame_ctx_t *fc = ctx;
   uint64_t run = fc->identity.run_id;
   for (uint32_t i = 0; i < FAILED_RUNS; ++i) {
-    if (run != 0 && atomic_load(&failed_runs[i]) == run) {
-      int32_t dev = fc->chip_index;
-      lw__error_set(why, LW_POISONED, dev, fc->identity.task_id,
-                    "chip %d: task %llu of run %llu not started: a task of its run failed "
-                    "before it on this chip",
-                    dev, (unsigned long long)fc->identity.task_id, (unsigned long long)run);
-      return true;
-    }
+    if (run == 0 || atomic_load(&failed_runs[i]) != run) continue;
+    int32_t dev = fc->chip_index;
+    bool cancelled = atomic_load(&failed_status[i]) == LW_CANCELLED;
+    return lw__error_set(why, cancelled ? LW_CANCELLED : LW_POISONED, dev, fc->identity.task_id,
+                         "chip %d: task %llu of run %llu not started: a task of its run %s "
+                         "before it on this chip",
+                         dev, (unsigned long long)fc->identity.task_id, (unsigned long long)run,
+                         cancelled ? "was cancelled" : "failed");
   }
-  return false;
+  return LW_OK;
 }
 
 static void task_done(void *ctx, lw_handle_t *h) {
   frame_ctx_t *fc = ctx;
-  if (h->status != LW_OK) note_failed_run(fc->identity.run_id);
+  if (h->status != LW_OK) note_failed_run(fc->identity.run_id, h->status);
   lw_mb_task_result_t r;
   memset(&r, 0, sizeof(r));
   r.status = h->status;
@@ -177,7 +180,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
                                 .started_ns = &c->mb->task[frame].started_ns,
                                 .notify = task_done,
                                 .notify_ctx = fc,
-                                .poisoned = task_poisoned,
+                                .must_not_start = task_must_not_start,
                                 .task_id = t.identity.task_id,
                                 .l3_run_id = t.identity.run_id};
   lw_chip_run_t *run = NULL;

@@ -87,10 +87,10 @@ typedef struct lw_chip_submit_opts {
   _Atomic uint64_t *started_ns;
   lw_handle_notify_fn notify;     // called once when the handle finishes (finishing thread)
   void *notify_ctx;
-  // Asked on the run lane just before the run starts (after the cancel checks): true, with
-  // *why filled, finishes the run POISONED without starting it. May be NULL. notify_ctx is
-  // its argument too.
-  bool (*poisoned)(void *ctx, lw_error_t *why);
+  // Asked on the run lane just before the run starts (after the cancel checks): a status other
+  // than LW_OK (POISONED or CANCELLED), with *why filled, finishes the run with it without
+  // starting it. May be NULL. notify_ctx is its argument too.
+  lw_status_t (*must_not_start)(void *ctx, lw_error_t *why);
   uint64_t task_id;               // for messages
   uint64_t l3_run_id;             // for messages: non-zero when the run is an L3 task
   bool borrow_image;              // register: the image outlives the register (no copy)

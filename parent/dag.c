@@ -192,13 +192,23 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
   lw_error_t upstream;
   if (t->upstream_failed) {
     // Posted behind a producer that then failed: never a result, whatever came back (the child
-    // does not start it; a death or a cancel may end it first).
-    lw__error_set(&upstream, LW_POISONED, err ? err->worker_id : t->worker, t->task_id,
-                  "task %llu of run %llu poisoned: upstream task %llu failed (it was queued "
-                  "behind it on chip %d)",
-                  (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
-                  (unsigned long long)t->upstream_failed, t->worker);
-    st = LW_POISONED;
+    // does not start it; a death or a cancel may end it first). As for a skipped task
+    // (lw__task_skip): POISONED, or CANCELLED when its run was cancelled.
+    bool cancelled = !t->run->failed || t->run->error.code == LW_CANCELLED;
+    if (cancelled) {
+      lw__error_set(&upstream, LW_CANCELLED, err ? err->worker_id : t->worker, t->task_id,
+                    "task %llu of run %llu cancelled: its run was cancelled while it was "
+                    "queued behind task %llu on chip %d",
+                    (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                    (unsigned long long)t->upstream_failed, t->worker);
+    } else {
+      lw__error_set(&upstream, LW_POISONED, err ? err->worker_id : t->worker, t->task_id,
+                    "task %llu of run %llu poisoned: upstream task %llu failed (it was queued "
+                    "behind it on chip %d)",
+                    (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
+                    (unsigned long long)t->upstream_failed, t->worker);
+    }
+    st = upstream.code;
     err = &upstream;
   }
   lw_error_t plain;

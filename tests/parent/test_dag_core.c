@@ -1403,3 +1403,17 @@ Test(dag_core, with_elision_off_a_consumer_waits_in_the_parent) {
   finish_ok(a);
   EXPECT_QUEUE(&d.chip_q[0], r, 2);
 }
+
+Test(dag_core, an_elided_consumer_of_a_cancelled_producer_ends_cancelled) {
+  lw_run_t *r = producer_and_consumer(true, 0);
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  lw_task_t *b = pop_launch_on(&d.chip_q[0], r, 2, 0);
+  cr_assert(b->elided);
+  lw_error_t err;
+  lw__error_set(&err, LW_CANCELLED, 0, 1, "task 1 cancelled while running");
+  lw__task_finish(&d, a, LW_CANCELLED, &err, &finished);
+  finish_ok(b);
+  cr_assert_eq(report_status(r, 1), LW_CANCELLED);
+  cr_assert_eq(report_status(r, 2), LW_CANCELLED, "%s", lw_status_name(report_status(r, 2)));
+  cr_assert_eq(r->n_completed, 0);
+}
