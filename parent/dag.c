@@ -72,6 +72,12 @@ static void run_fail(lw_dag_t *d, lw_run_t *run, lw_status_t st, const lw_error_
 
 static void make_ready(lw_dag_t *d, lw_task_t *t, lw_run_t **finished);
 
+// How a task of a stopped run ends without a result of its own: POISONED when the run failed of
+// something else, CANCELLED when it was cancelled (its first error is then a CANCELLED).
+static bool run_stopped_by_cancel(const lw_run_t *run) {
+  return !run->failed || run->error.code == LW_CANCELLED;
+}
+
 static void poison_group(lw_dag_t *d, lw_group_t *g, const lw_error_t *why,
                          lw_run_t **finished);
 
@@ -194,8 +200,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     // Posted behind a producer that then failed: never a result, whatever came back (the child
     // does not start it; a death or a cancel may end it first). As for a skipped task
     // (lw__task_skip): POISONED, or CANCELLED when its run was cancelled.
-    bool cancelled = !t->run->failed || t->run->error.code == LW_CANCELLED;
-    if (cancelled) {
+    if (run_stopped_by_cancel(t->run)) {
       lw__error_set(&upstream, LW_CANCELLED, err ? err->worker_id : t->worker, t->task_id,
                     "task %llu of run %llu cancelled: its run was cancelled while it was "
                     "queued behind task %llu on chip %d",
@@ -281,9 +286,9 @@ void lw__task_skip(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   lw_run_t *run = t->run;
   if (lw__handle_cancel_requested(&run->handle)) run->cancelled = true;
   lw_error_t e;
-  // A run that failed of something else skips POISONED; a cancelled one (whose first error is
-  // its first skipped task's CANCELLED) keeps skipping CANCELLED.
-  if (run->failed && run->error.code != LW_CANCELLED) {
+  // A cancelled run's first error is its first skipped task's CANCELLED, so it keeps skipping
+  // CANCELLED.
+  if (!run_stopped_by_cancel(run)) {
     lw__error_set(&e, LW_POISONED, -1, t->task_id,
                   "task %llu skipped: run %llu already failed: %s", (unsigned long long)t->task_id,
                   (unsigned long long)run->run_id, run->error.message);
