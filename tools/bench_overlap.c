@@ -58,16 +58,9 @@ typedef struct row {
   double by_events, by_events_min, by_events_max;
 } row_t;
 
-// How a trial's overlap phase is run and proved.
-typedef struct trial_opts {
-  bool serial;                // --serial: register C2 only after C1 finished (negative control)
-  lw_overlap_events_t *ev;    // the row's event proof
-  bool keep;                  // a measured trial (the warm-up's events are not kept)
-} trial_opts_t;
-
 static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
                              lw_callable_handle_t h1, const bufs_t *b, long repeat, long delay,
-                             const trial_opts_t *to, row_t *r, double *diff) {
+                             const lw_overlap_trial_opts_t *to, row_t *r, double *diff) {
   lw_args_t a1, a2;
   LW_RETURN_IF_ERROR(args_for(&a1, b, b->c1, repeat));
   LW_RETURN_IF_ERROR(args_for(&a2, b, b->c2, 0));
@@ -94,17 +87,8 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   memset(b->c1, 0, N_ELEMS * sizeof(float));
   memset(b->c2, 0, N_ELEMS * sizeof(float));
   lw_handle_t *run1 = NULL, *reg = NULL, *run2 = NULL;
-  // The phase runs in its own trace session, so its register span is judged against its runs.
-  LW_RETURN_IF_ERROR(lw__overlap_events_begin(to->ev));
-  t0 = lw__bench_now_us();
-  lw_status_t st = d->run_async(d, h1, &a1, &run1);
-  if (st != LW_OK) {
-    (void)lw__overlap_events_end(to->ev, false);
-    return st;
-  }
-  lw__bench_sleep_ms(delay);
-  if (to->serial) st = lw_handle_wait(run1, LW_WAIT_FOREVER);
-  if (st == LW_OK) st = d->register_async(d, c2, &reg);
+  lw_status_t st = lw__overlap_phase_start(d, to, h1, &a1, c2, delay, &t0, &run1, &reg);
+  if (st != LW_OK && !run1) return st;
   if (st == LW_OK) st = lw_handle_wait(reg, LW_WAIT_FOREVER);
   if (st == LW_OK) st = lw_handle_callable(reg, &h2);
   if (st == LW_OK) st = d->run_async(d, h2, &a2, &run2);
@@ -211,7 +195,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   char stem[64];
   snprintf(stem, sizeof(stem), "overlap_l%d_sim%s", o->level, o->serial ? "_serial" : "");
   lw__overlap_events_init(&ev[0], o->trace_dir, stem);
-  trial_opts_t warm_opts = {o->serial, &ev[0], false};
+  lw_overlap_trial_opts_t warm_opts = {o->serial, &ev[0], false};
   st = one_trial(d, &c2, h1, &b, repeat, 0, &warm_opts, &warm, &diff);
   if (st != LW_OK) {
     rc = lw__bench_fail("warm-up trial", st);
@@ -224,7 +208,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
     double run_c1[1000], reg_c2[1000], run_c2[1000], serial[1000], overlap[1000];
     // Only the first row's first trial is kept as a picture.
     lw__overlap_events_init(&ev[di], di == 0 ? o->trace_dir : NULL, stem);
-    trial_opts_t topts = {o->serial, &ev[di], true};
+    lw_overlap_trial_opts_t topts = {o->serial, &ev[di], true};
     for (int t = 0; t < trials; ++t) {
       row_t r;
       st = one_trial(d, &c2, h1, &b, repeat, delays[di], &topts, &r, &diff);

@@ -159,16 +159,9 @@ typedef struct row {
   double by_events, by_events_min, by_events_max;
 } row_t;
 
-// How a trial's overlap arm is run and proved (see tools/overlap_events.h).
-typedef struct trial_opts {
-  bool serial;              // --serial: register C2 only after C1 finished (negative control)
-  lw_overlap_events_t *ev;  // the row's event proof
-  bool keep;                // a measured trial
-} trial_opts_t;
-
 static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
                              lw_callable_handle_t h1, bufs_t *b, long repeat, long delay,
-                             const trial_opts_t *to, row_t *r, check_t *chk) {
+                             const lw_overlap_trial_opts_t *to, row_t *r, check_t *chk) {
   lw_args_t a1, a2;
   LW_RETURN_IF_ERROR(c1_args(&a1, b, repeat));
   LW_RETURN_IF_ERROR(c2_args(&a2, b));
@@ -199,16 +192,8 @@ static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
   memset(b->c1, 0, C1_ELEMS * 4);
   memset(b->c2, 0, C2_ELEMS * 4);
   lw_handle_t *run1 = NULL, *reg = NULL, *run2 = NULL;
-  LW_RETURN_IF_ERROR(lw__overlap_events_begin(to->ev));
-  t0 = lw__bench_now_us();
-  lw_status_t st = d->run_async(d, h1, &a1, &run1);
-  if (st != LW_OK) {
-    (void)lw__overlap_events_end(to->ev, false);
-    return st;
-  }
-  lw__bench_sleep_ms(delay);
-  if (to->serial) st = lw_handle_wait(run1, LW_WAIT_FOREVER);
-  if (st == LW_OK) st = d->register_async(d, c2, &reg);
+  lw_status_t st = lw__overlap_phase_start(d, to, h1, &a1, c2, delay, &t0, &run1, &reg);
+  if (st != LW_OK && !run1) return st;
   // When each of the two finished (for the table's diagnosis: how much each slowed the other),
   // polled every 200 us: a third busy thread would take a core from them.
   double reg_done = 0, c1_done = 0;
@@ -343,7 +328,7 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
   char stem[64];
   snprintf(stem, sizeof(stem), "overlap_l%d_opencl%s", o->level, o->serial ? "_serial" : "");
   lw__overlap_events_init(&ev[0], NULL, stem);
-  trial_opts_t warm_opts = {o->serial, &ev[0], false};
+  lw_overlap_trial_opts_t warm_opts = {o->serial, &ev[0], false};
   if (o->repeat <= 0) {
     // A first C1 of about 50 ms, then one untimed trial (its cold build of C2 sets C1's
     // length; it also keeps first-touch and first-enqueue costs out of the table), then C1
@@ -371,7 +356,7 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
   for (int di = 0; di < n_delays; ++di) {
     // Only the first row's first trial is kept as a picture.
     lw__overlap_events_init(&ev[di], di == 0 ? o->trace_dir : NULL, stem);
-    trial_opts_t topts = {o->serial, &ev[di], true};
+    lw_overlap_trial_opts_t topts = {o->serial, &ev[di], true};
     for (int t = 0; t < trials; ++t) {
       row_t r;
       st = one_trial(d, &c2, h1, &b, repeat, delays[di], &topts, &r, &chk);

@@ -77,6 +77,25 @@ lw_status_t lw__overlap_events_end(lw_overlap_events_t *e, bool keep) {
   return st;
 }
 
+lw_status_t lw__overlap_phase_start(lw_overlap_driver_t *d, const lw_overlap_trial_opts_t *to,
+                                    lw_callable_handle_t h1, const lw_args_t *a1,
+                                    const lw_callable_t *c2, long delay_ms, double *t0_us,
+                                    lw_handle_t **run1, lw_handle_t **reg) {
+  *run1 = *reg = NULL;
+  // The phase runs in its own trace session, so its register span is judged against its runs.
+  LW_RETURN_IF_ERROR(lw__overlap_events_begin(to->ev));
+  *t0_us = lw__bench_now_us();
+  lw_status_t st = d->run_async(d, h1, a1, run1);
+  if (st != LW_OK) {
+    (void)lw__overlap_events_end(to->ev, false);
+    return st;
+  }
+  lw__bench_sleep_ms(delay_ms);
+  if (to->serial) st = lw_handle_wait(*run1, LW_WAIT_FOREVER);
+  if (st == LW_OK) st = d->register_async(d, c2, reg);
+  return st;
+}
+
 bool lw__overlap_events_summary(const lw_overlap_events_t *e, double *median, double *min,
                                 double *max) {
   double v[LW_OVERLAP_EVENTS_MAX];

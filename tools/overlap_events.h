@@ -9,7 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lanework/status.h"
+#include "lanework/lanework.h"
+#include "tools/overlap_driver.h"
 
 #define LW_OVERLAP_EVENTS_MAX 1000
 
@@ -28,6 +29,23 @@ void lw__overlap_events_init(lw_overlap_events_t *e, const char *dir, const char
 lw_status_t lw__overlap_events_begin(lw_overlap_events_t *e);
 // Ends it: records the trial's fraction; writes the files when asked and not done yet.
 lw_status_t lw__overlap_events_end(lw_overlap_events_t *e, bool keep);
+// How a trial's overlap phase is run and proved; the same for every overlap bench.
+typedef struct lw_overlap_trial_opts {
+  bool serial;                // --serial: register C2 only after C1 finished (negative control)
+  lw_overlap_events_t *ev;    // the row's event proof
+  bool keep;                  // a measured trial (the warm-up's events are not kept)
+} lw_overlap_trial_opts_t;
+
+// Starts a trial's overlap phase: its trace session, then run_async(C1) (*t0_us: just before
+// it), the delay, (with --serial, the wait for C1), then register_async(C2). Returns the first
+// failure; when C1 could not be submitted, the session is already ended and no handle is set.
+// Otherwise the caller waits for *run1 (and *reg when set), then calls
+// lw__overlap_events_end(to->ev, to->keep).
+lw_status_t lw__overlap_phase_start(lw_overlap_driver_t *d, const lw_overlap_trial_opts_t *to,
+                                    lw_callable_handle_t h1, const lw_args_t *a1,
+                                    const lw_callable_t *c2, long delay_ms, double *t0_us,
+                                    lw_handle_t **run1, lw_handle_t **reg);
+
 // Median, min and max of the recorded fractions (over trials that saw a register span); false
 // when none did.
 bool lw__overlap_events_summary(const lw_overlap_events_t *e, double *median, double *min,
