@@ -12,22 +12,6 @@
 
 TestSuite(chip, .init = chip_setup, .fini = chip_teardown, .timeout = 60);
 
-typedef struct gate {
-  _Atomic uint32_t open;
-  _Atomic uint32_t entered;
-} gate_t;
-
-// Starts a gate run: it occupies the run lane until gate->open is set.
-static lw_handle_t *start_gate(lw_callable_handle_t hg, gate_t *g) {
-  lw_args_t a;
-  lw_args_init(&a);
-  LW_ASSERT_OK(lw_args_add_tensor(&a, (void *)&g->open, sizeof(g->open), LW_TAG_INPUT));
-  LW_ASSERT_OK(lw_args_add_tensor(&a, (void *)&g->entered, sizeof(g->entered), LW_TAG_OUTPUT));
-  lw_handle_t *h = NULL;
-  LW_ASSERT_OK(lw_chip_run_async(chip, hg, &a, NULL, &h));
-  return h;
-}
-
 static void record_args(lw_args_t *a, int64_t *log, size_t log_len, uint64_t value) {
   lw_args_init(a);
   cr_assert_eq(lw_args_add_tensor(a, log, log_len * sizeof(int64_t), LW_TAG_INOUT), LW_OK);

@@ -19,21 +19,6 @@ static lw_chip_stats_t stats_now(void) {
   return s;
 }
 
-typedef struct gate {
-  _Atomic uint32_t open;
-  _Atomic uint32_t entered;
-} gate_t;
-
-static lw_handle_t *start_gate(lw_callable_handle_t hg, gate_t *g) {
-  lw_args_t a;
-  lw_args_init(&a);
-  LW_ASSERT_OK(lw_args_add_tensor(&a, (void *)&g->open, sizeof(g->open), LW_TAG_INPUT));
-  LW_ASSERT_OK(lw_args_add_tensor(&a, (void *)&g->entered, sizeof(g->entered), LW_TAG_OUTPUT));
-  lw_handle_t *h = NULL;
-  LW_ASSERT_OK(lw_chip_run_async(chip, hg, &a, NULL, &h));
-  return h;
-}
-
 // A record run; without its scalar the record kernel returns -22 (the run fails).
 static lw_handle_t *start_record(lw_callable_handle_t hr, int64_t *log, bool with_scalar) {
   lw_args_t a;
