@@ -150,6 +150,23 @@ static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err)
   return LW_OK;
 }
 
+// A memfd of bytes (its fd in *fd_out, -1 if none) mapped as a fork-server share at *out;
+// RESOURCE_EXHAUSTED naming what otherwise (the caller's cleanup closes the fd).
+static lw_status_t share_new(const char *memfd_name, const char *what, size_t bytes,
+                             int *fd_out, void **out, lw_error_t *err) {
+  *fd_out = lw__forkserver_fd_above_stdio(memfd_create(memfd_name, MFD_CLOEXEC));
+  if (*fd_out < 0 || ftruncate(*fd_out, (off_t)bytes) != 0) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: cannot create %s",
+                         what);
+  }
+  *out = lw__forkserver_share_map(*fd_out, bytes);
+  if (!*out) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: cannot map %s",
+                         what);
+  }
+  return LW_OK;
+}
+
 lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_create: out must be set");
   *out = NULL;
@@ -188,29 +205,20 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->mb_arena = (lw_mb_arena_t){w->arena.base, w->arena.bytes};
   // Each mailbox starts on its own page so a child can bind its pages to its NUMA node.
   w->mailboxes_bytes = LW_MAILBOX_STRIDE * w->n_children;
-  w->mailboxes_fd = lw__forkserver_fd_above_stdio(memfd_create("lw-mailboxes", MFD_CLOEXEC));
-  if (w->mailboxes_fd < 0 || ftruncate(w->mailboxes_fd, (off_t)w->mailboxes_bytes) != 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the mailboxes");
-    goto fail;
+  void *share = NULL;
+  if ((st = share_new("lw-mailboxes", "the mailboxes", w->mailboxes_bytes, &w->mailboxes_fd,
+                      &share, &err)) != LW_OK) {
+    goto fail_err;
   }
-  w->mailboxes = lw__forkserver_share_map(w->mailboxes_fd, w->mailboxes_bytes);
-  if (w->mailboxes == NULL) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the mailboxes");
-    goto fail;
-  }
+  w->mailboxes = share;
   // Trace areas: ~5 MiB per child of address space; pages are only touched while a session
   // records (MAP_NORESERVE, a sparse memfd).
   w->traces_bytes = LW_TRACE_AREA_BYTES * w->n_children;
-  w->traces_fd = lw__forkserver_fd_above_stdio(memfd_create("lw-trace", MFD_CLOEXEC));
-  if (w->traces_fd < 0 || ftruncate(w->traces_fd, (off_t)w->traces_bytes) != 0) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot create the trace areas");
-    goto fail;
+  if ((st = share_new("lw-trace", "the trace areas", w->traces_bytes, &w->traces_fd, &share,
+                      &err)) != LW_OK) {
+    goto fail_err;
   }
-  w->traces = lw__forkserver_share_map(w->traces_fd, w->traces_bytes);
-  if (w->traces == NULL) {
-    st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: cannot map the trace areas");
-    goto fail;
-  }
+  w->traces = share;
   w->wake_fd = lw__forkserver_fd_above_stdio(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (w->wake_fd < 0) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");

@@ -53,6 +53,18 @@ static lw_status_t chain(lw_orch_t *o, void *user) {
   return LW_OK;
 }
 
+// The median over 9 runs of fn (j->n tasks each) of the time per task.
+static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, double *out) {
+  double per[9];
+  for (int r = 0; r < 9; ++r) {
+    double t0 = lw__bench_now_us();
+    LW_RETURN_IF_ERROR(lw_worker_run(w, fn, j, NULL));
+    per[r] = (lw__bench_now_us() - t0) / j->n;
+  }
+  *out = lw__bench_median(per, 9);
+  return LW_OK;
+}
+
 int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
   lw_callable_t noop;
   if (!lw__bench_load_kernel("noop", &noop)) {
@@ -86,27 +98,14 @@ int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
   out->empty_p50_us = lw__bench_quantile(v, (size_t)iters, 0.5);
   out->empty_p99_us = lw__bench_quantile(v, (size_t)iters, 0.99);
   j.n = DAG_TASKS;
-  double per[9];
-  for (int r = 0; st == LW_OK && r < 9; ++r) {
-    double t0 = lw__bench_now_us();
-    st = lw_worker_run(w, layered_dag, &j, NULL);
-    per[r] = (lw__bench_now_us() - t0) / DAG_TASKS;
-  }
-  if (st != LW_OK) {
+  if (per_task_us(w, layered_dag, &j, &out->per_task_us) != LW_OK) {
     out->why = "the DAG run failed";
     goto done;
   }
-  out->per_task_us = lw__bench_median(per, 9);
-  for (int r = 0; st == LW_OK && r < 9; ++r) {
-    double t0 = lw__bench_now_us();
-    st = lw_worker_run(w, chain, &j, NULL);
-    per[r] = (lw__bench_now_us() - t0) / DAG_TASKS;
-  }
-  if (st != LW_OK) {
+  if (per_task_us(w, chain, &j, &out->chain_per_task_us) != LW_OK) {
     out->why = "the chain run failed";
     goto done;
   }
-  out->chain_per_task_us = lw__bench_median(per, 9);
   out->dag_tasks = DAG_TASKS;
   rc = 0;
 done:
