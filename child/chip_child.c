@@ -34,6 +34,22 @@ typedef struct control_ctx {
 
 static frame_ctx_t frames[LW_MB_TASK_FRAMES];
 
+// Two threads take posts (DESIGN 5): the mailbox loop always, and the run lane while it is
+// idle (its lane idle hook, run_lane_idle), so a task posted to an idle chip goes from the
+// doorbell straight to the thread that runs it instead of through a second thread hop. One
+// taker at a time: take_mu guards next_seq and frames[] (serve_task, forward_cancel), and
+// posts are served in sequence order whoever serves them. A task the mailbox loop serves is
+// queued on the run lane as before; one the run lane serves is queued on its own lane and run
+// as soon as the hook returns. While the run lane runs a kernel the mailbox loop serves every
+// post (register and unregister controls, more tasks, cancel notices).
+static pthread_mutex_t take_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t next_seq = 1;  // the next post to serve; written under take_mu
+// The run lane is in its idle hook (seq_cst, read by the mailbox loop after it queued a run:
+// the hook sleeps on the doorbell, not on the lane's futex, so the loop wakes the doorbell).
+static _Atomic bool run_lane_taking;
+static _Atomic bool leaving;  // set by the mailbox loop when it leaves; the hook steps aside
+static _Thread_local bool on_run_lane;  // this thread is the run lane, in its hook
+
 // Registers and unregisters on the register lane, by control id, so CANCEL can withdraw one.
 // An entry leaves the list (under the lock) before its handle is released, so a cancel found
 // through the list always acts on a live handle.
@@ -202,6 +218,13 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->run = lw__chip_run_enqueue(run);
   // A cancel posted before this point may have been noticed while the frame had no run yet.
   forward_cancel(c, frame);
+  // The run lane may be asleep in its hook on the doorbell rather than on its lane's futex.
+  // Dekker with the hook: the enqueue above, then this load; the hook stores run_lane_taking,
+  // then loads the lane's queue; both seq_cst, so one of the two sees the other.
+  if (!on_run_lane) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&run_lane_taking)) lw__waitword_wake(&c->mb->doorbell.word, true);
+  }
 }
 
 static void control_done(void *ctx, lw_handle_t *h) {
@@ -291,6 +314,65 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
   lw__child_ack(c, LW_OK, true, 0, NULL);
 }
 
+// Serves post seq (the next in order) if nobody has yet; the caller holds take_mu.
+static void serve_post_locked(lw_child_ctx_t *c, lw_chip_t *chip, uint64_t seq) {
+  if (atomic_load(&next_seq) != seq) return;  // the other taker served it
+  bool is_control = false;
+  uint32_t frame = 0;
+  lw_error_t err;
+  lw__error_clear(&err);
+  if (lw__mailbox_find_post(c->mb, seq, &is_control, &frame, &err) != LW_OK) {
+    _exit(LW_CHILD_EXIT_POST_MISSING);  // the parent is broken
+  }
+  if (is_control) {
+    serve_control(c, chip);
+  } else {
+    serve_task(c, chip, frame);
+  }
+  atomic_store(&next_seq, seq + 1);
+}
+
+typedef struct run_lane_wait {
+  lw_child_ctx_t *c;
+  lw_lane_t *lane;
+} run_lane_wait_t;
+
+static bool run_lane_should_wake(const void *ctx) {
+  const run_lane_wait_t *rw = ctx;
+  return atomic_load_explicit(&rw->c->mb->doorbell.post_seq, memory_order_acquire) >=
+             atomic_load(&next_seq) ||
+         lw__lane_has_work_or_stop(rw->lane) || atomic_load(&leaving);
+}
+
+typedef struct run_lane_hook {
+  lw_child_ctx_t *c;
+  lw_chip_t *chip;
+} run_lane_hook_t;
+
+// The run lane's idle hook (lanes/lane.h): waits on the doorbell and serves posts until one of
+// them queued a run on this lane (or the mailbox loop did, or the lane stops).
+static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
+  run_lane_hook_t *h = ctx;
+  if (atomic_load(&leaving)) return false;
+  run_lane_wait_t rw = {h->c, lane};
+  atomic_store(&run_lane_taking, true);
+  on_run_lane = true;
+  while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving)) {
+    // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
+    // what a lost wake-up could cost.
+    (void)lw__waitword_wait(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
+                            lw__now_ns() + 1000000000, true);
+    uint64_t seq = atomic_load(&next_seq);
+    if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) continue;
+    pthread_mutex_lock(&take_mu);
+    serve_post_locked(h->c, h->chip, seq);
+    pthread_mutex_unlock(&take_mu);
+  }
+  on_run_lane = false;
+  atomic_store(&run_lane_taking, false);
+  return true;
+}
+
 _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   lw_child_ctx_t c;
   lw__child_ctx_init(&c, env);
@@ -314,26 +396,38 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   }
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
 
+  run_lane_hook_t hook = {&c, chip};
+  lw_lane_idle_t idle = {run_lane_idle, &hook};
+  // LW_RUN_LANE_POSTS=0 leaves every post to the mailbox loop (the hop chain before the hook;
+  // for comparisons: docs/benchmarks.md, "Dispatch under load").
+  const char *knob = getenv("LW_RUN_LANE_POSTS");
+  if (!(knob && strcmp(knob, "0") == 0)) lw__lane_set_idle(chip->run_lane, &idle);
+
   uint64_t cancel_seen = 0;
-  for (uint64_t seq = 1;;) {
+  for (;;) {
+    uint64_t seq = atomic_load(&next_seq);
     lw_child_wake_t why = lw__child_wait_post(&c, seq, &cancel_seen);
     if (why == LW_CHILD_WAKE_LEAVE) break;
     if (why == LW_CHILD_WAKE_CANCEL) {
+      pthread_mutex_lock(&take_mu);
       for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) forward_cancel(&c, f);
+      pthread_mutex_unlock(&take_mu);
       continue;
     }
-    bool is_control = false;
-    uint32_t frame = 0;
-    if (lw__mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
-      _exit(LW_CHILD_EXIT_POST_MISSING);  // the parent is broken
+    // An idle run lane was woken by the same doorbell and takes the post itself; give it a
+    // moment (pauses only: a yield would hand a busy CPU to somebody else for a timeslice),
+    // then serve the post here if it has not.
+    for (int i = 0; i < 64 && atomic_load(&run_lane_taking) && atomic_load(&next_seq) == seq;
+         ++i) {
+      lw__cpu_relax();
     }
-    if (is_control) {
-      serve_control(&c, chip);
-    } else {
-      serve_task(&c, chip, frame);
-    }
-    ++seq;
+    pthread_mutex_lock(&take_mu);
+    serve_post_locked(&c, chip, seq);
+    pthread_mutex_unlock(&take_mu);
   }
+  // The run lane leaves its hook (woken here) and waits on its own futex, which close wakes.
+  atomic_store(&leaving, true);
+  lw__waitword_wake(&c.mb->doorbell.word, true);
   lw_chip_close(chip);  // finishes every queued run, so the frames' runs are done
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
     if (frames[f].run) lw_handle_release(frames[f].run);

@@ -35,6 +35,7 @@ struct lw_lane {
   _Atomic uint32_t queued;     // mirrors the list length for lock-free idle checks
   _Atomic uint32_t in_flight;  // queued + running, counted against capacity
   _Atomic uint32_t stop;       // mirrors stopping for lock-free checks
+  _Atomic(const lw_lane_idle_t *) idle;  // lw__lane_set_idle; NULL: wait on work_word
 
   lw_waitword_t work_word;   // lane thread sleeps here; woken by submit and destroy
   lw_waitword_t space_word;  // full-lane submitters sleep here; woken when an item finishes
@@ -53,6 +54,19 @@ static bool has_work_or_stop(const void *ctx) {
   // Relaxed: a hint only; the lane thread re-reads the list under mu before acting.
   return atomic_load_explicit(&lane->queued, memory_order_relaxed) != 0 ||
          atomic_load_explicit(&lane->stop, memory_order_relaxed) != 0;
+}
+
+// The lane's own wait: also ends when a different idle hook is installed, so a lane asleep
+// before lw__lane_set_idle goes round and calls the new hook.
+typedef struct idle_wait {
+  const lw_lane_t *lane;
+  const lw_lane_idle_t *seen;  // the hook the lane thread saw before it began to wait
+} idle_wait_t;
+
+static bool has_work_stop_or_new_hook(const void *ctx) {
+  const idle_wait_t *iw = ctx;
+  return has_work_or_stop(iw->lane) ||
+         atomic_load_explicit(&iw->lane->idle, memory_order_relaxed) != iw->seen;
 }
 
 static bool has_space_or_stop(const void *ctx) {
@@ -90,8 +104,13 @@ static void *lane_main(void *arg) {
   (void)pthread_setname_np(pthread_self(), thread_name);  // cosmetic: ignore failure
 
   for (;;) {
-    // Idle: spin, yield, then sleep on the futex until work or destroy arrives.
-    (void)lw__waitword_wait(&lane->work_word, has_work_or_stop, lane, LW_DEADLINE_NEVER, false);
+    // Idle: the hook waits if there is one and wants to; otherwise spin, yield, then sleep on
+    // the futex until work or destroy arrives.
+    idle_wait_t iw = {lane, atomic_load_explicit(&lane->idle, memory_order_acquire)};
+    if (!has_work_or_stop(lane) && !(iw.seen != NULL && iw.seen->fn(iw.seen->ctx, lane))) {
+      (void)lw__waitword_wait(&lane->work_word, has_work_stop_or_new_hook, &iw,
+                              LW_DEADLINE_NEVER, false);
+    }
 
     pthread_mutex_lock(&lane->mu);
     lw_lane_item_t *item = lane->head;
@@ -170,6 +189,7 @@ lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out
   atomic_init(&lane->queued, 0);
   atomic_init(&lane->in_flight, 0);
   atomic_init(&lane->stop, 0);
+  atomic_init(&lane->idle, NULL);
   lw__waitword_initialize(&lane->work_word);
   lw__waitword_initialize(&lane->space_word);
   lw__timeline_initialize(&lane->timeline, 0, 0);
@@ -266,6 +286,17 @@ lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint
 }
 
 lw_timeline_t *lw__lane_timeline(lw_lane_t *lane) { return &lane->timeline; }
+
+void lw__lane_set_idle(lw_lane_t *lane, const lw_lane_idle_t *idle) {
+  atomic_store_explicit(&lane->idle, idle, memory_order_release);
+  // A lane asleep on its futex goes round once and finds the hook.
+  lw__waitword_wake(&lane->work_word, false);
+}
+
+bool lw__lane_has_work_or_stop(const lw_lane_t *lane) {
+  return atomic_load_explicit(&lane->queued, memory_order_acquire) != 0 ||
+         atomic_load_explicit(&lane->stop, memory_order_acquire) != 0;
+}
 
 bool lw__lane_is_current(const lw_lane_t *lane) { return lane != NULL && current_lane == lane; }
 

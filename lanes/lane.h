@@ -83,6 +83,27 @@ LW_MUST_USE lw_status_t lw__lane_set_cpu(lw_lane_t *lane, int cpu, lw_error_t *e
 // True when called on this lane's thread.
 bool lw__lane_is_current(const lw_lane_t *lane);
 
+// An idle hook: lets the lane's own thread wait for work somewhere else than the lane's futex
+// (a chip child's run lane takes task posts from its mailbox itself when idle, saving a thread
+// hop; child/chip_child.c). The lane thread calls fn(ctx, lane) whenever it finds its queue
+// empty. fn returns true after it waited for something (it may have queued work onto this
+// lane itself: the lane thread may submit to its own lane); the lane then checks its queue
+// again. It returns false to have the lane wait as usual on its futex, which submit and
+// destroy wake. A hook that blocks must itself return once lw__lane_has_work_or_stop says
+// true, and must arrange to be woken then: submit and destroy wake only the lane's futex.
+typedef struct lw_lane_idle {
+  bool (*fn)(void *ctx, lw_lane_t *lane);
+  void *ctx;
+} lw_lane_idle_t;
+
+// Installs (or, with NULL, removes) the idle hook; *idle must stay valid until the lane is
+// destroyed or the hook removed and the lane thread has left it. Any thread.
+void lw__lane_set_idle(lw_lane_t *lane, const lw_lane_idle_t *idle);
+
+// True when an item is queued or destroy began. Acquire: a hook that sees true and then takes
+// the lane's mutex finds the item.
+bool lw__lane_has_work_or_stop(const lw_lane_t *lane);
+
 const char *lw__lane_name(const lw_lane_t *lane);
 
 #ifdef __cplusplus

@@ -175,6 +175,7 @@ lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_repo
   if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
   if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
   lw_handle_t *h = &run->handle;
+  if (w->runs.before_wait) w->runs.before_wait(w, h);
   lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
   if (out) *out = run->report;
   lw_handle_release(h);

@@ -94,6 +94,10 @@ typedef struct lw_runs {
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot): orch
   // functions started, and run handles finished by their status.
   _Atomic uint64_t n_started, n_ok, n_failed, n_cancelled;
+  // What a sync lw_worker_run does before it waits for its handle (set once at create; the
+  // scheduler's drain, lw__sched_wait_draining, installed by worker.c so that runs.c does not
+  // call into the scheduler, which calls back into runs.c).
+  void (*before_wait)(lw_worker_t *w, lw_handle_t *h);
 } lw_runs_t;
 
 // Starts the orchestrator thread (lw_worker_create).

@@ -736,3 +736,54 @@ void lw__sched_assist(lw_worker_t *w) {
   pthread_mutex_unlock(&w->mu);
   flush(w, &pw);
 }
+
+// The drain a waiting caller runs (lw__sched_wait_draining): like lw__sched_assist, plus the
+// completion rings of the children it may read (not one being respawned, broken or violated;
+// their deaths and kills stay the scheduler's). Returns true when the pass did something.
+static bool assist_drain(lw_worker_t *w) {
+  if (pthread_mutex_trylock(&w->mu) != 0) return false;
+  if (atomic_load(&w->sched.exit)) {
+    pthread_mutex_unlock(&w->mu);
+    return false;
+  }
+  pending_work_t pw;
+  memset(&pw, 0, sizeof(pw));
+  lw__dag_set_owner(&w->dag);
+  bool progress = lw__dag_step(&w->dag, &pw.finished);
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    lw_endpoint_t *ep = &w->eps[s];
+    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->broken) continue;
+    progress |= drain_endpoint(w, ep, &pw);
+  }
+  progress |= sweep_dispatch_cancel(w, &pw);
+  take_due_unregisters(w, &pw);
+  pthread_mutex_unlock(&w->mu);
+  flush(w, &pw);
+  return progress;
+}
+
+// LW_CALLER_DRAINS=0 turns the caller's drain off (for comparisons; docs/benchmarks.md).
+static bool caller_drains(void) {
+  static _Atomic int knob = -1;  // -1: not read yet
+  int v = atomic_load_explicit(&knob, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("LW_CALLER_DRAINS");
+    v = !(e && strcmp(e, "0") == 0);
+    atomic_store_explicit(&knob, v, memory_order_relaxed);
+  }
+  return v != 0;
+}
+
+void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
+  if (!caller_drains()) return;
+  lw__spin_t spin = LW__SPIN_INIT;
+  while (!lw_handle_done(h)) {
+    // A pass only when a ring holds something: the rest of a pass is the scheduler's (and the
+    // submitter's assist), and taking w->mu for nothing would slow them.
+    if (rings_pending(w) && assist_drain(w)) {
+      lw__spin_reset(&spin);
+      continue;
+    }
+    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) return;
+  }
+}

@@ -50,4 +50,12 @@ void lw__sched_stop(lw_worker_t *w);
 // to the scheduler thread when that thread is slow to get a CPU. No lock held on entry.
 void lw__sched_assist(lw_worker_t *w);
 
+// Called by a thread about to wait for h (a sync lw_worker_run): while it would spin anyway
+// (lanes/spin.h), it drains the children's completion rings itself and runs the owner's pass
+// they lead to, so the run's end does not wait for the scheduler thread to get a CPU (one
+// thread hop fewer per round trip). Returns when h is done or the spin budget is spent; the
+// caller then waits for h as usual. Never blocks on w->mu (trylock). Any thread but the
+// scheduler's, holding no worker lock.
+void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h);
+
 #endif  // LANEWORK_PARENT_SCHED_H_

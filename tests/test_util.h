@@ -4,6 +4,8 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +61,41 @@ static inline void lw_test_sleep_us(long us) {
 // Spins (sleeping briefly) until *word != 0. Bounded by the test's .timeout.
 static inline void lw_test_wait_nonzero(_Atomic uint32_t *word) {
   while (atomic_load(word) == 0) lw_test_sleep_us(50);
+}
+
+// True when every thread of pid is stopped (state T or t in /proc/pid/task/*/stat).
+static inline bool lw_test_all_threads_stopped(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d) return false;
+  bool all = true;
+  int n = 0;
+  for (struct dirent *e; all && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char stat_path[300], buf[512];
+    snprintf(stat_path, sizeof(stat_path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+    FILE *f = fopen(stat_path, "r");
+    if (!f) continue;  // the thread exited
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    const char *paren = strrchr(buf, ')');  // the name may hold spaces and parentheses
+    char state = paren && paren[1] && paren[2] ? paren[2] : '?';
+    all = state == 'T' || state == 't';
+    ++n;
+  }
+  closedir(d);
+  return all && n > 0;
+}
+
+// SIGSTOPs pid and returns once every thread of it has stopped: kill() only starts a group
+// stop, and a thread spinning on another CPU runs on for a moment. Bounded by the .timeout.
+static inline int lw_test_stop_process(pid_t pid) {
+  int rc = kill(pid, SIGSTOP);
+  if (rc != 0) return rc;
+  while (!lw_test_all_threads_stopped(pid)) lw_test_sleep_us(100);
+  return 0;
 }
 
 #define LW_ASSERT_OK(expr)                                                              \

@@ -178,7 +178,7 @@ Test(cancel, a_timeout_of_int64_max_does_not_overflow_and_the_task_runs, .timeou
 
 // Stops pid and waits until the kernel says it is stopped ('T' in /proc/<pid>/stat).
 static void stop_child(pid_t pid) {
-  cr_assert_eq(kill(pid, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(pid), 0);
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
   for (;;) {

@@ -140,7 +140,7 @@ Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .
   lw_callable_t noop = lw_test_kernel("noop");
   pid_t victim = fx_pid(&f, 0);
   // A stopped child never answers: the register's control round trip waits on it.
-  cr_assert_eq(kill(victim, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(victim), 0);
   reg_thread_t r = {&f, &noop, LW_OK, ""};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, register_in_thread, &r), 0);
@@ -183,7 +183,7 @@ Test(child_death, chip_that_took_a_register_dies_before_the_register_completes_f
   fx_create(&f, &cfg);
   lw_callable_t vadd = lw_test_kernel("vector_add");
   pid_t slow = fx_pid(&f, 1);
-  cr_assert_eq(kill(slow, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(slow), 0);
   reg_thread_t r = {&f, &vadd, LW_OK, ""};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, register_in_thread, &r), 0);

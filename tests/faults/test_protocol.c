@@ -293,7 +293,7 @@ Test(protocol, a_control_report_counts_only_for_the_chip_whose_ring_held_it, .ti
   lw_callable_t c = lw_test_kernel("vector_add");
   // Chip 0 is stopped, so the register waits for chip 0's ack with its op listed.
   pid_t pid0 = fx_pid(&f, 0);
-  cr_assert_eq(kill(pid0, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(pid0), 0);
   reg_call_t r = {f.w, &c, NULL, LW_OK};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, register_thread, &r), 0);
@@ -330,7 +330,7 @@ Test(protocol, a_control_report_in_a_sub_childs_ring_counts_for_no_chip, .timeou
   shared_t *s = fx_shared(&f);
   lw_callable_t c = lw_test_kernel("vector_add");
   pid_t pid0 = fx_pid(&f, 0), sub_pid = fx_pid(&f, 1);
-  cr_assert_eq(kill(pid0, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(pid0), 0);
   reg_call_t r = {f.w, &c, NULL, LW_OK};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, register_thread, &r), 0);
@@ -382,7 +382,7 @@ Test(protocol, a_request_left_by_a_control_that_saw_its_child_die_is_no_violatio
   fx_create(&f, &cfg);
   lw_endpoint_t *ep = &f.w->eps[0];
   pid_t victim = fx_pid(&f, 0);
-  cr_assert_eq(kill(victim, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(victim), 0);
   control_thread_t first = {ep, LW_OK};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, control_in_thread, &first), 0);

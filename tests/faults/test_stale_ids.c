@@ -122,7 +122,7 @@ Test(stale_ids, a_rollback_never_names_a_local_id_of_a_child_that_died_in_its_re
   wait_replaying(0, first);
   // Chip 1 answers no control: the register below waits there after chip 0 was handled.
   pid_t chip1 = fx_pid(&f, 1);
-  cr_assert_eq(kill(chip1, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(chip1), 0);
   lw_callable_t noop = lw_test_kernel("noop");
   reg_thread_t r = {&noop, LW_OK, ""};
   pthread_t t;

@@ -474,3 +474,93 @@ Test(lane, full_own_lane_fails_submit_from_its_thread_at_once_but_takes_reserved
   lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
   free(rec);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Idle hook (lw__lane_set_idle): the lane thread waits elsewhere and may queue its own work.
+
+typedef struct hook_ctx {
+  recorder_t *rec;
+  test_gate_t go;             // opened by the test: the hook queues its item
+  rec_item_t item;            // queued by the hook, on the lane thread
+  _Atomic uint32_t entered;   // the hook ran at least once
+  _Atomic uint32_t on_lane;   // the hook ran on the lane's own thread
+  _Atomic uint32_t queued;    // the hook queued its item
+  _Atomic uint32_t decline;   // the hook returns false: the lane waits on its own futex
+  lw_lane_t *lane;
+} hook_ctx_t;
+
+static bool queue_when_told(void *ctx, lw_lane_t *lane) {
+  hook_ctx_t *h = ctx;
+  atomic_store(&h->entered, 1);
+  if (atomic_load(&h->decline)) return false;
+  if (lw__lane_is_current(lane)) atomic_store(&h->on_lane, 1);
+  if (atomic_load(&h->queued)) {
+    // Queued already: wait like a hook that has nothing to take, until work or stop.
+    while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&h->decline)) sched_yield();
+    return true;
+  }
+  test_gate_wait(&h->go);
+  rec_item_init(&h->item, h->rec, 7, 1);
+  if (lw__lane_submit_reserved(lane, &h->item.item, NULL, NULL) == LW_OK) {
+    atomic_store(&h->queued, 1);
+  }
+  return true;
+}
+
+Test(lane, idle_hook_runs_on_the_lane_thread_and_the_item_it_queues_runs_next, .timeout = 10) {
+  hook_ctx_t *h = calloc(1, sizeof(*h));
+  h->rec = recorder_create();
+  test_gate_init(&h->go);
+  cr_assert_eq(lw__lane_create("hook", 4, &h->lane, NULL), LW_OK);
+  lw_lane_idle_t idle = {queue_when_told, h};
+  lw__lane_set_idle(h->lane, &idle);
+  test_wait_nonzero(&h->entered);
+  cr_assert_eq(h->rec->n, 0, "nothing runs before the hook queues it");
+  test_gate_open(&h->go);
+  // The hook's item is the lane's first: seq 1.
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(h->lane), 1, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(h->rec->n, 1);
+  cr_assert_eq(h->rec->log[0].producer, 7);
+  cr_assert(atomic_load(&h->on_lane), "the hook runs on the lane's thread");
+  // A submit from another thread still runs (the hook returns once the lane has work).
+  rec_item_t other;
+  rec_item_init(&other, h->rec, 0, 2);
+  uint64_t seq = 0;
+  cr_assert_eq(lw__lane_submit(h->lane, &other.item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(h->lane), seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_eq(h->rec->log[1].index, 2);
+  // A hook that declines leaves the lane to its futex: destroy still wakes and joins it.
+  atomic_store(&h->decline, 1);
+  lw__lane_destroy(h->lane, LW_LANE_DRAIN_RUN);
+  cr_assert(test_exit_flag_is_set(&h->rec->lane_exited), "destroy joined the lane thread");
+  free(h->rec);
+  free(h);
+}
+
+static bool always_decline(void *ctx, lw_lane_t *lane) {
+  (void)lane;
+  atomic_fetch_add((_Atomic uint32_t *)ctx, 1);
+  return false;
+}
+
+Test(lane, declining_idle_hook_leaves_submit_and_destroy_working_as_without_one, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw__lane_create("decline", 4, &lane, NULL), LW_OK);
+  _Atomic uint32_t calls = 0;
+  lw_lane_idle_t idle = {always_decline, &calls};
+  lw__lane_set_idle(lane, &idle);
+  recorder_t *rec = recorder_create();
+  rec_item_t items[3];
+  uint64_t seq = 0;
+  for (int i = 0; i < 3; ++i) {
+    rec_item_init(&items[i], rec, 0, i);
+    cr_assert_eq(lw__lane_submit(lane, &items[i].item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+    cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), seq, LW_DEADLINE_NEVER), LW_OK);
+  }
+  cr_assert_eq(rec->n, 3);
+  cr_assert_gt(atomic_load(&calls), 0, "the lane asked its hook when it was idle");
+  lw__lane_set_idle(lane, NULL);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  cr_assert(test_exit_flag_is_set(&rec->lane_exited));
+  free(rec);
+}

@@ -286,7 +286,7 @@ Test(stats, a_stopped_child_holding_work_counts_one_liveness_kill, .timeout = 60
   lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
   shared_t *sh = fx_shared(&f);
   pid_t pid = fx_pid(&f, 0);
-  cr_assert_eq(kill(pid, SIGSTOP), 0);
+  cr_assert_eq(lw_test_stop_process(pid), 0);
   job_t j = {vadd, sh, JOB_VADD, 0, 0, 0, 1, NULL};
   lw_run_report_t rep;
   cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED, "%s", rep.error.message);
