@@ -7,6 +7,10 @@ typedef struct lw_dispatch_l3_result {
   double empty_p99_us;
   double per_task_us;
   double chain_per_task_us;  // a chain of dag_tasks dependent tasks on chip 0
+  // The layered DAG again, each task writing a buffer of its own: read-after-write edges only,
+  // no write-after-read or write-after-write hazard to order (what per_task_us adds to it is
+  // what ordering those hazards costs).
+  double raw_only_per_task_us;
   int dag_tasks;
   const char *why;  // when not measured
 } lw_dispatch_l3_result_t;
