@@ -9,6 +9,13 @@
 // while staying ready to go on at once; then block. The caller checks its condition after
 // each round; the policy itself knows nothing about what is awaited.
 //
+// Bounded by what the yields cost: a yield that comes back after more than slow_yield_ns (on
+// an idle CPU it returns in about a microsecond; another of our spinning threads gives it back
+// within a few) means some other thread held this CPU for a timeslice, a machine busy with
+// other work. The spin then ends at once and the waiter blocks: on a busy CPU each further
+// yield would cost a whole timeslice (the scheduler puts a yielder behind every other runnable
+// thread), while a thread woken from a sleep is placed ahead and runs soon after the wake.
+//
 // Usage:
 //   lw__spin_t spin = LW__SPIN_INIT;
 //   while (!cond()) {
@@ -30,6 +37,8 @@ extern "C" {
 // Rounds of one cpu pause, then rounds of sched_yield, before a waiter blocks.
 #define LW_SPIN_PAUSES 32
 #define LW_SPIN_YIELDS 224
+// A yield slower than this ends the spin (see above).
+#define LW_SPIN_SLOW_YIELD_NS 50000
 
 typedef enum lw__spin_step {
   LW__SPIN_PAUSED = 0,   // this round paused the cpu once; check the condition again
@@ -40,15 +49,16 @@ typedef enum lw__spin_step {
 // One waiter's progress through the policy. Plain data, owned by the waiting thread.
 typedef struct lw__spin {
   uint32_t round;
+  int64_t slow_yield_ns;  // LW_SPIN_SLOW_YIELD_NS; tests change it
 } lw__spin_t;
 
-#define LW__SPIN_INIT {0}
+#define LW__SPIN_INIT {0, LW_SPIN_SLOW_YIELD_NS}
 
 static inline void lw__spin_reset(lw__spin_t *s) { s->round = 0; }
 
 // Performs this round's pause or yield and says which it was, or returns LW__SPIN_BLOCK
-// (doing nothing) once LW_SPIN_PAUSES + LW_SPIN_YIELDS rounds are spent; it keeps returning
-// LW__SPIN_BLOCK until lw__spin_reset.
+// (doing nothing) once LW_SPIN_PAUSES + LW_SPIN_YIELDS rounds are spent or a yield was slow;
+// it keeps returning LW__SPIN_BLOCK until lw__spin_reset.
 static inline lw__spin_step_t lw__spin_step(lw__spin_t *s) {
   if (s->round < LW_SPIN_PAUSES) {
     s->round++;
@@ -57,7 +67,10 @@ static inline lw__spin_step_t lw__spin_step(lw__spin_t *s) {
   }
   if (s->round < LW_SPIN_PAUSES + LW_SPIN_YIELDS) {
     s->round++;
+    int64_t t0 = lw__now_ns();
     sched_yield();
+    // The CPU is busy with other work: block from the next round on.
+    if (lw__now_ns() - t0 >= s->slow_yield_ns) s->round = LW_SPIN_PAUSES + LW_SPIN_YIELDS;
     return LW__SPIN_YIELDED;
   }
   return LW__SPIN_BLOCK;
