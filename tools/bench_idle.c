@@ -50,7 +50,7 @@ static lw_status_t one_task(lw_orch_t *o, void *user) {
 }
 
 int lw__bench_idle(const lw_bench_opts_t *o) {
-  long seconds = o->iters > 0 ? o->iters : 5;
+  long seconds = o->seconds > 0 ? o->seconds : 5;
   lw_callable_t noop;
   if (!lw__bench_load_kernel("noop", &noop)) return 1;
   lw_worker_config_t cfg;
