@@ -419,6 +419,10 @@ void lw__bench_sleep_ms(long ms) {
 void lw__bench_json_begin(lw_json_t *j, const char *name) {
   lw__json_initialize(j, stdout, false);
   lw__json_begin_object(j);
+  char schema[64];
+  snprintf(schema, sizeof(schema), "lanework.bench.%s", name);
+  lw__json_kv_string(j, "schema", schema);
+  lw__json_kv_int(j, "schema_version", LW_TOOL_JSON_SCHEMA_VERSION);
   lw__json_kv_string(j, "bench", name);
 }
 

@@ -126,8 +126,7 @@ static int check_value(const lw_cli_cmd_t *cmd, const lw_cli_opt_t *o, const cha
       errno = 0;
       double x = strtod(text, &end);
       if (text[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(x)) {
-        return lw__cli_error(cmd, "--%s \"%s\" is not a finite number (%s)", o->name, text,
-                             o->metavar ? o->metavar : "a decimal number");
+        return lw__cli_error(cmd, "--%s \"%s\" is not a finite decimal number", o->name, text);
       }
       v->x = x;
       return LW_CLI_OK;
@@ -255,8 +254,8 @@ int lw__cli_parse(const lw_cli_cmd_t *cmd, int argc, char **argv, lw_cli_on_opt_
       return lw__cli_error(cmd, "unexpected argument '%s' (%s takes options only)", extra,
                            cmd->name);
     }
-    return lw__cli_error(cmd, "unexpected argument '%s' (at most %d)", extra,
-                         cmd->max_positional);
+    return lw__cli_error(cmd, "unexpected argument '%s' (usage: lanework %s %s)", extra,
+                         cmd->name, cmd->synopsis);
   }
   if (first_operand) *first_operand = optind;
   return LW_CLI_OK;
