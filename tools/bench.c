@@ -73,6 +73,7 @@ int lw__bench_fail(const char *what, lw_status_t st) {
 
 static struct {
   const char *bench;  // the running bench's name: the prefix of every line
+  const char *backend;  // its --backend: part of its JSON's schema name unless "sim"
   bool quiet;
   bool tty;
   bool open;  // a line was written on the tty and not yet cleared
@@ -372,6 +373,7 @@ int lw__tool_bench(int argc, char **argv) {
     }
   }
   g_progress.bench = name;
+  g_progress.backend = o.backend;
   g_progress.quiet = o.quiet;
   g_progress.tty = isatty(STDERR_FILENO) == 1;
   int rc;
@@ -420,7 +422,11 @@ void lw__bench_json_begin(lw_json_t *j, const char *name) {
   lw__json_initialize(j, stdout, false);
   lw__json_begin_object(j);
   char schema[64];
-  snprintf(schema, sizeof(schema), "lanework.bench.%s", name);
+  // The opencl variants report other figures than the sim ones: a schema of their own.
+  const char *backend = g_progress.backend;
+  bool other = backend && strcmp(backend, "sim") != 0;
+  snprintf(schema, sizeof(schema), "lanework.bench.%s%s%s", name, other ? "." : "",
+           other ? backend : "");
   lw__json_kv_string(j, "schema", schema);
   lw__json_kv_int(j, "schema_version", LW_TOOL_JSON_SCHEMA_VERSION);
   lw__json_kv_string(j, "bench", name);
