@@ -154,6 +154,19 @@ static int unknown_option(const lw_cli_cmd_t *cmd, const char *text) {
     if (n >= sizeof(name)) n = sizeof(name) - 1;
     memcpy(name, text + 2, n);
     name[n] = '\0';
+    // getopt_long takes a unique prefix of a name; one that starts two names is refused
+    // without telling which.
+    char matches[256] = "";
+    size_t len = 0, n_matches = 0;
+    for (const lw_cli_opt_t *o = cmd->opts; o && o->name; ++o) {
+      if (strncmp(o->name, name, strlen(name)) != 0) continue;
+      ++n_matches;
+      int w = snprintf(matches + len, sizeof(matches) - len, "%s--%s", len ? ", " : "", o->name);
+      if (w > 0 && (size_t)w < sizeof(matches) - len) len += (size_t)w;
+    }
+    if (n_matches >= 2 && name[0]) {
+      return lw__cli_error(cmd, "--%s is ambiguous (%s)", name, matches);
+    }
     char owners[256];
     const char *where = cmd->owner_of ? cmd->owner_of(name, owners, sizeof(owners)) : NULL;
     if (where) {

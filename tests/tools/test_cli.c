@@ -5,7 +5,10 @@
 // progress on stderr only (and none with --quiet), and `info` with and without --json,
 // including a kernel folder that does not exist. Each test runs the built program and reads
 // its exit status, stdout and stderr.
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +240,8 @@ Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
                      "lanework bench cancel: --level applies only with --backend opencl");
   expect_usage_error(ARGS("bench", "dispatch", "--backend", "opencl", "--load", "2"),
                      "lanework bench dispatch: --load applies only with --backend sim");
+  expect_usage_error(ARGS("bench", "overlap", "--s"),
+                     "lanework bench overlap: --s is ambiguous (--serial, --stages)");
   expect_usage_error(ARGS("bench", "crash", "--bogus"),
                      "lanework bench crash: unknown option --bogus");
   expect_usage_error(ARGS("info", "--iters", "3"), "lanework info: unknown option --iters");
@@ -268,6 +273,83 @@ Test(cli, progress_goes_to_stderr_in_order_and_stdout_is_the_table_and_the_json,
   cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.bench.overlap");
   json_decref(v);
   result_free(&r);
+}
+
+// Runs `lanework <args...>` with stderr on a pseudo-terminal and returns what the terminal got
+// (stdout goes to a file); the exit code in *code.
+static char *run_stderr_on_a_terminal(const char *const *args, int *code) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  cr_assert_geq(master, 0, "posix_openpt: %s", strerror(errno));
+  cr_assert_eq(grantpt(master), 0);
+  cr_assert_eq(unlockpt(master), 0);
+  const char *slave_name = ptsname(master);
+  cr_assert_not_null(slave_name);
+  FILE *out = tmpfile();
+  cr_assert_not_null(out);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int slave = open(slave_name, O_RDWR | O_NOCTTY);
+    if (slave < 0) _exit(126);
+    dup2(fileno(out), 1);
+    dup2(slave, 2);
+    close(slave);
+    char *argv[32] = {(char *)LW_TOOL_PATH};
+    int n = 1;
+    for (const char *const *a = args; *a && n < 31; ++a) argv[n++] = (char *)*a;
+    argv[n] = NULL;
+    execv(LW_TOOL_PATH, argv);
+    _exit(127);
+  }
+  // Read while the program runs, so a full terminal buffer never blocks it. Once it has
+  // exited, what the terminal still holds is read without waiting.
+  size_t cap = 4096, len = 0;
+  char *text = malloc(cap);
+  cr_assert_not_null(text);
+  int status = 0;
+  bool exited = false;
+  for (;;) {
+    struct pollfd p = {master, POLLIN, 0};
+    int pr = poll(&p, 1, exited ? 0 : 100);
+    if (pr < 0 && errno == EINTR) continue;
+    cr_assert_geq(pr, 0);
+    if (pr == 0) {
+      if (exited) break;
+      exited = waitpid(pid, &status, WNOHANG) == pid;
+      continue;
+    }
+    if (len + 1024 > cap) {
+      cap *= 2;
+      text = realloc(text, cap);
+      cr_assert_not_null(text);
+    }
+    ssize_t n = read(master, text + len, cap - len - 1);
+    if (n <= 0) break;  // EIO: the slave is closed everywhere
+    len += (size_t)n;
+  }
+  text[len] = '\0';
+  if (!exited) cr_assert_eq(waitpid(pid, &status, 0), pid);
+  close(master);
+  fclose(out);
+  cr_assert(WIFEXITED(status), "status 0x%x", status);
+  *code = WEXITSTATUS(status);
+  return text;
+}
+
+Test(cli, on_a_terminal_progress_rewrites_one_line_and_clears_it_at_the_end, .timeout = 120) {
+  int code = -1;
+  char *tty = run_stderr_on_a_terminal(
+      ARGS("bench", "overlap", "--trials", "2", "--repeat", "50", "--delay-ms", "0", "--json"),
+      &code);
+  cr_assert_eq(code, 0, "%s", tty);
+  cr_assert_not_null(strstr(tty, "\roverlap: delay 0 ms: trial 1/2\033[K\roverlap: delay 0 ms: "
+                                 "trial 2/2\033[K"),
+                     "%s", tty);
+  cr_assert_null(strchr(tty, '\n'), "a line was ended: %s", tty);
+  size_t len = strlen(tty);
+  cr_assert_geq(len, 4);
+  cr_assert_str_eq(tty + len - 4, "\r\033[K", "the last progress line is not cleared: %s", tty);
+  free(tty);
 }
 
 Test(cli, quiet_silences_the_progress, .timeout = 120) {
