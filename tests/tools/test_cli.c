@@ -246,6 +246,11 @@ Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
                      "lanework bench crash: unknown option --bogus");
   expect_usage_error(ARGS("info", "--iters", "3"), "lanework info: unknown option --iters");
   expect_usage_error(ARGS("info", "extra"), "lanework info: unexpected argument 'extra'");
+  expect_usage_error(ARGS("pack", "a.so", "--output=b.lwk", "-o", "c.lwk"),
+                     "lanework pack: -o given twice ('b.lwk' and 'c.lwk')");
+  expect_usage_error(ARGS("pack", "-o", "c.lwk"), "lanework pack: no input file (KERNEL.so)");
+  expect_usage_error(ARGS("trace", "svg", "t.json"),
+                     "lanework trace svg: no output file given (-o OUT.svg)");
   expect_usage_error(ARGS("pack", "a.so", "b.so", "-o", "c.lwk"),
                      "lanework pack: unexpected argument 'b.so'");
 }
