@@ -58,7 +58,8 @@ double lw__bench_hidden_fraction(double serial, double overlap, double run_c1, d
 
 // The --json line, written with the JSON writer: a compact writer on stdout whose object is
 // opened and given "schema": "lanework.bench.<name>" (".opencl" appended for --backend
-// opencl), "schema_version" and "bench": name. The bench adds its keys, then calls lw__bench_json_end.
+// opencl), "schema_version" and "bench": name. The bench adds its keys, then calls
+// lw__bench_json_end.
 void lw__bench_json_begin(lw_json_t *j, const char *name);
 // Closes the object and ends the line. A misuse of the writer or a failed write of stdout is
 // named on stderr; returns 1 then (the bench's exit code), else 0.

@@ -1622,7 +1622,8 @@ static void trace_usage(FILE *f) {
           "usage: lanework trace <subcommand> [options]\n"
           "\n"
           "subcommands:\n"
-          "  svg TRACE.json -o OUT.svg   swimlane picture of a trace (`lanework trace svg --help`)\n");
+          "  svg TRACE.json -o OUT.svg   swimlane picture of a trace\n"
+          "                              (`lanework trace svg --help`)\n");
 }
 
 int lw__tool_trace(int argc, char **argv) {

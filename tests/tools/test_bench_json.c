@@ -1,8 +1,8 @@
 // tests/tools/test_bench_json.c — every `lanework bench <name> --json` of the sim backend, with
 // the smallest counts, ends its stdout with one line that jansson reads as one JSON object
 // carrying its schema name and version and the keys docs/benchmarks.md reports, each a number
-// (or the boolean or string it is). Values are never asserted beyond what the run must say whatever the machine: the counts
-// asked for. A bench whose stdout cannot be written fails and names the write error.
+// (or the boolean or string it is). Values are never asserted beyond what the run must say
+// whatever the machine: the counts asked for. A bench whose stdout cannot be written fails and names the write error.
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
