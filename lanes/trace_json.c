@@ -326,6 +326,10 @@ lw_status_t lw__trace_write_json(const lw_trace_capture_t *c, FILE *out, uint64_
   lw__json_initialize(&j, out, false);
   lw__json_begin_object(&j);
   lw__json_kv_string(&j, "displayTimeUnit", "ns");
+  // Trace viewers read only the keys they know; these two let a script tell a lanework trace
+  // and its format's version apart (docs/benchmarks.md, "JSON output").
+  lw__json_kv_string(&j, "schema", "lanework.trace");
+  lw__json_kv_int(&j, "schema_version", 1);
   lw__json_key(&j, "otherData");
   lw__json_begin_object(&j);
   lw__json_kv_string(&j, "producer", "lanework");

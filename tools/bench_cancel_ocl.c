@@ -89,6 +89,11 @@ int lw__bench_cancel_ocl(const lw_bench_opts_t *o) {
   // its slice size (the next runs of the callable start from it).
   uint32_t seed = 12345;
   for (int t = -1; t < trials; ++t) {
+    if (t < 0) {
+      lw__bench_progress("warm-up run");
+    } else {
+      lw__bench_progress("cancel %d/%d", t + 1, trials);
+    }
     memset(c, 0, 64);
     c[ITEMS - 1] = 0;
     lw_handle_t *run = NULL;
@@ -129,6 +134,7 @@ int lw__bench_cancel_ocl(const lw_bench_opts_t *o) {
   double p50 = lw__bench_quantile(us, (size_t)trials, 0.5);
   double p99 = lw__bench_quantile(us, (size_t)trials, 0.99);
   double lo = us[0], hi = us[trials - 1];  // sorted by the quantile
+  lw__bench_progress_end();
   printf("L%d, opencl device 0: cancel of repeat_vector_add (%u work-items x %u steps, sliced), "
          "lw_handle_cancel -> CANCELLED, %d trials\n",
          o->level, ITEMS, STEPS, trials);

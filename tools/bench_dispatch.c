@@ -104,9 +104,11 @@ typedef struct figures {
   lw_dispatch_l3_result_t l3;
 } figures_t;
 
-static int measure(long iters, figures_t *f) {
+static int measure(long iters, figures_t *f, const char *when) {
   memset(f, 0, sizeof(*f));
+  lw__bench_progress("%sL2 empty runs (%ld)", when, iters);
   if (l2_empty_run(iters, &f->l2_p50, &f->l2_p99) != 0) return 1;
+  lw__bench_progress("%sL3 empty runs and DAGs (%ld)", when, iters);
   f->l3_rc = lw__dispatch_l3(iters, &f->l3);
   return 0;
 }
@@ -176,7 +178,8 @@ static void json_figures(lw_json_t *j, const figures_t *f) {
 int lw__bench_dispatch(const lw_bench_opts_t *o) {
   long iters = o->iters > 0 ? o->iters : 20000;
   figures_t quiet, loaded;
-  if (measure(iters, &quiet) != 0) return 1;
+  if (measure(iters, &quiet, "") != 0) return 1;
+  lw__bench_progress("shared-memory spin and futex floors");
   double spin = pingpong_rtt_us(iters, false);
   double futex = pingpong_rtt_us(iters < 20000 ? iters : 20000, true);
   if (o->load > 0) {
@@ -185,11 +188,12 @@ int lw__bench_dispatch(const lw_bench_opts_t *o) {
       fprintf(stderr, "lanework bench dispatch: cannot start the load processes\n");
       return 1;
     }
-    int rc = measure(iters, &loaded);
+    int rc = measure(iters, &loaded, "under load: ");
     load_stop(o->load, pids);
     if (rc != 0) return 1;
   }
 
+  lw__bench_progress_end();
   print_figures("quiet:", &quiet, iters);
   if (o->load > 0) {
     char when[96];

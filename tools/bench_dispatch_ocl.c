@@ -106,6 +106,7 @@ int lw__bench_dispatch_ocl(const lw_bench_opts_t *o) {
   }
   // Warm-up: PoCL compiles a kernel's machine code at its first enqueue, and first runs touch
   // cold pages; neither belongs to a dispatch figure.
+  lw__bench_progress("warm-up (%ld runs of each)", warm);
   if (!lw__bench_ocl_floor_sample(floor, warm, v[K_FLOOR])) goto out;
   st = l2_sample(chip, h2, warm, NULL);
   if (st == LW_OK) st = l3_sample(&l3, warm, NULL);
@@ -114,6 +115,7 @@ int lw__bench_dispatch_ocl(const lw_bench_opts_t *o) {
   // spin a while before they sleep, caches) then falls on every kind alike.
   bool floor_ok = true;
   for (int r = 0; st == LW_OK && floor_ok && r < ROUNDS; ++r) {
+    lw__bench_progress("round %d/%d", r + 1, ROUNDS);
     long off = r * per_round;
     for (int i = 0; st == LW_OK && floor_ok && i < K_COUNT; ++i) {
       int k = (r + i) % K_COUNT;
@@ -156,6 +158,7 @@ int lw__bench_dispatch_ocl(const lw_bench_opts_t *o) {
   double l3_target = p50[K_L3_SIM] + p50[K_FLOOR];
   bool l2_ok = l2_ratio <= 1.5, l3_ok = p50[K_L3] <= l3_target;
 
+  lw__bench_progress_end();
   printf("opencl device 0: %s; builds %s\n", lw__bench_ocl_floor_device(floor),
          LW_BENCH_OCL_BUILDS);
   printf("empty kernel, %ld samples each in %d interleaved rounds (after %ld warm-up):\n", total,

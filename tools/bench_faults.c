@@ -197,6 +197,7 @@ int lw__bench_cancel(const lw_bench_opts_t *o) {
   // (and the first escalation trial after them) runs in the same process.
   for (int i = 0; rc == 0 && i < n; ++i) {
     spin.mark = next_mark(marks, n_marks, &used);
+    lw__bench_progress("cooperative cancel %d/%d", i + 1, n);
     rc = cancel_trial(w, &spin, "cooperative", i, &t);
     if (rc != 0) break;
     if (i == 0) chip_pid = t.pid;
@@ -214,6 +215,7 @@ int lw__bench_cancel(const lw_bench_opts_t *o) {
   pid_t expect_pid = chip_pid;
   for (int i = 0; rc == 0 && i < kEscalations; ++i) {
     hang.mark = next_mark(marks, n_marks, &used);
+    lw__bench_progress("escalated cancel %d/%d", i + 1, (int)kEscalations);
     rc = cancel_trial(w, &hang, "escalation", i, &t);
     if (rc != 0) break;
     if (i == 0 && t.pid != expect_pid) {
@@ -249,6 +251,7 @@ int lw__bench_cancel(const lw_bench_opts_t *o) {
   double p50 = lw__bench_quantile(v, (size_t)n, 0.5), p99 = lw__bench_quantile(v, (size_t)n, 0.99);
   double esc_ms = lw__bench_median(esc, kEscalations) / 1000.0;
   long long grace_ms = (long long)(cfg.cancel_grace_ns / 1000000);
+  lw__bench_progress_end();
   printf("cancel of a running kernel polling every %d us (L3, %d runs, one child): "
          "p50 %.1f us, p99 %.1f us\n", kPollUs, n, p50, p99);
   printf("cancel of a kernel that ignores it (grace %lld ms, child killed and replaced): "
@@ -293,6 +296,7 @@ int lw__bench_crash(const lw_bench_opts_t *o) {
   static double detect[1000], respawn[1000];
   int rc = 0;
   for (int i = 0; rc == 0 && i < n; ++i) {
+    lw__bench_progress("child death %d/%d", i + 1, n);
     lw_handle_t *h = NULL;
     spin.mark = next_mark(marks, n_marks, &used);
     st = lw_worker_run_async(w, one_orch, &spin, &h);
@@ -345,6 +349,7 @@ int lw__bench_crash(const lw_bench_opts_t *o) {
     return rc;
   }
   double d50 = lw__bench_median(detect, (size_t)n), r50 = lw__bench_median(respawn, (size_t)n);
+  lw__bench_progress_end();
   printf("chip child SIGKILLed mid-run (L3, %d trials, 4 callables incl. an 8 MB image):\n", n);
   printf("  detect (kill to failed handle):              %.2f ms (median)\n", d50);
   printf("  respawn (kill to the chip running again):    %.2f ms (median)\n", r50);

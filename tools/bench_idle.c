@@ -50,7 +50,7 @@ static lw_status_t one_task(lw_orch_t *o, void *user) {
 }
 
 int lw__bench_idle(const lw_bench_opts_t *o) {
-  long seconds = o->iters > 0 ? o->iters : 5;
+  long seconds = o->seconds > 0 ? o->seconds : 5;
   lw_callable_t noop;
   if (!lw__bench_load_kernel("noop", &noop)) return 1;
   lw_worker_config_t cfg;
@@ -68,6 +68,7 @@ int lw__bench_idle(const lw_bench_opts_t *o) {
     lw_callable_free_loaded(&noop);
     return lw__bench_fail("idle worker setup", st);
   }
+  lw__bench_progress("letting the spin phases end (1 s), then sampling %ld s", seconds);
   // Let every spin phase run out.
   struct timespec settle = {1, 0};
   nanosleep(&settle, NULL);
@@ -77,6 +78,7 @@ int lw__bench_idle(const lw_bench_opts_t *o) {
   nanosleep(&span, NULL);
   unsigned long long t1 = tree_ticks(getpid());
   double pct = 100.0 * (double)(t1 - t0) / (double)hz / (double)seconds;
+  lw__bench_progress_end();
   printf("idle worker (2 chips, 1 sub, after 100 runs): %.2f%% of one core over %ld s "
          "(parent threads + fork server + children, from /proc/<pid>/stat)\n",
          pct, seconds);

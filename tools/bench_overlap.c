@@ -184,6 +184,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   }
   long repeat = o->repeat;
   double target_us = 0;
+  if (repeat <= 0) lw__bench_progress("calibrating C1");
   if (repeat <= 0 && (st = calibrate(d, h1, &c2, &b, &repeat, &target_us)) != LW_OK) {
     rc = lw__bench_fail("calibration", st);
     goto out;
@@ -196,6 +197,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
   snprintf(stem, sizeof(stem), "overlap_l%d_sim%s", o->level, o->serial ? "_serial" : "");
   lw__overlap_events_init(&ev[0], o->trace_dir, stem);
   lw_overlap_trial_opts_t warm_opts = {o->serial, &ev[0], false};
+  lw__bench_progress("warm-up trial");
   st = one_trial(d, &c2, h1, &b, repeat, 0, &warm_opts, &warm, &diff);
   if (st != LW_OK) {
     rc = lw__bench_fail("warm-up trial", st);
@@ -211,6 +213,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
     lw_overlap_trial_opts_t topts = {o->serial, &ev[di], true};
     for (int t = 0; t < trials; ++t) {
       row_t r;
+      lw__bench_progress("delay %ld ms: trial %d/%d", delays[di], t + 1, trials);
       st = one_trial(d, &c2, h1, &b, repeat, delays[di], &topts, &r, &diff);
       if (st != LW_OK) {
         rc = lw__bench_fail("trial", st);
@@ -236,6 +239,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o) {
                                      &rows[di].by_events_max);
   }
 
+  lw__bench_progress_end();
   printf("L%d %s end-to-end: C1 = repeat_vector_add (%u elements, repeat_count=%ld), "
          "C2 = big_vector_add (%u elements, %zu-byte image, prepare hook), trials=%d\n",
          o->level, o->level == 2 ? "direct chip worker" : "worker (forked chip child)", C1_ELEMS,

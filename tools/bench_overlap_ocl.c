@@ -333,6 +333,7 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
     // A first C1 of about 50 ms, then one untimed trial (its cold build of C2 sets C1's
     // length; it also keeps first-touch and first-enqueue costs out of the table), then C1
     // at 1.5x that build.
+    lw__bench_progress("calibrating C1 and a warm-up trial");
     st = calibrate(d, h1, &b, 50000.0, &repeat);
     if (st == LW_OK) st = one_trial(d, &c2, h1, &b, repeat, 0, &warm_opts, &warm, &chk);
     if (st == LW_OK) {
@@ -358,6 +359,7 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
     lw__overlap_events_init(&ev[di], di == 0 ? o->trace_dir : NULL, stem);
     lw_overlap_trial_opts_t topts = {o->serial, &ev[di], true};
     for (int t = 0; t < trials; ++t) {
+      lw__bench_progress("delay %ld ms: trial %d/%d", delays[di], t + 1, trials);
       row_t r;
       st = one_trial(d, &c2, h1, &b, repeat, delays[di], &topts, &r, &chk);
       if (st != LW_OK) {
@@ -406,6 +408,7 @@ int lw__bench_overlap_ocl(const lw_bench_opts_t *o) {
     if (di == 0) spread(reg_c2, trials, &reg_lo, &reg_hi);
   }
 
+  lw__bench_progress_end();
   printf("L%d %s, opencl device 0, builds %s\n", o->level,
          o->level == 2 ? "direct chip worker" : "worker (forked chip child)", LW_BENCH_OCL_BUILDS);
   printf("C1 = opencl/repeat_vector_add (%u work-items, repeat_count=%ld, warm), C2 = "

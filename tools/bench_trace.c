@@ -63,6 +63,7 @@ int lw__bench_trace(const lw_bench_opts_t *o) {
   if (!task_off || !task_on || !empty_off || !empty_on) goto out;
   uint64_t traced_events = 0;
   for (int r = 0; r < rounds; ++r) {
+    lw__bench_progress("dispatch round %d/%d (tracing off, then on)", r + 1, rounds);
     lw_dispatch_l3_result_t off, on;
     memset(&off, 0, sizeof(off));
     memset(&on, 0, sizeof(on));
@@ -97,6 +98,7 @@ int lw__bench_trace(const lw_bench_opts_t *o) {
   double t_on = lw__bench_median(task_on, (size_t)rounds);
   double e_off = lw__bench_median(empty_off, (size_t)rounds);
   double e_on = lw__bench_median(empty_on, (size_t)rounds);
+  lw__bench_progress_end();
   printf("trace: one recorded event %.1f ns p50 (%.1f ns p90; %d batches of %d), %.1f ns with "
          "no session\n", ev_p50, ev_p90, BATCHES, BATCH, off_p50);
   printf("dispatch (L3, %d rounds of %ld iterations, medians):\n", rounds, iters);
@@ -108,9 +110,7 @@ int lw__bench_trace(const lw_bench_opts_t *o) {
          (unsigned long long)traced_events, (unsigned long long)dropped);
   if (o->json) {
     lw_json_t j;
-    lw__json_initialize(&j, stdout, false);
-    lw__json_begin_object(&j);
-    lw__json_kv_string(&j, "bench", "trace");
+    lw__bench_json_begin(&j, "trace");
     lw__json_kv_double(&j, "event_ns_p50", ev_p50);
     lw__json_kv_double(&j, "event_ns_p90", ev_p90);
     lw__json_kv_double(&j, "event_off_ns_p50", off_p50);
@@ -123,11 +123,7 @@ int lw__bench_trace(const lw_bench_opts_t *o) {
     lw__json_kv_double(&j, "l3_empty_run_p50_us_on", e_on);
     lw__json_kv_uint(&j, "events", traced_events);
     lw__json_kv_uint(&j, "dropped_events", dropped);
-    lw__json_end_object(&j);
-    if (lw__json_finish(&j, &err) != LW_OK) {
-      fprintf(stderr, "lanework bench trace: %s\n", err.message);
-      goto out;
-    }
+    if (lw__bench_json_end(&j, "trace") != 0) goto out;
   }
   rc = 0;
 out:

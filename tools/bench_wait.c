@@ -31,6 +31,7 @@ int lw__bench_wait(const lw_bench_opts_t *o) {
     free(wait_ns);
     goto out;
   }
+  lw__bench_progress("%ld batches of %d calls", batches, BATCH);
   volatile unsigned sink = 0;
   for (long b = 0; b < batches; ++b) {
     double t0 = lw__bench_now_us();
@@ -43,6 +44,7 @@ int lw__bench_wait(const lw_bench_opts_t *o) {
   }
   double done_p50 = lw__bench_median(done_ns, (size_t)batches);
   double wait_p50 = lw__bench_median(wait_ns, (size_t)batches);
+  lw__bench_progress_end();
   printf("lw_handle_done on a finished handle:       %.1f ns (median of %ld batches of %d)\n",
          done_p50, batches, BATCH);
   printf("lw_handle_wait on a finished handle:       %.1f ns\n", wait_p50);

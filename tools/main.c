@@ -6,31 +6,28 @@
 #include <unistd.h>
 
 #include "child/backend.h"
+#include "lanework/kernel.h"
 #include "lanework/lanework.h"
+#include "mailbox/mailbox.h"
 #include "tools/tool.h"
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: lanework <command> [options]\n"
+          "       lanework --version | --help\n"
           "\n"
           "commands:\n"
-          "  info                          version, backends, kernel folder, machine facts\n"
+          "  info [--json]                 version, backends, kernel folder, machine facts\n"
           "  pack KERNEL.so -o OUT.lwk     write a zstd-compressed kernel image\n"
-          "  bench overlap --level 2|3     register/run overlap table (seed 004 shape)\n"
-          "  bench dispatch                empty-run round trips and the shm/futex floors\n"
-          "  bench wait                    cost of done / wait on a finished handle\n"
-          "  bench idle                    CPU used by an idle worker and its children\n"
-          "  bench cancel                  cancel latency, cooperative and escalated (L3)\n"
-          "  bench crash                   child death: detection and respawn times (L3)\n"
-          "  bench trace                   cost of a recorded event; dispatch with tracing on\n"
+          "  bench <name>                  measurements: overlap, dispatch, wait, idle, cancel,\n"
+          "                                crash, trace (`lanework bench --help` lists them)\n"
           "  trace svg TRACE.json -o OUT.svg\n"
           "                                swimlane picture of a trace: lanes per chip over\n"
-          "                                time (run `lanework trace svg --help`)\n"
+          "                                time\n"
           "  help                          this text\n"
           "\n"
-          "bench options: --json (last stdout line is one JSON object), --trials N,\n"
-          "--backend sim|opencl (overlap, dispatch, cancel);\n"
-          "run `lanework bench <name> --help` for the rest.\n");
+          "Every command takes --help: `lanework <command> --help` lists its options with\n"
+          "their defaults and ranges.\n");
 }
 
 static bool is_dir(const char *p) {
@@ -43,41 +40,6 @@ const char *lw__tool_kernel_dir(void) {
   if (env && *env) return env;
   if (is_dir(LW_KERNEL_DIR)) return LW_KERNEL_DIR;
   return LW_INSTALLED_KERNEL_DIR;
-}
-
-// The OpenCL devices in device_id order (what an "opencl" chip's device_id indexes), or why
-// there are none.
-static void info_opencl(void) {
-#ifdef LW_HAVE_OPENCL
-  enum { kMax = 64 };
-  lw_opencl_device_info_t devs[kMax];
-  uint32_t n = 0;
-  lw_error_t err;
-  if (lw__opencl_list(devs, kMax, &n, &err) != LW_OK) {
-    printf("opencl:     %s\n", err.message);
-    return;
-  }
-  printf("opencl:     %u device%s (device_id: platform / device, type, compute units, "
-         "version)\n",
-         n, n == 1 ? "" : "s");
-  for (uint32_t i = 0; i < n && i < kMax; ++i) {
-    printf("  %2d: %s / %s, %s, %u CU, %s\n", devs[i].index, devs[i].platform, devs[i].device,
-           devs[i].type, devs[i].compute_units, devs[i].version);
-  }
-#else
-  printf("opencl:     %s\n", lw__backend_missing_reason("opencl"));
-#endif
-}
-
-int lw__tool_info(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  printf("lanework %s\n", LW_VERSION);
-  printf("backends:   %s\n", lw__backend_names());
-  printf("kernels:    %s\n", lw__tool_kernel_dir());
-  printf("cpus:       %ld online\n", sysconf(_SC_NPROCESSORS_ONLN));
-  info_opencl();
-  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -94,7 +56,16 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "lanework: unknown command '%s'\n\n", cmd);
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+    printf("lanework %s\n", lw_version());
+    printf("kernel ABI %u, mailbox protocol %u\n", LW_KERNEL_ABI_VERSION, LW_MB_VERSION);
+    return 0;
+  }
+  if (cmd[0] == '-') {
+    fprintf(stderr, "lanework: unknown option '%s' (options come after the command)\n\n", cmd);
+  } else {
+    fprintf(stderr, "lanework: unknown command '%s'\n\n", cmd);
+  }
   usage(stderr);
   return 2;
 }

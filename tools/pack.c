@@ -13,18 +13,47 @@
 
 #include "callables/image.h"
 #include "lanework/callable.h"
+#include "tools/cli.h"
 #include "tools/tool.h"
 
 #define PACK_DEFAULT_LEVEL 6
+#define PACK_STR_(x) #x
+#define PACK_STR(x) PACK_STR_(x)
 
-static int usage(const char *why) {
-  if (why) fprintf(stderr, "lanework pack: %s\n", why);
-  fprintf(stderr,
-          "usage: lanework pack KERNEL.so -o KERNEL.lwk [--level N]\n"
-          "  Compresses a kernel shared object into a packed image (one zstd frame).\n"
-          "  --level N   zstd level, 1..19 (default %d)\n",
-          PACK_DEFAULT_LEVEL);
-  return 2;
+enum { K_OUTPUT = 1, K_LEVEL };
+
+static const lw_cli_opt_t pack_opts[] = {
+    {.name = "output", .short_name = 'o', .kind = LW_CLI_STRING, .metavar = "FILE",
+     .key = K_OUTPUT, .help = "the packed image to write (required)"},
+    {.name = "level", .kind = LW_CLI_INT, .min = 1, .max = 19, .metavar = "N",
+     .def = PACK_STR(PACK_DEFAULT_LEVEL),
+     .key = K_LEVEL, .help = "zstd compression level"},
+    {.name = NULL},
+};
+
+static const lw_cli_cmd_t pack_cmd = {
+    .name = "pack",
+    .synopsis = "KERNEL.so -o KERNEL.lwk [--level N]",
+    .about = "Compresses a kernel shared object into a packed image (one zstd frame); a .lwk\n"
+             "registers wherever a .so does.",
+    .opts = pack_opts,
+    .max_positional = 1,
+};
+
+typedef struct pack_args {
+  const char *out;
+  int level;
+} pack_args_t;
+
+static int on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_t *v) {
+  pack_args_t *a = user;
+  if (opt->key == K_OUTPUT) {
+    if (a->out) return lw__cli_error(&pack_cmd, "-o given twice ('%s' and '%s')", a->out, v->text);
+    a->out = v->text;
+  } else if (opt->key == K_LEVEL) {
+    a->level = (int)v->n;
+  }
+  return LW_CLI_OK;
 }
 
 static int read_file(const char *path, uint8_t **out, size_t *out_bytes) {
@@ -131,43 +160,16 @@ fail:
 }
 
 int lw__tool_pack(int argc, char **argv) {
-  const char *in = NULL, *out = NULL;
-  int level = PACK_DEFAULT_LEVEL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(NULL);
-      return 0;
-    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-      if (++i == argc) return usage("-o needs a file name");
-      if (out) return usage("-o given twice");
-      out = argv[i];
-    } else if (strcmp(a, "--level") == 0 || strncmp(a, "--level=", 8) == 0) {
-      const char *v = a[7] == '=' ? a + 8 : NULL;
-      if (v == NULL) {
-        if (++i == argc) return usage("--level needs a number");
-        v = argv[i];
-      }
-      char *end = NULL;
-      errno = 0;
-      long l = strtol(v, &end, 10);
-      if (errno != 0 || end == v || *end != '\0' || l < 1 || l > 19) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "--level must be an integer in 1..19, got '%s'", v);
-        return usage(msg);
-      }
-      level = (int)l;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      char msg[96];
-      snprintf(msg, sizeof msg, "unknown option '%s'", a);
-      return usage(msg);
-    } else {
-      if (in) return usage("more than one input file");
-      in = a;
-    }
-  }
-  if (in == NULL) return usage("no input file");
-  if (out == NULL) return usage("no output file (-o KERNEL.lwk)");
+  pack_args_t args = {.out = NULL, .level = PACK_DEFAULT_LEVEL};
+  int first = 0;
+  int prc = lw__cli_parse(&pack_cmd, argc, argv, on_opt, &args, &first);
+  if (prc == LW_CLI_HELP) return 0;
+  if (prc != LW_CLI_OK) return 2;
+  const char *in = first < argc ? argv[first] : NULL;
+  const char *out = args.out;
+  int level = args.level;
+  if (in == NULL) return lw__cli_error(&pack_cmd, "no input file (KERNEL.so)");
+  if (out == NULL) return lw__cli_error(&pack_cmd, "no output file (-o KERNEL.lwk)");
 
   uint8_t *elf = NULL;
   size_t elf_bytes = 0;

@@ -3,7 +3,11 @@
 #ifndef LANEWORK_TOOLS_TOOL_H_
 #define LANEWORK_TOOLS_TOOL_H_
 
-int lw__tool_info(int argc, char **argv);
+// The "schema_version" of every JSON object the program prints (bench --json, info --json):
+// raised when a field documented as stable (docs/benchmarks.md) changes meaning or goes away.
+#define LW_TOOL_JSON_SCHEMA_VERSION 1
+
+int lw__tool_info(int argc, char **argv);  // tools/info.c
 int lw__tool_pack(int argc, char **argv);
 int lw__tool_bench(int argc, char **argv);
 int lw__tool_trace(int argc, char **argv);  // tools/trace_svg.c: `trace svg`

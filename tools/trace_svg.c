@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lanes/error.h"
+#include "tools/cli.h"
 #include "tools/tool.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -1529,86 +1530,68 @@ static int write_svg(const model_t *m, const layout_t *l, const options_t *o) {
 // ---------------------------------------------------------------------------------------------
 // The command.
 
-static int svg_usage(FILE *f, const char *why) {
-  if (why) fprintf(f, "lanework trace svg: %s\n", why);
-  fprintf(f,
-          "usage: lanework trace svg TRACE.json -o OUT.svg [--width PX] [--from US] [--to US]\n"
-          "                          [--no-flows] [--all-flows]\n"
-          "  Draws the trace as swimlanes: one band per process, one row per thread track,\n"
-          "  spans coloured by callable, instants as markers, dependencies as arrows.\n"
-          "  -o OUT.svg     the picture (SVG 1.1)\n"
-          "  --width PX     picture width, %d..%d (default %d)\n"
-          "  --from US      window start, in microseconds since the trace's start (default:\n"
-          "                 the first span or instant)\n"
-          "  --to US        window end, in microseconds (default: the last span or instant)\n"
-          "  --no-flows     no dependency arrows\n"
-          "  --all-flows    also draw dispatch flows (submit -> dispatch -> run)\n",
-          SVG_MIN_WIDTH, SVG_MAX_WIDTH, SVG_DEFAULT_WIDTH);
-  return why ? 2 : 0;
-}
+#define SVG_STR_(x) #x
+#define SVG_STR(x) SVG_STR_(x)
 
-static bool parse_double(const char *s, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !isfinite(v)) return false;
-  *out = v;
-  return true;
+enum { K_OUTPUT = 1, K_WIDTH, K_FROM, K_TO, K_NO_FLOWS, K_ALL_FLOWS };
+
+static const lw_cli_opt_t svg_opts[] = {
+    {.name = "output", .short_name = 'o', .kind = LW_CLI_STRING, .metavar = "OUT.svg",
+     .key = K_OUTPUT, .help = "the picture (SVG 1.1; required)"},
+    {.name = "width", .kind = LW_CLI_INT, .min = SVG_MIN_WIDTH, .max = SVG_MAX_WIDTH,
+     .metavar = "PX", .def = SVG_STR(SVG_DEFAULT_WIDTH), .key = K_WIDTH,
+     .help = "picture width in pixels"},
+    {.name = "from", .kind = LW_CLI_NUMBER, .metavar = "US", .key = K_FROM,
+     .def = "the first span or instant",
+     .help = "window start, in microseconds since the trace's\nstart"},
+    {.name = "to", .kind = LW_CLI_NUMBER, .metavar = "US", .key = K_TO,
+     .def = "the last span or instant", .help = "window end, in microseconds"},
+    {.name = "no-flows", .kind = LW_CLI_FLAG, .key = K_NO_FLOWS, .help = "no dependency arrows"},
+    {.name = "all-flows", .kind = LW_CLI_FLAG, .key = K_ALL_FLOWS,
+     .help = "also draw dispatch flows (submit -> dispatch -> run)"},
+    {.name = NULL},
+};
+
+static const lw_cli_cmd_t svg_cmd = {
+    .name = "trace svg",
+    .synopsis = "TRACE.json -o OUT.svg [options]",
+    .about = "Draws the trace as swimlanes: one band per process, one row per thread track,\n"
+             "spans coloured by callable, instants as markers, dependencies as arrows.",
+    .opts = svg_opts,
+    .max_positional = 1,
+};
+
+static int svg_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_t *v) {
+  options_t *o = user;
+  switch (opt->key) {
+    case K_OUTPUT: o->out = v->text; break;
+    case K_WIDTH: o->width = (int)v->n; break;
+    case K_FROM:
+      o->from = v->x;
+      o->has_from = true;
+      break;
+    case K_TO:
+      o->to = v->x;
+      o->has_to = true;
+      break;
+    case K_NO_FLOWS: o->flows = false; break;
+    case K_ALL_FLOWS: o->all_flows = true; break;
+    default: break;
+  }
+  return LW_CLI_OK;
 }
 
 static int trace_svg(int argc, char **argv) {
   options_t o = {.width = SVG_DEFAULT_WIDTH, .flows = true};
-  char why[300];
-  for (int i = 1; i < argc; ++i) {
-    const char *a = argv[i];
-    bool has_value = i + 1 < argc;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return svg_usage(stdout, NULL);
-    if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-      if (!has_value) return svg_usage(stderr, "-o needs a file name");
-      o.out = argv[++i];
-    } else if (strcmp(a, "--width") == 0) {
-      double w = 0;
-      if (!has_value || !parse_double(argv[i + 1], &w) || w != floor(w) || w < SVG_MIN_WIDTH ||
-          w > SVG_MAX_WIDTH) {
-        snprintf(why, sizeof(why), "--width needs a whole number of pixels in %d..%d, got '%s'",
-                 SVG_MIN_WIDTH, SVG_MAX_WIDTH, has_value ? argv[i + 1] : "");
-        return svg_usage(stderr, why);
-      }
-      o.width = (int)w;
-      ++i;
-    } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
-      bool from = a[2] == 'f';
-      double v = 0;
-      if (!has_value || !parse_double(argv[i + 1], &v)) {
-        snprintf(why, sizeof(why), "%s needs a time in microseconds, got '%s'", a,
-                 has_value ? argv[i + 1] : "");
-        return svg_usage(stderr, why);
-      }
-      if (from) {
-        o.from = v, o.has_from = true;
-      } else {
-        o.to = v, o.has_to = true;
-      }
-      ++i;
-    } else if (strcmp(a, "--no-flows") == 0) {
-      o.flows = false;
-    } else if (strcmp(a, "--all-flows") == 0) {
-      o.all_flows = true;
-    } else if (a[0] == '-' && a[1]) {
-      snprintf(why, sizeof(why), "unknown option '%s'", a);
-      return svg_usage(stderr, why);
-    } else if (!o.in) {
-      o.in = a;
-    } else {
-      snprintf(why, sizeof(why), "one trace file only (got '%s' and '%s')", o.in, a);
-      return svg_usage(stderr, why);
-    }
-  }
-  if (!o.in) return svg_usage(stderr, "no trace file given");
-  if (!o.out) return svg_usage(stderr, "no output file given (-o OUT.svg)");
+  int first = 0;
+  int prc = lw__cli_parse(&svg_cmd, argc, argv, svg_on_opt, &o, &first);
+  if (prc == LW_CLI_HELP) return 0;
+  if (prc != LW_CLI_OK) return 2;
+  if (first < argc) o.in = argv[first];
+  if (!o.in) return lw__cli_error(&svg_cmd, "no trace file given");
+  if (!o.out) return lw__cli_error(&svg_cmd, "no output file given (-o OUT.svg)");
   if (o.has_from && o.has_to && !(o.to > o.from)) {
-    snprintf(why, sizeof(why), "--from %g must be before --to %g", o.from, o.to);
-    return svg_usage(stderr, why);
+    return lw__cli_error(&svg_cmd, "--from %g must be before --to %g", o.from, o.to);
   }
   model_t m = {0};
   lw_error_t err;
@@ -1634,16 +1617,27 @@ static int trace_svg(int argc, char **argv) {
   return rc;
 }
 
+static void trace_usage(FILE *f) {
+  fprintf(f,
+          "usage: lanework trace <subcommand> [options]\n"
+          "\n"
+          "subcommands:\n"
+          "  svg TRACE.json -o OUT.svg   swimlane picture of a trace\n"
+          "                              (`lanework trace svg --help`)\n");
+}
+
 int lw__tool_trace(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "svg") == 0) return trace_svg(argc - 1, argv + 1);
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    return svg_usage(stdout, NULL);
+    trace_usage(stdout);
+    return 0;
   }
   if (argc >= 2) {
-    fprintf(stderr, "lanework trace: unknown subcommand '%s' (the one there is: svg)\n", argv[1]);
+    fprintf(stderr, "lanework trace: unknown subcommand '%s' (the one there is: svg)\n\n",
+            argv[1]);
   } else {
-    fprintf(stderr, "lanework trace: which subcommand? (the one there is: svg)\n");
+    fprintf(stderr, "lanework trace: which subcommand? (the one there is: svg)\n\n");
   }
-  svg_usage(stderr, NULL);
+  trace_usage(stderr);
   return 2;
 }

@@ -150,6 +150,33 @@ Test(json, nan_and_infinities_become_null_in_every_number_form) {
   doc_free(&d);
 }
 
+// What a bench computes from a failed or empty measurement: 0/0, x/0 and -x/0, written by every
+// double writer, in an array and in pretty output (the --json of the tools never says nan).
+Test(json, non_finite_results_of_arithmetic_are_null_in_arrays_and_in_pretty_output) {
+  volatile double zero = 0.0;
+  const double values[] = {zero / zero, 1.0 / zero, -1.0 / zero, -(zero / zero)};
+  for (int pretty = 0; pretty < 2; ++pretty) {
+    doc_t d;
+    doc_open(&d, pretty == 1);
+    lw__json_begin_array(&d.j);
+    for (size_t i = 0; i < 4; ++i) {
+      lw__json_double(&d.j, values[i]);
+      lw__json_fixed(&d.j, values[i], 1);
+      lw__json_double_digits(&d.j, values[i], 3);
+    }
+    lw__json_end_array(&d.j);
+    json_t *v = doc_parse(&d, 0);
+    cr_assert_eq(json_array_size(v), 12);
+    for (size_t i = 0; i < 12; ++i) {
+      cr_assert(json_is_null(json_array_get(v, i)), "item %zu is not null: %s", i, d.text);
+    }
+    cr_assert_null(strstr(d.text, "nan"), "%s", d.text);
+    cr_assert_null(strstr(d.text, "inf"), "%s", d.text);
+    json_decref(v);
+    doc_free(&d);
+  }
+}
+
 Test(json, int64_limits_and_uint64_max_are_written_exactly) {
   doc_t d;
   doc_open(&d, false);

@@ -151,6 +151,8 @@ Test(trace, events_of_several_threads_reach_the_file_on_named_tracks, .timeout =
   cr_assert_eq(sum.events, THREADS * (SPANS_PER_THREAD + 1) + 1);
 
   json_t *doc = tt_load(path);
+  cr_assert_str_eq(json_string_value(json_object_get(doc, "schema")), "lanework.trace");
+  cr_assert_eq(json_integer_value(json_object_get(doc, "schema_version")), 1);
   cr_assert_eq(tt_other_uint(doc, "events"), sum.events);
   cr_assert_eq(tt_other_uint(doc, "dropped_events"), 0);
   tt_assert_all_named(doc);

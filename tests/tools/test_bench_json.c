@@ -1,8 +1,8 @@
 // tests/tools/test_bench_json.c — every `lanework bench <name> --json` of the sim backend, with
 // the smallest counts, ends its stdout with one line that jansson reads as one JSON object
-// carrying the keys docs/benchmarks.md reports, each a number (or the boolean or string it
-// is). Values are never asserted beyond what the run must say whatever the machine: the counts
-// asked for. A bench whose stdout cannot be written fails and names the write error.
+// carrying its schema name and version and the keys docs/benchmarks.md reports, each a number
+// (or the boolean or string it is). Values are never asserted beyond what the run must say
+// whatever the machine: the counts asked for. A bench whose stdout cannot be written fails and names the write error.
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -99,11 +99,20 @@ static json_int_t integer(const json_t *obj, const char *key) {
   return json_integer_value(x);
 }
 
+// The keys every bench's JSON starts with: its schema name, schema_version 1, its name.
+static void expect_bench(const json_t *obj, const char *name) {
+  char schema[64];
+  snprintf(schema, sizeof(schema), "lanework.bench.%s", name);
+  expect_string(obj, "schema", schema);
+  cr_assert_eq(integer(obj, "schema_version"), 1);
+  expect_string(obj, "bench", name);
+}
+
 static void check_overlap(const char *level) {
   const char *args[] = {"overlap", "--level", level, "--trials", "1", "--repeat", "100",
                         "--delay-ms", "0,1", "--json", NULL};
   json_t *v = run_json(args);
-  expect_string(v, "bench", "overlap");
+  expect_bench(v, "overlap");
   cr_assert_eq(integer(v, "level"), atoi(level));
   cr_assert_eq(integer(v, "trials"), 1);
   cr_assert_eq(integer(v, "repeat_count"), 100);
@@ -135,7 +144,7 @@ Test(bench_json, overlap_at_level_3_prints_one_json_object_with_its_rows, .timeo
 Test(bench_json, dispatch_prints_one_json_object_with_every_documented_key, .timeout = 120) {
   const char *args[] = {"dispatch", "--iters", "10", "--json", NULL};
   json_t *v = run_json(args);
-  expect_string(v, "bench", "dispatch");
+  expect_bench(v, "dispatch");
   cr_assert_eq(integer(v, "iters"), 10);
   static const char *const keys[] = {
       "l2_empty_run_p50_us", "l2_empty_run_p99_us", "l3_empty_run_p50_us", "l3_empty_run_p99_us",
@@ -147,7 +156,7 @@ Test(bench_json, dispatch_prints_one_json_object_with_every_documented_key, .tim
 Test(bench_json, wait_prints_one_json_object_with_every_documented_key, .timeout = 120) {
   const char *args[] = {"wait", "--iters", "100", "--json", NULL};
   json_t *v = run_json(args);
-  expect_string(v, "bench", "wait");
+  expect_bench(v, "wait");
   static const char *const keys[] = {"iters", "done_ns", "wait_finished_ns", "wait_done_ns",
                                      NULL};
   expect_numbers(v, keys);
@@ -155,9 +164,9 @@ Test(bench_json, wait_prints_one_json_object_with_every_documented_key, .timeout
 }
 
 Test(bench_json, idle_prints_one_json_object_with_every_documented_key, .timeout = 120) {
-  const char *args[] = {"idle", "--iters", "1", "--json", NULL};
+  const char *args[] = {"idle", "--seconds", "1", "--json", NULL};
   json_t *v = run_json(args);
-  expect_string(v, "bench", "idle");
+  expect_bench(v, "idle");
   cr_assert_eq(integer(v, "seconds"), 1);
   static const char *const keys[] = {"idle_cpu_percent", NULL};
   expect_numbers(v, keys);
@@ -167,7 +176,7 @@ Test(bench_json, idle_prints_one_json_object_with_every_documented_key, .timeout
 Test(bench_json, cancel_prints_one_json_object_with_every_documented_key, .timeout = 120) {
   const char *args[] = {"cancel", "--trials", "1", "--json", NULL};
   json_t *v = run_json(args);
-  expect_string(v, "bench", "cancel");
+  expect_bench(v, "cancel");
   static const char *const keys[] = {"runs", "cancel_p50_us", "cancel_p99_us", "grace_ms",
                                      "escalation_ms", NULL};
   expect_numbers(v, keys);
@@ -177,9 +186,23 @@ Test(bench_json, cancel_prints_one_json_object_with_every_documented_key, .timeo
 Test(bench_json, crash_prints_one_json_object_with_every_documented_key, .timeout = 120) {
   const char *args[] = {"crash", "--trials", "1", "--json", NULL};
   json_t *v = run_json(args);
-  expect_string(v, "bench", "crash");
+  expect_bench(v, "crash");
   cr_assert_eq(integer(v, "trials"), 1);
   static const char *const keys[] = {"detect_ms", "respawn_ms", NULL};
+  expect_numbers(v, keys);
+  json_decref(v);
+}
+
+Test(bench_json, trace_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  const char *args[] = {"trace", "--trials", "1", "--iters", "10", "--json", NULL};
+  json_t *v = run_json(args);
+  expect_bench(v, "trace");
+  cr_assert_eq(integer(v, "rounds"), 1);
+  cr_assert_eq(integer(v, "iters"), 10);
+  static const char *const keys[] = {"event_ns_p50", "event_ns_p90", "event_off_ns_p50",
+                                     "l3_per_task_us_off", "l3_per_task_us_on",
+                                     "l3_empty_run_p50_us_off", "l3_empty_run_p50_us_on",
+                                     "events", "dropped_events", NULL};
   expect_numbers(v, keys);
   json_decref(v);
 }

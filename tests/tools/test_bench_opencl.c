@@ -178,6 +178,7 @@ static void check_overlap(const char *level) {
                         "--stages", "4", "--repeat", "2000", "--json", NULL};
   char *text = run_ok(args);
   const char *j = json_line(text);
+  json_has(j, "\"schema\":\"lanework.bench.overlap.opencl\",\"schema_version\":1");
   json_has(j, "\"bench\":\"overlap\"");
   json_has(j, "\"backend\":\"opencl\"");
   json_has(j, "\"builds\":\"cold\"");
@@ -216,6 +217,7 @@ Test(bench_opencl, dispatch_prints_the_floor_l2_l3_l3_sim_and_their_ratios_as_js
   // so leak checking is off here; AddressSanitizer's other checks stay on.
   char *text = run_ok_lsan(args, LSAN_POCL ":detect_leaks=0");
   const char *j = json_line(text);
+  json_has(j, "\"schema\":\"lanework.bench.dispatch.opencl\",\"schema_version\":1");
   json_has(j, "\"bench\":\"dispatch\"");
   json_has(j, "\"backend\":\"opencl\"");
   cr_assert_eq(json_num(j, "iters"), 20);
@@ -240,6 +242,7 @@ static void check_cancel(const char *level) {
                         "--json", NULL};
   char *text = run_ok(args);
   const char *j = json_line(text);
+  json_has(j, "\"schema\":\"lanework.bench.cancel.opencl\",\"schema_version\":1");
   json_has(j, "\"bench\":\"cancel\"");
   json_has(j, "\"backend\":\"opencl\"");
   json_has(j, "\"status\":\"CANCELLED\"");

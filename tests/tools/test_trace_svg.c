@@ -612,7 +612,7 @@ Test(trace_svg, bad_options_exit_2_and_write_nothing) {
                           "--from",   "50",    "--to", "20",  NULL};
   const char *unknown[] = {"lanework", "trace", "png", trace, "-o", out, NULL};
   const char *const *cases[] = {no_out, narrow, window, unknown};
-  const char *want[] = {"no output file given", "--width needs a whole number of pixels",
+  const char *want[] = {"no output file given", "--width \"10\" is out of range (400..100000)",
                         "--from 50 must be before --to 20", "unknown subcommand 'png'"};
   for (size_t i = 0; i < 4; ++i) {
     char *err = NULL;

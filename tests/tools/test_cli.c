@@ -1,0 +1,434 @@
+// tests/tools/test_cli.c — the `lanework` command line as a user meets it: --version, --help on
+// every command and bench (stdout, exit 0), unknown commands and benches (exit 2, usage on
+// stderr), `--x v` and `--x=v` alike, every bad value named with its option, quoted and given
+// its range (exit 2, nothing on stdout), options of another bench or backend refused by name,
+// progress on stderr only (and none with --quiet), and `info` with and without --json,
+// including a kernel folder that does not exist. Each test runs the built program and reads
+// its exit status, stdout and stderr.
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lanework/kernel.h"
+#include "lanework/version.h"
+#include "mailbox/mailbox.h"
+#include "test_util.h"
+
+typedef struct result {
+  int code;   // the exit code (the test fails on a signal)
+  char *out;  // stdout
+  char *err;  // stderr
+} result_t;
+
+static char *read_all(FILE *f) {
+  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  cr_assert_geq(n, 0);
+  rewind(f);
+  char *text = calloc(1, (size_t)n + 1);
+  cr_assert_not_null(text);
+  cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  return text;
+}
+
+// Runs `lanework <args...>` (NULL-terminated), with LW_KERNEL_DIR set to kernel_dir when it is
+// not NULL. stdout and stderr go to files (not a terminal, not a pipe that could fill).
+static result_t run_env(const char *kernel_dir, const char *const *args) {
+  FILE *out = tmpfile(), *err = tmpfile();
+  cr_assert(out && err);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(fileno(out), 1);
+    dup2(fileno(err), 2);
+    if (kernel_dir) setenv("LW_KERNEL_DIR", kernel_dir, 1);
+    char *argv[32] = {(char *)LW_TOOL_PATH};
+    int n = 1;
+    for (const char *const *a = args; *a && n < 31; ++a) argv[n++] = (char *)*a;
+    argv[n] = NULL;
+    execv(LW_TOOL_PATH, argv);
+    _exit(127);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "lanework %s died: status 0x%x", args[0] ? args[0] : "",
+            status);
+  result_t r = {WEXITSTATUS(status), read_all(out), read_all(err)};
+  fclose(out);
+  fclose(err);
+  return r;
+}
+
+static result_t run(const char *const *args) { return run_env(NULL, args); }
+
+static void result_free(result_t *r) {
+  free(r->out);
+  free(r->err);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+// A usage error: exit 2, nothing on stdout, and stderr says want.
+static void expect_usage_error(const char *const *args, const char *want) {
+  result_t r = run(args);
+  cr_assert_eq(r.code, 2, "lanework %s %s: exit %d; stderr: %s", args[0], args[1] ? args[1] : "",
+               r.code, r.err);
+  cr_assert_str_empty(r.out, "a usage error wrote to stdout: %s", r.out);
+  cr_assert_not_null(strstr(r.err, want), "stderr lacks '%s':\n%s", want, r.err);
+  result_free(&r);
+}
+
+// Help: exit 0, on stdout, nothing on stderr, and stdout says want.
+static void expect_help(const char *const *args, const char *want) {
+  result_t r = run(args);
+  cr_assert_eq(r.code, 0, "lanework %s %s: exit %d; stderr: %s", args[0], args[1] ? args[1] : "",
+               r.code, r.err);
+  cr_assert_str_empty(r.err, "help wrote to stderr: %s", r.err);
+  cr_assert_not_null(strstr(r.out, want), "stdout lacks '%s':\n%s", want, r.out);
+  result_free(&r);
+}
+
+static json_t *parse_line(const char *line) {
+  json_error_t e;
+  json_t *v = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+  cr_assert_not_null(v, "jansson: %s at column %d of: %s", e.text, e.column, line);
+  cr_assert(json_is_object(v));
+  return v;
+}
+
+// The last line of text (which ends with '\n'), cut off in place.
+static char *last_line(char *text) {
+  size_t len = strlen(text);
+  cr_assert_gt(len, 0);
+  cr_assert_eq(text[len - 1], '\n');
+  text[len - 1] = '\0';
+  char *line = strrchr(text, '\n');
+  return line ? line + 1 : text;
+}
+
+Test(cli, version_prints_the_library_kernel_abi_and_protocol_versions) {
+  result_t r = run(ARGS("--version"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  char want[128];
+  snprintf(want, sizeof(want), "lanework %s\nkernel ABI %u, mailbox protocol %u\n",
+           LW_VERSION_STRING, LW_KERNEL_ABI_VERSION, LW_MB_VERSION);
+  cr_assert_str_eq(r.out, want);
+  cr_assert_str_empty(r.err);
+  result_free(&r);
+}
+
+Test(cli, help_of_the_program_and_of_every_command_goes_to_stdout_and_exits_0) {
+  expect_help(ARGS("--help"), "usage: lanework <command>");
+  expect_help(ARGS("help"), "usage: lanework <command>");
+  expect_help(ARGS("info", "--help"), "usage: lanework info");
+  expect_help(ARGS("pack", "--help"), "usage: lanework pack KERNEL.so -o KERNEL.lwk");
+  expect_help(ARGS("pack", "-h"), "--level N           zstd compression level (1..19, default 6)");
+  expect_help(ARGS("trace", "--help"), "svg TRACE.json -o OUT.svg");
+  expect_help(ARGS("trace", "svg", "--help"), "--width PX          picture width in pixels "
+                                              "(400..100000, default 1600)");
+  expect_help(ARGS("bench", "--help"), "usage: lanework bench <name>");
+}
+
+Test(cli, bench_help_lists_every_bench_and_each_bench_has_its_own_help) {
+  static const char *const names[] = {"overlap", "dispatch", "wait", "idle",
+                                      "cancel",  "crash",    "trace"};
+  result_t r = run(ARGS("bench", "--help"));
+  cr_assert_eq(r.code, 0);
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+    char line[32];
+    snprintf(line, sizeof(line), "\n  %-10s ", names[i]);
+    cr_assert_not_null(strstr(r.out, line), "the list lacks %s:\n%s", names[i], r.out);
+    char usage[64];
+    snprintf(usage, sizeof(usage), "usage: lanework bench %s [options]", names[i]);
+    expect_help(ARGS("bench", names[i], "--help"), usage);
+    expect_help(ARGS("bench", names[i], "--help"), "--json");
+    expect_help(ARGS("bench", names[i], "--help"), "-q, --quiet");
+  }
+  result_free(&r);
+}
+
+Test(cli, bench_dispatch_help_lists_its_options_with_defaults_and_ranges) {
+  expect_help(ARGS("bench", "dispatch", "--help"),
+              "--iters N           round trips measured (1..100000000, default 20000; "
+              "opencl: 2000)");
+  expect_help(ARGS("bench", "dispatch", "--help"),
+              "(0..64, default 0, --backend sim only)");
+  expect_help(ARGS("bench", "dispatch", "--help"), "(sim|opencl, default sim)");
+}
+
+Test(cli, no_command_an_unknown_command_or_bench_exit_2_with_usage_on_stderr) {
+  expect_usage_error(ARGS("frobnicate"), "lanework: unknown command 'frobnicate'");
+  expect_usage_error(ARGS("frobnicate"), "usage: lanework <command>");
+  expect_usage_error(ARGS("--frob"), "lanework: unknown option '--frob'");
+  expect_usage_error(ARGS("bench", "nope"), "lanework bench: unknown benchmark 'nope'");
+  expect_usage_error(ARGS("bench", "nope"), "\n  dispatch ");
+  expect_usage_error(ARGS("bench"), "usage: lanework bench <name>");
+  expect_usage_error(ARGS("trace", "png"), "lanework trace: unknown subcommand 'png'");
+  result_t r = run((const char *const[]){NULL});
+  cr_assert_eq(r.code, 2);
+  cr_assert_not_null(strstr(r.err, "usage: lanework <command>"), "%s", r.err);
+  cr_assert_str_empty(r.out);
+  result_free(&r);
+}
+
+Test(cli, an_option_value_after_equals_or_as_the_next_word_is_the_same, .timeout = 120) {
+  result_t a = run(ARGS("bench", "wait", "--iters=2000", "--json", "--quiet"));
+  result_t b = run(ARGS("bench", "wait", "--iters", "2000", "--json", "--quiet"));
+  cr_assert_eq(a.code, 0, "%s", a.err);
+  cr_assert_eq(b.code, 0, "%s", b.err);
+  json_t *ja = parse_line(last_line(a.out)), *jb = parse_line(last_line(b.out));
+  cr_assert_eq(json_integer_value(json_object_get(ja, "iters")), 2000);
+  cr_assert_eq(json_integer_value(json_object_get(jb, "iters")), 2000);
+  json_decref(ja);
+  json_decref(jb);
+  result_free(&a);
+  result_free(&b);
+  // The equals form reaches the checks of every command.
+  expect_usage_error(ARGS("bench", "dispatch", "--iters=abc"), "--iters \"abc\"");
+  expect_usage_error(ARGS("pack", "k.so", "-o", "k.lwk", "--level=20"), "--level \"20\"");
+  expect_usage_error(ARGS("trace", "svg", "t.json", "--output=o.svg", "--width=10"),
+                     "--width \"10\"");
+}
+
+Test(cli, a_bad_value_names_the_option_quotes_the_value_and_gives_the_range) {
+  expect_usage_error(ARGS("bench", "dispatch", "--iters", "abc"),
+                     "lanework bench dispatch: --iters \"abc\" is not a number (1..100000000)\n"
+                     "run `lanework bench dispatch --help` for its options\n");
+  expect_usage_error(ARGS("bench", "overlap", "--level", "4"),
+                     "lanework bench overlap: --level \"4\" is out of range (2..3)");
+  expect_usage_error(ARGS("bench", "crash", "--trials", "0"),
+                     "lanework bench crash: --trials \"0\" is out of range (1..1000)");
+  expect_usage_error(ARGS("bench", "dispatch", "--load", "99999999999999999999999"),
+                     "--load \"99999999999999999999999\" is out of range (0..64)");
+  expect_usage_error(ARGS("bench", "wait", "--iters", "12x"),
+                     "--iters \"12x\" is not a number (1..100000000)");
+  expect_usage_error(ARGS("bench", "overlap", "--backend", "cuda"),
+                     "lanework bench overlap: --backend \"cuda\" is not one of sim|opencl");
+  expect_usage_error(ARGS("bench", "overlap", "--delay-ms", "1,x"),
+                     "--delay-ms \"1,x\" is not a list of delays (comma-separated, at most 8, "
+                     "each 0..1000 ms)");
+  expect_usage_error(ARGS("bench", "overlap", "--delay-ms", "1,2,3,4,5,6,7,8,9"),
+                     "--delay-ms \"1,2,3,4,5,6,7,8,9\" is not a list of delays");
+  expect_usage_error(ARGS("pack", "k.so", "-o", "k.lwk", "--level", "0"),
+                     "lanework pack: --level \"0\" is out of range (1..19)");
+  expect_usage_error(ARGS("trace", "svg", "t.json", "-o", "o.svg", "--from", "soon"),
+                     "lanework trace svg: --from \"soon\" is not a finite decimal number");
+  expect_usage_error(ARGS("bench", "wait", "--iters"),
+                     "lanework bench wait: --iters needs a value (N, 1..100000000)");
+  expect_usage_error(ARGS("bench", "wait", "--json=yes"), "lanework bench wait: --json takes "
+                                                           "no value");
+}
+
+Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
+  expect_usage_error(ARGS("bench", "wait", "--level", "3"),
+                     "lanework bench wait: --level does not apply to bench wait (it is an "
+                     "option of bench overlap, bench cancel)");
+  expect_usage_error(ARGS("bench", "idle", "--trials", "3"),
+                     "lanework bench idle: --trials does not apply to bench idle");
+  expect_usage_error(ARGS("bench", "wait", "--backend", "opencl"),
+                     "lanework bench wait: --backend does not apply to bench wait");
+  expect_usage_error(ARGS("bench", "overlap", "--stages", "4"),
+                     "lanework bench overlap: --stages applies only with --backend opencl "
+                     "(this run: sim)");
+  expect_usage_error(ARGS("bench", "cancel", "--level", "3"),
+                     "lanework bench cancel: --level applies only with --backend opencl");
+  expect_usage_error(ARGS("bench", "dispatch", "--backend", "opencl", "--load", "2"),
+                     "lanework bench dispatch: --load applies only with --backend sim");
+  expect_usage_error(ARGS("bench", "overlap", "--s"),
+                     "lanework bench overlap: --s is ambiguous (--serial, --stages)");
+  expect_usage_error(ARGS("bench", "crash", "--bogus"),
+                     "lanework bench crash: unknown option --bogus");
+  expect_usage_error(ARGS("info", "--iters", "3"), "lanework info: unknown option --iters");
+  expect_usage_error(ARGS("info", "extra"), "lanework info: unexpected argument 'extra'");
+  expect_usage_error(ARGS("pack", "a.so", "--output=b.lwk", "-o", "c.lwk"),
+                     "lanework pack: -o given twice ('b.lwk' and 'c.lwk')");
+  expect_usage_error(ARGS("pack", "-o", "c.lwk"), "lanework pack: no input file (KERNEL.so)");
+  expect_usage_error(ARGS("trace", "svg", "t.json"),
+                     "lanework trace svg: no output file given (-o OUT.svg)");
+  expect_usage_error(ARGS("pack", "a.so", "b.so", "-o", "c.lwk"),
+                     "lanework pack: unexpected argument 'b.so'");
+}
+
+// The progress lines of an overlap run with two trials, in the order they must come.
+static const char *const kOverlapProgress[] = {"overlap: warm-up trial\n",
+                                               "overlap: delay 0 ms: trial 1/2\n",
+                                               "overlap: delay 0 ms: trial 2/2\n"};
+
+Test(cli, progress_goes_to_stderr_in_order_and_stdout_is_the_table_and_the_json,
+     .timeout = 120) {
+  result_t r = run(ARGS("bench", "overlap", "--trials", "2", "--repeat", "50", "--delay-ms",
+                        "0", "--json"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  const char *at = r.err;
+  for (size_t i = 0; i < 3; ++i) {
+    const char *p = strstr(at, kOverlapProgress[i]);
+    cr_assert_not_null(p, "stderr lacks '%s' after what came before:\n%s", kOverlapProgress[i],
+                       r.err);
+    at = p + 1;
+  }
+  cr_assert_null(strstr(r.out, "trial 1/2"), "progress on stdout:\n%s", r.out);
+  cr_assert_not_null(strstr(r.out, "| Delay before C2 register |"), "no table:\n%s", r.out);
+  json_t *v = parse_line(last_line(r.out));
+  cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.bench.overlap");
+  json_decref(v);
+  result_free(&r);
+}
+
+// Runs `lanework <args...>` with stderr on a pseudo-terminal and returns what the terminal got
+// (stdout goes to a file); the exit code in *code.
+static char *run_stderr_on_a_terminal(const char *const *args, int *code) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  cr_assert_geq(master, 0, "posix_openpt: %s", strerror(errno));
+  cr_assert_eq(grantpt(master), 0);
+  cr_assert_eq(unlockpt(master), 0);
+  const char *slave_name = ptsname(master);
+  cr_assert_not_null(slave_name);
+  FILE *out = tmpfile();
+  cr_assert_not_null(out);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int slave = open(slave_name, O_RDWR | O_NOCTTY);
+    if (slave < 0) _exit(126);
+    dup2(fileno(out), 1);
+    dup2(slave, 2);
+    close(slave);
+    char *argv[32] = {(char *)LW_TOOL_PATH};
+    int n = 1;
+    for (const char *const *a = args; *a && n < 31; ++a) argv[n++] = (char *)*a;
+    argv[n] = NULL;
+    execv(LW_TOOL_PATH, argv);
+    _exit(127);
+  }
+  // Read while the program runs, so a full terminal buffer never blocks it. Once it has
+  // exited, what the terminal still holds is read without waiting.
+  size_t cap = 4096, len = 0;
+  char *text = malloc(cap);
+  cr_assert_not_null(text);
+  int status = 0;
+  bool exited = false;
+  for (;;) {
+    struct pollfd p = {master, POLLIN, 0};
+    int pr = poll(&p, 1, exited ? 0 : 100);
+    if (pr < 0 && errno == EINTR) continue;
+    cr_assert_geq(pr, 0);
+    if (pr == 0) {
+      if (exited) break;
+      exited = waitpid(pid, &status, WNOHANG) == pid;
+      continue;
+    }
+    if (len + 1024 > cap) {
+      cap *= 2;
+      text = realloc(text, cap);
+      cr_assert_not_null(text);
+    }
+    ssize_t n = read(master, text + len, cap - len - 1);
+    if (n <= 0) break;  // EIO: the slave is closed everywhere
+    len += (size_t)n;
+  }
+  text[len] = '\0';
+  if (!exited) cr_assert_eq(waitpid(pid, &status, 0), pid);
+  close(master);
+  fclose(out);
+  cr_assert(WIFEXITED(status), "status 0x%x", status);
+  *code = WEXITSTATUS(status);
+  return text;
+}
+
+Test(cli, on_a_terminal_progress_rewrites_one_line_and_clears_it_at_the_end, .timeout = 120) {
+  int code = -1;
+  char *tty = run_stderr_on_a_terminal(
+      ARGS("bench", "overlap", "--trials", "2", "--repeat", "50", "--delay-ms", "0", "--json"),
+      &code);
+  cr_assert_eq(code, 0, "%s", tty);
+  cr_assert_not_null(strstr(tty, "\roverlap: delay 0 ms: trial 1/2\033[K\roverlap: delay 0 ms: "
+                                 "trial 2/2\033[K"),
+                     "%s", tty);
+  cr_assert_null(strchr(tty, '\n'), "a line was ended: %s", tty);
+  size_t len = strlen(tty);
+  cr_assert_geq(len, 4);
+  cr_assert_str_eq(tty + len - 4, "\r\033[K", "the last progress line is not cleared: %s", tty);
+  free(tty);
+}
+
+Test(cli, quiet_silences_the_progress, .timeout = 120) {
+  result_t r = run(ARGS("bench", "overlap", "--trials", "2", "--repeat", "50", "--delay-ms",
+                        "0", "--json", "--quiet"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  cr_assert_str_empty(r.err, "--quiet wrote: %s", r.err);
+  json_t *v = parse_line(last_line(r.out));
+  json_decref(v);
+  result_free(&r);
+}
+
+Test(cli, info_json_lists_versions_backends_numa_kernel_folder_and_limits) {
+  result_t r = run(ARGS("info", "--json"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  json_t *v = parse_line(last_line(r.out));
+  cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.info");
+  cr_assert_eq(json_integer_value(json_object_get(v, "schema_version")), 1);
+  cr_assert_str_eq(json_string_value(json_object_get(v, "version")), LW_VERSION_STRING);
+  cr_assert_eq(json_integer_value(json_object_get(v, "kernel_abi_version")),
+               LW_KERNEL_ABI_VERSION);
+  cr_assert_eq(json_integer_value(json_object_get(v, "mailbox_protocol_version")),
+               LW_MB_VERSION);
+  json_t *backends = json_object_get(v, "backends");
+  cr_assert(json_is_array(backends));
+  cr_assert_str_eq(json_string_value(json_object_get(json_array_get(backends, 0), "name")),
+                   "sim");
+  cr_assert(json_is_true(json_object_get(json_array_get(backends, 0), "available")));
+  json_t *ocl = json_array_get(backends, 1);
+  cr_assert_str_eq(json_string_value(json_object_get(ocl, "name")), "opencl");
+  cr_assert(json_is_array(json_object_get(ocl, "devices")));
+  cr_assert(json_is_array(json_object_get(v, "numa_nodes")));
+  cr_assert_gt(json_integer_value(json_object_get(v, "cpus_online")), 0);
+  json_t *kd = json_object_get(v, "kernel_dir");
+  cr_assert_str_eq(json_string_value(json_object_get(kd, "path")), LW_KERNEL_DIR);
+  cr_assert(json_is_true(json_object_get(kd, "exists")));
+  cr_assert_gt(json_integer_value(json_object_get(kd, "images")), 0);
+  cr_assert(json_is_null(json_object_get(kd, "problem")));
+  json_t *limits = json_object_get(v, "limits");
+  cr_assert_eq(json_integer_value(json_object_get(limits, "max_params")), LW_MAX_PARAMS);
+  cr_assert_eq(json_integer_value(json_object_get(limits, "max_tensors")), LW_MAX_TENSORS);
+  cr_assert_eq(json_integer_value(json_object_get(limits, "max_chips")), LW_MAX_CHIPS);
+  json_decref(v);
+  result_free(&r);
+}
+
+Test(cli, info_says_so_when_the_kernel_folder_does_not_exist) {
+  const char *missing = "/nonexistent-lanework-kernels";
+  result_t r = run_env(missing, ARGS("info"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  cr_assert_not_null(strstr(r.out, "kernels:    /nonexistent-lanework-kernels: no such folder "
+                                   "(from LW_KERNEL_DIR"),
+                     "%s", r.out);
+  result_free(&r);
+  r = run_env(missing, ARGS("info", "--json"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  json_t *v = parse_line(last_line(r.out));
+  json_t *kd = json_object_get(v, "kernel_dir");
+  cr_assert_str_eq(json_string_value(json_object_get(kd, "path")), missing);
+  cr_assert(json_is_false(json_object_get(kd, "exists")));
+  cr_assert_str_eq(json_string_value(json_object_get(kd, "problem")), "no such folder");
+  json_decref(v);
+  result_free(&r);
+}
+
+Test(cli, info_text_names_the_versions_and_the_kernel_folder) {
+  result_t r = run(ARGS("info"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  char want[128];
+  snprintf(want, sizeof(want), "versions:   kernel ABI %u, mailbox protocol %u\n",
+           LW_KERNEL_ABI_VERSION, LW_MB_VERSION);
+  cr_assert_not_null(strstr(r.out, want), "%s", r.out);
+  snprintf(want, sizeof(want), "kernels:    %s (", LW_KERNEL_DIR);
+  cr_assert_not_null(strstr(r.out, want), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "limits:     32 params"), "%s", r.out);
+  result_free(&r);
+}
