@@ -33,18 +33,6 @@ static void usage(FILE *f) {
           "run `lanework bench <name> --help` for the rest.\n");
 }
 
-static bool is_dir(const char *p) {
-  struct stat st;
-  return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-const char *lw__tool_kernel_dir(void) {
-  const char *env = getenv("LW_KERNEL_DIR");
-  if (env && *env) return env;
-  if (is_dir(LW_KERNEL_DIR)) return LW_KERNEL_DIR;
-  return LW_INSTALLED_KERNEL_DIR;
-}
-
 // The OpenCL devices in device_id order (what an "opencl" chip's device_id indexes), or why
 // there are none.
 static void info_opencl(void) {
