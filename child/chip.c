@@ -13,6 +13,7 @@
 #include "callables/image.h"
 #include "callables/signature.h"
 #include "child/chip_impl.h"
+#include "child/config.h"
 #include "lanes/error.h"
 #include "lanes/handle_impl.h"
 #include "lanes/sys.h"
@@ -373,7 +374,11 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
     args = &empty;
   }
   LW_RETURN_IF_ERROR(lw_args_validate(args));
-  if (cfg && cfg->timeout_ns < 0) {
+  lw_run_config_t run_cfg;
+  lw_error_t err;
+  if (lw__run_config_read(cfg, &run_cfg, &err) != LW_OK) return lw__last_error_store(&err);
+  cfg = &run_cfg;
+  if (cfg->timeout_ns < 0) {
     return lw__fail(LW_INVALID_ARGUMENT, "run_async: timeout_ns %lld is negative",
                     (long long)cfg->timeout_ns);
   }
@@ -388,10 +393,8 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
   memcpy(kargs.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
   kargs.launch = args->launch;
 
-  lw_error_t err;
   lw_chip_run_t *op = NULL;
-  lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg ? cfg->timeout_ns : 0, NULL, &op,
-                                        &err);
+  lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg->timeout_ns, NULL, &op, &err);
   if (st == LW_OK) {
     // Counted before the submit (the run may finish before the submit returns); a refused
     // submit takes it back.
@@ -848,11 +851,10 @@ lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip, lw_
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "chip_open: out_chip must be set");
   }
   *out_chip = NULL;
-  lw_chip_config_t defaults;
-  if (!cfg) {
-    lw_chip_config_default(&defaults);
-    cfg = &defaults;
-  }
+  // The caller's struct, of whatever version, read into this library's layout (NULL: defaults).
+  lw_chip_config_t resolved;
+  LW_RETURN_IF_ERROR(lw__chip_config_read(cfg, &resolved, err));
+  cfg = &resolved;
   const lw_backend_ops_t *backend = lw__backend_find(cfg->backend);
   if (!backend) {
     const char *missing = lw__backend_missing_reason(cfg->backend);

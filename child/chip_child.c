@@ -47,6 +47,7 @@ static _Atomic uint64_t next_seq = 1;  // the next post to serve; written under 
 // The run lane is in its idle hook (seq_cst, read by the mailbox loop after it queued a run:
 // the hook sleeps on the doorbell, not on the lane's futex, so the loop wakes the doorbell).
 static _Atomic bool run_lane_taking;
+static _Atomic uint64_t loop_enqueues;  // runs the mailbox loop queued on the run lane
 static _Atomic bool leaving;  // set by the mailbox loop when it leaves; the hook steps aside
 static _Thread_local bool on_run_lane;  // this thread is the run lane, in its hook
 
@@ -219,10 +220,10 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   // A cancel posted before this point may have been noticed while the frame had no run yet.
   forward_cancel(c, frame);
   // The run lane may be asleep in its hook on the doorbell rather than on its lane's futex.
-  // Dekker with the hook: the enqueue above, then this load; the hook stores run_lane_taking,
-  // then loads the lane's queue; both seq_cst, so one of the two sees the other.
+  // Dekker with the hook: this bump, then the load of run_lane_taking; the hook stores
+  // run_lane_taking, then loads loop_enqueues; all seq_cst, so one of the two sees the other.
   if (!on_run_lane) {
-    atomic_thread_fence(memory_order_seq_cst);
+    atomic_fetch_add(&loop_enqueues, 1);
     if (atomic_load(&run_lane_taking)) lw__waitword_wake(&c->mb->doorbell.word, true);
   }
 }
@@ -335,12 +336,14 @@ static void serve_post_locked(lw_child_ctx_t *c, lw_chip_t *chip, uint64_t seq) 
 typedef struct run_lane_wait {
   lw_child_ctx_t *c;
   lw_lane_t *lane;
+  uint64_t enqueues_seen;  // loop_enqueues when the hook took the taker's role
 } run_lane_wait_t;
 
 static bool run_lane_should_wake(const void *ctx) {
   const run_lane_wait_t *rw = ctx;
   return atomic_load_explicit(&rw->c->mb->doorbell.post_seq, memory_order_acquire) >=
              atomic_load(&next_seq) ||
+         atomic_load(&loop_enqueues) != rw->enqueues_seen ||
          lw__lane_has_work_or_stop(rw->lane) || atomic_load(&leaving);
 }
 
@@ -354,10 +357,11 @@ typedef struct run_lane_hook {
 static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
   run_lane_hook_t *h = ctx;
   if (atomic_load(&leaving)) return false;
-  run_lane_wait_t rw = {h->c, lane};
   atomic_store(&run_lane_taking, true);
+  run_lane_wait_t rw = {h->c, lane, atomic_load(&loop_enqueues)};
   on_run_lane = true;
-  while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving)) {
+  while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving) &&
+         atomic_load(&loop_enqueues) == rw.enqueues_seen) {
     // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
     // what a lost wake-up could cost.
     (void)lw__waitword_wait(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,

@@ -50,6 +50,51 @@ void lw__sized_struct_copy(void *out, const void *snapshot, size_t full_bytes) {
   memcpy(out, &caller_size, sizeof(caller_size));
 }
 
+lw_status_t lw__sized_config_read(const char *what, const void *in, size_t min_bytes,
+                                  size_t full_bytes, void *out, lw_error_t *err) {
+  uint32_t size;
+  memcpy(&size, in, sizeof(size));
+  if (size == 0 || size > LW__SIZED_CONFIG_MAX_BYTES) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "%s: struct_size %u is not the size of any version of it (%zu in this "
+                         "library); start from %.*s_default()",
+                         what, size, full_bytes, (int)(strlen(what) - 2), what);
+  }
+  if (size < min_bytes) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "%s: struct_size %u is too small (at least %zu; %zu in this library)",
+                         what, size, min_bytes, full_bytes);
+  }
+  if (size > full_bytes) {
+    // A newer program's struct: the fields past ours must be at their defaults (zero), or it
+    // asks for something this library cannot do.
+    const unsigned char *tail = (const unsigned char *)in;
+    for (size_t i = full_bytes; i < size; ++i) {
+      if (tail[i] != 0) {
+        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                             "%s: struct_size %u is larger than this library's %zu and byte %zu "
+                             "is not 0: a field this library does not know is set",
+                             what, size, full_bytes, i);
+      }
+    }
+  }
+  memcpy(out, in, size < full_bytes ? size : full_bytes);
+  uint32_t full = (uint32_t)full_bytes;
+  memcpy(out, &full, sizeof(full));
+  return LW_OK;
+}
+
+void lw__sized_config_fill(void *out, uint32_t struct_size, const void *defaults,
+                           size_t full_bytes) {
+  size_t n = struct_size < full_bytes ? struct_size : full_bytes;
+  memcpy(out, defaults, n);
+  // Fields of a newer program that this library does not know: 0 is their default.
+  if (struct_size > full_bytes) {
+    memset((unsigned char *)out + full_bytes, 0, struct_size - full_bytes);
+  }
+  if (struct_size >= sizeof(uint32_t)) memcpy(out, &struct_size, sizeof(struct_size));
+}
+
 void lw__error_clear(lw_error_t *err) {
   if (err == NULL) return;
   err->code = LW_OK;

@@ -49,6 +49,29 @@ lw_status_t lw__sized_struct_check(const char *what, uint32_t struct_size, size_
                                    size_t full_bytes);
 void lw__sized_struct_copy(void *out, const void *snapshot, size_t full_bytes);
 
+// A struct_size no version of a config struct will reach; anything above is garbage (say, a
+// struct never set up with its *_default function) and is refused without reading it.
+#define LW__SIZED_CONFIG_MAX_BYTES 4096u
+
+// The contract of a public config struct the caller hands in (lw_chip_config_t,
+// lw_worker_config_t, lw_run_config_t): its first field, uint32_t struct_size, is set by its
+// *_default function to the sizeof the caller was compiled with. Reads the caller's struct
+// `in` over `out`, which holds this library's defaults and is full_bytes long:
+//   - struct_size 0, below min_bytes (the struct's first version) or above
+//     LW__SIZED_CONFIG_MAX_BYTES: INVALID_ARGUMENT naming what and the size;
+//   - at most full_bytes (an older or the same version): its first struct_size bytes are
+//     copied, so the fields it does not have keep their defaults;
+//   - above full_bytes (a newer program): accepted only when every byte past full_bytes is 0,
+//     i.e. the fields this library does not know are left at their defaults (0 means default
+//     for every appended field); otherwise INVALID_ARGUMENT naming the first non-zero byte.
+// out->struct_size is full_bytes afterwards. Fills err on failure.
+lw_status_t lw__sized_config_read(const char *what, const void *in, size_t min_bytes,
+                                  size_t full_bytes, void *out, lw_error_t *err);
+// What a *_default_sized function writes: the first min(struct_size, full_bytes) bytes of
+// defaults (with struct_size in its first field) and zeros up to struct_size beyond that.
+void lw__sized_config_fill(void *out, uint32_t struct_size, const void *defaults,
+                           size_t full_bytes);
+
 #ifdef __cplusplus
 }
 #endif

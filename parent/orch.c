@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "callables/signature.h"
+#include "child/config.h"
 #include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
@@ -151,13 +152,15 @@ static lw_status_t submit_one(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t work
 
 lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c, const lw_args_t *args,
                                       const lw_run_config_t *cfg, int32_t worker_id) {
-  if (cfg && cfg->timeout_ns < 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "orch: timeout_ns %lld is negative",
-                    (long long)cfg->timeout_ns);
-  }
+  lw_run_config_t run_cfg;
   lw_error_t err;
-  lw_status_t st = submit_one(o, LW_MB_TASK_KERNEL, worker_id, c, args,
-                              cfg ? cfg->timeout_ns : 0, &err);
+  if (lw__run_config_read(cfg, &run_cfg, &err) != LW_OK) return lw__last_error_store(&err);
+  if (run_cfg.timeout_ns < 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "orch: timeout_ns %lld is negative",
+                    (long long)run_cfg.timeout_ns);
+  }
+  lw_status_t st = submit_one(o, LW_MB_TASK_KERNEL, worker_id, c, args, run_cfg.timeout_ns,
+                              &err);
   if (st != LW_OK) lw__last_error_store(&err);
   return st;
 }

@@ -3,6 +3,7 @@
 // cancel_all. The callables are parent/callables.c's.
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "child/backend.h"
+#include "child/config.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
@@ -22,8 +24,16 @@
 #include "parent/supervise.h"
 #include "parent/worker_impl.h"
 
-void lw_worker_config_default(lw_worker_config_t *c) {
+// The first released layout of lw_worker_config_t (0.2.0), the smallest struct_size accepted;
+// it stays when fields are appended (see child/config.h).
+#define LW__WORKER_CONFIG_V1_BYTES 136u
+_Static_assert(offsetof(lw_worker_config_t, liveness_timeout_ns) + sizeof(int64_t) ==
+                   LW__WORKER_CONFIG_V1_BYTES,
+               "lw_worker_config_t's first version ends after liveness_timeout_ns");
+
+static void worker_defaults(lw_worker_config_t *c) {
   memset(c, 0, sizeof(*c));
+  c->struct_size = (uint32_t)sizeof(*c);
   c->n_chips = 1;
   c->n_subs = 0;
   lw_chip_config_default(&c->chip);
@@ -36,6 +46,30 @@ void lw_worker_config_default(lw_worker_config_t *c) {
   c->respawn_window_ns = 10ll * 1000 * 1000 * 1000;
   c->cancel_grace_ns = 1000ll * 1000 * 1000;
   c->liveness_timeout_ns = 5000ll * 1000 * 1000;
+}
+
+void lw_worker_config_default_sized(lw_worker_config_t *c, uint32_t struct_size) {
+  if (c == NULL) return;
+  lw_worker_config_t d;
+  worker_defaults(&d);
+  lw__sized_config_fill(c, struct_size, &d, sizeof(d));
+}
+
+// The caller's struct, of whatever version, in this library's layout (NULL: the defaults).
+static lw_status_t worker_config_read(const lw_worker_config_t *in, lw_worker_config_t *out,
+                                      lw_error_t *err) {
+  worker_defaults(out);
+  if (in == NULL) return LW_OK;
+  LW_RETURN_IF_ERROR(lw__sized_config_read("lw_worker_config_t", in, LW__WORKER_CONFIG_V1_BYTES,
+                                           sizeof(*out), out, err));
+  // The template is embedded: its size is fixed by the outer struct's layout.
+  if (out->chip.struct_size != sizeof(lw_chip_config_t)) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "lw_worker_config_t.chip: struct_size %u, want %zu (the chip template "
+                         "is part of lw_worker_config_t; start from lw_worker_config_default())",
+                         out->chip.struct_size, sizeof(lw_chip_config_t));
+  }
+  return LW_OK;
 }
 
 int lw_worker_event_fd(lw_worker_t *w) { return w ? w->user_fd : -1; }
@@ -170,12 +204,10 @@ static lw_status_t share_new(const char *memfd_name, const char *what, size_t by
 lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_create: out must be set");
   *out = NULL;
-  lw_worker_config_t defaults;
-  if (!cfg) {
-    lw_worker_config_default(&defaults);
-    cfg = &defaults;
-  }
+  lw_worker_config_t resolved;
   lw_error_t err;
+  if (worker_config_read(cfg, &resolved, &err) != LW_OK) return lw__last_error_store(&err);
+  cfg = &resolved;
   if (validate_config(cfg, &err) != LW_OK) return lw__last_error_store(&err);
   // Before any mapping of this worker exists: a zygote started now (this process had none)
   // must not hold copies of the arena or the mailboxes, which the server maps at the same
@@ -267,7 +299,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     env->trace = ep->trace;
     char pname[LW_TRACE_NAME_BYTES];
     if (chip) {
-      snprintf(pname, sizeof(pname), "chip %u (%s)", index, cfg->chip.backend);
+      snprintf(pname, sizeof(pname), "chip %u (%.*s)", index, (int)sizeof(cfg->chip.backend),
+               cfg->chip.backend);
     } else {
       snprintf(pname, sizeof(pname), "sub %u", index);
     }

@@ -30,18 +30,6 @@ static void usage(FILE *f) {
           "their defaults and ranges.\n");
 }
 
-static bool is_dir(const char *p) {
-  struct stat st;
-  return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-const char *lw__tool_kernel_dir(void) {
-  const char *env = getenv("LW_KERNEL_DIR");
-  if (env && *env) return env;
-  if (is_dir(LW_KERNEL_DIR)) return LW_KERNEL_DIR;
-  return LW_INSTALLED_KERNEL_DIR;
-}
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);

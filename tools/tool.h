@@ -12,8 +12,9 @@ int lw__tool_pack(int argc, char **argv);
 int lw__tool_bench(int argc, char **argv);
 int lw__tool_trace(int argc, char **argv);  // tools/trace_svg.c: `trace svg`
 
-// The folder holding the built kernel images: $LW_KERNEL_DIR, else the build-time folder,
-// else <prefix>/lib/lanework/kernels next to the installed program.
+// The folder holding the kernel images (tools/kernel_dir.c): $LW_KERNEL_DIR, else the build
+// tree's folder for the build tree's binary, else the installed folder found relative to the
+// program itself (<bindir>/../<libdir>/lanework/kernels).
 const char *lw__tool_kernel_dir(void);
 
 #endif  // LANEWORK_TOOLS_TOOL_H_

@@ -21,11 +21,32 @@
 #ifndef LANEWORK_KERNEL_H_
 #define LANEWORK_KERNEL_H_
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "lanework/args.h"
+
+// The cancel word is a 64-bit atomic that the library writes and the kernel reads. C names it
+// _Atomic uint64_t; C++ has no _Atomic before C++23, so there it is std::atomic<uint64_t>,
+// the type C++23 defines _Atomic(uint64_t) to be. Only a pointer to it sits in
+// lw_kernel_ctx_t, so the struct's layout is the same in both languages; the asserts check
+// that the word itself has uint64_t's size and alignment and needs no lock, which is what lets
+// the two languages share it.
+#ifdef __cplusplus
+#include <atomic>
+typedef std::atomic<uint64_t> lw_kernel_cancel_word_t;
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the cancel word must be lock-free");
+static_assert(sizeof(lw_kernel_cancel_word_t) == sizeof(uint64_t) &&
+                  alignof(lw_kernel_cancel_word_t) == alignof(uint64_t),
+              "the cancel word must be laid out as a plain uint64_t");
+#else
+#include <stdatomic.h>
+typedef _Atomic uint64_t lw_kernel_cancel_word_t;
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the cancel word must be lock-free");
+_Static_assert(sizeof(lw_kernel_cancel_word_t) == sizeof(uint64_t) &&
+                   _Alignof(lw_kernel_cancel_word_t) == _Alignof(uint64_t),
+               "the cancel word must be laid out as a plain uint64_t");
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,7 +60,7 @@ typedef struct lw_kernel_ctx {
   int32_t chip_id;                // the chip's device id
   // The run's cancel word and the generation this run started with. The word holds the
   // generation while the run may continue; a canceller sets bit 0 (see lanes/cancel.h).
-  const _Atomic uint64_t *cancel_word;
+  const lw_kernel_cancel_word_t *cancel_word;
   uint64_t generation;
   void *state;                    // kernel-owned; set by prepare, passed to every run
   const char *name;               // the callable's name
@@ -52,7 +73,11 @@ typedef struct lw_kernel_ctx {
 // True once this run was cancelled. One relaxed load and a compare: a stale value only delays
 // the stop by one block, and nothing else is read based on it.
 static inline bool lw_kernel_should_stop(const lw_kernel_ctx_t *ctx) {
+#ifdef __cplusplus
+  return ctx->cancel_word->load(std::memory_order_relaxed) != ctx->generation;
+#else
   return atomic_load_explicit(ctx->cancel_word, memory_order_relaxed) != ctx->generation;
+#endif
 }
 
 typedef int (*lw_kernel_main_fn)(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args);

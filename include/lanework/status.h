@@ -25,6 +25,14 @@ extern "C" {
 
 #define LW_MUST_USE __attribute__((warn_unused_result))
 
+// A compile-time check that reads the same in C and C++ (C17 spells it _Static_assert, C++
+// static_assert), so the public headers state their layout rules in both languages.
+#ifdef __cplusplus
+#define LW_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define LW_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 typedef enum lw_status {
   LW_OK = 0,
   LW_CANCELLED = 1,            // the operation was cancelled before or while it ran
@@ -53,8 +61,8 @@ typedef struct lw_error {
   char message[LW_ERROR_MESSAGE_BYTES];
 } lw_error_t;
 
-_Static_assert(sizeof(lw_status_t) == 4, "lw_status_t must fit a 32-bit shared field");
-_Static_assert(sizeof(lw_error_t) == 272, "lw_error_t is part of the mailbox layout");
+LW_STATIC_ASSERT(sizeof(lw_status_t) == 4, "lw_status_t must fit a 32-bit shared field");
+LW_STATIC_ASSERT(sizeof(lw_error_t) == 272, "lw_error_t is part of the mailbox layout");
 
 // The status's name, e.g. "LW_TASK_FAILED". Never NULL; unknown values give "LW_UNKNOWN".
 LW_API const char *lw_status_name(lw_status_t status);

@@ -44,7 +44,11 @@ typedef lw_status_t (*lw_sub_fn)(const lw_kernel_args_t *args);
 #define LW_MAX_CHIPS 16
 #define LW_MAX_SUBS 16
 
+// Grows like the structs of config.h: struct_size first, set by the _default function. The
+// chip template is embedded, so its layout is part of this struct's: chip.struct_size must be
+// sizeof(lw_chip_config_t) (the _default function sets it).
 typedef struct lw_worker_config {
+  uint32_t struct_size;         // sizeof(lw_worker_config_t); set by lw_worker_config_default
   uint32_t n_chips;             // chip children (1..LW_MAX_CHIPS)
   uint32_t n_subs;              // sub children (0..LW_MAX_SUBS)
   lw_chip_config_t chip;        // template; chip i gets device_id = chip.device_id + i
@@ -108,9 +112,14 @@ typedef struct lw_task_report {
   char callable[LW_TASK_CALLABLE_BYTES];  // the callable's name, truncated, NUL-terminated
 } lw_task_report_t;
 
+// Fills the first struct_size bytes of *c with the defaults (see config.h, "Growing structs");
+// call it through lw_worker_config_default.
+LW_API void lw_worker_config_default_sized(lw_worker_config_t *c, uint32_t struct_size);
 // 1 chip, 0 subs, backend "sim", 256 MiB arena, 4096-task ring, 10 s submit and startup
 // timeouts, respawn on (at most 5 deaths in 10 s), 1 s cancel grace, 5 s liveness timeout.
-LW_API void lw_worker_config_default(lw_worker_config_t *c);
+static inline void lw_worker_config_default(lw_worker_config_t *c) {
+  lw_worker_config_default_sized(c, (uint32_t)sizeof(*c));
+}
 
 LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,
                                                 lw_worker_t **out);
