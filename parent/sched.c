@@ -742,7 +742,11 @@ void lw__sched_assist(lw_worker_t *w) {
 // their deaths and kills stay the scheduler's). Returns true when the pass did something.
 static bool assist_drain(lw_worker_t *w) {
   if (pthread_mutex_trylock(&w->mu) != 0) return false;
-  if (atomic_load(&w->sched.exit)) {
+  // The rings are looked at under w->mu only: a child whose death this thread has not seen may
+  // be respawned meanwhile, its mailbox reset by the supervisor; under w->mu, accepting says
+  // its death was not handled yet, so its respawn has not begun. Only when a ring holds
+  // something: the rest of a pass is the scheduler's (and the submitter's assist).
+  if (atomic_load(&w->sched.exit) || !rings_pending(w)) {
     pthread_mutex_unlock(&w->mu);
     return false;
   }
@@ -778,9 +782,7 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
   if (!caller_drains()) return;
   lw__spin_t spin = LW__SPIN_INIT;
   while (!lw_handle_done(h)) {
-    // A pass only when a ring holds something: the rest of a pass is the scheduler's (and the
-    // submitter's assist), and taking w->mu for nothing would slow them.
-    if (rings_pending(w) && assist_drain(w)) {
+    if (assist_drain(w)) {
       lw__spin_reset(&spin);
       continue;
     }

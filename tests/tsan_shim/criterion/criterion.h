@@ -109,6 +109,7 @@ __attribute__((format(printf, 6, 7))) static inline void shim_check(bool fatal, 
 #define cr_assert_not_null(p, ...) cr_assert((p) != NULL, __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...) cr_assert(strcmp((a), (b)) == 0, __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) cr_assert(strcmp((a), (b)) != 0, __VA_ARGS__)
+#define cr_assert_str_empty(a, ...) cr_assert((a)[0] == '\0', __VA_ARGS__)
 
 // A skipped test ends its process with this status; it is reported SKIP, never as a pass.
 #define SHIM_SKIP_STATUS 77
