@@ -25,7 +25,7 @@
 //
 // Runs: arguments follow the callable's signature (IN/OUT/INOUT: the next tensor, as a
 // per-run CL_MEM_USE_HOST_PTR buffer over the caller's memory, zero-copy on a CPU device;
-// SCALAR: the next scalar, as its recorded type: ulong, long, double, or a 4-byte float). The NDRange is enqueued in slices along its last dimension
+// SCALAR: the next scalar, typed). The NDRange is enqueued in slices along its last dimension
 // (global offsets), each sized to take about LW_OPENCL_SLICE_NS of device time (default 1 ms,
 // adapted from the previous slice's profiled time), and the cancel word is checked between
 // slices: OpenCL cannot stop a running NDRange, so a cancel lands within one slice. Kernels

@@ -46,7 +46,8 @@ static lw_status_t add_typed(lw_args_t *a, uint64_t bits, lw_scalar_type_t type,
   if (a == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "args: args is NULL");
   if (a->n_scalars >= LW_MAX_SCALARS) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "args: too many scalars (max %d); the %s was not added", LW_MAX_SCALARS, what);
+                         "args: too many scalars (max %d); the %s was not added",
+                         LW_MAX_SCALARS, what);
   }
   uint32_t slot = a->n_scalars++;
   uint32_t shift = LW_SCALAR_TYPE_BITS * slot;
