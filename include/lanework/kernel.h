@@ -21,10 +21,11 @@
 #ifndef LANEWORK_KERNEL_H_
 #define LANEWORK_KERNEL_H_
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+// For lw_kernel_fail (vsnprintf) and the scalar accessors (memcpy); kernels link libc.
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
