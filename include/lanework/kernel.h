@@ -10,7 +10,8 @@
 // (*) the entry symbol may be renamed in lw_callable_t.entry.
 //
 // Return 0 for success; any other value fails the run with LW_TASK_FAILED and the value in
-// the message. A kernel polls lw_kernel_should_stop() at block granularity and returns
+// the message (return lw_kernel_fail(ctx, ...) puts the kernel's own words there too; scalar
+// arguments are read with lw_kernel_arg_u64/_i64/_f64/_f32). A kernel polls lw_kernel_should_stop() at block granularity and returns
 // LW_KERNEL_CANCELLED (or any value) once it says true; the run then finishes LW_CANCELLED
 // (LW_DEADLINE_EXCEEDED when its timeout stopped it) whatever the kernel returned, 0
 // included: outputs of a stopped run are unspecified and never reported OK.
