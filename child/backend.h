@@ -26,9 +26,17 @@
 extern "C" {
 #endif
 
+// Room for a kernel's lw_kernel_fail text: what is left of an lw_error_t message after the
+// chip's "chip N: kernel NAME failed: " and " (returned RC)" around it for a short name.
+#define LW_BACKEND_FAIL_TEXT_BYTES 192
+
 typedef struct lw_backend_launch_result {
   int32_t kernel_rc;        // the kernel's return value
   uint64_t kernel_wall_ns;  // the kernel's own execution time
+  // Why the kernel failed (lw_kernel_fail), NUL-terminated printable text; "" when it said
+  // nothing. The caller sets it to "" before launch; a backend whose kernels cannot say why
+  // leaves it so.
+  char fail_text[LW_BACKEND_FAIL_TEXT_BYTES];
 } lw_backend_launch_result_t;
 
 // What load gets: the image (decompressed, its format resolved and checked) and the callable's

@@ -25,7 +25,7 @@
 //
 // Runs: arguments follow the callable's signature (IN/OUT/INOUT: the next tensor, as a
 // per-run CL_MEM_USE_HOST_PTR buffer over the caller's memory, zero-copy on a CPU device;
-// SCALAR: the next 8-byte scalar). The NDRange is enqueued in slices along its last dimension
+// SCALAR: the next scalar, typed). The NDRange is enqueued in slices along its last dimension
 // (global offsets), each sized to take about LW_OPENCL_SLICE_NS of device time (default 1 ms,
 // adapted from the previous slice's profiled time), and the cancel word is checked between
 // slices: OpenCL cannot stop a running NDRange, so a cancel lands within one slice. Kernels
@@ -535,6 +535,7 @@ static lw_status_t set_args(ocl_device_t *d, ocl_module_t *m, const lw_kernel_ar
   for (uint32_t i = 0; i < m->n_params; ++i) {
     uint8_t dir = m->param_dirs[i];
     cl_int e;
+    lw_scalar_type_t scalar_type = LW_SCALAR_U64;
     if (dir == LW_PARAM_SCALAR) {
       if (s >= args->n_scalars) {
         return lw__error_set(err, LW_INVALID_ARGUMENT, d->device_id, 0,
@@ -542,8 +543,19 @@ static lw_status_t set_args(ocl_device_t *d, ocl_module_t *m, const lw_kernel_ar
                              "gave %u scalar%s",
                              m->name, i, s, args->n_scalars, args->n_scalars == 1 ? "" : "s");
       }
-      uint64_t v = args->scalar[s++];
-      e = clSetKernelArg(m->kern, i, sizeof(v), &v);
+      // The slot holds 8 bytes; an f32 is its low 4 bytes and must be passed as a 4-byte
+      // float, or a `float a` parameter would be refused (CL_INVALID_ARG_SIZE).
+      uint64_t v = args->scalar[s];
+      scalar_type = lw_scalar_type_get(&args->launch, s);
+      s++;
+      if (scalar_type == LW_SCALAR_F32) {
+        uint32_t low = (uint32_t)v;
+        cl_float f;
+        memcpy(&f, &low, sizeof(f));
+        e = clSetKernelArg(m->kern, i, sizeof(f), &f);
+      } else {
+        e = clSetKernelArg(m->kern, i, sizeof(v), &v);  // ulong, long and double: 8 bytes
+      }
     } else {
       if (t >= args->n_tensors) {
         return lw__error_set(err, LW_INVALID_ARGUMENT, d->device_id, 0,
@@ -576,7 +588,11 @@ static lw_status_t set_args(ocl_device_t *d, ocl_module_t *m, const lw_kernel_ar
     if (e != CL_SUCCESS) {
       return lw__error_set(err, LW_INVALID_ARGUMENT, d->device_id, 0,
                            "opencl: callable %s: argument %u (%s) refused: %s (%d)", m->name, i,
-                           dir == LW_PARAM_SCALAR ? "an 8-byte scalar" : "a __global buffer",
+                           dir != LW_PARAM_SCALAR             ? "a __global buffer"
+                           : scalar_type == LW_SCALAR_F32 ? "a 4-byte float scalar"
+                           : scalar_type == LW_SCALAR_F64 ? "an 8-byte double scalar"
+                           : scalar_type == LW_SCALAR_I64 ? "an 8-byte long scalar"
+                                                          : "an 8-byte ulong scalar",
                            cl_err_name(e), e);
     }
   }

@@ -45,6 +45,55 @@ static void ctx_init(lw_kernel_ctx_t *ctx, const sim_device_t *dev, sim_module_t
   ctx->name = m->name;
 }
 
+// The length of the well-formed UTF-8 sequence at p (at most n bytes readable), 0 when there
+// is none: a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or a
+// sequence that runs into the end.
+static size_t utf8_sequence_length(const unsigned char *p, size_t n) {
+  unsigned char c = p[0];
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (len > n || p[1] < lo || p[1] > hi) return 0;
+  for (size_t i = 2; i < len; ++i) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+  }
+  return len;
+}
+
+// Makes what a kernel wrote into its fail buffer safe to quote in an error message: the kernel
+// may have written anything, unterminated. Cuts it at bytes - 1 and replaces every byte that is
+// not printable ASCII or part of well-formed UTF-8 with '?', so the text can go into a log line
+// or JSON as it is.
+static void fail_text_clean(char *text, size_t bytes) {
+  text[bytes - 1] = '\0';
+  size_t n = strlen(text);
+  unsigned char *p = (unsigned char *)text;
+  for (size_t i = 0; i < n;) {
+    if (p[i] >= 0x20 && p[i] < 0x7F) {
+      i++;
+      continue;
+    }
+    size_t len = p[i] >= 0x80 ? utf8_sequence_length(p + i, n - i) : 0;
+    if (len == 0) {
+      p[i++] = '?';
+    } else {
+      i += len;
+    }
+  }
+}
+
 static lw_status_t sim_load(void *device, const lw_backend_image_t *img, void **out_module,
                             lw_error_t *err) {
   sim_device_t *dev = device;
@@ -63,10 +112,19 @@ static lw_status_t sim_load(void *device, const lw_backend_image_t *img, void **
     lw_cancel_word_t never = 0;
     lw_kernel_ctx_t ctx;
     ctx_init(&ctx, dev, m, &never, 0);
+    char fail_text[LW_BACKEND_FAIL_TEXT_BYTES] = "";
+    ctx.fail_text = fail_text;
+    ctx.fail_bytes = sizeof(fail_text);
     int rc = m->image.prepare(&ctx);
     if (rc != 0) {
       lw__image_unload(&m->image);
       free(m);
+      fail_text_clean(fail_text, sizeof(fail_text));
+      if (fail_text[0] != '\0') {
+        return lw__error_set(err, LW_TASK_FAILED, -1, 0,
+                             "chip %d: prepare hook of callable %s failed: %s (returned %d)",
+                             dev->device_id, name ? name : "callable", fail_text, rc);
+      }
       return lw__error_set(err, LW_TASK_FAILED, -1, 0,
                            "chip %d: prepare hook of callable %s returned %d", dev->device_id,
                            name ? name : "callable", rc);
@@ -100,9 +158,17 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
   lw_kernel_ctx_t ctx;
   ctx_init(&ctx, dev, m, cancel_word, generation);
   ctx.launch = args->launch;
+  ctx.fail_text = out->fail_text;
+  ctx.fail_bytes = sizeof(out->fail_text);
   int64_t t0 = lw__now_ns();
   out->kernel_rc = m->image.main(&ctx, args);
   out->kernel_wall_ns = (uint64_t)(lw__now_ns() - t0);
+  // Only a failed run's text is read; a run that returned 0 keeps whatever it wrote unread.
+  if (out->kernel_rc != 0) {
+    fail_text_clean(out->fail_text, sizeof(out->fail_text));
+  } else {
+    out->fail_text[0] = '\0';
+  }
   return LW_OK;
 }
 

@@ -257,7 +257,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   }
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
 
-  lw_backend_launch_result_t res = {0, 0};
+  lw_backend_launch_result_t res = {0, 0, ""};
   lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args,
                                          op->cancel_word, gen, &res, &err);
   if (op->timeout_ns > 0) watchdog_disarm(chip);
@@ -287,6 +287,10 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
                        dev, op->label, op->pin.name, res.kernel_rc);
   } else if (res.kernel_rc == 0) {
     st = LW_OK;
+  } else if (res.fail_text[0] != '\0') {
+    st = lw__error_set(&err, LW_TASK_FAILED, dev, op->run_id,
+                       "chip %d: kernel %s failed: %s (returned %d)", dev, op->pin.name,
+                       res.fail_text, res.kernel_rc);
   } else {
     st = lw__error_set(&err, LW_TASK_FAILED, dev, op->run_id,
                        "chip %d: kernel %s returned %d", dev, op->pin.name, res.kernel_rc);

@@ -39,12 +39,53 @@ lw_status_t lw_args_add_tensor(lw_args_t *a, void *data, uint64_t bytes, lw_tag_
   return LW_OK;
 }
 
-lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value) {
-  if (a == NULL) return lw__fail(LW_INVALID_ARGUMENT, "args: args is NULL");
+// Appends the 8 bytes of one scalar and records its type in the slot's bits of
+// launch.scalar_types (cleared first: a hand-reset n_scalars may leave a stale type there).
+static lw_status_t add_typed(lw_args_t *a, uint64_t bits, lw_scalar_type_t type,
+                             const char *what, lw_error_t *err) {
+  if (a == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "args: args is NULL");
   if (a->n_scalars >= LW_MAX_SCALARS) {
-    return lw__fail(LW_INVALID_ARGUMENT, "args: too many scalars (max %d)", LW_MAX_SCALARS);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "args: too many scalars (max %d); the %s was not added",
+                         LW_MAX_SCALARS, what);
   }
-  a->scalar[a->n_scalars++] = value;
+  uint32_t slot = a->n_scalars++;
+  uint32_t shift = LW_SCALAR_TYPE_BITS * slot;
+  a->launch.scalar_types = (a->launch.scalar_types & ~(LW_SCALAR_TYPE_MASK << shift)) |
+                           ((uint32_t)type << shift);
+  a->scalar[slot] = bits;
+  return LW_OK;
+}
+
+lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value) {
+  lw_error_t err;
+  if (add_typed(a, value, LW_SCALAR_U64, "u64", &err) != LW_OK) return lw__last_error_store(&err);
+  return LW_OK;
+}
+
+lw_status_t lw_args_add_i64(lw_args_t *a, int64_t value) {
+  lw_error_t err;
+  if (add_typed(a, (uint64_t)value, LW_SCALAR_I64, "i64", &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_args_add_f64(lw_args_t *a, double value) {
+  uint64_t bits;
+  memcpy(&bits, &value, sizeof(bits));
+  lw_error_t err;
+  if (add_typed(a, bits, LW_SCALAR_F64, "f64", &err) != LW_OK) return lw__last_error_store(&err);
+  return LW_OK;
+}
+
+lw_status_t lw_args_add_f32(lw_args_t *a, float value) {
+  // The float's bits in the low half, the high half zero: lw_kernel_arg_f32 reads them back
+  // and the OpenCL backend passes exactly these 4 bytes.
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof(bits));
+  lw_error_t err;
+  if (add_typed(a, bits, LW_SCALAR_F32, "f32", &err) != LW_OK) return lw__last_error_store(&err);
   return LW_OK;
 }
 
@@ -105,6 +146,7 @@ lw_status_t lw_args_set_launch(lw_args_t *a, uint32_t dims,
   lw_launch_t l;
   memset(&l, 0, sizeof(l));
   l.dims = dims;
+  l.scalar_types = a->launch.scalar_types;  // the scalars' types share the word (args.h)
   for (uint32_t i = 0; i < dims; ++i) {
     l.global[i] = global[i];
     l.local[i] = local ? local[i] : 0;

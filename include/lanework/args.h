@@ -43,12 +43,37 @@ typedef struct lw_args_tensor {
 // dimension i, local[i] the work-group size (0 in every used dimension: the device chooses).
 // dims 0 means no geometry was given: a device backend then runs a single work-item, and a sim
 // kernel decides for itself. Unused dimensions are 0.
+//
+// scalar_types records the type of every scalar slot (see lw_scalar_type_t below). It lives
+// here because it is the one spare word that already travels with the args on every path (the
+// caller's lw_args_t, the mailbox task frame, the kernel's lw_kernel_args_t and ctx->launch),
+// so typed scalars did not change any layout. lw_args_add_* write it; lw_args_set_launch keeps
+// it.
 typedef struct lw_launch {
   uint32_t dims;
-  uint32_t reserved_;
+  uint32_t scalar_types;  // LW_SCALAR_TYPE_BITS per scalar slot, slot i at bit 2 * i
   uint64_t global[LW_MAX_LAUNCH_DIMS];
   uint64_t local[LW_MAX_LAUNCH_DIMS];
 } lw_launch_t;
+
+// What a scalar slot holds. Every slot is 8 bytes; the type says how to read them. A device
+// backend passes the scalar to the kernel as this type (OpenCL: ulong, long, double, float).
+typedef enum lw_scalar_type {
+  LW_SCALAR_U64 = 0,  // lw_args_add_scalar: an unsigned 64-bit integer (the default)
+  LW_SCALAR_I64 = 1,  // lw_args_add_i64: a signed 64-bit integer, two's complement
+  LW_SCALAR_F64 = 2,  // lw_args_add_f64: the bits of an IEEE-754 double
+  LW_SCALAR_F32 = 3,  // lw_args_add_f32: the bits of an IEEE-754 float in the low 32 bits
+} lw_scalar_type_t;
+
+#define LW_SCALAR_TYPE_BITS 2u
+#define LW_SCALAR_TYPE_MASK 3u
+
+// The type of scalar slot i as recorded in launch->scalar_types (U64 for i out of range).
+static inline lw_scalar_type_t lw_scalar_type_get(const lw_launch_t *launch, uint32_t i) {
+  if (i >= LW_MAX_SCALARS) return LW_SCALAR_U64;
+  return (lw_scalar_type_t)((launch->scalar_types >> (LW_SCALAR_TYPE_BITS * i)) &
+                            LW_SCALAR_TYPE_MASK);
+}
 
 typedef struct lw_args {
   uint32_t n_tensors;
@@ -80,6 +105,14 @@ LW_API LW_MUST_USE lw_status_t lw_args_add_tensor(lw_args_t *a, void *data, uint
 
 // Appends a scalar; INVALID_ARGUMENT past LW_MAX_SCALARS.
 LW_API LW_MUST_USE lw_status_t lw_args_add_scalar(lw_args_t *a, uint64_t value);
+
+// Append a typed scalar (see lw_scalar_type_t) in the same sequence as lw_args_add_scalar: a
+// kernel reads it with lw_kernel_arg_i64 / _f64 / _f32 (lanework/kernel.h) at the same index,
+// and the OpenCL backend passes it as a long, double or float kernel argument.
+// INVALID_ARGUMENT past LW_MAX_SCALARS.
+LW_API LW_MUST_USE lw_status_t lw_args_add_i64(lw_args_t *a, int64_t value);
+LW_API LW_MUST_USE lw_status_t lw_args_add_f64(lw_args_t *a, double value);
+LW_API LW_MUST_USE lw_status_t lw_args_add_f32(lw_args_t *a, float value);
 
 // Sets the launch geometry: dims 1..LW_MAX_LAUNCH_DIMS, global[i] >= 1 for i < dims, local
 // NULL or all 0 (the device chooses) or every local[i] >= 1 dividing global[i]. Entries past

@@ -10,7 +10,8 @@
 // (*) the entry symbol may be renamed in lw_callable_t.entry.
 //
 // Return 0 for success; any other value fails the run with LW_TASK_FAILED and the value in
-// the message. A kernel polls lw_kernel_should_stop() at block granularity and returns
+// the message (return lw_kernel_fail(ctx, ...) puts the kernel's own words there too; scalar
+// arguments are read with lw_kernel_arg_u64/_i64/_f64/_f32). A kernel polls lw_kernel_should_stop() at block granularity and returns
 // LW_KERNEL_CANCELLED (or any value) once it says true; the run then finishes LW_CANCELLED
 // (LW_DEADLINE_EXCEEDED when its timeout stopped it) whatever the kernel returned, 0
 // included: outputs of a stopped run are unspecified and never reported OK.
@@ -23,6 +24,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+// For lw_kernel_fail (vsnprintf) and the scalar accessors (memcpy); kernels link libc.
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "lanework/args.h"
 
@@ -52,7 +57,7 @@ _Static_assert(sizeof(lw_kernel_cancel_word_t) == sizeof(uint64_t) &&
 extern "C" {
 #endif
 
-#define LW_KERNEL_ABI_VERSION 2u  // 2: ctx->launch
+#define LW_KERNEL_ABI_VERSION 3u  // 2: ctx->launch; 3: ctx->fail_text (lw_kernel_fail)
 #define LW_KERNEL_CANCELLED (-125)  // conventional return of a kernel that saw should_stop
 
 typedef struct lw_kernel_ctx {
@@ -68,6 +73,13 @@ typedef struct lw_kernel_ctx {
   // lw_args_set_launch (dims 0: none given), the same as args->launch. Zero in prepare and
   // release.
   lw_launch_t launch;
+  // Added in ABI 3, at the end (older kernels never touch it): where lw_kernel_fail writes why
+  // the run (or prepare) failed, fail_bytes long including the NUL. The chip empties it before
+  // each call and, when the kernel returns non-zero, quotes it in the error (cut at fail_bytes
+  // - 1, bytes that are not printable text replaced). NULL in release.
+  char *fail_text;
+  uint32_t fail_bytes;
+  uint32_t reserved_;
 } lw_kernel_ctx_t;
 
 // True once this run was cancelled. One relaxed load and a compare: a stale value only delays
@@ -78,6 +90,59 @@ static inline bool lw_kernel_should_stop(const lw_kernel_ctx_t *ctx) {
 #else
   return atomic_load_explicit(ctx->cancel_word, memory_order_relaxed) != ctx->generation;
 #endif
+}
+
+#define LW_KERNEL_FAILED (-1)  // what lw_kernel_fail returns
+
+// Says why the kernel failed, printf style, and returns LW_KERNEL_FAILED for the kernel to
+// return at once:
+//
+//   if (n % 4 != 0) return lw_kernel_fail(ctx, "n (%llu) is not a multiple of 4", n);
+//
+// The run then fails LW_TASK_FAILED with "chip 0: kernel saxpy failed: n (7) is not a multiple
+// of 4 (returned -1)" (prepare: the register fails the same way). A longer text is cut. A
+// chip older than ABI 3 has no buffer: the text is dropped and only the return value counts.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static inline int lw_kernel_fail(lw_kernel_ctx_t *ctx, const char *fmt, ...) {
+  if (ctx != NULL && ctx->abi_version >= 3u && ctx->fail_text != NULL && ctx->fail_bytes > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->fail_text, ctx->fail_bytes, fmt, ap);
+    va_end(ap);
+  }
+  return LW_KERNEL_FAILED;
+}
+
+// Scalar accessors: scalar i of the run (0-based, in the order the caller added them), read as
+// the named type. They reinterpret the slot's 8 bytes and do not check its recorded type
+// (lw_kernel_arg_type tells it); an index at or past args->n_scalars reads 0. f32 reads the
+// low 32 bits, where lw_args_add_f32 put the float.
+static inline lw_scalar_type_t lw_kernel_arg_type(const lw_kernel_args_t *args, uint32_t i) {
+  return i < args->n_scalars ? lw_scalar_type_get(&args->launch, i) : LW_SCALAR_U64;
+}
+
+static inline uint64_t lw_kernel_arg_u64(const lw_kernel_args_t *args, uint32_t i) {
+  return i < args->n_scalars && i < LW_MAX_SCALARS ? args->scalar[i] : 0;
+}
+
+static inline int64_t lw_kernel_arg_i64(const lw_kernel_args_t *args, uint32_t i) {
+  return (int64_t)lw_kernel_arg_u64(args, i);
+}
+
+static inline double lw_kernel_arg_f64(const lw_kernel_args_t *args, uint32_t i) {
+  uint64_t bits = lw_kernel_arg_u64(args, i);
+  double v;
+  memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+static inline float lw_kernel_arg_f32(const lw_kernel_args_t *args, uint32_t i) {
+  uint32_t bits = (uint32_t)lw_kernel_arg_u64(args, i);
+  float v;
+  memcpy(&v, &bits, sizeof(v));
+  return v;
 }
 
 typedef int (*lw_kernel_main_fn)(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args);

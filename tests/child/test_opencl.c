@@ -124,6 +124,89 @@ Test(opencl, repeat_vector_add_with_an_explicit_local_size_matches_reference) {
   free(z);
 }
 
+static const uint8_t k_saxpy_dirs[4] = {LW_PARAM_IN, LW_PARAM_INOUT, LW_PARAM_SCALAR,
+                                        LW_PARAM_SCALAR};
+
+Test(opencl, saxpy_gets_its_f32_a_as_a_4_byte_float_and_matches_reference) {
+  lw_callable_handle_t h = reg("saxpy", 4, k_saxpy_dirs);
+  enum { N = 50021 };
+  float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+  float *want = malloc(N * sizeof(float));
+  cr_assert(x && y && want);
+  // a * x[i] is exact in float for these values, so an OpenCL compiler that fuses the
+  // multiply-add gives the same bits as the host.
+  const float alpha = 1.75f;
+  for (int i = 0; i < N; ++i) {
+    x[i] = (float)(i % 97) * 0.5f;
+    y[i] = 2.0f - (float)(i % 13);
+    want[i] = alpha * x[i] + y[i];
+  }
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, x, N * sizeof(float), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&a, y, N * sizeof(float), LW_TAG_INOUT));
+  LW_ASSERT_OK(lw_args_add_f32(&a, alpha));
+  LW_ASSERT_OK(lw_args_add_scalar(&a, N));
+  const uint64_t g[3] = {N, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 1, g, NULL));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  for (int i = 0; i < N; ++i) cr_assert_eq(y[i], want[i], "y[%d] = %g, want %g", i, y[i], want[i]);
+  free(x);
+  free(y);
+  free(want);
+}
+
+Test(opencl, typed_scalars_are_passed_as_double_float_long_and_ulong) {
+  static const char src[] =
+      "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+      "__kernel void lw_kernel_main(__global ulong *out, double d, float f, long i, ulong u) {\n"
+      "  out[0] = as_ulong(d);\n"
+      "  out[1] = (ulong)as_uint(f);\n"
+      "  out[2] = (ulong)i;\n"
+      "  out[3] = u;\n"
+      "}\n";
+  static const uint8_t dirs[5] = {LW_PARAM_OUT, LW_PARAM_SCALAR, LW_PARAM_SCALAR,
+                                  LW_PARAM_SCALAR, LW_PARAM_SCALAR};
+  lw_callable_t c = {.name = "scalar_kinds", .image = src, .image_bytes = sizeof(src),
+                     .n_params = 5, .param_dirs = dirs};
+  lw_callable_handle_t h;
+  lw_status_t st = lw_chip_register(chip, &c, &h);
+  cr_assert_eq(st, LW_OK, "register: %s", lw_last_error()->message);
+  uint64_t out[4] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_f64(&a, -2.5e-300));
+  LW_ASSERT_OK(lw_args_add_f32(&a, 3.25f));
+  LW_ASSERT_OK(lw_args_add_i64(&a, -7));
+  LW_ASSERT_OK(lw_args_add_scalar(&a, UINT64_C(0x8000000000000001)));
+  LW_ASSERT_OK(lw_chip_run(chip, h, &a, NULL, NULL));
+  double d = -2.5e-300;
+  float f = 3.25f;
+  uint64_t d_bits;
+  uint32_t f_bits;
+  memcpy(&d_bits, &d, sizeof(d));
+  memcpy(&f_bits, &f, sizeof(f));
+  cr_assert_eq(out[0], d_bits, "the double arrives bit for bit");
+  cr_assert_eq(out[1], f_bits, "the float arrives bit for bit");
+  cr_assert_eq(out[2], (uint64_t)INT64_C(-7));
+  cr_assert_eq(out[3], UINT64_C(0x8000000000000001));
+}
+
+Test(opencl, an_f32_for_a_ulong_parameter_is_refused_naming_the_4_byte_float) {
+  lw_callable_handle_t h = reg("saxpy", 4, k_saxpy_dirs);
+  float x[4] = {1, 2, 3, 4}, y[4] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, x, sizeof(x), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&a, y, sizeof(y), LW_TAG_INOUT));
+  LW_ASSERT_OK(lw_args_add_f32(&a, 1.0f));
+  LW_ASSERT_OK(lw_args_add_f32(&a, 4.0f));  // n is a ulong: a 4-byte float does not fit it
+  cr_assert_eq(lw_chip_run(chip, h, &a, NULL, NULL), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(lw_last_error()->message, "argument 3 (a 4-byte float scalar) refused"),
+            "%s", lw_last_error()->message);
+}
+
 Test(opencl, empty_kernel_runs_without_arguments_or_geometry) {
   lw_callable_handle_t h = reg("empty", 0, NULL);
   for (int i = 0; i < 3; ++i) LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));

@@ -165,3 +165,63 @@ Test(args, set_launch_rejects_bad_geometry_naming_the_dimension) {
   cr_assert_eq(lw_args_validate(&a), LW_INVALID_ARGUMENT);
   assert_last_error_mentions("dimension 2 is unused");
 }
+
+Test(args, typed_scalars_record_their_type_per_slot_and_their_bits) {
+  lw_args_t a;
+  lw_args_init(&a);
+  cr_assert_eq(lw_args_add_scalar(&a, 5), LW_OK);
+  cr_assert_eq(lw_args_add_f32(&a, 1.5f), LW_OK);
+  cr_assert_eq(lw_args_add_f64(&a, -0.25), LW_OK);
+  cr_assert_eq(lw_args_add_i64(&a, -3), LW_OK);
+  cr_assert_eq(a.n_scalars, 4);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 0), LW_SCALAR_U64);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 1), LW_SCALAR_F32);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 2), LW_SCALAR_F64);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 3), LW_SCALAR_I64);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 4), LW_SCALAR_U64, "an unused slot: the default");
+  cr_assert_eq(a.launch.scalar_types, (3u << 2) | (2u << 4) | (1u << 6));
+  float f = 1.5f;
+  uint32_t f_bits;
+  memcpy(&f_bits, &f, sizeof(f));
+  cr_assert_eq(a.scalar[1], (uint64_t)f_bits, "the float's bits in the low half, high half 0");
+  double d = -0.25;
+  uint64_t d_bits;
+  memcpy(&d_bits, &d, sizeof(d));
+  cr_assert_eq(a.scalar[2], d_bits);
+  cr_assert_eq(a.scalar[3], (uint64_t)INT64_C(-3));
+  cr_assert_eq(lw_args_validate(&a), LW_OK);
+}
+
+Test(args, a_slot_reused_after_a_hand_reset_gets_its_new_type) {
+  lw_args_t a;
+  lw_args_init(&a);
+  cr_assert_eq(lw_args_add_f32(&a, 1.0f), LW_OK);
+  a.n_scalars = 0;  // reset by hand: the slot's old type bits are still in the word
+  cr_assert_eq(lw_args_add_scalar(&a, 9), LW_OK);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 0), LW_SCALAR_U64);
+}
+
+Test(args, set_launch_keeps_the_scalar_types) {
+  lw_args_t a;
+  lw_args_init(&a);
+  cr_assert_eq(lw_args_add_f64(&a, 2.0), LW_OK);
+  const uint64_t g[LW_MAX_LAUNCH_DIMS] = {8, 4, 0};
+  cr_assert_eq(lw_args_set_launch(&a, 2, g, NULL), LW_OK);
+  cr_assert_eq(lw_scalar_type_get(&a.launch, 0), LW_SCALAR_F64);
+  cr_assert_eq(a.launch.dims, 2);
+  cr_assert_eq(a.launch.global[1], 4);
+}
+
+Test(args, seventeenth_typed_scalar_fails_naming_the_limit_and_the_type) {
+  lw_args_t a;
+  lw_args_init(&a);
+  for (int i = 0; i < LW_MAX_SCALARS; ++i) cr_assert_eq(lw_args_add_f64(&a, i), LW_OK);
+  cr_assert_eq(lw_args_add_f32(&a, 1.0f), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("too many scalars (max 16); the f32 was not added");
+  cr_assert_eq(lw_args_add_i64(&a, 1), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("the i64 was not added");
+  cr_assert_eq(a.n_scalars, LW_MAX_SCALARS, "a failed add changes nothing");
+  cr_assert_eq(lw_scalar_type_get(&a.launch, LW_MAX_SCALARS - 1), LW_SCALAR_F64);
+  cr_assert_eq(lw_args_add_f64(NULL, 1.0), LW_INVALID_ARGUMENT);
+  assert_last_error_mentions("args is NULL");
+}

@@ -42,6 +42,31 @@ Test(mailbox_args, encode_maps_arena_pointers_to_offsets_and_decode_maps_them_ba
   cr_assert_eq(k.launch.dims, 0u, "no geometry travels as dims 0");
 }
 
+Test(mailbox_args, scalar_types_cross_the_mailbox_with_the_launch_word, .timeout = 10) {
+  lw_mb_arena_t a = arena_view();
+  lw_error_t err;
+  lw_args_t args;
+  lw_args_init(&args);
+  cr_assert_eq(lw_args_add_f32(&args, 1.5f), LW_OK);
+  cr_assert_eq(lw_args_add_scalar(&args, 3), LW_OK);
+  cr_assert_eq(lw_args_add_f64(&args, 2.0), LW_OK);
+  cr_assert_eq(lw_args_add_i64(&args, -1), LW_OK);
+  const uint64_t g[LW_MAX_LAUNCH_DIMS] = {16, 0, 0};
+  cr_assert_eq(lw_args_set_launch(&args, 1, g, NULL), LW_OK);
+
+  lw_mb_args_t wire;
+  cr_assert_eq(lw__mailbox_args_encode(&args, &a, &wire, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(wire.launch.scalar_types, args.launch.scalar_types);
+  lw_kernel_args_t k;
+  cr_assert_eq(lw__mailbox_args_decode(&wire, &a, &k, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw_scalar_type_get(&k.launch, 0), LW_SCALAR_F32);
+  cr_assert_eq(lw_scalar_type_get(&k.launch, 1), LW_SCALAR_U64);
+  cr_assert_eq(lw_scalar_type_get(&k.launch, 2), LW_SCALAR_F64);
+  cr_assert_eq(lw_scalar_type_get(&k.launch, 3), LW_SCALAR_I64);
+  cr_assert_eq(k.launch.dims, 1u, "the geometry beside them is intact");
+  cr_assert_eq(k.launch.global[0], 16u);
+}
+
 Test(mailbox_args, launch_geometry_crosses_the_mailbox_and_forged_geometry_is_refused,
      .timeout = 10) {
   lw_mb_arena_t a = arena_view();
