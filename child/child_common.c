@@ -75,12 +75,21 @@ typedef struct post_cond {
   lw_mailbox_t *mb;
   uint64_t seq;
   const uint64_t *cancel_seen;  // NULL: cancel notices do not wake this loop
+  const lw_child_wait_t *how;   // NULL: every post, on the doorbell word
 } post_cond_t;
+
+// Post seq is visible and is this wait's: any post, or while how->controls_only says so, a
+// control only (the run lane takes task posts then).
+static bool post_is_ours(lw_mailbox_t *mb, uint64_t seq, const lw_child_wait_t *how) {
+  if (atomic_load_explicit(&mb->doorbell.post_seq, memory_order_acquire) < seq) return false;
+  if (!how || !how->controls_only || !how->controls_only(how->ctx)) return true;
+  // Acquire: pairs with the post's release CAS to REQUEST.
+  return atomic_load_explicit(&mb->control.state, memory_order_acquire) == LW_MB_CONTROL_REQUEST;
+}
 
 static bool post_visible(const void *ctx) {
   const post_cond_t *p = ctx;
-  return atomic_load_explicit(&p->mb->doorbell.post_seq, memory_order_acquire) >= p->seq ||
-         atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0 ||
+  return post_is_ours(p->mb, p->seq, p->how) || atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0 ||
          (p->cancel_seen && atomic_load_explicit(&p->mb->doorbell.cancel_seq,
                                                  memory_order_acquire) != *p->cancel_seen);
 }
@@ -97,21 +106,23 @@ static int64_t beat_period(const lw_child_ctx_t *c) {
   return (int64_t)p;
 }
 
-lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen) {
-  post_cond_t p = {c->mb, seq, cancel_seen};
+lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen,
+                                    const lw_child_wait_t *how) {
+  post_cond_t p = {c->mb, seq, cancel_seen, how};
+  bool spin = !how || how->spin;
+  lw_waitword_t *word = how && how->controls_only ? &c->mb->doorbell.loop_word
+                                                  : &c->mb->doorbell.word;
   int64_t period = beat_period(c);
   int64_t next_parent_check = lw__now_ns() + PARENT_CHECK_NS;
   for (;;) {
     lw__child_beat(c);
-    lw_status_t st = lw__waitword_wait(&c->mb->doorbell.word, post_visible, &p,
-                                      lw__now_ns() + period, true);
+    lw_status_t st = (spin ? lw__waitword_wait : lw__waitword_block)(
+        word, post_visible, &p, lw__now_ns() + period, true);
     if (atomic_load_explicit(&c->mb->header.shutdown, memory_order_acquire)) {
       return LW_CHILD_WAKE_LEAVE;
     }
     if (st == LW_OK) {
-      if (atomic_load_explicit(&c->mb->doorbell.post_seq, memory_order_acquire) >= seq) {
-        return LW_CHILD_WAKE_POST;
-      }
+      if (post_is_ours(c->mb, seq, how)) return LW_CHILD_WAKE_POST;
       if (!cancel_seen) continue;
       *cancel_seen = atomic_load_explicit(&c->mb->doorbell.cancel_seq, memory_order_acquire);
       return LW_CHILD_WAKE_CANCEL;

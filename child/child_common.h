@@ -38,8 +38,18 @@ typedef enum lw_child_wake {
 // Waits until post seq is visible, shutdown/parent death, or (when cancel_seen is not NULL) a
 // cancel notice newer than *cancel_seen (then *cancel_seen is updated). Bumps the mailbox
 // heartbeat on entry and at least every heartbeat period while it waits: the parent's
-// liveness check watches this loop, not the kernels (a long kernel is legal).
-lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen);
+// liveness check watches this loop, not the kernels (a long kernel is legal). how: NULL waits
+// for every post on the doorbell word, spinning first (lanes/spin.h).
+typedef struct lw_child_wait {
+  bool spin;  // spin before sleeping; false sleeps at once (another thread spins for posts)
+  // Set: while it returns true, only a control post (and cancel notices, shutdown) wakes this
+  // wait, which sleeps on the doorbell's loop_word; task posts are another thread's (a chip
+  // child's run lane, in its idle hook). Once it returns false, any post counts again.
+  bool (*controls_only)(void *ctx);
+  void *ctx;
+} lw_child_wait_t;
+lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen,
+                                    const lw_child_wait_t *how);
 
 // Adds one to the mailbox heartbeat (relaxed: the parent only looks for movement).
 void lw__child_beat(lw_child_ctx_t *c);

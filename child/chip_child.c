@@ -315,6 +315,11 @@ static void serve_control(lw_child_ctx_t *c, lw_chip_t *chip) {
   lw__child_ack(c, LW_OK, true, 0, NULL);
 }
 
+static bool run_lane_is_taking(void *ctx) {
+  (void)ctx;
+  return atomic_load(&run_lane_taking);
+}
+
 // Serves post seq (the next in order) if nobody has yet; the caller holds take_mu.
 static void serve_post_locked(lw_child_ctx_t *c, lw_chip_t *chip, uint64_t seq) {
   if (atomic_load(&next_seq) != seq) return;  // the other taker served it
@@ -410,7 +415,15 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   uint64_t cancel_seen = 0;
   for (;;) {
     uint64_t seq = atomic_load(&next_seq);
-    lw_child_wake_t why = lw__child_wait_post(&c, seq, &cancel_seen);
+    // While the run lane waits for posts in its hook, task posts are its: this loop sleeps at
+    // once on the doorbell's loop_word, which only control posts, cancel notices and shutdown
+    // wake, so a task post wakes one thread and nothing spins beside the run lane (on a small
+    // machine a second spinner takes the CPU the run lane or the parent needs). Posts a
+    // busy run lane leaves are served here once a control or cancel wakes this loop, or by the
+    // run lane when it is back in its hook.
+    lw_child_wait_t how = {.spin = false, .controls_only = run_lane_is_taking};
+    bool taking = atomic_load(&run_lane_taking);
+    lw_child_wake_t why = lw__child_wait_post(&c, seq, &cancel_seen, taking ? &how : NULL);
     if (why == LW_CHILD_WAKE_LEAVE) break;
     if (why == LW_CHILD_WAKE_CANCEL) {
       pthread_mutex_lock(&take_mu);

@@ -148,7 +148,7 @@ _Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
   lw_error_t err;
   // A sub function runs on this loop, so the heartbeat stands still while one runs; the parent
   // expects it to move only while a post waits here (see sched.c, check_liveness).
-  for (uint64_t seq = 1; lw__child_wait_post(&c, seq, NULL) == LW_CHILD_WAKE_POST; ++seq) {
+  for (uint64_t seq = 1; lw__child_wait_post(&c, seq, NULL, NULL) == LW_CHILD_WAKE_POST; ++seq) {
     bool is_control = false;
     uint32_t frame = 0;
     if (lw__mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {

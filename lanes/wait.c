@@ -62,7 +62,11 @@ lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void
     // Pauses take nanoseconds: reading the clock after each would cost more than the pause.
     if (step == LW__SPIN_YIELDED && deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;
   }
+  return lw__waitword_block(w, cond, ctx, deadline_ns, shared);
+}
 
+lw_status_t lw__waitword_block(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                              int64_t deadline_ns, bool shared) {
   for (;;) {
     // S1: acquire pairs with the waker's epoch bump (a release after it made cond true).
     uint32_t seen = atomic_load_explicit(&w->epoch, memory_order_acquire);

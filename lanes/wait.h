@@ -40,6 +40,12 @@ typedef bool (*lw_wait_cond_fn)(const void *ctx);
 lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
                              int64_t deadline_ns, bool shared);
 
+// The same wait without the spin: a thread that knows another thread is already spinning for
+// the same event (a chip child's mailbox loop while the run lane takes posts) sleeps at once
+// instead of taking a CPU from it.
+lw_status_t lw__waitword_block(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                              int64_t deadline_ns, bool shared);
+
 #ifdef __cplusplus
 }
 #endif

@@ -151,6 +151,7 @@ void lw__mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t 
   lw__waitword_initialize(&h->init_word);
   h->init_error.worker_id = (int32_t)child_index;
   lw__waitword_initialize(&mb->doorbell.word);
+  lw__waitword_initialize(&mb->doorbell.loop_word);
   atomic_init(&mb->doorbell.post_seq, 0);
   atomic_init(&mb->doorbell.cancel_seq, 0);
   atomic_init(&h->heartbeat, 0);
@@ -418,6 +419,7 @@ bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
   // Release: a child that sees the new cancel_seq (acquire) sees cancel_requested too.
   atomic_fetch_add_explicit(&mb->doorbell.cancel_seq, 1, memory_order_release);
   lw__waitword_wake(&mb->doorbell.word, true);
+  lw__waitword_wake(&mb->doorbell.loop_word, true);
   return hit;
 }
 
@@ -471,6 +473,7 @@ lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_
     return control_state_error(err, LW_INTERNAL, "post_control", "IDLE", expected);
   }
   ring_doorbell(mb, p->seq);
+  lw__waitword_wake(&mb->doorbell.loop_word, true);  // controls are the mailbox loop's too
   return LW_OK;
 }
 

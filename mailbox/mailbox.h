@@ -52,7 +52,8 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 4u  // 3: image format, build options, launch geometry; 4: 16 task frames
+#define LW_MB_VERSION 5u  // 3: image format, build options, launch geometry; 4: 16 task frames;
+                          // 5: the doorbell's loop_word
 #define LW_MB_TASK_FRAMES 16u    // D
 #define LW_MB_RING_ENTRIES 64u   // R
 #define LW_MB_NAME_BYTES 128
@@ -159,7 +160,11 @@ typedef struct lw_mb_doorbell {
   // Bumped by lw__mailbox_cancel_task after it set a frame's cancel_requested: wakes the child's
   // mailbox loop, which withdraws a cancelled task still queued behind another kernel.
   _Atomic uint64_t cancel_seq;
-  uint8_t pad[40];
+  // Woken (after the doorbell word) by a control post, a cancel notice and shutdown, never by
+  // a task post: a chip child's mailbox loop sleeps here while the run lane takes task posts
+  // itself from the doorbell (child/chip_child.c), so a task post wakes one thread, not two.
+  lw_waitword_t loop_word;
+  uint8_t pad[32];
 } lw_mb_doorbell_t;
 
 typedef struct lw_mb_parent_line {
@@ -264,6 +269,7 @@ _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, cancel_seq) == 16, "cancel notice offset");
+_Static_assert(offsetof(lw_mb_doorbell_t, loop_word) == 24, "mailbox loop's word offset");
 _Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");
 _Static_assert(offsetof(lw_mailbox_t, parent) == 576, "parent line offset");
 _Static_assert(offsetof(lw_mailbox_t, control) == 640, "control offset");

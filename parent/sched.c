@@ -635,8 +635,10 @@ static void *sched_main(void *arg) {
       lw__spin_reset(&idle);
       continue;
     }
-    // Each round of the spin policy is one pass of this loop (its condition is the pass).
-    if (lw__spin_step(&idle) != LW__SPIN_BLOCK) continue;
+    // Each round of the spin policy is one pass of this loop (its condition is the pass). A
+    // caller draining its own run's completions spins already: two spinners on a small machine
+    // take turns on the CPUs and slow each other.
+    if (atomic_load(&w->sched.drainers) == 0 && lw__spin_step(&idle) != LW__SPIN_BLOCK) continue;
     set_sleeping(w, 1);
     if (rings_pending(w) || atomic_load(&w->sched.kick_seq) != seen_kick ||
         atomic_load(&w->cancel_all_seq) != seen_cancel) {
@@ -780,12 +782,14 @@ static bool caller_drains(void) {
 
 void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
   if (!caller_drains()) return;
+  atomic_fetch_add(&w->sched.drainers, 1);
   lw__spin_t spin = LW__SPIN_INIT;
   while (!lw_handle_done(h)) {
     if (assist_drain(w)) {
       lw__spin_reset(&spin);
       continue;
     }
-    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) return;
+    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) break;
   }
+  atomic_fetch_sub(&w->sched.drainers, 1);
 }

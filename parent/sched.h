@@ -41,6 +41,9 @@ typedef struct lw_sched {
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sleeping;
   uint32_t cancel_all_seen;
+  // Callers spinning in lw__sched_wait_draining: while there is one, the scheduler sleeps as
+  // soon as a pass finds nothing to do instead of spinning beside it.
+  _Atomic uint32_t drainers;
 } lw_sched_t;
 
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);

@@ -447,6 +447,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   for (uint32_t s = 0; w->mailboxes && s < w->n_children; ++s) {
     atomic_store(&lw__worker_mailbox(w, s)->header.shutdown, 1);
     lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
+    lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.loop_word, true);
   }
   if (!wait_idle(w, DESTROY_MARGIN_NS)) {
     for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
