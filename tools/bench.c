@@ -121,6 +121,7 @@ enum {
   K_STAGES,
   K_SERIAL,
   K_LOAD,
+  K_LOAD_IN_SESSION,
   K_TRACE,
 };
 
@@ -171,7 +172,10 @@ static const lw_cli_opt_t dispatch_opts[] = {
      .def = "20000; opencl: 2000", .key = K_ITERS, .help = "round trips measured"},
     {.name = "load", .kind = LW_CLI_INT, .min = 0, .max = LW_BENCH_MAX_LOAD, .metavar = "N",
      .def = "0", .key = K_LOAD, .only_with = "sim",
-     .help = "measure again with N busy-loop processes running"},
+     .help = "measure again with N busy-loop processes (own sessions)"},
+    {.name = "load-in-session", .kind = LW_CLI_FLAG, .key = K_LOAD_IN_SESSION,
+     .only_with = "sim",
+     .help = "the --load processes share this session (autogroup)"},
     OPT_END,
 };
 
@@ -325,6 +329,7 @@ static int bench_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_
     case K_STAGES: o->stages = v->n; break;
     case K_SERIAL: o->serial = true; break;
     case K_LOAD: o->load = (int)v->n; break;
+    case K_LOAD_IN_SESSION: o->load_in_session = true; break;
     case K_TRACE: o->trace_dir = v->text; break;
     default: return lw__cli_error(s->cmd, "--%s: no such option key %d", opt->name, opt->key);
   }

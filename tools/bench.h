@@ -29,6 +29,7 @@ typedef struct lw_bench_opts {
   long stages;         // overlap --backend opencl: big_program's -DSTAGES (0: its default, 64)
   bool serial;         // overlap: register C2 only after C1 finished (negative control)
   int load;            // dispatch: measure again with this many busy-loop processes running
+  bool load_in_session;  // dispatch: the busy loops stay in the benchmark's session
   const char *trace_dir;  // overlap --trace DIR: keep one trial's trace and picture there
 } lw_bench_opts_t;
 

@@ -114,7 +114,11 @@ static int measure(long iters, figures_t *f, const char *when) {
 }
 
 // n processes that spin until killed: the "CPUs busy with other work" of the table.
-static int load_start(int n, pid_t *pids) {
+// Each starts a session of its own (setsid), as another program on the machine would be: with
+// the kernel's autogroup scheduling (on by default), CPU time is shared fairly between
+// sessions first and among a session's threads second. in_session keeps them in the
+// benchmark's session instead, the case of a program that oversubscribes its own CPUs.
+static int load_start(int n, pid_t *pids, bool in_session) {
   for (int i = 0; i < n; ++i) {
     pids[i] = fork();
     if (pids[i] < 0) {
@@ -123,6 +127,7 @@ static int load_start(int n, pid_t *pids) {
       return -1;
     }
     if (pids[i] == 0) {
+      if (!in_session) (void)setsid();
       volatile uint64_t spin = 0;
       for (;;) ++spin;
     }
@@ -184,7 +189,7 @@ int lw__bench_dispatch(const lw_bench_opts_t *o) {
   double futex = pingpong_rtt_us(iters < 20000 ? iters : 20000, true);
   if (o->load > 0) {
     pid_t pids[LW_BENCH_MAX_LOAD];
-    if (load_start(o->load, pids) != 0) {
+    if (load_start(o->load, pids, o->load_in_session) != 0) {
       fprintf(stderr, "lanework bench dispatch: cannot start the load processes\n");
       return 1;
     }
@@ -197,8 +202,9 @@ int lw__bench_dispatch(const lw_bench_opts_t *o) {
   print_figures("quiet:", &quiet, iters);
   if (o->load > 0) {
     char when[96];
-    snprintf(when, sizeof(when), "with %d busy-loop process%s beside it (--load %d):", o->load,
-             o->load == 1 ? "" : "es", o->load);
+    snprintf(when, sizeof(when), "with %d busy-loop process%s beside it (--load %d%s):",
+             o->load, o->load == 1 ? "" : "es", o->load,
+             o->load_in_session ? ", in this session" : ", each in its own session");
     print_figures(when, &loaded, iters);
   }
   printf("floor: shared-memory spin round trip:  p50 %.2f us\n", spin);
@@ -212,6 +218,7 @@ int lw__bench_dispatch(const lw_bench_opts_t *o) {
     lw__json_kv_fixed(&j, "futex_rtt_us", futex, 3);
     lw__json_kv_int(&j, "load", o->load);
     if (o->load > 0) {
+      lw__json_kv_bool(&j, "load_in_session", o->load_in_session);
       lw__json_key(&j, "loaded");
       lw__json_begin_object(&j);
       json_figures(&j, &loaded);
