@@ -50,7 +50,7 @@ bool lw__dag_run_failed(const lw_run_t *run) {
 
 void lw__dag_note_stop(lw_dag_t *d) {
   atomic_fetch_add(&d->stop_seq, 1);
-  d->hooks.ring(d->hooks.ctx);
+  (d->hooks.stop ? d->hooks.stop : d->hooks.ring)(d->hooks.ctx);
 }
 
 static const char *callable_name(lw_dag_t *d, const lw_task_t *t) {

@@ -140,8 +140,10 @@ typedef struct lw_dag_hooks {
   void (*unpin)(void *ctx, uint32_t wc, uint64_t wc_id);
   // The callable's name, for messages (valid until the hook is called again).
   const char *(*callable_name)(void *ctx, uint32_t wc, uint64_t wc_id);
-  // Wakes the owner: there is work in the inbox, or a run to sweep. Any thread.
+  // Wakes the owner: there is work in the inbox (ring), or a run to sweep (stop: a stop
+  // may start clocks, e.g. a cancel's grace, that only the scheduler watches). Any thread.
   void (*ring)(void *ctx);
+  void (*stop)(void *ctx);
   // Counts a task that reached a child (t->ep set) and is finishing with its final status st,
   // once per task (may be NULL: nothing counted).
   void (*task_done)(void *ctx, const lw_task_t *t, lw_status_t st);

@@ -716,57 +716,46 @@ void lw__sched_stop(lw_worker_t *w) {
   // lw_worker_destroy closes it once the supervisor has stopped.
 }
 
-// A submitter that just posted to the DAG's inbox runs one owner's pass itself when no pass is
-// under way (w->mu free), instead of waiting for the scheduler to get a CPU: it applies the
-// inbox, sweeps and dispatches. It does not drain completions, watch children or escalate: that
-// stays the scheduler's. Holding w->mu for the pass makes this thread the DAG's one owner
-// until it returns; the scheduler takes ownership back at the start of its next pass.
-void lw__sched_assist(lw_worker_t *w) {
-  if (pthread_mutex_trylock(&w->mu) != 0) return;
+// One owner's pass on a thread other than the scheduler's (w->mu taken with trylock, so it
+// never waits for a pass under way): applies the DAG's inbox, drains the completion rings of
+// the children it may read, sweeps and dispatches. Deaths, kills, escalations and liveness stay
+// the scheduler's. A child whose death this thread has not seen may be in its respawn, its
+// mailbox being reset by the supervisor: under w->mu, accepting says its death was not handled
+// yet, so its respawn has not begun, and its ring may be read. only_if_rings: run the pass only
+// when a ring holds something (a waiting caller's polls: the rest is the scheduler's and the
+// submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
+// anything.
+static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress) {
+  if (progress) *progress = false;
+  if (pthread_mutex_trylock(&w->mu) != 0) return false;
   // Checked under w->mu: once the scheduler is told to stop, destroy becomes the owner (it
   // takes w->mu after the scheduler left), and no assist may run a pass beside it.
-  if (atomic_load(&w->sched.exit)) {
-    pthread_mutex_unlock(&w->mu);
-    return;
-  }
-  pending_work_t pw;
-  memset(&pw, 0, sizeof(pw));
-  lw__dag_set_owner(&w->dag);
-  (void)lw__dag_step(&w->dag, &pw.finished);
-  (void)sweep_dispatch_cancel(w, &pw);
-  take_due_unregisters(w, &pw);
-  pthread_mutex_unlock(&w->mu);
-  flush(w, &pw);
-}
-
-// The drain a waiting caller runs (lw__sched_wait_draining): like lw__sched_assist, plus the
-// completion rings of the children it may read (not one being respawned, broken or violated;
-// their deaths and kills stay the scheduler's). Returns true when the pass did something.
-static bool assist_drain(lw_worker_t *w) {
-  if (pthread_mutex_trylock(&w->mu) != 0) return false;
-  // The rings are looked at under w->mu only: a child whose death this thread has not seen may
-  // be respawned meanwhile, its mailbox reset by the supervisor; under w->mu, accepting says
-  // its death was not handled yet, so its respawn has not begun. Only when a ring holds
-  // something: the rest of a pass is the scheduler's (and the submitter's assist).
-  if (atomic_load(&w->sched.exit) || !rings_pending(w)) {
+  if (atomic_load(&w->sched.exit) || (only_if_rings && !rings_pending(w))) {
     pthread_mutex_unlock(&w->mu);
     return false;
   }
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   lw__dag_set_owner(&w->dag);
-  bool progress = lw__dag_step(&w->dag, &pw.finished);
+  bool did = lw__dag_step(&w->dag, &pw.finished);
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->broken) continue;
-    progress |= drain_endpoint(w, ep, &pw);
+    did |= drain_endpoint(w, ep, &pw);
   }
-  progress |= sweep_dispatch_cancel(w, &pw);
+  did |= sweep_dispatch_cancel(w, &pw);
   take_due_unregisters(w, &pw);
   pthread_mutex_unlock(&w->mu);
   flush(w, &pw);
-  return progress;
+  if (progress) *progress = did;
+  return true;
 }
+
+// A submitter that just posted to the DAG's inbox runs one owner's pass itself when no pass is
+// under way, instead of waiting for the scheduler to get a CPU. Holding w->mu for the pass
+// makes this thread the DAG's one owner until it returns; the scheduler takes ownership back
+// at the start of its next pass.
+bool lw__sched_assist(lw_worker_t *w) { return assist_pass(w, false, NULL); }
 
 // LW_CALLER_DRAINS=0 turns the caller's drain off (for comparisons; docs/benchmarks.md).
 static bool caller_drains(void) {
@@ -785,7 +774,8 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
   atomic_fetch_add(&w->sched.drainers, 1);
   lw__spin_t spin = LW__SPIN_INIT;
   while (!lw_handle_done(h)) {
-    if (assist_drain(w)) {
+    bool progress = false;
+    if (assist_pass(w, true, &progress) && progress) {
       lw__spin_reset(&spin);
       continue;
     }

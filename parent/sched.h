@@ -49,9 +49,12 @@ typedef struct lw_sched {
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
 void lw__sched_stop(lw_worker_t *w);
 // Runs one owner's pass on the calling thread (a submitter, right after posting to the DAG's
-// inbox) when no pass is under way: applies the inbox, sweeps, dispatches. Saves the hand-off
-// to the scheduler thread when that thread is slow to get a CPU. No lock held on entry.
-void lw__sched_assist(lw_worker_t *w);
+// inbox) when no pass is under way: applies the inbox, drains the children's completion
+// rings, sweeps, dispatches. Saves the hand-off to the scheduler thread (and waking it) when
+// the caller can do the work itself. Returns false, having done nothing, when a pass was under
+// way (w->mu busy) or the scheduler is stopping: the caller then kicks the scheduler. No lock
+// held on entry.
+bool lw__sched_assist(lw_worker_t *w);
 
 // Called by a thread about to wait for h (a sync lw_worker_run): while it would spin anyway
 // (lanes/spin.h), it drains the children's completion rings itself and runs the owner's pass

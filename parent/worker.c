@@ -118,12 +118,21 @@ static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
   return w->calls.table[wc].id == wc_id ? w->calls.table[wc].name : "a released callable";
 }
 
-// The DAG's doorbell (a post, a stop; never rung with w->mu held): wakes the scheduler, and runs
-// one owner's pass right here when none is under way (lw__sched_assist), so a submitter does
-// not wait for the scheduler to get a CPU before its task is dispatched.
+// The DAG's doorbell (a post; never rung with w->mu held): one owner's pass right here when
+// none is under way (lw__sched_assist), so a submitter does not wait for the scheduler to get
+// a CPU before its task is dispatched, nor wakes it for nothing.
 static void dag_ring(void *ctx) {
+  // A pass run here applied the post: the scheduler need not be woken for it (a completion
+  // wakes it, through the children's rings, if nobody drains them). A pass under way
+  // elsewhere may have missed the post: the kick makes the scheduler look again.
+  if (!lw__sched_assist(ctx)) lw__worker_kick(ctx);
+}
+
+// A stop (cancel, failure): the scheduler is always woken, since the stop may start clocks
+// (a cancel's grace before its escalation) that only the scheduler watches.
+static void dag_stop(void *ctx) {
   lw__worker_kick(ctx);
-  lw__sched_assist(ctx);
+  (void)lw__sched_assist(ctx);
 }
 
 static int collect_base(struct dl_phdr_info *info, size_t size, void *data) {
@@ -267,7 +276,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail;
   }
   lw_dag_hooks_t hooks = {.ctx = w, .unpin = dag_unpin, .callable_name = dag_callable_name,
-                          .ring = dag_ring, .task_done = lw__stats_task_done};
+                          .ring = dag_ring, .stop = dag_stop, .task_done = lw__stats_task_done};
   if ((st = lw__dag_initialize(&w->dag, cfg->task_ring, cfg->n_chips, cfg->submit_timeout_ns,
                                &hooks, NULL, &err)) != LW_OK) {
     goto fail_err;

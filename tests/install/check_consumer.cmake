@@ -11,8 +11,11 @@
 #   4. The installed `lanework info`, with LW_KERNEL_DIR unset, names the installed kernels.
 #   5. A /usr-like prefix (W/root/usr): pkg-config's prefix, includedir and kerneldir point
 #      into it; DESTDIR=W/destdir with --prefix /usr writes prefix=/usr.
+#   6. Every C block of README.md and docs/ built against the /usr-like install with
+#      pkg-config (scripts/check_doc_code --pkg-config), the runnable ones run.
 #   cmake -DLW_BUILD_DIR=<build> -DLW_WORK=<scratch dir> -DLW_CONSUMER=<consumer source>
-#         -DLW_CC=<C compiler> -DLW_CXX=<C++ compiler> -P check_consumer.cmake
+#         -DLW_CC=<C compiler> -DLW_CXX=<C++ compiler> [-DLW_SOURCE_DIR=<the tree>]
+#         -P check_consumer.cmake
 cmake_minimum_required(VERSION 3.25)
 foreach(v LW_BUILD_DIR LW_WORK LW_CONSUMER LW_CC)
   if(NOT ${v})
@@ -154,5 +157,15 @@ file(STRINGS ${LW_WORK}/destdir/usr/${rel_libdir}/pkgconfig/lanework.pc prefix_l
      REGEX "^prefix=")
 if(NOT prefix_line STREQUAL "prefix=/usr")
   message(FATAL_ERROR "check_consumer: DESTDIR install wrote '${prefix_line}', want prefix=/usr")
+endif()
+
+# 6. The README's programs (and every other C block of README.md and docs/) as a new user copies
+#    them: built against the installed lanework through pkg-config, in C and (blocks marked
+#    cxx) in C++, and the runnable ones run with the installed kernels.
+if(LW_SOURCE_DIR)
+  lw_run("README and docs code against the install" ${CMAKE_COMMAND} -E env
+         PKG_CONFIG_PATH=${pcdir} CC=${LW_CC} CXX=${LW_CXX} --unset=LW_KERNEL_DIR
+         bash ${LW_SOURCE_DIR}/scripts/check_doc_code --pkg-config)
+  lw_expect_contains("README and docs code against the install" "${lw_out}" "; 0 failed")
 endif()
 file(REMOVE_RECURSE ${LW_WORK})
