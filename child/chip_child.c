@@ -50,6 +50,7 @@ static _Atomic bool run_lane_taking;
 static _Atomic uint64_t loop_enqueues;  // runs the mailbox loop queued on the run lane
 static _Atomic bool leaving;  // set by the mailbox loop when it leaves; the hook steps aside
 static _Thread_local bool on_run_lane;  // this thread is the run lane, in its hook
+static _Thread_local bool on_run_lane_named;  // its trace role is set
 
 // Registers and unregisters on the register lane, by control id, so CANCEL can withdraw one.
 // An entry leaves the list (under the lock) before its handle is released, so a cancel found
@@ -364,6 +365,12 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
   if (atomic_load(&leaving)) return false;
   atomic_store(&run_lane_taking, true);
   run_lane_wait_t rw = {h->c, lane, atomic_load(&loop_enqueues)};
+  // The hook may record (a handoff) before this thread ran anything: its trace track is the
+  // run lane's from the first event on.
+  if (!on_run_lane_named) {
+    lw__trace_role("run lane", h->chip->cfg.device_id);
+    on_run_lane_named = true;
+  }
   on_run_lane = true;
   while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving) &&
          atomic_load(&loop_enqueues) == rw.enqueues_seen) {
