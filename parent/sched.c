@@ -582,10 +582,16 @@ static bool rings_pending(lw_worker_t *w) {
   return false;
 }
 
-static void set_sleeping(lw_worker_t *w, uint32_t v) {
+// The children's side of the sleep handshake: 1 asks a child to ring the wake eventfd after it
+// pushed a completion.
+static void set_mailboxes_sleeping(lw_worker_t *w, uint32_t v) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (ep_mailbox_live(&w->eps[s])) atomic_store(&w->eps[s].mb->parent.sleeping, v);
   }
+}
+
+static void set_sleeping(lw_worker_t *w, uint32_t v) {
+  set_mailboxes_sleeping(w, v);
   atomic_store(&w->sched.sleeping, v);
 }
 
@@ -639,8 +645,15 @@ static void *sched_main(void *arg) {
     // caller draining its own run's completions spins already: two spinners on a small machine
     // take turns on the CPUs and slow each other.
     if (atomic_load(&w->sched.drainers) == 0 && lw__spin_step(&idle) != LW__SPIN_BLOCK) continue;
-    set_sleeping(w, 1);
-    if (rings_pending(w) || atomic_load(&w->sched.kick_seq) != seen_kick ||
+    // While a caller drains (lw__sched_wait_draining), completions are its: the children are
+    // not asked to ring (a ring would wake this thread to compete with the caller for w->mu
+    // and a CPU), and the last drainer to leave re-arms them. Dekker on sched.sleeping and
+    // drainers (both seq_cst): either this load sees no drainer, and this thread arms the
+    // children and re-checks the rings, or the leaving drainer sees this thread asleep.
+    atomic_store(&w->sched.sleeping, 1);
+    bool arm = atomic_load(&w->sched.drainers) == 0;
+    if (arm) set_mailboxes_sleeping(w, 1);
+    if ((arm && rings_pending(w)) || atomic_load(&w->sched.kick_seq) != seen_kick ||
         atomic_load(&w->cancel_all_seq) != seen_cancel) {
       set_sleeping(w, 0);
       lw__spin_reset(&idle);
@@ -771,7 +784,12 @@ static bool caller_drains(void) {
 
 void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
   if (!caller_drains()) return;
+  // Under w->mu, so no child's mailbox is being reset (see assist_pass): the children stop
+  // ringing a sleeping scheduler, whose wake-up would only compete with this drain.
+  pthread_mutex_lock(&w->mu);
   atomic_fetch_add(&w->sched.drainers, 1);
+  set_mailboxes_sleeping(w, 0);
+  pthread_mutex_unlock(&w->mu);
   lw__spin_t spin = LW__SPIN_INIT;
   while (!lw_handle_done(h)) {
     bool progress = false;
@@ -781,5 +799,14 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
     }
     if (lw__spin_step(&spin) == LW__SPIN_BLOCK) break;
   }
-  atomic_fetch_sub(&w->sched.drainers, 1);
+  // The last drainer out hands the rings back to a sleeping scheduler: arms the children, then
+  // looks at the rings once more (the other half of the Dekker in sched_main) and kicks it for
+  // what arrived meanwhile.
+  if (atomic_fetch_sub(&w->sched.drainers, 1) == 1 && atomic_load(&w->sched.sleeping)) {
+    pthread_mutex_lock(&w->mu);
+    set_mailboxes_sleeping(w, 1);
+    bool pending = rings_pending(w);
+    pthread_mutex_unlock(&w->mu);
+    if (pending) lw__worker_kick(w);
+  }
 }

@@ -136,16 +136,23 @@ Test(cancel, cancel_all_from_a_signal_handler_cancels_running_and_queued_runs, .
 // ---------------------------------------------------------------------------------------------
 
 typedef struct chain_job {
-  lw_callable_handle_t fail, vadd, record;
+  lw_callable_handle_t fail, vadd, record, gate;
   shared_t *s;
   int64_t *log;
   uint8_t *x;
+  _Atomic uint32_t submitted;  // the orch function submitted every task
 } chain_job_t;
 
 static lw_status_t failing_dag(lw_orch_t *o, void *user) {
   chain_job_t *j = user;
-  // T1 (fail, writes X) -> T2 (reads X) -> T3 (reads T2's output); T4 independent on chip 1.
+  // G (a gate the test holds, chip 0) before T1 on chip 0, so T1 cannot fail before every
+  // task was submitted (a submit after a failure is refused, by design). Then T1 (fail,
+  // writes X, chip 0) -> T2 (reads X, chip 1) -> T3 (reads T2's output, chip 1).
   lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->gate, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->s->entered, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
   lw_args_init(&a);
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, LW_TAG_OUTPUT));
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)(int64_t)-3));
@@ -160,7 +167,9 @@ static lw_status_t failing_dag(lw_orch_t *o, void *user) {
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 64 * 8, LW_TAG_NO_DEP));
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x + 64, 64, LW_TAG_INPUT));
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 3));
-  return lw_orch_submit_next_level(o, j->record, &a, NULL, 1);
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->record, &a, NULL, 1));
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
 }
 
 Test(errors, a_failed_task_poisons_its_dependents_and_names_itself, .timeout = 60) {
@@ -168,17 +177,24 @@ Test(errors, a_failed_task_poisons_its_dependents_and_names_itself, .timeout = 6
   fx_config(&cfg, 2, 0);
   fx_create(&f, &cfg);
   chain_job_t j = {fx_reg(&f, "fail"), fx_reg(&f, "vector_add"), fx_reg(&f, "record"),
-                   fx_shared(&f), lw_worker_alloc(f.w, 64 * 8), lw_worker_alloc(f.w, 128)};
+                   fx_reg(&f, "gate"), fx_shared(&f), lw_worker_alloc(f.w, 64 * 8),
+                   lw_worker_alloc(f.w, 128), 0};
   memset(j.log, 0, 64 * 8);
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, failing_dag, &j, &run));
+  lw_test_wait_nonzero(&j.submitted);
+  atomic_store(&j.s->gate, 1);  // G ends OK; T1 runs and fails
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_TASK_FAILED);
   lw_run_report_t rep;
-  cr_assert_eq(lw_worker_run(f.w, failing_dag, &j, &rep), LW_TASK_FAILED);
+  LW_ASSERT_OK(lw_handle_run_report(run, &rep));
+  lw_handle_release(run);
   cr_assert_eq(rep.error.code, LW_TASK_FAILED);
-  cr_assert_eq(rep.error.task_id, 1, "the first error names the failing task");
+  cr_assert_eq(rep.error.task_id, 2, "the first error names the failing task (T1, after G)");
   cr_assert_eq(rep.error.worker_id, 0, "and its chip");
   ASSERT_MSG_HAS(rep.error.message, "fail");
   ASSERT_MSG_HAS(rep.error.message, "returned -3");
-  cr_assert_eq(rep.n_tasks, 3);
-  cr_assert_eq(rep.n_failed, 3, "the dependents were poisoned");
+  cr_assert_eq(rep.n_tasks, 4);
+  cr_assert_eq(rep.n_failed, 3, "the failing task and its two dependents (poisoned)");
   cr_assert_eq(j.log[0], 0, "a poisoned task must never run");
   // One failed run does not poison the next.
   fx_run_vadd_ok(&f, j.vadd, j.s, 0);
