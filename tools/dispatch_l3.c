@@ -24,40 +24,38 @@ static lw_status_t one_task(lw_orch_t *o, void *user) {
   return lw_orch_submit_next_level(o, j->noop, NULL, NULL, 0);
 }
 
-// Layers of DAG_WIDTH tasks; each task reads one output of the layer before and writes its
-// own, so the tensor map and the dependency edges are exercised on every task.
-static lw_status_t layered_dag(lw_orch_t *o, void *user) {
-  dag_job_t *j = user;
+// Task i's input (layer > 0) and output in a layered DAG. Layered: layers of DAG_WIDTH tasks
+// over two rows of buffers, so each task reads one output of the layer before and writes a
+// buffer the layer before read (write-after-read) and the one before that wrote
+// (write-after-write). Fresh (raw_only): every task writes its own buffer, so only the
+// read-after-write edges remain.
+static void layer_bufs(const dag_job_t *j, int i, bool fresh, uint8_t **in, uint8_t **out) {
+  int layer = i / DAG_WIDTH, col = i % DAG_WIDTH, next = (col + 1) % DAG_WIDTH;
+  if (fresh) {
+    *in = j->fresh + 64 * ((layer - 1) * DAG_WIDTH + next);
+    *out = j->fresh + 64 * i;
+  } else {
+    *in = j->bufs + 64 * (((layer + 1) % 2) * DAG_WIDTH + next);
+    *out = j->bufs + 64 * ((layer % 2) * DAG_WIDTH + col);
+  }
+}
+
+static lw_status_t submit_layers(lw_orch_t *o, const dag_job_t *j, bool fresh) {
   for (int i = 0; i < j->n; ++i) {
-    int layer = i / DAG_WIDTH, col = i % DAG_WIDTH;
-    uint8_t *in = j->bufs + 64 * (((layer + 1) % 2) * DAG_WIDTH + (col + 1) % DAG_WIDTH);
-    uint8_t *out = j->bufs + 64 * ((layer % 2) * DAG_WIDTH + col);
+    uint8_t *in, *out;
+    layer_bufs(j, i, fresh, &in, &out);
     lw_args_t a;
     lw_args_init(&a);
-    if (layer > 0) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, in, 64, LW_TAG_INPUT));
+    if (i >= DAG_WIDTH) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, in, 64, LW_TAG_INPUT));
     LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT_EXISTING));
     LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->noop, &a, NULL, 0));
   }
   return LW_OK;
 }
 
-// The same layers, but every task writes its own buffer: each task still reads one output of
-// the layer before (the same read-after-write edges), and no buffer is written twice or
-// written after it was read.
-static lw_status_t raw_only_dag(lw_orch_t *o, void *user) {
-  dag_job_t *j = user;
-  for (int i = 0; i < j->n; ++i) {
-    int layer = i / DAG_WIDTH, col = i % DAG_WIDTH;
-    uint8_t *in = j->fresh + 64 * ((layer - 1) * DAG_WIDTH + (col + 1) % DAG_WIDTH);
-    uint8_t *out = j->fresh + 64 * i;
-    lw_args_t a;
-    lw_args_init(&a);
-    if (layer > 0) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, in, 64, LW_TAG_INPUT));
-    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT_EXISTING));
-    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->noop, &a, NULL, 0));
-  }
-  return LW_OK;
-}
+static lw_status_t layered_dag(lw_orch_t *o, void *user) { return submit_layers(o, user, false); }
+
+static lw_status_t raw_only_dag(lw_orch_t *o, void *user) { return submit_layers(o, user, true); }
 
 // A chain: every task reads and writes the same buffer on chip 0, so each one depends on the
 // one before it (what wait elision, DESIGN 4.5, is about).
