@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,18 @@ static inline void lw_test_sleep_us(long us) {
 // Spins (sleeping briefly) until *word != 0. Bounded by the test's .timeout.
 static inline void lw_test_wait_nonzero(_Atomic uint32_t *word) {
   while (atomic_load(word) == 0) lw_test_sleep_us(50);
+}
+
+// The whole content of the file f (from its start), as a string the caller frees.
+static inline char *lw_test_read_all(FILE *f) {
+  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  cr_assert_geq(n, 0);
+  rewind(f);
+  char *text = (char *)calloc(1, (size_t)n + 1);
+  cr_assert_not_null(text);
+  cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  return text;
 }
 
 // True when every thread of pid is stopped (state T or t in /proc/pid/task/*/stat).

@@ -14,17 +14,6 @@
 
 #include "test_util.h"
 
-// The whole content of the file f (from its start), as a string.
-static char *read_all(FILE *f) {
-  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  cr_assert_geq(n, 0);
-  rewind(f);
-  char *text = calloc(1, (size_t)n + 1);
-  cr_assert_not_null(text);
-  cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-  return text;
-}
 
 // Runs `lanework bench <args...>` (NULL-terminated) with stdout on out_fd (a temporary file,
 // or /dev/full) and returns its exit status; its stderr in *err_text. Files rather than pipes,
@@ -46,7 +35,7 @@ static int run_bench_to(const char *const *args, int out_fd, char **err_text) {
   }
   int status = 0;
   cr_assert_eq(waitpid(pid, &status, 0), pid);
-  *err_text = read_all(err);
+  *err_text = lw_test_read_all(err);
   fclose(err);
   return status;
 }
@@ -58,7 +47,7 @@ static json_t *run_json(const char *const *args) {
   cr_assert_not_null(out);
   char *err_text = NULL;
   int status = run_bench_to(args, fileno(out), &err_text);
-  char *text = read_all(out);
+  char *text = lw_test_read_all(out);
   fclose(out);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "lanework bench %s failed (status 0x%x); stdout:\n%s\nstderr:\n%s", args[0], status,

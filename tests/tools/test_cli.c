@@ -26,16 +26,6 @@ typedef struct result {
   char *err;  // stderr
 } result_t;
 
-static char *read_all(FILE *f) {
-  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  cr_assert_geq(n, 0);
-  rewind(f);
-  char *text = calloc(1, (size_t)n + 1);
-  cr_assert_not_null(text);
-  cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-  return text;
-}
 
 // Runs `lanework <args...>` (NULL-terminated), with LW_KERNEL_DIR set to kernel_dir when it is
 // not NULL. stdout and stderr go to files (not a terminal, not a pipe that could fill).
@@ -59,7 +49,7 @@ static result_t run_env(const char *kernel_dir, const char *const *args) {
   cr_assert_eq(waitpid(pid, &status, 0), pid);
   cr_assert(WIFEXITED(status), "lanework %s died: status 0x%x", args[0] ? args[0] : "",
             status);
-  result_t r = {WEXITSTATUS(status), read_all(out), read_all(err)};
+  result_t r = {WEXITSTATUS(status), lw_test_read_all(out), lw_test_read_all(err)};
   fclose(out);
   fclose(err);
   return r;
