@@ -214,6 +214,9 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   pthread_mutex_lock(&ep->ctl_mu);
   pthread_mutex_lock(&ep->post_mu);
   lw__mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  // A destroy that began meanwhile set the shutdown word under this lock before the reset, or
+  // sets it after: either way the new child sees it.
+  if (atomic_load(&w->stopping)) atomic_store(&ep->mb->header.shutdown, 1);
   // The new child starts with a clean record: the old one's violation was reported at its death.
   atomic_store(&ep->violated, false);
   ep->mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);

@@ -453,10 +453,14 @@ void lw_worker_destroy(lw_worker_t *w) {
   // 3. Children leave on the sticky shutdown word; one that does not (a kernel ignoring its
   //    cancel word) is killed. The scheduler, still running, sees each death on its pidfd and
   //    fails whatever that child still held.
+  //    Under the post lock, which a respawn holds while it resets the mailbox (and which then
+  //    sets the word again itself, having seen w->stopping): the word is never lost to a reset.
   for (uint32_t s = 0; w->mailboxes && s < w->n_children; ++s) {
+    bool locked = w->eps && pthread_mutex_lock(&w->eps[s].post_mu) == 0;
     atomic_store(&lw__worker_mailbox(w, s)->header.shutdown, 1);
     lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
     lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.loop_word, true);
+    if (locked) pthread_mutex_unlock(&w->eps[s].post_mu);
   }
   if (!wait_idle(w, DESTROY_MARGIN_NS)) {
     for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
