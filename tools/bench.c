@@ -377,6 +377,11 @@ int lw__tool_bench(int argc, char **argv) {
                            s.given[i]->name, s.given[i]->only_with, o.backend);
     }
   }
+  if (o.load_in_session && o.load == 0) {
+    return lw__cli_error(&b->cmd, "--load-in-session says where the --load processes run; "
+                                  "give --load N (1..%d) with it",
+                         LW_BENCH_MAX_LOAD);
+  }
   g_progress.bench = name;
   g_progress.backend = o.backend;
   g_progress.quiet = o.quiet;

@@ -230,6 +230,9 @@ Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
                      "lanework bench cancel: --level applies only with --backend opencl");
   expect_usage_error(ARGS("bench", "dispatch", "--backend", "opencl", "--load", "2"),
                      "lanework bench dispatch: --load applies only with --backend sim");
+  expect_usage_error(ARGS("bench", "dispatch", "--load-in-session"),
+                     "lanework bench dispatch: --load-in-session says where the --load "
+                     "processes run; give --load N (1..64) with it");
   expect_usage_error(ARGS("bench", "overlap", "--s"),
                      "lanework bench overlap: --s is ambiguous (--serial, --stages)");
   expect_usage_error(ARGS("bench", "crash", "--bogus"),
