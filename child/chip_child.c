@@ -16,9 +16,10 @@ typedef struct frame_ctx {
   lw_child_ctx_t *c;
   uint32_t frame;
   lw_mb_identity_t identity;
-  // The frame's last run, owned by the mailbox loop: released when the frame takes its next
-  // task (the parent reposts a frame only after consuming its completion, so the run has
-  // finished by then). Lets a cancel notice reach a run still queued on the run lane.
+  // The frame's last run, owned by whichever taker of posts holds take_mu: released when the
+  // frame takes its next task (the parent reposts a frame only after consuming its completion,
+  // so the run has finished by then). Lets a cancel notice reach a run still queued on the run
+  // lane.
   lw_handle_t *run;
   bool cancel_sent;
   int32_t chip_index;  // for messages
@@ -140,7 +141,7 @@ static void task_done(void *ctx, lw_handle_t *h) {
 
 // Forwards the parent's cancel of a frame (its cancel_requested flag) to the frame's run: a run
 // still queued behind another kernel finishes CANCELLED now, without running; a running one
-// has already had its cancel word set by the parent. Mailbox loop only.
+// has already had its cancel word set by the parent. Either taker of posts, under take_mu.
 static void forward_cancel(lw_child_ctx_t *c, uint32_t frame) {
   frame_ctx_t *fc = &frames[frame];
   if (!fc->run || fc->cancel_sent) return;
@@ -358,6 +359,12 @@ typedef struct run_lane_hook {
   lw_chip_t *chip;
 } run_lane_hook_t;
 
+// The lane's submit and destroy call this (lanes/lane.h): the hook sleeps on the doorbell.
+static void wake_run_lane_hook(void *ctx) {
+  run_lane_hook_t *h = ctx;
+  lw__waitword_wake(&h->c->mb->doorbell.word, true);
+}
+
 // The run lane's idle hook (lanes/lane.h): waits on the doorbell and serves posts until one of
 // them queued a run on this lane (or the mailbox loop did, or the lane stops).
 static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
@@ -413,7 +420,7 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
 
   run_lane_hook_t hook = {&c, chip};
-  lw_lane_idle_t idle = {run_lane_idle, &hook};
+  lw_lane_idle_t idle = {run_lane_idle, wake_run_lane_hook, &hook};
   // LW_RUN_LANE_POSTS=0 leaves every post to the mailbox loop (the hop chain before the hook;
   // for comparisons: docs/benchmarks.md, "Dispatch under load").
   const char *knob = getenv("LW_RUN_LANE_POSTS");

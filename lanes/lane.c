@@ -93,6 +93,13 @@ static uint64_t enqueue_locked(lw_lane_t *lane, lw_lane_item_t *item) {
   return item->seq;
 }
 
+// Wakes the lane thread wherever it waits: its futex, and its idle hook's own word.
+static void wake_lane(lw_lane_t *lane) {
+  lw__waitword_wake(&lane->work_word, false);
+  const lw_lane_idle_t *idle = atomic_load_explicit(&lane->idle, memory_order_acquire);
+  if (idle != NULL && idle->wake != NULL) idle->wake(idle->ctx);
+}
+
 static void *lane_main(void *arg) {
   lw_lane_t *lane = arg;
   current_lane = lane;
@@ -162,7 +169,7 @@ void lw__lane_destroy(lw_lane_t *lane, lw_lane_drain_t mode) {
     // Relaxed: published to lock-free readers by the seq_cst epoch bumps below.
     atomic_store_explicit(&lane->stop, 1, memory_order_relaxed);
     pthread_mutex_unlock(&lane->mu);
-    lw__waitword_wake(&lane->work_word, false);
+    wake_lane(lane);
     lw__waitword_wake(&lane->space_word, false);  // blocked submitters fail UNAVAILABLE
     pthread_join(lane->thread, NULL);
   }
@@ -227,7 +234,7 @@ lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadl
     if (atomic_load_explicit(&lane->in_flight, memory_order_relaxed) < lane->capacity) {
       uint64_t seq = enqueue_locked(lane, item);
       pthread_mutex_unlock(&lane->mu);
-      lw__waitword_wake(&lane->work_word, false);
+      wake_lane(lane);
       if (out_seq != NULL) *out_seq = seq;
       return LW_OK;
     }
@@ -253,7 +260,7 @@ lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadl
       }
       pthread_mutex_unlock(&lane->mu);
       if (st == LW_OK) {
-        lw__waitword_wake(&lane->work_word, false);
+        wake_lane(lane);
         if (out_seq != NULL) *out_seq = seq;
         return LW_OK;
       }
@@ -280,7 +287,7 @@ lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint
   }
   uint64_t seq = enqueue_locked(lane, item);
   pthread_mutex_unlock(&lane->mu);
-  lw__waitword_wake(&lane->work_word, false);
+  wake_lane(lane);
   if (out_seq != NULL) *out_seq = seq;
   return LW_OK;
 }

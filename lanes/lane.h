@@ -90,9 +90,11 @@ bool lw__lane_is_current(const lw_lane_t *lane);
 // lane itself: the lane thread may submit to its own lane); the lane then checks its queue
 // again. It returns false to have the lane wait as usual on its futex, which submit and
 // destroy wake. A hook that blocks must itself return once lw__lane_has_work_or_stop says
-// true, and must arrange to be woken then: submit and destroy wake only the lane's futex.
+// true: submit and destroy call wake(ctx) (when set) after they woke the lane's futex, for
+// the hook to wake whatever it sleeps on.
 typedef struct lw_lane_idle {
   bool (*fn)(void *ctx, lw_lane_t *lane);
+  void (*wake)(void *ctx);  // may be NULL: a hook that never blocks
   void *ctx;
 } lw_lane_idle_t;
 

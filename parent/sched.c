@@ -738,7 +738,21 @@ void lw__sched_stop(lw_worker_t *w) {
 // when a ring holds something (a waiting caller's polls: the rest is the scheduler's and the
 // submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
 // anything.
+static bool assist_pass_keep(lw_worker_t *w, bool only_if_rings, bool *progress,
+                             pending_work_t *out);
+
 static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress) {
+  pending_work_t pw;
+  if (!assist_pass_keep(w, only_if_rings, progress, &pw)) return false;
+  flush(w, &pw);
+  return true;
+}
+
+// The pass itself; what it leaves to do outside w->mu (runs to complete, ops to complete,
+// unregisters to post) is left in *out for the caller to flush.
+static bool assist_pass_keep(lw_worker_t *w, bool only_if_rings, bool *progress,
+                             pending_work_t *out) {
+  memset(out, 0, sizeof(*out));
   if (progress) *progress = false;
   if (pthread_mutex_trylock(&w->mu) != 0) return false;
   // Checked under w->mu: once the scheduler is told to stop, destroy becomes the owner (it
@@ -747,19 +761,16 @@ static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress) {
     pthread_mutex_unlock(&w->mu);
     return false;
   }
-  pending_work_t pw;
-  memset(&pw, 0, sizeof(pw));
   lw__dag_set_owner(&w->dag);
-  bool did = lw__dag_step(&w->dag, &pw.finished);
+  bool did = lw__dag_step(&w->dag, &out->finished);
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->broken) continue;
-    did |= drain_endpoint(w, ep, &pw);
+    did |= drain_endpoint(w, ep, out);
   }
-  did |= sweep_dispatch_cancel(w, &pw);
-  take_due_unregisters(w, &pw);
+  did |= sweep_dispatch_cancel(w, out);
+  take_due_unregisters(w, out);
   pthread_mutex_unlock(&w->mu);
-  flush(w, &pw);
   if (progress) *progress = did;
   return true;
 }
@@ -782,26 +793,19 @@ static bool caller_drains(void) {
   return v != 0;
 }
 
-void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
-  if (!caller_drains()) return;
-  // Under w->mu, so no child's mailbox is being reset (see assist_pass): the children stop
-  // ringing a sleeping scheduler, whose wake-up would only compete with this drain.
+// A drainer arrives: under w->mu, so no child's mailbox is being reset (see assist_pass), the
+// children stop ringing a sleeping scheduler, whose wake-up would only compete with the drain.
+static void drainer_enter(lw_worker_t *w) {
   pthread_mutex_lock(&w->mu);
   atomic_fetch_add(&w->sched.drainers, 1);
   set_mailboxes_sleeping(w, 0);
   pthread_mutex_unlock(&w->mu);
-  lw__spin_t spin = LW__SPIN_INIT;
-  while (!lw_handle_done(h)) {
-    bool progress = false;
-    if (assist_pass(w, true, &progress) && progress) {
-      lw__spin_reset(&spin);
-      continue;
-    }
-    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) break;
-  }
-  // The last drainer out hands the rings back to a sleeping scheduler: arms the children, then
-  // looks at the rings once more (the other half of the Dekker in sched_main) and kicks it for
-  // what arrived meanwhile.
+}
+
+// A drainer leaves. The last one out hands the rings back to a sleeping scheduler: arms the
+// children, then looks at the rings once more (the other half of the Dekker in sched_main) and
+// kicks it for what arrived meanwhile.
+static void drainer_leave(lw_worker_t *w) {
   if (atomic_fetch_sub(&w->sched.drainers, 1) == 1 && atomic_load(&w->sched.sleeping)) {
     pthread_mutex_lock(&w->mu);
     set_mailboxes_sleeping(w, 1);
@@ -809,4 +813,29 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
     pthread_mutex_unlock(&w->mu);
     if (pending) lw__worker_kick(w);
   }
+}
+
+void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
+  if (!caller_drains()) return;
+  drainer_enter(w);
+  lw__spin_t spin = LW__SPIN_INIT;
+  while (!lw_handle_done(h)) {
+    bool progress = false;
+    pending_work_t pw;
+    if (assist_pass_keep(w, true, &progress, &pw)) {
+      // Completing callable ops and posting unregisters may block on a control round trip:
+      // not as a drainer, or the scheduler, asleep and not rung meanwhile, would leave other
+      // runs' completions to its timeout.
+      bool slow = pw.ops || pw.unregisters;
+      if (slow) drainer_leave(w);
+      flush(w, &pw);
+      if (slow) drainer_enter(w);
+    }
+    if (progress) {
+      lw__spin_reset(&spin);
+      continue;
+    }
+    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) break;
+  }
+  drainer_leave(w);
 }

@@ -512,7 +512,7 @@ Test(lane, idle_hook_runs_on_the_lane_thread_and_the_item_it_queues_runs_next, .
   h->rec = recorder_create();
   test_gate_init(&h->go);
   cr_assert_eq(lw__lane_create("hook", 4, &h->lane, NULL), LW_OK);
-  lw_lane_idle_t idle = {queue_when_told, h};
+  lw_lane_idle_t idle = {queue_when_told, NULL, h};
   lw__lane_set_idle(h->lane, &idle);
   test_wait_nonzero(&h->entered);
   cr_assert_eq(h->rec->n, 0, "nothing runs before the hook queues it");
@@ -547,7 +547,7 @@ Test(lane, declining_idle_hook_leaves_submit_and_destroy_working_as_without_one,
   lw_lane_t *lane;
   cr_assert_eq(lw__lane_create("decline", 4, &lane, NULL), LW_OK);
   _Atomic uint32_t calls = 0;
-  lw_lane_idle_t idle = {always_decline, &calls};
+  lw_lane_idle_t idle = {always_decline, NULL, &calls};
   lw__lane_set_idle(lane, &idle);
   recorder_t *rec = recorder_create();
   rec_item_t items[3];
