@@ -89,7 +89,8 @@ static bool post_is_ours(lw_mailbox_t *mb, uint64_t seq, const lw_child_wait_t *
 
 static bool post_visible(const void *ctx) {
   const post_cond_t *p = ctx;
-  return post_is_ours(p->mb, p->seq, p->how) || atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0 ||
+  return post_is_ours(p->mb, p->seq, p->how) ||
+         atomic_load_explicit(&p->mb->header.shutdown, memory_order_acquire) != 0 ||
          (p->cancel_seen && atomic_load_explicit(&p->mb->doorbell.cancel_seq,
                                                  memory_order_acquire) != *p->cancel_seen);
 }

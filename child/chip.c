@@ -100,8 +100,6 @@ struct lw_chip_run {
   int64_t timeout_ns;
   uint64_t run_id;
   uint64_t l3_run_id;  // the L3 run this task belongs to (0 at L2); for traces
-  // What messages call this run: "run 7" at L2, "task 3 of run 7" for an L3 task.
-  char label[64];
   int64_t t_submit;
   // RUN_QUEUED -> RUN_STARTING -> RUN_RUNNING -> RUN_FINISHED, or RUN_QUEUED -> RUN_WITHDRAWN
   // when a cancel finishes the run while it still waits on the lane.
@@ -144,6 +142,23 @@ static void count_accepted(lw_chip_t *chip) {
   }
 }
 
+// What messages call a run: "run 7" at L2, "task 3 of run 7" for an L3 task. Written only when
+// a message needs it (formatting it for every run cost the run lane a few hundred ns a task).
+typedef struct run_label {
+  char text[64];
+} run_label_t;
+
+static run_label_t label_of(const run_op_t *op) {
+  run_label_t l;
+  if (op->l3_run_id) {
+    snprintf(l.text, sizeof(l.text), "task %llu of run %llu", (unsigned long long)op->run_id,
+             (unsigned long long)op->l3_run_id);
+  } else {
+    snprintf(l.text, sizeof(l.text), "run %llu", (unsigned long long)op->run_id);
+  }
+  return l;
+}
+
 static lw_status_t run_cancel(lw_handle_t *h) {
   run_op_t *op = (run_op_t *)h;
   // A run still waiting behind another run's kernel is finished right here, CANCELLED, so its
@@ -160,7 +175,8 @@ static lw_status_t run_cancel(lw_handle_t *h) {
     int32_t dev = op->chip->cfg.device_id;
     lw_error_t err;
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
-                  "chip %d: %s of %s cancelled before it started", dev, op->label, op->pin.name);
+                  "chip %d: %s of %s cancelled before it started", dev, label_of(op).text,
+                  op->pin.name);
     op->handle.timing.host_wall_ns = (uint64_t)(lw__now_ns() - op->t_submit);
     lw_chip_t *chip = op->chip;
     uint32_t slot = op->pin.slot;
@@ -232,7 +248,8 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   if (cancelled || lw__handle_cancel_requested(&op->handle) ||
       (op->cancel_flag && atomic_load(op->cancel_flag))) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
-                  "chip %d: %s of %s cancelled before it started", dev, op->label, op->pin.name);
+                  "chip %d: %s of %s cancelled before it started", dev, label_of(op).text,
+                  op->pin.name);
     run_finish(op, LW_CANCELLED, &err, 0, 0);
     return;
   }
@@ -279,12 +296,12 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     st = lw__error_set(&err, LW_DEADLINE_EXCEEDED, dev, op->run_id,
                        "chip %d: %s of %s passed its %lld ns timeout and was cancelled "
                        "(kernel returned %d)",
-                       dev, op->label, op->pin.name,
+                       dev, label_of(op).text, op->pin.name,
                        (long long)op->timeout_ns, res.kernel_rc);
   } else if (stop_requested) {
     st = lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
                        "chip %d: %s of %s cancelled while running (kernel returned %d)",
-                       dev, op->label, op->pin.name, res.kernel_rc);
+                       dev, label_of(op).text, op->pin.name, res.kernel_rc);
   } else if (res.kernel_rc == 0) {
     st = LW_OK;
   } else if (res.fail_text[0] != '\0') {
@@ -325,12 +342,6 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   op->run_id = (opts && opts->task_id) ? opts->task_id
                                        : atomic_fetch_add(&chip->next_run_id, 1) + 1;
   op->l3_run_id = opts ? opts->l3_run_id : 0;
-  if (opts && opts->l3_run_id) {
-    snprintf(op->label, sizeof(op->label), "task %llu of run %llu",
-             (unsigned long long)op->run_id, (unsigned long long)opts->l3_run_id);
-  } else {
-    snprintf(op->label, sizeof(op->label), "run %llu", (unsigned long long)op->run_id);
-  }
   op->item.fn = run_lane_fn;
   op->args = *args;
   // The pin is taken here, at acceptance: an unregister posted after this call returns sees

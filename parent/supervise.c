@@ -178,7 +178,8 @@ static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
   // A destroy that meets a child waiting for its respawn ends it as planned: worth a line at
   // INFO, not a warning to the user who asked for the destroy.
   bool shutting_down = atomic_load(&w->stopping);
-  lw__log(shutting_down ? LW_LOG_INFO : LW_LOG_WARN, "%s: failed for good (%s); its tasks fail at once",
+  lw__log(shutting_down ? LW_LOG_INFO : LW_LOG_WARN,
+          "%s: failed for good (%s); its tasks fail at once",
           lw__ep_name(ep, name, sizeof(name)), why);
   lw__ep_trace(ep, LW_TRACE_FAILED_FOR_GOOD, 0, 0, why);
   char desc[sizeof(ep->exit_desc)], both[sizeof(ep->exit_desc)];
