@@ -21,6 +21,7 @@ typedef struct job {
   lw_status_t refused;     // refused_then_one: what the submit to a chip that is not there gave
   uint64_t ids[MAX_IDS];
   int n_ids;
+  _Atomic uint32_t submitted;  // set by an orch function once it submitted every task
 } job_t;
 
 static void note_id(lw_orch_t *o, job_t *j) {
@@ -130,9 +131,18 @@ Test(task_reports, a_run_reports_every_task_in_id_order_with_its_chip_status_and
 
 static lw_status_t fail_chain(lw_orch_t *o, void *user) {
   job_t *j = user;
-  // 1: writes X on chip 0. 2: the fail kernel on chip 1 reads X (so it runs only after 1 is
-  // done) and writes Y. 3 and 4 read Y: they wait for 2 and are poisoned by its failure.
-  LW_RETURN_IF_ERROR(submit_record(o, j, 1, 0, 0, j->x, LW_TAG_OUTPUT));
+  // 1: a gate the test holds, writing X on chip 0, so that nothing fails before every task
+  // was submitted (a submit after its run failed is refused, by design). 2: the fail kernel
+  // on chip 1 reads X (so it runs only after 1 is done) and writes Y. 3 and 4 read Y: they
+  // wait for 2 and are poisoned by its failure.
+  lw_args_t g;
+  lw_args_init(&g);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&g, (void *)&j->s->gate, sizeof(uint32_t), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(
+      lw_args_add_tensor(&g, (void *)&j->s->entered, sizeof(uint32_t), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&g, j->x, 64, LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &g, NULL, 0));
+  note_id(o, j);
   lw_args_t a;
   lw_args_init(&a);
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, LW_TAG_INPUT));
@@ -141,6 +151,7 @@ static lw_status_t fail_chain(lw_orch_t *o, void *user) {
   note_id(o, j);
   LW_RETURN_IF_ERROR(submit_record(o, j, 3, 0, 0, j->y, LW_TAG_INPUT));
   LW_RETURN_IF_ERROR(submit_record(o, j, 4, 0, 1, j->y, LW_TAG_INPUT));
+  atomic_store(&j->submitted, 1);
   return LW_OK;
 }
 
@@ -149,9 +160,16 @@ Test(task_reports, a_failed_task_reports_task_failed_its_dependents_poisoned_the
   make_worker(2, 0);
   job_t j = new_job();
   j.fail = wreg("fail");
+  j.gate = wreg("gate");
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, fail_chain, &j, &h));
+  lw_test_wait_nonzero(&j.submitted);
+  atomic_store(&j.s->gate, 1);  // task 1 ends OK; task 2 runs and fails
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
   size_t n = 0;
-  lw_status_t st;
-  lw_task_report_t *r = run_and_report(fail_chain, &j, &n, &st);
+  lw_task_report_t r[4];
+  LW_ASSERT_OK(lw_handle_run_tasks(h, r, 4, &n));
+  lw_handle_release(h);
   cr_assert_eq(st, LW_TASK_FAILED, "run: %s", lw_status_name(st));
   cr_assert_eq(n, 4);
   for (int i = 0; i < 4; ++i) cr_assert_eq(r[i].task_id, j.ids[i]);
@@ -175,7 +193,6 @@ Test(task_reports, a_failed_task_reports_task_failed_its_dependents_poisoned_the
     cr_assert_eq(r[i].queue_ns, 0);
     cr_assert_eq(r[i].kernel_ns, 0);
   }
-  free(r);
   destroy_and_check();
 }
 
