@@ -110,14 +110,13 @@ static int64_t beat_period(const lw_child_ctx_t *c) {
 lw_child_wake_t lw__child_wait_post(lw_child_ctx_t *c, uint64_t seq, uint64_t *cancel_seen,
                                     const lw_child_wait_t *how) {
   post_cond_t p = {c->mb, seq, cancel_seen, how};
-  bool spin = !how || how->spin;
-  lw_waitword_t *word = how && how->controls_only ? &c->mb->doorbell.loop_word
-                                                  : &c->mb->doorbell.word;
+  bool loop_word = how && how->controls_only;
+  lw_waitword_t *word = loop_word ? &c->mb->doorbell.loop_word : &c->mb->doorbell.word;
   int64_t period = beat_period(c);
   int64_t next_parent_check = lw__now_ns() + PARENT_CHECK_NS;
   for (;;) {
     lw__child_beat(c);
-    lw_status_t st = (spin ? lw__waitword_wait : lw__waitword_block)(
+    lw_status_t st = (loop_word ? lw__waitword_block : lw__waitword_wait)(
         word, post_visible, &p, lw__now_ns() + period, true);
     if (atomic_load_explicit(&c->mb->header.shutdown, memory_order_acquire)) {
       return LW_CHILD_WAKE_LEAVE;

@@ -41,10 +41,10 @@ typedef enum lw_child_wake {
 // liveness check watches this loop, not the kernels (a long kernel is legal). how: NULL waits
 // for every post on the doorbell word, spinning first (lanes/spin.h).
 typedef struct lw_child_wait {
-  bool spin;  // spin before sleeping; false sleeps at once (another thread spins for posts)
-  // Set: while it returns true, only a control post (and cancel notices, shutdown) wakes this
-  // wait, which sleeps on the doorbell's loop_word; task posts are another thread's (a chip
-  // child's run lane, in its idle hook). Once it returns false, any post counts again.
+  // While it returns true, only a control post (and cancel notices, shutdown) wakes this wait,
+  // which sleeps on the doorbell's loop_word at once, without spinning: task posts are another
+  // thread's, which spins for them (a chip child's run lane, in its idle hook). Once it
+  // returns false, any post counts again.
   bool (*controls_only)(void *ctx);
   void *ctx;
 } lw_child_wait_t;

@@ -45,13 +45,12 @@ static frame_ctx_t frames[LW_MB_TASK_FRAMES];
 // post (register and unregister controls, more tasks, cancel notices).
 static pthread_mutex_t take_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_seq = 1;  // the next post to serve; written under take_mu
-// The run lane is in its idle hook (seq_cst, read by the mailbox loop after it queued a run:
-// the hook sleeps on the doorbell, not on the lane's futex, so the loop wakes the doorbell).
+// The run lane is in its idle hook, taking task posts: the mailbox loop then sleeps on the
+// doorbell's loop_word and leaves task posts to it. (A run the loop queues wakes the hook
+// through the lane's own wake-up, lw_lane_idle_t.wake.)
 static _Atomic bool run_lane_taking;
-static _Atomic uint64_t loop_enqueues;  // runs the mailbox loop queued on the run lane
 static _Atomic bool leaving;  // set by the mailbox loop when it leaves; the hook steps aside
-static _Thread_local bool on_run_lane;  // this thread is the run lane, in its hook
-static _Thread_local bool on_run_lane_named;  // its trace role is set
+static _Thread_local bool on_run_lane_named;  // the run lane's trace role is set
 
 // Registers and unregisters on the register lane, by control id, so CANCEL can withdraw one.
 // An entry leaves the list (under the lock) before its handle is released, so a cancel found
@@ -221,13 +220,6 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->run = lw__chip_run_enqueue(run);
   // A cancel posted before this point may have been noticed while the frame had no run yet.
   forward_cancel(c, frame);
-  // The run lane may be asleep in its hook on the doorbell rather than on its lane's futex.
-  // Dekker with the hook: this bump, then the load of run_lane_taking; the hook stores
-  // run_lane_taking, then loads loop_enqueues; all seq_cst, so one of the two sees the other.
-  if (!on_run_lane) {
-    atomic_fetch_add(&loop_enqueues, 1);
-    if (atomic_load(&run_lane_taking)) lw__waitword_wake(&c->mb->doorbell.word, true);
-  }
 }
 
 static void control_done(void *ctx, lw_handle_t *h) {
@@ -343,14 +335,12 @@ static void serve_post_locked(lw_child_ctx_t *c, lw_chip_t *chip, uint64_t seq) 
 typedef struct run_lane_wait {
   lw_child_ctx_t *c;
   lw_lane_t *lane;
-  uint64_t enqueues_seen;  // loop_enqueues when the hook took the taker's role
 } run_lane_wait_t;
 
 static bool run_lane_should_wake(const void *ctx) {
   const run_lane_wait_t *rw = ctx;
   return atomic_load_explicit(&rw->c->mb->doorbell.post_seq, memory_order_acquire) >=
              atomic_load(&next_seq) ||
-         atomic_load(&loop_enqueues) != rw->enqueues_seen ||
          lw__lane_has_work_or_stop(rw->lane) || atomic_load(&leaving);
 }
 
@@ -359,7 +349,10 @@ typedef struct run_lane_hook {
   lw_chip_t *chip;
 } run_lane_hook_t;
 
-// The lane's submit and destroy call this (lanes/lane.h): the hook sleeps on the doorbell.
+// The lane's submit and destroy call this (lanes/lane.h): the hook sleeps on the doorbell, so a
+// run the mailbox loop queues (or a close) wakes it there. The waitword's own handshake (the
+// lane's count raised before this bump, the hook's sleeper count raised before its last look)
+// makes sure the hook sees the run or is woken.
 static void wake_run_lane_hook(void *ctx) {
   run_lane_hook_t *h = ctx;
   lw__waitword_wake(&h->c->mb->doorbell.word, true);
@@ -371,16 +364,14 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
   run_lane_hook_t *h = ctx;
   if (atomic_load(&leaving)) return false;
   atomic_store(&run_lane_taking, true);
-  run_lane_wait_t rw = {h->c, lane, atomic_load(&loop_enqueues)};
+  run_lane_wait_t rw = {h->c, lane};
   // The hook may record (a handoff) before this thread ran anything: its trace track is the
   // run lane's from the first event on.
   if (!on_run_lane_named) {
     lw__trace_role("run lane", h->chip->cfg.device_id);
     on_run_lane_named = true;
   }
-  on_run_lane = true;
-  while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving) &&
-         atomic_load(&loop_enqueues) == rw.enqueues_seen) {
+  while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving)) {
     // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
     // what a lost wake-up could cost.
     (void)lw__waitword_wait(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
@@ -391,7 +382,6 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
     serve_post_locked(h->c, h->chip, seq);
     pthread_mutex_unlock(&take_mu);
   }
-  on_run_lane = false;
   atomic_store(&run_lane_taking, false);
   return true;
 }
@@ -435,7 +425,7 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     // machine a second spinner takes the CPU the run lane or the parent needs). Posts a
     // busy run lane leaves are served here once a control or cancel wakes this loop, or by the
     // run lane when it is back in its hook.
-    lw_child_wait_t how = {.spin = false, .controls_only = run_lane_is_taking};
+    lw_child_wait_t how = {.controls_only = run_lane_is_taking};
     bool taking = atomic_load(&run_lane_taking);
     lw_child_wake_t why = lw__child_wait_post(&c, seq, &cancel_seen, taking ? &how : NULL);
     if (why == LW_CHILD_WAKE_LEAVE) break;

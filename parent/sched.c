@@ -737,21 +737,10 @@ void lw__sched_stop(lw_worker_t *w) {
 // yet, so its respawn has not begun, and its ring may be read. only_if_rings: run the pass only
 // when a ring holds something (a waiting caller's polls: the rest is the scheduler's and the
 // submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
-// anything.
-static bool assist_pass_keep(lw_worker_t *w, bool only_if_rings, bool *progress,
-                             pending_work_t *out);
-
-static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress) {
-  pending_work_t pw;
-  if (!assist_pass_keep(w, only_if_rings, progress, &pw)) return false;
-  flush(w, &pw);
-  return true;
-}
-
-// The pass itself; what it leaves to do outside w->mu (runs to complete, ops to complete,
-// unregisters to post) is left in *out for the caller to flush.
-static bool assist_pass_keep(lw_worker_t *w, bool only_if_rings, bool *progress,
-                             pending_work_t *out) {
+// anything. What it leaves to do outside w->mu (runs to complete, ops to complete, unregisters
+// to post) is left in *out for the caller to flush.
+static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress,
+                        pending_work_t *out) {
   memset(out, 0, sizeof(*out));
   if (progress) *progress = false;
   if (pthread_mutex_trylock(&w->mu) != 0) return false;
@@ -779,7 +768,12 @@ static bool assist_pass_keep(lw_worker_t *w, bool only_if_rings, bool *progress,
 // under way, instead of waiting for the scheduler to get a CPU. Holding w->mu for the pass
 // makes this thread the DAG's one owner until it returns; the scheduler takes ownership back
 // at the start of its next pass.
-bool lw__sched_assist(lw_worker_t *w) { return assist_pass(w, false, NULL); }
+bool lw__sched_assist(lw_worker_t *w) {
+  pending_work_t pw;
+  if (!assist_pass(w, false, NULL, &pw)) return false;
+  flush(w, &pw);
+  return true;
+}
 
 // LW_CALLER_DRAINS=0 turns the caller's drain off (for comparisons; docs/benchmarks.md).
 static bool caller_drains(void) {
@@ -822,7 +816,7 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
   while (!lw_handle_done(h)) {
     bool progress = false;
     pending_work_t pw;
-    if (assist_pass_keep(w, true, &progress, &pw)) {
+    if (assist_pass(w, true, &progress, &pw)) {
       // Completing callable ops and posting unregisters may block on a control round trip:
       // not as a drainer, or the scheduler, asleep and not rung meanwhile, would leave other
       // runs' completions to its timeout.
