@@ -140,6 +140,23 @@ static void load_stop(int n, const pid_t *pids) {
   for (int i = 0; i < n; ++i) waitpid(pids[i], NULL, 0);
 }
 
+// Where the layered DAG's time went (lw_dispatch_l3_result_t.where_ok and what follows it).
+static void print_where(const lw_dispatch_l3_result_t *r) {
+  if (!r->where_ok) {
+    printf("  where its time went: not measured (no schedstat in /proc)\n");
+    return;
+  }
+  static const char *const label[LW_BENCH_ROLE_COUNT] = {"caller", "scheduler", "run lane",
+                                                         "mailbox loop", "other"};
+  printf("  where the DAG's time went, us per task (mean %.2f): on a CPU / waiting for one\n",
+         r->mean_per_task_us);
+  printf("   ");
+  for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
+    printf(" %s %.2f/%.2f%s", label[role], r->cpu_us_per_task[role], r->wait_us_per_task[role],
+           role + 1 < LW_BENCH_ROLE_COUNT ? "," : "\n");
+  }
+}
+
 static void print_figures(const char *when, const figures_t *f, long iters) {
   printf("%s\n", when);
   printf("  L2 empty run (lw_chip_run of noop):       p50 %.2f us, p99 %.2f us (%ld runs)\n",
@@ -154,9 +171,29 @@ static void print_figures(const char *when, const figures_t *f, long iters) {
            f->l3.raw_only_per_task_us);
     printf("  L3 per task in a %d-task chain (chip 0): %.2f us\n", f->l3.dag_tasks,
            f->l3.chain_per_task_us);
+    print_where(&f->l3);
   } else {
     printf("  L3: not measured (%s)\n", f->l3.why);
   }
+}
+
+// "l3_per_task_where": {"mean_us": m, "caller": {"cpu_us": c, "wait_us": w}, ...} or null.
+static void json_where(lw_json_t *j, const lw_dispatch_l3_result_t *r) {
+  lw__json_key(j, "l3_per_task_where");
+  if (!r->where_ok) {
+    lw__json_null(j);
+    return;
+  }
+  lw__json_begin_object(j);
+  lw__json_kv_fixed(j, "mean_us", r->mean_per_task_us, 3);
+  for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
+    lw__json_key(j, lw__bench_role_name((lw_bench_role_t)role));
+    lw__json_begin_object(j);
+    lw__json_kv_fixed(j, "cpu_us", r->cpu_us_per_task[role], 3);
+    lw__json_kv_fixed(j, "wait_us", r->wait_us_per_task[role], 3);
+    lw__json_end_object(j);
+  }
+  lw__json_end_object(j);
 }
 
 static void json_figures(lw_json_t *j, const figures_t *f) {
@@ -168,6 +205,7 @@ static void json_figures(lw_json_t *j, const figures_t *f) {
     lw__json_kv_fixed(j, "l3_per_task_us", f->l3.per_task_us, 3);
     lw__json_kv_fixed(j, "l3_chain_per_task_us", f->l3.chain_per_task_us, 3);
     lw__json_kv_fixed(j, "l3_raw_only_per_task_us", f->l3.raw_only_per_task_us, 3);
+    json_where(j, &f->l3);
   } else {
     lw__json_key(j, "l3_empty_run_p50_us");
     lw__json_null(j);
@@ -176,6 +214,8 @@ static void json_figures(lw_json_t *j, const figures_t *f) {
     lw__json_key(j, "l3_chain_per_task_us");
     lw__json_null(j);
     lw__json_key(j, "l3_raw_only_per_task_us");
+    lw__json_null(j);
+    lw__json_key(j, "l3_per_task_where");
     lw__json_null(j);
   }
 }

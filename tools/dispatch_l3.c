@@ -4,6 +4,7 @@
 #include "tools/dispatch_l3.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "lanework/orch.h"
 #include "lanework/worker.h"
@@ -70,15 +71,33 @@ static lw_status_t chain(lw_orch_t *o, void *user) {
   return LW_OK;
 }
 
-// The median over 9 runs of fn (j->n tasks each) of the time per task.
-static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, double *out) {
-  double per[9];
-  for (int r = 0; r < 9; ++r) {
+#define DAG_RUNS 9
+
+// The median over DAG_RUNS runs of fn (j->n tasks each) of the time per task. With where:
+// also where that time went (see lw_dispatch_l3_result_t).
+static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, double *out,
+                               lw_dispatch_l3_result_t *where) {
+  double per[DAG_RUNS], sum = 0;
+  lw_bench_times_t before, after, spent;
+  if (where) (void)lw__bench_times_read(gettid(), false, &before);
+  for (int r = 0; r < DAG_RUNS; ++r) {
     double t0 = lw__bench_now_us();
     LW_RETURN_IF_ERROR(lw_worker_run(w, fn, j, NULL));
     per[r] = (lw__bench_now_us() - t0) / j->n;
+    sum += per[r];
   }
-  *out = lw__bench_median(per, 9);
+  *out = lw__bench_median(per, DAG_RUNS);
+  if (where) {
+    (void)lw__bench_times_read(gettid(), true, &after);
+    lw__bench_times_diff(&after, &before, &spent);
+    where->where_ok = spent.ok;
+    where->mean_per_task_us = sum / DAG_RUNS;
+    double tasks = (double)DAG_RUNS * j->n;
+    for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
+      where->cpu_us_per_task[role] = (double)spent.cpu_ns[role] / 1e3 / tasks;
+      where->wait_us_per_task[role] = (double)spent.wait_ns[role] / 1e3 / tasks;
+    }
+  }
   return LW_OK;
 }
 
@@ -120,15 +139,15 @@ int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
   out->empty_p50_us = lw__bench_quantile(v, (size_t)iters, 0.5);
   out->empty_p99_us = lw__bench_quantile(v, (size_t)iters, 0.99);
   j.n = DAG_TASKS;
-  if (per_task_us(w, layered_dag, &j, &out->per_task_us) != LW_OK) {
+  if (per_task_us(w, layered_dag, &j, &out->per_task_us, out) != LW_OK) {
     out->why = "the DAG run failed";
     goto done;
   }
-  if (per_task_us(w, raw_only_dag, &j, &out->raw_only_per_task_us) != LW_OK) {
+  if (per_task_us(w, raw_only_dag, &j, &out->raw_only_per_task_us, NULL) != LW_OK) {
     out->why = "the read-after-write-only DAG run failed";
     goto done;
   }
-  if (per_task_us(w, chain, &j, &out->chain_per_task_us) != LW_OK) {
+  if (per_task_us(w, chain, &j, &out->chain_per_task_us, NULL) != LW_OK) {
     out->why = "the chain run failed";
     goto done;
   }

@@ -2,6 +2,10 @@
 #ifndef LANEWORK_TOOLS_DISPATCH_L3_H_
 #define LANEWORK_TOOLS_DISPATCH_L3_H_
 
+#include <stdbool.h>
+
+#include "tools/thread_times.h"
+
 typedef struct lw_dispatch_l3_result {
   double empty_p50_us;
   double empty_p99_us;
@@ -12,6 +16,13 @@ typedef struct lw_dispatch_l3_result {
   // what ordering those hazards costs).
   double raw_only_per_task_us;
   int dag_tasks;
+  // Where the layered DAG's time went, per task over the same runs as per_task_us (their mean,
+  // where per_task_us is their median): each role's time on a CPU and waiting for one
+  // (tools/thread_times.h). where_ok false: the kernel's schedstat could not be read.
+  bool where_ok;
+  double mean_per_task_us;
+  double cpu_us_per_task[LW_BENCH_ROLE_COUNT];
+  double wait_us_per_task[LW_BENCH_ROLE_COUNT];
   const char *why;  // when not measured
 } lw_dispatch_l3_result_t;
 

@@ -136,9 +136,35 @@ Test(bench_json, dispatch_prints_one_json_object_with_every_documented_key, .tim
   expect_bench(v, "dispatch");
   cr_assert_eq(integer(v, "iters"), 10);
   static const char *const keys[] = {
-      "l2_empty_run_p50_us", "l2_empty_run_p99_us", "l3_empty_run_p50_us", "l3_empty_run_p99_us",
-      "l3_per_task_us", "shm_spin_rtt_us", "futex_rtt_us", NULL};
+      "l2_empty_run_p50_us", "l2_empty_run_p99_us", "l3_empty_run_p50_us",
+      "l3_empty_run_p99_us", "l3_per_task_us", "l3_chain_per_task_us",
+      "l3_raw_only_per_task_us", "shm_spin_rtt_us", "futex_rtt_us", NULL};
   expect_numbers(v, keys);
+  // Where the DAG's time went: null only where the kernel keeps no per-thread schedstat.
+  json_t *where = json_object_get(v, "l3_per_task_where");
+  cr_assert_not_null(where, "no l3_per_task_where");
+  if (json_is_null(where)) {
+    cr_assert_neq(access("/proc/thread-self/schedstat", R_OK), 0,
+                  "l3_per_task_where is null though this kernel has schedstat");
+  } else {
+    static const char *const mean[] = {"mean_us", NULL};
+    expect_numbers(where, mean);
+    static const char *const roles[] = {"caller", "scheduler", "run_lane", "mailbox_loop",
+                                        "other", NULL};
+    static const char *const times[] = {"cpu_us", "wait_us", NULL};
+    for (const char *const *r = roles; *r; ++r) {
+      json_t *role = json_object_get(where, *r);
+      cr_assert(json_is_object(role), "l3_per_task_where.%s is not an object", *r);
+      expect_numbers(role, times);
+      cr_assert_geq(json_number_value(json_object_get(role, "cpu_us")), 0, "%s", *r);
+      cr_assert_geq(json_number_value(json_object_get(role, "wait_us")), 0, "%s", *r);
+    }
+    // The caller submitted the tasks and a run lane ran them: both spent time on a CPU.
+    cr_assert_gt(json_number_value(json_object_get(json_object_get(where, "caller"), "cpu_us")),
+                 0);
+    cr_assert_gt(
+        json_number_value(json_object_get(json_object_get(where, "run_lane"), "cpu_us")), 0);
+  }
   json_decref(v);
 }
 
