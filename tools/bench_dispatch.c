@@ -148,11 +148,13 @@ static void print_where(const lw_dispatch_l3_result_t *r) {
   }
   static const char *const label[LW_BENCH_ROLE_COUNT] = {"caller", "scheduler", "run lane",
                                                          "mailbox loop", "other"};
-  printf("  where the DAG's time went, us per task (mean %.2f): on a CPU / waiting for one\n",
+  printf("  where the DAG's time went, us per task (mean %.2f): on a CPU / waiting for one "
+         "(sleeps per 1000 tasks)\n",
          r->mean_per_task_us);
   printf("   ");
   for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
-    printf(" %s %.2f/%.2f%s", label[role], r->cpu_us_per_task[role], r->wait_us_per_task[role],
+    printf(" %s %.2f/%.2f (%.0f)%s", label[role], r->cpu_us_per_task[role],
+           r->wait_us_per_task[role], r->sleeps_per_1000_tasks[role],
            role + 1 < LW_BENCH_ROLE_COUNT ? "," : "\n");
   }
 }
@@ -191,6 +193,7 @@ static void json_where(lw_json_t *j, const lw_dispatch_l3_result_t *r) {
     lw__json_begin_object(j);
     lw__json_kv_fixed(j, "cpu_us", r->cpu_us_per_task[role], 3);
     lw__json_kv_fixed(j, "wait_us", r->wait_us_per_task[role], 3);
+    lw__json_kv_fixed(j, "sleeps_per_1000_tasks", r->sleeps_per_1000_tasks[role], 1);
     lw__json_end_object(j);
   }
   lw__json_end_object(j);

@@ -96,6 +96,7 @@ static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, doub
     for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
       where->cpu_us_per_task[role] = (double)spent.cpu_ns[role] / 1e3 / tasks;
       where->wait_us_per_task[role] = (double)spent.wait_ns[role] / 1e3 / tasks;
+      where->sleeps_per_1000_tasks[role] = (double)spent.sleeps[role] * 1000 / tasks;
     }
   }
   return LW_OK;

@@ -23,6 +23,7 @@ typedef struct lw_dispatch_l3_result {
   double mean_per_task_us;
   double cpu_us_per_task[LW_BENCH_ROLE_COUNT];
   double wait_us_per_task[LW_BENCH_ROLE_COUNT];
+  double sleeps_per_1000_tasks[LW_BENCH_ROLE_COUNT];
   const char *why;  // when not measured
 } lw_dispatch_l3_result_t;
 

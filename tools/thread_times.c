@@ -94,9 +94,21 @@ static int add_thread(pid_t pid, pid_t tid, pid_t caller_tid, bool only_lw,
   int got = fscanf(f, "%lld %lld", &on_cpu, &waiting);
   fclose(f);
   if (got != 2) return -1;
+  // Sleeps: "voluntary_ctxt_switches:" in the thread's status (absent: counted as none).
+  long long sleeps = 0;
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+  f = fopen(path, "r");
+  if (f) {
+    char line[128];
+    while (fgets(line, sizeof(line), f)) {
+      if (sscanf(line, "voluntary_ctxt_switches: %lld", &sleeps) == 1) break;
+    }
+    fclose(f);
+  }
   lw_bench_role_t role = role_of(comm, pid, tid, caller_tid);
   out->cpu_ns[role] += on_cpu;
   out->wait_ns[role] += waiting;
+  out->sleeps[role] += sleeps;
   return 1;
 }
 
@@ -159,7 +171,9 @@ void lw__bench_times_diff(const lw_bench_times_t *after, const lw_bench_times_t 
   for (int r = 0; r < LW_BENCH_ROLE_COUNT; ++r) {
     int64_t cpu = after->cpu_ns[r] - before->cpu_ns[r];
     int64_t wait = after->wait_ns[r] - before->wait_ns[r];
+    int64_t sleeps = after->sleeps[r] - before->sleeps[r];
     out->cpu_ns[r] = cpu > 0 ? cpu : 0;
     out->wait_ns[r] = wait > 0 ? wait : 0;
+    out->sleeps[r] = sleeps > 0 ? sleeps : 0;
   }
 }

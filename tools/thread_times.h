@@ -31,14 +31,17 @@ typedef enum lw_bench_role {
 typedef struct lw_bench_times {
   bool ok;                                   // false: schedstat could not be read
   int64_t cpu_ns[LW_BENCH_ROLE_COUNT];       // on a CPU
-  int64_t wait_ns[LW_BENCH_ROLE_COUNT];      // runnable, waiting for a CPU
+  int64_t wait_ns[LW_BENCH_ROLE_COUNT];      // runnable, waiting for a CPU (a woken thread
+                                             // waits here until its CPU comes out of idle)
+  int64_t sleeps[LW_BENCH_ROLE_COUNT];       // voluntary context switches: a futex, epoll or
+                                             // nap that blocked (sched_yield is not one)
 } lw_bench_times_t;
 
 // The role's name as the JSON and the table print it ("caller", "scheduler", "run_lane",
 // "mailbox_loop", "other").
 const char *lw__bench_role_name(lw_bench_role_t role);
 
-// Sums the times of the counted threads; caller_tid is the measuring thread (gettid()). Reading
+// Sums the times (and sleeps) of the counted threads; caller_tid is the measuring thread (gettid()). Reading
 // /proc takes the caller a while: a read before the measured work passes caller_first false (the
 // caller's own times are read last), a read after it true, so that time stays out.
 // Returns out->ok.

@@ -151,7 +151,7 @@ Test(bench_json, dispatch_prints_one_json_object_with_every_documented_key, .tim
     expect_numbers(where, mean);
     static const char *const roles[] = {"caller", "scheduler", "run_lane", "mailbox_loop",
                                         "other", NULL};
-    static const char *const times[] = {"cpu_us", "wait_us", NULL};
+    static const char *const times[] = {"cpu_us", "wait_us", "sleeps_per_1000_tasks", NULL};
     for (const char *const *r = roles; *r; ++r) {
       json_t *role = json_object_get(where, *r);
       cr_assert(json_is_object(role), "l3_per_task_where.%s is not an object", *r);
