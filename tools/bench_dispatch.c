@@ -148,7 +148,11 @@ static void print_where(const lw_dispatch_l3_result_t *r) {
   }
   static const char *const label[LW_BENCH_ROLE_COUNT] = {"caller", "scheduler", "run lane",
                                                          "mailbox loop", "other"};
-  printf("  where the DAG's time went, us per task (mean %.2f): on a CPU / waiting for one "
+  printf("  the DAG's runs, us per task:");
+  for (size_t i = 0; i < sizeof(r->runs_per_task_us) / sizeof(r->runs_per_task_us[0]); ++i) {
+    printf(" %.2f", r->runs_per_task_us[i]);
+  }
+  printf("\n  where their time went, us per task (mean %.2f): on a CPU / waiting for one "
          "(sleeps per 1000 tasks)\n",
          r->mean_per_task_us);
   printf("   ");
@@ -188,6 +192,12 @@ static void json_where(lw_json_t *j, const lw_dispatch_l3_result_t *r) {
   }
   lw__json_begin_object(j);
   lw__json_kv_fixed(j, "mean_us", r->mean_per_task_us, 3);
+  lw__json_key(j, "runs_us");
+  lw__json_begin_array(j);
+  for (size_t i = 0; i < sizeof(r->runs_per_task_us) / sizeof(r->runs_per_task_us[0]); ++i) {
+    lw__json_fixed(j, r->runs_per_task_us[i], 3);
+  }
+  lw__json_end_array(j);
   for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
     lw__json_key(j, lw__bench_role_name((lw_bench_role_t)role));
     lw__json_begin_object(j);

@@ -72,6 +72,8 @@ static lw_status_t chain(lw_orch_t *o, void *user) {
 }
 
 #define DAG_RUNS 9
+_Static_assert(sizeof(((lw_dispatch_l3_result_t *)0)->runs_per_task_us) == DAG_RUNS * sizeof(double),
+               "one slot per run");
 
 // The median over DAG_RUNS runs of fn (j->n tasks each) of the time per task. With where:
 // also where that time went (see lw_dispatch_l3_result_t).
@@ -92,6 +94,7 @@ static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, doub
     lw__bench_times_diff(&after, &before, &spent);
     where->where_ok = spent.ok;
     where->mean_per_task_us = sum / DAG_RUNS;
+    for (int r = 0; r < DAG_RUNS; ++r) where->runs_per_task_us[r] = per[r];
     double tasks = (double)DAG_RUNS * j->n;
     for (int role = 0; role < LW_BENCH_ROLE_COUNT; ++role) {
       where->cpu_us_per_task[role] = (double)spent.cpu_ns[role] / 1e3 / tasks;

@@ -21,6 +21,7 @@ typedef struct lw_dispatch_l3_result {
   // (tools/thread_times.h). where_ok false: the kernel's schedstat could not be read.
   bool where_ok;
   double mean_per_task_us;
+  double runs_per_task_us[9];  // each of the runs (DAG_RUNS), in order
   double cpu_us_per_task[LW_BENCH_ROLE_COUNT];
   double wait_us_per_task[LW_BENCH_ROLE_COUNT];
   double sleeps_per_1000_tasks[LW_BENCH_ROLE_COUNT];

@@ -149,6 +149,9 @@ Test(bench_json, dispatch_prints_one_json_object_with_every_documented_key, .tim
   } else {
     static const char *const mean[] = {"mean_us", NULL};
     expect_numbers(where, mean);
+    json_t *runs = json_object_get(where, "runs_us");
+    cr_assert(json_is_array(runs) && json_array_size(runs) == 9, "runs_us: nine runs");
+    for (size_t i = 0; i < 9; ++i) cr_assert(json_is_number(json_array_get(runs, i)));
     static const char *const roles[] = {"caller", "scheduler", "run_lane", "mailbox_loop",
                                         "other", NULL};
     static const char *const times[] = {"cpu_us", "wait_us", "sleeps_per_1000_tasks", NULL};
