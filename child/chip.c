@@ -46,6 +46,9 @@ static bool watch_changed(const void *ctx) {
 static void *watchdog_main(void *arg) {
   lw_chip_t *chip = arg;
   lw_chip_watchdog_t *wd = &chip->watchdog;
+  char name[16];
+  snprintf(name, sizeof(name), "lw-wd-%d", chip->cfg.device_id);
+  (void)pthread_setname_np(pthread_self(), name);  // cosmetic: ignore failure
   while (!atomic_load(&wd->stop)) {
     uint64_t gen = atomic_load(&wd->armed_generation);
     int64_t deadline = gen ? atomic_load(&wd->deadline_ns) : LW_DEADLINE_NEVER;

@@ -143,7 +143,8 @@ static void load_stop(int n, const pid_t *pids) {
 // Where the layered DAG's time went (lw_dispatch_l3_result_t.where_ok and what follows it).
 static void print_where(const lw_dispatch_l3_result_t *r) {
   if (!r->where_ok) {
-    printf("  where its time went: not measured (no schedstat in /proc)\n");
+    printf("  where its time went: not measured (a thread's schedstat in /proc could not be "
+           "read)\n");
     return;
   }
   static const char *const label[LW_BENCH_ROLE_COUNT] = {"caller", "scheduler", "run lane",
@@ -183,7 +184,8 @@ static void print_figures(const char *when, const figures_t *f, long iters) {
   }
 }
 
-// "l3_per_task_where": {"mean_us": m, "caller": {"cpu_us": c, "wait_us": w}, ...} or null.
+// "l3_per_task_where": {"mean_us": m, "runs_us": [nine figures], "caller": {"cpu_us": c,
+// "wait_us": w, "sleeps_per_1000_tasks": s}, "scheduler": {...}, ...}, or null.
 static void json_where(lw_json_t *j, const lw_dispatch_l3_result_t *r) {
   lw__json_key(j, "l3_per_task_where");
   if (!r->where_ok) {
@@ -221,6 +223,8 @@ static void json_figures(lw_json_t *j, const figures_t *f) {
     json_where(j, &f->l3);
   } else {
     lw__json_key(j, "l3_empty_run_p50_us");
+    lw__json_null(j);
+    lw__json_key(j, "l3_empty_run_p99_us");
     lw__json_null(j);
     lw__json_key(j, "l3_per_task_us");
     lw__json_null(j);

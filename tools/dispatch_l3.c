@@ -71,27 +71,32 @@ static lw_status_t chain(lw_orch_t *o, void *user) {
   return LW_OK;
 }
 
-#define DAG_RUNS 9
-_Static_assert(sizeof(((lw_dispatch_l3_result_t *)0)->runs_per_task_us) == DAG_RUNS * sizeof(double),
-               "one slot per run");
+#define DAG_RUNS LW_DISPATCH_L3_RUNS
 
 // The median over DAG_RUNS runs of fn (j->n tasks each) of the time per task. With where:
 // also where that time went (see lw_dispatch_l3_result_t).
 static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, double *out,
                                lw_dispatch_l3_result_t *where) {
   double per[DAG_RUNS], sum = 0;
-  lw_bench_times_t before, after, spent;
+  lw_bench_times_t before = {0}, after = {0};
   if (where) (void)lw__bench_times_read(gettid(), false, &before);
   for (int r = 0; r < DAG_RUNS; ++r) {
     double t0 = lw__bench_now_us();
-    LW_RETURN_IF_ERROR(lw_worker_run(w, fn, j, NULL));
+    lw_status_t st = lw_worker_run(w, fn, j, NULL);
+    if (st != LW_OK) {
+      lw__bench_times_free(&before);
+      return st;
+    }
     per[r] = (lw__bench_now_us() - t0) / j->n;
     sum += per[r];
   }
   *out = lw__bench_median(per, DAG_RUNS);
   if (where) {
     (void)lw__bench_times_read(gettid(), true, &after);
+    lw_bench_role_times_t spent;
     lw__bench_times_diff(&after, &before, &spent);
+    lw__bench_times_free(&before);
+    lw__bench_times_free(&after);
     where->where_ok = spent.ok;
     where->mean_per_task_us = sum / DAG_RUNS;
     for (int r = 0; r < DAG_RUNS; ++r) where->runs_per_task_us[r] = per[r];

@@ -6,6 +6,10 @@
 
 #include "tools/thread_times.h"
 
+// The layered DAG, the read-after-write-only DAG and the chain each run this many times; their
+// figures are the medians.
+#define LW_DISPATCH_L3_RUNS 9
+
 typedef struct lw_dispatch_l3_result {
   double empty_p50_us;
   double empty_p99_us;
@@ -21,7 +25,7 @@ typedef struct lw_dispatch_l3_result {
   // (tools/thread_times.h). where_ok false: the kernel's schedstat could not be read.
   bool where_ok;
   double mean_per_task_us;
-  double runs_per_task_us[9];  // each of the runs (DAG_RUNS), in order
+  double runs_per_task_us[LW_DISPATCH_L3_RUNS];  // each run's figure, in order
   double cpu_us_per_task[LW_BENCH_ROLE_COUNT];
   double wait_us_per_task[LW_BENCH_ROLE_COUNT];
   double sleeps_per_1000_tasks[LW_BENCH_ROLE_COUNT];

@@ -1,11 +1,12 @@
-// tools/thread_times.c — per-role CPU and run-queue times from the kernel's schedstat
-// (thread_times.h).
+// tools/thread_times.c — per-thread CPU and run-queue times from the kernel's schedstat, summed
+// by role (thread_times.h).
 #include "tools/thread_times.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct proc_entry {
@@ -36,15 +37,16 @@ static pid_t read_ppid(pid_t pid) {
   return (pid_t)ppid;
 }
 
-// Every process now, each with its parent; the caller frees *out. Returns the count (0 on
-// failure).
+// Every process now, each with its parent; the caller frees *out. Returns the count, 0 on
+// failure (then *out is NULL).
 static size_t list_processes(proc_entry_t **out) {
   *out = NULL;
   DIR *d = opendir("/proc");
   if (!d) return 0;
   size_t n = 0, cap = 0;
   proc_entry_t *v = NULL;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+  bool failed = false;
+  for (struct dirent *e; !failed && (e = readdir(d)) != NULL;) {
     char *end;
     long pid = strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
@@ -53,12 +55,19 @@ static size_t list_processes(proc_entry_t **out) {
     if (n == cap) {
       cap = cap ? cap * 2 : 256;
       proc_entry_t *grown = realloc(v, cap * sizeof(*v));
-      if (!grown) break;
+      if (!grown) {
+        failed = true;
+        break;
+      }
       v = grown;
     }
     v[n++] = (proc_entry_t){(pid_t)pid, ppid, false};
   }
   closedir(d);
+  if (failed) {
+    free(v);
+    return 0;
+  }
   *out = v;
   return n;
 }
@@ -67,14 +76,31 @@ static lw_bench_role_t role_of(const char *comm, pid_t pid, pid_t tid, pid_t cal
   if (pid == getpid() && tid == caller_tid) return LW_BENCH_ROLE_CALLER;
   if (strcmp(comm, "lw-sched") == 0) return LW_BENCH_ROLE_SCHEDULER;
   if (strncmp(comm, "lw-run-", 7) == 0) return LW_BENCH_ROLE_RUN_LANE;
-  if (strncmp(comm, "lw-chip-", 8) == 0) return LW_BENCH_ROLE_MAILBOX_LOOP;
+  // A chip child's main thread runs its mailbox loop; threads it starts inherit the name.
+  if (strncmp(comm, "lw-chip-", 8) == 0 && tid == pid) return LW_BENCH_ROLE_MAILBOX_LOOP;
   return LW_BENCH_ROLE_OTHER;
 }
 
-// Adds one thread's times to its role: 1 added, 0 the thread is gone, -1 it is there but its
-// schedstat cannot be read.
-static int add_thread(pid_t pid, pid_t tid, pid_t caller_tid, bool only_lw,
-                      lw_bench_times_t *out) {
+// The kernel's encoding of a thread's CPU clock (CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD_MASK of
+// include/linux/posix-timers.h), which clock_gettime allows for threads of this process only.
+static clockid_t thread_cpu_clock(pid_t tid) {
+  return (clockid_t)((int)(~(unsigned)tid << 3) | 4 | 2);
+}
+
+static bool thread_gone(pid_t pid, pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+  return access(path, F_OK) != 0;
+}
+
+typedef struct snapshot {
+  pid_t caller_tid;
+  lw_bench_times_t *out;
+  size_t cap;
+} snapshot_t;
+
+// Appends one thread: 1 added, 0 not counted or gone, -1 there but unreadable.
+static int add_thread(snapshot_t *s, pid_t pid, pid_t tid, bool only_lw) {
   char path[96], comm[32] = "";
   snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
   FILE *f = fopen(path, "r");
@@ -84,18 +110,18 @@ static int add_thread(pid_t pid, pid_t tid, pid_t caller_tid, bool only_lw,
   comm[strcspn(comm, "\n")] = '\0';
   if (only_lw && strncmp(comm, "lw-", 3) != 0) return 0;
   snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+  long long on_cpu = 0, waiting = 0;
   f = fopen(path, "r");
-  if (!f) {
-    // The thread ended (its directory is gone too) or the kernel keeps no schedstat.
-    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
-    return access(path, F_OK) == 0 ? -1 : 0;
+  int got = f ? fscanf(f, "%lld %lld", &on_cpu, &waiting) : 0;
+  if (f) fclose(f);
+  // Unreadable: fine if the thread ended meanwhile, a missing schedstat otherwise.
+  if (got != 2) return thread_gone(pid, tid) ? 0 : -1;
+  if (pid == getpid()) {
+    struct timespec ts;
+    clockid_t clock = tid == s->caller_tid ? CLOCK_THREAD_CPUTIME_ID : thread_cpu_clock(tid);
+    if (clock_gettime(clock, &ts) == 0) on_cpu = (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
   }
-  long long on_cpu, waiting;
-  int got = fscanf(f, "%lld %lld", &on_cpu, &waiting);
-  fclose(f);
-  if (got != 2) return -1;
-  // Sleeps: "voluntary_ctxt_switches:" in the thread's status (absent: counted as none).
-  long long sleeps = 0;
+  long long sleeps = 0;  // "voluntary_ctxt_switches:" in the thread's status (absent: none)
   snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
   f = fopen(path, "r");
   if (f) {
@@ -105,26 +131,30 @@ static int add_thread(pid_t pid, pid_t tid, pid_t caller_tid, bool only_lw,
     }
     fclose(f);
   }
-  lw_bench_role_t role = role_of(comm, pid, tid, caller_tid);
-  out->cpu_ns[role] += on_cpu;
-  out->wait_ns[role] += waiting;
-  out->sleeps[role] += sleeps;
+  if (s->out->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 32;
+    lw_bench_thread_time_t *grown = realloc(s->out->thread, cap * sizeof(*grown));
+    if (!grown) return -1;
+    s->out->thread = grown;
+    s->cap = cap;
+  }
+  s->out->thread[s->out->n++] = (lw_bench_thread_time_t){
+      pid, tid, role_of(comm, pid, tid, s->caller_tid), on_cpu, waiting, sleeps};
   return 1;
 }
 
-// Adds the threads of one process but the caller; false when a schedstat was missing.
-static bool add_process(pid_t pid, pid_t caller_tid, lw_bench_times_t *out) {
-  char path[96];
+// Adds the threads of one process but the caller; false when one was unreadable.
+static bool add_process(snapshot_t *s, pid_t pid) {
+  char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
   DIR *d = opendir(path);
   if (!d) return true;  // the process ended meanwhile
-  bool ok = true;
-  bool self = pid == getpid();
+  bool ok = true, self = pid == getpid();
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     char *end;
     long tid = strtol(e->d_name, &end, 10);
-    if (*end != '\0' || tid <= 0 || (self && tid == caller_tid)) continue;
-    ok &= add_thread(pid, (pid_t)tid, caller_tid, !self, out) >= 0;
+    if (*end != '\0' || tid <= 0 || (self && tid == s->caller_tid)) continue;
+    ok &= add_thread(s, pid, (pid_t)tid, !self) >= 0;
   }
   closedir(d);
   return ok;
@@ -132,15 +162,13 @@ static bool add_process(pid_t pid, pid_t caller_tid, lw_bench_times_t *out) {
 
 bool lw__bench_times_read(pid_t caller_tid, bool caller_first, lw_bench_times_t *out) {
   memset(out, 0, sizeof(*out));
+  snapshot_t s = {caller_tid, out, 0};
   pid_t self = getpid();
   bool ok = true;
-  if (caller_first) ok &= add_thread(self, caller_tid, caller_tid, false, out) > 0;
+  if (caller_first) ok &= add_thread(&s, self, caller_tid, false) > 0;
   proc_entry_t *v;
   size_t n = list_processes(&v);
-  if (n == 0) {
-    free(v);
-    return false;
-  }
+  if (n == 0) return false;
   // Mark this process, then whatever descends from a marked one, until nothing changes (a
   // process may be listed before its parent).
   for (size_t i = 0; i < n; ++i) v[i].ours = v[i].pid == self;
@@ -157,23 +185,36 @@ bool lw__bench_times_read(pid_t caller_tid, bool caller_first, lw_bench_times_t 
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (v[i].ours) ok &= add_process(v[i].pid, caller_tid, out);
+    if (v[i].ours) ok &= add_process(&s, v[i].pid);
   }
   free(v);
-  if (!caller_first) ok &= add_thread(self, caller_tid, caller_tid, false, out) > 0;
+  if (!caller_first) ok &= add_thread(&s, self, caller_tid, false) > 0;
   out->ok = ok;
   return ok;
 }
 
+void lw__bench_times_free(lw_bench_times_t *t) {
+  free(t->thread);
+  memset(t, 0, sizeof(*t));
+}
+
+static int64_t nonnegative(int64_t v) { return v > 0 ? v : 0; }
+
 void lw__bench_times_diff(const lw_bench_times_t *after, const lw_bench_times_t *before,
-                          lw_bench_times_t *out) {
+                          lw_bench_role_times_t *out) {
+  memset(out, 0, sizeof(*out));
   out->ok = after->ok && before->ok;
-  for (int r = 0; r < LW_BENCH_ROLE_COUNT; ++r) {
-    int64_t cpu = after->cpu_ns[r] - before->cpu_ns[r];
-    int64_t wait = after->wait_ns[r] - before->wait_ns[r];
-    int64_t sleeps = after->sleeps[r] - before->sleeps[r];
-    out->cpu_ns[r] = cpu > 0 ? cpu : 0;
-    out->wait_ns[r] = wait > 0 ? wait : 0;
-    out->sleeps[r] = sleeps > 0 ? sleeps : 0;
+  for (size_t i = 0; i < after->n; ++i) {
+    const lw_bench_thread_time_t *a = &after->thread[i];
+    lw_bench_thread_time_t b = {0};  // a thread that started between the snapshots: all of it
+    for (size_t k = 0; k < before->n; ++k) {
+      if (before->thread[k].pid == a->pid && before->thread[k].tid == a->tid) {
+        b = before->thread[k];
+        break;
+      }
+    }
+    out->cpu_ns[a->role] += nonnegative(a->cpu_ns - b.cpu_ns);
+    out->wait_ns[a->role] += nonnegative(a->wait_ns - b.wait_ns);
+    out->sleeps[a->role] += nonnegative(a->sleeps - b.sleeps);
   }
 }
