@@ -7,14 +7,17 @@
 // layer before and writes one that the layer before read and the one before that wrote, so
 // StarPU's sequential consistency infers the read-after-write, write-after-read and
 // write-after-write edges, as lanework's tensor tags do); and a 1000-task chain on one buffer
-// (read-write). One CPU worker, the eager scheduler, no performance models (set in the
-// environment by scripts/compare_starpu before starpu_init). --load N adds N busy loops, each in
+// (read-write). One CPU worker, not bound to a CPU (lanework's threads are not either), the eager
+// scheduler, no performance models (set in the environment by scripts/compare_starpu before
+// starpu_init). StarPU's idle worker polls for work (Debian's build defines
+// STARPU_NON_BLOCKING_DRIVERS), so it keeps a CPU busy even when idle; lanework's threads sleep. --load N adds N busy loops, each in
 // a session of its own, as `bench dispatch --load` does. The last stdout line is one JSON object.
 #include <signal.h>
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,9 +49,11 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+// As lw__bench_quantile (tools/bench.c): the index rounded to the nearest.
 static double quantile(double *v, size_t n, double q) {
   qsort(v, n, sizeof(*v), cmp_double);
-  return v[(size_t)(q * (double)(n - 1))];
+  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
 }
 
 static void submit_or_die(struct starpu_task *t) {
@@ -67,11 +72,12 @@ static void measure(long iters, starpu_data_handle_t *bufs, starpu_data_handle_t
                     figures_t *f) {
   double *v = malloc(sizeof(double) * (size_t)iters);
   if (!v) exit(1);
+  // Timed from before the task is created, as lanework's whole lw_worker_run is.
   for (long i = 0; i < 200 + iters; ++i) {
+    double t0 = now_us();
     struct starpu_task *t = starpu_task_create();
     t->cl = &empty_cl;
     t->synchronous = 1;
-    double t0 = now_us();
     submit_or_die(t);
     if (i >= 200) v[i - 200] = now_us() - t0;
   }
@@ -152,10 +158,13 @@ int main(int argc, char **argv) {
   figures_t quiet, loaded;
   measure(iters, bufs, chain_buf, &quiet);
   if (load > 0) {
-    pid_t pids[MAX_LOAD];
+    pid_t pids[MAX_LOAD], self = getpid();
     for (int i = 0; i < load; ++i) {
       pids[i] = fork();
       if (pids[i] == 0) {
+        // In a session of its own (Ctrl-C does not reach it): it dies with this process.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != self) _exit(0);
         (void)setsid();
         volatile unsigned long spin = 0;
         for (;;) ++spin;
