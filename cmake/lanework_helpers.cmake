@@ -1,6 +1,8 @@
 # Small helpers shared by the module CMakeLists files.
 
-# lw_apply_sanitizers(): adds the LW_ASAN / LW_UBSAN / LW_TSAN flags globally.
+# lw_apply_sanitizers(): adds the LW_ASAN / LW_UBSAN / LW_TSAN flags globally, and leaves the
+# compile flags in LW_SANITIZE_FLAGS (empty without sanitizers) for what is built outside CMake
+# against this build (the docs' code check).
 macro(lw_apply_sanitizers)
   if(LW_TSAN AND (LW_ASAN OR LW_UBSAN))
     message(FATAL_ERROR "LW_TSAN cannot be combined with LW_ASAN or LW_UBSAN")
@@ -15,9 +17,12 @@ macro(lw_apply_sanitizers)
   if(LW_TSAN)
     list(APPEND _lw_san thread)
   endif()
+  set(LW_SANITIZE_FLAGS "")
   if(_lw_san)
     list(JOIN _lw_san "," _lw_san_list)
-    add_compile_options(-fsanitize=${_lw_san_list} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    set(_lw_san_opts -fsanitize=${_lw_san_list} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    add_compile_options(${_lw_san_opts})
+    list(JOIN _lw_san_opts " " LW_SANITIZE_FLAGS)
     add_link_options(-fsanitize=${_lw_san_list})
   endif()
 endmacro()
