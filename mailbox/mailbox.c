@@ -118,9 +118,13 @@ static void name_copy(char *dst, const char *src) {
   }
 }
 
-// After a post: publish its number and wake a sleeping child.
-static void ring_doorbell(lw_mailbox_t *mb, uint64_t seq) {
-  // Release: a child that reads post_seq >= seq (acquire) also sees the state it announces.
+// After a post into frame (LW_MB_POST_CONTROL: the control frame): index it, publish its
+// number and wake a sleeping child.
+static void ring_doorbell(lw_mailbox_t *mb, uint64_t seq, uint8_t frame) {
+  atomic_store_explicit(&mb->doorbell.post_frame[seq % LW_MB_POST_SLOTS], frame,
+                        memory_order_relaxed);
+  // Release: a child that reads post_seq >= seq (acquire) also sees the state it announces
+  // and the slot above.
   atomic_store_explicit(&mb->doorbell.post_seq, seq, memory_order_release);
   // Shared futex: the child sleeps on this word from another process.
   lw__waitword_wake(&mb->doorbell.word, true);
@@ -154,6 +158,9 @@ void lw__mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t 
   lw__waitword_initialize(&mb->doorbell.loop_word);
   atomic_init(&mb->doorbell.post_seq, 0);
   atomic_init(&mb->doorbell.cancel_seq, 0);
+  for (uint32_t i = 0; i < LW_MB_POST_SLOTS; ++i) {
+    atomic_init(&mb->doorbell.post_frame[i], LW_MB_POST_NONE);
+  }
   atomic_init(&h->heartbeat, 0);
   atomic_init(&mb->parent.sleeping, 0);
   atomic_init(&mb->control.state, LW_MB_CONTROL_IDLE);
@@ -345,7 +352,7 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
                                                memory_order_release, memory_order_relaxed)) {
     return task_state_error(err, LW_INTERNAL, "post_task", frame, "IDLE", expected);
   }
-  ring_doorbell(mb, post->seq);
+  ring_doorbell(mb, post->seq, (uint8_t)frame);
   return LW_OK;
 }
 
@@ -472,7 +479,7 @@ lw_status_t lw__mailbox_post_control(lw_mailbox_t *mb, const lw_mb_control_post_
                                                memory_order_release, memory_order_relaxed)) {
     return control_state_error(err, LW_INTERNAL, "post_control", "IDLE", expected);
   }
-  ring_doorbell(mb, p->seq);
+  ring_doorbell(mb, p->seq, LW_MB_POST_CONTROL);
   lw__waitword_wake(&mb->doorbell.loop_word, true);  // controls are the mailbox loop's too
   return LW_OK;
 }
@@ -554,8 +561,35 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
 // ---------------------------------------------------------------------------------------------
 // Child side
 
+// The post index's answer for seq (see lw_mb_doorbell_t): true with the post when the slot
+// names a frame that holds post seq, checked as the scan checks it (acquire on the state, then
+// the number). Anything else, a stale or broken slot included, is left to the scan.
+static bool find_post_indexed(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
+                              uint32_t *out_frame) {
+  uint8_t slot = atomic_load_explicit(&mb->doorbell.post_frame[seq % LW_MB_POST_SLOTS],
+                                      memory_order_relaxed);
+  if (slot == LW_MB_POST_CONTROL) {
+    if (atomic_load_explicit(&mb->control.state, memory_order_acquire) != LW_MB_CONTROL_REQUEST ||
+        mb->control.seq != seq) {
+      return false;
+    }
+    *out_is_control = true;
+    *out_frame = 0;
+    return true;
+  }
+  if (slot >= LW_MB_TASK_FRAMES) return false;
+  const lw_mb_task_t *t = &mb->task[slot];
+  if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY || t->seq != seq) {
+    return false;
+  }
+  *out_is_control = false;
+  *out_frame = slot;
+  return true;
+}
+
 lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
                                  uint32_t *out_frame, lw_error_t *err) {
+  if (find_post_indexed(mb, seq, out_is_control, out_frame)) return LW_OK;
   bool found = false;
   bool is_control = false;
   uint32_t found_frame = 0;

@@ -52,11 +52,17 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 5u  // 3: image format, build options, launch geometry; 4: 16 task frames;
-                          // 5: the doorbell's loop_word
+#define LW_MB_VERSION 6u  // 3: image format, build options, launch geometry; 4: 16 task frames;
+                          // 5: the doorbell's loop_word; 6: the doorbell's post index
 #define LW_MB_TASK_FRAMES 16u    // D
 #define LW_MB_RING_ENTRIES 64u   // R
 #define LW_MB_NAME_BYTES 128
+// The doorbell's post index (see lw_mb_doorbell_t): slot seq % LW_MB_POST_SLOTS names the frame
+// of post seq. At most LW_MB_TASK_FRAMES + 1 posts are untaken at once (each holds a task frame
+// or the control frame), so a slot is not reused before its post is taken.
+#define LW_MB_POST_SLOTS 32u
+#define LW_MB_POST_CONTROL 0xffu  // the slot's post is in the control frame
+#define LW_MB_POST_NONE 0xfeu     // nothing posted through the slot yet
 
 typedef enum lw_mb_child_kind {
   LW_MB_CHILD_CHIP = 1,
@@ -164,7 +170,13 @@ typedef struct lw_mb_doorbell {
   // a task post: a chip child's mailbox loop sleeps here while the run lane takes task posts
   // itself from the doorbell (child/chip_child.c), so a task post wakes one thread, not two.
   lw_waitword_t loop_word;
-  uint8_t pad[32];
+  // The post index: before it publishes post seq (post_seq, release), the parent stores in
+  // post_frame[seq % LW_MB_POST_SLOTS] the task frame it used (LW_MB_POST_CONTROL: the control
+  // frame). The child finds its next post there in one look, on the line it has just read
+  // post_seq from, instead of scanning every frame; a slot whose frame does not hold that post
+  // (a broken parent) sends it to the full scan, which says what is wrong. Relaxed: post_seq's
+  // release/acquire orders it.
+  _Atomic uint8_t post_frame[LW_MB_POST_SLOTS];
 } lw_mb_doorbell_t;
 
 typedef struct lw_mb_parent_line {
@@ -253,6 +265,11 @@ typedef struct lw_mailbox {
 
 _Static_assert(sizeof(lw_mb_header_t) == 512, "header size");
 _Static_assert(sizeof(lw_mb_doorbell_t) == 64, "doorbell size");
+_Static_assert(offsetof(lw_mb_doorbell_t, post_frame) == 32, "post index offset");
+_Static_assert((LW_MB_POST_SLOTS & (LW_MB_POST_SLOTS - 1)) == 0 &&
+                   LW_MB_POST_SLOTS >= LW_MB_TASK_FRAMES + 1,
+               "a post's slot is not reused while it is untaken");
+_Static_assert(LW_MB_TASK_FRAMES < LW_MB_POST_NONE, "frame indices fit a slot");
 _Static_assert(sizeof(lw_mb_parent_line_t) == 64, "parent line size");
 _Static_assert(sizeof(lw_mb_control_t) == 1024, "control frame size");
 // The control frame's param_dirs holds every parameter a callable may declare; the layout
@@ -390,8 +407,12 @@ LW_MUST_USE lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_compl
 // Child side.
 
 // The post with sequence number seq, if it is visible: *out_is_control tells which, *out_frame
-// the task frame. NOT_FOUND when not posted yet. INTERNAL when a frame is READY with a
-// sequence number out of order (the parent is broken).
+// the task frame. First through the doorbell's post index (one slot, one frame: no scan);
+// when the slot does not lead to post seq, by scanning the control frame and every task frame.
+// NOT_FOUND when not posted yet. INTERNAL when the scan finds a frame READY with a sequence
+// number out of order, or one number posted twice (the parent is broken). A post the index
+// leads to is taken without looking at the other frames: a stale or repeated number elsewhere
+// is then not seen by this call.
 LW_MUST_USE lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
                                              uint32_t *out_frame, lw_error_t *err);
 

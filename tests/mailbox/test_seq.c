@@ -90,7 +90,73 @@ Test(mailbox_seq, a_sequence_number_posted_twice_is_internal, .timeout = 10) {
   lw_mb_task_post_t a = task_post(1, 1), b = task_post(1, 2);
   cr_assert_eq(lw__mailbox_post_task(mb, 0, &a, &err), LW_OK);
   cr_assert_eq(lw__mailbox_post_task(mb, 1, &b, &err), LW_OK);
+  // The post index names the later frame; without it (a parent that did not index) the scan
+  // sees both.
+  atomic_store(&mb->doorbell.post_frame[1], LW_MB_POST_NONE);
   cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "posted twice"), "%s", err.message);
+  free(mb);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The post index (the doorbell's post_frame slots)
+
+Test(mailbox_seq, a_post_is_indexed_by_its_sequence_number, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_task_post_t p = task_post(LW_MB_POST_SLOTS + 3, 1);
+  cr_assert_eq(lw__mailbox_post_task(mb, 7, &p, &err), LW_OK);
+  lw_mb_control_post_t c = ping_post(LW_MB_POST_SLOTS + 4, 9);
+  cr_assert_eq(lw__mailbox_post_control(mb, &c, &err), LW_OK);
+  cr_assert_eq(atomic_load(&mb->doorbell.post_frame[3]), 7);
+  cr_assert_eq(atomic_load(&mb->doorbell.post_frame[4]), LW_MB_POST_CONTROL);
+  cr_assert_eq(atomic_load(&mb->doorbell.post_frame[5]), LW_MB_POST_NONE);
+  free(mb);
+}
+
+// A slot that names the wrong frame, a frame out of range, the control frame without a request
+// or a frame holding another number: the lookup scans and still finds the post, or says why not.
+Test(mailbox_seq, a_slot_that_does_not_lead_to_the_post_falls_back_to_the_scan, .timeout = 10) {
+  static const uint8_t bad[] = {0, 5, LW_MB_TASK_FRAMES, 0x80, LW_MB_POST_CONTROL, LW_MB_POST_NONE};
+  for (size_t i = 0; i < sizeof(bad); ++i) {
+    lw_mailbox_t *mb = mb_new();
+    lw_error_t err;
+    bool is_control = true;
+    uint32_t frame = 99;
+    lw_mb_task_post_t other = task_post(9, 1), p = task_post(2, 2);
+    cr_assert_eq(lw__mailbox_post_task(mb, 0, &other, &err), LW_OK);  // frame 0 holds post 9
+    cr_assert_eq(lw__mailbox_post_task(mb, 3, &p, &err), LW_OK);
+    atomic_store(&mb->doorbell.post_frame[2], bad[i]);
+    cr_assert_eq(lw__mailbox_find_post(mb, 2, &is_control, &frame, &err), LW_OK,
+                 "slot %u: %s", bad[i], err.message);
+    cr_assert(!is_control && frame == 3, "slot %u: found %s frame %u", bad[i],
+              is_control ? "control" : "task", frame);
+    free(mb);
+  }
+}
+
+Test(mailbox_seq, a_slot_naming_a_stale_frame_still_reports_the_stale_number, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  bool is_control;
+  uint32_t frame;
+  lw_mb_task_post_t p = task_post(3, 1);
+  cr_assert_eq(lw__mailbox_post_task(mb, 2, &p, &err), LW_OK);
+  atomic_store(&mb->doorbell.post_frame[5], 2);  // the slot of 5 names the frame holding 3
+  cr_assert_eq(lw__mailbox_find_post(mb, 5, &is_control, &frame, &err), LW_INTERNAL);
+  cr_assert(has(&err, "task frame 2 is TASK_READY with sequence number 3"), "%s", err.message);
+  free(mb);
+}
+
+Test(mailbox_seq, an_indexed_post_is_taken_without_looking_at_the_other_frames, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  bool is_control = true;
+  uint32_t frame = 99;
+  lw_mb_task_post_t stale = task_post(1, 1), p = task_post(4, 2);
+  cr_assert_eq(lw__mailbox_post_task(mb, 0, &stale, &err), LW_OK);  // a scan would object
+  cr_assert_eq(lw__mailbox_post_task(mb, 6, &p, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_find_post(mb, 4, &is_control, &frame, &err), LW_OK, "%s", err.message);
+  cr_assert(!is_control && frame == 6);
   free(mb);
 }
