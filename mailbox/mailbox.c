@@ -121,7 +121,7 @@ static void name_copy(char *dst, const char *src) {
 // After a post into frame (LW_MB_POST_CONTROL: the control frame): index it, publish its
 // number and wake a sleeping child.
 static void ring_doorbell(lw_mailbox_t *mb, uint64_t seq, uint8_t frame) {
-  atomic_store_explicit(&mb->doorbell.post_frame[seq % LW_MB_POST_SLOTS], frame,
+  atomic_store_explicit(&mb->post_index.frame[seq % LW_MB_POST_SLOTS], frame,
                         memory_order_relaxed);
   // Release: a child that reads post_seq >= seq (acquire) also sees the state it announces
   // and the slot above.
@@ -159,7 +159,7 @@ void lw__mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t 
   atomic_init(&mb->doorbell.post_seq, 0);
   atomic_init(&mb->doorbell.cancel_seq, 0);
   for (uint32_t i = 0; i < LW_MB_POST_SLOTS; ++i) {
-    atomic_init(&mb->doorbell.post_frame[i], LW_MB_POST_NONE);
+    atomic_init(&mb->post_index.frame[i], LW_MB_POST_NONE);
   }
   atomic_init(&h->heartbeat, 0);
   atomic_init(&mb->parent.sleeping, 0);
@@ -566,7 +566,7 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
 // the number). Anything else, a stale or broken slot included, is left to the scan.
 static bool find_post_indexed(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
                               uint32_t *out_frame) {
-  uint8_t slot = atomic_load_explicit(&mb->doorbell.post_frame[seq % LW_MB_POST_SLOTS],
+  uint8_t slot = atomic_load_explicit(&mb->post_index.frame[seq % LW_MB_POST_SLOTS],
                                       memory_order_relaxed);
   if (slot == LW_MB_POST_CONTROL) {
     if (atomic_load_explicit(&mb->control.state, memory_order_acquire) != LW_MB_CONTROL_REQUEST ||

@@ -8,8 +8,9 @@
 //                 heartbeat)                               heartbeat)
 //   512     64    lw_mb_doorbell_t   parent -> child       parent
 //   576     64    lw_mb_parent_line_t child -> parent      parent (sleeping flag)
-//   640     1024  lw_mb_control_t    one control frame     both (state machine)
-//   1664    D x 1024  lw_mb_task_t   task frames           both (state machine)
+//   640     256   lw_mb_post_index_t post index            parent
+//   896     1024  lw_mb_control_t    one control frame     both (state machine)
+//   1920    D x 1024  lw_mb_task_t   task frames           both (state machine)
 //   ...     64    ring head (child produces)               child
 //   ...     64    ring tail (parent consumes)              parent
 //   ...     R x 384   lw_mb_completion_t entries           child
@@ -52,15 +53,20 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 6u  // 3: image format, build options, launch geometry; 4: 16 task frames;
-                          // 5: the doorbell's loop_word; 6: the doorbell's post index
-#define LW_MB_TASK_FRAMES 16u    // D
-#define LW_MB_RING_ENTRIES 64u   // R
+#define LW_MB_VERSION 7u  // 3: image format, build options, launch geometry; 4: 16 task frames;
+                          // 5: the doorbell's loop_word; 6: the doorbell's post index;
+                          // 7: 128 task frames, 256 ring entries, the post index on its own
+                          // lines
+// A chip child holds up to D posted tasks: enough for the parent to post a long run of tasks
+// (wait elision, DESIGN 4.5) ahead of the run lane, so that neither side waits on the other
+// every task when a CPU is taken from one of them (docs/benchmarks.md).
+#define LW_MB_TASK_FRAMES 128u   // D
+#define LW_MB_RING_ENTRIES 256u  // R: room for every frame's completion and the controls'.
 #define LW_MB_NAME_BYTES 128
-// The doorbell's post index (see lw_mb_doorbell_t): slot seq % LW_MB_POST_SLOTS names the frame
-// of post seq. At most LW_MB_TASK_FRAMES + 1 posts are untaken at once (each holds a task frame
-// or the control frame), so a slot is not reused before its post is taken.
-#define LW_MB_POST_SLOTS 32u
+// The post index (see lw_mb_post_index_t): slot seq % LW_MB_POST_SLOTS names the frame of post
+// seq. At most LW_MB_TASK_FRAMES + 1 posts are untaken at once (each holds a task frame or the
+// control frame), so a slot is not reused before its post is taken.
+#define LW_MB_POST_SLOTS 256u
 #define LW_MB_POST_CONTROL 0xffu  // the slot's post is in the control frame
 #define LW_MB_POST_NONE 0xfeu     // nothing posted through the slot yet
 
@@ -170,14 +176,17 @@ typedef struct lw_mb_doorbell {
   // a task post: a chip child's mailbox loop sleeps here while the run lane takes task posts
   // itself from the doorbell (child/chip_child.c), so a task post wakes one thread, not two.
   lw_waitword_t loop_word;
-  // The post index: before it publishes post seq (post_seq, release), the parent stores in
-  // post_frame[seq % LW_MB_POST_SLOTS] the task frame it used (LW_MB_POST_CONTROL: the control
-  // frame). The child finds its next post there in one look, on the line it has just read
-  // post_seq from, instead of scanning every frame; a slot whose frame does not hold that post
-  // (a broken parent) sends it to the full scan, which says what is wrong. Relaxed: post_seq's
-  // release/acquire orders it.
-  _Atomic uint8_t post_frame[LW_MB_POST_SLOTS];
+  uint8_t pad[32];
 } lw_mb_doorbell_t;
+
+// The post index: before it publishes post seq (doorbell.post_seq, release), the parent stores
+// in frame[seq % LW_MB_POST_SLOTS] the task frame it used (LW_MB_POST_CONTROL: the control
+// frame). The child finds its next post there in one look instead of scanning every frame; a
+// slot whose frame does not hold that post (a broken parent) sends it to the full scan, which
+// says what is wrong. Relaxed: post_seq's release/acquire orders it.
+typedef struct lw_mb_post_index {
+  _Atomic uint8_t frame[LW_MB_POST_SLOTS];
+} lw_mb_post_index_t;
 
 typedef struct lw_mb_parent_line {
   _Atomic uint32_t sleeping;   // parent is (about to be) asleep: child must ring the eventfd
@@ -256,6 +265,7 @@ typedef struct lw_mailbox {
   lw_mb_header_t header;
   lw_mb_doorbell_t doorbell;
   lw_mb_parent_line_t parent;
+  lw_mb_post_index_t post_index;
   lw_mb_control_t control;
   lw_mb_task_t task[LW_MB_TASK_FRAMES];
   lw_mb_ring_cursor_t ring_head;  // next entry the child writes
@@ -265,7 +275,6 @@ typedef struct lw_mailbox {
 
 _Static_assert(sizeof(lw_mb_header_t) == 512, "header size");
 _Static_assert(sizeof(lw_mb_doorbell_t) == 64, "doorbell size");
-_Static_assert(offsetof(lw_mb_doorbell_t, post_frame) == 32, "post index offset");
 _Static_assert((LW_MB_POST_SLOTS & (LW_MB_POST_SLOTS - 1)) == 0 &&
                    LW_MB_POST_SLOTS >= LW_MB_TASK_FRAMES + 1,
                "a post's slot is not reused while it is untaken");
@@ -289,17 +298,21 @@ _Static_assert(offsetof(lw_mb_doorbell_t, cancel_seq) == 16, "cancel notice offs
 _Static_assert(offsetof(lw_mb_doorbell_t, loop_word) == 24, "mailbox loop's word offset");
 _Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");
 _Static_assert(offsetof(lw_mailbox_t, parent) == 576, "parent line offset");
-_Static_assert(offsetof(lw_mailbox_t, control) == 640, "control offset");
-_Static_assert(offsetof(lw_mailbox_t, task) == 1664, "task frames offset");
+_Static_assert(offsetof(lw_mailbox_t, post_index) == 640, "post index offset");
+_Static_assert(sizeof(lw_mb_post_index_t) == LW_MB_POST_SLOTS, "post index size");
+_Static_assert(offsetof(lw_mailbox_t, control) == 896, "control offset");
+_Static_assert(offsetof(lw_mailbox_t, task) == 1920, "task frames offset");
 _Static_assert(offsetof(lw_mb_task_t, cancel) == 64, "cancel word on its own line");
 _Static_assert(offsetof(lw_mb_task_t, cancel_requested) == 72, "cancel flag beside the word");
 _Static_assert(offsetof(lw_mb_task_t, started_ns) == 80, "start time beside the word");
-_Static_assert(offsetof(lw_mailbox_t, ring_head) == 1664 + 1024 * LW_MB_TASK_FRAMES,
+_Static_assert(offsetof(lw_mailbox_t, ring_head) == 1920 + 1024 * LW_MB_TASK_FRAMES,
                "ring head offset");
 _Static_assert(offsetof(lw_mailbox_t, ring_tail) % 64 == 0, "ring tail on its own line");
 _Static_assert(offsetof(lw_mailbox_t, ring) == offsetof(lw_mailbox_t, ring_head) + 128,
                "ring offset");
 _Static_assert(sizeof(lw_mailbox_t) % 64 == 0, "mailbox is whole cache lines");
+_Static_assert(sizeof(lw_mailbox_t) == 231424, "mailbox size (docs/protocol.md)");
+_Static_assert(LW_MB_RING_ENTRIES >= LW_MB_TASK_FRAMES + 1, "a completion for every frame");
 
 // ---------------------------------------------------------------------------------------------
 // Common

@@ -351,9 +351,12 @@ out:
 }
 
 lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
-  uint32_t frame = 0;
-  while (frame < LW_MB_TASK_FRAMES && ep->frame_task[frame]) ++frame;
-  if (frame == LW_MB_TASK_FRAMES) {
+  uint32_t frame = ep->next_frame % LW_MB_TASK_FRAMES, looked = 0;
+  while (looked < LW_MB_TASK_FRAMES && ep->frame_task[frame]) {
+    frame = (frame + 1) % LW_MB_TASK_FRAMES;
+    ++looked;
+  }
+  if (looked == LW_MB_TASK_FRAMES) {
     return lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, t->task_id, "no free task frame");
   }
   lw_mb_task_post_t p;
@@ -393,6 +396,7 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
   t->frame = frame;
   ep->frame_task[frame] = t;
   ep->busy++;
+  ep->next_frame = (frame + 1) % LW_MB_TASK_FRAMES;
   lw__ep_stats_note_post(ep);
   return LW_OK;
 }

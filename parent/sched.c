@@ -216,6 +216,12 @@ static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
   return true;
 }
 
+// A task that names no chip goes to the least busy chip, and only while that chip holds fewer
+// than this many posted tasks: deeper, it would be bound to a chip long before it could run
+// there, while another chip might free up first. A task that names its chip may fill every
+// frame (posted behind its producers, DESIGN 4.5).
+#define UNPINNED_DEPTH 16u
+
 static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   bool progress = false;
   uint32_t n_chips = w->cfg.n_chips;
@@ -243,7 +249,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;  // a respawning chip will take work again
       if (!ep->accepting) continue;
-      if (ep->busy < LW_MB_TASK_FRAMES && (!best || ep->busy < best->busy)) best = ep;
+      if (ep->busy < UNPINNED_DEPTH && (!best || ep->busy < best->busy)) best = ep;
     }
     if (!best && any_alive) break;
     lw_task_t *t = lw__dag_queue_pop(&w->dag.any_q);
@@ -274,7 +280,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     progress = true;
     // Copy the members: finishing the last one frees the group.
     uint32_t n = g->n;
-    lw_task_t *members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
+    lw_task_t **members = w->sched.group_members;
     memcpy(members, g->members, n * sizeof(lw_task_t *));
     for (uint32_t i = 0; i < n; ++i) {
       lw_task_t *t = members[i];
@@ -316,18 +322,26 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   return progress;
 }
 
-// Cancels the running kernels of cancelled runs through their frames' cancel words.
+// Cancels the running kernels of cancelled runs through their frames' cancel words. Looks at
+// the frames only when a run stopped since it last looked: every stop (a cancel request, a
+// failure, cancel_all below) bumps the DAG's stop_seq after it marked its run, and a stopped
+// run's tasks are not posted afterwards (dispatch skips them), so a pass with stop_seq
+// unchanged has nothing to cancel.
 static void apply_cancels(lw_worker_t *w) {
   uint32_t all = atomic_load(&w->cancel_all_seq);
   bool cancel_all = all != w->sched.cancel_all_seen;
   w->sched.cancel_all_seen = all;
   // The runs marked below have their queued tasks swept on the next pass.
   if (cancel_all) atomic_fetch_add(&w->dag.stop_seq, 1);
+  uint32_t stops = atomic_load(&w->dag.stop_seq);
+  if (stops == w->sched.cancel_stop_seen) return;
+  w->sched.cancel_stop_seen = stops;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
-    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    for (uint32_t f = 0, seen = 0; f < LW_MB_TASK_FRAMES && seen < ep->busy; ++f) {
       lw_task_t *t = ep->frame_task[f];
       if (!t) continue;
+      ++seen;
       if (cancel_all) atomic_store(&t->run->handle.cancel_requested, 1);
       if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
       // A cancelled run, or one that failed, stops its kernels still in flight.
@@ -384,9 +398,11 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting) continue;
-    for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    for (uint32_t f = 0, seen = 0; f < LW_MB_TASK_FRAMES && seen < ep->busy; ++f) {
       lw_task_t *t = ep->frame_task[f];
-      if (!t || t->escalated != LW_OK) continue;
+      if (!t) continue;
+      ++seen;
+      if (t->escalated != LW_OK) continue;
       if (!t->cancel_at && t->timeout_ns <= 0) continue;
       if (!t->seen_started_at) {
         if (!frame_started(ep, f)) {
@@ -436,7 +452,7 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
 // posted task, or an async register/unregister whose end it has not reported (w->mu held). A
 // sub child runs its function on the mailbox loop, so a running sub task does not count.
 static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
-  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES && ep->busy > 0; ++f) {
     if (!ep->frame_task[f]) continue;
     if (ep->kind == LW_MB_CHILD_CHIP) return true;
     if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;

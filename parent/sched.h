@@ -27,8 +27,11 @@
 #include <stdint.h>
 
 #include "lanework/status.h"
+#include "lanework/worker.h"
+#include "mailbox/mailbox.h"
 
 typedef struct lw_worker lw_worker_t;
+typedef struct lw_task lw_task_t;
 
 // The scheduler's own state (w->sched). thread/started: set by lw__sched_start and
 // lw__sched_stop only. kick_seq and sleeping: the sleep handshake with kicking threads (any
@@ -41,6 +44,10 @@ typedef struct lw_sched {
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sleeping;
   uint32_t cancel_all_seen;
+  // The DAG's stop_seq when the passes last looked for kernels to cancel (w->mu held).
+  uint32_t cancel_stop_seen;
+  // Dispatch's copy of a ready group's members (w->mu held): too large for a submitter's stack.
+  lw_task_t *group_members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
   // Callers spinning in lw__sched_wait_draining: while there is one, the scheduler sleeps as
   // soon as a pass finds nothing to do instead of spinning beside it.
   _Atomic uint32_t drainers;

@@ -42,7 +42,10 @@ extern "C" {
 #define LW_ANY_CHIP (-1)
 
 // One task of a chip callable on chip worker_id (0..n_chips-1, or LW_ANY_CHIP). cfg may be
-// NULL.
+// NULL. A chip holds up to 128 posted tasks (one running, the rest queued behind it): a task
+// whose producers are all on its chip is posted behind them before they finish. A task with
+// LW_ANY_CHIP goes to the least busy chip, and only to one holding fewer than 16, so it is not
+// bound to a chip long before it can run there.
 LW_API LW_MUST_USE lw_status_t lw_orch_submit_next_level(lw_orch_t *o, lw_callable_handle_t c,
                                                          const lw_args_t *args,
                                                          const lw_run_config_t *cfg,

@@ -122,14 +122,18 @@ Test(protocol, garbage_task_frame_state_fails_the_next_task_and_the_chip_comes_b
   lw_callable_handle_t vadd = fx_reg(&f, "vector_add");
   shared_t *s = fx_shared(&f);
   fx_run_vadd_ok(&f, vadd, s, 1);
-  // Idle chip 1: every frame is IDLE and free in the parent's record; frame 0 is used next.
-  atomic_store(&fx_mailbox(&f, 1)->task[0].state, GARBAGE_STATE);
+  // Idle chip 1: every frame is IDLE and free in the parent's record; the search for a free
+  // frame starts at next_frame (the run above finished, so nothing changes it meanwhile).
+  uint32_t next = f.w->eps[1].next_frame % LW_MB_TASK_FRAMES;
+  atomic_store(&fx_mailbox(&f, 1)->task[next].state, GARBAGE_STATE);
   job_t j = {vadd, s, JOB_VADD, 1, 0, 0, 1};
   lw_run_report_t rep;
   cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED, "%s",
                rep.error.message);
   ASSERT_MSG_HAS(rep.error.message, "chip 1: protocol violation");
-  ASSERT_MSG_HAS(rep.error.message, "task frame 0 is UNKNOWN");
+  char want[48];
+  snprintf(want, sizeof(want), "task frame %u is UNKNOWN", next);
+  ASSERT_MSG_HAS(rep.error.message, want);
   cr_assert_eq(rep.error.worker_id, 1);
   // Not failed forever: the chip is respawned with its callables and takes tasks again.
   fx_wait_respawned(&f, 1, 1);

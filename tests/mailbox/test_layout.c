@@ -6,9 +6,10 @@
 // Layout and header
 
 Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 10) {
-  // The numbers docs/protocol.md states, for D = 16 and R = 64.
-  cr_assert_eq(LW_MB_TASK_FRAMES, 16u);
-  cr_assert_eq(LW_MB_RING_ENTRIES, 64u);
+  // The numbers docs/protocol.md states, for D = 128 and R = 256.
+  cr_assert_eq(LW_MB_TASK_FRAMES, 128u);
+  cr_assert_eq(LW_MB_RING_ENTRIES, 256u);
+  cr_assert_eq(LW_MB_POST_SLOTS, 256u);
   cr_assert_eq(sizeof(lw_mb_header_t), 512u);
   cr_assert_eq(sizeof(lw_mb_doorbell_t), 64u);
   cr_assert_eq(sizeof(lw_mb_parent_line_t), 64u);
@@ -19,12 +20,13 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
   cr_assert_eq(offsetof(lw_mb_args_t, launch), 392u);
   cr_assert_eq(offsetof(lw_mailbox_t, doorbell), 512u);
   cr_assert_eq(offsetof(lw_mailbox_t, parent), 576u);
-  cr_assert_eq(offsetof(lw_mailbox_t, control), 640u);
-  cr_assert_eq(offsetof(lw_mailbox_t, task), 1664u);
-  cr_assert_eq(offsetof(lw_mailbox_t, ring_head), 18048u);
-  cr_assert_eq(offsetof(lw_mailbox_t, ring_tail), 18112u);
-  cr_assert_eq(offsetof(lw_mailbox_t, ring), 18176u);
-  cr_assert_eq(sizeof(lw_mailbox_t), 42752u, "total size is %zu", sizeof(lw_mailbox_t));
+  cr_assert_eq(offsetof(lw_mailbox_t, post_index), 640u);
+  cr_assert_eq(offsetof(lw_mailbox_t, control), 896u);
+  cr_assert_eq(offsetof(lw_mailbox_t, task), 1920u);
+  cr_assert_eq(offsetof(lw_mailbox_t, ring_head), 132992u);
+  cr_assert_eq(offsetof(lw_mailbox_t, ring_tail), 133056u);
+  cr_assert_eq(offsetof(lw_mailbox_t, ring), 133120u);
+  cr_assert_eq(sizeof(lw_mailbox_t), 231424u, "total size is %zu", sizeof(lw_mailbox_t));
   // Field offsets the document lists.
   cr_assert_eq(offsetof(lw_mb_header_t, arena_bytes), 32u);
   cr_assert_eq(offsetof(lw_mb_header_t, generation), 56u);

@@ -92,7 +92,7 @@ Test(mailbox_seq, a_sequence_number_posted_twice_is_internal, .timeout = 10) {
   cr_assert_eq(lw__mailbox_post_task(mb, 1, &b, &err), LW_OK);
   // The post index names the later frame; without it (a parent that did not index) the scan
   // sees both.
-  atomic_store(&mb->doorbell.post_frame[1], LW_MB_POST_NONE);
+  atomic_store(&mb->post_index.frame[1], LW_MB_POST_NONE);
   cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "posted twice"), "%s", err.message);
   free(mb);
@@ -108,9 +108,9 @@ Test(mailbox_seq, a_post_is_indexed_by_its_sequence_number, .timeout = 10) {
   cr_assert_eq(lw__mailbox_post_task(mb, 7, &p, &err), LW_OK);
   lw_mb_control_post_t c = ping_post(LW_MB_POST_SLOTS + 4, 9);
   cr_assert_eq(lw__mailbox_post_control(mb, &c, &err), LW_OK);
-  cr_assert_eq(atomic_load(&mb->doorbell.post_frame[3]), 7);
-  cr_assert_eq(atomic_load(&mb->doorbell.post_frame[4]), LW_MB_POST_CONTROL);
-  cr_assert_eq(atomic_load(&mb->doorbell.post_frame[5]), LW_MB_POST_NONE);
+  cr_assert_eq(atomic_load(&mb->post_index.frame[3]), 7);
+  cr_assert_eq(atomic_load(&mb->post_index.frame[4]), LW_MB_POST_CONTROL);
+  cr_assert_eq(atomic_load(&mb->post_index.frame[5]), LW_MB_POST_NONE);
   free(mb);
 }
 
@@ -126,7 +126,7 @@ Test(mailbox_seq, a_slot_that_does_not_lead_to_the_post_falls_back_to_the_scan, 
     lw_mb_task_post_t other = task_post(9, 1), p = task_post(2, 2);
     cr_assert_eq(lw__mailbox_post_task(mb, 0, &other, &err), LW_OK);  // frame 0 holds post 9
     cr_assert_eq(lw__mailbox_post_task(mb, 3, &p, &err), LW_OK);
-    atomic_store(&mb->doorbell.post_frame[2], bad[i]);
+    atomic_store(&mb->post_index.frame[2], bad[i]);
     cr_assert_eq(lw__mailbox_find_post(mb, 2, &is_control, &frame, &err), LW_OK,
                  "slot %u: %s", bad[i], err.message);
     cr_assert(!is_control && frame == 3, "slot %u: found %s frame %u", bad[i],
@@ -142,7 +142,7 @@ Test(mailbox_seq, a_slot_naming_a_stale_frame_still_reports_the_stale_number, .t
   uint32_t frame;
   lw_mb_task_post_t p = task_post(3, 1);
   cr_assert_eq(lw__mailbox_post_task(mb, 2, &p, &err), LW_OK);
-  atomic_store(&mb->doorbell.post_frame[5], 2);  // the slot of 5 names the frame holding 3
+  atomic_store(&mb->post_index.frame[5], 2);  // the slot of 5 names the frame holding 3
   cr_assert_eq(lw__mailbox_find_post(mb, 5, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "task frame 2 is TASK_READY with sequence number 3"), "%s", err.message);
   free(mb);

@@ -1,6 +1,8 @@
 // tests/parent/test_wait_elision.c — wait elision at L3 (parent/dag.h, DESIGN 4.5): a task whose
 // producers all sit on the same chip is posted behind them before they finish, runs after
-// them in order, and never runs when one of them failed (it ends POISONED).
+// them in order, and never runs when one of them failed (it ends POISONED). A chip holds
+// LW_MB_TASK_FRAMES such posts; a task that names no chip is posted only to a chip holding
+// fewer than 16 (parent/sched.c).
 #include "faults/fault_util.h"
 #include "lanework/stats.h"
 
@@ -132,5 +134,103 @@ Test(wait_elision, a_long_chain_on_one_chip_runs_every_task_once_in_order, .time
   LW_ASSERT_OK(lw_worker_run(f.w, gated_chain, &j, NULL));
   cr_assert_eq(j.log[0], 400);
   for (int i = 1; i <= 400; ++i) cr_assert_eq(j.log[i], i, "record %d ran out of order", i);
+  fx_destroy(&f);
+}
+
+// Every frame of the chip fills behind the held gate (far more than the 16 a task with no chip
+// named may wait behind); once it opens, every record runs once, in order.
+Test(wait_elision, every_frame_of_a_chip_fills_behind_a_running_producer_and_drains_in_order,
+     .timeout = 120) {
+  enum { N = LW_MB_TASK_FRAMES + 20 };
+  _Static_assert(N < 512, "the record log holds 511 values");
+  elide_job_t j = make_job(N);
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, gated_chain, &j, &run));
+  lw_test_wait_nonzero(&j.s->entered);
+  wait_queue_depth(LW_MB_TASK_FRAMES);
+  cr_assert_eq(chip0_queue_depth(), LW_MB_TASK_FRAMES, "a chip holds at most its frames");
+  cr_assert_eq(j.log[0], 0, "a record ran before the gate opened");
+  atomic_store(&j.s->gate, 1);
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_OK);
+  lw_handle_release(run);
+  cr_assert_eq(j.log[0], N);
+  for (int i = 1; i <= N; ++i) cr_assert_eq(j.log[i], i, "record %d ran out of order", i);
+  fx_destroy(&f);
+}
+
+// Cancelling a run whose tasks fill every frame: the running gate sees its cancel word, and no
+// record behind it starts.
+Test(wait_elision, cancelling_a_run_that_fills_every_frame_stops_the_kernel_and_runs_no_record,
+     .timeout = 120) {
+  elide_job_t j = make_job(LW_MB_TASK_FRAMES + 20);
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, gated_chain, &j, &run));
+  lw_test_wait_nonzero(&j.s->entered);
+  wait_queue_depth(LW_MB_TASK_FRAMES);
+  LW_ASSERT_OK(lw_handle_cancel(run));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED, "%s",
+               lw_handle_error(run) ? lw_handle_error(run)->message : "");
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_handle_run_report(run, &rep));
+  cr_assert_eq(rep.n_tasks, LW_MB_TASK_FRAMES + 21);
+  cr_assert_eq(rep.n_completed, 0);
+  cr_assert_eq(rep.n_failed, rep.n_tasks);
+  lw_handle_release(run);
+  cr_assert_eq(j.log[0], 0, "a record behind the cancelled gate ran");
+  cr_assert_eq(chip0_queue_depth(), 0u);
+  // The chip is not harmed: the next run goes through.
+  atomic_store(&j.s->gate, 1);
+  atomic_store(&j.s->entered, 0);
+  j.n_records = 3;
+  LW_ASSERT_OK(lw_worker_run(f.w, gated_chain, &j, NULL));
+  cr_assert_eq(j.log[0], 3);
+  fx_destroy(&f);
+}
+
+// The gate on chip 0, then records that name no chip and depend on nothing: they are ready at
+// once, but the parent posts them only while the chip holds fewer than 16 tasks.
+typedef struct any_job {
+  elide_job_t e;
+  int n;
+  _Atomic uint32_t submitted;
+} any_job_t;
+
+static lw_status_t gate_then_unpinned(lw_orch_t *o, void *user) {
+  any_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->e.s->gate, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->e.s->entered, 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->e.gate, &a, NULL, 0));
+  for (int i = 1; i <= j->n; ++i) {
+    lw_args_t r;
+    lw_args_init(&r);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&r, j->e.log, 512 * sizeof(int64_t), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_scalar(&r, (uint64_t)i));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->e.rec, &r, NULL, LW_ANY_CHIP));
+  }
+  atomic_store(&j->submitted, 1);
+  return LW_OK;
+}
+
+Test(wait_elision, tasks_that_name_no_chip_wait_in_the_parent_behind_16_posted_tasks,
+     .timeout = 120) {
+  any_job_t j = {make_job(0), 40, 0};
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, gate_then_unpinned, &j, &run));
+  lw_test_wait_nonzero(&j.e.s->entered);
+  lw_test_wait_nonzero(&j.submitted);
+  wait_queue_depth(16);
+  atomic_store(&j.e.s->gate, 1);
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_OK);
+  lw_handle_release(run);
+  cr_assert_eq(j.e.log[0], 40);
+  lw_worker_stats_t s;
+  memset(&s, 0, sizeof(s));
+  s.struct_size = sizeof(s);
+  LW_ASSERT_OK(lw_worker_stats(f.w, &s));
+  // Every submit ran a pass that could have posted more; none posted past the 16th.
+  cr_assert_eq(s.child[0].queue_depth_max, 16u, "chip 0 held %u posted tasks at most",
+               s.child[0].queue_depth_max);
   fx_destroy(&f);
 }

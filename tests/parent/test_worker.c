@@ -277,7 +277,7 @@ static lw_status_t blockers_orch(lw_orch_t *o, void *user) {
   // Fill every task frame of chip 1: the gate runs, the records wait behind it.
   LW_RETURN_IF_ERROR(submit_gate(o, j->gate, j->s, 1));
   for (int i = 0; i < (int)LW_MB_TASK_FRAMES - 1; ++i) {
-    rec_t r = {100 + i, 0, 1, {{NULL, 0}}};
+    rec_t r = {1000 + i, 0, 1, {{NULL, 0}}};  // apart from 200, 201, 300, 301
     LW_RETURN_IF_ERROR(submit_record(o, j->rec, j->s, &r));
   }
   return LW_OK;
