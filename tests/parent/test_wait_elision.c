@@ -14,6 +14,7 @@ typedef struct elide_job {
   int64_t *log;  // the record kernel's log
   void *buf;     // the buffer every task reads and writes (INOUT): a chain
   int n_records;
+  _Atomic uint32_t submitted;  // gated_chain submitted every task
 } elide_job_t;
 
 static lw_status_t add_record(lw_orch_t *o, const elide_job_t *j, uint64_t value) {
@@ -35,6 +36,7 @@ static lw_status_t gated_chain(lw_orch_t *o, void *user) {
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->buf, 64, LW_TAG_INOUT));
   LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
   for (int i = 1; i <= j->n_records; ++i) LW_RETURN_IF_ERROR(add_record(o, j, (uint64_t)i));
+  atomic_store(&j->submitted, 1);
   return LW_OK;
 }
 
@@ -166,6 +168,8 @@ Test(wait_elision, cancelling_a_run_that_fills_every_frame_stops_the_kernel_and_
   lw_handle_t *run = NULL;
   LW_ASSERT_OK(lw_worker_run_async(f.w, gated_chain, &j, &run));
   lw_test_wait_nonzero(&j.s->entered);
+  // Every task submitted (the last 20 wait in the parent for a frame), every frame posted.
+  lw_test_wait_nonzero(&j.submitted);
   wait_queue_depth(LW_MB_TASK_FRAMES);
   LW_ASSERT_OK(lw_handle_cancel(run));
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED, "%s",
