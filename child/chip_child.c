@@ -87,17 +87,36 @@ static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *
   return node;
 }
 
-// The runs that had a task fail in this child, most recent last (a small ring: a run that
-// failed gets few more tasks here), with the status it failed with. Written when a task
-// finishes with an error (the run lane, or the mailbox loop when a cancel withdraws a queued
-// task); read on the run lane before a task starts.
-#define FAILED_RUNS 16
+// The runs that had a task fail in this child, most recent last, with the status they failed
+// with: a ring of one note per failed task (one per run while its failures come in a row).
+// Written when a task finishes with an error (the run lane, or the mailbox loop when a cancel
+// withdraws a queued task); read on the run lane before a task starts.
+//
+// How many notes it must keep: a task C posted behind its failed producer P (wait elision) is
+// posted while the parent has not consumed P's completion yet, so every task that ends between
+// P and C in the run lane's order still holds its frame when C is posted (its completion comes
+// after P's in the ring). So at most LW_MB_TASK_FRAMES - 2 notes come after P's before C asks:
+// a ring of LW_MB_TASK_FRAMES notes still holds P's run.
+#define FAILED_RUNS LW_MB_TASK_FRAMES
+_Static_assert(FAILED_RUNS >= LW_MB_TASK_FRAMES, "a failed producer's note outlives its consumers' "
+               "posts");
 static _Atomic uint64_t failed_runs[FAILED_RUNS];
 static _Atomic int32_t failed_status[FAILED_RUNS];
-static _Atomic uint32_t n_failed_runs;
+static _Atomic uint64_t n_failed_runs;  // notes ever made (64 bits: never wraps)
 
 static void note_failed_run(uint64_t run_id, lw_status_t st) {
-  uint32_t i = atomic_fetch_add(&n_failed_runs, 1) % FAILED_RUNS;
+  // Writers are the run lane and the mailbox loop (under take_mu when it withdraws); a note
+  // skipped here is one whose run the newest note already names with the same status, which
+  // only a racing writer could change, and then that writer's own note names it.
+  uint64_t n = atomic_load(&n_failed_runs);
+  if (n > 0) {
+    uint64_t last = (n - 1) % FAILED_RUNS;
+    if (atomic_load(&failed_runs[last]) == run_id &&
+        atomic_load(&failed_status[last]) == (int32_t)st) {
+      return;
+    }
+  }
+  uint64_t i = atomic_fetch_add(&n_failed_runs, 1) % FAILED_RUNS;
   atomic_store(&failed_status[i], (int32_t)st);
   atomic_store(&failed_runs[i], run_id);
 }
@@ -109,10 +128,11 @@ static void note_failed_run(uint64_t run_id, lw_status_t st) {
 // ends are noted before it asks. A cancelled run's task ends CANCELLED, any other POISONED.
 static lw_status_t task_must_not_start(void *ctx, lw_error_t *why) {
   // Every task asks: the common case (no task of any run failed here) is one load.
-  if (atomic_load(&n_failed_runs) == 0) return LW_OK;
+  uint64_t n = atomic_load(&n_failed_runs);
+  if (n == 0) return LW_OK;
   frame_ctx_t *fc = ctx;
   uint64_t run = fc->identity.run_id;
-  for (uint32_t i = 0; i < FAILED_RUNS; ++i) {
+  for (uint32_t i = 0; i < FAILED_RUNS && i < n; ++i) {
     if (run == 0 || atomic_load(&failed_runs[i]) != run) continue;
     int32_t dev = fc->chip_index;
     bool cancelled = atomic_load(&failed_status[i]) == LW_CANCELLED;

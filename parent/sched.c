@@ -219,8 +219,11 @@ static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
 // A task that names no chip goes to the least busy chip, and only while that chip holds fewer
 // than this many posted tasks: deeper, it would be bound to a chip long before it could run
 // there, while another chip might free up first. A task that names its chip may fill every
-// frame (posted behind its producers, DESIGN 4.5).
+// frame (posted behind its producers, DESIGN 4.5). The chips' own queues are served first in
+// each pass, so a steady stream of pinned tasks that keeps every chip at 16 or more holds the
+// unpinned ones back until it eases (as it did at 16 frames).
 #define UNPINNED_DEPTH 16u
+_Static_assert(UNPINNED_DEPTH <= LW_MB_TASK_FRAMES, "a chip's frames hold the unpinned depth");
 
 static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   bool progress = false;

@@ -54,7 +54,8 @@ typedef struct lw_fuzz_task_params {
   uint64_t post_seq;       // doorbell.post_seq
   uint32_t header_xor[8];  // flips bits of the header's first 32 bytes (0: as initialized)
   uint32_t probe_frame;    // a raw frame index also passed to take_task (may be out of range)
-  uint8_t frame;           // which task frame the payload bytes overwrite (mod D)
+  uint8_t frame;           // which task frame the payload bytes overwrite (mod D); also, as
+                           // is, the post index's slot for next_seq (find_post's first look)
   uint8_t arena;           // arena view selector
   uint8_t result_status;   // the kernel's status (mod LW_STATUS_COUNT_ + 2: two invalid ones)
   uint8_t control_state;   // control frame state, with control_seq: find_post looks at it
@@ -73,7 +74,7 @@ typedef struct lw_fuzz_control_params {
   uint8_t arena;           // arena view selector
   uint8_t ack_status;      // the child's answer (mod LW_STATUS_COUNT_ + 2)
   uint8_t ack_async;       // bit 0
-  uint8_t reserved0;
+  uint8_t post_slot;       // the post index's slot for next_seq (0xff: the control frame)
   uint32_t reserved1;
   uint32_t task_state[LW_MB_TASK_FRAMES];  // task frames find_post also looks at
   uint64_t task_seq[LW_MB_TASK_FRAMES];

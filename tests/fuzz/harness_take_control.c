@@ -106,6 +106,8 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size) {
     atomic_store_explicit(&mb->task[i].state, p.task_state[i], memory_order_relaxed);
     mb->task[i].seq = p.task_seq[i];
   }
+  atomic_store_explicit(&mb->post_index.frame[p.next_seq % LW_MB_POST_SLOTS], p.post_slot,
+                        memory_order_relaxed);
   // Names with no NUL unless the input brings one.
   memset(mb->control.name, 'n', sizeof(mb->control.name));
   memset(mb->control.entry, 'e', sizeof(mb->control.entry));

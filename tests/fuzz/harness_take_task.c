@@ -172,6 +172,10 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size) {
     atomic_store_explicit(&mb->task[i].state, p.other_state[i], memory_order_relaxed);
     mb->task[i].seq = p.other_seq[i];
   }
+  // The post index names the payload's frame (as the parent's post would) or, for other byte
+  // values, a wrong or out-of-range frame: find_post must then fall back to its scan.
+  atomic_store_explicit(&mb->post_index.frame[p.next_seq % LW_MB_POST_SLOTS], p.frame,
+                        memory_order_relaxed);
   uint32_t frame = p.frame % LW_MB_TASK_FRAMES;
   memcpy(&mb->task[frame], data, size < sizeof(lw_mb_task_t) ? size : sizeof(lw_mb_task_t));
   const lw_mb_arena_t *arena = lw__fuzz_arena_view(p.arena);

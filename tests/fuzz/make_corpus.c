@@ -201,6 +201,7 @@ static void control_seed(const char *name, lw_fuzz_control_params_t *params,
     bytes = sizeof(lw_mb_control_t);
   }
   params->post_seq = post->seq;
+  params->post_slot = LW_MB_POST_CONTROL;  // as the parent's post indexes it
   write_seed("take_control", name, params, sizeof(*params), &mb.control, bytes);
 }
 

@@ -238,3 +238,102 @@ Test(wait_elision, tasks_that_name_no_chip_wait_in_the_parent_behind_16_posted_t
                s.child[0].queue_depth_max);
   fx_destroy(&f);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A failed producer's note in its chip child outlives the failures of other runs that end
+// between it and its consumer (child/chip_child.c, FAILED_RUNS).
+
+enum { OTHER_RUNS = 24 };  // more than the 16 notes the child kept before 128 frames
+
+typedef struct late_job {
+  lw_callable_handle_t gate, rec;
+  // [0] P1's gate, [1] P1 entered, [2] Z's gate, [3] Z entered, [4] the failing gate (3: its
+  // kernel returns 2 at once), [5] its entered
+  _Atomic uint32_t *words;
+  int64_t *log;
+  void *x, *z, *w;
+} late_job_t;
+
+static lw_status_t add_gate(lw_orch_t *o, const late_job_t *j, int word, void *out,
+                            int32_t chip) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->words[word], 4, LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->words[word + 1], 4, LW_TAG_NO_DEP));
+  if (out) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT));
+  return lw_orch_submit_next_level(o, j->gate, &a, NULL, chip);
+}
+
+static lw_status_t add_rec(lw_orch_t *o, const late_job_t *j, void *in1, void *in2, void *out,
+                           uint64_t value) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 512 * sizeof(int64_t), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, in1, 64, LW_TAG_INPUT));
+  if (in2) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, in2, 64, LW_TAG_INPUT));
+  if (out) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, value));
+  return lw_orch_submit_next_level(o, j->rec, &a, NULL, 0);
+}
+
+// P1 (chip 0, held) writes x. Z (chip 1, held) writes z. P2 (chip 0) reads z and writes w: it
+// waits in the parent for Z. C (chip 0) reads x and w: once P2 is posted, C's producers are
+// all posted to chip 0, and C is posted behind P2, while P1 still runs, after whatever other
+// runs posted to chip 0 meanwhile.
+static lw_status_t producer_and_late_consumer(lw_orch_t *o, void *user) {
+  late_job_t *j = user;
+  LW_RETURN_IF_ERROR(add_gate(o, j, 0, j->x, 0));
+  LW_RETURN_IF_ERROR(add_gate(o, j, 2, j->z, 1));
+  LW_RETURN_IF_ERROR(add_rec(o, j, j->z, NULL, j->w, 66));
+  return add_rec(o, j, j->x, j->w, NULL, 77);
+}
+
+// One task on chip 0 that fails as soon as it starts (a gate opened with 3).
+static lw_status_t one_failing_task(lw_orch_t *o, void *user) {
+  return add_gate(o, user, 4, NULL, 0);
+}
+
+Test(wait_elision, a_consumer_behind_a_failed_producer_never_runs_after_other_runs_failed_between,
+     .timeout = 120) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  late_job_t j = {fx_reg(&f, "gate"), fx_reg(&f, "record"), NULL, NULL, NULL, NULL, NULL};
+  j.words = lw_worker_alloc(f.w, 6 * sizeof(uint32_t));
+  j.log = lw_worker_alloc(f.w, 512 * sizeof(int64_t));
+  j.x = lw_worker_alloc(f.w, 64);
+  j.z = lw_worker_alloc(f.w, 64);
+  j.w = lw_worker_alloc(f.w, 64);
+  cr_assert(j.words && j.log && j.x && j.z && j.w);
+  memset((void *)j.words, 0, 6 * sizeof(uint32_t));
+  memset(j.log, 0, 512 * sizeof(int64_t));
+  atomic_store(&j.words[4], 3);
+  lw_handle_t *a = NULL, *other[OTHER_RUNS];
+  LW_ASSERT_OK(lw_worker_run_async(f.w, producer_and_late_consumer, &j, &a));
+  lw_test_wait_nonzero(&j.words[1]);
+  lw_test_wait_nonzero(&j.words[3]);
+  for (int i = 0; i < OTHER_RUNS; ++i) {
+    LW_ASSERT_OK(lw_worker_run_async(f.w, one_failing_task, &j, &other[i]));
+  }
+  wait_queue_depth(1 + OTHER_RUNS);  // P1, then every other run's task behind it
+  atomic_store(&j.words[2], 1);      // Z ends: P2, then C, are posted behind them
+  wait_queue_depth(3 + OTHER_RUNS);
+  atomic_store(&j.words[0], 3);      // P1 fails; every other run's task fails; then P2 and C
+  cr_assert_eq(lw_handle_wait(a, LW_WAIT_FOREVER), LW_TASK_FAILED);
+  for (int i = 0; i < OTHER_RUNS; ++i) {
+    cr_assert_eq(lw_handle_wait(other[i], LW_WAIT_FOREVER), LW_TASK_FAILED, "run %d", i);
+    lw_handle_release(other[i]);
+  }
+  lw_task_report_t r[4];
+  size_t n = 0;
+  LW_ASSERT_OK(lw_handle_run_tasks(a, r, 4, &n));
+  lw_handle_release(a);
+  cr_assert_eq(n, 4);
+  cr_assert_eq(r[3].status, LW_POISONED, "C: %s", lw_status_name(r[3].status));
+  cr_assert_eq(r[3].worker_id, 0, "C was posted behind P1");
+  for (int64_t i = 0; i < j.log[0] && i < 511; ++i) {
+    cr_assert_neq(j.log[1 + i], 77, "C ran after its producer failed");
+  }
+  cr_assert_eq(r[3].kernel_ns, 0, "C started after its producer failed");
+  fx_destroy(&f);
+}
