@@ -351,7 +351,7 @@ out:
 }
 
 lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
-  uint32_t frame = ep->next_frame % LW_MB_TASK_FRAMES, looked = 0;
+  uint32_t frame = ep->next_frame, looked = 0;
   while (looked < LW_MB_TASK_FRAMES && ep->frame_task[frame]) {
     frame = (frame + 1) % LW_MB_TASK_FRAMES;
     ++looked;

@@ -82,6 +82,7 @@ typedef struct lw_endpoint {
   uint32_t busy;
   // Where the search for a free frame starts: the one after the last frame posted. Tasks
   // mostly end in the order they were posted, so the frame found there is usually free.
+  // Always below LW_MB_TASK_FRAMES.
   uint32_t next_frame;
   // "child pid 42 killed by SIGSEGV" once dead; written by the scheduler, read by any thread:
   // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).

@@ -325,6 +325,21 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   return progress;
 }
 
+// The task in ep's next occupied frame at or after *f, with *f left on that frame; NULL once
+// ep->busy of them were found (*found counts them), so a loop over a chip's frames costs what
+// its occupied ones do (w->mu held). Loop:
+//   for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f)
+static lw_task_t *next_busy_frame(const lw_endpoint_t *ep, uint32_t *f, uint32_t *found) {
+  if (*found >= ep->busy) return NULL;
+  for (; *f < LW_MB_TASK_FRAMES; ++*f) {
+    if (ep->frame_task[*f]) {
+      ++*found;
+      return ep->frame_task[*f];
+    }
+  }
+  return NULL;
+}
+
 // Cancels the running kernels of cancelled runs through their frames' cancel words. Looks at
 // the frames only when a run stopped since it last looked: every stop (a cancel request, a
 // failure, cancel_all below) bumps the DAG's stop_seq after it marked its run, and a stopped
@@ -341,10 +356,8 @@ static void apply_cancels(lw_worker_t *w) {
   w->sched.cancel_stop_seen = stops;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
-    for (uint32_t f = 0, seen = 0; f < LW_MB_TASK_FRAMES && seen < ep->busy; ++f) {
-      lw_task_t *t = ep->frame_task[f];
-      if (!t) continue;
-      ++seen;
+    lw_task_t *t;
+    for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f) {
       if (cancel_all) atomic_store(&t->run->handle.cancel_requested, 1);
       if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
       // A cancelled run, or one that failed, stops its kernels still in flight.
@@ -401,10 +414,8 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting) continue;
-    for (uint32_t f = 0, seen = 0; f < LW_MB_TASK_FRAMES && seen < ep->busy; ++f) {
-      lw_task_t *t = ep->frame_task[f];
-      if (!t) continue;
-      ++seen;
+    lw_task_t *t;
+    for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f) {
       if (t->escalated != LW_OK) continue;
       if (!t->cancel_at && t->timeout_ns <= 0) continue;
       if (!t->seen_started_at) {
@@ -455,12 +466,14 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
 // posted task, or an async register/unregister whose end it has not reported (w->mu held). A
 // sub child runs its function on the mailbox loop, so a running sub task does not count.
 static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
-  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES && ep->busy > 0; ++f) {
-    if (!ep->frame_task[f]) continue;
-    if (ep->kind == LW_MB_CHILD_CHIP) return true;
-    if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;
+  if (ep->kind != LW_MB_CHILD_CHIP) {
+    lw_task_t *t;
+    for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f) {
+      if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;
+    }
+    return false;
   }
-  if (ep->kind != LW_MB_CHILD_CHIP) return false;
+  if (ep->busy > 0) return true;
   for (lw_wop_t *op = w->calls.ops; op; op = op->next_pending) {
     if (!op->sub && !op->reported[ep->index]) return true;
   }
