@@ -118,4 +118,18 @@ static inline int lw_test_stop_process(pid_t pid) {
                  lw_last_error()->message);                                             \
   } while (0)
 
+// Submits the gate kernel (tests/kernels/gate.c) to chip: it holds its run lane until *word
+// opens and sets *entered when it starts. out (may be NULL): a 64-byte buffer it writes
+// (OUTPUT), so that tasks reading it wait for the gate.
+static inline lw_status_t lw_test_submit_gate(lw_orch_t *o, lw_callable_handle_t gate,
+                                              _Atomic uint32_t *word, _Atomic uint32_t *entered,
+                                              void *out, int32_t chip) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)word, sizeof(*word), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)entered, sizeof(*entered), LW_TAG_NO_DEP));
+  if (out) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT));
+  return lw_orch_submit_next_level(o, gate, &a, NULL, chip);
+}
+
 #endif  // LANEWORK_TESTS_TEST_UTIL_H_

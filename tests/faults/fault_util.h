@@ -35,6 +35,15 @@ static inline void fx_config(lw_worker_config_t *cfg, uint32_t chips, uint32_t s
   cfg->cancel_grace_ns = 200ll * 1000 * 1000;
 }
 
+// The worker's stats now (lw_worker_stats with this build's struct size).
+static inline lw_worker_stats_t fx_stats(fx_t *f) {
+  lw_worker_stats_t s;
+  memset(&s, 0, sizeof(s));
+  s.struct_size = sizeof(s);
+  LW_ASSERT_OK(lw_worker_stats(f->w, &s));
+  return s;
+}
+
 static inline void fx_destroy(fx_t *f) {
   lw_worker_destroy(f->w);
   f->w = NULL;

@@ -214,14 +214,10 @@ typedef struct chip_job {
 
 static lw_status_t chip_queue_orch(lw_orch_t *o, void *user) {
   chip_job_t *j = user;
-  lw_args_t a;
-  lw_args_init(&a);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->gate_word, 4, LW_TAG_NO_DEP));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)j->entered, 4, LW_TAG_NO_DEP));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->dep, 64, LW_TAG_OUTPUT));
-  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->gate, &a, NULL, 0));
+  LW_RETURN_IF_ERROR(lw_test_submit_gate(o, j->gate, j->gate_word, j->entered, j->dep, 0));
   for (int i = 0; i < 3; ++i) {
     // INPUT of the gate task's output: pending (never posted) until the gate task finished.
+    lw_args_t a;
     lw_args_init(&a);
     LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 64 * sizeof(int64_t), LW_TAG_NO_DEP));
     LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->dep, 64, LW_TAG_INPUT));

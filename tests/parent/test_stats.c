@@ -11,14 +11,6 @@
 
 static fx_t f;
 
-static lw_worker_stats_t stats_now(void) {
-  lw_worker_stats_t s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  LW_ASSERT_OK(lw_worker_stats(f.w, &s));
-  return s;
-}
-
 // The worker's tasks, each counted in exactly one place, once nothing is in flight.
 static void assert_every_task_counted_once(const lw_worker_stats_t *s) {
   uint64_t ended = s->tasks_poisoned + s->tasks_skipped;
@@ -89,7 +81,7 @@ Test(stats, each_task_counts_once_as_run_failed_cancelled_or_poisoned, .timeout 
   fx_config(&cfg, 1, 0);
   cfg.cancel_grace_ns = 30ll * 1000 * 1000 * 1000;  // the gate cooperates: no escalation
   fx_create(&f, &cfg);
-  lw_worker_stats_t s = stats_now();
+  lw_worker_stats_t s = fx_stats(&f);
   cr_assert_eq(s.n_chips, 1u);
   cr_assert_eq(s.n_subs, 0u);
   cr_assert_eq(s.tasks_submitted, 0u);
@@ -103,7 +95,7 @@ Test(stats, each_task_counts_once_as_run_failed_cancelled_or_poisoned, .timeout 
 
   // Three tasks that finish OK.
   LW_ASSERT_OK(lw_worker_run(f.w, three_ok_orch, &j, NULL));
-  s = stats_now();
+  s = fx_stats(&f);
   cr_assert_eq(s.child[0].tasks_run, 3u);
   cr_assert_eq(s.child[0].tasks_failed, 0u);
   cr_assert_eq(s.child[0].queue_depth, 0u);
@@ -120,7 +112,7 @@ Test(stats, each_task_counts_once_as_run_failed_cancelled_or_poisoned, .timeout 
   atomic_store(&j.s->gate, 1);
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_TASK_FAILED);
   lw_handle_release(run);
-  s = stats_now();
+  s = fx_stats(&f);
   cr_assert_eq(s.child[0].tasks_run, 4u);
   cr_assert_eq(s.child[0].tasks_failed, 1u);
   cr_assert_eq(s.tasks_poisoned, 1u, "the dependent counts as poisoned, on no chip");
@@ -135,7 +127,7 @@ Test(stats, each_task_counts_once_as_run_failed_cancelled_or_poisoned, .timeout 
   LW_ASSERT_OK(lw_handle_cancel(run));
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
   lw_handle_release(run);
-  s = stats_now();
+  s = fx_stats(&f);
   cr_assert_eq(s.child[0].tasks_cancelled, 1u);
   cr_assert_eq(s.child[0].tasks_run, 4u);
   cr_assert_eq(s.child[0].tasks_failed, 1u);
@@ -171,7 +163,7 @@ Test(stats, a_kernel_finishing_ok_after_its_run_was_cancelled_counts_cancelled, 
   atomic_store(&j.s->gate, 1);  // the latch returns 0
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
   lw_handle_release(run);
-  lw_worker_stats_t s = stats_now();
+  lw_worker_stats_t s = fx_stats(&f);
   cr_assert_eq(s.child[0].tasks_cancelled, 1u);
   cr_assert_eq(s.child[0].tasks_run, 0u);
   assert_every_task_counted_once(&s);
@@ -195,7 +187,7 @@ Test(stats, registers_and_unregisters_count_on_every_child_of_their_kind, .timeo
   (void)rec;
   lw_callable_handle_t sub;
   LW_ASSERT_OK(lw_worker_register_sub(f.w, sub_ok, "sub_ok", &sub));
-  lw_worker_stats_t s = stats_now();
+  lw_worker_stats_t s = fx_stats(&f);
   for (uint32_t i = 0; i < 2; ++i) {
     cr_assert_eq(s.child[i].registers, 2u, "chip %u", i);
     cr_assert_eq(s.child[i].callables, 2u, "chip %u", i);
@@ -213,7 +205,7 @@ Test(stats, registers_and_unregisters_count_on_every_child_of_their_kind, .timeo
   int32_t named = lw_last_error()->worker_id;
   cr_assert(named == 0 || named == 1, "the error names chip %d", named);
 
-  s = stats_now();
+  s = fx_stats(&f);
   for (uint32_t i = 0; i < 2; ++i) {
     cr_assert_eq(s.child[i].registers, 2u, "a failed register is no register (chip %u)", i);
     cr_assert_eq(s.child[i].unregisters, 1u, "chip %u", i);
@@ -240,7 +232,7 @@ Test(stats, a_killed_child_counts_one_death_and_one_respawn, .timeout = 60) {
   cr_assert_gt(pid, 0);
   cr_assert_eq(kill(pid, SIGKILL), 0);
   fx_wait_respawned(&f, 0, 1);
-  lw_worker_stats_t s = stats_now();
+  lw_worker_stats_t s = fx_stats(&f);
   cr_assert_eq(s.child[0].deaths, 1u);
   cr_assert_eq(s.child[0].respawns, 1u);
   cr_assert_eq(s.child[0].escalations, 0u);
@@ -249,7 +241,7 @@ Test(stats, a_killed_child_counts_one_death_and_one_respawn, .timeout = 60) {
   cr_assert_eq(s.child[0].registers, 1u);
   cr_assert_eq(s.child[0].callables, 1u);
   fx_run_vadd_ok(&f, vadd, sh, 0);
-  s = stats_now();
+  s = fx_stats(&f);
   cr_assert_eq(s.child[0].tasks_run, 1u);
   fx_destroy(&f);
 }
@@ -268,7 +260,7 @@ Test(stats, a_kernel_ignoring_its_cancel_counts_one_escalation_and_a_cancelled_t
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
   lw_handle_release(run);
   fx_wait_respawned(&f, 0, 1);
-  lw_worker_stats_t s = stats_now();
+  lw_worker_stats_t s = fx_stats(&f);
   cr_assert_eq(s.child[0].escalations, 1u);
   cr_assert_eq(s.child[0].deaths, 1u);
   cr_assert_eq(s.child[0].respawns, 1u);
@@ -291,7 +283,7 @@ Test(stats, a_stopped_child_holding_work_counts_one_liveness_kill, .timeout = 60
   lw_run_report_t rep;
   cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_CHILD_EXITED, "%s", rep.error.message);
   fx_wait_respawned(&f, 0, 1);
-  lw_worker_stats_t s = stats_now();
+  lw_worker_stats_t s = fx_stats(&f);
   cr_assert_eq(s.child[0].liveness_kills, 1u);
   cr_assert_eq(s.child[0].deaths, 1u);
   cr_assert_eq(s.child[0].respawns, 1u);
@@ -309,15 +301,15 @@ Test(stats, arena_bytes_in_use_rise_after_alloc_and_fall_after_free, .timeout = 
   lw_worker_config_t cfg;
   fx_config(&cfg, 1, 0);
   fx_create(&f, &cfg);
-  lw_worker_stats_t s0 = stats_now();
+  lw_worker_stats_t s0 = fx_stats(&f);
   cr_assert_geq(s0.arena_bytes, 64ull << 20);
   void *p = lw_worker_alloc(f.w, 1000);
   cr_assert_not_null(p);
-  lw_worker_stats_t s1 = stats_now();
+  lw_worker_stats_t s1 = fx_stats(&f);
   cr_assert_eq(s1.arena_bytes_in_use, s0.arena_bytes_in_use + 1024, "1000 bytes round up to 1024");
   cr_assert_geq(s1.arena_bytes_peak, s1.arena_bytes_in_use);
   lw_worker_free(f.w, p);
-  lw_worker_stats_t s2 = stats_now();
+  lw_worker_stats_t s2 = fx_stats(&f);
   cr_assert_eq(s2.arena_bytes_in_use, s0.arena_bytes_in_use);
   cr_assert_eq(s2.arena_bytes_peak, s1.arena_bytes_peak, "the peak stays");
   fx_destroy(&f);
@@ -343,7 +335,7 @@ Test(stats, a_shorter_struct_gets_its_prefix_and_no_byte_more, .timeout = 60) {
     cr_assert_eq(buf[i], 0xab, "byte %zu past the caller's struct was written", i);
   }
   // The full struct reaches the children's entries.
-  lw_worker_stats_t full = stats_now();
+  lw_worker_stats_t full = fx_stats(&f);
   cr_assert_eq(full.child[1].registers, 1u);
   cr_assert_eq(full.child[1].struct_size, (uint32_t)sizeof(lw_chip_stats_t));
   fx_destroy(&f);

@@ -40,13 +40,7 @@ static lw_status_t gated_chain(lw_orch_t *o, void *user) {
   return LW_OK;
 }
 
-static uint32_t chip0_queue_depth(void) {
-  lw_worker_stats_t s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  LW_ASSERT_OK(lw_worker_stats(f.w, &s));
-  return s.child[0].queue_depth;
-}
+static uint32_t chip0_queue_depth(void) { return fx_stats(&f).child[0].queue_depth; }
 
 // Waits (bounded: the test fails rather than hang) until chip 0 holds want posted tasks.
 static void wait_queue_depth(uint32_t want) {
@@ -113,10 +107,7 @@ Test(wait_elision, a_task_posted_behind_a_producer_that_fails_never_runs_and_end
                rep.error.message);
   lw_handle_release(run);
   // Each task counted once: the failed one on chip 0, the two others as poisoned.
-  lw_worker_stats_t s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  LW_ASSERT_OK(lw_worker_stats(f.w, &s));
+  lw_worker_stats_t s = fx_stats(&f);
   cr_assert_eq(s.child[0].tasks_failed, 1u);
   cr_assert_eq(s.tasks_poisoned, 2u);
   cr_assert_eq(s.child[0].queue_depth, 0u);
@@ -201,11 +192,7 @@ typedef struct any_job {
 
 static lw_status_t gate_then_unpinned(lw_orch_t *o, void *user) {
   any_job_t *j = user;
-  lw_args_t a;
-  lw_args_init(&a);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->e.s->gate, 4, LW_TAG_NO_DEP));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->e.s->entered, 4, LW_TAG_NO_DEP));
-  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->e.gate, &a, NULL, 0));
+  LW_RETURN_IF_ERROR(lw_test_submit_gate(o, j->e.gate, &j->e.s->gate, &j->e.s->entered, NULL, 0));
   for (int i = 1; i <= j->n; ++i) {
     lw_args_t r;
     lw_args_init(&r);
@@ -229,10 +216,7 @@ Test(wait_elision, tasks_that_name_no_chip_wait_in_the_parent_behind_16_posted_t
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_OK);
   lw_handle_release(run);
   cr_assert_eq(j.e.log[0], 40);
-  lw_worker_stats_t s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  LW_ASSERT_OK(lw_worker_stats(f.w, &s));
+  lw_worker_stats_t s = fx_stats(&f);
   // Every submit ran a pass that could have posted more; none posted past the 16th.
   cr_assert_eq(s.child[0].queue_depth_max, 16u, "chip 0 held %u posted tasks at most",
                s.child[0].queue_depth_max);
@@ -256,12 +240,7 @@ typedef struct late_job {
 
 static lw_status_t add_gate(lw_orch_t *o, const late_job_t *j, int word, void *out,
                             int32_t chip) {
-  lw_args_t a;
-  lw_args_init(&a);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->words[word], 4, LW_TAG_NO_DEP));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&j->words[word + 1], 4, LW_TAG_NO_DEP));
-  if (out) LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, out, 64, LW_TAG_OUTPUT));
-  return lw_orch_submit_next_level(o, j->gate, &a, NULL, chip);
+  return lw_test_submit_gate(o, j->gate, &j->words[word], &j->words[word + 1], out, chip);
 }
 
 static lw_status_t add_rec(lw_orch_t *o, const late_job_t *j, void *in1, void *in2, void *out,

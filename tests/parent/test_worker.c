@@ -134,11 +134,7 @@ static lw_status_t submit_record(lw_orch_t *o, lw_callable_handle_t k, shared_st
 
 static lw_status_t submit_gate(lw_orch_t *o, lw_callable_handle_t g, shared_state_t *s,
                                int32_t chip) {
-  lw_args_t a;
-  lw_args_init(&a);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&s->gate, sizeof(s->gate), LW_TAG_NO_DEP));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, (void *)&s->entered, sizeof(s->entered), LW_TAG_NO_DEP));
-  return lw_orch_submit_next_level(o, g, &a, NULL, chip);
+  return lw_test_submit_gate(o, g, &s->gate, &s->entered, NULL, chip);
 }
 
 typedef struct gate_job {
