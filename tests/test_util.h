@@ -16,10 +16,30 @@
 #include "lanework/lanework.h"
 #include "parent/forkserver.h"
 
+// A path the build bakes into the tests (LW_KERNEL_DIR, LW_TOOL_PATH, LW_CONF_DIR), or the
+// environment variable var when it is set and not empty. scripts/gpu-check runs the test
+// binaries from a bundle on a machine without this build tree, and names its own copies with
+// LW_TEST_KERNEL_DIR, LW_TEST_TOOL_PATH and LW_TEST_CONF_DIR. Those names are not
+// LW_KERNEL_DIR itself, which the library's users set for their own programs: a developer's
+// exported value must not move the tests off this build's kernels.
+static inline const char *lw_test_path(const char *var, const char *baked) {
+  const char *v = getenv(var);
+  return v != NULL && v[0] != '\0' ? v : baked;
+}
+
+// The kernel folder and the `lanework` program the tests use: this build's unless the
+// environment names others (lw_test_path). lw_add_test defines both macros.
+static inline const char *lw_test_kernel_dir(void) {
+  return lw_test_path("LW_TEST_KERNEL_DIR", LW_KERNEL_DIR);
+}
+static inline const char *lw_test_tool_path(void) {
+  return lw_test_path("LW_TEST_TOOL_PATH", LW_TOOL_PATH);
+}
+
 // Loads <LW_KERNEL_DIR>/<name>.so; fails the test on error.
 static inline lw_callable_t lw_test_kernel(const char *name) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/%s.so", LW_KERNEL_DIR, name);
+  snprintf(path, sizeof(path), "%s/%s.so", lw_test_kernel_dir(), name);
   lw_callable_t c;
   lw_status_t st = lw_callable_load_file(path, &c);
   cr_assert_eq(st, LW_OK, "loading %s: %s", path, lw_last_error()->message);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lanework/kernel.h"
+#include "test_util.h"
 
 #ifndef LW_KERNEL_DIR
 #error "LW_KERNEL_DIR must name the folder of built kernel images"
@@ -20,7 +21,7 @@
 // Reads LW_KERNEL_DIR/<name>.so into a malloc'ed buffer; fails the test if it cannot.
 static inline uint8_t *test_read_kernel(const char *name, size_t *out_bytes) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/%s.so", LW_KERNEL_DIR, name);
+  snprintf(path, sizeof path, "%s/%s.so", lw_test_kernel_dir(), name);
   FILE *f = fopen(path, "rb");
   cr_assert_not_null(f, "cannot open %s (build the lw_kernels target)", path);
   cr_assert_eq(fseek(f, 0, SEEK_END), 0);
@@ -36,7 +37,7 @@ static inline uint8_t *test_read_kernel(const char *name, size_t *out_bytes) {
 }
 
 static inline void test_kernel_path(const char *name, char *out, size_t cap) {
-  snprintf(out, cap, "%s/%s.so", LW_KERNEL_DIR, name);
+  snprintf(out, cap, "%s/%s.so", lw_test_kernel_dir(), name);
 }
 
 // Open descriptors of this process (the directory stream's own fd not counted).

@@ -152,9 +152,9 @@ static int run_pack_trapped(const char *const *args, const char *trap_out,
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     dup2(null, 2);
-    char *argv[8] = {(char *)LW_TOOL_PATH, (char *)"pack"};
+    char *argv[8] = {(char *)lw_test_tool_path(), (char *)"pack"};
     for (int i = 0; args[i] != NULL && i < 5; i++) argv[i + 2] = (char *)args[i];
-    execv(LW_TOOL_PATH, argv);
+    execv(argv[0], argv);
     _exit(127);
   }
   int status = 0;

@@ -34,7 +34,7 @@ static const uint8_t k_repeat_dirs[5] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT,
 // An OpenCL C kernel from the build's kernel folder, with its signature.
 static lw_callable_t cl_kernel(const char *name, uint32_t n_params, const uint8_t *dirs) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/opencl/%s.cl", LW_KERNEL_DIR, name);
+  snprintf(path, sizeof(path), "%s/opencl/%s.cl", lw_test_kernel_dir(), name);
   lw_callable_t c;
   lw_status_t st = lw_callable_load_file(path, &c);
   cr_assert_eq(st, LW_OK, "loading %s: %s", path, lw_last_error()->message);
@@ -276,7 +276,7 @@ Test(opencl, argument_count_and_entry_are_checked_at_register) {
 
 Test(opencl, elf_and_unusable_spirv_images_are_refused_naming_the_format) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
+  snprintf(path, sizeof(path), "%s/noop.so", lw_test_kernel_dir());
   lw_callable_t elf;
   LW_ASSERT_OK(lw_callable_load_file(path, &elf));
   expect_register_error(&elf, LW_INVALID_ARGUMENT,
@@ -444,7 +444,9 @@ Test(opencl, devices_are_listed_in_device_id_order_and_by_lanework_info) {
     cr_assert_neq(devs[i].platform[0], '\0', "device %u has a platform", i);
     cr_assert_gt(devs[i].compute_units, 0u);
   }
-  FILE *p = popen(LW_TOOL_PATH " info", "r");
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "'%s' info", lw_test_tool_path());
+  FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
   char out[4096];
   size_t got = fread(out, 1, sizeof(out) - 1, p);
@@ -460,7 +462,10 @@ Test(opencl, devices_are_listed_in_device_id_order_and_by_lanework_info) {
 Test(opencl, without_a_platform_the_backend_says_unavailable_and_what_to_install) {
   // The ICD loader finds no driver when its vendor folder is empty: run `lanework info` so,
   // in its own process (the loader reads the variable once per process).
-  FILE *p = popen("OCL_ICD_VENDORS=/nonexistent-lanework-vendors " LW_TOOL_PATH " info", "r");
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "OCL_ICD_VENDORS=/nonexistent-lanework-vendors '%s' info",
+           lw_test_tool_path());
+  FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
   char out[4096];
   size_t got = fread(out, 1, sizeof(out) - 1, p);

@@ -128,6 +128,24 @@ static void hold_fifo_image(const char *name, lw_callable_t *c) {
   cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo %s: %s", path, strerror(errno));
 }
 
+// The image file at path, a path of the table above: this build's folder (LW_KERNEL_DIR or
+// LW_CONF_DIR) is replaced by the one the environment names instead (lw_test_path), so the
+// suite runs from a bundle on a machine without this build tree (scripts/gpu-check).
+static void image_path(const char *path, char *out, size_t cap) {
+  const struct {
+    const char *var, *baked;
+  } roots[] = {{"LW_TEST_KERNEL_DIR", LW_KERNEL_DIR}, {"LW_TEST_CONF_DIR", LW_CONF_DIR}};
+  for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); ++i) {
+    size_t n = strlen(roots[i].baked);
+    if (strncmp(path, roots[i].baked, n) == 0 && path[n] == '/') {
+      int len = snprintf(out, cap, "%s%s", lw_test_path(roots[i].var, roots[i].baked), path + n);
+      cr_assert(len > 0 && (size_t)len < cap, "the path of %s is too long", path);
+      return;
+    }
+  }
+  snprintf(out, cap, "%s", path);
+}
+
 void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   cr_assert(k < CONF_K_COUNT);
   const conf_kernel_source_t *src = &backend_row()->kernel[k];
@@ -138,7 +156,9 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
     cr_skip("backend %s has no %s kernel: %s", LW_CONF_BACKEND, sig->name, src->missing);
   }
   memset(out, 0, sizeof(*out));
-  out->image = read_file(src->path, &out->image_bytes);
+  char path[4096];
+  image_path(src->path, path, sizeof(path));
+  out->image = read_file(path, &out->image_bytes);
   if (src->hold_fifo) hold_fifo_image(name, out);
   out->name = strdup(name ? name : sig->name);
   cr_assert_not_null(out->name);

@@ -23,9 +23,9 @@ static char *run_bench(const char *name, const char *extra_flag, const char *ext
     dup2(out[1], 1);
     close(out[0]);
     close(out[1]);
-    char *argv[] = {(char *)LW_TOOL_PATH, (char *)"bench", (char *)name, (char *)"--json",
+    char *argv[] = {(char *)lw_test_tool_path(), (char *)"bench", (char *)name, (char *)"--json",
                     (char *)extra_flag, (char *)extra_value, NULL};
-    execv(LW_TOOL_PATH, argv);
+    execv(argv[0], argv);
     _exit(127);
   }
   close(out[1]);

@@ -351,7 +351,9 @@ Test(parent_death, sigkill_of_the_parent_takes_the_fork_server_and_every_child_d
     // A kernel forks a child of its own and a double-forked daemon: they go down too.
     lw_callable_t c;
     lw_callable_handle_t k;
-    if (lw_callable_load_file(LW_KERNEL_DIR "/fork_sleeper.so", &c) != LW_OK) _exit(2);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/fork_sleeper.so", lw_test_kernel_dir());
+    if (lw_callable_load_file(path, &c) != LW_OK) _exit(2);
     if (lw_worker_register(w, &c, &k) != LW_OK) _exit(3);
     _Atomic int32_t *out = lw_worker_alloc(w, 2 * sizeof(int32_t));
     if (!out) _exit(4);

@@ -55,7 +55,7 @@ static void *phdr_loop(void *arg) {
 static void *dlopen_loop(void *arg) {
   (void)arg;
   char path[512];
-  snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
+  snprintf(path, sizeof(path), "%s/noop.so", lw_test_kernel_dir());
   while (!atomic_load(&g_stop)) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h != NULL) dlclose(h);

@@ -31,7 +31,7 @@ static const uint8_t k_vadd_dirs[4] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, L
 static lw_callable_handle_t wreg_cl(const char *name, uint32_t n_params, const uint8_t *dirs,
                                     const char *options) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/opencl/%s.cl", LW_KERNEL_DIR, name);
+  snprintf(path, sizeof(path), "%s/opencl/%s.cl", lw_test_kernel_dir(), name);
   lw_callable_t c;
   LW_ASSERT_OK(lw_callable_load_file(path, &c));
   c.n_params = n_params;

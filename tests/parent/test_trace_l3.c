@@ -307,7 +307,7 @@ Test(trace_l3, a_traced_run_names_every_process_and_links_every_dependency, .tim
   char svg[160], png[160];
   snprintf(svg, sizeof(svg), "%s/trace.svg", dir);
   snprintf(png, sizeof(png), "%s/trace.png", dir);
-  const char *draw[] = {LW_TOOL_PATH, "trace", "svg", path, "-o", svg, NULL};
+  const char *draw[] = {lw_test_tool_path(), "trace", "svg", path, "-o", svg, NULL};
   cr_assert_eq(run_quiet(draw), 0, "lanework trace svg %s", path);
   const char *render[] = {"rsvg-convert", "-o", png, svg, NULL};
   cr_assert_eq(run_quiet(render), 0, "rsvg-convert %s (librsvg2-bin, scripts/common.sh)", svg);
@@ -354,7 +354,7 @@ Test(trace_l3, lw_trace_makes_a_program_write_the_file_at_exit_from_its_own_proc
       dup2(null, 2);
     }
     setenv("LW_TRACE", path, 1);
-    execl(LW_PIPELINE_PATH, LW_PIPELINE_PATH, LW_KERNEL_DIR, (char *)NULL);
+    execl(LW_PIPELINE_PATH, LW_PIPELINE_PATH, lw_test_kernel_dir(), (char *)NULL);
     _exit(127);
   }
   int wst = 0;

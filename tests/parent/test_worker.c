@@ -980,7 +980,7 @@ Test(worker, register_sub_refuses_a_library_opened_after_the_zygote_started, .ti
   // test gets one here, while the test process is still single-threaded.
   cr_assert(lw__forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
   char path[512];
-  snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
+  snprintf(path, sizeof(path), "%s/noop.so", lw_test_kernel_dir());
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(dl, "%s", dlerror());
   make_worker(1, 1);
@@ -998,7 +998,7 @@ Test(worker, register_sub_refuses_a_library_opened_after_the_zygote_started, .ti
 Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
   make_worker(1, 1);
   char path[512];
-  snprintf(path, sizeof(path), "%s/noop.so", LW_KERNEL_DIR);
+  snprintf(path, sizeof(path), "%s/noop.so", lw_test_kernel_dir());
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(dl, "%s", dlerror());
   lw_sub_fn late = (lw_sub_fn)(uintptr_t)dlsym(dl, "lw_kernel_main");

@@ -27,11 +27,11 @@ static int run_bench_to(const char *const *args, int out_fd, char **err_text) {
   if (pid == 0) {
     dup2(out_fd, 1);
     dup2(fileno(err), 2);
-    char *argv[24] = {(char *)LW_TOOL_PATH, (char *)"bench"};
+    char *argv[24] = {(char *)lw_test_tool_path(), (char *)"bench"};
     int n = 2;
     for (const char *const *a = args; *a && n < 23; ++a) argv[n++] = (char *)*a;
     argv[n] = NULL;
-    execv(LW_TOOL_PATH, argv);
+    execv(argv[0], argv);
     _exit(127);
   }
   int status = 0;

@@ -25,11 +25,11 @@ static char *run_tool_lsan(const char *const *args, int *status, const char *lsa
     close(out[0]);
     close(out[1]);
     setenv("LSAN_OPTIONS", lsan, 1);
-    char *argv[24] = {(char *)LW_TOOL_PATH, (char *)"bench"};
+    char *argv[24] = {(char *)lw_test_tool_path(), (char *)"bench"};
     int n = 2;
     for (const char *const *a = args; *a && n < 23; ++a) argv[n++] = (char *)*a;
     argv[n] = NULL;
-    execv(LW_TOOL_PATH, argv);
+    execv(argv[0], argv);
     _exit(127);
   }
   close(out[1]);

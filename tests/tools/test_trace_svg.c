@@ -92,7 +92,7 @@ static int run(const char *const *argv, char **err_text) {
     close(pipefd[0]);
     close(pipefd[1]);
     if (strcmp(argv[0], "lanework") == 0) {
-      execv(LW_TOOL_PATH, (char *const *)argv);
+      execv(lw_test_tool_path(), (char *const *)argv);
     } else {
       execvp(argv[0], (char *const *)argv);
     }
