@@ -38,7 +38,8 @@ extern "C" {
 typedef struct lw_child_env {
   lw_mailbox_t *mailbox;  // this child's mailbox (siblings' are unmapped in the child)
   lw_mb_arena_t arena;
-  lw_chip_config_t chip;  // chip children
+  lw_chip_config_t chip;  // chip children; chip.device_id is the chip's index
+  int32_t device;         // chip children: the backend device the chip opens (n_devices)
   int wake_fd;            // eventfd the child writes when the parent sleeps (its fd number)
   pid_t parent_pid;       // the worker process
   uint32_t n_children;    // entries in the env array (to find the siblings' mailboxes)

@@ -865,6 +865,11 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
 }
 
 lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip, lw_error_t *err) {
+  return lw__chip_open_on(cfg, cfg ? cfg->device_id : 0, out_chip, err);
+}
+
+lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device, lw_chip_t **out_chip,
+                             lw_error_t *err) {
   if (!out_chip) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "chip_open: out_chip must be set");
   }
@@ -895,7 +900,10 @@ lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip, lw_
   lw__waitword_initialize(&chip->watchdog.word);
 
   lw__error_clear(err);
-  lw_status_t st = backend->open(cfg, &chip->device, err);
+  // The backend sees the device it opens; the chip keeps its own index (cfg->device_id).
+  lw_chip_config_t on_device = *cfg;
+  on_device.device_id = device;
+  lw_status_t st = backend->open(&on_device, &chip->device, err);
   if (st != LW_OK) goto fail;
   st = lw__registry_create(REGISTRY_SLOTS, REGISTRY_HANDLES, &chip->registry, err);
   if (st != LW_OK) goto fail;

@@ -423,7 +423,7 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     _exit(LW_CHILD_EXIT_START_FAILED);
   }
   lw_chip_t *chip = NULL;
-  if (lw__chip_open(&env->chip, &chip, &err) != LW_OK) {
+  if (lw__chip_open_on(&env->chip, env->device, &chip, &err) != LW_OK) {
     lw__child_publish_init(&c, LW_MB_INIT_FAILED, &err);
     _exit(LW_CHILD_EXIT_START_FAILED);
   }

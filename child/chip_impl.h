@@ -127,6 +127,12 @@ LW_MUST_USE lw_status_t lw__chip_unregister_async_opts(lw_chip_t *chip, lw_calla
 LW_MUST_USE lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip,
                                       lw_error_t *err);
 
+// lw__chip_open for a chip whose backend device differs from its index: the chip is
+// cfg->device_id in messages, traces and stats, and the backend opens device `device` (the chip
+// child of a worker whose chips share devices, lw_worker_config_t.n_devices).
+LW_MUST_USE lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device,
+                                         lw_chip_t **out_chip, lw_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -171,6 +171,11 @@ static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err)
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_chips %u is outside 1..%d",
                          c->n_chips, LW_MAX_CHIPS);
   }
+  if (c->n_devices > LW_MAX_CHIPS) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker: n_devices %u is more than %d (0: one device per chip)",
+                         c->n_devices, LW_MAX_CHIPS);
+  }
   if (c->n_subs > LW_MAX_SUBS) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_subs %u is more than %d",
                          c->n_subs, LW_MAX_SUBS);
@@ -293,6 +298,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     env->arena = w->mb_arena;
     env->chip = cfg->chip;
     env->chip.device_id = cfg->chip.device_id + (int32_t)index;
+    // Where the chip runs: its own device, or one of n_devices it shares with other chips.
+    env->device = cfg->chip.device_id +
+                  (int32_t)(cfg->n_devices > 0 ? index % cfg->n_devices : index);
     // The fork server passes w->wake_fd as its first fd (see below).
     env->wake_fd = LW_FS_CHILD_FD0;
     env->n_children = w->n_children;

@@ -52,6 +52,7 @@ typedef struct lw_worker_config {
   uint32_t n_chips;             // chip children (1..LW_MAX_CHIPS)
   uint32_t n_subs;              // sub children (0..LW_MAX_SUBS)
   lw_chip_config_t chip;        // template; chip i gets device_id = chip.device_id + i
+                                // (its index; its device: see n_devices)
   uint64_t arena_bytes;         // shared memory for tensors (lw_worker_alloc)
   uint32_t task_ring;           // tasks alive at once (back-pressure beyond)
   int64_t submit_timeout_ns;    // how long a submit blocks on a full ring before
@@ -71,6 +72,14 @@ typedef struct lw_worker_config {
   // kernel does not count: the heartbeat comes from the mailbox loop, not the run lane.
   // 0: no liveness check. Default 5 s.
   int64_t liveness_timeout_ns;
+  // Fields appended after the first release (0 is each one's default).
+  // Devices the chips share: 0 (default) gives every chip its own device, chip i on device
+  // chip.device_id + i. n > 0 puts chip i on device chip.device_id + i % n, so with more chips
+  // than n, several chips time-share one device, each in its own process and its own context
+  // (on one GPU: n_devices = 1). A chip keeps its own index, chip.device_id + i, in messages,
+  // traces and stats; only the backend opens the shared device (a sim kernel's ctx->chip_id is
+  // that device). At most LW_MAX_CHIPS.
+  uint32_t n_devices;
 } lw_worker_config_t;
 
 // What a finished run reports.
