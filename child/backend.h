@@ -52,6 +52,17 @@ typedef struct lw_backend_image {
   const uint8_t *param_dirs;   // n_params entries of LW_PARAM_*
 } lw_backend_image_t;
 
+// What launch gets about the run besides its args, borrowed for the call: the cancel word the
+// kernel polls and the generation the run started with, and the identity the chip's run span
+// carries in the trace, so a backend that runs in slices records them under the same run.
+typedef struct lw_backend_run {
+  lw_cancel_word_t *cancel_word;
+  uint64_t generation;
+  uint64_t trace_run;   // the run span's run and task ids (lanes/trace.h)
+  uint64_t trace_task;
+  int32_t chip;         // the chip's id in messages and trace events
+} lw_backend_run_t;
+
 // Bit for format f in lw_backend_ops_t.formats.
 #define LW_BACKEND_FORMAT_BIT(f) (1u << (unsigned)(f))
 
@@ -67,11 +78,12 @@ typedef struct lw_backend_ops {
                                   void **out_module, lw_error_t *err);
   // Runs the release hook and unloads.
   void (*unload)(void *device, void *module);
-  // Runs module on args to completion. The kernel sees (cancel_word, generation). LW_OK means
-  // the kernel ran (its return value is in out->kernel_rc); an error status means it could
-  // not be launched.
+  // Runs module on args to completion. The kernel sees (run->cancel_word, run->generation).
+  // LW_OK means the kernel ran (its return value is in out->kernel_rc); an error status means
+  // it could not be launched. A backend that executes a run in slices records each slice with
+  // lw__trace_slice (lanes/trace.h) under run's identity, on the calling (run lane) thread.
   LW_MUST_USE lw_status_t (*launch)(void *device, void *module, const lw_kernel_args_t *args,
-                                    lw_cancel_word_t *cancel_word, uint64_t generation,
+                                    const lw_backend_run_t *run,
                                     lw_backend_launch_result_t *out, lw_error_t *err);
 } lw_backend_ops_t;
 

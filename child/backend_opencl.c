@@ -45,6 +45,7 @@
 #include "child/backend_opencl.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 #include "lanework/kernel.h"
 
 #define OCL_NAME_BYTES 128
@@ -623,9 +624,25 @@ static cl_int wait_event(cl_event ev, uint64_t *out_ns) {
 
 static uint64_t round_down(uint64_t v, uint64_t unit) { return v - v % unit; }
 
+// Records a finished slice in the trace. The device's profiling clock is not the host's, so the
+// span ends when the host saw the slice complete (now) and lasts the slice's profiled device
+// time, not starting before its enqueue (the enqueue-to-complete time when the device gave no
+// profile): the time between two slices of a run is then time the device spent on none of it,
+// the launch cost or, when a driver holds the device for something else, a stall.
+static void trace_slice(const ocl_module_t *m, const lw_backend_run_t *run, uint64_t index,
+                        uint64_t items, int64_t t_enqueue, uint64_t device_ns) {
+  if (!lw__trace_on()) return;
+  int64_t t_done = lw__now_ns();
+  int64_t t0 = device_ns > 0 && (int64_t)device_ns < t_done - t_enqueue
+                   ? t_done - (int64_t)device_ns
+                   : t_enqueue;
+  lw__trace_slice(t0, t_done, run->trace_run, run->trace_task, run->chip, index, items,
+                  m->name);
+}
+
 static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t *args,
-                              lw_cancel_word_t *cancel_word, uint64_t generation,
-                              lw_backend_launch_result_t *out, lw_error_t *err) {
+                              const lw_backend_run_t *run, lw_backend_launch_result_t *out,
+                              lw_error_t *err) {
   ocl_device_t *d = device;
   ocl_module_t *m = module;
   out->kernel_rc = 0;
@@ -674,10 +691,10 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
   uint64_t kernel_ns = 0;
   bool stopped = false;
   cl_int e = CL_SUCCESS;
-  for (uint64_t start = 0; start < total;) {
+  for (uint64_t start = 0, index = 0; start < total; ++index) {
     // Checked before every slice, the first included: a cancel that landed while the buffers
     // were being made stops the run before any work-item ran.
-    if (lw__cancel_is_requested(cancel_word, generation)) {
+    if (lw__cancel_is_requested(run->cancel_word, run->generation)) {
       stopped = true;
       break;
     }
@@ -685,6 +702,7 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     offset[sd] = (size_t)start;
     size[sd] = (size_t)n;
     cl_event ev = NULL;
+    int64_t t_enqueue = lw__now_ns();
     e = clEnqueueNDRangeKernel(d->q, m->kern, dims, offset, size, have_local ? local : NULL, 0,
                                NULL, &ev);
     if (e != CL_SUCCESS) break;
@@ -693,6 +711,7 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     clReleaseEvent(ev);
     if (e != CL_SUCCESS) break;
     kernel_ns += slice_ns;
+    trace_slice(m, run, index, n * per_row, t_enqueue, slice_ns);
     start += n;
     // Aim the next slice at slice_ns of device time, growing at most OCL_SLICE_GROWTH times a
     // step so one misleading (cache-cold, tiny) slice cannot make the next one run for seconds.

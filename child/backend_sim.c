@@ -1,5 +1,15 @@
 // child/backend_sim.c — the `sim` chip: kernels are host shared objects loaded from memory
 // and run on the run lane's own thread, with kernel args pointing at host memory.
+//
+// The device lock (a test hook, off unless LW_SIM_DEVICE_LOCK=1 is in the environment when the
+// chip opens): a load holds a device-wide lock from its start to its end, and a running
+// kernel's lw_kernel_should_stop waits at each poll until no load holds it. That is how a GPU
+// driver whose compiler takes a context-wide lock behaves (NVIDIA's OpenCL build, or the CUDA
+// driver's PTX JIT, stop the running kernel for the whole register: DESIGN 7.2). With it, a
+// register posted while a run executes still lies inside the run's span, but the run makes no
+// progress meanwhile: the negative control of `lanework bench overlap --stall-control`.
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +21,35 @@
 
 typedef struct sim_device {
   int32_t device_id;
+  // The device lock test hook (file comment): loads hold lock; `loading` counts the loads
+  // holding or waiting for it, so a poll with no load in sight costs one relaxed load.
+  bool device_lock;
+  pthread_mutex_t lock;
+  _Atomic uint32_t loading;
 } sim_device_t;
+
+#define SIM_DEVICE_LOCK_ENV "LW_SIM_DEVICE_LOCK"
+
+// The running kernel's poll hook when the device lock is on: waits until no load holds the
+// lock. Relaxed: a load that starts just after this look stalls the kernel from its next poll.
+static void device_lock_poll(const lw_kernel_ctx_t *ctx) {
+  sim_device_t *dev = ctx->poll_hook_arg;
+  if (atomic_load_explicit(&dev->loading, memory_order_relaxed) == 0) return;
+  pthread_mutex_lock(&dev->lock);
+  pthread_mutex_unlock(&dev->lock);
+}
+
+static void device_lock_take(sim_device_t *dev) {
+  if (!dev->device_lock) return;
+  atomic_fetch_add_explicit(&dev->loading, 1, memory_order_relaxed);
+  pthread_mutex_lock(&dev->lock);
+}
+
+static void device_lock_drop(sim_device_t *dev) {
+  if (!dev->device_lock) return;
+  pthread_mutex_unlock(&dev->lock);
+  atomic_fetch_sub_explicit(&dev->loading, 1, memory_order_relaxed);
+}
 
 typedef struct sim_module {
   lw_loaded_image_t image;
@@ -25,14 +63,27 @@ static lw_status_t sim_open(const lw_chip_config_t *cfg, void **out_device, lw_e
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "sim: device_id %d is negative",
                          cfg->device_id);
   }
+  const char *lock = getenv(SIM_DEVICE_LOCK_ENV);
+  if (lock && *lock && strcmp(lock, "0") != 0 && strcmp(lock, "1") != 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "sim: %s=\"%.32s\" is neither 1 (the device lock test hook on) nor 0",
+                         SIM_DEVICE_LOCK_ENV, lock);
+  }
   sim_device_t *dev = calloc(1, sizeof(*dev));
   if (!dev) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "sim: out of memory");
   dev->device_id = cfg->device_id;
+  dev->device_lock = lock && strcmp(lock, "1") == 0;
+  pthread_mutex_init(&dev->lock, NULL);
   *out_device = dev;
   return LW_OK;
 }
 
-static void sim_close(void *device) { free(device); }
+static void sim_close(void *device) {
+  sim_device_t *dev = device;
+  if (!dev) return;
+  pthread_mutex_destroy(&dev->lock);
+  free(dev);
+}
 
 static void ctx_init(lw_kernel_ctx_t *ctx, const sim_device_t *dev, sim_module_t *m,
                      lw_cancel_word_t *word, uint64_t generation) {
@@ -94,9 +145,20 @@ static void fail_text_clean(char *text, size_t bytes) {
   }
 }
 
+static lw_status_t load_module(sim_device_t *dev, const lw_backend_image_t *img,
+                               void **out_module, lw_error_t *err);
+
 static lw_status_t sim_load(void *device, const lw_backend_image_t *img, void **out_module,
                             lw_error_t *err) {
   sim_device_t *dev = device;
+  device_lock_take(dev);
+  lw_status_t st = load_module(dev, img, out_module, err);
+  device_lock_drop(dev);
+  return st;
+}
+
+static lw_status_t load_module(sim_device_t *dev, const lw_backend_image_t *img,
+                               void **out_module, lw_error_t *err) {
   const char *name = img->name;
   *out_module = NULL;
   sim_module_t *m = calloc(1, sizeof(*m));
@@ -150,13 +212,18 @@ static void sim_unload(void *device, void *module) {
 }
 
 static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t *args,
-                              lw_cancel_word_t *cancel_word, uint64_t generation,
-                              lw_backend_launch_result_t *out, lw_error_t *err) {
+                              const lw_backend_run_t *run, lw_backend_launch_result_t *out,
+                              lw_error_t *err) {
   (void)err;
   sim_device_t *dev = device;
   sim_module_t *m = module;
   lw_kernel_ctx_t ctx;
-  ctx_init(&ctx, dev, m, cancel_word, generation);
+  ctx_init(&ctx, dev, m, run->cancel_word, run->generation);
+  if (dev->device_lock) {
+    // Runs only: prepare runs inside a load, which holds the lock its polls would wait for.
+    ctx.poll_hook = device_lock_poll;
+    ctx.poll_hook_arg = dev;
+  }
   ctx.launch = args->launch;
   ctx.fail_text = out->fail_text;
   ctx.fail_bytes = sizeof(out->fail_text);

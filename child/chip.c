@@ -278,8 +278,12 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
 
   lw_backend_launch_result_t res = {0, 0, ""};
-  lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args,
-                                         op->cancel_word, gen, &res, &err);
+  lw_backend_run_t brun = {.cancel_word = op->cancel_word, .generation = gen, .chip = dev};
+  trace_ids(op, &brun.trace_run, &brun.trace_task);
+  // A backend may record slices during launch: this thread's track is the run lane's already.
+  if (lw__trace_on()) lw__trace_role("run lane", dev);
+  lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args, &brun, &res,
+                                         &err);
   if (op->timeout_ns > 0) watchdog_disarm(chip);
   bool stop_requested = lw__cancel_is_requested(op->cancel_word, gen);
   bool deadline_hit = op->timeout_ns > 0 && atomic_load(&chip->watchdog.fired_generation) == gen;

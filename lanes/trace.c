@@ -211,6 +211,23 @@ void lw__trace_instant(lw_trace_kind_t kind, int32_t chip, uint64_t run_id, uint
   lw__trace_span(kind, lw__now_ns(), 0, run_id, task_id, chip, LW_OK, detail);
 }
 
+void lw__trace_slice(int64_t t0_ns, int64_t t1_ns, uint64_t run_id, uint64_t task_id,
+                     int32_t chip, uint64_t index, uint64_t items, const char *name) {
+  if (!lw__trace_on()) return;
+  lw_trace_event_t e;
+  e.ts_ns = t0_ns;
+  e.dur_ns = t1_ns > t0_ns ? t1_ns - t0_ns : 0;
+  e.run_id = run_id;
+  e.task_id = task_id;
+  e.arg[0] = index;
+  e.arg[1] = items;
+  e.kind = LW_TRACE_SLICE;
+  e.chip = (int16_t)chip;
+  e.status = LW_OK;
+  copy_name(e.name, name);
+  lw__trace_emit(&e);
+}
+
 void lw__trace_dep(uint64_t run_id, uint64_t task_id, uint64_t producer_run,
                    uint64_t producer_task) {
   if (!lw__trace_on()) return;

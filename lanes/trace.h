@@ -49,16 +49,20 @@ typedef enum lw_trace_kind {
   LW_TRACE_DISPATCH = 7,     // the parent posted a task to a child's mailbox
   LW_TRACE_ORCH = 8,         // an orch function
   LW_TRACE_DEP = 9,          // a dependency edge (see above)
-  LW_TRACE_SPAN_KINDS_ = 10, // kinds below are instants
-  LW_TRACE_CANCEL = 10,
-  LW_TRACE_TIMEOUT = 11,
-  LW_TRACE_ESCALATION = 12,
-  LW_TRACE_DEATH = 13,
-  LW_TRACE_RESPAWN = 14,
-  LW_TRACE_LIVENESS_KILL = 15,
-  LW_TRACE_FAILED_FOR_GOOD = 16,
-  LW_TRACE_PROTOCOL = 17,
-  LW_TRACE_KIND_COUNT_ = 18,
+  // One slice of a run the backend executes in slices (opencl): recorded on the run lane,
+  // inside its run's span, at the time the device executed it (lw__trace_slice). The gaps
+  // between a run's slices are the time its device ran none of it: launch costs, or a stall.
+  LW_TRACE_SLICE = 10,
+  LW_TRACE_SPAN_KINDS_ = 11, // kinds from here on are instants
+  LW_TRACE_CANCEL = 11,
+  LW_TRACE_TIMEOUT = 12,
+  LW_TRACE_ESCALATION = 13,
+  LW_TRACE_DEATH = 14,
+  LW_TRACE_RESPAWN = 15,
+  LW_TRACE_LIVENESS_KILL = 16,
+  LW_TRACE_FAILED_FOR_GOOD = 17,
+  LW_TRACE_PROTOCOL = 18,
+  LW_TRACE_KIND_COUNT_ = 19,
 } lw_trace_kind_t;
 
 #define LW_TRACE_NAME_BYTES 48
@@ -99,6 +103,10 @@ void lw__trace_instant(lw_trace_kind_t kind, int32_t chip, uint64_t run_id, uint
                        const char *detail);
 void lw__trace_dep(uint64_t run_id, uint64_t task_id, uint64_t producer_run,
                    uint64_t producer_task);
+// One slice of a run (LW_TRACE_SLICE) on the calling thread's track: [t0_ns, t1_ns), the
+// slice's number in its run (0-based, in arg[0]) and its work-items (arg[1]).
+void lw__trace_slice(int64_t t0_ns, int64_t t1_ns, uint64_t run_id, uint64_t task_id,
+                     int32_t chip, uint64_t index, uint64_t items, const char *name);
 
 // ---------------------------------------------------------------------------------------------
 // Children's areas (shared memory)

@@ -26,6 +26,7 @@ static const char *kind_cat(uint16_t k) {
     case LW_TRACE_SUBMIT: return "submit";
     case LW_TRACE_DISPATCH: return "dispatch";
     case LW_TRACE_ORCH: return "orch";
+    case LW_TRACE_SLICE: return "slice";
     case LW_TRACE_CANCEL: return "cancel";
     case LW_TRACE_TIMEOUT: return "timeout";
     case LW_TRACE_ESCALATION: return "escalation";
@@ -256,8 +257,11 @@ static void write_event(lw_json_t *j, const writer_t *w, size_t i) {
   if (span && e->name[0] && e->kind != LW_TRACE_ORCH) lw__json_kv_string(j, "callable", e->name);
   if (!span && e->name[0]) lw__json_kv_string(j, "detail", e->name);
   if (e->chip >= 0) lw__json_kv_int(j, "chip", e->chip);
-  if (span && e->kind != LW_TRACE_QUEUE && e->kind != LW_TRACE_SUBMIT &&
-      e->kind != LW_TRACE_HANDOFF) {
+  if (e->kind == LW_TRACE_SLICE) {
+    lw__json_kv_uint(j, "slice", e->arg[0]);
+    lw__json_kv_uint(j, "work_items", e->arg[1]);
+  } else if (span && e->kind != LW_TRACE_QUEUE && e->kind != LW_TRACE_SUBMIT &&
+             e->kind != LW_TRACE_HANDOFF) {
     lw__json_kv_string(j, "status", lw_status_name((lw_status_t)e->status));
   }
   lw__json_end_object(j);

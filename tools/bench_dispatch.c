@@ -1,119 +1,125 @@
-// tools/bench_dispatch.c — `lanework bench dispatch`: the empty-run round trip at L2 (and L3
-// once the worker exists), next to the floors measured in the same run: a raw shared-memory
-// spin round trip and a raw futex round trip between two processes.
+// tools/bench_dispatch.c — the `lanework bench dispatch` driver (see bench_dispatch.h).
+//
+// Kinds, in this order: the workload's floors, L2, L3 and (another backend than sim) L3 sim.
+// Every kind keeps its chip, worker or floor open for the whole run, warms up once (PoCL
+// compiles a kernel's machine code at its first enqueue, and first runs touch cold pages;
+// neither belongs to a dispatch figure), then is sampled in ROUNDS interleaved rounds. The
+// p50s and p99s are over every sample; the per-round p50 ratios give their spread.
+#include "tools/bench_dispatch.h"
+
+#include <math.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lanes/sys.h"
-#include "tools/bench.h"
+#include "lanework/orch.h"
+#include "lanework/worker.h"
 #include "tools/dispatch_l3.h"
 
-typedef struct pingpong {
-  _Atomic uint32_t ping;
-  char pad1[60];
-  _Atomic uint32_t pong;
-  char pad2[60];
-} pingpong_t;
+#define ROUNDS 10
+#define WARMUP 200
+#define MAX_KINDS (LW_DISPATCH_MAX_FLOORS + 3)
 
-// Round trip between this process and a forked one over a shared page. futex = false: both
-// sides spin on the words; true: both sides sleep in FUTEX_WAIT on shared words.
-static double pingpong_rtt_us(long iters, bool futex) {
-  pingpong_t *pp = mmap(NULL, sizeof(*pp), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                        -1, 0);
-  if (pp == MAP_FAILED) return -1.0;
-  atomic_store(&pp->ping, 0);
-  atomic_store(&pp->pong, 0);
-  pid_t pid = fork();
-  if (pid < 0) {
-    munmap(pp, sizeof(*pp));
-    return -1.0;
-  }
-  if (pid == 0) {
-    for (uint32_t i = 1; i <= (uint32_t)iters; ++i) {
-      while (atomic_load_explicit(&pp->ping, memory_order_acquire) != i) {
-        if (futex) {
-          (void)lw__sys_futex_wait(&pp->ping, i - 1, LW_DEADLINE_NEVER, true);
-        } else {
-          lw__cpu_relax();
-        }
-      }
-      atomic_store_explicit(&pp->pong, i, memory_order_release);
-      if (futex) (void)lw__sys_futex_wake(&pp->pong, 1, true);
-    }
-    _exit(0);
-  }
-  double *rtt = malloc(sizeof(double) * (size_t)iters);
-  for (uint32_t i = 1; i <= (uint32_t)iters; ++i) {
-    double t0 = lw__bench_now_us();
-    atomic_store_explicit(&pp->ping, i, memory_order_release);
-    if (futex) (void)lw__sys_futex_wake(&pp->ping, 1, true);
-    while (atomic_load_explicit(&pp->pong, memory_order_acquire) != i) {
-      if (futex) {
-        (void)lw__sys_futex_wait(&pp->pong, i - 1, LW_DEADLINE_NEVER, true);
-      } else {
-        lw__cpu_relax();
-      }
-    }
-    if (rtt) rtt[i - 1] = lw__bench_now_us() - t0;
-  }
-  int status;
-  waitpid(pid, &status, 0);
-  munmap(pp, sizeof(*pp));
-  double p50 = rtt ? lw__bench_quantile(rtt, (size_t)iters, 0.5) : -1.0;
-  free(rtt);
-  return p50;
+typedef struct l3_side {
+  lw_worker_t *w;
+  lw_callable_handle_t h;
+} l3_side_t;
+
+typedef struct sides {
+  const lw_dispatch_workload_t *w, *ref;
+  void *floor[LW_DISPATCH_MAX_FLOORS];
+  lw_chip_t *chip;
+  lw_callable_handle_t h2;
+  l3_side_t l3, l3ref;
+  int n_kinds, k_l2, k_l3, k_ref;  // k_ref -1 without a reference
+} sides_t;
+
+// One measurement of every kind (quiet, or under load).
+typedef struct phase {
+  double p50[MAX_KINDS], p99[MAX_KINDS];
+  double round_p50[MAX_KINDS][ROUNDS];
+  int dag_rc;  // 0: dag measured
+  lw_dispatch_l3_result_t dag;
+} phase_t;
+
+static lw_status_t one_task(lw_orch_t *o, void *user) {
+  const l3_side_t *s = user;
+  return lw_orch_submit_next_level(o, s->h, NULL, NULL, 0);
 }
 
-static int l2_empty_run(long iters, double *out_p50, double *out_p99) {
-  lw_callable_t noop;
-  if (!lw__bench_load_kernel("noop", &noop)) return 1;
-  lw_chip_t *chip = NULL;
-  lw_callable_handle_t h;
-  double *v = malloc(sizeof(double) * (size_t)iters);
-  int rc = 1;
-  lw_status_t st = lw_chip_open(NULL, &chip);
-  if (st == LW_OK) st = lw_chip_register(chip, &noop, &h);
-  for (long i = 0; st == LW_OK && i < 1000; ++i) st = lw_chip_run(chip, h, NULL, NULL, NULL);
-  for (long i = 0; st == LW_OK && v && i < iters; ++i) {
+static lw_status_t l3_open(const char *backend, const lw_callable_t *c, l3_side_t *s) {
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 4ull << 20;
+  snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "%s", backend);
+  LW_RETURN_IF_ERROR(lw_worker_create(&cfg, &s->w));
+  return lw_worker_register(s->w, c, &s->h);
+}
+
+static const char *kind_name(const sides_t *s, int k) {
+  if (k < s->w->n_floors) return s->w->floors[k].name;
+  return k == s->k_l2 ? "L2" : k == s->k_l3 ? "L3" : "L3 sim";
+}
+
+// n samples of kind k into v (NULL: warm-up, not kept). false after printing why.
+static bool sample(sides_t *s, int k, long n, double *v) {
+  static double scratch[WARMUP];
+  if (!v) {
+    if (n > WARMUP) n = WARMUP;
+    v = scratch;
+  }
+  if (k < s->w->n_floors) return s->w->floors[k].sample(s->floor[k], n, v);
+  lw_status_t st = LW_OK;
+  for (long i = 0; st == LW_OK && i < n; ++i) {
     double t0 = lw__bench_now_us();
-    st = lw_chip_run(chip, h, NULL, NULL, NULL);
+    if (k == s->k_l2) {
+      st = lw_chip_run(s->chip, s->h2, NULL, NULL, NULL);
+    } else {
+      l3_side_t *side = k == s->k_l3 ? &s->l3 : &s->l3ref;
+      st = lw_worker_run(side->w, one_task, side, NULL);
+    }
     v[i] = lw__bench_now_us() - t0;
   }
   if (st != LW_OK) {
-    lw__bench_fail("L2 empty run", st);
-  } else if (v) {
-    *out_p50 = lw__bench_quantile(v, (size_t)iters, 0.5);
-    *out_p99 = lw__bench_quantile(v, (size_t)iters, 0.99);
-    rc = 0;
+    lw__bench_fail(kind_name(s, k), st);
+    return false;
   }
-  free(v);
-  lw_chip_close(chip);
-  lw_callable_free_loaded(&noop);
-  return rc;
+  return true;
 }
 
-// The figures that are measured quiet and, with --load, again under load.
-typedef struct figures {
-  double l2_p50, l2_p99;
-  int l3_rc;
-  lw_dispatch_l3_result_t l3;
-} figures_t;
-
-static int measure(long iters, figures_t *f, const char *when) {
-  memset(f, 0, sizeof(*f));
-  lw__bench_progress("%sL2 empty runs (%ld)", when, iters);
-  if (l2_empty_run(iters, &f->l2_p50, &f->l2_p99) != 0) return 1;
-  lw__bench_progress("%sL3 empty runs and DAGs (%ld)", when, iters);
-  f->l3_rc = lw__dispatch_l3(iters, &f->l3);
+static int measure(sides_t *s, long per_round, double **v, phase_t *p, const char *when) {
+  memset(p, 0, sizeof(*p));
+  long total = per_round * ROUNDS;
+  lw__bench_progress("%swarm-up", when);
+  for (int k = 0; k < s->n_kinds; ++k) {
+    if (!sample(s, k, WARMUP, NULL)) return 1;
+  }
+  // Each round starts with another kind: whatever the kind before leaves behind (threads that
+  // spin a while before they sleep, caches) then falls on every kind alike.
+  for (int r = 0; r < ROUNDS; ++r) {
+    lw__bench_progress("%sround %d/%d", when, r + 1, ROUNDS);
+    for (int i = 0; i < s->n_kinds; ++i) {
+      int k = (r + i) % s->n_kinds;
+      if (!sample(s, k, per_round, v[k] + r * per_round)) return 1;
+      p->round_p50[k][r] = lw__bench_median(v[k] + r * per_round, (size_t)per_round);
+    }
+  }
+  for (int k = 0; k < s->n_kinds; ++k) {
+    p->p50[k] = lw__bench_quantile(v[k], (size_t)total, 0.5);
+    p->p99[k] = lw__bench_quantile(v[k], (size_t)total, 0.99);
+  }
+  p->dag_rc = 1;
+  p->dag.why = "not measured on this backend";
+  if (s->w->dag) {
+    lw__bench_progress("%sL3 DAGs", when);
+    p->dag_rc = lw__dispatch_l3_dags(s->l3.w, s->l3.h, &p->dag);
+  }
   return 0;
 }
 
-// n processes that spin until killed: the "CPUs busy with other work" of the issue's table.
+// n processes that spin until killed: the "CPUs busy with other work" of issue 8's table.
 // Each starts a session of its own (setsid), as another program on the machine would be: with
 // the kernel's autogroup scheduling (on by default), CPU time is shared fairly between
 // sessions first and among a session's threads second. in_session keeps them in the
@@ -140,6 +146,41 @@ static void load_stop(int n, const pid_t *pids) {
   for (int i = 0; i < n; ++i) waitpid(pids[i], NULL, 0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Output
+
+// The launch-floor ratios of a phase (launch_floor >= 0): L2 / floor, and with a reference
+// (L3 - L3 sim) / floor; per round for their spread.
+typedef struct ratios {
+  double l2, l2_lo, l2_hi;
+  double l3x, l3x_lo, l3x_hi;
+  double l3_target;
+  bool l2_ok, l3_ok;
+} ratios_t;
+
+static void ratios_of(const sides_t *s, const phase_t *p, ratios_t *r) {
+  int f = s->w->launch_floor;
+  r->l2 = p->p50[s->k_l2] / p->p50[f];
+  r->l2_lo = r->l3x_lo = INFINITY;
+  r->l2_hi = r->l3x_hi = -INFINITY;
+  for (int i = 0; i < ROUNDS; ++i) {
+    double l2 = p->round_p50[s->k_l2][i] / p->round_p50[f][i];
+    r->l2_lo = fmin(r->l2_lo, l2);
+    r->l2_hi = fmax(r->l2_hi, l2);
+    if (s->k_ref >= 0) {
+      double x = (p->round_p50[s->k_l3][i] - p->round_p50[s->k_ref][i]) / p->round_p50[f][i];
+      r->l3x_lo = fmin(r->l3x_lo, x);
+      r->l3x_hi = fmax(r->l3x_hi, x);
+    }
+  }
+  r->l2_ok = r->l2 <= 1.5;
+  if (s->k_ref >= 0) {
+    r->l3x = (p->p50[s->k_l3] - p->p50[s->k_ref]) / p->p50[f];
+    r->l3_target = p->p50[s->k_ref] + p->p50[f];
+    r->l3_ok = p->p50[s->k_l3] <= r->l3_target;
+  }
+}
+
 // Where the layered DAG's time went (lw_dispatch_l3_result_t.where_ok and what follows it).
 static void print_where(const lw_dispatch_l3_result_t *r) {
   if (!r->where_ok) {
@@ -164,24 +205,52 @@ static void print_where(const lw_dispatch_l3_result_t *r) {
   }
 }
 
-static void print_figures(const char *when, const figures_t *f, long iters) {
-  printf("%s\n", when);
-  printf("  L2 empty run (lw_chip_run of noop):       p50 %.2f us, p99 %.2f us (%ld runs)\n",
-         f->l2_p50, f->l2_p99, iters);
-  if (f->l3_rc == 0) {
-    printf("  L3 empty run (lw_worker_run, 1 noop task): p50 %.2f us, p99 %.2f us\n",
-           f->l3.empty_p50_us, f->l3.empty_p99_us);
-    printf("  L3 per task in a %d-task layered DAG:    %.2f us\n", f->l3.dag_tasks,
-           f->l3.per_task_us);
-    printf("  L3 per task, same DAG, RAW edges only:    %.2f us (the hazard ordering costs the "
-           "difference)\n",
-           f->l3.raw_only_per_task_us);
-    printf("  L3 per task in a %d-task chain (chip 0): %.2f us\n", f->l3.dag_tasks,
-           f->l3.chain_per_task_us);
-    print_where(&f->l3);
-  } else {
-    printf("  L3: not measured (%s)\n", f->l3.why);
+static void print_phase(const sides_t *s, const char *when, const phase_t *p, long total) {
+  const lw_dispatch_workload_t *w = s->w;
+  printf("%s %s, %ld samples of each in %d interleaved rounds:\n", when, w->empty_name, total,
+         ROUNDS);
+  for (int k = 0; k < s->n_kinds; ++k) {
+    char what[160];
+    if (k < w->n_floors) {
+      snprintf(what, sizeof(what), "%s", w->floors[k].what);
+    } else if (k == s->k_l2) {
+      snprintf(what, sizeof(what), "lw_chip_run on a %s chip", w->backend);
+    } else if (k == s->k_l3) {
+      snprintf(what, sizeof(what), "lw_worker_run of 1 task, %s chip child", w->backend);
+    } else {
+      snprintf(what, sizeof(what), "lw_worker_run of 1 task, sim chip child (%s)",
+               s->ref->empty_name);
+    }
+    printf("  %-8s p50 %8.2f us  p99 %8.2f us  (%s)\n", kind_name(s, k), p->p50[k], p->p99[k],
+           what);
   }
+  if (w->launch_floor >= 0) {
+    ratios_t r;
+    ratios_of(s, p, &r);
+    printf("  L2 / %s = %.2f (rounds %.2f-%.2f; target <= 1.5: %s)\n",
+           w->floors[w->launch_floor].name, r.l2, r.l2_lo, r.l2_hi,
+           r.l2_ok ? "holds" : "missed");
+    if (s->k_ref >= 0) {
+      printf("  L3 - L3 sim = %.2f us = %.2f x %s (rounds %.2f-%.2f); L3 %.2f us vs L3 sim + "
+             "%s %.2f us: %s\n",
+             p->p50[s->k_l3] - p->p50[s->k_ref], r.l3x, w->floors[w->launch_floor].name,
+             r.l3x_lo, r.l3x_hi, p->p50[s->k_l3], w->floors[w->launch_floor].name, r.l3_target,
+             r.l3_ok ? "holds" : "missed");
+    }
+  }
+  if (!w->dag) return;
+  if (p->dag_rc != 0) {
+    printf("  L3 DAGs: not measured (%s)\n", p->dag.why);
+    return;
+  }
+  printf("  L3 per task in a %d-task layered DAG:    %.2f us\n", p->dag.dag_tasks,
+         p->dag.per_task_us);
+  printf("  L3 per task, same DAG, RAW edges only:    %.2f us (the hazard ordering costs the "
+         "difference)\n",
+         p->dag.raw_only_per_task_us);
+  printf("  L3 per task in a %d-task chain (chip 0): %.2f us\n", p->dag.dag_tasks,
+         p->dag.chain_per_task_us);
+  print_where(&p->dag);
 }
 
 // "l3_per_task_where": {"mean_us": m, "runs_us": [nine figures], "caller": {"cpu_us": c,
@@ -211,77 +280,157 @@ static void json_where(lw_json_t *j, const lw_dispatch_l3_result_t *r) {
   lw__json_end_object(j);
 }
 
-static void json_figures(lw_json_t *j, const figures_t *f) {
-  lw__json_kv_fixed(j, "l2_empty_run_p50_us", f->l2_p50, 3);
-  lw__json_kv_fixed(j, "l2_empty_run_p99_us", f->l2_p99, 3);
-  if (f->l3_rc == 0) {
-    lw__json_kv_fixed(j, "l3_empty_run_p50_us", f->l3.empty_p50_us, 3);
-    lw__json_kv_fixed(j, "l3_empty_run_p99_us", f->l3.empty_p99_us, 3);
-    lw__json_kv_fixed(j, "l3_per_task_us", f->l3.per_task_us, 3);
-    lw__json_kv_fixed(j, "l3_chain_per_task_us", f->l3.chain_per_task_us, 3);
-    lw__json_kv_fixed(j, "l3_raw_only_per_task_us", f->l3.raw_only_per_task_us, 3);
-    json_where(j, &f->l3);
+static void json_phase(lw_json_t *j, const sides_t *s, const phase_t *p) {
+  const lw_dispatch_workload_t *w = s->w;
+  for (int f = 0; f < w->n_floors; ++f) {
+    lw__json_kv_fixed(j, w->floors[f].json_p50, p->p50[f], 3);
+    if (w->floors[f].json_p99) lw__json_kv_fixed(j, w->floors[f].json_p99, p->p99[f], 3);
+  }
+  lw__json_kv_fixed(j, "l2_empty_run_p50_us", p->p50[s->k_l2], 3);
+  lw__json_kv_fixed(j, "l2_empty_run_p99_us", p->p99[s->k_l2], 3);
+  lw__json_kv_fixed(j, "l3_empty_run_p50_us", p->p50[s->k_l3], 3);
+  lw__json_kv_fixed(j, "l3_empty_run_p99_us", p->p99[s->k_l3], 3);
+  if (s->k_ref >= 0) {
+    lw__json_kv_fixed(j, "l3_sim_empty_run_p50_us", p->p50[s->k_ref], 3);
+    lw__json_kv_fixed(j, "l3_sim_empty_run_p99_us", p->p99[s->k_ref], 3);
+  }
+  if (w->launch_floor >= 0) {
+    ratios_t r;
+    ratios_of(s, p, &r);
+    lw__json_kv_fixed(j, "l2_over_floor", r.l2, 3);
+    lw__json_kv_fixed(j, "l2_over_floor_round_min", r.l2_lo, 3);
+    lw__json_kv_fixed(j, "l2_over_floor_round_max", r.l2_hi, 3);
+    lw__json_kv_bool(j, "l2_target_holds", r.l2_ok);
+    if (s->k_ref >= 0) {
+      lw__json_kv_fixed(j, "l3_minus_l3_sim_us", p->p50[s->k_l3] - p->p50[s->k_ref], 3);
+      lw__json_kv_fixed(j, "l3_minus_l3_sim_over_floor", r.l3x, 3);
+      lw__json_kv_fixed(j, "l3_minus_l3_sim_over_floor_round_min", r.l3x_lo, 3);
+      lw__json_kv_fixed(j, "l3_minus_l3_sim_over_floor_round_max", r.l3x_hi, 3);
+      lw__json_kv_fixed(j, "l3_target_us", r.l3_target, 3);
+      lw__json_kv_bool(j, "l3_target_holds", r.l3_ok);
+    }
+  }
+  if (!w->dag) return;
+  bool ok = p->dag_rc == 0;
+  lw__json_kv_fixed(j, "l3_per_task_us", ok ? p->dag.per_task_us : NAN, 3);
+  lw__json_kv_fixed(j, "l3_chain_per_task_us", ok ? p->dag.chain_per_task_us : NAN, 3);
+  lw__json_kv_fixed(j, "l3_raw_only_per_task_us", ok ? p->dag.raw_only_per_task_us : NAN, 3);
+  if (ok) {
+    json_where(j, &p->dag);
   } else {
-    lw__json_key(j, "l3_empty_run_p50_us");
-    lw__json_null(j);
-    lw__json_key(j, "l3_empty_run_p99_us");
-    lw__json_null(j);
-    lw__json_key(j, "l3_per_task_us");
-    lw__json_null(j);
-    lw__json_key(j, "l3_chain_per_task_us");
-    lw__json_null(j);
-    lw__json_key(j, "l3_raw_only_per_task_us");
-    lw__json_null(j);
     lw__json_key(j, "l3_per_task_where");
     lw__json_null(j);
   }
 }
 
-int lw__bench_dispatch(const lw_bench_opts_t *o) {
-  long iters = o->iters > 0 ? o->iters : 20000;
-  figures_t quiet, loaded;
-  if (measure(iters, &quiet, "") != 0) return 1;
-  lw__bench_progress("shared-memory spin and futex floors");
-  double spin = pingpong_rtt_us(iters, false);
-  double futex = pingpong_rtt_us(iters < 20000 ? iters : 20000, true);
+// ---------------------------------------------------------------------------------------------
+
+static lw_status_t sides_open(sides_t *s, lw_callable_t *empty, lw_callable_t *ref_empty,
+                              const char **what) {
+  const lw_dispatch_workload_t *w = s->w;
+  *what = "a floor";
+  for (int f = 0; f < w->n_floors; ++f) {
+    if (!(s->floor[f] = w->floors[f].open())) return LW_UNAVAILABLE;
+  }
+  lw_chip_config_t cc;
+  lw_chip_config_default(&cc);
+  snprintf(cc.backend, sizeof(cc.backend), "%s", w->backend);
+  *what = "the L2 chip";
+  LW_RETURN_IF_ERROR(lw_chip_open(&cc, &s->chip));
+  LW_RETURN_IF_ERROR(lw_chip_register(s->chip, empty, &s->h2));
+  *what = "the L3 worker";
+  LW_RETURN_IF_ERROR(l3_open(w->backend, empty, &s->l3));
+  if (s->ref) {
+    *what = "the L3 sim worker";
+    LW_RETURN_IF_ERROR(l3_open("sim", ref_empty, &s->l3ref));
+  }
+  return LW_OK;
+}
+
+static void sides_close(sides_t *s) {
+  lw_worker_destroy(s->l3ref.w);
+  lw_worker_destroy(s->l3.w);
+  lw_chip_close(s->chip);
+  for (int f = 0; f < s->w->n_floors; ++f) {
+    if (s->floor[f]) s->w->floors[f].close(s->floor[f]);
+  }
+}
+
+int lw__bench_dispatch(const lw_bench_opts_t *o, const lw_dispatch_workload_t *w,
+                       const lw_dispatch_workload_t *ref) {
+  long iters = o->iters > 0 ? o->iters : w->default_iters;
+  long per_round = iters / ROUNDS > 0 ? iters / ROUNDS : 1;
+  long total = per_round * ROUNDS;
+  sides_t s = {.w = w, .ref = ref};
+  s.k_l2 = w->n_floors;
+  s.k_l3 = s.k_l2 + 1;
+  s.k_ref = ref ? s.k_l3 + 1 : -1;
+  s.n_kinds = ref ? s.k_ref + 1 : s.k_l3 + 1;
+  int rc = 1;
+  lw_callable_t empty = {0}, ref_empty = {0};
+  bool have_empty = false, have_ref = false;
+  double *v[MAX_KINDS] = {0};
+  phase_t quiet, loaded;
+  const char *what = "setup";
+  for (int k = 0; k < s.n_kinds; ++k) {
+    if (!(v[k] = malloc(sizeof(double) * (size_t)total))) {
+      fprintf(stderr, "lanework bench dispatch: out of memory\n");
+      goto out;
+    }
+  }
+  if (!(have_empty = w->load_empty(&empty))) goto out;
+  if (ref && !(have_ref = ref->load_empty(&ref_empty))) goto out;
+  lw_status_t st = sides_open(&s, &empty, &ref_empty, &what);
+  if (st != LW_OK) {
+    if (st != LW_UNAVAILABLE || strcmp(what, "a floor") != 0) rc = lw__bench_fail(what, st);
+    goto out;
+  }
+  if (measure(&s, per_round, v, &quiet, "") != 0) goto out;
   if (o->load > 0) {
     pid_t pids[LW_BENCH_MAX_LOAD];
     if (load_start(o->load, pids, o->load_in_session) != 0) {
       fprintf(stderr, "lanework bench dispatch: cannot start the load processes\n");
-      return 1;
+      goto out;
     }
-    int rc = measure(iters, &loaded, "under load: ");
+    int mrc = measure(&s, per_round, v, &loaded, "under load: ");
     load_stop(o->load, pids);
-    if (rc != 0) return 1;
+    if (mrc != 0) goto out;
   }
 
   lw__bench_progress_end();
-  print_figures("quiet:", &quiet, iters);
-  if (o->load > 0) {
-    char when[96];
-    snprintf(when, sizeof(when), "with %d busy-loop process%s beside it (--load %d%s):",
-             o->load, o->load == 1 ? "" : "es", o->load,
-             o->load_in_session ? ", in this session" : ", each in its own session");
-    print_figures(when, &loaded, iters);
+  for (int f = 0; f < w->n_floors; ++f) {
+    const char *dev = w->floors[f].describe ? w->floors[f].describe(s.floor[f]) : NULL;
+    if (dev) printf("%s: %s\n", w->floors[f].name, dev);
   }
-  printf("floor: shared-memory spin round trip:  p50 %.2f us\n", spin);
-  printf("floor: futex round trip (2 processes): p50 %.2f us\n", futex);
+  print_phase(&s, "quiet: empty kernel", &quiet, total);
+  if (o->load > 0) {
+    char when[128];
+    snprintf(when, sizeof(when), "with %d busy-loop process%s beside it (--load %d%s): empty "
+             "kernel", o->load, o->load == 1 ? "" : "es", o->load,
+             o->load_in_session ? ", in this session" : ", each in its own session");
+    print_phase(&s, when, &loaded, total);
+  }
+  rc = 0;
   if (o->json) {
     lw_json_t j;
     lw__bench_json_begin(&j, "dispatch");
-    lw__json_kv_int(&j, "iters", iters);
-    json_figures(&j, &quiet);
-    lw__json_kv_fixed(&j, "shm_spin_rtt_us", spin, 3);
-    lw__json_kv_fixed(&j, "futex_rtt_us", futex, 3);
-    lw__json_kv_int(&j, "load", o->load);
+    lw__json_kv_int(&j, "iters", total);
+    lw__json_kv_int(&j, "rounds", ROUNDS);
+    json_phase(&j, &s, &quiet);
+    if (w->load) lw__json_kv_int(&j, "load", o->load);
     if (o->load > 0) {
       lw__json_kv_bool(&j, "load_in_session", o->load_in_session);
       lw__json_key(&j, "loaded");
       lw__json_begin_object(&j);
-      json_figures(&j, &loaded);
+      json_phase(&j, &s, &loaded);
       lw__json_end_object(&j);
     }
-    return lw__bench_json_end(&j, "dispatch");
+    rc = lw__bench_json_end(&j, "dispatch");
   }
-  return 0;
+out:
+  sides_close(&s);
+  if (have_empty) lw_callable_free_loaded(&empty);
+  if (have_ref) lw_callable_free_loaded(&ref_empty);
+  for (int k = 0; k < MAX_KINDS; ++k) free(v[k]);
+  return rc;
 }

@@ -9,7 +9,7 @@
 
 #include "lanework/orch.h"
 #include "lanework/worker.h"
-#include "tools/bench.h"
+#include "tools/bench_sim_only.h"
 
 // Clock ticks used by pid and every descendant (recursively).
 static unsigned long long tree_ticks(pid_t pid) {

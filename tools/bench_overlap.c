@@ -1,332 +1,515 @@
-// tools/bench_overlap.c — `lanework bench overlap`: the register/run overlap table of seed
-// 004, at L2 (one lw_chip_t in this process) or L3 (a worker with a forked chip child).
+// tools/bench_overlap.c — the `lanework bench overlap` driver (see bench_overlap.h): seed 004's
+// register/run overlap table at L2 or L3 on any backend, each row proved from the trials'
+// trace events.
 //
-//   serial  = run(C1) + register(C2) + run(C2)
-//   overlap = run_async(C1), [delay], register_async(C2) while C1 runs, run_async(C2)
-//             queued behind C1, wait both
+// A trial is a serial arm then an overlapped arm, each in its own trace session. The clock
+// gives seed 004's figures (serial, overlap, speedup, hidden) and the register phase (run(C1)
+// and register(C2) against the time until both are done, run(C2) left out: on PoCL run(C2) is
+// C2's first enqueue, seconds of machine-code generation whose spread would drown the register
+// itself). The events give overlap_by_events, run_stretch and hidden_by_events
+// (overlap_proof.h): the overlap holds only when hidden_by_events >= LW_OVERLAP_HOLDS.
 //
-// C1 = repeat_vector_add (repeat_count calibrated so one run takes ~25 ms, or twice the C2
-// register when that is longer, unless --repeat:
-// long enough to hide the C2 register behind it, as in the seed),
-// C2 = big_vector_add: an ~8 MiB image with a real prepare hook. C2 is unregistered after
-// every trial so each trial pays its full register cost.
+// Negative controls: --serial registers C2 only after C1 finished (every figure reads ~0);
+// --stall-control (sim) turns the sim backend's device lock on (LW_SIM_DEVICE_LOCK=1, set by
+// the dispatcher before the process starts), so the register stops the running kernel for its
+// whole length, as NVIDIA's OpenCL build does: overlap_by_events still reads ~1, run_stretch
+// ~1 + register/run, hidden_by_events ~0.
+#include "tools/bench_overlap.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "tools/bench.h"
-#include "tools/overlap_driver.h"
 #include "tools/overlap_events.h"
+#include "tools/overlap_proof.h"
 
-// C2 runs over 1 Mi elements. C1 repeats its add over 16 Ki elements (192 KiB: resident in a
-// core's L2, like the seed's repeat_count = 1e6 runs): a long run that does not fight C2's
-// prepare for cache and memory bandwidth, so the table shows lane overlap rather than
-// contention.
-#define N_ELEMS (1u << 20)
-#define C1_ELEMS (1u << 14)
-#define TARGET_C1_US 25000.0
+// One trial. Times in microseconds; c1_done and reg_done from C1's submit in the overlapped
+// arm, from its events.
+typedef struct trial {
+  double run_c1, reg_c2, run_c2, serial;
+  double overlap, overlap_reg;
+  double c1_done, reg_done;
+  bool proved;
+  lw_overlap_proof_t proof;
+} trial_t;
 
-typedef struct bufs {
-  float *a, *b, *c1, *c2;
-} bufs_t;
+// Per-trial figures of a row as arrays, so medians and spreads come from one place.
+enum {
+  F_RUN_C1,
+  F_REG_C2,
+  F_RUN_C2,
+  F_SERIAL,
+  F_OVERLAP,
+  F_OVERLAP_REG,
+  F_C1_DONE,
+  F_REG_DONE,
+  F_HIDDEN,
+  F_HIDDEN_REG,
+  F_BY_EVENTS,    // proved trials only, as the next two
+  F_RUN_STRETCH,
+  F_HIDDEN_BY_EVENTS,
+  F_COUNT,
+};
 
-static lw_status_t args_for(lw_args_t *args, const bufs_t *b, float *out, long repeat) {
-  uint64_t bytes = (repeat > 0 ? C1_ELEMS : N_ELEMS) * sizeof(float);
-  lw_args_init(args);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->a, bytes, LW_TAG_INPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, b->b, bytes, LW_TAG_INPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(args, out, bytes, LW_TAG_OUTPUT));
-  if (repeat > 0) LW_RETURN_IF_ERROR(lw_args_add_scalar(args, (uint64_t)repeat));
-  return LW_OK;
-}
-
-static double max_diff(const bufs_t *b, const float *c, uint32_t n) {
-  double m = 0.0;
-  for (uint32_t i = 0; i < n; ++i) {
-    double d = fabs((double)c[i] - (double)(b->a[i] + b->b[i]));
-    if (d > m) m = d;
-  }
-  return m;
-}
+typedef struct figure {
+  double median, lo, hi;  // NAN when no trial had it
+} figure_t;
 
 typedef struct row {
   long delay_ms;
-  double run_c1, reg_c2, run_c2, serial, overlap;
-  // overlap_by_events over the row's trials: median, min, max (-1: no register span seen)
-  double by_events, by_events_min, by_events_max;
+  int proved;  // trials whose events had every span the proof needs
+  figure_t f[F_COUNT];
+  double hidden;      // seed 004's: from the medians of serial, overlap, run(C1), register(C2)
+  double hidden_reg;  // the same over the register phase
 } row_t;
 
-static lw_status_t one_trial(lw_overlap_driver_t *d, const lw_callable_t *c2,
-                             lw_callable_handle_t h1, const bufs_t *b, long repeat, long delay,
-                             const lw_overlap_trial_opts_t *to, row_t *r, double *diff) {
-  lw_args_t a1, a2;
-  LW_RETURN_IF_ERROR(args_for(&a1, b, b->c1, repeat));
-  LW_RETURN_IF_ERROR(args_for(&a2, b, b->c2, 0));
+typedef struct bench {
+  const lw_bench_opts_t *o;
+  const lw_overlap_workload_t *w;
+  void *ws;  // the workload's state
+  lw_bench_chip_t *d;
+  lw_callable_handle_t h1;
+  long repeat;  // C1's repeat count
+  lw_overlap_events_t ev;
+  lw_overlap_check_t chk;
+} bench_t;
+
+static const char *c1_name(const bench_t *b) { return b->w->c1(b->ws)->name; }
+static const char *c2_name(const bench_t *b) { return b->w->c2(b->ws)->name; }
+
+// The serial arm: run(C1), register(C2), run(C2), one after the other, traced.
+static lw_status_t serial_arm(bench_t *b, const lw_args_t *a1, const lw_args_t *a2,
+                              trial_t *t, lw_overlap_arm_t *arm) {
+  lw_bench_chip_t *d = b->d;
   lw_callable_handle_t h2;
-
-  // Serial.
-  memset(b->c1, 0, N_ELEMS * sizeof(float));
-  memset(b->c2, 0, N_ELEMS * sizeof(float));
+  b->w->clear(b->ws);
+  LW_RETURN_IF_ERROR(lw__overlap_events_begin(&b->ev));
   double t0 = lw__bench_now_us();
-  LW_RETURN_IF_ERROR(d->run(d, h1, &a1));
+  lw_status_t st = d->run(d, b->h1, a1);
   double t1 = lw__bench_now_us();
-  LW_RETURN_IF_ERROR(d->register_sync(d, c2, &h2));
+  if (st == LW_OK) st = d->register_sync(d, b->w->c2(b->ws), &h2);
   double t2 = lw__bench_now_us();
-  LW_RETURN_IF_ERROR(d->run(d, h2, &a2));
+  bool registered = st == LW_OK;
+  if (st == LW_OK) st = d->run(d, h2, a2);
   double t3 = lw__bench_now_us();
-  r->run_c1 = t1 - t0;
-  r->reg_c2 = t2 - t1;
-  r->run_c2 = t3 - t2;
-  r->serial = t3 - t0;
-  *diff = fmax(*diff, fmax(max_diff(b, b->c1, C1_ELEMS), max_diff(b, b->c2, N_ELEMS)));
-  LW_RETURN_IF_ERROR(d->unregister(d, h2));
+  lw_status_t ev_st = lw__overlap_events_end(&b->ev, c1_name(b), c2_name(b), false, arm);
+  if (st == LW_OK) st = ev_st;
+  t->run_c1 = t1 - t0;
+  t->reg_c2 = t2 - t1;
+  t->run_c2 = t3 - t2;
+  t->serial = t3 - t0;
+  if (st == LW_OK) b->w->check(b->ws, b->repeat, &b->chk);
+  if (registered) {
+    lw_status_t ust = d->unregister(d, h2);
+    if (st == LW_OK) st = ust;
+  }
+  return st;
+}
 
-  // Overlap.
-  memset(b->c1, 0, N_ELEMS * sizeof(float));
-  memset(b->c2, 0, N_ELEMS * sizeof(float));
+// The overlapped arm: run_async(C1), the delay (with --serial, C1's end), register_async(C2),
+// and once C2 is registered run_async(C2) queued behind C1; traced. keep: a measured trial,
+// whose trace may be the one --trace keeps.
+static lw_status_t overlapped_arm(bench_t *b, const lw_args_t *a1, const lw_args_t *a2,
+                                  long delay_ms, bool keep, trial_t *t, lw_overlap_arm_t *arm) {
+  lw_bench_chip_t *d = b->d;
   lw_handle_t *run1 = NULL, *reg = NULL, *run2 = NULL;
-  lw_status_t st = lw__overlap_phase_start(d, to, h1, &a1, c2, delay, &t0, &run1, &reg);
-  if (st != LW_OK && !run1) return st;
+  lw_callable_handle_t h2;
+  bool registered = false;
+  b->w->clear(b->ws);
+  LW_RETURN_IF_ERROR(lw__overlap_events_begin(&b->ev));
+  double t0 = lw__bench_now_us();
+  lw_status_t st = d->run_async(d, b->h1, a1, &run1);
+  if (st == LW_OK) {
+    lw__bench_sleep_ms(delay_ms);
+    if (b->o->serial) st = lw_handle_wait(run1, LW_WAIT_FOREVER);
+  }
+  if (st == LW_OK) st = d->register_async(d, b->w->c2(b->ws), &reg);
   if (st == LW_OK) st = lw_handle_wait(reg, LW_WAIT_FOREVER);
   if (st == LW_OK) st = lw_handle_callable(reg, &h2);
-  if (st == LW_OK) st = d->run_async(d, h2, &a2, &run2);
-  lw_status_t s1 = lw_handle_wait(run1, LW_WAIT_FOREVER);
-  lw_status_t s2 = run2 ? lw_handle_wait(run2, LW_WAIT_FOREVER) : st;
-  t1 = lw__bench_now_us();
-  r->overlap = t1 - t0;
-  lw_status_t ev_st = lw__overlap_events_end(to->ev, to->keep);
+  registered = st == LW_OK;
+  if (st == LW_OK) st = d->run_async(d, h2, a2, &run2);
+  // Both handles are waited whatever failed, so no run outlives the arm.
+  lw_status_t s1 = run1 ? lw_handle_wait(run1, LW_WAIT_FOREVER) : LW_OK;
+  double t_phase = lw__bench_now_us();
+  lw_status_t s2 = run2 ? lw_handle_wait(run2, LW_WAIT_FOREVER) : LW_OK;
+  double t_end = lw__bench_now_us();
+  lw_status_t ev_st = lw__overlap_events_end(&b->ev, c1_name(b), c2_name(b), keep, arm);
   if (st == LW_OK) st = s1 != LW_OK ? s1 : s2;
   if (st == LW_OK) st = ev_st;
   lw_handle_release(run1);
   lw_handle_release(run2);
   lw_handle_release(reg);
-  if (st != LW_OK) return st;
-  *diff = fmax(*diff, fmax(max_diff(b, b->c1, C1_ELEMS), max_diff(b, b->c2, N_ELEMS)));
-  return d->unregister(d, h2);
+  t->overlap = t_end - t0;
+  t->overlap_reg = t_phase - t0;
+  double t0_ns = t0 * 1e3;
+  t->c1_done = arm->run_t1_ns ? ((double)arm->run_t1_ns - t0_ns) / 1e3 : NAN;
+  t->reg_done = arm->reg_t1_ns ? ((double)arm->reg_t1_ns - t0_ns) / 1e3 : NAN;
+  if (st == LW_OK) b->w->check(b->ws, b->repeat, &b->chk);
+  if (registered) {
+    lw_status_t ust = d->unregister(d, h2);
+    if (st == LW_OK) st = ust;
+  }
+  return st;
 }
 
-// Picks repeat_count so one C1 run takes about the target: a few rounds, each the median of
-// five runs, so one slow run (page faults, a noisy neighbour) does not skew the table. The
-// target is TARGET_C1_US, or twice C2's register time when that is longer (a slow or loaded
-// machine): C1 exists to hide the register, which it cannot do when it is the shorter of the
-// two, and then neither the clock nor the events could show the overlap.
-static lw_status_t calibrate(lw_overlap_driver_t *d, lw_callable_handle_t h1,
-                             const lw_callable_t *c2, const bufs_t *b, long *out_repeat,
-                             double *out_target_us) {
-  double reg[3];
-  for (int i = 0; i < 3; ++i) {
-    lw_callable_handle_t h2;
-    double t0 = lw__bench_now_us();
-    LW_RETURN_IF_ERROR(d->register_sync(d, c2, &h2));
-    reg[i] = lw__bench_now_us() - t0;
-    LW_RETURN_IF_ERROR(d->unregister(d, h2));
-  }
-  double target = fmax(TARGET_C1_US, 2.0 * lw__bench_median(reg, 3));
-  *out_target_us = target;
-  long repeat = 16;
-  for (int round = 0; round < 4; ++round) {
-    lw_args_t a;
-    LW_RETURN_IF_ERROR(args_for(&a, b, b->c1, repeat));
-    double us[5];
-    for (int i = 0; i < 5; ++i) {
-      double t0 = lw__bench_now_us();
-      LW_RETURN_IF_ERROR(d->run(d, h1, &a));
-      us[i] = lw__bench_now_us() - t0;
-    }
-    double m = lw__bench_median(us, 5);
-    long next = (long)((double)repeat * target / (m > 1.0 ? m : 1.0));
-    repeat = next < 1 ? 1 : next;
-  }
-  *out_repeat = repeat;
+static lw_status_t one_trial(bench_t *b, long delay_ms, bool keep, trial_t *t) {
+  lw_args_t a1, a2;
+  LW_RETURN_IF_ERROR(b->w->args_c1(b->ws, b->repeat, &a1));
+  LW_RETURN_IF_ERROR(b->w->args_c2(b->ws, &a2));
+  lw_overlap_arm_t serial, overlapped;
+  memset(t, 0, sizeof(*t));
+  LW_RETURN_IF_ERROR(serial_arm(b, &a1, &a2, t, &serial));
+  LW_RETURN_IF_ERROR(overlapped_arm(b, &a1, &a2, delay_ms, keep, t, &overlapped));
+  t->proved = lw__overlap_proof(&serial, &overlapped, &t->proof);
   return LW_OK;
 }
 
-int lw__bench_overlap(const lw_bench_opts_t *o) {
-  long delays[8];
-  int n_delays = 0;
-  n_delays = lw__bench_parse_delays(o->delays, delays, 8);
-  if (n_delays < 0) return 2;
+// ---------------------------------------------------------------------------------------------
+// C1's length
 
-  lw_callable_t c1, c2;
-  if (!lw__bench_load_kernel("repeat_vector_add", &c1)) return 1;
-  if (!lw__bench_load_kernel("big_vector_add", &c2)) {
-    lw_callable_free_loaded(&c1);
+// Median of three C1 runs at repeat, in microseconds.
+static lw_status_t time_c1(bench_t *b, long repeat, double *out_us) {
+  lw_args_t a;
+  LW_RETURN_IF_ERROR(b->w->args_c1(b->ws, repeat, &a));
+  double us[3];
+  for (int i = 0; i < 3; ++i) {
+    double t0 = lw__bench_now_us();
+    LW_RETURN_IF_ERROR(b->d->run(b->d, b->h1, &a));
+    us[i] = lw__bench_now_us() - t0;
+  }
+  *out_us = lw__bench_median(us, 3);
+  return LW_OK;
+}
+
+// Scales *repeat so one C1 run takes about target_us: at most four rounds, done once a run
+// lands within 10% of the target.
+static lw_status_t scale_c1(bench_t *b, double target_us, long *repeat) {
+  for (int round = 0; round < 4; ++round) {
+    double m;
+    LW_RETURN_IF_ERROR(time_c1(b, *repeat, &m));
+    if (fabs(m - target_us) <= 0.1 * target_us) break;
+    double next = (double)*repeat * target_us / (m > 1.0 ? m : 1.0);
+    *repeat = next < 1.0 ? 1 : next > 1e9 ? 1000000000L : (long)next;
+  }
+  return LW_OK;
+}
+
+// See lw_overlap_workload_t: C1 at the floor first (warm), then at its target.
+static lw_status_t calibrate(bench_t *b, long *repeat, double *out_target_us) {
+  const lw_overlap_workload_t *w = b->w;
+  *repeat = w->initial_repeat;
+  LW_RETURN_IF_ERROR(scale_c1(b, w->target_floor_us, repeat));
+  double reg[8];
+  int n = w->register_samples < 8 ? w->register_samples : 8;
+  for (int i = 0; i < n; ++i) {
+    lw_callable_handle_t h2;
+    double t0 = lw__bench_now_us();
+    LW_RETURN_IF_ERROR(b->d->register_sync(b->d, w->c2(b->ws), &h2));
+    reg[i] = lw__bench_now_us() - t0;
+    LW_RETURN_IF_ERROR(b->d->unregister(b->d, h2));
+  }
+  double target = fmin(fmax(w->target_factor * lw__bench_median(reg, (size_t)n),
+                            w->target_floor_us),
+                       w->target_cap_us);
+  *out_target_us = target;
+  return scale_c1(b, target, repeat);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+static figure_t figure_of(double *v, size_t n) {
+  figure_t f = {NAN, NAN, NAN};
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!isnan(v[i])) v[k++] = v[i];
+  }
+  if (k == 0) return f;
+  f.median = lw__bench_median(v, k);
+  lw__bench_spread(v, k, &f.lo, &f.hi);
+  return f;
+}
+
+static void row_of(const trial_t *t, int n, long delay_ms, row_t *r) {
+  double *v = malloc(sizeof(double) * (size_t)n);
+  memset(r, 0, sizeof(*r));
+  r->delay_ms = delay_ms;
+  for (int i = 0; i < n; ++i) r->proved += t[i].proved;
+  for (int k = 0; k < F_COUNT && v; ++k) {
+    for (int i = 0; i < n; ++i) {
+      const trial_t *x = &t[i];
+      double y = NAN;
+      switch (k) {
+        case F_RUN_C1: y = x->run_c1; break;
+        case F_REG_C2: y = x->reg_c2; break;
+        case F_RUN_C2: y = x->run_c2; break;
+        case F_SERIAL: y = x->serial; break;
+        case F_OVERLAP: y = x->overlap; break;
+        case F_OVERLAP_REG: y = x->overlap_reg; break;
+        case F_C1_DONE: y = x->c1_done; break;
+        case F_REG_DONE: y = x->reg_done; break;
+        case F_HIDDEN:
+          y = lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2);
+          break;
+        case F_HIDDEN_REG:
+          y = lw__bench_hidden_fraction(x->run_c1 + x->reg_c2, x->overlap_reg, x->run_c1,
+                                        x->reg_c2);
+          break;
+        case F_BY_EVENTS: y = x->proved ? x->proof.by_events : NAN; break;
+        case F_RUN_STRETCH: y = x->proved ? x->proof.run_stretch : NAN; break;
+        case F_HIDDEN_BY_EVENTS: y = x->proved ? x->proof.hidden_by_events : NAN; break;
+      }
+      v[i] = y;
+    }
+    r->f[k] = figure_of(v, (size_t)n);
+  }
+  free(v);
+  const figure_t *f = r->f;
+  r->hidden = lw__bench_hidden_fraction(f[F_SERIAL].median, f[F_OVERLAP].median,
+                                        f[F_RUN_C1].median, f[F_REG_C2].median);
+  r->hidden_reg = lw__bench_hidden_fraction(f[F_RUN_C1].median + f[F_REG_C2].median,
+                                            f[F_OVERLAP_REG].median, f[F_RUN_C1].median,
+                                            f[F_REG_C2].median);
+}
+
+// LW_BENCH_VERBOSE=1: each trial's figures on stderr, for a look at the spread behind a row.
+static void print_trial(long delay_ms, int index, const trial_t *t) {
+  fprintf(stderr,
+          "trial %d delay %ld: run_c1 %.0f reg_c2 %.0f run_c2 %.0f serial %.0f overlap %.0f "
+          "overlap_reg %.0f c1_done %.0f reg_done %.0f",
+          index, delay_ms, t->run_c1, t->reg_c2, t->run_c2, t->serial, t->overlap,
+          t->overlap_reg, t->c1_done, t->reg_done);
+  if (t->proved) {
+    fprintf(stderr, " by_events %.3f run_stretch %.3f hidden_by_events %.3f\n",
+            t->proof.by_events, t->proof.run_stretch, t->proof.hidden_by_events);
+  } else {
+    fprintf(stderr, " (events incomplete)\n");
+  }
+}
+
+static bool holds(const row_t *r) {
+  return !isnan(r->f[F_HIDDEN_BY_EVENTS].median) &&
+         r->f[F_HIDDEN_BY_EVENTS].median >= LW_OVERLAP_HOLDS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+static void print_table(const bench_t *b, const row_t *rows, int n_rows, long repeat,
+                        double target_us, double open_ms) {
+  const lw_bench_opts_t *o = b->o;
+  const row_t *r0 = &rows[0];
+  const figure_t *f = r0->f;
+  printf("L%d %s, %s chip, device 0 (opened in %.0f ms), trials=%d\n", o->level,
+         o->level == 2 ? "direct chip worker" : "worker (forked chip child)", b->w->backend,
+         open_ms, o->trials);
+  b->w->describe(b->ws, repeat, stdout);
+  printf("  run(C1) %.2f ms, register(C2) %.2f ms (trials %.2f-%.2f), run(C2) %.2f ms "
+         "(medians, delay %ld ms)\n",
+         f[F_RUN_C1].median / 1e3, f[F_REG_C2].median / 1e3, f[F_REG_C2].lo / 1e3,
+         f[F_REG_C2].hi / 1e3, f[F_RUN_C2].median / 1e3, r0->delay_ms);
+  if (target_us > 0) {
+    printf("  C1 calibrated to %.1f ms: %.1f x register(C2), at least %.0f ms", target_us / 1e3,
+           b->w->target_factor, b->w->target_floor_us / 1e3);
+    if (isfinite(b->w->target_cap_us)) printf(", at most %.0f ms", b->w->target_cap_us / 1e3);
+    printf("\n");
+  }
+  printf("  lanes: %s\n", lw__bench_pin(o) ? "run lane on CPU 0, register lane on CPU 1 "
+                                             "(--no-pin to let the OS place them)"
+                                           : "placed by the OS");
+  if (o->serial) {
+    printf("  --serial: C2 is registered only after C1 finished, the negative control: "
+           "hidden, by events and hidden by events read ~0\n");
+  }
+  if (o->stall_control) {
+    printf("  --stall-control: the sim device lock is on (LW_SIM_DEVICE_LOCK=1): a register "
+           "stops the running kernel until it ends, the negative control: by events reads ~1, "
+           "run stretch ~1 + register/run, hidden by events ~0\n");
+  }
+  printf("\n| Delay before C2 register | Serial median | Overlap median | Speedup | Hidden "
+         "(clock) | By events | Run stretch | Hidden by events (min-max) | Holds |\n");
+  printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < n_rows; ++i) {
+    const row_t *r = &rows[i];
+    const figure_t *g = r->f;
+    printf("| %ld ms | %.2f ms | %.2f ms | %.2fx | %.3f | %.3f | %.3f | %.3f (%.3f-%.3f) | %s |\n",
+           r->delay_ms, g[F_SERIAL].median / 1e3, g[F_OVERLAP].median / 1e3,
+           g[F_SERIAL].median / g[F_OVERLAP].median, r->hidden, g[F_BY_EVENTS].median,
+           g[F_RUN_STRETCH].median, g[F_HIDDEN_BY_EVENTS].median, g[F_HIDDEN_BY_EVENTS].lo,
+           g[F_HIDDEN_BY_EVENTS].hi, holds(r) ? "yes" : "no");
+  }
+  printf("\nHidden (clock): (serial - overlap) / min(run C1, register C2), seed 004's. By "
+         "events: the share of the\nregister span inside run spans of the same chip. Run "
+         "stretch: C1's run span overlapped / alone.\nHidden by events: by events - max(0, "
+         "run overlapped - run alone) / register, clamped to [0, 1]:\ncontainment minus the "
+         "time the register stopped the run. The overlap holds when it is >= %.2f.\n",
+         LW_OVERLAP_HOLDS);
+  if (r0->proved < o->trials) {
+    printf("Events: %d of %d trials recorded every span the proof needs (%llu events "
+           "dropped)\n",
+           r0->proved, o->trials, (unsigned long long)b->ev.dropped);
+  }
+  printf("\nRegister phase (run(C1) + register(C2) against C1's submit to both done, run(C2) "
+         "left out), delay %ld ms:\n  serial %.2f ms, overlap %.2f ms, hidden %.3f (trials "
+         "%.3f-%.3f); C1 done %.2f ms and the register\n  done %.2f ms after C1's submit "
+         "(alone: %.2f and %.2f ms)\n",
+         r0->delay_ms, (f[F_RUN_C1].median + f[F_REG_C2].median) / 1e3,
+         f[F_OVERLAP_REG].median / 1e3, r0->hidden_reg, f[F_HIDDEN_REG].lo, f[F_HIDDEN_REG].hi,
+         f[F_C1_DONE].median / 1e3, f[F_REG_DONE].median / 1e3, f[F_RUN_C1].median / 1e3,
+         f[F_REG_C2].median / 1e3);
+  printf("\nCorrectness: max_diff=%.3e", b->chk.max_diff);
+  if (b->w->rel_tol > 0) {
+    printf(", max relative error %.3e (tolerance %.0e)", b->chk.rel_err, b->w->rel_tol);
+  }
+  printf("\n");
+}
+
+static void json_row(lw_json_t *j, const row_t *r) {
+  const figure_t *f = r->f;
+  lw__json_kv_fixed(j, "serial_median_us", f[F_SERIAL].median, 1);
+  lw__json_kv_fixed(j, "overlap_median_us", f[F_OVERLAP].median, 1);
+  lw__json_kv_fixed(j, "speedup", f[F_SERIAL].median / f[F_OVERLAP].median, 3);
+  lw__bench_json_spread(j, "hidden_fraction", r->hidden, f[F_HIDDEN].lo, f[F_HIDDEN].hi, 3);
+  lw__bench_json_spread(j, "hidden_fraction_register_phase", r->hidden_reg,
+                        f[F_HIDDEN_REG].lo, f[F_HIDDEN_REG].hi, 3);
+  lw__bench_json_spread(j, "overlap_by_events", f[F_BY_EVENTS].median, f[F_BY_EVENTS].lo,
+                        f[F_BY_EVENTS].hi, 3);
+  lw__bench_json_spread(j, "run_stretch", f[F_RUN_STRETCH].median, f[F_RUN_STRETCH].lo,
+                        f[F_RUN_STRETCH].hi, 3);
+  lw__bench_json_spread(j, "hidden_by_events", f[F_HIDDEN_BY_EVENTS].median,
+                        f[F_HIDDEN_BY_EVENTS].lo, f[F_HIDDEN_BY_EVENTS].hi, 3);
+  lw__json_kv_bool(j, "overlap_holds", holds(r));
+  lw__json_kv_int(j, "trials_proved", r->proved);
+}
+
+static int print_json(const bench_t *b, const row_t *rows, int n_rows, long repeat,
+                      double target_us, double open_ms) {
+  const lw_bench_opts_t *o = b->o;
+  const row_t *r = &rows[0];
+  const figure_t *f = r->f;
+  lw_json_t j;
+  lw__bench_json_begin(&j, "overlap");
+  lw__json_kv_int(&j, "level", o->level);
+  lw__json_kv_int(&j, "trials", o->trials);
+  lw__json_kv_int(&j, "repeat_count", repeat);
+  lw__json_kv_fixed(&j, "c1_target_us", target_us > 0 ? target_us : NAN, 1);
+  lw__json_kv_bool(&j, "pinned", lw__bench_pin(o));
+  lw__json_kv_fixed(&j, "chip_open_ms", open_ms, 1);
+  lw__json_kv_bool(&j, "serial_control", o->serial);
+  lw__json_kv_bool(&j, "stall_control", o->stall_control);
+  lw__json_kv_int(&j, "delay_ms", r->delay_ms);
+  lw__json_kv_fixed(&j, "run_c1_us", f[F_RUN_C1].median, 1);
+  lw__bench_json_spread(&j, "register_c2_us", f[F_REG_C2].median, f[F_REG_C2].lo,
+                        f[F_REG_C2].hi, 1);
+  lw__json_kv_fixed(&j, "run_c2_us", f[F_RUN_C2].median, 1);
+  json_row(&j, r);
+  lw__json_kv_fixed(&j, "register_phase_serial_median_us",
+                    f[F_RUN_C1].median + f[F_REG_C2].median, 1);
+  lw__json_kv_fixed(&j, "register_phase_overlap_median_us", f[F_OVERLAP_REG].median, 1);
+  lw__json_kv_fixed(&j, "overlap_c1_done_us", f[F_C1_DONE].median, 1);
+  lw__json_kv_fixed(&j, "overlap_register_done_us", f[F_REG_DONE].median, 1);
+  lw__json_kv_uint(&j, "trace_dropped_events", b->ev.dropped);
+  // Errors with four significant digits, as the table prints them.
+  lw__json_key(&j, "max_diff");
+  lw__json_double_digits(&j, b->chk.max_diff, 4);
+  lw__json_key(&j, "max_rel_err");
+  lw__json_double_digits(&j, b->chk.rel_err, 4);
+  if (b->w->json) b->w->json(b->ws, &j);
+  lw__json_key(&j, "rows");
+  lw__json_begin_array(&j);
+  for (int i = 0; i < n_rows; ++i) {
+    lw__json_begin_object(&j);
+    lw__json_kv_int(&j, "delay_ms", rows[i].delay_ms);
+    json_row(&j, &rows[i]);
+    lw__json_end_object(&j);
+  }
+  lw__json_end_array(&j);
+  return lw__bench_json_end(&j, "overlap");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int lw__bench_overlap(const lw_bench_opts_t *o, const lw_overlap_workload_t *w) {
+  long delays[LW_BENCH_MAX_DELAYS];
+  int n_delays = lw__bench_parse_delays(o->delays ? o->delays : w->default_delays, delays,
+                                        LW_BENCH_MAX_DELAYS);
+  if (n_delays < 0) return 2;
+  bench_t b = {.o = o, .w = w};
+  int rc = 1;
+  trial_t *trials = calloc((size_t)o->trials, sizeof(trial_t));
+  row_t rows[LW_BENCH_MAX_DELAYS];
+  lw_status_t st = trials ? w->open(o, &b.ws) : LW_RESOURCE_EXHAUSTED;
+  if (st != LW_OK) {
+    if (!trials) fprintf(stderr, "lanework bench overlap: out of memory\n");
+    free(trials);
     return 1;
   }
-  bufs_t b = {0};
-  lw_overlap_driver_t *d = NULL;
-  int rc = 1;
-  bool pin = o->pin == 1 || (o->pin == -1 && sysconf(_SC_NPROCESSORS_ONLN) >= 2);
-  lw_status_t st = lw__overlap_driver_open(o->level, "sim", N_ELEMS * sizeof(float) * 4, pin, &d);
+  double t_open = lw__bench_now_us();
+  lw_bench_chip_opts_t co = {.level = o->level, .backend = w->backend,
+                             .arena_bytes = w->arena_bytes, .pin = lw__bench_pin(o)};
+  st = lw__bench_chip_open(&co, &b.d);
+  double open_ms = (lw__bench_now_us() - t_open) / 1e3;
   if (st != LW_OK) {
-    rc = lw__bench_fail("opening the driver", st);
+    rc = lw__bench_fail("opening the chip", st);
     goto out;
   }
-  b.a = d->alloc(d, N_ELEMS * sizeof(float));
-  b.b = d->alloc(d, N_ELEMS * sizeof(float));
-  b.c1 = d->alloc(d, N_ELEMS * sizeof(float));
-  b.c2 = d->alloc(d, N_ELEMS * sizeof(float));
-  if (!b.a || !b.b || !b.c1 || !b.c2) {
-    fprintf(stderr, "lanework bench overlap: out of memory\n");
+  if ((st = w->alloc(b.ws, b.d)) != LW_OK) {
+    rc = lw__bench_fail("allocating the tensors", st);
     goto out;
   }
-  for (uint32_t i = 0; i < N_ELEMS; ++i) {
-    b.a[i] = (float)(i % 1000) * 0.5f;
-    b.b[i] = (float)(i % 333) * 0.25f;
-  }
-  lw_callable_handle_t h1;
-  st = d->register_sync(d, &c1, &h1);
-  if (st != LW_OK) {
+  if ((st = b.d->register_sync(b.d, w->c1(b.ws), &b.h1)) != LW_OK) {
     rc = lw__bench_fail("register C1", st);
     goto out;
   }
-  long repeat = o->repeat;
-  double target_us = 0;
-  if (repeat <= 0) lw__bench_progress("calibrating C1");
-  if (repeat <= 0 && (st = calibrate(d, h1, &c2, &b, &repeat, &target_us)) != LW_OK) {
-    rc = lw__bench_fail("calibration", st);
-    goto out;
-  }
-  // One untimed warm-up trial: first-touch page faults and lazy binding stay out of the table.
-  double diff = 0.0;
-  row_t warm;
-  static lw_overlap_events_t ev[8];  // big: not on the stack
   char stem[64];
-  snprintf(stem, sizeof(stem), "overlap_l%d_sim%s", o->level, o->serial ? "_serial" : "");
-  lw__overlap_events_init(&ev[0], o->trace_dir, stem);
-  lw_overlap_trial_opts_t warm_opts = {o->serial, &ev[0], false};
+  snprintf(stem, sizeof(stem), "overlap_l%d_%s%s%s", o->level, w->backend,
+           o->serial ? "_serial" : "", o->stall_control ? "_stall" : "");
+  lw__overlap_events_init(&b.ev, o->trace_dir, stem);
+
+  b.repeat = o->repeat;
+  double target_us = 0;
+  if (b.repeat <= 0) {
+    lw__bench_progress("calibrating C1");
+    if ((st = calibrate(&b, &b.repeat, &target_us)) != LW_OK) {
+      rc = lw__bench_fail("calibrating C1", st);
+      goto out;
+    }
+  }
+  // One untimed trial: first-touch page faults, lazy binding and first enqueues stay out of
+  // the table.
   lw__bench_progress("warm-up trial");
-  st = one_trial(d, &c2, h1, &b, repeat, 0, &warm_opts, &warm, &diff);
-  if (st != LW_OK) {
+  trial_t warm;
+  if ((st = one_trial(&b, 0, false, &warm)) != LW_OK) {
     rc = lw__bench_fail("warm-up trial", st);
     goto out;
   }
-
-  row_t rows[8];
-  int trials = o->trials;
+  const char *v = getenv("LW_BENCH_VERBOSE");
+  bool verbose = v && *v && strcmp(v, "0") != 0;
   for (int di = 0; di < n_delays; ++di) {
-    double run_c1[1000], reg_c2[1000], run_c2[1000], serial[1000], overlap[1000];
-    // Only the first row's first trial is kept as a picture.
-    lw__overlap_events_init(&ev[di], di == 0 ? o->trace_dir : NULL, stem);
-    lw_overlap_trial_opts_t topts = {o->serial, &ev[di], true};
-    for (int t = 0; t < trials; ++t) {
-      row_t r;
-      lw__bench_progress("delay %ld ms: trial %d/%d", delays[di], t + 1, trials);
-      st = one_trial(d, &c2, h1, &b, repeat, delays[di], &topts, &r, &diff);
-      if (st != LW_OK) {
+    for (int t = 0; t < o->trials; ++t) {
+      lw__bench_progress("delay %ld ms: trial %d/%d", delays[di], t + 1, o->trials);
+      // Only the first row's first trial may be kept as a picture.
+      if ((st = one_trial(&b, delays[di], di == 0, &trials[t])) != LW_OK) {
         rc = lw__bench_fail("trial", st);
         goto out;
       }
-      if (getenv("LW_BENCH_VERBOSE")) {
-        fprintf(stderr, "trial %d delay %ld: run_c1 %.0f reg_c2 %.0f run_c2 %.0f serial %.0f overlap %.0f\n",
-                t, delays[di], r.run_c1, r.reg_c2, r.run_c2, r.serial, r.overlap);
-      }
-      run_c1[t] = r.run_c1;
-      reg_c2[t] = r.reg_c2;
-      run_c2[t] = r.run_c2;
-      serial[t] = r.serial;
-      overlap[t] = r.overlap;
+      if (verbose) print_trial(delays[di], t, &trials[t]);
     }
-    rows[di] = (row_t){delays[di],
-                       lw__bench_median(run_c1, (size_t)trials),
-                       lw__bench_median(reg_c2, (size_t)trials),
-                       lw__bench_median(run_c2, (size_t)trials),
-                       lw__bench_median(serial, (size_t)trials),
-                       lw__bench_median(overlap, (size_t)trials), -1, -1, -1};
-    (void)lw__overlap_events_summary(&ev[di], &rows[di].by_events, &rows[di].by_events_min,
-                                     &rows[di].by_events_max);
+    row_of(trials, o->trials, delays[di], &rows[di]);
   }
-
   lw__bench_progress_end();
-  printf("L%d %s end-to-end: C1 = repeat_vector_add (%u elements, repeat_count=%ld), "
-         "C2 = big_vector_add (%u elements, %zu-byte image, prepare hook), trials=%d\n",
-         o->level, o->level == 2 ? "direct chip worker" : "worker (forked chip child)", C1_ELEMS,
-         repeat, N_ELEMS, c2.image_bytes, trials);
-  printf("  run(C1) %.1f us, register(C2) %.1f us, run(C2) %.1f us (medians, delay %ld ms)\n",
-         rows[0].run_c1, rows[0].reg_c2, rows[0].run_c2, rows[0].delay_ms);
-  if (target_us > 0) {
-    printf("  C1 calibrated to %.1f ms: max(25 ms, 2 x register(C2) as measured first)\n",
-           target_us / 1000.0);
+  print_table(&b, rows, n_delays, b.repeat, target_us, open_ms);
+  rc = o->json ? print_json(&b, rows, n_delays, b.repeat, target_us, open_ms) : 0;
+  if (b.chk.max_diff != 0.0 || b.chk.rel_err > w->rel_tol) {
+    fprintf(stderr,
+            "lanework bench overlap: results differ from the reference (max_diff %.3e, "
+            "relative error %.3e, tolerance %.0e)\n",
+            b.chk.max_diff, b.chk.rel_err, w->rel_tol);
+    rc = 1;
   }
-  printf("  lanes: %s\n\n", pin ? "run lane on CPU 0, register lane on CPU 1 (--no-pin to let the OS place them)"
-                                 : "placed by the OS");
-  if (o->serial) {
-    printf("  --serial: C2 is registered only after C1 finished (the negative control: both "
-           "columns should read ~0)\n\n");
-  }
-  printf("| Delay before C2 register | Serial median | Overlap median | Reduction | Speedup | "
-         "Hidden | By events (min-max) |\n");
-  printf("|---|---|---|---|---|---|---|\n");
-  for (int di = 0; di < n_delays; ++di) {
-    const row_t *r = &rows[di];
-    double hidden = lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2);
-    printf("| %ld ms | %.1f us | %.1f us | %.1f%% | %.2fx | %.2f | %.2f (%.2f-%.2f) |\n",
-           r->delay_ms, r->serial, r->overlap, 100.0 * (r->serial - r->overlap) / r->serial,
-           r->serial / r->overlap, hidden, r->by_events, r->by_events_min, r->by_events_max);
-  }
-  printf("\nHidden: from the clock, (serial - overlap) / min(run C1, register C2). By events: the "
-         "share of\neach trial's register span inside a run span of the same chip, from the "
-         "trial's trace events.\n");
-  printf("\nCorrectness: max_diff=%.3e\n", diff);
-  int json_rc = 0;
-  if (o->json) {
-    const row_t *r = &rows[0];
-    lw_json_t j;
-    lw__bench_json_begin(&j, "overlap");
-    lw__json_kv_int(&j, "level", o->level);
-    lw__json_kv_int(&j, "trials", trials);
-    lw__json_kv_int(&j, "repeat_count", repeat);
-    lw__json_kv_bool(&j, "pinned", pin);
-    lw__json_kv_int(&j, "delay_ms", r->delay_ms);
-    lw__json_kv_fixed(&j, "run_c1_us", r->run_c1, 1);
-    lw__json_kv_fixed(&j, "register_c2_us", r->reg_c2, 1);
-    lw__json_kv_fixed(&j, "run_c2_us", r->run_c2, 1);
-    lw__json_kv_fixed(&j, "serial_median_us", r->serial, 1);
-    lw__json_kv_fixed(&j, "overlap_median_us", r->overlap, 1);
-    lw__json_kv_fixed(&j, "speedup", r->serial / r->overlap, 3);
-    lw__json_kv_fixed(&j, "hidden_fraction",
-                      lw__bench_hidden_fraction(r->serial, r->overlap, r->run_c1, r->reg_c2), 3);
-    lw__json_kv_bool(&j, "serial_control", o->serial);
-    lw__json_kv_fixed(&j, "overlap_by_events", r->by_events, 3);
-    lw__json_kv_fixed(&j, "overlap_by_events_min", r->by_events_min, 3);
-    lw__json_kv_fixed(&j, "overlap_by_events_max", r->by_events_max, 3);
-    lw__json_kv_uint(&j, "trace_dropped_events", ev[0].dropped);
-    // Four significant digits, as the table prints it.
-    lw__json_key(&j, "max_diff");
-    lw__json_double_digits(&j, diff, 4);
-    lw__json_key(&j, "rows");
-    lw__json_begin_array(&j);
-    for (int di = 0; di < n_delays; ++di) {
-      const row_t *x = &rows[di];
-      lw__json_begin_object(&j);
-      lw__json_kv_int(&j, "delay_ms", x->delay_ms);
-      lw__json_kv_fixed(&j, "serial_median_us", x->serial, 1);
-      lw__json_kv_fixed(&j, "overlap_median_us", x->overlap, 1);
-      lw__json_kv_fixed(&j, "speedup", x->serial / x->overlap, 3);
-      lw__json_kv_fixed(&j, "hidden_fraction",
-                        lw__bench_hidden_fraction(x->serial, x->overlap, x->run_c1, x->reg_c2),
-                        3);
-      lw__json_kv_fixed(&j, "overlap_by_events", x->by_events, 3);
-      lw__json_kv_fixed(&j, "overlap_by_events_min", x->by_events_min, 3);
-      lw__json_kv_fixed(&j, "overlap_by_events_max", x->by_events_max, 3);
-      lw__json_end_object(&j);
-    }
-    lw__json_end_array(&j);
-    json_rc = lw__bench_json_end(&j, "overlap");
-  }
-  rc = diff == 0.0 ? json_rc : 1;
-  if (rc) fprintf(stderr, "lanework bench overlap: results differ from the reference\n");
 out:
-  if (d) {
-    d->free(d, b.a);
-    d->free(d, b.b);
-    d->free(d, b.c1);
-    d->free(d, b.c2);
-    d->close(d);
-  }
-  lw_callable_free_loaded(&c1);
-  lw_callable_free_loaded(&c2);
+  if (b.ws) w->close(b.ws, b.d);
+  if (b.d) b.d->close(b.d);
+  free(trials);
   return rc;
 }

@@ -14,7 +14,7 @@
 #include "lanes/json.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
-#include "tools/bench.h"
+#include "tools/bench_sim_only.h"
 #include "tools/dispatch_l3.h"
 
 #define BATCH 1000

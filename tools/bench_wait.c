@@ -3,7 +3,7 @@
 // before). Both must stay syscall-free.
 #include <stdlib.h>
 
-#include "tools/bench.h"
+#include "tools/bench_sim_only.h"
 
 #define BATCH 1000
 

@@ -1,6 +1,7 @@
-// tools/dispatch_l3.c — the L3 half of `lanework bench dispatch`: a whole lw_worker_run of one
-// no-op task (orchestrator thread, scheduler, mailbox, chip child, run lane and back), and the
-// per-task cost inside a 1000-task DAG.
+// tools/dispatch_l3.c — the L3 DAG figures of `lanework bench dispatch` (the per-task cost
+// inside a 1000-task DAG, and where it went) and, for `bench trace`, those with a whole
+// lw_worker_run of one no-op task (orchestrator thread, scheduler, mailbox, chip child, run lane
+// and back) on a sim worker of its own.
 #include "tools/dispatch_l3.h"
 
 #include <stdlib.h>
@@ -110,6 +111,42 @@ static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, doub
   return LW_OK;
 }
 
+// The DAG figures on w, whose callable empty ignores its arguments.
+static int dags(lw_worker_t *w, dag_job_t *j, lw_dispatch_l3_result_t *out) {
+  j->bufs = lw_worker_alloc(w, 64 * 2 * DAG_WIDTH);
+  j->fresh = lw_worker_alloc(w, 64 * DAG_TASKS);
+  int rc = 1;
+  if (!j->bufs || !j->fresh) {
+    out->why = "arena allocation failed";
+    goto done;
+  }
+  j->n = DAG_TASKS;
+  if (per_task_us(w, layered_dag, j, &out->per_task_us, out) != LW_OK) {
+    out->why = "the DAG run failed";
+    goto done;
+  }
+  if (per_task_us(w, raw_only_dag, j, &out->raw_only_per_task_us, NULL) != LW_OK) {
+    out->why = "the read-after-write-only DAG run failed";
+    goto done;
+  }
+  if (per_task_us(w, chain, j, &out->chain_per_task_us, NULL) != LW_OK) {
+    out->why = "the chain run failed";
+    goto done;
+  }
+  out->dag_tasks = DAG_TASKS;
+  rc = 0;
+done:
+  lw_worker_free(w, j->bufs);
+  lw_worker_free(w, j->fresh);
+  return rc;
+}
+
+int lw__dispatch_l3_dags(lw_worker_t *w, lw_callable_handle_t empty,
+                         lw_dispatch_l3_result_t *out) {
+  dag_job_t j = {empty, NULL, NULL, 1};
+  return dags(w, &j, out);
+}
+
 int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
   lw_callable_t noop;
   if (!lw__bench_load_kernel("noop", &noop)) {
@@ -129,12 +166,6 @@ int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
     out->why = "worker setup failed";
     goto done;
   }
-  j.bufs = lw_worker_alloc(w, 64 * 2 * DAG_WIDTH);
-  j.fresh = lw_worker_alloc(w, 64 * DAG_TASKS);
-  if (!j.bufs || !j.fresh) {
-    out->why = "arena allocation failed";
-    goto done;
-  }
   for (long i = 0; st == LW_OK && i < 200; ++i) st = lw_worker_run(w, one_task, &j, NULL);
   for (long i = 0; st == LW_OK && i < iters; ++i) {
     double t0 = lw__bench_now_us();
@@ -147,21 +178,7 @@ int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
   }
   out->empty_p50_us = lw__bench_quantile(v, (size_t)iters, 0.5);
   out->empty_p99_us = lw__bench_quantile(v, (size_t)iters, 0.99);
-  j.n = DAG_TASKS;
-  if (per_task_us(w, layered_dag, &j, &out->per_task_us, out) != LW_OK) {
-    out->why = "the DAG run failed";
-    goto done;
-  }
-  if (per_task_us(w, raw_only_dag, &j, &out->raw_only_per_task_us, NULL) != LW_OK) {
-    out->why = "the read-after-write-only DAG run failed";
-    goto done;
-  }
-  if (per_task_us(w, chain, &j, &out->chain_per_task_us, NULL) != LW_OK) {
-    out->why = "the chain run failed";
-    goto done;
-  }
-  out->dag_tasks = DAG_TASKS;
-  rc = 0;
+  rc = dags(w, &j, out);
 done:
   free(v);
   lw_worker_destroy(w);

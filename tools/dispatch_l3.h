@@ -1,9 +1,10 @@
-// tools/dispatch_l3.h — the L3 half of `lanework bench dispatch`.
+// tools/dispatch_l3.h — the L3 DAG figures of `lanework bench dispatch` and `bench trace`.
 #ifndef LANEWORK_TOOLS_DISPATCH_L3_H_
 #define LANEWORK_TOOLS_DISPATCH_L3_H_
 
 #include <stdbool.h>
 
+#include "lanework/lanework.h"
 #include "tools/thread_times.h"
 
 // The layered DAG, the read-after-write-only DAG and the chain each run this many times; their
@@ -32,7 +33,11 @@ typedef struct lw_dispatch_l3_result {
   const char *why;  // when not measured
 } lw_dispatch_l3_result_t;
 
-// Returns 0 and fills out, or non-zero with out->why set.
+// On a sim worker of its own: the empty round trip (iters runs) and the DAG figures. Returns 0
+// and fills out, or non-zero with out->why set.
 int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out);
+// The DAG figures only (empty_* untouched), on w, whose callable empty ignores its arguments.
+int lw__dispatch_l3_dags(lw_worker_t *w, lw_callable_handle_t empty,
+                         lw_dispatch_l3_result_t *out);
 
 #endif  // LANEWORK_TOOLS_DISPATCH_L3_H_

@@ -5,7 +5,10 @@
 
 // The "schema_version" of every JSON object the program prints (bench --json, info --json):
 // raised when a field documented as stable (docs/benchmarks.md) changes meaning or goes away.
-#define LW_TOOL_JSON_SCHEMA_VERSION 1
+// 2: the benches' JSON comes from one driver per bench over every backend (the opencl
+// overlap's register_c2_min_us / _max_us are register_c2_us_min / _max, its c2_max_rel_err is
+// max_rel_err; cancel's default level is 3 on every backend).
+#define LW_TOOL_JSON_SCHEMA_VERSION 2
 
 int lw__tool_info(int argc, char **argv);  // tools/info.c
 int lw__tool_pack(int argc, char **argv);

@@ -57,7 +57,8 @@ _Static_assert(sizeof(lw_kernel_cancel_word_t) == sizeof(uint64_t) &&
 extern "C" {
 #endif
 
-#define LW_KERNEL_ABI_VERSION 3u  // 2: ctx->launch; 3: ctx->fail_text (lw_kernel_fail)
+// 2: ctx->launch; 3: ctx->fail_text (lw_kernel_fail); 4: ctx->poll_hook
+#define LW_KERNEL_ABI_VERSION 4u
 #define LW_KERNEL_CANCELLED (-125)  // conventional return of a kernel that saw should_stop
 
 typedef struct lw_kernel_ctx {
@@ -80,11 +81,21 @@ typedef struct lw_kernel_ctx {
   char *fail_text;
   uint32_t fail_bytes;
   uint32_t reserved_;
+  // Added in ABI 4, at the end (older kernels never call it): NULL on every chip unless a
+  // backend must hold a running kernel at its polls. Today only the sim backend's documented
+  // test hook sets it (LW_SIM_DEVICE_LOCK=1, docs/observability.md): a register then holds a
+  // device-wide lock for its whole load, as a GPU driver's compiler does, and the hook makes
+  // the running kernel's polls wait for it, so the overlap benchmark can prove that it sees a
+  // stall. Kernels never call it themselves; lw_kernel_should_stop does.
+  void (*poll_hook)(const struct lw_kernel_ctx *ctx);
+  void *poll_hook_arg;  // the backend's, for poll_hook
 } lw_kernel_ctx_t;
 
-// True once this run was cancelled. One relaxed load and a compare: a stale value only delays
-// the stop by one block, and nothing else is read based on it.
+// True once this run was cancelled. One relaxed load and a compare (plus, from ABI 4, a test
+// for the poll hook, which is NULL outside the stall test hook): a stale value only delays the
+// stop by one block, and nothing else is read based on it.
 static inline bool lw_kernel_should_stop(const lw_kernel_ctx_t *ctx) {
+  if (ctx->abi_version >= 4u && ctx->poll_hook != NULL) ctx->poll_hook(ctx);
 #ifdef __cplusplus
   return ctx->cancel_word->load(std::memory_order_relaxed) != ctx->generation;
 #else

@@ -89,20 +89,57 @@ static json_int_t integer(const json_t *obj, const char *key) {
   return json_integer_value(x);
 }
 
-// The keys every bench's JSON starts with: its schema name, schema_version 1, its name.
+// The keys every bench's JSON starts with: its schema name, schema_version 2, its name.
 static void expect_bench(const json_t *obj, const char *name) {
   char schema[64];
   snprintf(schema, sizeof(schema), "lanework.bench.%s", name);
   expect_string(obj, "schema", schema);
-  cr_assert_eq(integer(obj, "schema_version"), 1);
+  cr_assert_eq(integer(obj, "schema_version"), 2);
   expect_string(obj, "bench", name);
 }
 
-static void check_overlap(const char *level) {
+static double number(const json_t *obj, const char *key) {
+  json_t *x = json_object_get(obj, key);
+  cr_assert(json_is_number(x), "%s is not a number", key);
+  return json_number_value(x);
+}
+
+// key, key_min and key_max are numbers, min <= key <= max, all within [lo, hi].
+static void expect_spread(const json_t *obj, const char *key, double lo, double hi) {
+  char k[96];
+  double m = number(obj, key);
+  snprintf(k, sizeof(k), "%s_min", key);
+  double a = number(obj, k);
+  snprintf(k, sizeof(k), "%s_max", key);
+  double b = number(obj, k);
+  cr_assert(lo <= a && a <= m && m <= b && b <= hi, "%s: %g <= %g <= %g not within [%g, %g]",
+            key, a, m, b, lo, hi);
+}
+
+// The overlap figures every row has, and what they must satisfy whatever the machine: the
+// proofs from events are fractions, the stretch a ratio of two spans, holds their verdict.
+static void expect_overlap_row(const json_t *row) {
+  static const char *const keys[] = {"delay_ms", "serial_median_us", "overlap_median_us",
+                                     "speedup", "hidden_fraction",
+                                     "hidden_fraction_register_phase", NULL};
+  expect_numbers(row, keys);
+  expect_spread(row, "overlap_by_events", 0.0, 1.0);
+  expect_spread(row, "hidden_by_events", 0.0, 1.0);
+  expect_spread(row, "run_stretch", 0.0, 1e9);
+  cr_assert(number(row, "hidden_by_events") <= number(row, "overlap_by_events") + 1e-9,
+            "hidden_by_events above overlap_by_events");
+  cr_assert_eq(json_is_true(json_object_get(row, "overlap_holds")),
+               number(row, "hidden_by_events") >= 0.95, "overlap_holds is not its rule");
+  cr_assert_eq(integer(row, "trials_proved"), 1, "the trial's events lack a span");
+}
+
+static json_t *run_overlap(const char *level, const char *control) {
   const char *args[] = {"overlap", "--level", level, "--trials", "1", "--repeat", "100",
-                        "--delay-ms", "0,1", "--json", NULL};
+                        "--delay-ms", "0,1", "--json", control, NULL};
   json_t *v = run_json(args);
   expect_bench(v, "overlap");
+  expect_string(v, "backend", "sim");
+  expect_string(v, "lanework_version", lw_version());
   cr_assert_eq(integer(v, "level"), atoi(level));
   cr_assert_eq(integer(v, "trials"), 1);
   cr_assert_eq(integer(v, "repeat_count"), 100);
@@ -110,17 +147,67 @@ static void check_overlap(const char *level) {
   cr_assert(json_is_boolean(json_object_get(v, "pinned")));
   static const char *const keys[] = {
       "run_c1_us", "register_c2_us", "run_c2_us", "serial_median_us", "overlap_median_us",
-      "speedup", "hidden_fraction", "max_diff", NULL};
+      "speedup", "hidden_fraction", "max_diff", "register_phase_serial_median_us",
+      "register_phase_overlap_median_us", "overlap_c1_done_us", "overlap_register_done_us",
+      NULL};
   expect_numbers(v, keys);
+  expect_overlap_row(v);
   cr_assert(json_number_value(json_object_get(v, "max_diff")) == 0.0);
   json_t *rows = json_object_get(v, "rows");
   cr_assert(json_is_array(rows));
   cr_assert_eq(json_array_size(rows), 2, "one row per delay");
-  static const char *const row_keys[] = {"delay_ms", "serial_median_us", "overlap_median_us",
-                                         "speedup", "hidden_fraction", NULL};
-  for (size_t i = 0; i < 2; ++i) expect_numbers(json_array_get(rows, i), row_keys);
+  for (size_t i = 0; i < 2; ++i) expect_overlap_row(json_array_get(rows, i));
   cr_assert_eq(integer(json_array_get(rows, 1), "delay_ms"), 1);
+  cr_assert_eq(json_is_true(json_object_get(v, "serial_control")),
+               control && strcmp(control, "--serial") == 0);
+  cr_assert_eq(json_is_true(json_object_get(v, "stall_control")),
+               control && strcmp(control, "--stall-control") == 0);
+  return v;
+}
+
+static void check_overlap(const char *level) { json_decref(run_overlap(level, NULL)); }
+
+// --serial registers C2 only once C1's run finished: no register span can lie inside a run
+// span, so containment and the hidden share it bounds are 0 by the order of events alone.
+static void check_serial_control(const char *level) {
+  json_t *v = run_overlap(level, "--serial");
+  json_t *rows = json_object_get(v, "rows");
+  for (size_t i = 0; i < 2; ++i) {
+    json_t *row = json_array_get(rows, i);
+    cr_assert(number(row, "overlap_by_events_max") == 0.0, "a serial register inside a run");
+    cr_assert(number(row, "hidden_by_events_max") == 0.0, "a serial register hidden");
+    cr_assert(json_is_false(json_object_get(row, "overlap_holds")));
+  }
   json_decref(v);
+}
+
+Test(bench_json, overlap_serial_control_at_level_2_reads_zero_from_events, .timeout = 120) {
+  check_serial_control("2");
+}
+
+Test(bench_json, overlap_serial_control_at_level_3_reads_zero_from_events, .timeout = 120) {
+  check_serial_control("3");
+}
+
+// --stall-control runs with the sim device lock on (the bench re-executes itself with
+// LW_SIM_DEVICE_LOCK=1 and says so); its figures are timings, checked only for their form.
+Test(bench_json, overlap_stall_control_prints_its_figures_and_says_so, .timeout = 120) {
+  json_decref(run_overlap("3", "--stall-control"));
+}
+
+Test(bench_json, a_device_lock_in_the_environment_without_stall_control_is_refused,
+     .timeout = 60) {
+  setenv("LW_SIM_DEVICE_LOCK", "1", 1);
+  const char *args[] = {"overlap", "--trials", "1", NULL};
+  FILE *out = tmpfile();
+  cr_assert_not_null(out);
+  char *err_text = NULL;
+  int status = run_bench_to(args, fileno(out), &err_text);
+  unsetenv("LW_SIM_DEVICE_LOCK");
+  fclose(out);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status 0x%x: %s", status, err_text);
+  cr_assert_not_null(strstr(err_text, "LW_SIM_DEVICE_LOCK=1 is set"), "%s", err_text);
+  free(err_text);
 }
 
 Test(bench_json, overlap_at_level_2_prints_one_json_object_with_its_rows, .timeout = 120) {
@@ -213,14 +300,36 @@ Test(bench_json, idle_prints_one_json_object_with_every_documented_key, .timeout
   json_decref(v);
 }
 
-Test(bench_json, cancel_prints_one_json_object_with_every_documented_key, .timeout = 120) {
-  const char *args[] = {"cancel", "--trials", "1", "--json", NULL};
+// At L3 (the default) with escalation; at L2 without (there is no child to kill: null).
+static void check_cancel(const char *level) {
+  const char *args[] = {"cancel", "--trials", "2", "--level", level, "--json", NULL};
   json_t *v = run_json(args);
   expect_bench(v, "cancel");
-  static const char *const keys[] = {"runs", "cancel_p50_us", "cancel_p99_us", "grace_ms",
-                                     "escalation_ms", NULL};
+  cr_assert_eq(integer(v, "level"), atoi(level));
+  cr_assert_eq(integer(v, "runs"), 2);
+  expect_string(v, "status", "CANCELLED");
+  static const char *const keys[] = {"cancel_p50_us", "cancel_p99_us", "cancel_min_us",
+                                     "cancel_max_us", "grace_ms", "poll_us", NULL};
   expect_numbers(v, keys);
+  cr_assert(number(v, "cancel_min_us") <= number(v, "cancel_p50_us") &&
+            number(v, "cancel_p50_us") <= number(v, "cancel_max_us"));
+  json_t *esc = json_object_get(v, "escalation_ms");
+  if (atoi(level) == 3) {
+    // Each escalation waits out the grace before the child is killed.
+    cr_assert(json_is_number(esc) && json_number_value(esc) >= number(v, "grace_ms"),
+              "escalation_ms");
+  } else {
+    cr_assert(json_is_null(esc), "an escalation at L2");
+  }
   json_decref(v);
+}
+
+Test(bench_json, cancel_prints_one_json_object_with_every_documented_key, .timeout = 120) {
+  check_cancel("3");
+}
+
+Test(bench_json, cancel_at_level_2_prints_its_figures_without_escalation, .timeout = 120) {
+  check_cancel("2");
 }
 
 Test(bench_json, crash_prints_one_json_object_with_every_documented_key, .timeout = 120) {

@@ -178,7 +178,7 @@ static void check_overlap(const char *level) {
                         "--stages", "4", "--repeat", "2000", "--json", NULL};
   char *text = run_ok(args);
   const char *j = json_line(text);
-  json_has(j, "\"schema\":\"lanework.bench.overlap.opencl\",\"schema_version\":1");
+  json_has(j, "\"schema\":\"lanework.bench.overlap.opencl\",\"schema_version\":2");
   json_has(j, "\"bench\":\"overlap\"");
   json_has(j, "\"backend\":\"opencl\"");
   json_has(j, "\"builds\":\"cold\"");
@@ -189,13 +189,15 @@ static void check_overlap(const char *level) {
   cr_assert_eq(json_num(j, "pocl_kernel_cache"), 0);
   cr_assert_eq(json_num(j, "max_diff"), 0.0, "%s", j);
   static const char *const keys[] = {
-      "run_c1_us", "register_c2_us", "register_c2_min_us", "register_c2_max_us", "run_c2_us",
+      "run_c1_us", "register_c2_us", "register_c2_us_min", "register_c2_us_max", "run_c2_us",
       "serial_median_us", "overlap_median_us", "speedup", "hidden_fraction",
       "hidden_fraction_min", "hidden_fraction_max", "register_phase_serial_median_us",
       "register_phase_overlap_median_us", "hidden_fraction_register_phase",
       "hidden_fraction_register_phase_min", "hidden_fraction_register_phase_max",
       "overlap_c1_done_us", "overlap_register_done_us",
-      "c2_max_rel_err", "chip_open_ms"};
+      "max_rel_err", "chip_open_ms", "overlap_by_events", "overlap_by_events_min",
+      "overlap_by_events_max", "run_stretch", "run_stretch_min", "run_stretch_max",
+      "hidden_by_events", "hidden_by_events_min", "hidden_by_events_max"};
   for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i) (void)json_num(j, keys[i]);
   json_has(j, "\"rows\":[{\"delay_ms\":0,");
   free(text);
@@ -217,7 +219,7 @@ Test(bench_opencl, dispatch_prints_the_floor_l2_l3_l3_sim_and_their_ratios_as_js
   // so leak checking is off here; AddressSanitizer's other checks stay on.
   char *text = run_ok_lsan(args, LSAN_POCL ":detect_leaks=0");
   const char *j = json_line(text);
-  json_has(j, "\"schema\":\"lanework.bench.dispatch.opencl\",\"schema_version\":1");
+  json_has(j, "\"schema\":\"lanework.bench.dispatch.opencl\",\"schema_version\":2");
   json_has(j, "\"bench\":\"dispatch\"");
   json_has(j, "\"backend\":\"opencl\"");
   cr_assert_eq(json_num(j, "iters"), 20);
@@ -242,7 +244,7 @@ static void check_cancel(const char *level) {
                         "--json", NULL};
   char *text = run_ok(args);
   const char *j = json_line(text);
-  json_has(j, "\"schema\":\"lanework.bench.cancel.opencl\",\"schema_version\":1");
+  json_has(j, "\"schema\":\"lanework.bench.cancel.opencl\",\"schema_version\":2");
   json_has(j, "\"bench\":\"cancel\"");
   json_has(j, "\"backend\":\"opencl\"");
   json_has(j, "\"status\":\"CANCELLED\"");

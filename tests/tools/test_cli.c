@@ -226,15 +226,19 @@ Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
   expect_usage_error(ARGS("bench", "overlap", "--stages", "4"),
                      "lanework bench overlap: --stages applies only with --backend opencl "
                      "(this run: sim)");
-  expect_usage_error(ARGS("bench", "cancel", "--level", "3"),
-                     "lanework bench cancel: --level applies only with --backend opencl");
+  expect_usage_error(ARGS("bench", "overlap", "--backend", "opencl", "--stall-control"),
+                     "lanework bench overlap: --stall-control applies only with --backend sim "
+                     "(this run: opencl)");
+  expect_usage_error(ARGS("bench", "overlap", "--serial", "--stall-control"),
+                     "lanework bench overlap: --serial and --stall-control are two negative "
+                     "controls; give one of them");
   expect_usage_error(ARGS("bench", "dispatch", "--backend", "opencl", "--load", "2"),
                      "lanework bench dispatch: --load applies only with --backend sim");
   expect_usage_error(ARGS("bench", "dispatch", "--load-in-session"),
                      "lanework bench dispatch: --load-in-session says where the --load "
                      "processes run; give --load N (1..64) with it");
   expect_usage_error(ARGS("bench", "overlap", "--s"),
-                     "lanework bench overlap: --s is ambiguous (--serial, --stages)");
+                     "lanework bench overlap: --s is ambiguous (--serial, --stall-control, --stages)");
   expect_usage_error(ARGS("bench", "crash", "--bogus"),
                      "lanework bench crash: unknown option --bogus");
   expect_usage_error(ARGS("info", "--iters", "3"), "lanework info: unknown option --iters");
@@ -365,7 +369,7 @@ Test(cli, info_json_lists_versions_backends_numa_kernel_folder_and_limits) {
   cr_assert_eq(r.code, 0, "%s", r.err);
   json_t *v = parse_line(last_line(r.out));
   cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.info");
-  cr_assert_eq(json_integer_value(json_object_get(v, "schema_version")), 1);
+  cr_assert_eq(json_integer_value(json_object_get(v, "schema_version")), 2);
   cr_assert_str_eq(json_string_value(json_object_get(v, "version")), LW_VERSION_STRING);
   cr_assert_eq(json_integer_value(json_object_get(v, "kernel_abi_version")),
                LW_KERNEL_ABI_VERSION);
