@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tests/gpu_check/check_bundle.sh GPU_CHECK PACK_BUILD CHECK_SUMMARY
+# `scripts/gpu-check pack` makes a bundle that runs from any path: packed (a Release build in
+# PACK_BUILD), moved to another folder whose path holds a space, and used from a third folder
+# with LD_LIBRARY_PATH unset, its programs must load every library from the bundle (glibc's
+# own excepted), `lanework info` must exit 0 naming the bundle's kernel folder, and a part of
+# `gpu-check run` must pass against this machine's OpenCL driver (PoCL in CI) and write a
+# summary CHECK_SUMMARY accepts. A run whose "ICD" is no ICD must fail, naming why, and say so
+# in its summary and exit status. Every folder it makes is removed when it ends.
+set -euo pipefail
+gpu_check="$1" pack_build="$2" check_summary="$3"
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/lw-gpu-check.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "check_bundle: $*" >&2
+  exit 1
+}
+
+LW_PACK_BUILD="$pack_build" "$gpu_check" pack "$tmp/packed"
+mkdir -p "$tmp/else where" "$tmp/cwd"
+mv "$tmp/packed" "$tmp/else where/bundle"
+b="$tmp/else where/bundle"
+cd "$tmp/cwd"
+unset LD_LIBRARY_PATH LW_KERNEL_DIR
+
+# The bundle's size, and no library of glibc, PoCL or a driver in it.
+bytes="$(du -sb "$b" | cut -f1)"
+[ "$bytes" -le $((60 * 1024 * 1024)) ] || fail "the bundle is $bytes bytes, over 60 MiB"
+for f in "$b"/lib/*.so*; do
+  case "$(basename "$f")" in
+    libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libresolv.so* | *pocl* | *nvidia*)
+      fail "$(basename "$f") must not be bundled" ;;
+  esac
+done
+
+# Every library each program loads comes from the bundle, or is one of glibc's.
+for p in "$b"/bin/*; do
+  deps="$(ldd "$p")" || fail "ldd $p failed: $deps"
+  echo "$deps" | grep -q "not found" && fail "$p: a library is not found:"$'\n'"$deps"
+  while IFS= read -r line; do
+    [[ "$line" == *" => "* ]] || continue
+    name="${line%% => *}" path="${line#* => }"
+    name="${name#"${name%%[![:space:]]*}"}" path="${path% (0x*}"
+    case "$path" in
+      "$b"/bin/../lib/*) ;;
+      *) [[ "$name" =~ ^(libc|libm|libpthread|libdl|librt|libresolv)\.so ]] ||
+           fail "$(basename "$p") loads $name from $path, not from the bundle" ;;
+    esac
+  done <<<"$deps"
+  case "$(basename "$p")" in
+    lanework | test_*) echo "$deps" | grep -qF "libOpenCL.so.1 => $b/bin/../lib/libOpenCL.so.1" ||
+      fail "$(basename "$p") does not load the bundle's libOpenCL.so.1:"$'\n'"$deps" ;;
+  esac
+done
+
+# `lanework info` from elsewhere finds the kernels beside itself.
+info="$("$b/bin/lanework" info)" || fail "lanework info failed: $info"
+grep -qF "kernels:    $b/lib/lanework/kernels (" <<<"$info" ||
+  fail "lanework info does not name the bundle's kernel folder:"$'\n'"$info"
+"$b/gpu-check" --help | grep -q "bench_dispatch_sim" || fail "gpu-check --help lists no steps"
+
+# A part of run, one step of each kind, against the ICD the search finds here.
+LW_GPU_CHECK_STEPS=info,info_json,unit_opencl_l3,bench_cancel_opencl_l2,bench_dispatch_sim \
+  "$b/gpu-check" run "$b" "$tmp/out" || fail "gpu-check run failed: see the log above"
+"$check_summary" "$tmp/out/gpu-check.json" true info=passed info_json=passed \
+  unit_opencl_l3=passed bench_cancel_opencl_l2=passed bench_dispatch_sim=passed
+grep -q "^==> bench_dispatch_sim" "$tmp/out/gpu-check.log" || fail "the log lacks the steps"
+
+# A library that is no ICD: the loader finds no platform, so an opencl bench fails.
+rc=0
+LW_GPU_CHECK_ICD="$b/lib/libzstd.so.1" LW_GPU_CHECK_STEPS=info,bench_dispatch_opencl \
+  "$b/gpu-check" run "$b" "$tmp/out-no-icd" || rc=$?
+[ "$rc" -eq 1 ] || fail "a run with a failing step exited $rc, not 1"
+"$check_summary" "$tmp/out-no-icd/gpu-check.json" false info=passed \
+  bench_dispatch_opencl=failed "bench_dispatch_opencl~no OpenCL platform found"
+echo "check_bundle: as expected"
