@@ -44,6 +44,9 @@ typedef struct lw_cancel_workload {
   bool (*stopped_early)(void *s, char *why, size_t why_bytes);
   // Escalation (L3 only): a kernel that ignores its cancel word. arm_hang NULL: none.
   lw_status_t (*arm_hang)(void *s, lw_callable_handle_t *out_h, lw_args_t *out_args);
+  // A short run to its end: returns once the chip runs again (after an escalation, its new
+  // child replayed every callable), so the next trial's wait covers its own kernel only.
+  lw_status_t (*run_short)(void *s, lw_bench_chip_t *d);
   // Lines of the table's header (each ends with a newline) and keys of the workload's own.
   void (*describe)(void *s, FILE *out);
   void (*json)(void *s, lw_json_t *j);

@@ -226,6 +226,14 @@ static lw_cancel_seen_t ca_seen(void *p, double waited_us, char *why, size_t n) 
   return LW_CANCEL_NEVER;
 }
 
+static lw_status_t ca_run_short(void *p, lw_bench_chip_t *d) {
+  cancel_sim_t *s = p;
+  lw_args_t a;
+  LW_RETURN_IF_ERROR(mark_args(s, &a));
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 0));  // spin 0 us
+  return d->run(d, s->spin_h, &a);
+}
+
 // The spin kernel runs a minute unless stopped, and the trial waited for its mark: a
 // CANCELLED run stopped it before its end.
 static bool ca_stopped_early(void *p, char *why, size_t n) {
@@ -265,6 +273,7 @@ static const lw_cancel_workload_t kCancelSim = {
     .seen = ca_seen,
     .stopped_early = ca_stopped_early,
     .arm_hang = ca_arm_hang,
+    .run_short = ca_run_short,
     .describe = ca_describe,
     .json = ca_json,
     .close = ca_close,

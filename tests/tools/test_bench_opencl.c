@@ -254,6 +254,15 @@ static void check_cancel(const char *level) {
   double p99 = json_num(j, "cancel_p99_us"), hi = json_num(j, "cancel_max_us");
   // Order statistics of the same samples, whatever their values.
   cr_assert(lo <= p50 && p50 <= p99 && p99 <= hi, "%s", j);
+  // The kernel was calibrated on this device, and each trial checked that it stopped it.
+  cr_assert_gt(json_num(j, "steps"), 0);
+  cr_assert_gt(json_num(j, "uncancelled_run_us"), 0);
+  if (atoi(level) == 3) {
+    // hang.cl ignores the cancel: its child is killed after the grace.
+    cr_assert_geq(json_num(j, "escalation_ms"), json_num(j, "grace_ms"), "%s", j);
+  } else {
+    json_has(j, "\"escalation_ms\":null");
+  }
   free(text);
 }
 
