@@ -31,6 +31,11 @@ _Static_assert(offsetof(lw_worker_config_t, liveness_timeout_ns) + sizeof(int64_
                    LW__WORKER_CONFIG_V1_BYTES,
                "lw_worker_config_t's first version ends after liveness_timeout_ns");
 
+// An appended field never lands in an older version's tail padding (docs/packaging.md).
+_Static_assert(sizeof(lw_worker_config_t) ==
+                   offsetof(lw_worker_config_t, reserved) + sizeof(uint32_t),
+               "lw_worker_config_t has tail padding: add a reserved field");
+
 static void worker_defaults(lw_worker_config_t *c) {
   memset(c, 0, sizeof(*c));
   c->struct_size = (uint32_t)sizeof(*c);
@@ -170,6 +175,10 @@ static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err)
   if (c->n_chips < 1 || c->n_chips > LW_MAX_CHIPS) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "worker: n_chips %u is outside 1..%d",
                          c->n_chips, LW_MAX_CHIPS);
+  }
+  if (c->reserved != 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker: reserved is %u, must be 0", c->reserved);
   }
   if (c->n_devices > LW_MAX_CHIPS) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,

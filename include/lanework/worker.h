@@ -80,6 +80,7 @@ typedef struct lw_worker_config {
   // traces and stats; only the backend opens the shared device (a sim kernel's ctx->chip_id is
   // that device). At most LW_MAX_CHIPS.
   uint32_t n_devices;
+  uint32_t reserved;  // 0; keeps sizeof at the end of a field (docs/packaging.md)
 } lw_worker_config_t;
 
 // What a finished run reports.

@@ -43,6 +43,13 @@ Test(worker_config_abi, create_refuses_a_chip_template_of_another_size, .timeout
   assert_create_refused(&cfg, "lw_worker_config_t.chip: struct_size 8, want");
 }
 
+Test(worker_config_abi, create_refuses_a_reserved_field_that_is_not_0, .timeout = 30) {
+  lw_worker_config_t cfg;
+  wt_config(&cfg, 1, 0);
+  cfg.reserved = 1;
+  assert_create_refused(&cfg, "worker: reserved is 1, must be 0");
+}
+
 Test(worker_config_abi, create_refuses_a_newer_config_that_sets_an_unknown_field,
      .timeout = 30) {
   newer_worker_config_t cfg;
