@@ -119,10 +119,20 @@ lw_status_t lw__callable_validate(const lw_callable_t *c, lw_error_t *err) {
                          c->n_params);
   }
   for (uint32_t i = 0; i < c->n_params; i++) {
-    if (c->param_dirs[i] > LW_PARAM_SCALAR) {
+    unsigned dir = c->param_dirs[i], base = dir & ~(unsigned)LW_PARAM_LIVE;
+    if (base > LW_PARAM_SCALAR) {
       return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                           "callable %s: param_dirs[%u] is %u, not an LW_PARAM_* value (0..%d)",
-                           name, i, (unsigned)c->param_dirs[i], LW_PARAM_SCALAR);
+                           "callable %s: param_dirs[%u] is %u, not an LW_PARAM_* value (0..%d, "
+                           "IN or OUT may add LW_PARAM_LIVE)",
+                           name, i, dir, LW_PARAM_SCALAR);
+    }
+    // A live tensor is copied one way only (host to kernel, or kernel to host) while the run
+    // runs: an INOUT one would have two writers, and a scalar is no memory at all.
+    if ((dir & LW_PARAM_LIVE) && base != LW_PARAM_IN && base != LW_PARAM_OUT) {
+      return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                           "callable %s: param_dirs[%u] is %s | LW_PARAM_LIVE: only IN and OUT "
+                           "parameters can be live",
+                           name, i, base == LW_PARAM_INOUT ? "LW_PARAM_INOUT" : "LW_PARAM_SCALAR");
     }
   }
   if ((uint32_t)c->format > (uint32_t)LW_IMAGE_SPIRV) {

@@ -25,6 +25,8 @@ static const char *dir_name(uint8_t dir) {
     case LW_PARAM_OUT: return "OUT";
     case LW_PARAM_INOUT: return "INOUT";
     case LW_PARAM_SCALAR: return "SCALAR";
+    case LW_PARAM_IN | LW_PARAM_LIVE: return "IN|LIVE";
+    case LW_PARAM_OUT | LW_PARAM_LIVE: return "OUT|LIVE";
     default: return "?";
   }
 }

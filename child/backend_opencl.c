@@ -32,7 +32,10 @@
 // must therefore index with get_global_id() and not stride with get_global_size(), which is
 // the slice's size. Kernel time is the sum of the slices' profiling times. OUT and INOUT
 // buffers are mapped for reading after the last slice, so their bytes are in host memory when
-// the run finishes (a no-op on a CPU device).
+// the run finishes (a no-op on a CPU device). Live tensors (LW_PARAM_LIVE) are the host's and
+// the kernel's way to talk during a run: a live IN one is handed to the device before every
+// slice, a live OUT one mapped back after every slice (live_push, live_pull), since a device
+// with memory of its own sees no host store while a kernel runs, nor the host the kernel's.
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
@@ -518,9 +521,11 @@ static void ocl_unload(void *device, void *module) {
 
 typedef struct run_buffers {
   cl_mem mem[LW_MAX_TENSORS];
-  uint8_t dir[LW_MAX_TENSORS];
+  uint8_t dir[LW_MAX_TENSORS];  // LW_PARAM_IN, OUT or INOUT (without LW_PARAM_LIVE)
+  bool live[LW_MAX_TENSORS];    // the parameter is LW_PARAM_LIVE (see live_push)
   uint64_t bytes[LW_MAX_TENSORS];
   uint32_t n;
+  uint32_t n_live;
 } run_buffers_t;
 
 static void buffers_release(run_buffers_t *b) {
@@ -528,13 +533,51 @@ static void buffers_release(run_buffers_t *b) {
     if (b->mem[i]) clReleaseMemObject(b->mem[i]);
   }
   b->n = 0;
+  b->n_live = 0;
+}
+
+// Live tensors (LW_PARAM_LIVE, lanework/callable.h) between slices: the only points where
+// OpenCL promises that host memory and a device's copy of a buffer agree are commands (a map,
+// an unmap, a copy), and a device with memory of its own (a discrete GPU) does not see a host
+// store while a kernel runs, nor the host a kernel's. So the host's bytes of every live IN
+// tensor go to the device before each slice: a map for CL_MAP_WRITE_INVALIDATE_REGION returns
+// the buffer's host memory (CL_MEM_USE_HOST_PTR) without reading the device's copy into it,
+// so the host's latest stores stay, and the unmap hands them to the device (on a device that
+// uses host memory, PoCL's CPU device, both are no-ops). The queue is in order: the slice after
+// it reads them.
+static cl_int live_push(ocl_device_t *d, const run_buffers_t *b) {
+  for (uint32_t i = 0; i < b->n; ++i) {
+    if (!b->live[i] || !b->mem[i] || b->dir[i] != LW_PARAM_IN) continue;
+    cl_int e = CL_SUCCESS;
+    void *p = clEnqueueMapBuffer(d->q, b->mem[i], CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0,
+                                 (size_t)b->bytes[i], 0, NULL, NULL, &e);
+    if (e != CL_SUCCESS) return e;
+    if ((e = clEnqueueUnmapMemObject(d->q, b->mem[i], p, 0, NULL, NULL)) != CL_SUCCESS) return e;
+  }
+  return CL_SUCCESS;
+}
+
+// After each slice, the kernel's bytes of every live OUT tensor come back to host memory: a
+// blocking map for reading, as the outputs are after the last slice.
+static cl_int live_pull(ocl_device_t *d, const run_buffers_t *b) {
+  for (uint32_t i = 0; i < b->n; ++i) {
+    if (!b->live[i] || !b->mem[i] || b->dir[i] != LW_PARAM_OUT) continue;
+    cl_int e = CL_SUCCESS;
+    void *p = clEnqueueMapBuffer(d->q, b->mem[i], CL_TRUE, CL_MAP_READ, 0, (size_t)b->bytes[i],
+                                 0, NULL, NULL, &e);
+    if (e != CL_SUCCESS) return e;
+    if ((e = clEnqueueUnmapMemObject(d->q, b->mem[i], p, 0, NULL, NULL)) != CL_SUCCESS) return e;
+  }
+  return CL_SUCCESS;
 }
 
 static lw_status_t set_args(ocl_device_t *d, ocl_module_t *m, const lw_kernel_args_t *args,
                             run_buffers_t *b, lw_error_t *err) {
   uint32_t t = 0, s = 0;
   for (uint32_t i = 0; i < m->n_params; ++i) {
-    uint8_t dir = m->param_dirs[i];
+    // Registered signatures were validated: LW_PARAM_LIVE comes with IN or OUT only.
+    bool live = (m->param_dirs[i] & LW_PARAM_LIVE) != 0;
+    uint8_t dir = (uint8_t)(m->param_dirs[i] & ~LW_PARAM_LIVE);
     cl_int e;
     lw_scalar_type_t scalar_type = LW_SCALAR_U64;
     if (dir == LW_PARAM_SCALAR) {
@@ -581,8 +624,10 @@ static lw_status_t set_args(ocl_device_t *d, ocl_module_t *m, const lw_kernel_ar
       }
       b->mem[b->n] = mem;
       b->dir[b->n] = dir;
+      b->live[b->n] = live;
       b->bytes[b->n] = bytes;
       b->n++;
+      if (live && mem) b->n_live++;
       t++;
       e = clSetKernelArg(m->kern, i, sizeof(cl_mem), &mem);
     }
@@ -702,6 +747,7 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     offset[sd] = (size_t)start;
     size[sd] = (size_t)n;
     cl_event ev = NULL;
+    if (b.n_live > 0 && (e = live_push(d, &b)) != CL_SUCCESS) break;
     int64_t t_enqueue = lw__now_ns();
     e = clEnqueueNDRangeKernel(d->q, m->kern, dims, offset, size, have_local ? local : NULL, 0,
                                NULL, &ev);
@@ -710,6 +756,7 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     e = wait_event(ev, &slice_ns);
     clReleaseEvent(ev);
     if (e != CL_SUCCESS) break;
+    if (b.n_live > 0 && (e = live_pull(d, &b)) != CL_SUCCESS) break;
     kernel_ns += slice_ns;
     trace_slice(m, run, index, n * per_row, t_enqueue, slice_ns);
     start += n;

@@ -44,6 +44,18 @@ enum {
   LW_PARAM_OUT = 1,
   LW_PARAM_INOUT = 2,
   LW_PARAM_SCALAR = 3,
+  // Or'ed with LW_PARAM_IN or LW_PARAM_OUT: a live tensor, through which the host and a kernel
+  // talk while its run runs (a word the host sets to steer the kernel, a progress word the host
+  // watches). The host's stores to a live IN tensor reach the kernel, and the kernel's stores
+  // to a live OUT tensor reach host memory, while the run runs: at once where kernels use host
+  // memory itself (sim), and at the latest at the next slice boundary where a backend runs a
+  // kernel in slices on a device with memory of its own (opencl copies a live IN tensor to the
+  // device before every slice and a live OUT tensor back after every slice; a work-item must
+  // therefore end on its own, not spin until a live word changes: docs/opencl.md). Only the
+  // host writes a live IN tensor during the run, only the kernel a live OUT one. INOUT and
+  // SCALAR parameters cannot be live (INVALID_ARGUMENT at register). A live parameter is part
+  // of the signature, so of the digest.
+  LW_PARAM_LIVE = 0x10,
 };
 
 typedef struct lw_callable {

@@ -286,6 +286,48 @@ Test(digest, malformed_descriptors_are_rejected_naming_the_field) {
   free(elf);
 }
 
+Test(digest, live_in_and_out_parameters_are_valid_and_change_the_digest) {
+  size_t n = 0;
+  uint8_t *elf = test_read_kernel("noop", &n);
+  const uint8_t live[3] = {LW_PARAM_IN | LW_PARAM_LIVE, LW_PARAM_IN,
+                           LW_PARAM_OUT | LW_PARAM_LIVE};
+  lw_callable_t c = {.name = "noop", .image = elf, .image_bytes = n, .n_params = 3,
+                     .param_dirs = live};
+  lw_error_t err;
+  cr_assert_eq(lw__callable_validate(&c, &err), LW_OK, "%s", err.message);
+  // Live is part of the signature: the same kernel with plain parameters is another callable.
+  cr_assert_not(lw__digest_equal(digest_of(elf, n, NULL, 3, live),
+                                 digest_of(elf, n, NULL, 3, k_dirs3)));
+  free(elf);
+}
+
+Test(digest, live_inout_and_live_scalar_parameters_are_refused_naming_the_parameter) {
+  size_t n = 0;
+  uint8_t *elf = test_read_kernel("noop", &n);
+  const uint8_t inout[2] = {LW_PARAM_IN, LW_PARAM_INOUT | LW_PARAM_LIVE};
+  const uint8_t scalar[2] = {LW_PARAM_SCALAR | LW_PARAM_LIVE, LW_PARAM_OUT};
+  const uint8_t unknown[1] = {LW_PARAM_LIVE | 0x20};
+  struct {
+    const uint8_t *dirs;
+    uint32_t n;
+    const char *needle;
+  } cases[] = {
+      {inout, 2, "param_dirs[1] is LW_PARAM_INOUT | LW_PARAM_LIVE: only IN and OUT"},
+      {scalar, 2, "param_dirs[0] is LW_PARAM_SCALAR | LW_PARAM_LIVE: only IN and OUT"},
+      {unknown, 1, "param_dirs[0] is 48, not an LW_PARAM_* value"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lw_callable_t c = {.name = "noop", .image = elf, .image_bytes = n, .n_params = cases[i].n,
+                       .param_dirs = cases[i].dirs};
+    lw_error_t err;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(lw__callable_validate(&c, &err), LW_INVALID_ARGUMENT, "case %zu", i);
+    cr_assert_not_null(strstr(err.message, cases[i].needle), "case %zu: '%s' lacks '%s'", i,
+                       err.message, cases[i].needle);
+  }
+  free(elf);
+}
+
 Test(digest, non_elf_image_given_as_elf_has_no_digest) {
   const char text[] = "hello, not a kernel";
   lw_callable_t c = {.name = "txt", .image = text, .image_bytes = sizeof text,

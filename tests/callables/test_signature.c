@@ -24,6 +24,19 @@ Test(signature, counts_split_tensors_from_scalars) {
   cr_assert_eq(s, 0);
 }
 
+Test(signature, live_parameters_count_as_tensors_and_are_named_live) {
+  const uint8_t gate[3] = {LW_PARAM_IN | LW_PARAM_LIVE, LW_PARAM_OUT | LW_PARAM_LIVE,
+                           LW_PARAM_SCALAR};
+  uint32_t t = 99, s = 99;
+  lw__signature_counts(3, gate, &t, &s);
+  cr_assert_eq(t, 2);
+  cr_assert_eq(s, 1);
+  lw_error_t err;
+  lw__error_clear(&err);
+  cr_assert_eq(lw__signature_check_counts("gate", 3, gate, 1, 1, &err), LW_INVALID_ARGUMENT);
+  cr_assert(strstr(err.message, "(signature IN|LIVE, OUT|LIVE, SCALAR)"), "%s", err.message);
+}
+
 Test(signature, matching_counts_are_accepted) {
   lw_error_t err;
   lw__error_clear(&err);
