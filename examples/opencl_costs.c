@@ -11,7 +11,8 @@
 //                      clCreateSubBuffer per launch;
 //           both with the outputs mapped back and checked;
 //   L2      an empty run through an opencl chip (lw_chip_run), p50, and its ratio to the floor;
-//   cancel  a long sliced kernel cancelled once running: cancel -> handle finished, p50.
+//   cancel  a long sliced kernel (spin.cl, sized on the device by a probe) cancelled once
+//           running: cancel -> handle finished, p50.
 //
 // PoCL caches compiled programs on disk; unless --cached is given this program sets
 // POCL_KERNEL_CACHE=0 before OpenCL starts, so every build is cold.
@@ -128,6 +129,20 @@ static void check_vadd(const mem_case_t *m, const char *what) {
       exit(1);
     }
   }
+}
+
+// The args of a spin.cl run of n work-items over the two words, zeroed first.
+static void spin_args(lw_args_t *a, _Atomic uint32_t *started, _Atomic uint32_t *last,
+                     uint64_t n) {
+  atomic_store(started, 0);
+  atomic_store(last, 0);
+  lw_args_init(a);
+  CHECK(lw_args_add_tensor(a, (void *)started, sizeof(*started), LW_TAG_OUTPUT));
+  CHECK(lw_args_add_tensor(a, (void *)last, sizeof(*last), LW_TAG_INOUT));
+  CHECK(lw_args_add_scalar(a, n));
+  CHECK(lw_args_add_scalar(a, 4096));  // rounds per work-item: microseconds on any device
+  const uint64_t g[3] = {n, 0, 0};
+  CHECK(lw_args_set_launch(a, 1, g, NULL));
 }
 
 int main(int argc, char **argv) {
@@ -257,53 +272,68 @@ int main(int argc, char **argv) {
   printf("L2: empty run through an opencl chip p50 %.1f us = %.2fx the floor\n", l2_us,
          l2_us / floor_us);
 
-  // --- cancel: repeat_vector_add on 2^21 work-items of 2^15 steps (a minute or more if never
-  // stopped; a work-item is tens of microseconds), cancelled once running.
-  lw_callable_t rc;
-  snprintf(path, sizeof(path), "%s/opencl/repeat_vector_add.cl", dir);
-  CHECK(lw_callable_load_file(path, &rc));
-  static const uint8_t dirs[5] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR,
-                                  LW_PARAM_SCALAR};
-  rc.n_params = 5;
-  rc.param_dirs = dirs;
-  lw_callable_handle_t rh;
-  CHECK(lw_chip_register(chip, &rc, &rh));
-  lw_callable_free_loaded(&rc);
-  enum { LN = 1 << 21 };
-  uint32_t *x = calloc(LN, 4), *y = calloc(LN, 4), *z = calloc(LN, 4);
+  // --- cancel: spin.cl (kernels/opencl), sized on this device. "Long" cannot be a constant: a
+  // GPU ends in microseconds what a CPU runs for a minute. So a probe of doubling ranges runs
+  // until one takes 100 ms of device time, and the run is the range that would keep the device
+  // busy for 10 minutes at that rate: still running when the cancel lands, on any device.
+  lw_callable_t sc;
+  snprintf(path, sizeof(path), "%s/opencl/spin.cl", dir);
+  CHECK(lw_callable_load_file(path, &sc));
+  static const uint8_t spin_dirs[4] = {LW_PARAM_OUT | LW_PARAM_LIVE, LW_PARAM_INOUT,
+                                       LW_PARAM_SCALAR, LW_PARAM_SCALAR};
+  sc.n_params = 4;
+  sc.param_dirs = spin_dirs;
+  lw_callable_handle_t sh;
+  CHECK(lw_chip_register(chip, &sc, &sh));
+  lw_callable_free_loaded(&sc);
+  // started: set by work-item 0, a live tensor (the host sees it while the range runs); last:
+  // set by the last work-item, so still 0 when the cancel stopped the range.
+  _Atomic uint32_t started = 0, last = 0;
   lw_args_t a;
-  lw_args_init(&a);
-  CHECK(lw_args_add_tensor(&a, x, LN * 4, LW_TAG_INPUT));
-  CHECK(lw_args_add_tensor(&a, y, LN * 4, LW_TAG_INPUT));
-  CHECK(lw_args_add_tensor(&a, z, LN * 4, LW_TAG_OUTPUT));
-  CHECK(lw_args_add_scalar(&a, LN));
-  CHECK(lw_args_add_scalar(&a, 1u << 15));
-  const uint64_t g[3] = {LN, 0, 0};
-  CHECK(lw_args_set_launch(&a, 1, g, NULL));
+  uint64_t n = 4096, items = 0;
+  for (;; n *= 2) {
+    spin_args(&a, &started, &last, n);
+    lw_run_timing_t rt;
+    CHECK(lw_chip_run(chip, sh, &a, NULL, &rt));
+    if (rt.kernel_wall_ns == 0) {
+      fprintf(stderr, "opencl_costs: the device gave no kernel time; cannot size the run\n");
+      return 1;
+    }
+    if (rt.kernel_wall_ns >= 100ull * 1000 * 1000 || n >= (1ull << 40)) {
+      items = (uint64_t)((double)n * 600e9 / (double)rt.kernel_wall_ns);
+      items += 64 - items % 64;
+      break;
+    }
+  }
   int trials = quick ? 3 : 20;
   int64_t *tc = calloc((size_t)trials, sizeof(int64_t));
   for (int i = 0; i < trials; ++i) {
+    spin_args(&a, &started, &last, items);
     lw_handle_t *h;
-    CHECK(lw_chip_run_async(chip, rh, &a, NULL, &h));
-    // Let the run get into its slices (the first slices are small and grow toward ~1 ms).
+    CHECK(lw_chip_run_async(chip, sh, &a, NULL, &h));
+    // Cancel once the kernel runs (its live word says so), after its slices grew toward their
+    // ~1 ms (the first slices are small).
+    while (atomic_load(&started) == 0 && !lw_handle_done(h)) {
+      struct timespec tick = {0, 100 * 1000};
+      nanosleep(&tick, NULL);
+    }
     struct timespec nap = {0, 20 * 1000 * 1000};
     nanosleep(&nap, NULL);
     int64_t t0 = now_ns();
     CHECK(lw_handle_cancel(h));
     lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
     tc[i] = now_ns() - t0;
-    if (st != LW_CANCELLED) {
-      fprintf(stderr, "opencl_costs: cancelled run finished %s\n", lw_status_name(st));
+    if (st != LW_CANCELLED || atomic_load(&last) != 0) {
+      fprintf(stderr, "opencl_costs: cancelled run finished %s%s\n", lw_status_name(st),
+              atomic_load(&last) ? " after its last work-item ran" : "");
       return 1;
     }
     lw_handle_release(h);
   }
-  printf("cancel: long sliced kernel, cancel -> finished p50 %.2f ms (%d trials)\n",
-         p50_us(tc, trials) / 1e3, trials);
+  printf("cancel: long sliced kernel (%llu work-items of spin.cl, sized for 10 min on this "
+         "device), cancel -> finished p50 %.2f ms (%d trials)\n",
+         (unsigned long long)items, p50_us(tc, trials) / 1e3, trials);
   lw_chip_close(chip);
-  free(x);
-  free(y);
-  free(z);
   free(t);
   free(tp);
   free(ts);

@@ -12,10 +12,12 @@
 //        T6 r=p+q (c1)
 //
 // Dependencies come from the tensor tags; the result is checked against a serial reference.
-// Each chip opens its own OpenCL device (device_id = chip index): with PoCL, run it with
-// POCL_DEVICES="pthread pthread" for two CPU devices (ctest does), or pass --chips 1.
+// By default both chips run on OpenCL device 0, each chip child in its own context
+// (lw_worker_config_t.n_devices = 1): one GPU is enough. --devices N spreads the chips over
+// devices 0..N-1 (chip i on device i % N); with PoCL, POCL_DEVICES="pthread pthread" gives two
+// CPU devices (ctest runs it so, with --devices 2).
 //
-// usage: opencl_dag [kernel-dir] [--chips N]
+// usage: opencl_dag [kernel-dir] [--chips N] [--devices N]
 #include <string.h>
 
 #include "example_util.h"
@@ -66,23 +68,31 @@ static lw_status_t dag_orch(lw_orch_t *o, void *user) {
 
 int main(int argc, char **argv) {
   const char *dir = getenv("LW_KERNEL_DIR") ? getenv("LW_KERNEL_DIR") : "kernels";
-  int chips = 2;
+  int chips = 2, devices = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--chips") == 0 && i + 1 < argc) {
       chips = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) {
+      devices = atoi(argv[++i]);
     } else {
       dir = argv[i];
     }
   }
   if (chips < 1) chips = 1;
+  if (devices < 1) devices = 1;
+  if (devices > chips) devices = chips;
 
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
   snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "opencl");
   cfg.n_chips = (uint32_t)chips;
+  cfg.n_devices = (uint32_t)devices;  // chip i opens device i % devices
   cfg.arena_bytes = 16ull << 20;
   lw_worker_t *w;
   CHECK(lw_worker_create(&cfg, &w));
+  printf("opencl_dag: %d chip%s on %d OpenCL device%s%s\n", chips, chips == 1 ? "" : "s", devices,
+         devices == 1 ? "" : "s",
+         chips > devices ? " (chips sharing a device each have their own context)" : "");
 
   dag_t d = {.chips = chips};
   lw_callable_t vadd = load_cl(dir, "vector_add");

@@ -1,28 +1,66 @@
 // tests/child/test_opencl.c — the L2 chip on the opencl backend (child/backend_opencl.c):
 // OpenCL C programs built at register, NDRanges enqueued in slices, argument mapping by the
-// signature, cancellation and timeouts between slices, register beside a running kernel.
-// Built only when CMake found OpenCL; CI installs PoCL so every case runs for real.
+// signature, live tensors between slices, cancellation and timeouts between slices, register
+// beside a running kernel, two chips on one device, and fd checks that tell a driver's
+// process-wide fds from a leak. Built only when CMake found OpenCL; CI installs PoCL so every
+// case runs for real.
+//
+// Nothing here assumes a device's speed: a kernel that must still run at a deadline is sized
+// by a probe on the device at hand (tests/opencl_spin.h).
 #include <stdlib.h>
 
 #include "child/chip_impl.h"
+#include "fd_check.h"
 #include "lanework/kernel.h"
+#include "opencl_spin.h"
 #include "test_util.h"
 
 static lw_chip_t *chip;
-static int fds_before;
+static const lw_test_fds_t *fds_base;
 
-static void ocl_setup(void) {
-  fds_before = lw_test_fd_count();
+static void open_opencl_chip(lw_chip_t **out) {
   lw_chip_config_t cfg;
   lw_chip_config_default(&cfg);
   snprintf(cfg.backend, sizeof(cfg.backend), "opencl");
-  LW_ASSERT_OK(lw_chip_open(&cfg, &chip));
+  LW_ASSERT_OK(lw_chip_open(&cfg, out));
+}
+
+// One open/close of an opencl chip that also builds a program, maps a buffer and runs a
+// kernel, so a driver opens whatever it opens for that (the fd checks' warm-up and cycle).
+static void chip_cycle(void *unused) {
+  (void)unused;
+  static const char src[] = "__kernel void touch(__global int *p) { p[get_global_id(0)] = 1; }";
+  static const uint8_t dirs[1] = {LW_PARAM_OUT};
+  lw_chip_t *c = NULL;
+  open_opencl_chip(&c);
+  lw_callable_t k = {.name = "touch", .image = src, .image_bytes = sizeof(src) - 1,
+                     .entry = "touch", .n_params = 1, .param_dirs = dirs};
+  lw_callable_handle_t h;
+  LW_ASSERT_OK(lw_chip_register(c, &k, &h));
+  int out[64] = {0};
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_tensor(&a, out, sizeof(out), LW_TAG_OUTPUT));
+  const uint64_t g[3] = {64, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&a, 1, g, NULL));
+  LW_ASSERT_OK(lw_chip_run(c, h, &a, NULL, NULL));
+  cr_assert_eq(out[63], 1);
+  lw_chip_close(c);
+}
+
+static void ocl_setup(void) {
+  // Taken after a first open/close: fds the driver keeps for the life of the process (NVIDIA's
+  // /dev/nvidia*) are not a leak (tests/fd_check.h).
+  fds_base = lw_test_fds_warm_baseline(chip_cycle, NULL);
+  open_opencl_chip(&chip);
 }
 
 static void ocl_teardown(void) {
   lw_chip_close(chip);
   chip = NULL;
-  cr_expect_eq(lw_test_fd_count(), fds_before, "the chip left fds open");
+  char extra[512];
+  int n = lw_test_fds_excess(fds_base, extra, sizeof(extra));
+  cr_expect_eq(n, 0, "the chip left %d fd%s open: %s", n, n == 1 ? "" : "s", extra);
 }
 
 TestSuite(opencl, .init = ocl_setup, .fini = ocl_teardown, .timeout = 120);
@@ -291,64 +329,81 @@ Test(opencl, elf_and_unusable_spirv_images_are_refused_naming_the_format) {
   expect_register_error(&c, LW_INVALID_ARGUMENT, "callable il");
 }
 
-// A long run of repeat_vector_add: 2^21 work-items of 2^15 steps each, a minute or more of
-// one core if never stopped, in slices of about a millisecond (a work-item is tens of
-// microseconds). The arrays are heap memory the caller frees after the run finished.
-typedef struct long_run {
-  uint32_t *x, *y, *z;
+// ---------------------------------------------------------------------------------------------
+// Kernels that run until stopped, on any device (tests/opencl_spin.h)
+
+// A spin or steer run's host words and args; they outlive the run.
+typedef struct spin_words {
+  lw_test_spin_words_t w;
+  bool steer;
   lw_args_t args;
-} long_run_t;
+} spin_words_t;
 
-enum { LONG_N = 1 << 21 };
-
-static void long_run_init(long_run_t *r) {
-  r->x = calloc(LONG_N, 4);
-  r->y = calloc(LONG_N, 4);
-  r->z = calloc(LONG_N, 4);
-  cr_assert(r->x && r->y && r->z);
-  for (uint32_t i = 0; i < LONG_N; ++i) r->z[i] = 0xdeadbeefu;
-  lw_args_init(&r->args);
-  LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->x, LONG_N * 4, LW_TAG_INPUT));
-  LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->y, LONG_N * 4, LW_TAG_INPUT));
-  LW_ASSERT_OK(lw_args_add_tensor(&r->args, r->z, LONG_N * 4, LW_TAG_OUTPUT));
-  LW_ASSERT_OK(lw_args_add_scalar(&r->args, LONG_N));
-  LW_ASSERT_OK(lw_args_add_scalar(&r->args, 1u << 15));
-  const uint64_t g[3] = {LONG_N, 0, 0};
-  LW_ASSERT_OK(lw_args_set_launch(&r->args, 1, g, NULL));
+static lw_callable_handle_t reg_spin_kind(lw_chip_t *c, bool steer) {
+  lw_callable_t k = lw_test_spin_callable(steer);
+  lw_callable_handle_t h;
+  lw_status_t st = lw_chip_register(c, &k, &h);
+  cr_assert_eq(st, LW_OK, "register %s: %s", k.name, lw_last_error()->message);
+  lw_test_spin_callable_free(&k);
+  return h;
 }
 
-static void long_run_free(long_run_t *r) {
-  free(r->x);
-  free(r->y);
-  free(r->z);
+static lw_callable_handle_t reg_spin(lw_chip_t *c) { return reg_spin_kind(c, false); }
+static lw_callable_handle_t reg_steer(lw_chip_t *c) { return reg_spin_kind(c, true); }
+
+static lw_args_t *spin_args(spin_words_t *w, uint64_t n) {
+  lw_test_spin_args(&w->w, w->steer, n, &w->args);
+  return &w->args;
 }
 
-// Submits the long run and returns once its kernel started (the run lane stored a fresh
-// generation in the chip's cancel word).
-static lw_handle_t *start_long_run(lw_callable_handle_t h, long_run_t *r,
-                                   const lw_run_config_t *cfg) {
-  uint64_t idle_generation = atomic_load(&chip->cancel_word);
+typedef struct probe_ctx {
+  lw_chip_t *chip;
+  lw_callable_handle_t h;
+  bool steer;
+} probe_ctx_t;
+
+static uint64_t probe_l2(uint64_t n, void *ctx) {
+  probe_ctx_t *p = ctx;
+  spin_words_t w = {.steer = p->steer};
+  lw_run_timing_t t;
+  LW_ASSERT_OK(lw_chip_run(p->chip, p->h, spin_args(&w, n), NULL, &t));
+  cr_assert_eq(atomic_load(&w.w.last), 1u, "the probe of %llu work-items ran them all",
+               (unsigned long long)n);
+  return t.kernel_wall_ns;
+}
+
+// Work-items of h (spin, or steer not skipping) on chip c that keep its device busy for
+// LW_TEST_HOLD_S seconds.
+static uint64_t hold_items(lw_chip_t *c, lw_callable_handle_t h, bool steer) {
+  probe_ctx_t p = {c, h, steer};
+  return lw_test_hold_items(probe_l2, &p);
+}
+
+// Submits a spin/steer run of n work-items on c and returns once it started (the run lane
+// stored a fresh generation in the chip's cancel word): from then on it runs until it is
+// stopped, or for LW_TEST_HOLD_S seconds.
+static lw_handle_t *start_run(lw_chip_t *c, lw_callable_handle_t h, spin_words_t *w, uint64_t n,
+                              const lw_run_config_t *cfg) {
+  uint64_t idle_generation = atomic_load(&c->cancel_word);
   lw_handle_t *hd = NULL;
-  LW_ASSERT_OK(lw_chip_run_async(chip, h, &r->args, cfg, &hd));
-  while (atomic_load(&chip->cancel_word) == idle_generation && !lw_handle_done(hd)) {
+  LW_ASSERT_OK(lw_chip_run_async(c, h, spin_args(w, n), cfg, &hd));
+  while (atomic_load(&c->cancel_word) == idle_generation && !lw_handle_done(hd)) {
     lw_test_sleep_us(50);
   }
   return hd;
 }
 
 Test(opencl, cancel_of_a_long_sliced_kernel_finishes_cancelled_between_slices) {
-  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
-  long_run_t r;
-  long_run_init(&r);
-  lw_handle_t *hd = start_long_run(h, &r, NULL);
+  lw_callable_handle_t h = reg_spin(chip);
+  spin_words_t w = {0};
+  lw_handle_t *hd = start_run(chip, h, &w, hold_items(chip, h, false), NULL);
   LW_ASSERT_OK(lw_handle_cancel(hd));
   cr_assert_eq(lw_handle_wait(hd, LW_WAIT_FOREVER), LW_CANCELLED, "%s",
                lw_handle_error(hd)->message);
   cr_assert(strstr(lw_handle_error(hd)->message, "cancelled while running"), "%s",
             lw_handle_error(hd)->message);
   lw_handle_release(hd);
-  cr_assert_eq(r.z[LONG_N - 1], 0xdeadbeefu, "the last slice never ran");
-  long_run_free(&r);
+  cr_assert_eq(atomic_load(&w.w.last), 0u, "the last work-item never ran");
 
   // The chip stays usable: an exact short run right after.
   lw_callable_handle_t hv = reg("vector_add", 4, k_vadd_dirs);
@@ -364,25 +419,24 @@ Test(opencl, cancel_of_a_long_sliced_kernel_finishes_cancelled_between_slices) {
 }
 
 Test(opencl, a_timeout_stops_a_long_sliced_kernel_with_deadline_exceeded) {
-  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
-  long_run_t r;
-  long_run_init(&r);
+  lw_callable_handle_t h = reg_spin(chip);
+  uint64_t n = hold_items(chip, h, false);
+  spin_words_t w = {0};
   lw_run_config_t cfg;
   lw_run_config_default(&cfg);
   cfg.timeout_ns = 30ll * 1000 * 1000;
-  lw_status_t st = lw_chip_run(chip, h, &r.args, &cfg, NULL);
+  lw_status_t st = lw_chip_run(chip, h, spin_args(&w, n), &cfg, NULL);
   cr_assert_eq(st, LW_DEADLINE_EXCEEDED, "got %s: %s", lw_status_name(st),
                lw_last_error()->message);
   cr_assert(strstr(lw_last_error()->message, "timeout"), "%s", lw_last_error()->message);
-  cr_assert_eq(r.z[LONG_N - 1], 0xdeadbeefu, "the last slice never ran");
-  long_run_free(&r);
+  cr_assert_eq(atomic_load(&w.w.started), 1u, "the kernel ran until the deadline stopped it");
+  cr_assert_eq(atomic_load(&w.w.last), 0u, "the last work-item never ran");
 }
 
 Test(opencl, register_of_a_large_program_completes_while_a_kernel_runs) {
-  lw_callable_handle_t h = reg("repeat_vector_add", 5, k_repeat_dirs);
-  long_run_t r;
-  long_run_init(&r);
-  lw_handle_t *run = start_long_run(h, &r, NULL);
+  lw_callable_handle_t h = reg_spin(chip);
+  spin_words_t w = {0};
+  lw_handle_t *run = start_run(chip, h, &w, hold_items(chip, h, false), NULL);
   cr_assert_not(lw_handle_done(run), "the long run is under way");
 
   // The register lane builds the program while the run lane's kernel keeps running.
@@ -401,7 +455,7 @@ Test(opencl, register_of_a_large_program_completes_while_a_kernel_runs) {
   LW_ASSERT_OK(lw_handle_cancel(run));
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
   lw_handle_release(run);
-  long_run_free(&r);
+  cr_assert_eq(atomic_load(&w.w.last), 0u, "the run was stopped, not finished");
 
   // The program built beside the run works.
   float in[256], out[256];
@@ -418,6 +472,134 @@ Test(opencl, register_of_a_large_program_completes_while_a_kernel_runs) {
   LW_ASSERT_OK(lw_args_set_launch(&a, 1, g, NULL));
   LW_ASSERT_OK(lw_chip_run(chip, hb, &a, NULL, NULL));
   for (int i = 0; i < 256; ++i) cr_assert_neq(out[i], -12345.0f, "index %d was written", i);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live tensors (LW_PARAM_LIVE): exchanged with host memory at every slice boundary
+
+Test(opencl, a_live_out_tensor_shows_the_host_a_kernels_store_while_its_run_runs) {
+  lw_callable_handle_t h = reg_spin(chip);
+  spin_words_t w = {0};
+  lw_handle_t *hd = start_run(chip, h, &w, hold_items(chip, h, false), NULL);
+  // Work-item 0's store reaches host memory after the first slice at the latest, long before
+  // the range could run out.
+  while (atomic_load(&w.w.started) == 0 && !lw_handle_done(hd)) lw_test_sleep_us(100);
+  cr_assert_not(lw_handle_done(hd), "the run ended before its live store reached the host");
+  cr_assert_eq(atomic_load(&w.w.started), 1u);
+  LW_ASSERT_OK(lw_handle_cancel(hd));
+  cr_assert_eq(lw_handle_wait(hd, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_handle_release(hd);
+  cr_assert_eq(atomic_load(&w.w.last), 0u, "the last work-item never ran");
+}
+
+Test(opencl, a_live_in_tensor_steers_a_running_kernel_which_then_ends_ok_on_its_own) {
+  lw_callable_handle_t h = reg_steer(chip);
+  uint64_t n = hold_items(chip, h, true);
+  spin_words_t w = {.steer = true};
+  lw_handle_t *hd = start_run(chip, h, &w, n, NULL);
+  while (atomic_load(&w.w.started) == 0 && !lw_handle_done(hd)) lw_test_sleep_us(100);
+  cr_assert_not(lw_handle_done(hd), "the run ended before the host could steer it");
+  // Without the host's store the range would run for HOLD_S seconds: the run ending OK means
+  // the store reached the kernel while it ran (at the next slice at the latest).
+  atomic_store(&w.w.skip, 1);
+  cr_assert_eq(lw_handle_wait(hd, LW_WAIT_FOREVER), LW_OK, "%s",
+               lw_handle_error(hd) ? lw_handle_error(hd)->message : "");
+  lw_handle_release(hd);
+  cr_assert_eq(atomic_load(&w.w.last), 1u, "every work-item of the range ran, the last one too");
+}
+
+Test(opencl, live_tensors_reach_the_kernel_at_its_start_and_the_host_at_its_end_of_a_short_run) {
+  // One slice: the copies before and after it are the only ones, and the run's result is as
+  // without live tensors.
+  lw_callable_handle_t h = reg_steer(chip);
+  spin_words_t w = {.steer = true};
+  lw_args_t *a = spin_args(&w, 64);
+  atomic_store(&w.w.skip, 1);  // set before the run: the first slice already sees it
+  LW_ASSERT_OK(lw_chip_run(chip, h, a, NULL, NULL));
+  cr_assert_eq(atomic_load(&w.w.started), 1u);
+  cr_assert_eq(atomic_load(&w.w.last), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two chips on one device
+
+Test(opencl, two_chips_on_one_device_in_one_process_run_side_by_side) {
+  // The fixture's chip and a second one, both on device 0: two contexts on one device.
+  lw_chip_t *other = NULL;
+  open_opencl_chip(&other);
+  lw_callable_handle_t h = reg_spin(chip);
+  spin_words_t w = {0};
+  lw_handle_t *long_run = start_run(chip, h, &w, hold_items(chip, h, false), NULL);
+
+  // While the first chip's kernel runs, the second chip builds and runs its own, exactly.
+  lw_callable_t vadd = cl_kernel("vector_add", 4, k_vadd_dirs);
+  lw_callable_handle_t hv;
+  LW_ASSERT_OK(lw_chip_register(other, &vadd, &hv));
+  lw_callable_free_loaded(&vadd);
+  float x[256], y[256], z[256];
+  for (int i = 0; i < 256; ++i) {
+    x[i] = (float)i;
+    y[i] = 2.0f;
+    z[i] = -1.0f;
+  }
+  lw_args_t a;
+  vadd_args(&a, x, y, z, 256);
+  LW_ASSERT_OK(lw_chip_run(other, hv, &a, NULL, NULL));
+  for (int i = 0; i < 256; ++i) cr_assert_eq(z[i], x[i] + y[i], "index %d", i);
+  cr_assert_not(lw_handle_done(long_run), "the second chip's run waited for the first chip's");
+
+  LW_ASSERT_OK(lw_handle_cancel(long_run));
+  cr_assert_eq(lw_handle_wait(long_run, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_handle_release(long_run);
+  lw_chip_close(other);
+}
+
+// ---------------------------------------------------------------------------------------------
+// fd checks (tests/fd_check.h): a driver's process-wide fds are not a leak, a leak still is
+
+// Few cycles: a leak of one fd a cycle shows after one, and a GPU context costs a fraction of
+// a second to make (this binary runs within a time budget on a lent GPU machine, docs/gpu.md).
+enum { FD_CYCLES = 5, LEAKY_CYCLES = 3 };
+
+Test(opencl, an_opencl_chip_opened_and_closed_5_times_takes_no_more_fds_than_the_first_time) {
+  char extra[512];
+  int grown = lw_test_fds_growth(chip_cycle, NULL, FD_CYCLES, extra, sizeof(extra));
+  cr_assert_eq(grown, 0, "%d open/close cycles left %d more fds: %s", FD_CYCLES, grown, extra);
+}
+
+// The negative controls: the same helpers, run against a leak the test makes itself, must
+// report it, or the checks above could not fail.
+
+Test(opencl, the_fd_check_reports_an_fd_opened_after_its_baseline_naming_it) {
+  lw_test_fds_t base;
+  lw_test_fds_snapshot(&base);
+  int p[2];
+  cr_assert_eq(pipe(p), 0);
+  char extra[512];
+  int n = lw_test_fds_excess(&base, extra, sizeof(extra));
+  cr_assert_eq(n, 2, "a pipe is two fds: %s", extra);
+  cr_assert(strstr(extra, "pipe:"), "the message names what the fds are: %s", extra);
+  close(p[0]);
+  close(p[1]);
+  cr_assert_eq(lw_test_fds_excess(&base, extra, sizeof(extra)), 0);
+}
+
+// A chip that kept one fd on every open/close.
+static int leaked_fds[LEAKY_CYCLES + 1];
+static int n_leaked;
+
+static void leaky_chip_cycle(void *unused) {
+  chip_cycle(unused);
+  leaked_fds[n_leaked++] = dup(STDERR_FILENO);
+}
+
+Test(opencl, the_cycle_check_fails_a_chip_that_leaks_an_fd_on_every_open_and_close) {
+  char extra[512];
+  int grown = lw_test_fds_growth(leaky_chip_cycle, NULL, LEAKY_CYCLES, extra, sizeof(extra));
+  for (int i = 0; i < n_leaked; ++i) close(leaked_fds[i]);  // the fixture's check stays clean
+  cr_assert_eq(grown, LEAKY_CYCLES, "one fd a cycle over %d cycles, counted %d: %s",
+               LEAKY_CYCLES, grown, extra);
+  cr_assert(strstr(extra, "fd "), "the message names the leaked fds: %s", extra);
 }
 
 Test(opencl, a_device_id_past_the_last_device_is_refused_naming_the_range) {

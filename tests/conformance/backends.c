@@ -23,6 +23,11 @@ typedef struct conf_kernel_source {
   // CONF_HOLD_MARKER in it with the path after the first ':' of the callable's name, and
   // makes that path a FIFO (opencl/hold.cl says why).
   bool hold_fifo;
+  // The range is sized on the device instead (global is then 0): the work-items that keep the
+  // device busy for CONF_HOLD_S seconds, from a probe (hold_items below). Only the gate: a
+  // device runs its range in well under a second once the gate opens, so its length must
+  // follow the device's speed (opencl/gate.cl).
+  bool sized_on_device;
 } conf_kernel_source_t;
 
 #define CONF_HOLD_MARKER "@CONF_HOLD_PATH@"
@@ -30,7 +35,26 @@ typedef struct conf_kernel_source {
 typedef struct conf_backend_kernels {
   const char *backend;
   conf_kernel_source_t kernel[CONF_K_COUNT];
+  // Writes the name of the device the chip under test runs on (device 0), for skip messages.
+  void (*device_name)(char *out, size_t cap);
 } conf_backend_kernels_t;
+
+static void sim_device_name(char *out, size_t cap) { snprintf(out, cap, "the sim chip"); }
+
+#ifdef LW_HAVE_OPENCL
+#include "child/backend.h"
+
+static void opencl_device_name(char *out, size_t cap) {
+  lw_opencl_device_info_t dev[1];
+  uint32_t n = 0;
+  lw_error_t err;
+  if (lw__opencl_list(dev, 1, &n, &err) != LW_OK || n == 0) {
+    snprintf(out, cap, "OpenCL device 0 (not listed: %s)", err.message);
+    return;
+  }
+  snprintf(out, cap, "OpenCL device 0 (%s / %s, %s)", dev[0].platform, dev[0].device, dev[0].type);
+}
+#endif
 
 static const conf_backend_kernels_t k_table[] = {
     // sim: host shared objects (ELF), the test kernels of tests/kernels/ and the example
@@ -41,14 +65,16 @@ static const conf_backend_kernels_t k_table[] = {
          [CONF_K_GATE] = {LW_KERNEL_DIR "/gate.so", NULL, NULL},
          [CONF_K_FAIL] = {LW_KERNEL_DIR "/fail.so", NULL, NULL},
          [CONF_K_HOLD] = {LW_KERNEL_DIR "/prepare_gate.so", NULL, NULL},
-     }},
+     },
+     sim_device_name},
     // opencl: OpenCL C sources kept beside this file (tests/conformance/opencl/).
     {"opencl",
      {
          [CONF_K_RECORD] = {LW_CONF_DIR "/opencl/record.cl", "conf_record", NULL, 0},
-         // A long range of short work-items: the backend checks the cancel word between the
-         // slices of a range, never inside a kernel (gate.cl says why and how it holds).
-         [CONF_K_GATE] = {LW_CONF_DIR "/opencl/gate.cl", "conf_gate", NULL, 1ull << 28},
+         // A long range of short work-items, sized on the device: the backend checks the
+         // cancel word and copies the live words between the slices of a range, never inside
+         // a kernel (gate.cl says why and how it holds).
+         [CONF_K_GATE] = {LW_CONF_DIR "/opencl/gate.cl", "conf_gate", NULL, 0, false, true},
          [CONF_K_FAIL] = {NULL, NULL,
                           "an OpenCL kernel has no return value and the opencl backend reports "
                           "no kernel status (backend_opencl.c: kernel_rc is 0, or CANCELLED "
@@ -57,12 +83,19 @@ static const conf_backend_kernels_t k_table[] = {
                           0},
          // The build's #include of a FIFO holds the register lane (opencl/hold.cl).
          [CONF_K_HOLD] = {LW_CONF_DIR "/opencl/hold.cl", "conf_hold", NULL, 0, true},
-     }},
+     },
+#ifdef LW_HAVE_OPENCL
+     opencl_device_name},
+#else
+     NULL},
+#endif
 };
 
 // The signatures: part of the kernels' contract (conformance.h), the same on every backend.
 static const uint8_t k_sig_record[] = {LW_PARAM_INOUT, LW_PARAM_SCALAR};
-static const uint8_t k_sig_gate[] = {LW_PARAM_IN, LW_PARAM_OUT};
+// The gate's words are live: the test opens the gate while the kernel runs, and waits for
+// entered before it goes on (conformance.h).
+static const uint8_t k_sig_gate[] = {LW_PARAM_IN | LW_PARAM_LIVE, LW_PARAM_OUT | LW_PARAM_LIVE};
 static const uint8_t k_sig_fail[] = {LW_PARAM_INOUT, LW_PARAM_SCALAR};
 
 typedef struct conf_signature {
@@ -167,9 +200,59 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   out->param_dirs = sig->param_dirs;
 }
 
-void conf_kernel_geometry(conf_kernel_t k, lw_args_t *args) {
+// Sizing a range on the device: a probe of doubling ranges of the kernel, until one takes
+// CONF_PROBE_NS of the device's own (profiled) time, gives its rate; the range is the
+// work-items that keep the device busy for CONF_HOLD_S seconds at that rate, ten times the
+// suite's timeout. The probe runs through the level's own API, so at L3 it measures the device
+// in the chip child. Only the gate is sized so: its probe runs closed gates (words nobody
+// opens), whose every work-item polls its full count, as a held gate's do.
+#define CONF_HOLD_S 600
+#define CONF_PROBE_NS (100ll * 1000 * 1000)
+
+static uint64_t hold_items(conf_kernel_t k, lw_callable_handle_t h) {
+  static uint64_t cached[CONF_K_COUNT];
+  if (cached[k]) return cached[k];
+  cr_assert_eq(k, CONF_K_GATE, "only the gate's range is sized on the device");
+  conf_gate_t *closed = conf_alloc(sizeof(*closed));
+  for (uint64_t n = 4096;; n *= 2) {
+    conf_task_t t;
+    memset(&t, 0, sizeof(t));
+    t.callable = h;
+    lw_args_init(&t.args);
+    cr_assert_eq(lw_args_add_tensor(&t.args, (void *)&closed->open, 4, LW_TAG_NO_DEP), LW_OK);
+    cr_assert_eq(lw_args_add_tensor(&t.args, (void *)&closed->entered, 4, LW_TAG_NO_DEP), LW_OK);
+    uint64_t g[LW_MAX_LAUNCH_DIMS] = {n}, l[LW_MAX_LAUNCH_DIMS] = {0};
+    cr_assert_eq(lw_args_set_launch(&t.args, 1, g, l), LW_OK);
+    uint64_t ns = 0;
+    lw_error_t err;
+    memset(&err, 0, sizeof(err));
+    lw_status_t st = conf_run_timed(&t, &ns, &err);
+    cr_assert_eq(st, LW_OK, "probe of %llu gate work-items: %s: %s", (unsigned long long)n,
+                 lw_status_name(st), err.message);
+    if (ns == 0) {
+      // Decided from what the device reports, not from a time: without the device's own
+      // kernel time there is no rate to size the range with.
+      char dev[256] = "its device";
+      if (backend_row()->device_name) backend_row()->device_name(dev, sizeof(dev));
+      cr_skip("backend %s, %s: the gate's range is sized from the device's profiled kernel "
+              "time, and this device reports none",
+              LW_CONF_BACKEND, dev);
+    }
+    if ((int64_t)ns >= CONF_PROBE_NS || n >= (UINT64_C(1) << 40)) {
+      double items = (double)n * CONF_HOLD_S * 1e9 / (double)ns;
+      cr_assert_lt(items, 0x1p52, "the device would need %g gate work-items to hold %d s",
+                   items, CONF_HOLD_S);
+      uint64_t held = (uint64_t)items;
+      cached[k] = held - held % 64 + 64;  // a multiple of the work-group the backend picks
+      return cached[k];
+    }
+  }
+}
+
+void conf_kernel_geometry(conf_kernel_t k, lw_callable_handle_t h, lw_args_t *args) {
   cr_assert(k < CONF_K_COUNT);
-  uint64_t global = backend_row()->kernel[k].global;
+  const conf_kernel_source_t *src = &backend_row()->kernel[k];
+  uint64_t global = src->sized_on_device ? hold_items(k, h) : src->global;
   if (global == 0) return;
   uint64_t g[LW_MAX_LAUNCH_DIMS] = {global}, l[LW_MAX_LAUNCH_DIMS] = {0};
   cr_assert_eq(lw_args_set_launch(args, 1, g, l), LW_OK, "launch of %s: %s",

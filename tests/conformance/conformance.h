@@ -37,9 +37,12 @@ typedef enum conf_kernel {
   // (INOUT int64 log[], SCALAR value): claims slot n = log[0]++ atomically and stores value
   // in log[1 + n]. The order of the log is the order in which runs executed.
   CONF_K_RECORD = 0,
-  // (IN uint32 gate, OUT uint32 entered): stores entered = 1, then waits until gate != 0
-  // (returns 0) or until its run is asked to stop (returns LW_KERNEL_CANCELLED). Holds the run
-  // lane for as long as the test needs, without any timing.
+  // (IN|LIVE uint32 gate, OUT|LIVE uint32 entered): stores entered = 1, then waits until
+  // gate != 0 (returns 0) or until its run is asked to stop (returns LW_KERNEL_CANCELLED).
+  // Holds the run lane for as long as the test needs, without any timing. Both words are live
+  // tensors (LW_PARAM_LIVE): the test's store to gate reaches the kernel, and the kernel's to
+  // entered the test, while the run runs, also on a device that does not share memory with
+  // the host (at the next slice boundary there: opencl/gate.cl).
   CONF_K_GATE = 1,
   // (INOUT any, SCALAR code): returns code (non-zero): a kernel that fails. The tensor is not
   // read; it carries a dependency at L3.
@@ -58,8 +61,10 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out);
 void conf_kernel_free(lw_callable_t *c);
 
 // Sets the launch geometry a run of kernel k needs on the backend under test (none on most:
-// the geometry is part of the backend's row in backends.c, like the image).
-void conf_kernel_geometry(conf_kernel_t k, lw_args_t *args);
+// the geometry is part of the backend's row in backends.c, like the image). h is kernel k as
+// registered on the chip under test: a row whose range is sized on the device (the opencl
+// gate) runs its probe with h the first time, before any run of the case (backends.c).
+void conf_kernel_geometry(conf_kernel_t k, lw_callable_handle_t h, lw_args_t *args);
 
 // The backend under test ("sim", ...).
 const char *conf_backend(void);
@@ -109,6 +114,10 @@ lw_status_t conf_run_async(const conf_task_t *tasks, int n, lw_handle_t **out, l
 // The level's sync run of one task (lw_chip_run, lw_worker_run): the run's status; err (may
 // be NULL) gets its error.
 lw_status_t conf_run(const conf_task_t *task, lw_error_t *err);
+
+// conf_run, also giving the kernel's own time as the chip measured it (L2: the run timing's
+// kernel_wall_ns; L3: the task report's kernel_ns); 0 when the backend measured none.
+lw_status_t conf_run_timed(const conf_task_t *task, uint64_t *out_kernel_ns, lw_error_t *err);
 
 // Whether every task of the run finished. At L2 the same as lw_handle_done; at L3 a run's
 // handle also waits for every earlier run's handle, so its tasks may have finished while its

@@ -150,6 +150,26 @@ lw_status_t conf_run(const conf_task_t *task, lw_error_t *err) {
   return st;
 }
 
+lw_status_t conf_run_timed(const conf_task_t *task, uint64_t *out_kernel_ns, lw_error_t *err) {
+  *out_kernel_ns = 0;
+  l3_run_t *r = l3_run_new(task, 1);
+  lw_handle_t *h = NULL;
+  lw_status_t st = lw_worker_run_async(w, l3_orch, r, &h);
+  if (st != LW_OK) {
+    copy_error(err, lw_last_error());
+    free(r);
+    return st;
+  }
+  st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  if (st != LW_OK) copy_error(err, lw_handle_error(h));
+  lw_task_report_t rep[1];
+  size_t n = 0;
+  if (lw_handle_run_tasks(h, rep, 1, &n) == LW_OK && n == 1) *out_kernel_ns = rep[0].kernel_ns;
+  lw_handle_release(h);
+  free(r);  // the orch function returned before the handle finished
+  return st;
+}
+
 bool conf_run_settled(lw_handle_t *run) {
   // A worker run handle is its lw_run_t (parent/runs.h); settled = every task terminal and
   // the orch function returned, before the handle waits for earlier runs.

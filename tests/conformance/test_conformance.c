@@ -62,7 +62,7 @@ static conf_task_t gate_task(lw_callable_handle_t h, conf_gate_t *g) {
   cr_assert_eq(
       lw_args_add_tensor(&t.args, (void *)&g->entered, sizeof(g->entered), LW_TAG_NO_DEP),
       LW_OK);
-  conf_kernel_geometry(CONF_K_GATE, &t.args);
+  conf_kernel_geometry(CONF_K_GATE, h, &t.args);
   return t;
 }
 

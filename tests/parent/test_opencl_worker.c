@@ -1,29 +1,43 @@
 // tests/parent/test_opencl_worker.c — the opencl backend at L3: OpenCL C kernels registered on
 // a worker run in its chip children on arena tensors, with the format, the build options and
-// the launch geometry carried through the mailbox. Built only with OpenCL (CI installs PoCL).
+// the launch geometry carried through the mailbox; two chips on one device (one GPU is
+// enough), and on two devices where the machine has them. Built only with OpenCL (CI installs
+// PoCL).
 #include <stdlib.h>
 
+#include "child/backend.h"
 #include "lanework/orch.h"
+#include "lanework/stats.h"
 #include "lanework/worker.h"
+#include "opencl_spin.h"
 #include "worker_test_util.h"
 
 TestSuite(opencl_worker, .timeout = 180);
 
-static void make_opencl_worker(uint32_t chips) {
+// A worker of `chips` opencl chips over n_devices devices from device 0 (0: one device per
+// chip, chip i on device i).
+static void make_opencl_worker(uint32_t chips, uint32_t n_devices) {
   lw_worker_config_t cfg;
   wt_config(&cfg, chips, 0);
   snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "opencl");
-  // Chip i opens OpenCL device i. PoCL lists one CPU device unless POCL_DEVICES names more:
-  // ctest runs this test with POCL_DEVICES="pthread pthread" (two devices). The children come
-  // from lanework's zygote, started when the library loaded, so the variable must be in the
-  // environment from the start; setting it here would not reach them.
-  if (chips > 1) {
-    const char *devices = getenv("POCL_DEVICES");
-    cr_assert(devices && strstr(devices, "pthread pthread"),
-              "run with POCL_DEVICES=\"pthread pthread\" (ctest sets it) for %u OpenCL devices",
-              chips);
-  }
+  cfg.n_devices = n_devices;
   wt_create(&cfg);
+}
+
+// Skips the calling test unless the machine has at least `want` OpenCL devices, naming what
+// it has. PoCL lists one CPU device unless POCL_DEVICES names more (ctest runs this test with
+// POCL_DEVICES="pthread pthread"); it must be in the environment when the process starts,
+// since chip children come from lanework's zygote, forked when the library loads.
+static void need_devices(uint32_t want) {
+  lw_opencl_device_info_t devs[4];
+  uint32_t n = 0;
+  lw_error_t err;
+  LW_ASSERT_OK(lw__opencl_list(devs, 4, &n, &err));
+  if (n < want) {
+    cr_skip("this machine has %u OpenCL device%s (device 0: %s / %s): the case needs %u; one "
+            "device runs two chips in opencl_kernels_on_two_chips_sharing_one_device_*",
+            n, n == 1 ? "" : "s", devs[0].platform, devs[0].device, want);
+  }
 }
 
 static const uint8_t k_vadd_dirs[4] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR};
@@ -72,8 +86,9 @@ static lw_status_t vadd_dag(lw_orch_t *o, void *user) {
   return submit_vadd(o, j, j->c, j->a, j->d, (int32_t)(j->chips - 1));
 }
 
-Test(opencl_worker, opencl_kernels_run_in_chip_children_with_exact_results) {
-  make_opencl_worker(2);
+// The two-chip DAG on a worker of 2 chips over n_devices devices.
+static void run_two_chip_dag(uint32_t n_devices) {
+  make_opencl_worker(2, n_devices);
   vadd_dag_t j = {wreg_cl("vector_add", 4, k_vadd_dirs, NULL), NULL, NULL, NULL, NULL, 5000, 2};
   j.a = lw_worker_alloc(w, j.n * sizeof(float));
   j.b = lw_worker_alloc(w, j.n * sizeof(float));
@@ -95,6 +110,100 @@ Test(opencl_worker, opencl_kernels_run_in_chip_children_with_exact_results) {
   destroy_and_check();
 }
 
+Test(opencl_worker, opencl_kernels_on_two_chips_sharing_one_device_give_exact_results) {
+  // One GPU is enough: both chip children open device 0, each in its own context.
+  run_two_chip_dag(1);
+}
+
+Test(opencl_worker, opencl_kernels_on_two_chips_with_a_device_each_give_exact_results) {
+  need_devices(2);
+  run_two_chip_dag(0);
+}
+
+// A spin run on one chip of w, or a spin beside a vector_add on the other chip.
+typedef struct spin_job {
+  lw_callable_handle_t spin, vadd;
+  lw_test_spin_words_t *w;  // in the arena
+  uint64_t n;
+  float *x, *y, *z;  // vector_add's tensors (arena); NULL: spin only
+  uint64_t vn;
+} spin_job_t;
+
+static lw_status_t spin_orch(lw_orch_t *o, void *user) {
+  spin_job_t *j = user;
+  lw_args_t a;
+  lw_test_spin_args(j->w, false, j->n, &a);
+  LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->spin, &a, NULL, 0));
+  if (!j->z) return LW_OK;
+  vadd_dag_t v = {j->vadd, NULL, NULL, NULL, NULL, j->vn, 2};
+  return submit_vadd(o, &v, j->x, j->y, j->z, 1);
+}
+
+// The L3 probe of tests/opencl_spin.h: a spin of n work-items on chip 0, its task's kernel time.
+static uint64_t probe_l3(uint64_t n, void *ctx) {
+  spin_job_t j = *(spin_job_t *)ctx;
+  j.n = n;
+  j.z = NULL;
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, spin_orch, &j, &h));
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_OK, "%s", lw_handle_error(h)->message);
+  lw_task_report_t r[1];
+  size_t got = 0;
+  LW_ASSERT_OK(lw_handle_run_tasks(h, r, 1, &got));
+  lw_handle_release(h);
+  cr_assert_eq(atomic_load(&j.w->last), 1u, "the probe ran every work-item");
+  return r[0].kernel_ns;
+}
+
+Test(opencl_worker, a_chip_sharing_a_device_runs_its_kernel_while_the_other_chips_kernel_runs) {
+  make_opencl_worker(2, 1);  // both chip children on device 0
+  lw_callable_t spin = lw_test_spin_callable(false);
+  spin_job_t j = {.vn = 4096};
+  LW_ASSERT_OK(lw_worker_register(w, &spin, &j.spin));
+  lw_test_spin_callable_free(&spin);
+  j.vadd = wreg_cl("vector_add", 4, k_vadd_dirs, NULL);
+  j.w = lw_worker_alloc(w, sizeof(*j.w));
+  j.x = lw_worker_alloc(w, j.vn * sizeof(float));
+  j.y = lw_worker_alloc(w, j.vn * sizeof(float));
+  float *z = lw_worker_alloc(w, j.vn * sizeof(float));
+  cr_assert(j.w && j.x && j.y && z);
+  j.n = lw_test_hold_items(probe_l3, &j);
+  for (uint64_t i = 0; i < j.vn; ++i) {
+    j.x[i] = (float)i;
+    j.y[i] = 3.0f;
+    z[i] = -1.0f;
+  }
+  j.z = z;
+  // One run: the spin on chip 0 and the vector_add on chip 1 (a worker's runs start in order,
+  // so two runs could not overlap).
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, spin_orch, &j, &h));
+  // Chip 1's task finishes while chip 0's kernel runs on the same device.
+  for (;;) {
+    lw_worker_stats_t st;
+    memset(&st, 0, sizeof(st));
+    st.struct_size = sizeof(st);
+    LW_ASSERT_OK(lw_worker_stats(w, &st));
+    if (st.child[1].tasks_run == 1 || lw_handle_done(h)) break;
+    lw_test_sleep_us(200);
+  }
+  cr_assert_not(lw_handle_done(h), "the spin ended before chip 1's kernel ran");
+  cr_assert_eq(atomic_load(&j.w->last), 0u, "chip 0's spin was still running");
+  LW_ASSERT_OK(lw_handle_cancel(h));
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_task_report_t r[2];
+  size_t got = 0;
+  LW_ASSERT_OK(lw_handle_run_tasks(h, r, 2, &got));
+  cr_assert_eq(got, 2);
+  cr_assert_eq(r[0].worker_id, 0);
+  cr_assert_eq(r[0].status, LW_CANCELLED, "the spin: %s", lw_status_name(r[0].status));
+  cr_assert_eq(r[1].worker_id, 1);
+  cr_assert_eq(r[1].status, LW_OK, "the vector_add: %s", lw_status_name(r[1].status));
+  for (uint64_t i = 0; i < j.vn; ++i) cr_assert_eq(z[i], j.x[i] + j.y[i], "z[%lu]", i);
+  lw_handle_release(h);
+  destroy_and_check();
+}
+
 typedef struct fill_job {
   lw_callable_handle_t k;
   int32_t *out;
@@ -111,7 +220,7 @@ static lw_status_t fill_orch(lw_orch_t *o, void *user) {
 }
 
 Test(opencl_worker, build_options_and_geometry_cross_the_mailbox) {
-  make_opencl_worker(1);
+  make_opencl_worker(1, 0);
   // Builds only with -DBASE given, and writes what get_global_id says: the options and the
   // 2-dimensional launch both had to reach the child.
   static const char src[] =
