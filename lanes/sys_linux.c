@@ -12,21 +12,15 @@
 #include <time.h>
 #include <unistd.h>
 
-// glibc 2.36 has pidfd_open and pidfd_send_signal in <sys/pidfd.h>; older ones get the raw
-// syscall (the numbers are the same on every architecture since 5.3).
-#if defined(__has_include)
-#if __has_include(<sys/pidfd.h>)
-#include <sys/pidfd.h>
-#define LW_HAVE_SYS_PIDFD_H 1
-#endif
-#endif
-#ifndef LW_HAVE_SYS_PIDFD_H
+// pidfd_open and pidfd_send_signal are called as raw syscalls even where glibc wraps them
+// (<sys/pidfd.h>, glibc 2.36): the wrappers add nothing, and without them a build needs only
+// glibc 2.34, so one made on Debian 12 also runs on Ubuntu 22.04 (glibc 2.35), e.g. a
+// scripts/gpu-check bundle. The numbers are the same on every architecture since Linux 5.3.
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
-#endif
 #endif
 
 int64_t lw__now_ns(void) {
@@ -95,20 +89,12 @@ int lw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadlin
 }
 
 int lw__sys_pidfd_open(pid_t pid) {
-#ifdef LW_HAVE_SYS_PIDFD_H
-  int fd = pidfd_open(pid, 0);
-#else
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-#endif
   return fd < 0 ? -errno : fd;
 }
 
 int lw__sys_pidfd_send_signal(int pidfd, int sig) {
-#ifdef LW_HAVE_SYS_PIDFD_H
-  int rc = pidfd_send_signal(pidfd, sig, NULL, 0);
-#else
   int rc = (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-#endif
   return rc < 0 ? -errno : 0;
 }
 
