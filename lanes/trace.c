@@ -189,20 +189,27 @@ static void copy_name(char *dst, const char *src) {
   }
 }
 
-void lw__trace_span(lw_trace_kind_t kind, int64_t t0_ns, int64_t t1_ns, uint64_t run_id,
-                    uint64_t task_id, int32_t chip, lw_status_t status, const char *name) {
-  if (!lw__trace_on()) return;
+static void emit_span(lw_trace_kind_t kind, int64_t t0_ns, int64_t t1_ns, uint64_t run_id,
+                      uint64_t task_id, int32_t chip, lw_status_t status, const char *name,
+                      uint64_t arg0, uint64_t arg1) {
   lw_trace_event_t e;
   e.ts_ns = t0_ns;
   e.dur_ns = t1_ns > t0_ns ? t1_ns - t0_ns : 0;
   e.run_id = run_id;
   e.task_id = task_id;
-  e.arg[0] = e.arg[1] = 0;
+  e.arg[0] = arg0;
+  e.arg[1] = arg1;
   e.kind = (uint16_t)kind;
   e.chip = (int16_t)chip;
   e.status = (int32_t)status;
   copy_name(e.name, name);
   lw__trace_emit(&e);
+}
+
+void lw__trace_span(lw_trace_kind_t kind, int64_t t0_ns, int64_t t1_ns, uint64_t run_id,
+                    uint64_t task_id, int32_t chip, lw_status_t status, const char *name) {
+  if (!lw__trace_on()) return;
+  emit_span(kind, t0_ns, t1_ns, run_id, task_id, chip, status, name, 0, 0);
 }
 
 void lw__trace_instant(lw_trace_kind_t kind, int32_t chip, uint64_t run_id, uint64_t task_id,
@@ -214,18 +221,7 @@ void lw__trace_instant(lw_trace_kind_t kind, int32_t chip, uint64_t run_id, uint
 void lw__trace_slice(int64_t t0_ns, int64_t t1_ns, uint64_t run_id, uint64_t task_id,
                      int32_t chip, uint64_t index, uint64_t items, const char *name) {
   if (!lw__trace_on()) return;
-  lw_trace_event_t e;
-  e.ts_ns = t0_ns;
-  e.dur_ns = t1_ns > t0_ns ? t1_ns - t0_ns : 0;
-  e.run_id = run_id;
-  e.task_id = task_id;
-  e.arg[0] = index;
-  e.arg[1] = items;
-  e.kind = LW_TRACE_SLICE;
-  e.chip = (int16_t)chip;
-  e.status = LW_OK;
-  copy_name(e.name, name);
-  lw__trace_emit(&e);
+  emit_span(LW_TRACE_SLICE, t0_ns, t1_ns, run_id, task_id, chip, LW_OK, name, index, items);
 }
 
 void lw__trace_dep(uint64_t run_id, uint64_t task_id, uint64_t producer_run,
