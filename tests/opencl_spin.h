@@ -26,6 +26,11 @@
 #define LW_TEST_HOLD_S 600
 #define LW_TEST_PROBE_NS (100ll * 1000 * 1000)
 #define LW_TEST_SPIN_REPS 4096
+// steer's rounds per work-item: once the host sets skip, the rest of a range sized for
+// LW_TEST_HOLD_S runs out in LW_TEST_HOLD_S times (the cost of a skipping work-item / a working
+// one). On a GPU a work-item that does nothing still costs about what 60 rounds do, so a
+// working one must cost thousands of times more for that tail to stay under a second.
+#define LW_TEST_STEER_REPS 65536
 
 // spin: callables/kernels/opencl/spin.cl (OUT|LIVE started, INOUT last, SCALAR n, SCALAR
 // reps): work-item 0 sets *started (live: the host sees it while the range runs), work-item
@@ -94,7 +99,7 @@ static inline void lw_test_spin_args(lw_test_spin_words_t *w, bool steer, uint64
   cr_assert_eq(lw_args_add_tensor(a, (void *)&w->started, 4, LW_TAG_NO_DEP), LW_OK);
   cr_assert_eq(lw_args_add_tensor(a, (void *)&w->last, 4, LW_TAG_NO_DEP), LW_OK);
   cr_assert_eq(lw_args_add_scalar(a, n), LW_OK);
-  cr_assert_eq(lw_args_add_scalar(a, LW_TEST_SPIN_REPS), LW_OK);
+  cr_assert_eq(lw_args_add_scalar(a, steer ? LW_TEST_STEER_REPS : LW_TEST_SPIN_REPS), LW_OK);
   const uint64_t g[3] = {n, 0, 0};
   cr_assert_eq(lw_args_set_launch(a, 1, g, NULL), LW_OK);
 }
