@@ -1,16 +1,9 @@
 // tests/opencl_spin.h — OpenCL kernels that run until they are stopped, on any device, for
 // the tests that need a kernel still running at a deadline, a cancel, a register beside it or
 // another chip's run (tests/child/test_opencl.c at L2, tests/parent/test_opencl_worker.c at
-// L3).
-//
-// "Long" cannot be taken from a CPU: an NVIDIA H100 ends in microseconds what PoCL runs for a
-// minute. So a run is sized on the device at hand: lw_test_hold_items runs a probe of doubling
-// ranges until one takes LW_TEST_PROBE_NS of the device's own (profiled) time, and returns the
-// work-items that keep the device busy for LW_TEST_HOLD_S seconds at that rate, several times
-// any test's timeout. Every work-item is short (LW_TEST_SPIN_REPS rounds of arithmetic and no
-// memory traffic, microseconds on any device), so a slice of them is short and a cancel lands
-// within one. No test asserts a time: they assert that the run was still running (not done,
-// its last work-item never ran) when the event came.
+// L3). Their runs are sized on the device at hand (tests/hold_items.h). Every work-item is
+// short (LW_TEST_SPIN_REPS rounds of arithmetic and no memory traffic, microseconds on any
+// device), so a slice of them is short and a cancel lands within one.
 #ifndef LANEWORK_TESTS_OPENCL_SPIN_H_
 #define LANEWORK_TESTS_OPENCL_SPIN_H_
 
@@ -19,12 +12,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hold_items.h"
 #include "lanework/args.h"
 #include "lanework/callable.h"
 #include "test_util.h"
 
-#define LW_TEST_HOLD_S 600
-#define LW_TEST_PROBE_NS (100ll * 1000 * 1000)
 #define LW_TEST_SPIN_REPS 4096
 // steer's rounds per work-item: once the host sets skip, the rest of a range sized for
 // LW_TEST_HOLD_S runs out in LW_TEST_HOLD_S times (the cost of a skipping work-item / a working
@@ -102,26 +94,6 @@ static inline void lw_test_spin_args(lw_test_spin_words_t *w, bool steer, uint64
   cr_assert_eq(lw_args_add_scalar(a, steer ? LW_TEST_STEER_REPS : LW_TEST_SPIN_REPS), LW_OK);
   const uint64_t g[3] = {n, 0, 0};
   cr_assert_eq(lw_args_set_launch(a, 1, g, NULL), LW_OK);
-}
-
-// Runs a spin (or steer, not skipping) of n work-items to its end on the level under test and
-// returns the kernel's time as the chip measured it (0: none).
-typedef uint64_t (*lw_test_spin_probe_fn)(uint64_t n, void *ctx);
-
-// The work-items of spin (or steer) that keep the device busy for LW_TEST_HOLD_S seconds, from
-// probes of doubling ranges run by probe (see above).
-static inline uint64_t lw_test_hold_items(lw_test_spin_probe_fn probe, void *ctx) {
-  for (uint64_t n = 4096;; n *= 2) {
-    uint64_t ns = probe(n, ctx);
-    cr_assert_gt(ns, 0, "sizing a run on the device needs the device's profiled kernel time");
-    if ((int64_t)ns >= LW_TEST_PROBE_NS || n >= (UINT64_C(1) << 40)) {
-      double items = (double)n * LW_TEST_HOLD_S * 1e9 / (double)ns;
-      cr_assert_lt(items, 0x1p52, "this device would need %g work-items to stay busy %d s",
-                   items, LW_TEST_HOLD_S);
-      uint64_t held = (uint64_t)items;
-      return held - held % 64 + 64;  // a multiple of the work-group lanework picks
-    }
-  }
 }
 
 #endif  // LANEWORK_TESTS_OPENCL_SPIN_H_

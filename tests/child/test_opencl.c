@@ -330,7 +330,7 @@ Test(opencl, elf_and_unusable_spirv_images_are_refused_naming_the_format) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Kernels that run until stopped, on any device (tests/opencl_spin.h)
+// Kernels that run until stopped, on any device (tests/opencl_spin.h, tests/hold_items.h)
 
 // A spin or steer run's host words and args; they outlive the run.
 typedef struct spin_words {
@@ -376,7 +376,9 @@ static uint64_t probe_l2(uint64_t n, void *ctx) {
 // LW_TEST_HOLD_S seconds.
 static uint64_t hold_items(lw_chip_t *c, lw_callable_handle_t h, bool steer) {
   probe_ctx_t p = {c, h, steer};
-  return lw_test_hold_items(probe_l2, &p);
+  uint64_t n = lw_test_hold_items(probe_l2, &p);
+  cr_assert_gt(n, 0, "sizing a run on the device needs the device's profiled kernel time");
+  return n;
 }
 
 // Submits a spin/steer run of n work-items on c and returns once it started (the run lane

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "conformance.h"
+#include "hold_items.h"
 
 // Where a backend's kernel comes from.
 typedef struct conf_kernel_source {
@@ -24,7 +25,7 @@ typedef struct conf_kernel_source {
   // makes that path a FIFO (opencl/hold.cl says why).
   bool hold_fifo;
   // The range is sized on the device instead (global is then 0): the work-items that keep the
-  // device busy for CONF_HOLD_S seconds, from a probe (hold_items below). Only the gate: a
+  // device busy for LW_TEST_HOLD_S seconds, from a probe (hold_items below). Only the gate: a
   // device runs its range in well under a second once the gate opens, so its length must
   // follow the device's speed (opencl/gate.cl).
   bool sized_on_device;
@@ -200,53 +201,49 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   out->param_dirs = sig->param_dirs;
 }
 
-// Sizing a range on the device: a probe of doubling ranges of the kernel, until one takes
-// CONF_PROBE_NS of the device's own (profiled) time, gives its rate; the range is the
-// work-items that keep the device busy for CONF_HOLD_S seconds at that rate, ten times the
-// suite's timeout. The probe runs through the level's own API, so at L3 it measures the device
-// in the chip child. Only the gate is sized so: its probe runs closed gates (words nobody
-// opens), whose every work-item polls its full count, as a held gate's do.
-#define CONF_HOLD_S 600
-#define CONF_PROBE_NS (100ll * 1000 * 1000)
+// Sizing a range on the device (tests/hold_items.h): the probe runs closed gates (words nobody
+// opens), whose every work-item polls its full count, as a held gate's do, through the level's
+// own API, so at L3 it measures the device in the chip child. Only the gate is sized so.
+typedef struct gate_probe {
+  lw_callable_handle_t h;
+  conf_gate_t *closed;
+} gate_probe_t;
+
+static uint64_t probe_closed_gate(uint64_t n, void *ctx) {
+  gate_probe_t *p = ctx;
+  conf_task_t t;
+  memset(&t, 0, sizeof(t));
+  t.callable = p->h;
+  lw_args_init(&t.args);
+  cr_assert_eq(lw_args_add_tensor(&t.args, (void *)&p->closed->open, 4, LW_TAG_NO_DEP), LW_OK);
+  cr_assert_eq(lw_args_add_tensor(&t.args, (void *)&p->closed->entered, 4, LW_TAG_NO_DEP), LW_OK);
+  uint64_t g[LW_MAX_LAUNCH_DIMS] = {n}, l[LW_MAX_LAUNCH_DIMS] = {0};
+  cr_assert_eq(lw_args_set_launch(&t.args, 1, g, l), LW_OK);
+  uint64_t ns = 0;
+  lw_error_t err;
+  memset(&err, 0, sizeof(err));
+  lw_status_t st = conf_run_timed(&t, &ns, &err);
+  cr_assert_eq(st, LW_OK, "probe of %llu gate work-items: %s: %s", (unsigned long long)n,
+               lw_status_name(st), err.message);
+  return ns;
+}
 
 static uint64_t hold_items(conf_kernel_t k, lw_callable_handle_t h) {
   static uint64_t cached[CONF_K_COUNT];
   if (cached[k]) return cached[k];
   cr_assert_eq(k, CONF_K_GATE, "only the gate's range is sized on the device");
-  conf_gate_t *closed = conf_alloc(sizeof(*closed));
-  for (uint64_t n = 4096;; n *= 2) {
-    conf_task_t t;
-    memset(&t, 0, sizeof(t));
-    t.callable = h;
-    lw_args_init(&t.args);
-    cr_assert_eq(lw_args_add_tensor(&t.args, (void *)&closed->open, 4, LW_TAG_NO_DEP), LW_OK);
-    cr_assert_eq(lw_args_add_tensor(&t.args, (void *)&closed->entered, 4, LW_TAG_NO_DEP), LW_OK);
-    uint64_t g[LW_MAX_LAUNCH_DIMS] = {n}, l[LW_MAX_LAUNCH_DIMS] = {0};
-    cr_assert_eq(lw_args_set_launch(&t.args, 1, g, l), LW_OK);
-    uint64_t ns = 0;
-    lw_error_t err;
-    memset(&err, 0, sizeof(err));
-    lw_status_t st = conf_run_timed(&t, &ns, &err);
-    cr_assert_eq(st, LW_OK, "probe of %llu gate work-items: %s: %s", (unsigned long long)n,
-                 lw_status_name(st), err.message);
-    if (ns == 0) {
-      // Decided from what the device reports, not from a time: without the device's own
-      // kernel time there is no rate to size the range with.
-      char dev[256] = "its device";
-      if (backend_row()->device_name) backend_row()->device_name(dev, sizeof(dev));
-      cr_skip("backend %s, %s: the gate's range is sized from the device's profiled kernel "
-              "time, and this device reports none",
-              LW_CONF_BACKEND, dev);
-    }
-    if ((int64_t)ns >= CONF_PROBE_NS || n >= (UINT64_C(1) << 40)) {
-      double items = (double)n * CONF_HOLD_S * 1e9 / (double)ns;
-      cr_assert_lt(items, 0x1p52, "the device would need %g gate work-items to hold %d s",
-                   items, CONF_HOLD_S);
-      uint64_t held = (uint64_t)items;
-      cached[k] = held - held % 64 + 64;  // a multiple of the work-group the backend picks
-      return cached[k];
-    }
+  gate_probe_t p = {h, conf_alloc(sizeof(conf_gate_t))};
+  cached[k] = lw_test_hold_items(probe_closed_gate, &p);
+  if (cached[k] == 0) {
+    // Decided from what the device reports, not from a time: without the device's own kernel
+    // time there is no rate to size the range with.
+    char dev[256] = "its device";
+    if (backend_row()->device_name) backend_row()->device_name(dev, sizeof(dev));
+    cr_skip("backend %s, %s: the gate's range is sized from the device's profiled kernel "
+            "time, and this device reports none",
+            LW_CONF_BACKEND, dev);
   }
+  return cached[k];
 }
 
 void conf_kernel_geometry(conf_kernel_t k, lw_callable_handle_t h, lw_args_t *args) {

@@ -150,7 +150,7 @@ static lw_status_t spin_orch(lw_orch_t *o, void *user) {
   return submit_vadd(o, &v, j->x, j->y, j->z, 1);
 }
 
-// The L3 probe of tests/opencl_spin.h: a spin of n work-items on chip 0, its task's kernel time.
+// The L3 probe (tests/hold_items.h): a spin of n work-items on chip 0, its task's kernel time.
 static uint64_t probe_l3(uint64_t n, void *ctx) {
   spin_job_t j = *(spin_job_t *)ctx;
   j.n = n;
@@ -179,6 +179,7 @@ Test(opencl_worker, a_chip_sharing_a_device_runs_its_kernel_while_the_other_chip
   float *z = lw_worker_alloc(w, j.vn * sizeof(float));
   cr_assert(j.w && j.x && j.y && z);
   j.n = lw_test_hold_items(probe_l3, &j);
+  cr_assert_gt(j.n, 0, "sizing a run on the device needs the device's profiled kernel time");
   for (uint64_t i = 0; i < j.vn; ++i) {
     j.x[i] = (float)i;
     j.y[i] = 3.0f;
