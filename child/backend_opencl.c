@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "child/backend.h"
 #include "child/backend_opencl.h"
@@ -300,9 +301,32 @@ static void warm_up(ocl_device_t *d) {
   clReleaseProgram(p);
 }
 
+// Waits until the driver holds no reference to q but the chip's: a command's event holds one
+// on its queue until the driver lets go of the event, which PoCL does on its device thread
+// a moment after it woke the thread waiting for the command. OpenCL says a sub-device outlives
+// the queues made on it, but PoCL frees a sub-device at its last clReleaseDevice whatever still
+// uses it, so an event released late touched freed memory (a SIGSEGV in POclReleaseEvent, seen
+// under load when a chip was closed right after a run). Bounded (2 s): the count is the
+// driver's to keep, and a driver that keeps an extra reference for good must not hang a close.
+static void drain_queue(cl_command_queue q) {
+  if (clFinish(q) != CL_SUCCESS) return;
+  for (int i = 0; i < 20000; ++i) {
+    cl_uint refs = 0;
+    if (clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof(refs), &refs, NULL) !=
+            CL_SUCCESS ||
+        refs <= 1) {
+      return;
+    }
+    struct timespec pause = {0, 100 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
 static void ocl_close(void *device) {
   ocl_device_t *d = device;
   if (!d) return;
+  // Only a sub-device is freed under a live queue; a root device is never freed.
+  if (d->q && d->sub) drain_queue(d->q);
   if (d->q) clReleaseCommandQueue(d->q);
   if (d->ctx) clReleaseContext(d->ctx);
   if (d->sub) clReleaseDevice(d->dev);
