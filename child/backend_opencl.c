@@ -305,9 +305,11 @@ static void warm_up(ocl_device_t *d) {
 // on its queue until the driver lets go of the event, which PoCL does on its device thread
 // a moment after it woke the thread waiting for the command. OpenCL says a sub-device outlives
 // the queues made on it, but PoCL frees a sub-device at its last clReleaseDevice whatever still
-// uses it, so an event released late touched freed memory (a SIGSEGV in POclReleaseEvent, seen
-// under load when a chip was closed right after a run). Bounded (2 s): the count is the
-// driver's to keep, and a driver that keeps an extra reference for good must not hang a close.
+// uses it (its refcount log shows no reference from the queue). Under load a chip closed right
+// after a run, with another opened at once, crashed PoCL's device thread in POclReleaseEvent;
+// an event let go after its sub-device was freed is the likely cause, and after this wait no
+// event of the queue is left to let go. Bounded (2 s): the count is the driver's to keep, and a
+// driver that keeps an extra reference for good must not hang a close.
 static void drain_queue(cl_command_queue q) {
   if (clFinish(q) != CL_SUCCESS) return;
   for (int i = 0; i < 20000; ++i) {
