@@ -43,5 +43,8 @@ bool lw__overlap_proof(const lw_overlap_arm_t *serial, const lw_overlap_arm_t *o
   out->by_events = overlapped->by_events;
   out->run_stretch = ov / alone;
   out->hidden_by_events = lw__overlap_hidden_by_events(overlapped->by_events, ov, alone, reg);
+  out->run_alone_ns = alone;
+  out->run_overlapped_ns = ov;
+  out->register_ns = reg;
   return true;
 }

@@ -37,11 +37,12 @@ typedef struct lw_overlap_arm {
 void lw__overlap_arm_read(const lw_trace_capture_t *c, const char *c1_name, const char *c2_name,
                           lw_overlap_arm_t *out);
 
-// One trial's figures, from its two arms.
+// One trial's figures, from its two arms, and the spans they come from (nanoseconds).
 typedef struct lw_overlap_proof {
   double by_events;
   double run_stretch;
   double hidden_by_events;
+  double run_alone_ns, run_overlapped_ns, register_ns;
 } lw_overlap_proof_t;
 
 // False (and *out untouched) when a span the figures need is missing: C1's run in either arm,
@@ -50,7 +51,9 @@ bool lw__overlap_proof(const lw_overlap_arm_t *serial, const lw_overlap_arm_t *o
                        lw_overlap_proof_t *out);
 
 // The formula itself (any one unit of time): by_events - max(0, run_overlapped - run_alone) /
-// reg, clamped to [0, 1]; 0 when reg <= 0.
+// reg, clamped to [0, 1]; 0 when reg <= 0. The bench's row figure applies it to the medians of
+// its trials' spans and containments, as seed 004's hidden fraction comes from the medians of
+// the clock; the trials' own figures give the row's spread.
 double lw__overlap_hidden_by_events(double by_events, double run_overlapped, double run_alone,
                                     double reg);
 
