@@ -696,17 +696,19 @@ static cl_int wait_event(cl_event ev, uint64_t *out_ns) {
 static uint64_t round_down(uint64_t v, uint64_t unit) { return v - v % unit; }
 
 // Records a finished slice in the trace. The device's profiling clock is not the host's, so the
-// span ends when the host saw the slice complete (now) and lasts the slice's profiled device
-// time, not starting before its enqueue (the enqueue-to-complete time when the device gave no
-// profile): the time between two slices of a run is then time the device spent on none of it,
-// the launch cost or, when a driver holds the device for something else, a stall.
+// span ends when the host saw the slice complete (t_done, read as its wait returned) and lasts
+// the slice's profiled device time, not starting before its enqueue returned; without a
+// profile it spans from that return to t_done. The time between two slices of a run is then
+// time the device spent on none of it: launch costs, live tensors' copies, or a driver holding
+// the device for something else. A stall while a slice executes (a driver that preempts the
+// running kernel) lies inside START..END and stays inside the slice's span.
 static void trace_slice(const ocl_module_t *m, const lw_backend_run_t *run, uint64_t index,
-                        uint64_t items, int64_t t_enqueue, uint64_t device_ns) {
+                        uint64_t items, int64_t t_enqueued, int64_t t_done,
+                        uint64_t device_ns) {
   if (!lw__trace_on()) return;
-  int64_t t_done = lw__now_ns();
-  int64_t t0 = device_ns > 0 && (int64_t)device_ns < t_done - t_enqueue
+  int64_t t0 = device_ns > 0 && (int64_t)device_ns < t_done - t_enqueued
                    ? t_done - (int64_t)device_ns
-                   : t_enqueue;
+                   : t_enqueued;
   lw__trace_slice(t0, t_done, run->trace_run, run->trace_task, run->chip, index, items,
                   m->name);
 }
@@ -774,17 +776,18 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     size[sd] = (size_t)n;
     cl_event ev = NULL;
     if (b.n_live > 0 && (e = live_push(d, &b)) != CL_SUCCESS) break;
-    int64_t t_enqueue = lw__now_ns();
     e = clEnqueueNDRangeKernel(d->q, m->kern, dims, offset, size, have_local ? local : NULL, 0,
                                NULL, &ev);
     if (e != CL_SUCCESS) break;
+    int64_t t_enqueued = lw__now_ns();
     uint64_t slice_ns = 0;
     e = wait_event(ev, &slice_ns);
+    int64_t t_done = lw__now_ns();
     clReleaseEvent(ev);
     if (e != CL_SUCCESS) break;
     if (b.n_live > 0 && (e = live_pull(d, &b)) != CL_SUCCESS) break;
     kernel_ns += slice_ns;
-    trace_slice(m, run, index, n * per_row, t_enqueue, slice_ns);
+    trace_slice(m, run, index, n * per_row, t_enqueued, t_done, slice_ns);
     start += n;
     // Aim the next slice at slice_ns of device time, growing at most OCL_SLICE_GROWTH times a
     // step so one misleading (cache-cold, tiny) slice cannot make the next one run for seconds.

@@ -2,8 +2,11 @@
 // and run on the run lane's own thread, with kernel args pointing at host memory.
 //
 // The device lock (a test hook, off unless LW_SIM_DEVICE_LOCK=1 is in the environment when the
-// chip opens): a load holds a device-wide lock from its start to its end, and a running
-// kernel's lw_kernel_should_stop waits at each poll until no load holds it. That is how a GPU
+// chip opens): a load holds the chip's lock (one per sim chip: a sim device is its chip) from
+// its start to its end, and a running kernel's lw_kernel_should_stop waits at each poll until
+// no load holds it. While held there a run sees no cancel or deadline; a prepare that never
+// returns therefore holds the running kernel too, and a prepare that waits for a running
+// kernel's progress would wait forever: the hook is for benchmarks and tests, never for use. That is how a GPU
 // driver whose compiler takes a context-wide lock behaves (NVIDIA's OpenCL build, or the CUDA
 // driver's PTX JIT, stop the running kernel for the whole register: DESIGN 7.2). With it, a
 // register posted while a run executes still lies inside the run's span, but the run makes no
@@ -18,6 +21,7 @@
 #include "child/backend.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
+#include "lanes/trace.h"
 
 typedef struct sim_device {
   int32_t device_id;
@@ -30,13 +34,25 @@ typedef struct sim_device {
 
 #define SIM_DEVICE_LOCK_ENV "LW_SIM_DEVICE_LOCK"
 
+// What a run's poll hook needs: the chip and the run (for the stall's trace span). Lives on
+// sim_launch's stack for the run.
+typedef struct sim_poll {
+  sim_device_t *dev;
+  const lw_backend_run_t *run;
+} sim_poll_t;
+
 // The running kernel's poll hook when the device lock is on: waits until no load holds the
-// lock. Relaxed: a load that starts just after this look stalls the kernel from its next poll.
+// lock, and records the wait as a stall span on the run lane (so a bench can tell the control
+// really stalled a run). Relaxed: a load that starts just after this look stalls the kernel
+// from its next poll.
 static void device_lock_poll(const lw_kernel_ctx_t *ctx) {
-  sim_device_t *dev = ctx->poll_hook_arg;
-  if (atomic_load_explicit(&dev->loading, memory_order_relaxed) == 0) return;
-  pthread_mutex_lock(&dev->lock);
-  pthread_mutex_unlock(&dev->lock);
+  const sim_poll_t *p = ctx->poll_hook_arg;
+  if (atomic_load_explicit(&p->dev->loading, memory_order_relaxed) == 0) return;
+  int64_t t0 = lw__now_ns();
+  pthread_mutex_lock(&p->dev->lock);
+  pthread_mutex_unlock(&p->dev->lock);
+  lw__trace_span(LW_TRACE_STALL, t0, lw__now_ns(), p->run->trace_run, p->run->trace_task,
+                 p->run->chip, LW_OK, ctx->name);
 }
 
 static void device_lock_take(sim_device_t *dev) {
@@ -219,10 +235,11 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
   sim_module_t *m = module;
   lw_kernel_ctx_t ctx;
   ctx_init(&ctx, dev, m, run->cancel_word, run->generation);
+  sim_poll_t poll = {dev, run};
   if (dev->device_lock) {
     // Runs only: prepare runs inside a load, which holds the lock its polls would wait for.
     ctx.poll_hook = device_lock_poll;
-    ctx.poll_hook_arg = dev;
+    ctx.poll_hook_arg = &poll;
   }
   ctx.launch = args->launch;
   ctx.fail_text = out->fail_text;

@@ -280,7 +280,8 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   lw_backend_launch_result_t res = {0, 0, ""};
   lw_backend_run_t brun = {.cancel_word = op->cancel_word, .generation = gen, .chip = dev};
   trace_ids(op, &brun.trace_run, &brun.trace_task);
-  // A backend may record slices during launch: this thread's track is the run lane's already.
+  // A backend may record slices or stalls during launch: name this thread's track the run
+  // lane's before the first of them (run_finish names it too, for runs that record nothing).
   if (lw__trace_on()) lw__trace_role("run lane", dev);
   lw_status_t st = chip->backend->launch(chip->device, op->pin.module, &op->args, &brun, &res,
                                          &err);

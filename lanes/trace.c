@@ -661,42 +661,60 @@ static int span_cmp(const void *x, const void *y) {
   return (p->a > q->a) - (p->a < q->a);
 }
 
+// The fraction of register span c->rec[i] covered by the run spans of its chip and process,
+// merged into disjoint intervals; runs is scratch room for c->n spans.
+static double covered(const lw_trace_capture_t *c, size_t i, span_t *runs) {
+  const lw_trace_event_t *reg = &c->rec[i].ev;
+  int32_t pid = c->tracks[c->rec[i].track].pid;
+  size_t n = 0;
+  for (size_t k = 0; k < c->n; ++k) {
+    const lw_trace_event_t *e = &c->rec[k].ev;
+    if (e->kind != LW_TRACE_RUN || e->chip != reg->chip) continue;
+    if (c->tracks[c->rec[k].track].pid != pid) continue;
+    runs[n++] = (span_t){e->ts_ns, e->ts_ns + e->dur_ns};
+  }
+  qsort(runs, n, sizeof(*runs), span_cmp);
+  int64_t a = reg->ts_ns, b = reg->ts_ns + reg->dur_ns, sum = 0, cur_a = 0, cur_b = 0;
+  bool open = false;
+  for (size_t k = 0; k <= n; ++k) {
+    if (k < n && open && runs[k].a <= cur_b) {
+      if (runs[k].b > cur_b) cur_b = runs[k].b;
+      continue;
+    }
+    if (open) {
+      int64_t lo = cur_a > a ? cur_a : a, hi = cur_b < b ? cur_b : b;
+      if (hi > lo) sum += hi - lo;
+    }
+    if (k < n) {
+      cur_a = runs[k].a;
+      cur_b = runs[k].b;
+      open = true;
+    }
+  }
+  return (double)sum / (double)(b - a);
+}
+
+static bool is_register_span(const lw_trace_capture_t *c, size_t i) {
+  return i < c->n && c->rec[i].ev.kind == LW_TRACE_REGISTER && c->rec[i].ev.dur_ns > 0;
+}
+
+double lw__trace_register_covered(const lw_trace_capture_t *c, size_t index) {
+  if (!is_register_span(c, index)) return -1;
+  span_t *runs = malloc(c->n * sizeof(*runs));
+  if (!runs) return -1;
+  double f = covered(c, index, runs);
+  free(runs);
+  return f;
+}
+
 double lw__trace_overlap_by_events(const lw_trace_capture_t *c, size_t *n_spans) {
   double sum = 0;
   size_t count = 0;
   span_t *runs = malloc((c->n ? c->n : 1) * sizeof(*runs));
   if (!runs) return -1;
   for (size_t i = 0; i < c->n; ++i) {
-    const lw_trace_event_t *reg = &c->rec[i].ev;
-    if (reg->kind != LW_TRACE_REGISTER || reg->dur_ns <= 0) continue;
-    int32_t pid = c->tracks[c->rec[i].track].pid;
-    // The run spans of the same chip in the same process, merged into disjoint intervals.
-    size_t n = 0;
-    for (size_t k = 0; k < c->n; ++k) {
-      const lw_trace_event_t *e = &c->rec[k].ev;
-      if (e->kind != LW_TRACE_RUN || e->chip != reg->chip) continue;
-      if (c->tracks[c->rec[k].track].pid != pid) continue;
-      runs[n++] = (span_t){e->ts_ns, e->ts_ns + e->dur_ns};
-    }
-    qsort(runs, n, sizeof(*runs), span_cmp);
-    int64_t a = reg->ts_ns, b = reg->ts_ns + reg->dur_ns, covered = 0, cur_a = 0, cur_b = 0;
-    bool open = false;
-    for (size_t k = 0; k <= n; ++k) {
-      if (k < n && open && runs[k].a <= cur_b) {
-        if (runs[k].b > cur_b) cur_b = runs[k].b;
-        continue;
-      }
-      if (open) {
-        int64_t lo = cur_a > a ? cur_a : a, hi = cur_b < b ? cur_b : b;
-        if (hi > lo) covered += hi - lo;
-      }
-      if (k < n) {
-        cur_a = runs[k].a;
-        cur_b = runs[k].b;
-        open = true;
-      }
-    }
-    sum += (double)covered / (double)(b - a);
+    if (!is_register_span(c, i)) continue;
+    sum += covered(c, i, runs);
     ++count;
   }
   free(runs);

@@ -53,16 +53,19 @@ typedef enum lw_trace_kind {
   // inside its run's span, at the time the device executed it (lw__trace_slice). The gaps
   // between a run's slices are the time its device ran none of it: launch costs, or a stall.
   LW_TRACE_SLICE = 10,
-  LW_TRACE_SPAN_KINDS_ = 11, // kinds from here on are instants
-  LW_TRACE_CANCEL = 11,
-  LW_TRACE_TIMEOUT = 12,
-  LW_TRACE_ESCALATION = 13,
-  LW_TRACE_DEATH = 14,
-  LW_TRACE_RESPAWN = 15,
-  LW_TRACE_LIVENESS_KILL = 16,
-  LW_TRACE_FAILED_FOR_GOOD = 17,
-  LW_TRACE_PROTOCOL = 18,
-  LW_TRACE_KIND_COUNT_ = 19,
+  // A running kernel held at a poll (the sim backend's device lock test hook): recorded on the
+  // run lane, inside its run's span, when a poll had to wait.
+  LW_TRACE_STALL = 11,
+  LW_TRACE_SPAN_KINDS_ = 12, // kinds from here on are instants
+  LW_TRACE_CANCEL = 12,
+  LW_TRACE_TIMEOUT = 13,
+  LW_TRACE_ESCALATION = 14,
+  LW_TRACE_DEATH = 15,
+  LW_TRACE_RESPAWN = 16,
+  LW_TRACE_LIVENESS_KILL = 17,
+  LW_TRACE_FAILED_FOR_GOOD = 18,
+  LW_TRACE_PROTOCOL = 19,
+  LW_TRACE_KIND_COUNT_ = 20,
 } lw_trace_kind_t;
 
 #define LW_TRACE_NAME_BYTES 48
@@ -226,6 +229,9 @@ LW_MUST_USE lw_status_t lw__trace_write_json(const lw_trace_capture_t *c, FILE *
 // nothing: each register counts once). n_spans: register spans seen. Returns -1 when there is
 // none.
 double lw__trace_overlap_by_events(const lw_trace_capture_t *c, size_t *n_spans);
+// The same for one register span, c->rec[index] (-1 when it is no register span of positive
+// length, or memory ran out).
+double lw__trace_register_covered(const lw_trace_capture_t *c, size_t index);
 
 #ifdef __cplusplus
 }

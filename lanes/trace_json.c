@@ -27,6 +27,7 @@ static const char *kind_cat(uint16_t k) {
     case LW_TRACE_DISPATCH: return "dispatch";
     case LW_TRACE_ORCH: return "orch";
     case LW_TRACE_SLICE: return "slice";
+    case LW_TRACE_STALL: return "stall";
     case LW_TRACE_CANCEL: return "cancel";
     case LW_TRACE_TIMEOUT: return "timeout";
     case LW_TRACE_ESCALATION: return "escalation";

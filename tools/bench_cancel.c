@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #define ESCALATIONS 3
-#define HANG_START_TIMEOUT_US 30e6
 
 typedef struct bench {
   const lw_bench_opts_t *o;

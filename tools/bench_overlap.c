@@ -29,6 +29,7 @@ typedef struct trial {
   double run_c1, reg_c2, run_c2, serial;
   double overlap, overlap_reg;
   double c1_done, reg_done;
+  uint32_t stalls;  // runs held at a poll in the overlapped arm (the sim device lock)
   bool proved;
   lw_overlap_proof_t proof;
 } trial_t;
@@ -45,12 +46,9 @@ enum {
   F_REG_DONE,
   F_HIDDEN,
   F_HIDDEN_REG,
-  F_BY_EVENTS,    // proved trials only, as the ones below
+  F_BY_EVENTS,    // proved trials only, as the next two
   F_RUN_STRETCH,
   F_HIDDEN_BY_EVENTS,
-  F_RUN_ALONE_EV,  // C1's run span alone, overlapped, and C2's register span (events)
-  F_RUN_OV_EV,
-  F_REG_EV,
   F_COUNT,
 };
 
@@ -60,13 +58,11 @@ typedef struct figure {
 
 typedef struct row {
   long delay_ms;
-  int proved;  // trials whose events had every span the proof needs
+  int proved;   // trials whose events had every span the proof needs
+  int stalled;  // trials whose overlapped arm held a run at a poll (the sim device lock)
   figure_t f[F_COUNT];
   double hidden;      // seed 004's: from the medians of serial, overlap, run(C1), register(C2)
   double hidden_reg;  // the same over the register phase
-  // From the medians of the proved trials' spans and containments (overlap_proof.h):
-  // median(run overlapped) / median(run alone), and the formula over the medians.
-  double run_stretch, hidden_by_events;
 } row_t;
 
 typedef struct bench {
@@ -76,6 +72,7 @@ typedef struct bench {
   lw_bench_chip_t *d;
   lw_callable_handle_t h1;
   long repeat;  // C1's repeat count
+  unsigned n_trials;  // trials run so far (warm-up included): which arm goes first
   lw_overlap_events_t ev;
   lw_overlap_check_t chk;
 } bench_t;
@@ -158,14 +155,23 @@ static lw_status_t overlapped_arm(bench_t *b, const lw_args_t *a1, const lw_args
   return st;
 }
 
+// A trial: its two arms, in turns serial first and overlapped first (by the count of trials so
+// far), so a machine whose speed drifts within a trial moves run_stretch both ways rather than
+// always the same way.
 static lw_status_t one_trial(bench_t *b, long delay_ms, bool keep, trial_t *t) {
   lw_args_t a1, a2;
   LW_RETURN_IF_ERROR(b->w->args_c1(b->ws, b->repeat, &a1));
   LW_RETURN_IF_ERROR(b->w->args_c2(b->ws, &a2));
   lw_overlap_arm_t serial, overlapped;
   memset(t, 0, sizeof(*t));
-  LW_RETURN_IF_ERROR(serial_arm(b, &a1, &a2, t, &serial));
-  LW_RETURN_IF_ERROR(overlapped_arm(b, &a1, &a2, delay_ms, keep, t, &overlapped));
+  if (b->n_trials++ % 2 == 0) {
+    LW_RETURN_IF_ERROR(serial_arm(b, &a1, &a2, t, &serial));
+    LW_RETURN_IF_ERROR(overlapped_arm(b, &a1, &a2, delay_ms, keep, t, &overlapped));
+  } else {
+    LW_RETURN_IF_ERROR(overlapped_arm(b, &a1, &a2, delay_ms, keep, t, &overlapped));
+    LW_RETURN_IF_ERROR(serial_arm(b, &a1, &a2, t, &serial));
+  }
+  t->stalls = overlapped.stalls;
   t->proved = lw__overlap_proof(&serial, &overlapped, &t->proof);
   return LW_OK;
 }
@@ -240,7 +246,13 @@ static void row_of(const trial_t *t, int n, long delay_ms, row_t *r) {
   double *v = malloc(sizeof(double) * (size_t)n);
   memset(r, 0, sizeof(*r));
   r->delay_ms = delay_ms;
-  for (int i = 0; i < n; ++i) r->proved += t[i].proved;
+  for (int i = 0; i < n; ++i) {
+    r->proved += t[i].proved;
+    r->stalled += t[i].stalls > 0;
+  }
+  if (!v) {
+    for (int k = 0; k < F_COUNT; ++k) r->f[k] = (figure_t){NAN, NAN, NAN};
+  }
   for (int k = 0; k < F_COUNT && v; ++k) {
     for (int i = 0; i < n; ++i) {
       const trial_t *x = &t[i];
@@ -264,9 +276,6 @@ static void row_of(const trial_t *t, int n, long delay_ms, row_t *r) {
         case F_BY_EVENTS: y = x->proved ? x->proof.by_events : NAN; break;
         case F_RUN_STRETCH: y = x->proved ? x->proof.run_stretch : NAN; break;
         case F_HIDDEN_BY_EVENTS: y = x->proved ? x->proof.hidden_by_events : NAN; break;
-        case F_RUN_ALONE_EV: y = x->proved ? x->proof.run_alone_ns : NAN; break;
-        case F_RUN_OV_EV: y = x->proved ? x->proof.run_overlapped_ns : NAN; break;
-        case F_REG_EV: y = x->proved ? x->proof.register_ns : NAN; break;
       }
       v[i] = y;
     }
@@ -279,13 +288,6 @@ static void row_of(const trial_t *t, int n, long delay_ms, row_t *r) {
   r->hidden_reg = lw__bench_hidden_fraction(f[F_RUN_C1].median + f[F_REG_C2].median,
                                             f[F_OVERLAP_REG].median, f[F_RUN_C1].median,
                                             f[F_REG_C2].median);
-  r->run_stretch = r->hidden_by_events = NAN;
-  if (r->proved > 0) {
-    r->run_stretch = f[F_RUN_OV_EV].median / f[F_RUN_ALONE_EV].median;
-    r->hidden_by_events = lw__overlap_hidden_by_events(
-        f[F_BY_EVENTS].median, f[F_RUN_OV_EV].median, f[F_RUN_ALONE_EV].median,
-        f[F_REG_EV].median);
-  }
 }
 
 // LW_BENCH_VERBOSE=1: each trial's figures on stderr, for a look at the spread behind a row.
@@ -304,7 +306,8 @@ static void print_trial(long delay_ms, int index, const trial_t *t) {
 }
 
 static bool holds(const row_t *r) {
-  return !isnan(r->hidden_by_events) && r->hidden_by_events >= LW_OVERLAP_HOLDS;
+  return !isnan(r->f[F_HIDDEN_BY_EVENTS].median) &&
+         r->f[F_HIDDEN_BY_EVENTS].median >= LW_OVERLAP_HOLDS;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -339,7 +342,9 @@ static void print_table(const bench_t *b, const row_t *rows, int n_rows, long re
   if (o->stall_control) {
     printf("  --stall-control: the sim device lock is on (LW_SIM_DEVICE_LOCK=1): a register "
            "stops the running kernel until it ends, the negative control: by events reads ~1, "
-           "run stretch ~1 + register/run, hidden by events ~0\n");
+           "run stretch ~1 + register/run, hidden by events ~0; a run was held at a poll in %d "
+           "of %d trials (delay %ld ms)\n",
+           r0->stalled, o->trials, r0->delay_ms);
   }
   printf("\n| Delay before C2 register | Serial median | Overlap median | Speedup | Hidden "
          "(clock) | By events | Run stretch | Hidden by events (min-max) | Holds |\n");
@@ -350,16 +355,14 @@ static void print_table(const bench_t *b, const row_t *rows, int n_rows, long re
     printf("| %ld ms | %.2f ms | %.2f ms | %.2fx | %.3f | %.3f | %.3f | %.3f (%.3f-%.3f) | %s |\n",
            r->delay_ms, g[F_SERIAL].median / 1e3, g[F_OVERLAP].median / 1e3,
            g[F_SERIAL].median / g[F_OVERLAP].median, r->hidden, g[F_BY_EVENTS].median,
-           r->run_stretch, r->hidden_by_events, g[F_HIDDEN_BY_EVENTS].lo,
+           g[F_RUN_STRETCH].median, g[F_HIDDEN_BY_EVENTS].median, g[F_HIDDEN_BY_EVENTS].lo,
            g[F_HIDDEN_BY_EVENTS].hi, holds(r) ? "yes" : "no");
   }
   printf("\nHidden (clock): (serial - overlap) / min(run C1, register C2), seed 004's. By "
          "events: the share of the\nregister span inside run spans of the same chip. Run "
          "stretch: C1's run span overlapped / alone.\nHidden by events: by events - max(0, "
          "run overlapped - run alone) / register, clamped to [0, 1]:\ncontainment minus the "
-         "time the register stopped the run. The overlap holds when it is >= %.2f.\nRun "
-         "stretch and hidden by events come from the medians of the trials' spans, as hidden "
-         "(clock)\ndoes; the range after hidden by events is the trials' own.\n",
+         "time the register stopped the run. The overlap holds when it is >= %.2f.\n",
          LW_OVERLAP_HOLDS);
   if (r0->proved < o->trials) {
     printf("Events: %d of %d trials recorded every span the proof needs (%llu events "
@@ -391,12 +394,13 @@ static void json_row(lw_json_t *j, const row_t *r) {
                         f[F_HIDDEN_REG].lo, f[F_HIDDEN_REG].hi, 3);
   lw__bench_json_spread(j, "overlap_by_events", f[F_BY_EVENTS].median, f[F_BY_EVENTS].lo,
                         f[F_BY_EVENTS].hi, 3);
-  lw__bench_json_spread(j, "run_stretch", r->run_stretch, f[F_RUN_STRETCH].lo,
+  lw__bench_json_spread(j, "run_stretch", f[F_RUN_STRETCH].median, f[F_RUN_STRETCH].lo,
                         f[F_RUN_STRETCH].hi, 3);
-  lw__bench_json_spread(j, "hidden_by_events", r->hidden_by_events, f[F_HIDDEN_BY_EVENTS].lo,
-                        f[F_HIDDEN_BY_EVENTS].hi, 3);
+  lw__bench_json_spread(j, "hidden_by_events", f[F_HIDDEN_BY_EVENTS].median,
+                        f[F_HIDDEN_BY_EVENTS].lo, f[F_HIDDEN_BY_EVENTS].hi, 3);
   lw__json_kv_bool(j, "overlap_holds", holds(r));
   lw__json_kv_int(j, "trials_proved", r->proved);
+  lw__json_kv_int(j, "trials_stalled", r->stalled);
 }
 
 static int print_json(const bench_t *b, const row_t *rows, int n_rows, long repeat,
@@ -513,6 +517,15 @@ int lw__bench_overlap(const lw_bench_opts_t *o, const lw_overlap_workload_t *w) 
       if (verbose) print_trial(delays[di], t, &trials[t]);
     }
     row_of(trials, o->trials, delays[di], &rows[di]);
+    // The stall control proves the proof can fail only if it stalled something: a kernel built
+    // before kernel ABI 4 never calls the poll hook, and the control would then be a plain run.
+    if (o->stall_control && rows[di].stalled == 0) {
+      rc = lw__bench_invalid("--stall-control: no run was held at a poll in the %d trials of "
+                             "delay %ld ms; the device lock stalled nothing (is %s built "
+                             "against kernel ABI 4?)",
+                             o->trials, delays[di], c1_name(&b));
+      goto out;
+    }
   }
   lw__bench_progress_end();
   print_table(&b, rows, n_delays, b.repeat, target_us, open_ms);

@@ -10,20 +10,28 @@ static bool named(const lw_trace_event_t *e, const char *name) {
 void lw__overlap_arm_read(const lw_trace_capture_t *c, const char *c1_name, const char *c2_name,
                           lw_overlap_arm_t *out) {
   memset(out, 0, sizeof(*out));
+  out->by_events = -1;
   bool run = false, reg = false;
-  for (size_t i = 0; i < c->n && !(run && reg); ++i) {
-    const lw_trace_event_t *e = &c->rec[i].ev;
-    if (!run && e->kind == LW_TRACE_RUN && named(e, c1_name)) {
+  for (size_t i = 0; i < c->n; ++i) {
+    const lw_trace_record_t *r = &c->rec[i];
+    const lw_trace_event_t *e = &r->ev;
+    if (e->kind == LW_TRACE_STALL) {
+      ++out->stalls;
+    } else if (!run && e->kind == LW_TRACE_RUN && named(e, c1_name)) {
       out->run_t0_ns = e->ts_ns;
       out->run_t1_ns = e->ts_ns + e->dur_ns;
+      out->run_pid = c->tracks[r->track].pid;
+      out->run_chip = e->chip;
       run = true;
     } else if (!reg && e->kind == LW_TRACE_REGISTER && named(e, c2_name)) {
       out->reg_t0_ns = e->ts_ns;
       out->reg_t1_ns = e->ts_ns + e->dur_ns;
+      out->reg_pid = c->tracks[r->track].pid;
+      out->reg_chip = e->chip;
+      out->by_events = lw__trace_register_covered(c, i);
       reg = true;
     }
   }
-  out->by_events = lw__trace_overlap_by_events(c, NULL);
 }
 
 double lw__overlap_hidden_by_events(double by_events, double run_overlapped, double run_alone,
@@ -40,11 +48,11 @@ bool lw__overlap_proof(const lw_overlap_arm_t *serial, const lw_overlap_arm_t *o
   double ov = (double)(overlapped->run_t1_ns - overlapped->run_t0_ns);
   double reg = (double)(overlapped->reg_t1_ns - overlapped->reg_t0_ns);
   if (alone <= 0 || ov <= 0 || reg <= 0 || overlapped->by_events < 0) return false;
+  if (overlapped->run_pid != overlapped->reg_pid || overlapped->run_chip != overlapped->reg_chip) {
+    return false;
+  }
   out->by_events = overlapped->by_events;
   out->run_stretch = ov / alone;
   out->hidden_by_events = lw__overlap_hidden_by_events(overlapped->by_events, ov, alone, reg);
-  out->run_alone_ns = alone;
-  out->run_overlapped_ns = ov;
-  out->register_ns = reg;
   return true;
 }

@@ -86,7 +86,10 @@ typedef struct lw_kernel_ctx {
   // test hook sets it (LW_SIM_DEVICE_LOCK=1, docs/observability.md): a register then holds a
   // device-wide lock for its whole load, as a GPU driver's compiler does, and the hook makes
   // the running kernel's polls wait for it, so the overlap benchmark can prove that it sees a
-  // stall. Kernels never call it themselves; lw_kernel_should_stop does.
+  // stall. Kernels never call it themselves; lw_kernel_should_stop does. Under that hook a poll
+  // may block for a whole register, sees no cancel or deadline while it waits, and may come
+  // from any thread of the kernel: a kernel must not poll while holding a lock its own prepare
+  // needs. A kernel built against ABI 3 or older never calls it (it then runs unstalled).
   void (*poll_hook)(const struct lw_kernel_ctx *ctx);
   void *poll_hook_arg;  // the backend's, for poll_hook
 } lw_kernel_ctx_t;

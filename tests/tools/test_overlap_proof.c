@@ -175,3 +175,31 @@ Test(overlap_proof, arms_missing_a_span_prove_nothing) {
   cr_assert_not(lw__overlap_proof(&s, &no_reg, &p), "no register overlapped");
   cr_assert_eq(p.by_events, 7, "a refused proof wrote its figures");
 }
+
+Test(overlap_proof, containment_is_c2s_register_alone_and_stalls_are_counted) {
+  hand_t h;
+  hand_init(&h);
+  span(&h, LW_TRACE_RUN, C1, 0, 1000);
+  span(&h, LW_TRACE_REGISTER, C2, 200, 600);
+  // Another register outside every run (a replay, another callable) does not dilute C2's.
+  span(&h, LW_TRACE_REGISTER, "other", 2000, 2400);
+  span(&h, LW_TRACE_STALL, C1, 200, 600);
+  lw_overlap_arm_t a;
+  lw__overlap_arm_read(&h.c, C1, C2, &a);
+  expect_near(a.by_events, 1.0, "C2's register inside C1's run");
+  cr_assert_eq(a.stalls, 1);
+}
+
+Test(overlap_proof, a_register_on_another_chip_than_the_run_proves_nothing) {
+  lw_overlap_arm_t s, o;
+  serial_arm(&s);
+  hand_t h;
+  hand_init(&h);
+  span(&h, LW_TRACE_RUN, C1, 0, 1000);
+  span(&h, LW_TRACE_REGISTER, C2, 200, 600);
+  h.rec[1].ev.chip = 1;  // C2 registered on chip 1, C1 ran on chip 0
+  lw__overlap_arm_read(&h.c, C1, C2, &o);
+  expect_near(o.by_events, 0.0, "no run on chip 1");
+  lw_overlap_proof_t p;
+  cr_assert_not(lw__overlap_proof(&s, &o, &p), "a proof across chips");
+}
