@@ -273,9 +273,16 @@ static int ensure_env(const bench_spec_t *b, const lw_bench_opts_t *o,
                                   "turns it on for its own run)",
                          STALL_ENV);
   }
-  const char *env[4][2] = {{NULL, NULL}};
+  // The backend's pairs, the stall control's, and the end.
+  enum { MAX_BACKEND_ENV = 4 };
+  const char *env[MAX_BACKEND_ENV + 2][2] = {{NULL, NULL}};
   int n = 0;
-  for (size_t i = 0; be->env && be->env[i][0] && n < 2; ++i, ++n) {
+  for (size_t i = 0; be->env && be->env[i][0]; ++i, ++n) {
+    if (n == MAX_BACKEND_ENV) {
+      fprintf(stderr, "lanework bench: backend %s needs more than %d environment variables\n",
+              be->name, MAX_BACKEND_ENV);
+      return 1;
+    }
     env[n][0] = be->env[i][0];
     env[n][1] = be->env[i][1];
   }
