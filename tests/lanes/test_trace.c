@@ -20,6 +20,7 @@
 #include "lanes/trace.h"
 #include "lanework/status.h"
 #include "lanework/trace.h"
+#include "trace_capture_util.h"
 #include "trace_test_util.h"
 
 #define US 1000ll  // nanoseconds
@@ -378,33 +379,20 @@ Test(trace, the_track_checker_finds_a_partial_overlap, .timeout = 10) {
 // ---------------------------------------------------------------------------------------------
 // Overlap from events (hand-made captures)
 
-typedef struct hand {
-  lw_trace_capture_t c;
-  lw_trace_record_t rec[8];
-  lw_trace_track_t tracks[4];
-} hand_t;
+typedef tc_hand_t hand_t;
 
+// Tracks: 0 register lane and 1 run lane of chip 0 in process 100; 2 run lane of chip 0 in
+// process 200.
 static void hand_init(hand_t *h) {
-  memset(h, 0, sizeof(*h));
-  h->c.rec = h->rec;
-  h->c.tracks = h->tracks;
-  // Tracks: 0 register lane and 1 run lane of chip 0 in process 100; 2 run lane of chip 0 in
-  // process 200.
-  h->tracks[0] = (lw_trace_track_t){100, 101, 0, "register lane"};
-  h->tracks[1] = (lw_trace_track_t){100, 102, 0, "run lane"};
-  h->tracks[2] = (lw_trace_track_t){200, 201, 0, "run lane"};
-  h->c.n_tracks = 3;
+  static const lw_trace_track_t tracks[] = {{100, 101, 0, "register lane"},
+                                            {100, 102, 0, "run lane"},
+                                            {200, 201, 0, "run lane"}};
+  tc_hand_init(h, tracks, 3);
 }
 
 static void hand_span(hand_t *h, uint32_t track, lw_trace_kind_t kind, int16_t chip, int64_t a,
                       int64_t b) {
-  lw_trace_record_t *r = &h->rec[h->c.n++];
-  memset(r, 0, sizeof(*r));
-  r->ev.kind = (uint16_t)kind;
-  r->ev.chip = chip;
-  r->ev.ts_ns = a;
-  r->ev.dur_ns = b - a;
-  r->track = track;
+  (void)tc_hand_span(h, track, kind, chip, a, b, NULL);
 }
 
 static void expect_overlap(double got, double want) {

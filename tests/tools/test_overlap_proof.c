@@ -8,36 +8,23 @@
 #include <string.h>
 
 #include "tools/overlap_proof.h"
+#include "trace_capture_util.h"
 
 #define C1 "repeat_vector_add"
 #define C2 "big_vector_add"
 
-typedef struct hand {
-  lw_trace_capture_t c;
-  lw_trace_record_t rec[8];
-  lw_trace_track_t tracks[2];
-} hand_t;
+typedef tc_hand_t hand_t;
 
 // Track 0: the chip's run lane, track 1: its register lane, both in process 100, chip 0.
 static void hand_init(hand_t *h) {
-  memset(h, 0, sizeof(*h));
-  h->c.rec = h->rec;
-  h->c.tracks = h->tracks;
-  h->tracks[0] = (lw_trace_track_t){100, 101, 0, "run lane"};
-  h->tracks[1] = (lw_trace_track_t){100, 102, 0, "register lane"};
-  h->c.n_tracks = 2;
+  static const lw_trace_track_t tracks[] = {{100, 101, 0, "run lane"},
+                                            {100, 102, 0, "register lane"}};
+  tc_hand_init(h, tracks, 2);
 }
 
+// A span of chip 0 on the register lane (a register) or the run lane (anything else).
 static void span(hand_t *h, lw_trace_kind_t kind, const char *name, int64_t a, int64_t b) {
-  cr_assert_lt(h->c.n, sizeof(h->rec) / sizeof(h->rec[0]));
-  lw_trace_record_t *r = &h->rec[h->c.n++];
-  memset(r, 0, sizeof(*r));
-  r->ev.kind = (uint16_t)kind;
-  r->ev.chip = 0;
-  r->ev.ts_ns = a;
-  r->ev.dur_ns = b - a;
-  snprintf(r->ev.name, sizeof(r->ev.name), "%s", name);
-  r->track = kind == LW_TRACE_REGISTER ? 1 : 0;
+  (void)tc_hand_span(h, kind == LW_TRACE_REGISTER ? 1 : 0, kind, 0, a, b, name);
 }
 
 static void expect_near(double got, double want, const char *what) {
