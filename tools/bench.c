@@ -53,29 +53,27 @@ double lw__bench_now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-bool lw__bench_load_kernel(const char *name, lw_callable_t *out) {
+// Loads <kernel dir>/<sub><name><ext> into out; prints the error and returns false.
+static bool load_image(const char *sub, const char *name, const char *ext, const char *what,
+                       lw_callable_t *out) {
   char path[PATH_MAX];
-  snprintf(path, sizeof(path), "%s/%s.so", lw__tool_kernel_dir(), name);
-  lw_status_t st = lw_callable_load_file(path, out);
-  if (st != LW_OK) {
+  snprintf(path, sizeof(path), "%s/%s%s%s", lw__tool_kernel_dir(), sub, name, ext);
+  if (lw_callable_load_file(path, out) != LW_OK) {
     lw__bench_progress_end();
-    fprintf(stderr, "lanework bench: cannot load kernel %s: %s (set LW_KERNEL_DIR?)\n", path,
+    fprintf(stderr, "lanework bench: cannot load %s %s: %s (set LW_KERNEL_DIR?)\n", what, path,
             lw_last_error()->message);
     return false;
   }
   return true;
 }
 
+bool lw__bench_load_kernel(const char *name, lw_callable_t *out) {
+  return load_image("", name, ".so", "kernel", out);
+}
+
 bool lw__bench_load_opencl_kernel(const char *name, uint32_t n_params, const uint8_t *dirs,
                                   lw_callable_t *out) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof(path), "%s/opencl/%s.cl", lw__tool_kernel_dir(), name);
-  if (lw_callable_load_file(path, out) != LW_OK) {
-    lw__bench_progress_end();
-    fprintf(stderr, "lanework bench: cannot load OpenCL kernel %s: %s (set LW_KERNEL_DIR?)\n",
-            path, lw_last_error()->message);
-    return false;
-  }
+  if (!load_image("opencl/", name, ".cl", "OpenCL kernel", out)) return false;
   out->n_params = n_params;
   out->param_dirs = n_params ? dirs : NULL;
   return true;
