@@ -705,7 +705,6 @@ static uint64_t round_down(uint64_t v, uint64_t unit) { return v - v % unit; }
 static void trace_slice(const ocl_module_t *m, const lw_backend_run_t *run, uint64_t index,
                         uint64_t items, int64_t t_enqueued, int64_t t_done,
                         uint64_t device_ns) {
-  if (!lw__trace_on()) return;
   int64_t t0 = device_ns > 0 && (int64_t)device_ns < t_done - t_enqueued
                    ? t_done - (int64_t)device_ns
                    : t_enqueued;
@@ -779,15 +778,17 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
     e = clEnqueueNDRangeKernel(d->q, m->kern, dims, offset, size, have_local ? local : NULL, 0,
                                NULL, &ev);
     if (e != CL_SUCCESS) break;
-    int64_t t_enqueued = lw__now_ns();
+    // The slice's host times are read only for the trace: off, a slice costs one branch more.
+    bool traced = lw__trace_on();
+    int64_t t_enqueued = traced ? lw__now_ns() : 0;
     uint64_t slice_ns = 0;
     e = wait_event(ev, &slice_ns);
-    int64_t t_done = lw__now_ns();
+    int64_t t_done = traced ? lw__now_ns() : 0;
     clReleaseEvent(ev);
     if (e != CL_SUCCESS) break;
     if (b.n_live > 0 && (e = live_pull(d, &b)) != CL_SUCCESS) break;
     kernel_ns += slice_ns;
-    trace_slice(m, run, index, n * per_row, t_enqueued, t_done, slice_ns);
+    if (traced) trace_slice(m, run, index, n * per_row, t_enqueued, t_done, slice_ns);
     start += n;
     // Aim the next slice at slice_ns of device time, growing at most OCL_SLICE_GROWTH times a
     // step so one misleading (cache-cold, tiny) slice cannot make the next one run for seconds.
