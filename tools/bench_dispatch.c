@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "tools/dispatch_l3.h"
 
@@ -22,17 +21,12 @@
 #define WARMUP 200
 #define MAX_KINDS (LW_DISPATCH_MAX_FLOORS + 3)
 
-typedef struct l3_side {
-  lw_worker_t *w;
-  lw_callable_handle_t h;
-} l3_side_t;
-
 typedef struct sides {
   const lw_dispatch_workload_t *w, *ref;
   void *floor[LW_DISPATCH_MAX_FLOORS];
   lw_chip_t *chip;
   lw_callable_handle_t h2;
-  l3_side_t l3, l3ref;
+  lw_dispatch_l3_side_t l3, l3ref;
   int n_kinds, k_l2, k_l3, k_ref;  // k_ref -1 without a reference
 } sides_t;
 
@@ -43,20 +37,6 @@ typedef struct phase {
   int dag_rc;  // 0: dag measured
   lw_dispatch_l3_result_t dag;
 } phase_t;
-
-static lw_status_t one_task(lw_orch_t *o, void *user) {
-  const l3_side_t *s = user;
-  return lw_orch_submit_next_level(o, s->h, NULL, NULL, 0);
-}
-
-static lw_status_t l3_open(const char *backend, const lw_callable_t *c, l3_side_t *s) {
-  lw_worker_config_t cfg;
-  lw_worker_config_default(&cfg);
-  cfg.arena_bytes = 4ull << 20;
-  snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "%s", backend);
-  LW_RETURN_IF_ERROR(lw_worker_create(&cfg, &s->w));
-  return lw_worker_register(s->w, c, &s->h);
-}
 
 static const char *kind_name(const sides_t *s, int k) {
   if (k < s->w->n_floors) return s->w->floors[k].name;
@@ -72,15 +52,14 @@ static bool sample(sides_t *s, int k, long n, double *v) {
   }
   if (k < s->w->n_floors) return s->w->floors[k].sample(s->floor[k], n, v);
   lw_status_t st = LW_OK;
-  for (long i = 0; st == LW_OK && i < n; ++i) {
-    double t0 = lw__bench_now_us();
-    if (k == s->k_l2) {
+  if (k == s->k_l2) {
+    for (long i = 0; st == LW_OK && i < n; ++i) {
+      double t0 = lw__bench_now_us();
       st = lw_chip_run(s->chip, s->h2, NULL, NULL, NULL);
-    } else {
-      l3_side_t *side = k == s->k_l3 ? &s->l3 : &s->l3ref;
-      st = lw_worker_run(side->w, one_task, side, NULL);
+      v[i] = lw__bench_now_us() - t0;
     }
-    v[i] = lw__bench_now_us() - t0;
+  } else {
+    st = lw__dispatch_l3_sample(k == s->k_l3 ? &s->l3 : &s->l3ref, n, v);
   }
   if (st != LW_OK) {
     lw__bench_fail(kind_name(s, k), st);
@@ -114,7 +93,7 @@ static int measure(sides_t *s, long per_round, double **v, phase_t *p, const cha
   p->dag.why = "not measured on this backend";
   if (s->w->dag) {
     lw__bench_progress("%sL3 DAGs", when);
-    p->dag_rc = lw__dispatch_l3_dags(s->l3.w, s->l3.h, &p->dag);
+    p->dag_rc = lw__dispatch_l3_dags(&s->l3, &p->dag);
   }
   return 0;
 }
@@ -339,10 +318,10 @@ static lw_status_t sides_open(sides_t *s, lw_callable_t *empty, lw_callable_t *r
   LW_RETURN_IF_ERROR(lw_chip_open(&cc, &s->chip));
   LW_RETURN_IF_ERROR(lw_chip_register(s->chip, empty, &s->h2));
   *what = "the L3 worker";
-  LW_RETURN_IF_ERROR(l3_open(w->backend, empty, &s->l3));
+  LW_RETURN_IF_ERROR(lw__dispatch_l3_open(w->backend, empty, &s->l3));
   if (s->ref) {
     *what = "the L3 sim worker";
-    LW_RETURN_IF_ERROR(l3_open("sim", ref_empty, &s->l3ref));
+    LW_RETURN_IF_ERROR(lw__dispatch_l3_open("sim", ref_empty, &s->l3ref));
   }
   return LW_OK;
 }

@@ -22,8 +22,27 @@ typedef struct dag_job {
 } dag_job_t;
 
 static lw_status_t one_task(lw_orch_t *o, void *user) {
-  dag_job_t *j = user;
-  return lw_orch_submit_next_level(o, j->noop, NULL, NULL, 0);
+  const lw_dispatch_l3_side_t *s = user;
+  return lw_orch_submit_next_level(o, s->empty, NULL, NULL, 0);
+}
+
+lw_status_t lw__dispatch_l3_open(const char *backend, const lw_callable_t *empty,
+                                 lw_dispatch_l3_side_t *out) {
+  lw_worker_config_t cfg;
+  lw_worker_config_default(&cfg);
+  cfg.arena_bytes = 4ull << 20;
+  snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "%s", backend);
+  LW_RETURN_IF_ERROR(lw_worker_create(&cfg, &out->w));
+  return lw_worker_register(out->w, empty, &out->empty);
+}
+
+lw_status_t lw__dispatch_l3_sample(lw_dispatch_l3_side_t *s, long n, double *v) {
+  for (long i = 0; i < n; ++i) {
+    double t0 = lw__bench_now_us();
+    LW_RETURN_IF_ERROR(lw_worker_run(s->w, one_task, s, NULL));
+    if (v) v[i] = lw__bench_now_us() - t0;
+  }
+  return LW_OK;
 }
 
 // Task i's input (layer > 0) and output in a layered DAG. Layered: layers of DAG_WIDTH tasks
@@ -141,10 +160,9 @@ done:
   return rc;
 }
 
-int lw__dispatch_l3_dags(lw_worker_t *w, lw_callable_handle_t empty,
-                         lw_dispatch_l3_result_t *out) {
-  dag_job_t j = {empty, NULL, NULL, 1};
-  return dags(w, &j, out);
+int lw__dispatch_l3_dags(lw_dispatch_l3_side_t *s, lw_dispatch_l3_result_t *out) {
+  dag_job_t j = {s->empty, NULL, NULL, 1};
+  return dags(s->w, &j, out);
 }
 
 int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
@@ -153,35 +171,26 @@ int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out) {
     out->why = "kernel noop not found";
     return 1;
   }
-  lw_worker_config_t cfg;
-  lw_worker_config_default(&cfg);
-  cfg.arena_bytes = 4ull << 20;
-  lw_worker_t *w = NULL;
+  lw_dispatch_l3_side_t side = {0};
   int rc = 1;
   double *v = malloc(sizeof(double) * (size_t)iters);
-  dag_job_t j = {{0}, NULL, NULL, 1};
-  lw_status_t st = lw_worker_create(&cfg, &w);
-  if (st == LW_OK) st = lw_worker_register(w, &noop, &j.noop);
+  lw_status_t st = lw__dispatch_l3_open("sim", &noop, &side);
   if (st != LW_OK || !v) {
     out->why = "worker setup failed";
     goto done;
   }
-  for (long i = 0; st == LW_OK && i < 200; ++i) st = lw_worker_run(w, one_task, &j, NULL);
-  for (long i = 0; st == LW_OK && i < iters; ++i) {
-    double t0 = lw__bench_now_us();
-    st = lw_worker_run(w, one_task, &j, NULL);
-    v[i] = lw__bench_now_us() - t0;
-  }
+  st = lw__dispatch_l3_sample(&side, 200, NULL);
+  if (st == LW_OK) st = lw__dispatch_l3_sample(&side, iters, v);
   if (st != LW_OK) {
     out->why = "an empty run failed";
     goto done;
   }
   out->empty_p50_us = lw__bench_quantile(v, (size_t)iters, 0.5);
   out->empty_p99_us = lw__bench_quantile(v, (size_t)iters, 0.99);
-  rc = dags(w, &j, out);
+  rc = lw__dispatch_l3_dags(&side, out);
 done:
   free(v);
-  lw_worker_destroy(w);
+  lw_worker_destroy(side.w);
   lw_callable_free_loaded(&noop);
   return rc;
 }

@@ -33,11 +33,23 @@ typedef struct lw_dispatch_l3_result {
   const char *why;  // when not measured
 } lw_dispatch_l3_result_t;
 
+// What an L3 round trip runs on: a worker with one chip of a backend and its empty callable
+// (no arguments) registered. Close with lw_worker_destroy(side.w) (NULL-safe).
+typedef struct lw_dispatch_l3_side {
+  lw_worker_t *w;
+  lw_callable_handle_t empty;
+} lw_dispatch_l3_side_t;
+
+lw_status_t lw__dispatch_l3_open(const char *backend, const lw_callable_t *empty,
+                                 lw_dispatch_l3_side_t *out);
+// n round trips, each a whole lw_worker_run of one task of the empty callable; v[i] their
+// microseconds (v NULL: not kept).
+lw_status_t lw__dispatch_l3_sample(lw_dispatch_l3_side_t *s, long n, double *v);
+
 // On a sim worker of its own: the empty round trip (iters runs) and the DAG figures. Returns 0
 // and fills out, or non-zero with out->why set.
 int lw__dispatch_l3(long iters, lw_dispatch_l3_result_t *out);
-// The DAG figures only (empty_* untouched), on w, whose callable empty ignores its arguments.
-int lw__dispatch_l3_dags(lw_worker_t *w, lw_callable_handle_t empty,
-                         lw_dispatch_l3_result_t *out);
+// The DAG figures only (empty_* untouched), on a side whose callable ignores its arguments.
+int lw__dispatch_l3_dags(lw_dispatch_l3_side_t *s, lw_dispatch_l3_result_t *out);
 
 #endif  // LANEWORK_TOOLS_DISPATCH_L3_H_
