@@ -224,6 +224,15 @@ static lw_status_t share_new(const char *memfd_name, const char *what, size_t by
   return LW_OK;
 }
 
+lw_status_t lw_init(void) {
+  if (!lw__forkserver_zygote_ensure()) {
+    return lw__fail(LW_FAILED_PRECONDITION,
+                    "lw_init: no zygote could be started (the process has other threads): call "
+                    "lw_init before the program starts threads (docs/processes.md)");
+  }
+  return LW_OK;
+}
+
 lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_create: out must be set");
   *out = NULL;

@@ -131,6 +131,17 @@ static inline void lw_worker_config_default(lw_worker_config_t *c) {
   lw_worker_config_default_sized(c, (uint32_t)sizeof(*c));
 }
 
+// Optional early start (docs/processes.md). Starts the zygote now: a copy of the program as it
+// is at this call, after its static constructors, from which the sub children of every later
+// worker are forked. Call it from main before the program starts threads when a worker will
+// have sub children (n_subs > 0) and the first lw_worker_create may come from a threaded
+// program. Without it the first lw_worker_create starts the zygote if the process is
+// single-threaded then. Idempotent; thread-safe. FAILED_PRECONDITION when the process already
+// has other threads and no zygote (the message says how many and what to do); UNAVAILABLE when
+// the zygote cannot be started (the message names the step). Workers without sub children
+// never need it.
+LW_API LW_MUST_USE lw_status_t lw_init(void);
+
 LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,
                                                 lw_worker_t **out);
 // Cancels queued runs, lets running ones finish or cancels them, stops every child, and
