@@ -37,6 +37,7 @@ extern "C" {
 // at the parent's addresses.
 typedef struct lw_child_env {
   lw_mailbox_t *mailbox;  // this child's mailbox (siblings' are unmapped in the child)
+  lw_mailbox_t *mailboxes;  // every child's mailbox, LW_MAILBOX_STRIDE apart (n_children)
   lw_mb_arena_t arena;
   lw_chip_config_t chip;  // chip children; chip.device_id is the chip's index
   int32_t device;         // chip children: the backend device the chip opens (n_devices)

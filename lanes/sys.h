@@ -58,11 +58,13 @@ int lw__sys_pidfd_open(pid_t pid);
 int lw__sys_pidfd_send_signal(int pidfd, int sig);
 // close_range(first, last, flags): 0 or -errno (-ENOSYS on kernels before 5.9).
 int lw__sys_close_range(unsigned first, unsigned last, unsigned flags);
-// clone(CLONE_PARENT | SIGCHLD) with no new stack: a fork whose child becomes a child of the
-// caller's parent (a sibling), which reaps it. Returns the child's pid in the caller, 0 in the
-// child, or -errno. Like fork, and unlike glibc's fork(), it runs no atfork handlers: only for
-// single-threaded callers (the zygote).
-pid_t lw__sys_clone_parent(void);
+// clone() with no new stack and no exit signal: a fork whose child sends its parent no SIGCHLD
+// when it exits and is a "clone child" (man waitpid, __WCLONE): wait(), waitpid(-1, ..) without
+// __WALL/__WCLONE and a SIGCHLD handler of the caller never see it; only
+// waitpid(pid, .., __WALL) reaps it. Returns the child's pid in the caller, 0 in the child, or
+// -errno. Unlike glibc's fork() it runs no atfork handlers and resets no library state in the
+// child: only for single-threaded callers, whose child does little before it exits.
+pid_t lw__sys_clone_quiet(void);
 
 // One CPU relax instruction (pause on x86, yield on arm).
 static inline void lw__cpu_relax(void) {

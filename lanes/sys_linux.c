@@ -103,10 +103,11 @@ int lw__sys_close_range(unsigned first, unsigned last, unsigned flags) {
   return close_range(first, last, (int)flags) < 0 ? -errno : 0;
 }
 
-pid_t lw__sys_clone_parent(void) {
+pid_t lw__sys_clone_quiet(void) {
   // The raw syscall, not clone(3): glibc's wrapper wants a new stack and a function; with a
   // NULL stack the child returns here on a copy of the caller's stack, exactly as from fork.
   // Every pointer argument is NULL, so the architectures' different argument orders agree.
-  long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
+  // Flags 0: no CLONE_* sharing and exit signal 0.
+  long pid = syscall(SYS_clone, 0UL, NULL, NULL, NULL, NULL);
   return pid < 0 ? -errno : (pid_t)pid;
 }

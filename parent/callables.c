@@ -13,16 +13,6 @@
 #include "parent/worker_impl.h"
 
 // ---------------------------------------------------------------------------------------------
-// Code mapped at create time (lw_worker_register_sub checks function pointers against it).
-
-static bool base_known(const lw_worker_t *w, uintptr_t base) {
-  for (uint32_t i = 0; i < w->calls.n_code_bases; ++i) {
-    if (w->calls.code_bases[i] == base) return true;
-  }
-  return false;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Callable table (w->mu held)
 
 static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
@@ -670,8 +660,7 @@ static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index
     lw_status_t st = lw__ep_control_gen(ep, gen[i], &p, &ack, &err);
     if (st == LW_OK && ack.status == LW_OK) continue;
     if (st == LW_CHILD_EXITED) continue;  // the replay brings the new child in step
-    pid_t pid = atomic_load(&ep->pid);
-    if (pid > 0) kill(pid, SIGKILL);
+    lw__ep_kill(ep);
   }
 }
 
@@ -681,24 +670,13 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   if (!w || !fn || !out) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
   }
-  if (lw__forkserver_from_zygote(w->fs)) {
-    // The children are copies of the zygote, forked when the program was loaded.
-    if (!lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
-      return lw__fail(LW_INVALID_ARGUMENT,
-                      "worker_register_sub %s: function %p is not in code that was mapped when "
-                      "lanework's zygote started (at program load, or at the first create of a "
-                      "process that was single-threaded then); the children are copies of the "
-                      "zygote, so a library loaded later, e.g. by dlopen, is not in them",
-                      name ? name : "sub", (void *)(uintptr_t)fn);
-    }
-  } else {
-    Dl_info info;
-    if (dladdr((void *)(uintptr_t)fn, &info) == 0 || !base_known(w, (uintptr_t)info.dli_fbase)) {
-      return lw__fail(LW_INVALID_ARGUMENT,
-                      "worker_register_sub %s: function %p is not in code that was mapped when "
-                      "the worker was created (children could not call it)",
-                      name ? name : "sub", (void *)(uintptr_t)fn);
-    }
+  // Sub children are copies of the zygote (docs/processes.md): only code it has is callable.
+  if (w->fs_subs != NULL && !lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "worker_register_sub %s: function %p is not in code mapped when lanework's "
+                    "zygote was made (lw_init or the first create): sub children are copies of "
+                    "it, without libraries opened later",
+                    name ? name : "sub", (void *)(uintptr_t)fn);
   }
   // One table change at a time: two broadcasts interleaving over the sub children would give
   // the functions different indices on different children. The replay of a respawned sub child

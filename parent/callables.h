@@ -4,8 +4,8 @@
 // unregisters that wait for them (a slot is a tombstone, unregistering, until its last pin
 // goes), the register/unregister ops in flight (ops, due_unregisters, the serials from
 // next_control_id, live_ops), the sub function table every sub child keeps in step (sub_fns,
-// sub_names, sub_tags, n_sub_fns, the tags from last_sub_tag) and the code mapped at create
-// time (code_bases) that register_sub checks functions against.
+// sub_names, sub_tags, n_sub_fns, the tags from last_sub_tag). register_sub checks functions
+// against the zygote's registry of loaded objects (parent/fs_zygote.h).
 // It implements lw_worker_register(_async), lw_worker_unregister(_async) and
 // lw_worker_register_sub: a chip callable is broadcast to every chip child, all or nothing (a
 // partial register is rolled back with an unregister, LW_WOP_ROLLBACK); a sub function is
@@ -155,10 +155,6 @@ typedef struct lw_callables {
   char (*sub_names)[LW_CALLABLE_NAME_BYTES];
   uint32_t *sub_tags;        // the tag every task for that function carries (see sub_child.c)
   uint32_t n_sub_fns;
-
-  // Code mapped at create time, for lw_worker_register_sub.
-  uintptr_t *code_bases;
-  uint32_t n_code_bases;
 
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot), bumped
   // once per op the caller sees end, never by a replay into a respawned child: registers that

@@ -39,18 +39,22 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
   // (which only the scheduler owns). The server publishes an exit before it reaps the child.
   pid_t pid = atomic_load(&ep->pid);
   int status = 0;
-  return pid > 0 && lw__forkserver_exit_status(ep->w->fs, ep->slot, pid, &status);
+  return pid > 0 && lw__forkserver_exit_status(lw__ep_fs(ep), ep->index, pid, &status);
 }
 
 void lw__ep_kill(lw_endpoint_t *ep) {
   pid_t pid = atomic_load(&ep->pid);
   if (pid <= 0) return;
   int fd = lw__sys_pidfd_open(pid);
+  if (fd == -ENOSYS || fd == -EPERM) {
+    lw__forkserver_kill(lw__ep_fs(ep), ep->index, pid, -1);  // no pidfds: the server kills it
+    return;
+  }
   if (fd < 0) return;  // gone already
   // The fork server publishes an exit before it reaps, and a pid is reused only after the
   // reap: if no exit of this pid is published now, the pidfd opened above is our child's.
   int status = 0;
-  if (!lw__forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
+  if (!lw__forkserver_exit_status(lw__ep_fs(ep), ep->index, pid, &status)) {
     (void)lw__sys_pidfd_send_signal(fd, SIGKILL);
   }
   close(fd);
@@ -65,7 +69,7 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   snprintf(how, sizeof(how), "child pid %d died (exit status not known)", (int)pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
-    if (lw__forkserver_exit_status(ep->w->fs, ep->slot, pid, &status)) {
+    if (lw__forkserver_exit_status(lw__ep_fs(ep), ep->index, pid, &status)) {
       char desc[64];
       lw__forkserver_describe_status(status, desc, sizeof(desc));
       // A status the child gives itself (child/child_exit.h) says what it saw go wrong.
@@ -151,7 +155,7 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   atomic_store(&ep->hb_killed_ms, 0);
   ep->pidfd = -1;
   pid_t pid = 0;
-  lw_status_t st = lw__forkserver_spawn(ep->w->fs, ep->slot, deadline_ns, &pid, &ep->pidfd, err);
+  lw_status_t st = lw__forkserver_spawn(lw__ep_fs(ep), ep->index, deadline_ns, &pid, &ep->pidfd, err);
   if (st != LW_OK) return st;
   atomic_store(&ep->pid, pid);
   atomic_store(&ep->state, LW_EP_STARTING);

@@ -1,39 +1,27 @@
-// parent/forkserver.h — the fork server: a single-threaded process that forks every child
-// (chip or sub) of one worker, at start and for respawn. lw_worker_create has it cloned by the
-// zygote (lw__forkserver_start_spec, below; docs/processes.md), so every child is a copy of the
-// program as it was loaded (function pointers into code loaded then are valid), forked from a
-// process that never had a second thread (no fork-in-a-threaded-process hazard).
+// parent/forkserver.h — the program's side of the fork servers: a server is a single-threaded
+// process that forks every child of one worker's slots (chip or sub), at start and for
+// respawn, reaps them and publishes their exits. The processes themselves are in fs_server.h
+// (a server), fs_zygote.h (the zygote) and fs_helper.h (the exec'd helper); docs/processes.md
+// tells the whole model.
 //
-// Processes:
-//   program --fork (at load)--> zygote --clone(CLONE_PARENT)--> fork server (the program's
-//   child) --fork--> child 0, child 1, ...
-//   Without a zygote: program --fork--> fork server --fork--> children.
+// Processes (none of them is ever the program's child):
+//   program ..> helper lanework-forkserver (exec'd, quiet, exits at once)
+//                 └─> chip server ──fork──> chip child 0, 1, ...   (no program memory)
+//   program ..> zygote (a copy of the program made at lw_init / first create)
+//                 └─> sub server ──fork──> sub child 0, ...        (program after constructors)
+//   lw__forkserver_start (tests only): program ──fork──> server ──fork──> children.
 //
-// Liveness:
-//   - The server holds a pidfd of the worker process; when it becomes readable (the worker
-//     died, even by SIGKILL) the server SIGKILLs every descendant, reaps them and exits.
-//   - The server is a child subreaper (PR_SET_CHILD_SUBREAPER): a process a kernel forked is
-//     re-parented to it, not to init, when its parent dies (a double-forked daemon at once, a
-//     kernel's child when its chip child dies). The server reaps such orphans silently (no
-//     EXIT, no slot). They live on until STOP or the worker's death, when the server kills
-//     every descendant in rounds (list its children in /proc, SIGKILL, reap) until none is
-//     left; a respawned child may therefore share the machine with what its predecessor's
-//     kernels forked. Killing the server itself (SIGKILL) leaves such orphans to init.
-//   - Each child has PR_SET_PDEATHSIG(SIGKILL) toward the server (safe: the server is single-
-//     threaded), re-checked with getppid() right after the prctl (a child whose server is
-//     already gone exits LW_CHILD_EXIT_START_FAILED).
-//   - The server reaps children (waitpid) and publishes each exit in the shared status table
-//     (pid, raw wait status, a sequence number), release-ordered, then sends an EXIT message
-//     on its socket so the parent's event loop can wake on it.
-//   - The parent opens a pidfd per child (pidfd_open works on grandchildren) for prompt death
-//     notice in its epoll set.
+// Liveness: see fs_server.h. The program holds a pidfd per child (pidfd_open works on any
+// process) for prompt death notice; where pidfd_open is refused (valgrind) a spawn returns an
+// eventfd instead that lw__forkserver_poll_exit signals when it reads the child's EXIT, and
+// kills go through the server (lw__forkserver_kill).
 //
-// Protocol (two SOCK_SEQPACKET socketpairs; fixed-size lw_fs_msg_t messages, private to
-// forkserver.c):
+// Protocol (two SOCK_SEQPACKET socketpairs; lw_fs_msg_t, fs_wire.h):
 //   control socket (request/reply, used under the mutex):
-//     server -> parent  READY(errno)        once, after the server's setup
+//     server -> parent  READY(errno, pid)   once, after the server's setup
 //     parent -> server  SPAWN(index)        server -> parent  SPAWNED(index, pid) or
 //                                                             SPAWN_FAILED(index, errno)
+//     parent -> server  KILL(index, pid)    no reply
 //     parent -> server  STOP                server kills + reaps every descendant (children and
 //                                           adopted orphans), replies STOPPED, exits 0
 //   event socket (lw__forkserver_fd; read only by lw__forkserver_poll_exit):
@@ -42,12 +30,12 @@
 //   A slot holds at most one live child: SPAWN of a slot whose child is alive fails.
 //
 // Lifecycle:
-//   - lw__forkserver_start -> any number of spawn / poll_exit -> lw__forkserver_stop (frees).
-//   - The caller owns each child pidfd returned by spawn; the forkserver owns its sockets.
+//   - lw__forkserver_start(_spec) -> any number of spawn / poll_exit -> lw__forkserver_stop.
+//   - The caller owns each child fd returned by spawn; the forkserver owns its sockets.
 //   - The caller MUST NOT call anything on fs during or after lw__forkserver_stop.
 //
-// Thread safety: lw__forkserver_spawn/stop serialize on an internal mutex; call them from any
-// parent thread. lw__forkserver_poll_exit is for the one thread that owns the event loop.
+// Thread safety: lw__forkserver_spawn/kill/stop serialize on an internal mutex; call them from
+// any parent thread. lw__forkserver_poll_exit is for the one thread that owns the event loop.
 #ifndef LANEWORK_PARENT_FORKSERVER_H_
 #define LANEWORK_PARENT_FORKSERVER_H_
 
@@ -83,10 +71,11 @@ _Static_assert(sizeof(lw_fs_child_status_t) == 16, "status table entry is shared
 typedef struct lw_forkserver lw_forkserver_t;
 
 // Forks the server directly from the calling process, so the server and every child are
-// copies of the caller at this moment: arg may point anywhere in the caller's memory. Unsafe
-// in a multi-threaded process (a lock another thread holds at the fork, e.g. glibc's loader
-// lock, stays held forever in the copies): for tests and single-threaded programs; the worker
-// uses lw__forkserver_start_spec. Children get no fd above 2. n_slots <= LW_FS_MAX_CHILDREN.
+// copies of the caller at this moment: arg may point anywhere in the caller's memory. The
+// server is the caller's child. Unsafe in a multi-threaded process (a lock another thread
+// holds at the fork, e.g. glibc's loader lock, stays held forever in the copies): for tests
+// only; the worker uses lw__forkserver_start_spec. Children get no fd above 2. n_slots <=
+// LW_FS_MAX_CHILDREN.
 // On failure err (may be NULL) says why; like every function here it leaves the thread-local
 // last error alone (lanes/error.h).
 LW_MUST_USE lw_status_t lw__forkserver_start(lw_child_main_fn main_fn, void *arg,
@@ -94,22 +83,10 @@ LW_MUST_USE lw_status_t lw__forkserver_start(lw_child_main_fn main_fn, void *arg
                                             lw_error_t *err);
 
 // --------------------------------------------------------------------------------------------
-// Starting the server from the zygote (fork safety, DESIGN 5.1).
-//
-// A constructor of liblanework forks a zygote while the program is still single-threaded
-// (before main, when /proc/self/status says "Threads: 1"). The zygote never starts a thread;
-// on request it clones a fork server (CLONE_PARENT: the server is the program's child, as if
-// the program had forked it), which then works as above. Because the zygote is a copy of the
-// program as it was when liblanework was loaded, the server and its children inherit no lock
-// any thread of the program takes later, and code mapped at load time has the same addresses.
-// Whatever was set up after load reaches them only through the spec: arg bytes (copied), the
-// MAP_SHARED memfds (mapped at the caller's addresses) and the fds to pass.
-//
-// The zygote serves the process that started it. A process without one (forked from the
-// program, or multi-threaded when liblanework was loaded) starts its own at its first
-// lw__forkserver_zygote_ensure if it is single-threaded then. No zygote at all when LW_ZYGOTE=0
-// is set, when pidfd_open is missing, or when the process had threads both at load and at
-// that call: then start_spec forks directly (lw__forkserver_start's hazard applies).
+// Starting a server for a worker (DESIGN 5.1): from the exec'd helper (chip children) or from
+// the zygote (sub children). Whatever the children need travels explicitly in the spec: arg
+// bytes (copied), the MAP_SHARED memfds (at the program's addresses in a zygote's server,
+// wherever they land in a helper's, see lw__forkserver_local) and the fds to pass.
 
 #define LW_FS_MAX_SHARES 4
 #define LW_FS_MAX_FDS 4
@@ -130,8 +107,14 @@ typedef struct lw_fs_share {
   size_t bytes;
 } lw_fs_share_t;
 
+typedef enum lw_fs_origin {
+  LW_FS_FROM_HELPER = 1,  // the exec'd helper; its children run lw__worker_child_entry
+  LW_FS_FROM_ZYGOTE = 2,  // the zygote; its children run main_fn
+} lw_fs_origin_t;
+
 typedef struct lw_fs_spec {
-  lw_child_main_fn main_fn;  // code mapped when the program was loaded
+  lw_fs_origin_t origin;
+  lw_child_main_fn main_fn;  // LW_FS_FROM_ZYGOTE: code the zygote has
   const void *arg;           // children get a pointer to a copy of these arg_bytes bytes
   size_t arg_bytes;
   const lw_fs_share_t *shares;
@@ -141,40 +124,47 @@ typedef struct lw_fs_spec {
   uint32_t n_slots;
 } lw_fs_spec_t;
 
-// Maps bytes of fd (MAP_SHARED, read-write) for use as a share: at an address from a range
-// reserved before the zygote was forked, so that every server can map it at the same address;
-// elsewhere when that range is full. NULL on failure (errno). Undo with
+// Maps bytes of fd (MAP_SHARED, read-write) for use as a share: inside the range reserved
+// for shares when the zygote was made, so that a zygote's server can map it at the same
+// address; elsewhere when there is no range or it is full. NULL on failure (errno). Undo with
 // lw__forkserver_share_unmap. Thread-safe.
 void *lw__forkserver_share_map(int fd, size_t bytes);
 void lw__forkserver_share_unmap(void *addr, size_t bytes);
 
-// Starts a server for spec through the zygote, or directly when there is none (see above).
-// UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote
-// ("cannot map share 0 at 0x7f..: File exists"). err (may be NULL) says why.
+// In a child (or its server): the address in this process of program_addr, an address in
+// one of the program's shares. The same address in a zygote's server and its children; in a
+// helper's, where the share landed. An address in no share is returned unchanged.
+void *lw__forkserver_local(const void *program_addr);
+
+// Starts a server for spec. LW_FS_FROM_HELPER works from any program, threaded or not.
+// LW_FS_FROM_ZYGOTE needs the zygote: started here if the process is single-threaded;
+// otherwise FAILED_PRECONDITION saying to call lw_init() before the program starts threads.
+// UNAVAILABLE names the step that failed, e.g. a share whose address is taken in the zygote,
+// or the helper that cannot be found. err (may be NULL) says why.
 LW_MUST_USE lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t **out,
                                                  lw_error_t *err);
 
-// Makes sure this process has a zygote: true when it has one, or when it could start one now
-// (the process has a single thread: a process forked from the program, or a program that had
-// not started threads when liblanework was loaded). Call it before mapping anything the
-// server will map at the same address (the zygote would hold a copy of that mapping);
-// lw_worker_create calls it first thing. Thread-safe.
+// Makes sure this process has a zygote (see fs_zygote.h): true when it has one or could make
+// one now (the process has a single thread). Call it before mapping anything a zygote's
+// server maps at the same address (the zygote would hold a copy of that mapping);
+// lw_worker_create and lw_init call it first thing. Thread-safe.
 bool lw__forkserver_zygote_ensure(void);
 
-// The zygote's pid, or 0 when this process has none. Tests use it to tell the zygote (a
-// long-lived child of the program) from leaked children.
+// The zygote's pid, or 0 when this process has none.
 pid_t lw__forkserver_zygote_pid(void);
 
-// True when fs was started by the zygote (lw__forkserver_start_spec with a zygote).
+// True when fs was started by the zygote.
 bool lw__forkserver_from_zygote(const lw_forkserver_t *fs);
 
-// True when addr lies in an object that was loaded when the zygote was forked (same base
-// and path), so a function pointer to it is valid in the children. Without a zygote: false.
+// True when addr lies in an object that was loaded when the zygote was made (same base and
+// path), so a function pointer to it is valid in a sub child. Without a zygote: false.
 bool lw__forkserver_zygote_has_code(const void *addr);
 
 // Asks the server to fork the child of slot index. Waits up to deadline_ns (absolute,
 // lw__now_ns; LW_DEADLINE_NEVER: no limit) for the answer. On success *out_pid is the child's
-// pid and *out_pidfd a pidfd for it (close-on-exec; the caller closes it). Otherwise *out_pid
+// pid and *out_pidfd its death fd (close-on-exec; the caller closes it): a pidfd, or where
+// pidfd_open is refused an eventfd that poll_exit makes readable when the child's EXIT
+// arrives. Either is readable once the child is dead; kill with lw__forkserver_kill. Otherwise *out_pid
 // is 0, *out_pidfd -1, and err (may be NULL) says why:
 //   UNAVAILABLE          the server is gone
 //   CHILD_EXITED         the child died before its pidfd could be opened; the message has its
@@ -187,6 +177,11 @@ bool lw__forkserver_zygote_has_code(const void *addr);
 LW_MUST_USE lw_status_t lw__forkserver_spawn(lw_forkserver_t *fs, uint32_t index,
                                             int64_t deadline_ns, pid_t *out_pid,
                                             int *out_pidfd, lw_error_t *err);
+
+// SIGKILLs the child of slot index if pid is still its live child; fd is the death fd spawn
+// returned (-1: none). Safe against pid reuse: through the pidfd, or through the server,
+// whose unreaped child the pid names.
+void lw__forkserver_kill(lw_forkserver_t *fs, uint32_t index, pid_t pid, int fd);
 
 // The socket fd to put in an epoll set: readable when an EXIT message (or server death) is
 // pending. Owned by the forkserver.

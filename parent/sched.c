@@ -33,6 +33,7 @@
 
 #define TAG_WAKE 0xffffffffu
 #define TAG_FS 0xfffffffeu
+#define TAG_FS_SUBS 0xfffffffdu
 
 // What a pass found under w->mu and hands on once the lock is dropped. Intrusive lists, so
 // nothing is ever dropped however much completes in one pass.
@@ -75,7 +76,7 @@ static void flush(lw_worker_t *w, pending_work_t *pw) {
 
 static void kill_child(lw_endpoint_t *ep) {
   // Its pidfd reports the death and the normal path (on_child_death) fails its work.
-  if (ep->pidfd >= 0) (void)lw__sys_pidfd_send_signal(ep->pidfd, SIGKILL);
+  if (ep->pidfd >= 0) lw__forkserver_kill(lw__ep_fs(ep), ep->index, atomic_load(&ep->pid), ep->pidfd);
 }
 
 // A child that broke the protocol is not trusted again (w->mu held; the scheduler, or a thread
@@ -709,9 +710,10 @@ static void *sched_main(void *arg) {
         uint64_t v;
         ssize_t r = read(w->wake_fd, &v, sizeof(v));
         (void)r;
-      } else if (tag == TAG_FS) {
-        if (lw__forkserver_poll_exit(w->fs, NULL, NULL, NULL) != LW_OK) {
-          epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(w->fs), NULL);
+      } else if (tag == TAG_FS || tag == TAG_FS_SUBS) {
+        lw_forkserver_t *fs = tag == TAG_FS ? w->fs : w->fs_subs;
+        if (lw__forkserver_poll_exit(fs, NULL, NULL, NULL) != LW_OK) {
+          epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(fs), NULL);
         }
       } else if (tag < w->n_children) {
         on_child_death(w, &w->eps[tag], &pw);
@@ -736,6 +738,7 @@ lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   }
   LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE, err));
   LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs), TAG_FS, err));
+  if (w->fs_subs) LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs_subs), TAG_FS_SUBS, err));
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
   }

@@ -241,8 +241,7 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   }
   if (st != LW_OK && ep->pidfd >= 0) {
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
-    pid_t pid = atomic_load(&ep->pid);
-    if (pid > 0) kill(pid, SIGKILL);
+    lw__ep_kill(ep);
     close(ep->pidfd);
     ep->pidfd = -1;
   }

@@ -23,6 +23,8 @@
 #include "parent/stats.h"
 #include "parent/supervise.h"
 #include "parent/worker_impl.h"
+#include "parent/worker_child.h"
+#include "parent/fs_zygote.h"
 
 // The first released layout of lw_worker_config_t (0.2.0), the smallest struct_size accepted;
 // it stays when fields are appended (see child/config.h).
@@ -140,36 +142,8 @@ static void dag_stop(void *ctx) {
   (void)lw__sched_assist(ctx);
 }
 
-static int collect_base(struct dl_phdr_info *info, size_t size, void *data) {
-  (void)size;
-  lw_worker_t *w = data;
-  uintptr_t *p = realloc(w->calls.code_bases, (w->calls.n_code_bases + 1) * sizeof(uintptr_t));
-  if (!p) return 1;
-  w->calls.code_bases = p;
-  w->calls.code_bases[w->calls.n_code_bases++] = (uintptr_t)info->dlpi_addr;
-  return 0;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Create / destroy
-
-// Runs in every child, forked by the fork server. arg is the server's copy of w->envs.
-static void child_entry(void *arg, uint32_t slot) {
-  lw_child_env_t *envs = arg;
-  // Isolation (DESIGN 5.1): a child maps only its own mailbox and the arena. The server maps
-  // every mailbox of the worker; the siblings' are unmapped here, before any code of the
-  // child can touch them.
-  for (uint32_t s = 0; s < envs[slot].n_children; ++s) {
-    if (s != slot) munmap(envs[s].mailbox, LW_MAILBOX_STRIDE);
-  }
-  // Children ignore terminal interrupts: Ctrl-C reaches the whole process group, and it is
-  // the program's to handle (lw_worker_cancel_all). They leave with the worker instead.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  const lw_child_env_t *env = &envs[slot];
-  if (env->mailbox->header.child_kind == LW_MB_CHILD_CHIP) lw__chip_child_main(env);
-  lw__sub_child_main(env);
-}
 
 static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err) {
   if (c->n_chips < 1 || c->n_chips > LW_MAX_CHIPS) {
@@ -225,12 +199,20 @@ static lw_status_t share_new(const char *memfd_name, const char *what, size_t by
 }
 
 lw_status_t lw_init(void) {
-  if (!lw__forkserver_zygote_ensure()) {
-    return lw__fail(LW_FAILED_PRECONDITION,
-                    "lw_init: no zygote could be started (the process has other threads): call "
-                    "lw_init before the program starts threads (docs/processes.md)");
+  int n_threads = 0;
+  char detail[128];
+  switch (lw__fs_zygote_ensure(&n_threads, detail, sizeof(detail))) {
+    case LW_ZYGOTE_READY:
+      return LW_OK;
+    case LW_ZYGOTE_THREADED:
+      return lw__fail(LW_FAILED_PRECONDITION,
+                      "lw_init: the process has %d threads and no zygote yet; the zygote is a "
+                      "copy of the program made while it has one thread: call lw_init in main "
+                      "before the program starts threads (docs/processes.md)",
+                      n_threads);
+    default:
+      return lw__fail(LW_UNAVAILABLE, "lw_init: cannot start the zygote: %s", detail);
   }
-  return LW_OK;
 }
 
 lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
@@ -241,10 +223,11 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   if (worker_config_read(cfg, &resolved, &err) != LW_OK) return lw__last_error_store(&err);
   cfg = &resolved;
   if (validate_config(cfg, &err) != LW_OK) return lw__last_error_store(&err);
-  // Before any mapping of this worker exists: a zygote started now (this process had none)
-  // must not hold copies of the arena or the mailboxes, which the server maps at the same
-  // addresses.
-  (void)lw__forkserver_zygote_ensure();
+  // Before any mapping of this worker exists: a zygote made now (this process had none, and
+  // has one thread) must not hold copies of the arena or the mailboxes, which its servers map
+  // at the same addresses. A threaded process without one still gets chip children (from the
+  // helper); sub children then need lw_init (lw__forkserver_start_spec says so).
+  (void)lw__fs_zygote_ensure(NULL, NULL, 0);
   // LW_TRACE=path starts a session now (after the zygote, which must not copy its thread).
   lw__trace_from_env();
   lw_worker_t *w = calloc(1, sizeof(*w));
@@ -313,13 +296,14 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
     lw_child_env_t *env = &w->envs[s];
     env->mailbox = mb;
+    env->mailboxes = lw__worker_mailbox(w, 0);
     env->arena = w->mb_arena;
     env->chip = cfg->chip;
     env->chip.device_id = cfg->chip.device_id + (int32_t)index;
     // Where the chip runs: its own device, or one of n_devices it shares with other chips.
     env->device = cfg->chip.device_id +
                   (int32_t)(cfg->n_devices > 0 ? index % cfg->n_devices : index);
-    // The fork server passes w->wake_fd as its first fd (see below).
+    // The fork servers pass w->wake_fd as their first fd (see below).
     env->wake_fd = LW_FS_CHILD_FD0;
     env->n_children = w->n_children;
     env->parent_pid = getpid();
@@ -346,27 +330,32 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     pthread_mutex_init(&ep->desc_mu, NULL);
   }
 
-  // 3. The fork server, from the zygote (fork safety: DESIGN 5.1, docs/processes.md). It gets
-  //    explicitly all that the children need: the envs (copied), the arena and the mailboxes
-  //    (mapped at the same addresses) and the wake eventfd (their fd LW_FS_CHILD_FD0).
+  // 3. The fork servers (DESIGN 5.1, docs/processes.md): chip children from the exec'd helper
+  //    (none of the program's memory; works from any thread), sub children from the zygote
+  //    (the program after its constructors). Each gets explicitly what its children need: its
+  //    part of the envs (copied), the arena, the mailboxes and the trace areas (memfds) and
+  //    the wake eventfd (the children's fd LW_FS_CHILD_FD0).
   lw_fs_share_t shares[3] = {
       {.fd = w->arena.fd, .addr = w->arena.base, .bytes = w->arena.bytes},
       {.fd = w->mailboxes_fd, .addr = w->mailboxes, .bytes = w->mailboxes_bytes},
       {.fd = w->traces_fd, .addr = w->traces, .bytes = w->traces_bytes},
   };
-  lw_fs_spec_t spec = {.main_fn = child_entry,
+  lw_fs_spec_t spec = {.origin = LW_FS_FROM_HELPER,
                        .arg = w->envs,
-                       .arg_bytes = w->n_children * sizeof(lw_child_env_t),
+                       .arg_bytes = cfg->n_chips * sizeof(lw_child_env_t),
                        .shares = shares,
                        .n_shares = 3,
                        .fds = &w->wake_fd,
                        .n_fds = 1,
-                       .n_slots = w->n_children};
+                       .n_slots = cfg->n_chips};
   if ((st = lw__forkserver_start_spec(&spec, &w->fs, &err)) != LW_OK) goto fail_err;
-  if (!lw__forkserver_from_zygote(w->fs)) {
-    // Forked directly: the children are copies of this process now, so the code they can
-    // call is what is mapped now.
-    dl_iterate_phdr(collect_base, w);
+  if (cfg->n_subs > 0) {
+    spec.origin = LW_FS_FROM_ZYGOTE;
+    spec.main_fn = lw__worker_child_entry;
+    spec.arg = w->envs + cfg->n_chips;
+    spec.arg_bytes = cfg->n_subs * sizeof(lw_child_env_t);
+    spec.n_slots = cfg->n_subs;
+    if ((st = lw__forkserver_start_spec(&spec, &w->fs_subs, &err)) != LW_OK) goto fail_err;
   }
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if ((st = lw__ep_spawn(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
@@ -394,6 +383,25 @@ fail_err:
 fail:
   lw_worker_destroy(w);
   return st;
+}
+
+uint32_t lw_worker_process_ids(const lw_worker_t *w, int32_t *out, uint32_t cap) {
+  if (w == NULL) return 0;
+  uint32_t count = w->n_children + 3;
+  for (uint32_t i = 0; out != NULL && i < count && i < cap; ++i) {
+    pid_t pid = 0;
+    if (i < w->n_children) {
+      pid = atomic_load(&w->eps[i].pid);
+    } else if (i == w->n_children) {
+      pid = lw__forkserver_pid(w->fs);
+    } else if (i == w->n_children + 1) {
+      pid = lw__forkserver_pid(w->fs_subs);
+    } else {
+      pid = lw__forkserver_zygote_pid();
+    }
+    out[i] = (int32_t)pid;
+  }
+  return count;
 }
 
 // Waits (bounded) until no run and no callable op is in flight.
@@ -491,7 +499,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   if (!wait_idle(w, DESTROY_MARGIN_NS)) {
     for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
       pid_t pid = atomic_load(&w->eps[s].pid);
-      if (atomic_load(&w->eps[s].state) != LW_EP_DEAD && pid > 0) kill(pid, SIGKILL);
+      if (atomic_load(&w->eps[s].state) != LW_EP_DEAD && pid > 0) lw__ep_kill(&w->eps[s]);
     }
     (void)wait_idle(w, DESTROY_REAP_NS);
   }
@@ -503,6 +511,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   // 4. No thread of this worker is left: whatever run is still unfinished is finished now.
   finish_leftover_runs(w);
   lw__forkserver_stop(w->fs);
+  lw__forkserver_stop(w->fs_subs);
   for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);
     pthread_mutex_destroy(&w->eps[s].post_mu);
@@ -530,7 +539,6 @@ void lw_worker_destroy(lw_worker_t *w) {
   }
   free(w->eps);
   free(w->envs);
-  free(w->calls.code_bases);
   free(w->calls.sub_fns);
   free(w->calls.sub_names);
   free(w->calls.sub_tags);

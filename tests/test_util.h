@@ -16,6 +16,14 @@
 #include "lanework/lanework.h"
 #include "parent/forkserver.h"
 
+// A Criterion test process has a thread of Criterion's before any test runs, like a program
+// that starts threads before its first worker; so it does what such a program must
+// (docs/processes.md): it makes lanework's zygote first thing, before main, with lw_init.
+// Workers with sub children need it; tests of a program without it run probe programs.
+__attribute__((constructor)) static void lw_test_make_zygote(void) {
+  if (lw_init() != LW_OK) fprintf(stderr, "lw_init: %s\n", lw_last_error()->message);
+}
+
 // A path the build bakes into the tests (LW_KERNEL_DIR, LW_TOOL_PATH, LW_CONF_DIR), or the
 // environment variable var when it is set and not empty. scripts/gpu-check runs the test
 // binaries from a bundle on a machine without this build tree, and names its own copies with

@@ -99,7 +99,12 @@ static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, doub
                                lw_dispatch_l3_result_t *where) {
   double per[DAG_RUNS], sum = 0;
   lw_bench_times_t before = {0}, after = {0};
-  if (where) (void)lw__bench_times_read(gettid(), false, &before);
+  // The worker's processes are not ours: name them (the chip servers and children).
+  int32_t ids[LW_MAX_CHIPS + LW_MAX_SUBS + 3];
+  pid_t roots[LW_MAX_CHIPS + LW_MAX_SUBS + 3];
+  uint32_t n_roots = lw_worker_process_ids(w, ids, LW_MAX_CHIPS + LW_MAX_SUBS + 3);
+  for (uint32_t i = 0; i < n_roots; ++i) roots[i] = ids[i];
+  if (where) (void)lw__bench_times_read_with(gettid(), false, roots, n_roots, &before);
   for (int r = 0; r < DAG_RUNS; ++r) {
     double t0 = lw__bench_now_us();
     lw_status_t st = lw_worker_run(w, fn, j, NULL);
@@ -112,7 +117,7 @@ static lw_status_t per_task_us(lw_worker_t *w, lw_orch_fn fn, dag_job_t *j, doub
   }
   *out = lw__bench_median(per, DAG_RUNS);
   if (where) {
-    (void)lw__bench_times_read(gettid(), true, &after);
+    (void)lw__bench_times_read_with(gettid(), true, roots, n_roots, &after);
     lw_bench_role_times_t spent;
     lw__bench_times_diff(&after, &before, &spent);
     lw__bench_times_free(&before);

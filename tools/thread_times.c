@@ -161,6 +161,11 @@ static bool add_process(snapshot_t *s, pid_t pid) {
 }
 
 bool lw__bench_times_read(pid_t caller_tid, bool caller_first, lw_bench_times_t *out) {
+  return lw__bench_times_read_with(caller_tid, caller_first, NULL, 0, out);
+}
+
+bool lw__bench_times_read_with(pid_t caller_tid, bool caller_first, const pid_t *roots,
+                               size_t n_roots, lw_bench_times_t *out) {
   memset(out, 0, sizeof(*out));
   snapshot_t s = {caller_tid, out, 0};
   pid_t self = getpid();
@@ -171,7 +176,10 @@ bool lw__bench_times_read(pid_t caller_tid, bool caller_first, lw_bench_times_t 
   if (n == 0) return false;
   // Mark this process, then whatever descends from a marked one, until nothing changes (a
   // process may be listed before its parent).
-  for (size_t i = 0; i < n; ++i) v[i].ours = v[i].pid == self;
+  for (size_t i = 0; i < n; ++i) {
+    v[i].ours = v[i].pid == self;
+    for (size_t r = 0; r < n_roots; ++r) v[i].ours |= roots[r] > 0 && v[i].pid == roots[r];
+  }
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i = 0; i < n; ++i) {

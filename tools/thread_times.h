@@ -72,6 +72,10 @@ const char *lw__bench_role_name(lw_bench_role_t role);
 // caller_first false (the caller's own time is read last), one after it true, so that time
 // stays out. Returns out->ok; release out with lw__bench_times_free either way.
 bool lw__bench_times_read(pid_t caller_tid, bool caller_first, lw_bench_times_t *out);
+// The same, counting also the threads of roots[0..n_roots) and of their descendants: a
+// worker's processes are not this process's descendants (lw_worker_process_ids).
+bool lw__bench_times_read_with(pid_t caller_tid, bool caller_first, const pid_t *roots,
+                               size_t n_roots, lw_bench_times_t *out);
 
 void lw__bench_times_free(lw_bench_times_t *t);
 

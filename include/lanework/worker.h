@@ -144,6 +144,14 @@ LW_API LW_MUST_USE lw_status_t lw_init(void);
 
 LW_API LW_MUST_USE lw_status_t lw_worker_create(const lw_worker_config_t *cfg,
                                                 lw_worker_t **out);
+
+// The processes lanework runs for w; none of them is a child of the program
+// (docs/processes.md). out[i] for i < n_chips is chip i's child, then come the sub children,
+// then the chip children's fork server, the sub children's fork server and the zygote; 0 for
+// one that does not exist (no subs, no zygote) or is being respawned. Fills min(cap, count)
+// entries and returns count (n_chips + n_subs + 3); w NULL: 0. For tools that watch them (CPU
+// times, debuggers). Thread-safe; the pids may change at any time (a respawn).
+LW_API uint32_t lw_worker_process_ids(const lw_worker_t *w, int32_t *out, uint32_t cap);
 // Cancels queued runs, lets running ones finish or cancels them, stops every child, and
 // frees everything: no child process (nor any process a kernel forked), fd or shared memory is
 // left behind. A kernel that ignores its cancel word keeps its child for cancel_grace_ns, as

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,24 +73,30 @@ Test(sys, close_range_closes_the_range_and_reports_bad_arguments, .timeout = 30)
   cr_assert_eq(lw__sys_close_range(10, 5, 0), -EINVAL, "first > last must be refused");
 }
 
-// clone(CLONE_PARENT): the new process is the caller's sibling, so the caller cannot reap it
-// and its parent (this test's forked middle process' parent: the test) can.
-Test(sys, clone_parent_makes_a_sibling_the_grandparent_reaps, .timeout = 30) {
-  pid_t mid = fork();
-  cr_assert_geq(mid, 0);
-  if (mid == 0) {
-    pid_t sib = lw__sys_clone_parent();
-    if (sib == 0) _exit(42);
-    if (sib < 0) _exit(1);
-    // Not our child: waitpid must refuse it.
-    int ws = 0;
-    _exit(waitpid(sib, &ws, 0) == -1 && errno == ECHILD ? 0 : 2);
-  }
+// A quiet clone is the caller's child, but one that wait() and waitpid(-1) do not see and
+// that sends no SIGCHLD: only waitpid(pid, __WALL) reaps it.
+static volatile sig_atomic_t g_sigchld_seen;
+static void on_sigchld(int sig) {
+  (void)sig;
+  g_sigchld_seen = 1;
+}
+
+Test(sys, clone_quiet_child_is_invisible_to_wait_and_sends_no_sigchld, .timeout = 30) {
+  struct sigaction sa = {.sa_handler = on_sigchld}, old;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(SIGCHLD, &sa, &old), 0);
+  g_sigchld_seen = 0;
+  pid_t kid = lw__sys_clone_quiet();
+  if (kid == 0) _exit(42);
+  cr_assert_gt(kid, 0, "clone: %s", strerror(-kid));
+  // Not waitable without __WALL: wait() finds no child at all.
   int ws = 0;
-  cr_assert_eq(waitpid(mid, &ws, 0), mid);
-  cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "middle process: status 0x%x", ws);
-  // The sibling is this process' child; reap it and check its status.
-  pid_t r = wait(&ws);
-  cr_assert_gt(r, 0);
-  cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 42, "sibling: status 0x%x", ws);
+  errno = 0;
+  cr_assert_eq(wait(&ws), -1);
+  cr_assert_eq(errno, ECHILD);
+  cr_assert_eq(waitpid(-1, &ws, WNOHANG), -1);
+  cr_assert_eq(waitpid(kid, &ws, __WALL), kid);
+  cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 42, "status 0x%x", ws);
+  cr_assert_eq(g_sigchld_seen, 0, "a quiet clone must send no SIGCHLD");
+  sigaction(SIGCHLD, &old, NULL);
 }

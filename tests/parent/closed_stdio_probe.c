@@ -6,6 +6,8 @@
 // argv[1]; the exit status is 0 when there were none.
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,14 +67,24 @@ static void check_proc(const char *what, pid_t pid) {
   }
 }
 
+static void *sleeper(void *arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+
+// argv[2] "threaded": a thread exists before create, so there is no zygote and no sub child.
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   g_report = atoi(argv[1]);
+  bool threaded = argc > 2 && strcmp(argv[2], "threaded") == 0;
   check_self("before create");
+  pthread_t t;
+  if (threaded && pthread_create(&t, NULL, sleeper, NULL) != 0) return 3;
   lw_worker_config_t cfg;
   lw_worker_config_default(&cfg);
   cfg.n_chips = 1;
-  cfg.n_subs = 1;
+  cfg.n_subs = threaded ? 0 : 1;
   cfg.arena_bytes = 4ull << 20;
   lw_worker_t *w = NULL;
   if (lw_worker_create(&cfg, &w) != LW_OK) {
@@ -80,9 +92,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   check_self("after create");
-  const char *zy = getenv("LW_ZYGOTE");
-  if (zy == NULL || strcmp(zy, "0") != 0) check_proc("zygote", lw__forkserver_zygote_pid());
-  check_proc("fork server", lw__forkserver_pid(w->fs));
+  if (threaded) {
+    if (lw__forkserver_zygote_pid() != 0) problem("a zygote was made in a threaded program");
+  } else {
+    check_proc("zygote", lw__forkserver_zygote_pid());
+    check_proc("sub server", lw__forkserver_pid(w->fs_subs));
+  }
+  check_proc("chip server", lw__forkserver_pid(w->fs));
   for (uint32_t s = 0; s < w->n_children; ++s) {
     char what[32];
     snprintf(what, sizeof(what), "child %u", s);

@@ -15,7 +15,7 @@
 
 enum { kReportFd = 9 };
 
-static void run_probe(const char *zygote_env, char *out, size_t bytes, int *out_status) {
+static void run_probe(const char *mode, char *out, size_t bytes, int *out_status) {
   int p[2];
   cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
   pid_t pid = fork();
@@ -27,8 +27,7 @@ static void run_probe(const char *zygote_env, char *out, size_t bytes, int *out_
     close(2);
     char fd_arg[16];
     snprintf(fd_arg, sizeof(fd_arg), "%d", kReportFd);
-    if (zygote_env != NULL) setenv("LW_ZYGOTE", zygote_env, 1);
-    execl(LW_PROBE_PATH, LW_PROBE_PATH, fd_arg, (char *)NULL);
+    execl(LW_PROBE_PATH, LW_PROBE_PATH, fd_arg, mode, (char *)NULL);
     _exit(127);
   }
   close(p[1]);
@@ -56,13 +55,13 @@ Test(closed_stdio, no_fd_of_lanework_takes_a_free_stdio_number, .timeout = 60) {
   cr_assert_eq(WEXITSTATUS(ws), 0, "probe found:\n%s", out);
 }
 
-// Without a zygote the server is forked from the program as it is at create, where lanework's
-// memfds and sockets would take the free numbers first.
-Test(closed_stdio, no_fd_of_lanework_takes_a_free_stdio_number_without_a_zygote,
+// A threaded program gets no zygote: its chip children's server is the exec'd helper, which
+// starts with the program's stdio numbers closed and must not let its fds take them.
+Test(closed_stdio, no_fd_of_lanework_takes_a_free_stdio_number_in_a_threaded_program,
      .timeout = 60) {
   char out[4096];
   int ws = 0;
-  run_probe("0", out, sizeof(out), &ws);
+  run_probe("threaded", out, sizeof(out), &ws);
   cr_assert(WIFEXITED(ws), "probe died: wait status 0x%x; %s", (unsigned)ws, out);
   cr_assert_eq(WEXITSTATUS(ws), 0, "probe found:\n%s", out);
 }

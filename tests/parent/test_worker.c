@@ -976,9 +976,8 @@ Test(worker, scope_misuse_is_invalid_argument, .timeout = 60) {
 // With the zygote, children are copies of the program as the zygote saw it, so a library
 // opened after that is refused even when it was opened before create.
 Test(worker, register_sub_refuses_a_library_opened_after_the_zygote_started, .timeout = 60) {
-  // Normally the zygote started when the program was loaded; a test runner that forks each
-  // test gets one here, while the test process is still single-threaded.
-  cr_assert(lw__forkserver_zygote_ensure(), "no zygote (LW_ZYGOTE=0?)");
+  // The test binary made its zygote before main (tests/test_util.h, lw_init).
+  cr_assert(lw__forkserver_zygote_ensure(), "no zygote");
   char path[512];
   snprintf(path, sizeof(path), "%s/noop.so", lw_test_kernel_dir());
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -988,7 +987,7 @@ Test(worker, register_sub_refuses_a_library_opened_after_the_zygote_started, .ti
   cr_assert_not_null(early);
   lw_callable_handle_t h;
   cr_assert_eq(lw_worker_register_sub(w, early, "early", &h), LW_INVALID_ARGUMENT);
-  cr_assert(strstr(lw_last_error()->message, "mapped when lanework's zygote started"),
+  cr_assert(strstr(lw_last_error()->message, "mapped when lanework's zygote was made"),
             "message: %s", lw_last_error()->message);
   LW_ASSERT_OK(lw_worker_register_sub(w, double_it, "double_it", &h));
   destroy_and_check();
@@ -1005,12 +1004,10 @@ Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
   cr_assert_not_null(late);
   lw_callable_handle_t h;
   cr_assert_eq(lw_worker_register_sub(w, late, "late", &h), LW_INVALID_ARGUMENT);
-  // With the zygote the children are copies of the program as it was when the zygote started,
-  // so a library opened later is refused whether it was opened before or after create; forked
-  // directly (LW_ZYGOTE=0) they are copies of the program at create.
-  const char *when = lw__forkserver_zygote_pid() != 0 ? "mapped when lanework's zygote started"
-                                                     : "mapped when the worker was created";
-  cr_assert(strstr(lw_last_error()->message, when), "message: %s", lw_last_error()->message);
+  // Sub children are copies of the program as it was when the zygote was made, so a library
+  // opened later is refused whether it was opened before or after create.
+  cr_assert(strstr(lw_last_error()->message, "mapped when lanework's zygote was made"),
+            "message: %s", lw_last_error()->message);
   dlclose(dl);
   LW_ASSERT_OK(lw_worker_register_sub(w, double_it, "double_it", &h));  // code from the image
   destroy_and_check();
