@@ -927,7 +927,7 @@ lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device, lw_chi
       (st = lw__lane_set_cpu(chip->register_lane, cfg->register_lane_cpu, err)) != LW_OK) {
     goto fail;
   }
-  if (pthread_create(&chip->watchdog.thread, NULL, watchdog_main, chip) != 0) {
+  if (lw__sys_thread_start(&chip->watchdog.thread, watchdog_main, chip) != 0) {
     st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                        "chip %d: cannot start the watchdog thread", cfg->device_id);
     goto fail;

@@ -201,13 +201,9 @@ lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out
   lw__waitword_initialize(&lane->space_word);
   lw__timeline_initialize(&lane->timeline, 0, 0);
 
-  // The lane thread blocks every signal: process signals (SIGINT, SIGCHLD...) belong to the
-  // application's threads, never to a thread running kernels.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  // The lane thread blocks every asynchronous signal: process signals (SIGINT, SIGCHLD...)
+  // belong to the application's threads, never to a thread running kernels.
+  int rc = lw__sys_thread_start(&lane->thread, lane_main, lane);
   if (rc != 0) {
     lw__lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,

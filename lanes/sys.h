@@ -66,6 +66,12 @@ int lw__sys_close_range(unsigned first, unsigned last, unsigned flags);
 // child: only for single-threaded callers, whose child does little before it exits.
 pid_t lw__sys_clone_quiet(void);
 
+// pthread_create(out, NULL, fn, arg) with every asynchronous signal blocked in the new thread
+// (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS, which a thread raises itself):
+// a program's signals, its SIGCHLD handler included, never run on a thread of lanework's
+// (DESIGN 5.1). Every thread lanework starts is started here. Returns pthread_create's result.
+int lw__sys_thread_start(pthread_t *out, void *(*fn)(void *), void *arg);
+
 // One CPU relax instruction (pause on x86, yield on arm).
 static inline void lw__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -111,3 +111,15 @@ pid_t lw__sys_clone_quiet(void) {
   long pid = syscall(SYS_clone, 0UL, NULL, NULL, NULL, NULL);
   return pid < 0 ? -errno : (pid_t)pid;
 }
+
+int lw__sys_thread_start(pthread_t *out, void *(*fn)(void *), void *arg) {
+  sigset_t async, old;
+  sigfillset(&async);
+  const int sync[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+  for (size_t i = 0; i < sizeof(sync) / sizeof(sync[0]); ++i) sigdelset(&async, sync[i]);
+  // The new thread inherits the mask of the creating one, which then gets its own back.
+  pthread_sigmask(SIG_SETMASK, &async, &old);
+  int rc = pthread_create(out, NULL, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}

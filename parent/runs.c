@@ -289,7 +289,7 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
-  if (pthread_create(&w->runs.orch_thread, NULL, orch_main, w) != 0) {
+  if (lw__sys_thread_start(&w->runs.orch_thread, orch_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the orchestrator thread");
   }

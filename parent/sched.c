@@ -742,7 +742,7 @@ lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
   }
-  if (pthread_create(&w->sched.thread, NULL, sched_main, w) != 0) {
+  if (lw__sys_thread_start(&w->sched.thread, sched_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the scheduler thread");
   }

@@ -358,7 +358,7 @@ lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
   if (!w->sup.pending) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
-  if (pthread_create(&w->sup.thread, NULL, supervisor_main, w) != 0) {
+  if (lw__sys_thread_start(&w->sup.thread, supervisor_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the supervisor thread");
   }
