@@ -3,6 +3,7 @@
 #include "lanes/sys.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -89,7 +90,12 @@ int lw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadlin
 }
 
 int lw__sys_pidfd_open(pid_t pid) {
+  // Once refused as unknown (a kernel before 5.3, or valgrind, which warns at every call), it
+  // is not asked again: the answer cannot change while the process runs.
+  static _Atomic int refused;
+  if (atomic_load_explicit(&refused, memory_order_relaxed)) return -ENOSYS;
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0 && errno == ENOSYS) atomic_store_explicit(&refused, 1, memory_order_relaxed);
   return fd < 0 ? -errno : fd;
 }
 

@@ -291,7 +291,24 @@ static int fill_request(lw_fs_req_t *rq, const lw_fs_spec_t *spec, int ctl_srv, 
     fds[n++] = spec->shares[i].fd;
   }
   for (uint32_t i = 0; i < spec->n_fds; ++i) fds[n++] = spec->fds[i];
-  for (int sig = 1; sig < NSIG; ++sig) (void)sigaction(sig, NULL, &rq->actions[sig]);
+  // Field by field: the struct libc fills holds bytes the kernel never wrote (the mask beyond
+  // the kernel's, padding), which would travel uninitialised.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction a;
+    memset(&a, 0, sizeof(a));
+    if (sigaction(sig, NULL, &a) != 0) continue;
+    struct sigaction *to = &rq->actions[sig];
+    if (a.sa_flags & SA_SIGINFO) {
+      to->sa_sigaction = a.sa_sigaction;
+    } else {
+      to->sa_handler = a.sa_handler;
+    }
+    to->sa_flags = a.sa_flags;
+    sigemptyset(&to->sa_mask);
+    for (int s = 1; s < NSIG; ++s) {
+      if (sigismember(&a.sa_mask, s) == 1) sigaddset(&to->sa_mask, s);
+    }
+  }
   prctl(PR_GET_NAME, rq->comm, 0, 0, 0);
   return n;
 }
