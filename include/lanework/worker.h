@@ -2,10 +2,13 @@
 // of tasks from them and dispatches the tasks to forked chip children and sub children
 // through shared-memory mailboxes.
 //
-// Processes: lw_worker_create maps the shared arena and the mailboxes, then forks a fork
-// server (single-threaded) which forks every child, at start and for respawn. Children are
-// identical copies of the program as it was at create time, so function pointers stay valid.
-// Children exit when the worker is destroyed or the parent process dies.
+// Processes (docs/processes.md): none exists before the program asks (lw_init or the first
+// lw_worker_create), and none is ever a child of the program. lw_worker_create maps the shared
+// arena and the mailboxes, then starts the worker's fork servers: chip children come from an
+// exec'd helper (they hold none of the program's memory; a create from any thread works), sub
+// children from the zygote, a copy of the program made after its static constructors while it
+// had one thread (lw_init). Children exit when the worker is destroyed or the program dies.
+// Every thread lanework starts blocks the program's asynchronous signals.
 //
 // Lifecycle: create -> register callables -> run / run_async ... -> destroy. Handles from a
 // worker may outlive it (destroy finishes or cancels every operation first).
