@@ -65,7 +65,9 @@ static void find_helper(void) {
     char *slash = strrchr(dir, '/');
     if (slash != NULL) {
       *slash = '\0';
-      const char *rel[] = {"/../libexec/lanework/", "/libexec/lanework/", "/"};
+      // <prefix>/lib, <prefix>/lib/<multiarch>, a bundle's bin/ (and a build tree's root).
+      const char *rel[] = {"/../libexec/lanework/", "/../../libexec/lanework/",
+                           "/libexec/lanework/", "/"};
       for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); ++i) {
         char p[PATH_MAX] = "";
         append(p, sizeof(p), dir);

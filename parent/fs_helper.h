@@ -10,7 +10,8 @@
 //   any thread of a multi-threaded program, whatever locks other threads hold.
 //
 // Where the helper is: $LW_FORKSERVER_EXE when set; else next to the object that holds this
-// code (<dir>/../libexec/lanework/, <dir>/libexec/lanework/ or <dir>/, for a relocated
+// code (<dir>/../libexec/lanework/, <dir>/../../libexec/lanework/ for a multiarch libdir,
+// <dir>/libexec/lanework/ or <dir>/, for a relocated
 // package or a bundle); else the build tree's copy; else the installed one
 // (<libexecdir>/lanework/lanework-forkserver). The helper checks that the request is of its own
 // protocol version (LW_FS_REQ_VERSION) and refuses another.
