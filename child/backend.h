@@ -66,31 +66,45 @@ typedef struct lw_backend_run {
 // Bit for format f in lw_backend_ops_t.formats.
 #define LW_BACKEND_FORMAT_BIT(f) (1u << (unsigned)(f))
 
+// LW_MUST_USE is [[nodiscard]] outside the library (lanework/status.h), which applies to
+// functions, not to the pointers below: these say warn_unused_result themselves.
+#define LW__BACKEND_MUST_USE __attribute__((warn_unused_result))
+
 typedef struct lw_backend_ops {
   const char *name;
   uint32_t formats;  // LW_BACKEND_FORMAT_BIT of every format load accepts
-  LW_MUST_USE lw_status_t (*open)(const lw_chip_config_t *cfg, void **out_device,
-                                  lw_error_t *err);
+  LW__BACKEND_MUST_USE lw_status_t (*open)(const lw_chip_config_t *cfg, void **out_device,
+                                           lw_error_t *err);
   void (*close)(void *device);
   // Loads the image (sim: dlopen + the prepare hook; opencl: build the program, create the
   // kernel). On failure nothing stays loaded and err names the callable and the reason.
-  LW_MUST_USE lw_status_t (*load)(void *device, const lw_backend_image_t *image,
-                                  void **out_module, lw_error_t *err);
+  LW__BACKEND_MUST_USE lw_status_t (*load)(void *device, const lw_backend_image_t *image,
+                                           void **out_module, lw_error_t *err);
   // Runs the release hook and unloads.
   void (*unload)(void *device, void *module);
   // Runs module on args to completion. The kernel sees (run->cancel_word, run->generation).
   // LW_OK means the kernel ran (its return value is in out->kernel_rc); an error status means
   // it could not be launched. A backend that executes a run in slices records each slice with
   // lw__trace_slice (lanes/trace.h) under run's identity, on the calling (run lane) thread.
-  LW_MUST_USE lw_status_t (*launch)(void *device, void *module, const lw_kernel_args_t *args,
-                                    const lw_backend_run_t *run,
-                                    lw_backend_launch_result_t *out, lw_error_t *err);
+  LW__BACKEND_MUST_USE lw_status_t (*launch)(void *device, void *module,
+                                             const lw_kernel_args_t *args,
+                                             const lw_backend_run_t *run,
+                                             lw_backend_launch_result_t *out, lw_error_t *err);
 } lw_backend_ops_t;
 
-// The backend called name, or NULL (an unknown name, or a backend not built in).
+// The backends built into this library (child/backend.c), sim first; their number in *out_n.
+// Static, never NULL.
+const lw_backend_ops_t *const *lw__backend_list(uint32_t *out_n);
+
+// The backend of lw__backend_list called name, or NULL (an unknown name, or a backend not
+// built in).
 const lw_backend_ops_t *lw__backend_find(const char *name);
 
-// The backends built into this library, for messages: "sim" or "sim, opencl".
+// Room for lw__backend_names' text.
+#define LW_BACKEND_NAMES_BYTES 64
+
+// The names of lw__backend_list, in its order, for messages: "sim" or "sim, opencl". Static;
+// thread-safe.
 const char *lw__backend_names(void);
 
 // When name is a backend lanework knows but this build lacks: why, and what to install (a

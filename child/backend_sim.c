@@ -265,31 +265,3 @@ const lw_backend_ops_t lw__backend_sim = {
     .unload = sim_unload,
     .launch = sim_launch,
 };
-
-const lw_backend_ops_t *lw__backend_find(const char *name) {
-  if (name && strcmp(name, lw__backend_sim.name) == 0) return &lw__backend_sim;
-#ifdef LW_HAVE_OPENCL
-  if (name && strcmp(name, lw__backend_opencl.name) == 0) return &lw__backend_opencl;
-#endif
-  return NULL;
-}
-
-const char *lw__backend_names(void) {
-#ifdef LW_HAVE_OPENCL
-  return "sim, opencl";
-#else
-  return "sim";
-#endif
-}
-
-const char *lw__backend_missing_reason(const char *name) {
-#ifndef LW_HAVE_OPENCL
-  if (name && strcmp(name, "opencl") == 0) {
-    return "this lanework was built without OpenCL (install ocl-icd-opencl-dev and "
-           "opencl-c-headers, plus a driver such as pocl-opencl-icd, then reconfigure)";
-  }
-#else
-  (void)name;
-#endif
-  return NULL;
-}

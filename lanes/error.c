@@ -2,6 +2,7 @@
 #include "lanes/error.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,14 +104,45 @@ void lw__error_clear(lw_error_t *err) {
   memset(err->message, 0, sizeof(err->message));
 }
 
+// What a cut message ends with: "…" (U+2026) in UTF-8.
+static const char kEllipsis[] = "\xE2\x80\xA6";
+#define ELLIPSIS_BYTES (sizeof(kEllipsis) - 1)
+// How far back from the cut a word boundary is looked for; a longer word (a path, a hex
+// dump) is cut inside, since dropping it whole would drop what the message is about.
+#define WORD_LOOKBACK (LW_ERROR_MESSAGE_BYTES / 4)
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// msg holds the first size - 1 bytes of a longer text (vsnprintf's cut). Ends it with "…"
+// after the last whole word that fits with it: its first `limit` bytes are all that may stay,
+// and msg[limit] (still the text's own byte) tells whether the text breaks there.
+static void cut_on_a_word(char *msg, size_t size) {
+  size_t limit = size - 1 - ELLIPSIS_BYTES;
+  size_t at = limit;
+  while (at > 0 && limit - at < WORD_LOOKBACK && !is_space(msg[at])) --at;
+  if (!is_space(msg[at])) {
+    // One word longer than the lookback: cut it, but not inside a UTF-8 character (msg[at] is
+    // the first byte dropped; a continuation byte there means its character started before).
+    at = limit;
+    while (at > 0 && ((unsigned char)msg[at] & 0xC0u) == 0x80u) --at;
+  }
+  while (at > 0 && is_space(msg[at - 1])) --at;
+  memcpy(msg + at, kEllipsis, ELLIPSIS_BYTES + 1);
+}
+
 static void error_vset(lw_error_t *err, lw_status_t code, int32_t worker_id, uint64_t task_id,
                        const char *fmt, va_list ap) {
   err->code = code;
   err->worker_id = worker_id;
   err->task_id = task_id;
-  // vsnprintf never writes past the buffer and always terminates it; a longer message is cut.
+  // vsnprintf never writes past the buffer and always terminates it; a longer message is cut
+  // after a whole word and marked with "…", so a reader sees that something is missing.
   int n = vsnprintf(err->message, sizeof(err->message), fmt != NULL ? fmt : "", ap);
-  if (n < 0) err->message[0] = '\0';  // an encoding error leaves the contents unspecified
+  if (n < 0) {
+    err->message[0] = '\0';  // an encoding error leaves the contents unspecified
+  } else if ((size_t)n >= sizeof(err->message)) {
+    cut_on_a_word(err->message, sizeof(err->message));
+  }
 }
 
 lw_status_t lw__error_set(lw_error_t *err, lw_status_t code, int32_t worker_id, uint64_t task_id,

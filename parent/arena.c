@@ -2,9 +2,12 @@
 // starts; the server maps it at the same address, so every child sees it there. The
 // allocator's metadata lives only in the parent's heap: a child can scribble over the memory
 // but never over the bookkeeping.
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
@@ -35,6 +38,72 @@ static void remove_at(lw_arena_block_t *v, uint32_t *n, uint32_t i) {
   (*n)--;
 }
 
+// bytes as a person reads it: "2 GiB", "1.5 GiB", "256 MiB", "12 KiB", "100 bytes".
+static void format_bytes(char *buf, size_t n, uint64_t bytes) {
+  static const struct {
+    uint64_t unit;
+    const char *name;
+  } units[] = {{1ull << 30, "GiB"}, {1ull << 20, "MiB"}, {1ull << 10, "KiB"}};
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); ++i) {
+    if (bytes < units[i].unit) continue;
+    if (bytes % units[i].unit == 0) {
+      snprintf(buf, n, "%llu %s", (unsigned long long)(bytes / units[i].unit), units[i].name);
+    } else {
+      snprintf(buf, n, "%.1f %s", (double)bytes / (double)units[i].unit, units[i].name);
+    }
+    return;
+  }
+  snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
+}
+
+// This process's address space now (VmSize), or 0 when /proc cannot say.
+static uint64_t address_space_in_use(void) {
+  FILE *f = fopen("/proc/self/statm", "re");
+  if (f == NULL) return 0;
+  unsigned long long pages = 0;
+  int got = fscanf(f, "%llu", &pages);
+  fclose(f);
+  long page = sysconf(_SC_PAGESIZE);
+  return got == 1 && page > 0 ? pages * (uint64_t)page : 0;
+}
+
+const char *lw__arena_describe_failure(char *buf, size_t n, const char *verb, const char *what,
+                                       uint64_t bytes, int errnum) {
+  if (buf == NULL || n == 0) return buf;
+  char size[32];
+  format_bytes(size, sizeof(size), bytes);
+  char hint[192] = "";
+  if (errnum == ENOMEM) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+      char limit[32], used[64] = "";
+      format_bytes(limit, sizeof(limit), rl.rlim_cur);
+      uint64_t in_use = address_space_in_use();
+      if (in_use != 0) {
+        char u[32];
+        format_bytes(u, sizeof(u), in_use);
+        snprintf(used, sizeof(used), ", %s of it in use", u);
+      }
+      snprintf(hint, sizeof(hint),
+               " (RLIMIT_AS is %s%s: lower arena_bytes in lw_worker_config_t or raise ulimit -v)",
+               limit, used);
+    } else {
+      snprintf(hint, sizeof(hint),
+               " (the system is short of memory or of mappings, vm.max_map_count: lower "
+               "arena_bytes in lw_worker_config_t)");
+    }
+  }
+  snprintf(buf, n, "cannot %s %s (%s): %s%s", verb, what, size, strerror(errnum), hint);
+  return buf;
+}
+
+// RESOURCE_EXHAUSTED into err: what failed, its errno text and the hint.
+static lw_status_t arena_failure(lw_error_t *err, const char *verb, uint64_t bytes, int errnum) {
+  char why[LW_ERROR_MESSAGE_BYTES];
+  lw__arena_describe_failure(why, sizeof(why), verb, "the arena", bytes, errnum);
+  return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: %s", why);
+}
+
 lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes, lw_error_t *err) {
   memset(a, 0, sizeof(*a));
   a->fd = -1;
@@ -45,19 +114,15 @@ lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes, lw_error_t *err)
   }
   a->fd = lw__forkserver_fd_above_stdio(memfd_create("lw-arena", MFD_CLOEXEC));
   if (a->fd < 0) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "worker: memfd_create for the arena failed");
+    // -1 with errno from memfd_create, or -errno from moving the fd above stdio.
+    int e = a->fd < -1 ? -a->fd : errno;
+    a->fd = -1;
+    return arena_failure(err, "create", bytes, e);
   }
-  if (ftruncate(a->fd, (off_t)bytes) != 0) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "worker: cannot size the arena to %llu bytes", (unsigned long long)bytes);
-  }
+  if (ftruncate(a->fd, (off_t)bytes) != 0) return arena_failure(err, "size", bytes, errno);
   // At an address every fork server can map it at too (see lw__forkserver_share_map).
   void *p = lw__forkserver_share_map(a->fd, bytes);
-  if (p == NULL) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: cannot map a %llu-byte arena",
-                         (unsigned long long)bytes);
-  }
+  if (p == NULL) return arena_failure(err, "map", bytes, errno);
   a->base = p;
   a->bytes = bytes;
   if (!grow(&a->free_list, &a->cap_free, 1)) {

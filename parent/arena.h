@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lanework/status.h"
@@ -37,10 +38,23 @@ typedef struct lw_arena {
 } lw_arena_t;
 
 // Maps a fresh arena of bytes (rounded up to a page); fails INVALID_ARGUMENT (0 bytes) or
-// RESOURCE_EXHAUSTED into err (may be NULL).
+// RESOURCE_EXHAUSTED into err (may be NULL), whose message gives the errno text and, for
+// ENOMEM, what to change (lw__arena_describe_failure).
 LW_MUST_USE lw_status_t lw__arena_initialize(lw_arena_t *a, uint64_t bytes,
                                               lw_error_t *err);
 void lw__arena_deinitialize(lw_arena_t *a);
+
+// Why creating or mapping a shared area of the worker (the arena, the mailboxes, the trace
+// areas) failed, for an error message: "cannot VERB WHAT (SIZE): ERRNO TEXT", and for ENOMEM
+// a hint at what to change, e.g.
+//   cannot map the arena (2 GiB): Cannot allocate memory (RLIMIT_AS is 1 GiB, 180 MiB of it
+//   in use: lower arena_bytes in lw_worker_config_t or raise ulimit -v)
+// (without a finite RLIMIT_AS the hint says the system is short of memory or of mappings).
+// errnum is the errno of the failed call, read right after it. Writes at most n bytes to buf,
+// always NUL-terminated; returns buf. Any thread; reads getrlimit and /proc/self/statm.
+const char *lw__arena_describe_failure(char *buf, size_t n, const char *verb, const char *what,
+                                       uint64_t bytes, int errnum);
+
 void *lw__arena_alloc(lw_arena_t *a, uint64_t bytes);
 // false when p is not a live block of this arena.
 bool lw__arena_free(lw_arena_t *a, void *p);

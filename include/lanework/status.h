@@ -23,7 +23,42 @@ extern "C" {
 #define LW_API
 #endif
 
+// LW_MUST_USE marks a function whose result says whether it worked (most return an
+// lw_status_t): a call that drops the result warns (-Wunused-result, on by default in gcc and
+// clang), and a cast to void says it is dropped on purpose and silences the warning, so a
+// program built with -Werror can still write `(void)lw_args_add_scalar(&a, 1);` in cleanup
+// code:
+//   - C++17 and C23: the standard [[nodiscard]];
+//   - clang in older modes: __attribute__((warn_unused_result)), which a (void) cast silences
+//     in clang;
+//   - gcc in older modes (C17, C++14): [[nodiscard]] as a GNU extension (__extension__ keeps
+//     -pedantic quiet) where gcc has it (gcc 11 and later); not gcc's warn_unused_result,
+//     which no cast silences (gcc bug 66425). An older gcc gets nothing.
+// Inside liblanework (LW_BUILDING_LIBRARY) it stays gcc's warn_unused_result: the library's
+// own code cannot drop a status even with a cast; it handles or records every one.
+#if defined(__has_c_attribute) && !defined(__cplusplus)
+#if __has_c_attribute(nodiscard)
+#define LW_HAS_NODISCARD_ 1
+#endif
+#elif defined(__has_cpp_attribute) && defined(__cplusplus)
+#if __has_cpp_attribute(nodiscard)
+#define LW_HAS_NODISCARD_ 1
+#endif
+#endif
+#if defined(LW_BUILDING_LIBRARY)
 #define LW_MUST_USE __attribute__((warn_unused_result))
+#elif defined(__cplusplus) && __cplusplus >= 201703L
+#define LW_MUST_USE [[nodiscard]]
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ > 201710L && \
+    defined(LW_HAS_NODISCARD_)
+#define LW_MUST_USE [[nodiscard]]
+#elif defined(__clang__)
+#define LW_MUST_USE __attribute__((warn_unused_result))
+#elif defined(__GNUC__) && defined(LW_HAS_NODISCARD_)
+#define LW_MUST_USE __extension__ [[nodiscard]]
+#else
+#define LW_MUST_USE
+#endif
 
 // A compile-time check that reads the same in C and C++ (C17 spells it _Static_assert, C++
 // static_assert), so the public headers state their layout rules in both languages.
@@ -50,6 +85,11 @@ typedef enum lw_status {
   LW_STATUS_COUNT_ = 13,
 } lw_status_t;
 
+// The room for an error's message, its terminating NUL included. A longer message is cut
+// to fit: after its last whole word that fits, followed by "…" (U+2026, 3 bytes of UTF-8), so
+// a reader sees that text is missing. A word longer than a quarter of the room (a path) is cut
+// inside instead, never inside a UTF-8 character. A message that fits is never changed. The
+// size is part of lw_error_t's layout (the ABI and the mailbox), hence fixed.
 #define LW_ERROR_MESSAGE_BYTES 256
 
 // What failed, where and why. worker_id is the chip/sub child index (-1: none, e.g. L2 or the

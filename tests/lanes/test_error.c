@@ -1,6 +1,8 @@
 // tests/lanes/test_error.c — status names, error records and the thread-local last error.
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lanes/error.h"
@@ -42,13 +44,76 @@ Test(error, error_set_fills_the_record_and_returns_the_code) {
   cr_assert_str_eq(e.message, "");
 }
 
-Test(error, long_messages_are_truncated_and_terminated) {
-  char big[1000];
-  memset(big, 'x', sizeof(big) - 1);
+// "…" in UTF-8, what a message cut to fit ends with.
+#define ELLIPSIS "\xE2\x80\xA6"
+
+static bool ends_with_ellipsis(const char *s) {
+  size_t n = strlen(s), e = strlen(ELLIPSIS);
+  return n >= e && strcmp(s + n - e, ELLIPSIS) == 0;
+}
+
+// Words of 7 or 8 bytes ("word-17 ", "word-123 ") up to n bytes, NUL-terminated.
+static void words(char *out, size_t n) {
+  size_t at = 0;
+  for (int i = 0; at + 1 < n; ++i) at += (size_t)snprintf(out + at, n - at, "word-%d ", i);
+  out[n - 1] = '\0';
+}
+
+Test(error, a_long_message_is_cut_after_a_whole_word_and_ends_with_an_ellipsis) {
+  char full[1000];
+  words(full, sizeof(full));
+  lw_error_t e;
+  (void)lw__error_set(&e, LW_INTERNAL, -1, 0, "%s", full);
+  size_t n = strlen(e.message);
+  cr_assert_lt(n, (size_t)LW_ERROR_MESSAGE_BYTES);
+  cr_assert(ends_with_ellipsis(e.message), "no ellipsis: '%s'", e.message);
+  size_t kept = n - strlen(ELLIPSIS);
+  cr_assert_eq(strncmp(e.message, full, kept), 0, "the kept text is the message's start");
+  // Cut at a word's end: the kept text ends with a word and the full message has a space next.
+  cr_assert_neq(e.message[kept - 1], ' ', "'%s'", e.message);
+  cr_assert_eq(full[kept], ' ', "cut inside a word: '%s'", e.message);
+  // No more than one word was dropped beyond what the ellipsis needs.
+  cr_assert_gt(kept, (size_t)LW_ERROR_MESSAGE_BYTES - 1 - strlen(ELLIPSIS) - 10);
+  // The thread's last error is cut the same way.
+  (void)lw__fail(LW_INTERNAL, "%s", full);
+  cr_assert_str_eq(lw_last_error()->message, e.message);
+}
+
+Test(error, a_message_that_fits_is_unchanged) {
+  char full[LW_ERROR_MESSAGE_BYTES];
+  words(full, sizeof(full));  // exactly LW_ERROR_MESSAGE_BYTES - 1 bytes: the most that fits
+  cr_assert_eq(strlen(full), (size_t)LW_ERROR_MESSAGE_BYTES - 1);
+  lw_error_t e;
+  (void)lw__error_set(&e, LW_INTERNAL, -1, 0, "%s", full);
+  cr_assert_str_eq(e.message, full);
+  (void)lw__error_set(&e, LW_INTERNAL, -1, 0, "short: %d words", 2);
+  cr_assert_str_eq(e.message, "short: 2 words");
+}
+
+Test(error, a_message_one_byte_too_long_loses_its_last_word) {
+  char full[LW_ERROR_MESSAGE_BYTES + 1];
+  words(full, sizeof(full));
+  full[LW_ERROR_MESSAGE_BYTES - 1] = 'x';  // no trailing space: the last word runs to the end
+  lw_error_t e;
+  (void)lw__error_set(&e, LW_INTERNAL, -1, 0, "%s", full);
+  cr_assert(ends_with_ellipsis(e.message), "'%s'", e.message);
+  size_t kept = strlen(e.message) - strlen(ELLIPSIS);
+  cr_assert_eq(full[kept], ' ', "cut inside a word: '%s'", e.message);
+}
+
+Test(error, a_word_longer_than_the_cut_is_cut_on_a_character_boundary) {
+  // One word of 2-byte characters ("é") with nothing to break it: it is cut inside, but never
+  // inside a character, and still ends with the ellipsis.
+  char big[1001];
+  for (size_t i = 0; i + 1 < sizeof(big); i += 2) memcpy(big + i, "\xC3\xA9", 2);
   big[sizeof(big) - 1] = '\0';
   lw_error_t e;
   (void)lw__error_set(&e, LW_INTERNAL, -1, 0, "%s", big);
-  cr_assert_eq(strlen(e.message), LW_ERROR_MESSAGE_BYTES - 1);
+  cr_assert_lt(strlen(e.message), (size_t)LW_ERROR_MESSAGE_BYTES);
+  cr_assert(ends_with_ellipsis(e.message));
+  size_t kept = strlen(e.message) - strlen(ELLIPSIS);
+  cr_assert_eq(kept % 2, 0u, "a character was split: %zu bytes kept", kept);
+  cr_assert_gt(kept, (size_t)LW_ERROR_MESSAGE_BYTES / 2);
 }
 
 Test(error, fail_and_store_set_this_threads_last_error) {
