@@ -175,8 +175,8 @@ static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err)
   if (strnlen(c->chip.backend, LW_BACKEND_NAME_BYTES) == LW_BACKEND_NAME_BYTES ||
       !lw__backend_find(c->chip.backend)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         "worker: unknown backend '%.*s' (known: sim)", LW_BACKEND_NAME_BYTES,
-                         c->chip.backend);
+                         "worker: unknown backend '%.*s' (known: %s)", LW_BACKEND_NAME_BYTES,
+                         c->chip.backend, lw__backend_names());
   }
   return LW_OK;
 }
@@ -185,15 +185,23 @@ static lw_status_t validate_config(const lw_worker_config_t *c, lw_error_t *err)
 // RESOURCE_EXHAUSTED naming what otherwise (the caller's cleanup closes the fd).
 static lw_status_t share_new(const char *memfd_name, const char *what, size_t bytes,
                              int *fd_out, void **out, lw_error_t *err) {
+  char why[LW_ERROR_MESSAGE_BYTES];
   *fd_out = lw__forkserver_fd_above_stdio(memfd_create(memfd_name, MFD_CLOEXEC));
-  if (*fd_out < 0 || ftruncate(*fd_out, (off_t)bytes) != 0) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: cannot create %s",
-                         what);
+  if (*fd_out < 0) {
+    // -1 with errno from memfd_create, or -errno from moving the fd above stdio.
+    int e = *fd_out < -1 ? -*fd_out : errno;
+    *fd_out = -1;
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: %s",
+                         lw__arena_describe_failure(why, sizeof(why), "create", what, bytes, e));
+  }
+  if (ftruncate(*fd_out, (off_t)bytes) != 0) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: %s",
+                         lw__arena_describe_failure(why, sizeof(why), "size", what, bytes, errno));
   }
   *out = lw__forkserver_share_map(*fd_out, bytes);
   if (!*out) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: cannot map %s",
-                         what);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: %s",
+                         lw__arena_describe_failure(why, sizeof(why), "map", what, bytes, errno));
   }
   return LW_OK;
 }
