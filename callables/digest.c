@@ -100,8 +100,8 @@ lw_status_t lw__callable_validate(const lw_callable_t *c, lw_error_t *err) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "callable %s: image is NULL", name);
   }
   if (c->image_bytes == 0) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "callable %s: image_bytes is 0",
-                         name);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "callable %s: image is empty (image_bytes is 0)", name);
   }
   if (c->image_bytes > LW_MAX_IMAGE_BYTES) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,

@@ -21,19 +21,9 @@
 
 #define LW_ZSTD_MAGIC 0xFD2FB528u
 
-#if defined(__x86_64__)
-#define LW_HOST_EM EM_X86_64
-#define LW_HOST_EM_NAME "EM_X86_64"
-#elif defined(__aarch64__)
-#define LW_HOST_EM EM_AARCH64
-#define LW_HOST_EM_NAME "EM_AARCH64"
-#else
-#error "lanework: unsupported host architecture (add its e_machine here)"
-#endif
-
 // Messages say "callable <name>: ..."; a descriptor without a name says "callable: ...".
-#define NAME_FMT "callable%s%s"
-#define NAME_ARGS(name) ((name) ? " " : ""), ((name) ? (name) : "")
+#define NAME_FMT LW__CALLABLE_NAME_FMT
+#define NAME_ARGS(name) LW__CALLABLE_NAME_ARGS(name)
 
 bool lw__image_is_zstd(const void *image, size_t bytes) {
   if (image == NULL || bytes < 4) return false;
@@ -221,32 +211,15 @@ lw_image_format_t lw__image_detect_format(const uint8_t *data, size_t bytes) {
   return LW_IMAGE_OPENCL_C;
 }
 
-static lw_status_t check_format(const uint8_t *p, size_t bytes, const char *name,
-                                lw_image_format_t f, lw_error_t *err) {
+lw_status_t lw__image_check_format(const uint8_t *p, size_t bytes, const char *name,
+                                   lw_image_format_t f, bool detected, lw_error_t *err) {
   switch (f) {
     case LW_IMAGE_ELF:
       return lw__image_check_elf(p, bytes, name, err);
     case LW_IMAGE_SPIRV:
-      if (!is_spirv(p, bytes) || bytes % 4 != 0) {
-        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                             NAME_FMT ": not a SPIR-V module (%s; need the magic 0x%08x and a "
-                             "whole number of 32-bit words)",
-                             NAME_ARGS(name), is_spirv(p, bytes) ? "length" : "bad magic",
-                             LW_SPIRV_MAGIC);
-      }
-      return LW_OK;
-    case LW_IMAGE_OPENCL_C: {
-      // The source goes to the compiler with its length, so a NUL terminator is allowed at
-      // the very end only; one earlier would cut the program short without a word.
-      const void *nul = memchr(p, 0, bytes);
-      if (nul && (const uint8_t *)nul != p + bytes - 1) {
-        return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                             NAME_FMT ": OpenCL C source has a NUL byte at offset %zu of %zu "
-                             "(binary data given as OpenCL C?)",
-                             NAME_ARGS(name), (size_t)((const uint8_t *)nul - p), bytes);
-      }
-      return LW_OK;
-    }
+      return lw__image_check_spirv(p, bytes, name, err);
+    case LW_IMAGE_OPENCL_C:
+      return lw__image_check_opencl_c(p, bytes, name, detected, err);
     case LW_IMAGE_AUTO:
       break;
   }
@@ -254,7 +227,7 @@ static lw_status_t check_format(const uint8_t *p, size_t bytes, const char *name
                        NAME_ARGS(name), (int)f);
 }
 
-lw_status_t lw__image_decode_format(const void *image, size_t bytes, const char *name,
+lw_status_t lw__image_decode_detect(const void *image, size_t bytes, const char *name,
                                     lw_image_format_t format, lw_image_bytes_t *out,
                                     lw_image_format_t *out_format, lw_error_t *err) {
   if ((uint32_t)format > (uint32_t)LW_IMAGE_SPIRV) {
@@ -264,9 +237,18 @@ lw_status_t lw__image_decode_format(const void *image, size_t bytes, const char 
                          NAME_ARGS(name), (int)format);
   }
   LW_RETURN_IF_ERROR(decode_raw(image, bytes, name, out, err));
-  lw_image_format_t f =
+  *out_format =
       format == LW_IMAGE_AUTO ? lw__image_detect_format(out->data, out->bytes) : format;
-  lw_status_t st = check_format(out->data, out->bytes, name, f, err);
+  return LW_OK;
+}
+
+lw_status_t lw__image_decode_format(const void *image, size_t bytes, const char *name,
+                                    lw_image_format_t format, lw_image_bytes_t *out,
+                                    lw_image_format_t *out_format, lw_error_t *err) {
+  lw_image_format_t f = LW_IMAGE_AUTO;
+  LW_RETURN_IF_ERROR(lw__image_decode_detect(image, bytes, name, format, out, &f, err));
+  lw_status_t st =
+      lw__image_check_format(out->data, out->bytes, name, f, format == LW_IMAGE_AUTO, err);
   if (st != LW_OK) {
     lw__image_bytes_release(out);
     return st;
@@ -279,55 +261,6 @@ void lw__image_bytes_release(lw_image_bytes_t *b) {
   if (b == NULL) return;
   free(b->owned);
   *b = (lw_image_bytes_t){0};
-}
-
-lw_status_t lw__image_check_elf(const uint8_t *elf, size_t bytes, const char *name,
-                                lw_error_t *err) {
-  if (elf == NULL || bytes < SELFMAG || memcmp(elf, ELFMAG, SELFMAG) != 0) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": not an ELF image (bad magic)", NAME_ARGS(name));
-  }
-  if (bytes < sizeof(Elf64_Ehdr)) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": truncated ELF header (%zu bytes, need %zu)",
-                         NAME_ARGS(name), bytes, sizeof(Elf64_Ehdr));
-  }
-  // The bytes may sit at any alignment (a zstd buffer, a file read at an offset): copy the
-  // header out instead of casting.
-  Elf64_Ehdr eh;
-  memcpy(&eh, elf, sizeof(eh));
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": not a 64-bit ELF image (EI_CLASS %u, need ELFCLASS64)",
-                         NAME_ARGS(name), (unsigned)eh.e_ident[EI_CLASS]);
-  }
-  if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": not a little-endian ELF image (EI_DATA %u, need "
-                         "ELFDATA2LSB)",
-                         NAME_ARGS(name), (unsigned)eh.e_ident[EI_DATA]);
-  }
-  if (eh.e_type != ET_DYN) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": not a shared object (e_type %u, need ET_DYN; build the "
-                         "kernel with -shared -fPIC)",
-                         NAME_ARGS(name), (unsigned)eh.e_type);
-  }
-  if (eh.e_machine != LW_HOST_EM) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": built for another machine (e_machine %u, this host needs "
-                         "%u " LW_HOST_EM_NAME ")",
-                         NAME_ARGS(name), (unsigned)eh.e_machine, (unsigned)LW_HOST_EM);
-  }
-  // A cut-off image would otherwise fail later inside dlopen with a vaguer message.
-  uint64_t ph_end = (uint64_t)eh.e_phnum * eh.e_phentsize;
-  if (eh.e_phoff > bytes || ph_end > bytes - eh.e_phoff) {
-    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": truncated ELF image (program headers end past its %zu "
-                         "bytes)",
-                         NAME_ARGS(name), bytes);
-  }
-  return LW_OK;
 }
 
 // Writes all of bytes, retrying short writes and EINTR. Returns 0 or -errno.

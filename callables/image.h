@@ -1,5 +1,6 @@
-// callables/image.h — kernel images: zstd detection and decompression, ELF checks, and
-// loading an ELF shared object from memory (memfd + dlopen) with its entry points resolved.
+// callables/image.h — kernel images: zstd detection and decompression, format detection,
+// the checks of each format (callables/image_check.h), and loading an ELF shared object from
+// memory (memfd + dlopen) with its entry points resolved.
 //
 // Thread safety: every function is reentrant; loaded images are independent. glibc matches an
 // already-loaded object by path before inode, and /proc/self/fd/N paths are reused once N is
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "callables/image_check.h"
 #include "lanework/callable.h"
 #include "lanework/kernel.h"
 #include "lanework/status.h"
@@ -31,18 +33,30 @@ typedef struct lw_image_bytes {
 bool lw__image_is_zstd(const void *image, size_t bytes);
 
 // Gives the ELF bytes of image: decompresses a zstd frame (bounded by LW_MAX_IMAGE_BYTES),
-// otherwise borrows. Then checks the ELF header (lw__image_check_elf). Errors are
+// otherwise borrows. Then checks them as an ELF image (lw__image_check_elf). Errors are
 // INVALID_ARGUMENT with the callable's name and the reason in err ("callable vector_add:
-// corrupt zstd frame: ...", "...: not an ELF image (bad magic)").
+// corrupt zstd frame: ...", "...: image is not a valid kernel: not an ELF image (bad magic)").
 LW_MUST_USE lw_status_t lw__image_decode(const void *image, size_t bytes, const char *name,
                                          lw_image_bytes_t *out, lw_error_t *err);
 void lw__image_bytes_release(lw_image_bytes_t *b);
 
-// Decompresses like lw__image_decode, then resolves format: LW_IMAGE_AUTO becomes ELF (ELF
-// magic), SPIRV (SPIR-V magic) or OPENCL_C (anything else); *out_format gets the result. Then
-// checks the bytes against it: an ELF header for ELF, the magic and a whole number of 32-bit
-// words for SPIRV, no NUL byte before the end for OpenCL C text. INVALID_ARGUMENT naming the
-// callable, the format and the reason; an unknown format value is INVALID_ARGUMENT too.
+// Decompresses like lw__image_decode and resolves format, without checking the bytes against
+// it: LW_IMAGE_AUTO becomes ELF (ELF magic), SPIRV (SPIR-V magic) or OPENCL_C (anything else);
+// *out_format gets the result. INVALID_ARGUMENT for an unknown format value or a bad frame.
+// The chip uses it to refuse a format its backend does not load before it checks the bytes.
+LW_MUST_USE lw_status_t lw__image_decode_detect(const void *image, size_t bytes,
+                                                const char *name, lw_image_format_t format,
+                                                lw_image_bytes_t *out,
+                                                lw_image_format_t *out_format, lw_error_t *err);
+
+// The check of format f (never AUTO) from callables/image_check.h on plain (decompressed)
+// bytes. detected: f was resolved from LW_IMAGE_AUTO (see lw__image_check_opencl_c).
+LW_MUST_USE lw_status_t lw__image_check_format(const uint8_t *p, size_t bytes, const char *name,
+                                               lw_image_format_t f, bool detected,
+                                               lw_error_t *err);
+
+// lw__image_decode_detect, then lw__image_check_format: the bytes of a register, checked as
+// the format they are. INVALID_ARGUMENT naming the callable, the format and the reason.
 LW_MUST_USE lw_status_t lw__image_decode_format(const void *image, size_t bytes,
                                                 const char *name, lw_image_format_t format,
                                                 lw_image_bytes_t *out,
@@ -51,10 +65,6 @@ LW_MUST_USE lw_status_t lw__image_decode_format(const void *image, size_t bytes,
 // The format the bytes look like (ELF magic, SPIR-V magic, else OpenCL C).
 lw_image_format_t lw__image_detect_format(const uint8_t *data, size_t bytes);
 
-// ELF64, little endian, ET_DYN, this machine's e_machine; INVALID_ARGUMENT otherwise.
-LW_MUST_USE lw_status_t lw__image_check_elf(const uint8_t *elf, size_t bytes, const char *name,
-                                            lw_error_t *err);
-
 typedef struct lw_loaded_image {
   void *dl;                          // dlopen handle
   lw_kernel_main_fn main;            // the entry symbol
@@ -62,10 +72,12 @@ typedef struct lw_loaded_image {
   lw_kernel_release_fn release;      // lw_kernel_release, or NULL
 } lw_loaded_image_t;
 
-// Writes elf to a memfd named after name, dlopens it (RTLD_NOW | RTLD_LOCAL) and resolves
-// entry (NULL: LW_DEFAULT_ENTRY) and the optional hooks. The memfd is closed before return.
-// Errors: INVALID_ARGUMENT for a dlopen failure or a missing entry symbol (message has the
-// dlerror text), RESOURCE_EXHAUSTED / INTERNAL for memfd failures.
+// Checks elf (lw__image_check_elf) whoever checked it before: dlopen maps what it is given, and
+// a bad image must never reach it. Then writes elf to a memfd named after name, dlopens it
+// (RTLD_NOW | RTLD_LOCAL) and resolves entry (NULL: LW_DEFAULT_ENTRY) and the optional hooks.
+// The memfd is closed before return. Errors: INVALID_ARGUMENT for an image that fails the
+// check, a dlopen failure or a missing entry symbol (message has the dlerror text),
+// RESOURCE_EXHAUSTED / INTERNAL for memfd failures.
 LW_MUST_USE lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
                                        const char *name, lw_loaded_image_t *out, lw_error_t *err);
 // dlcloses. Accepts a zeroed struct.

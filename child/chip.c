@@ -527,10 +527,23 @@ static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
     goto done;
   }
   lw_image_format_t format = LW_IMAGE_AUTO;
-  st = lw__image_decode_format(op->image, op->image_bytes, op->name, op->format, &elf, &format,
+  st = lw__image_decode_detect(op->image, op->image_bytes, op->name, op->format, &elf, &format,
                                &err);
   if (st != LW_OK) goto done;
-  if (!(chip->backend->formats & LW_BACKEND_FORMAT_BIT(format))) {
+  bool loadable = chip->backend->formats & LW_BACKEND_FORMAT_BIT(format);
+  // Bytes that say by their magic what they are, in a format this backend does not load, are
+  // refused as such ("sim cannot load SPIR-V") before their content is checked. Bytes given
+  // as a format, or with no magic, are checked first: the format was the caller's word, or
+  // garbage is better told as garbage than as "OpenCL C (detected)".
+  bool by_magic = op->format == LW_IMAGE_AUTO && format != LW_IMAGE_OPENCL_C;
+  if (loadable || !by_magic) {
+    // Every image is checked here before the backend sees it (the check of its format: an ELF
+    // image's segments inside its bytes, ...), and in the parent before that at L3.
+    st = lw__image_check_format(elf.data, elf.bytes, op->name, format,
+                                op->format == LW_IMAGE_AUTO, &err);
+    if (st != LW_OK) goto done;
+  }
+  if (!loadable) {
     char loads[64] = "";
     for (int f = LW_IMAGE_ELF; f <= LW_IMAGE_SPIRV; ++f) {
       if (!(chip->backend->formats & LW_BACKEND_FORMAT_BIT(f))) continue;

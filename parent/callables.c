@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "callables/digest.h"
+#include "callables/image.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "parent/callables.h"
@@ -465,6 +466,17 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
   lw_error_t err;
   if (lw__callable_validate(c, &err) != LW_OK) return lw__last_error_store(&err);
+  // The image's bytes are checked here, as the format they are (callables/image_check.h),
+  // before anything is sent to a chip child: a bad image fails this call with the reason, and
+  // no child ever maps it (a truncated ELF image would kill each child that did with SIGBUS).
+  // The chip children check again before they load.
+  lw_image_bytes_t plain;
+  lw_image_format_t format;
+  if (lw__image_decode_format(c->image, c->image_bytes, c->name, c->format, &plain, &format,
+                              &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  lw__image_bytes_release(&plain);
   void *image = lw__arena_alloc(&w->arena, c->image_bytes);
   if (!image) {
     return lw__fail(LW_RESOURCE_EXHAUSTED,

@@ -133,7 +133,8 @@ Test(digest, format_and_build_options_change_the_digest) {
 }
 
 Test(digest, images_that_do_not_match_their_format_have_no_digest) {
-  const uint8_t spirv_ok[8] = {0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0};
+  // The 5-word header alone is a whole module (no instructions).
+  const uint8_t spirv_ok[20] = {0x03, 0x02, 0x23, 0x07, 0, 0, 1, 0};
   const uint8_t spirv_odd[6] = {0x03, 0x02, 0x23, 0x07, 0, 0};
   const char with_nul[] = "__kernel void k() {}\0trailing";
   struct {

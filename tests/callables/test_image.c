@@ -197,7 +197,7 @@ Test(image, truncated_elf_header_is_rejected) {
   assert_invalid(lw__image_check_elf(elf, 40, "short", &err), "truncated ELF header");
   // A whole header whose program headers lie past the end.
   assert_invalid(lw__image_check_elf(elf, sizeof(Elf64_Ehdr), "short", &err),
-                 "truncated ELF image");
+                 "ELF program header table [0x40, ");
   cr_assert_eq(lw__image_check_elf(elf, n, "whole", &err), LW_OK, "%s", err.message);
   free(elf);
 }

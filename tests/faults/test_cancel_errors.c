@@ -298,13 +298,15 @@ Test(errors, bad_input_at_l3_gives_clear_errors, .timeout = 60) {
   job_t j = {vadd, s, JOB_VADD, 0, 0, 0, 1};
   lw_run_report_t rep;
   cr_assert_eq(lw_worker_run(f.w, job_orch, &j, &rep), LW_NOT_FOUND);
-  // A zstd frame that is corrupt, named in the error with the chip.
+  // A zstd frame that is corrupt, named in the error with the callable, and refused in the
+  // program's process before any chip child saw it (so the error names no chip).
   static const unsigned char bad[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58, 0xff, 0xff, 0x01, 0x02};
   lw_callable_t c = {.name = "bad_zstd", .image = bad, .image_bytes = sizeof(bad)};
   lw_callable_handle_t h;
   cr_assert_eq(lw_worker_register(f.w, &c, &h), LW_INVALID_ARGUMENT);
-  ASSERT_MSG_HAS(lw_last_error()->message, "chip 0");
+  ASSERT_MSG_HAS(lw_last_error()->message, "callable bad_zstd");
   ASSERT_MSG_HAS(lw_last_error()->message, "zstd");
+  cr_assert_eq(lw_last_error()->worker_id, -1, "%s", lw_last_error()->message);
   // A chip id that does not exist, and an invalid config.
   j.k = fx_reg(&f, "vector_add");
   j.chip = 5;

@@ -1,6 +1,9 @@
-// tests/fuzz/fuzz_harness.h — the mailbox fuzz harnesses, shared by the libFuzzer targets
-// (tests/fuzz/fuzz_<target>.c, clang only) and the corpus replay test
-// (tests/mailbox/test_fuzz_corpus.c, every build).
+// tests/fuzz/fuzz_harness.h — the fuzz harnesses, shared by the libFuzzer targets
+// (tests/fuzz/fuzz_<target>.c, clang only) and the corpus replay tests (every build): the
+// mailbox readers' (tests/mailbox/test_fuzz_corpus.c) and the kernel image checks'
+// (lw_fuzz_image_check, tests/fuzz/harness_image_check.c, replayed by
+// tests/callables/test_image_check_corpus.c; its input is the image itself, with no parameter
+// block).
 //
 // Each harness plays one side of the protocol against a mailbox whose fields the other side
 // owns come from the input, and checks the reader's contract (docs/protocol.md §6): whatever
@@ -31,6 +34,7 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size);
 int lw_fuzz_take_control(const uint8_t *data, size_t size);
 int lw_fuzz_completions(const uint8_t *data, size_t size);
 int lw_fuzz_args_decode(const uint8_t *data, size_t size);
+int lw_fuzz_image_check(const uint8_t *data, size_t size);
 
 // The child's arena in the take_task / take_control harnesses: one malloc of exactly this
 // size, so ASan flags any access past a decoded range.

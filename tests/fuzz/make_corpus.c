@@ -1,9 +1,12 @@
 // tests/fuzz/make_corpus.c — writes the seed corpus: a few valid (and a few deliberately
 // malformed) inputs per harness, built with the real encoders (lw__mailbox_post_task,
-// lw__mailbox_post_control, ...) so fuzzing starts from frames the parent actually writes.
+// lw__mailbox_post_control, ...) so fuzzing starts from frames the parent actually writes, and
+// for image_check a real kernel (tests/fuzz/tiny_kernel.c, built by tests/fuzz/CMakeLists.txt
+// for this host: LW_FUZZ_TINY_KERNEL) with truncated and damaged copies.
 //
 //   lw_fuzz_make_corpus DIR    writes DIR/<target>/<name> (the committed copy is
 //                              tests/fuzz/corpus; regression inputs live there too)
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,6 +432,48 @@ static void args_decode_seeds(void) {
   args_seed("null_base_empty_tensors", 512, 1, &a);
 }
 
+// ---------------------------------------------------------------------------------------------
+// image_check (no parameter block: the input is the image)
+
+#ifndef LW_FUZZ_TINY_KERNEL
+#error "LW_FUZZ_TINY_KERNEL must name the tiny kernel seed (tests/fuzz/CMakeLists.txt)"
+#endif
+
+static void image_seed(const char *name, const void *bytes, size_t n) {
+  write_seed("image_check", name, NULL, 0, bytes, n);
+}
+
+static void image_check_seeds(void) {
+  FILE *f = fopen(LW_FUZZ_TINY_KERNEL, "rb");
+  if (f == NULL) die(LW_FUZZ_TINY_KERNEL);
+  static uint8_t elf[65536];
+  size_t n = fread(elf, 1, sizeof elf, f);
+  if (ferror(f) || n == sizeof elf || n < 1024) die("the tiny kernel is unreadable or odd-sized");
+  fclose(f);
+  image_seed("tiny_kernel", elf, n);
+  image_seed("tiny_kernel_cut_16", elf, 16);
+  image_seed("tiny_kernel_cut_64", elf, 64);
+  image_seed("tiny_kernel_cut_600", elf, 600);
+  image_seed("tiny_kernel_cut_half", elf, n / 2);
+  image_seed("tiny_kernel_cut_1_short", elf, n - 1);
+  static uint8_t other[65536];
+  memcpy(other, elf, n);
+  Elf64_Half machine = EM_RISCV;
+  memcpy(other + offsetof(Elf64_Ehdr, e_machine), &machine, sizeof machine);
+  image_seed("tiny_kernel_other_machine", other, n);
+
+  // The SPIR-V header, OpCapability Shader, OpMemoryModel Logical GLSL450; then cut inside the
+  // last instruction.
+  const uint32_t spirv[10] = {0x07230203u, 0x00010000u, 0, 8, 0, (2u << 16) | 17u, 1,
+                              (3u << 16) | 14u, 0, 1};
+  image_seed("spirv_module", spirv, sizeof spirv);
+  image_seed("spirv_cut_in_an_instruction", spirv, sizeof spirv - 4);
+  static const char src[] = "__kernel void k(__global int *a) { a[get_global_id(0)] = 1; }";
+  image_seed("opencl_source", src, sizeof src);
+  static const uint8_t junk[] = {0x13, 0x37, 0x00, 0x42, 0x99, 0xfe, 0x7f, 0x45, 0x4c, 0x46};
+  image_seed("garbage", junk, sizeof junk);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -440,5 +485,6 @@ int main(int argc, char **argv) {
   take_control_seeds();
   completions_seeds();
   args_decode_seeds();
+  image_check_seeds();
   return 0;
 }

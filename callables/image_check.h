@@ -1,0 +1,93 @@
+// callables/image_check.h — the checks a kernel image's bytes pass before anything loads them,
+// one per format: an ELF shared object (the sim backend), SPIR-V IL and OpenCL C source (the
+// opencl backend). A zstd frame (a packed .lwk) is decompressed first, bounded and checked by
+// callables/image.c; what comes out is checked here like any other image.
+//
+// Who calls them: every register, at L2 on the chip's register lane before the backend's load
+// and at L3 in the program's process (lw_worker_register, before anything is sent to a chip
+// child), then again in the chip child; lw__image_load before its dlopen; `lanework pack`
+// before it packs. So an image that fails here fails its register with INVALID_ARGUMENT and is
+// never handed to dlopen or to an OpenCL compiler.
+//
+// What they are for: damaged files (a truncated copy, a download cut short, garbage, a kernel
+// built for another machine, something far too big) must not crash the process that loads
+// them. ld.so maps an ELF image's segments straight from its bytes, and a segment that ends
+// past the end of a truncated image is a SIGBUS on its first touch, which no error code can
+// report. They are not a sandbox: a kernel image is code, and an image crafted to pass these
+// checks can still do whatever a kernel can (docs/api.md, "What register checks in an image").
+//
+// Limits: an image holds at most LW_MAX_IMAGE_BYTES bytes (lanework/callable.h; decompressed),
+// an ELF image at most LW_ELF_MAX_PROGRAM_HEADERS program headers.
+//
+// Thread safety: pure functions of their arguments; any thread. The bytes may sit at any
+// alignment (every header is copied out before it is read) and are never written.
+#ifndef LANEWORK_CALLABLES_IMAGE_CHECK_H_
+#define LANEWORK_CALLABLES_IMAGE_CHECK_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lanework/callable.h"
+#include "lanework/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Program headers an ELF image may have. Compilers and linkers write about ten; a limit keeps
+// the cost of the checks (each special segment is looked up among the loaded ones) bounded for
+// any input.
+#define LW_ELF_MAX_PROGRAM_HEADERS 256
+
+// Messages about a callable say "callable <name>: ..."; a descriptor without a name says
+// "callable: ...". Every message of these checks then says "image is not a valid kernel: "
+// and what is wrong, with offsets in hex and sizes in bytes.
+#define LW__CALLABLE_NAME_FMT "callable%s%s"
+#define LW__CALLABLE_NAME_ARGS(name) ((name) ? " " : ""), ((name) ? (name) : "")
+
+// An ELF image the sim backend can hand to dlopen without crashing:
+//   - not empty, at most LW_MAX_IMAGE_BYTES bytes;
+//   - the header is whole and sane: the magic, ELFCLASS64, ELFDATA2LSB, EV_CURRENT, ET_DYN,
+//     this host's e_machine, e_ehsize / e_phentsize / e_shentsize the sizes of the ELF64
+//     structs, 1..LW_ELF_MAX_PROGRAM_HEADERS program headers (PN_XNUM refused);
+//   - the program header table and every segment's file range [p_offset, p_offset + p_filesz)
+//     lie inside the image; a PT_LOAD segment has p_filesz <= p_memsz, an alignment that is 0
+//     or a power of two with p_vaddr and p_offset congruent modulo it, and starts at or after
+//     the end of the one before (there is at least one);
+//   - the segments ld.so reads through the mapping (PT_DYNAMIC, PT_TLS's initial image,
+//     PT_NOTE, PT_GNU_EH_FRAME, PT_GNU_PROPERTY, PT_PHDR) lie inside a PT_LOAD segment, the
+//     dynamic array inside one's file bytes, ended by DT_NULL; its address entries
+//     (DT_STRTAB, DT_SYMTAB, the hash tables, the relocation tables, init/fini code and arrays,
+//     the version tables) and their sizes lie inside a PT_LOAD segment; its entry sizes
+//     (DT_RELAENT, DT_RELRENT, DT_SYMENT, DT_PLTREL) are the ones ld.so expects;
+//     its string offsets (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH) name NUL-terminated
+//     strings inside DT_STRSZ;
+//   - the section header table (if any; extended numbering read from section 0) and every
+//     section's file range but SHT_NOBITS's lie inside the image, and e_shstrndx is
+//     SHN_UNDEF or names an SHT_STRTAB section.
+// All arithmetic on the image's values is checked for overflow. INVALID_ARGUMENT naming the
+// callable and the first thing wrong ("callable vadd: image is not a valid kernel: ELF
+// segment 1 (PT_LOAD) [0x1000, 0x1161) ends past the image (4000 bytes): truncated?").
+LW_MUST_USE lw_status_t lw__image_check_elf(const uint8_t *elf, size_t bytes, const char *name,
+                                            lw_error_t *err);
+
+// A SPIR-V module in this host's byte order: the magic 0x07230203, a whole number of 32-bit
+// words, and, past the 5-word header, instructions whose word counts (the high half of each
+// instruction's first word) are not 0 and tile the module exactly, so a module cut in the
+// middle of an instruction is refused. INVALID_ARGUMENT as above.
+LW_MUST_USE lw_status_t lw__image_check_spirv(const uint8_t *il, size_t bytes, const char *name,
+                                              lw_error_t *err);
+
+// OpenCL C source: not empty, and no NUL byte except one at the very end (the source goes to
+// the compiler with its length; a NUL before the end would cut it short without a word).
+// detected: the format was not given but guessed (no ELF or SPIR-V magic), so a NUL byte means
+// the bytes are no kernel of any format, and the message says so.
+LW_MUST_USE lw_status_t lw__image_check_opencl_c(const uint8_t *src, size_t bytes,
+                                                 const char *name, bool detected,
+                                                 lw_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // LANEWORK_CALLABLES_IMAGE_CHECK_H_
