@@ -28,15 +28,19 @@
 
 typedef struct probe {
   pid_t pid;
-  char out_path[64];
+  int out_fd;  // the probe's stdout and stderr: a file already unlinked, read from here
   char tag[64];  // LW_GUEST_TAG=<tag> in the probe's environment
 } probe_t;
 
 static void probe_start(probe_t *p, const char *exe, const char *arg1, const char *arg2) {
   static int seq;
-  snprintf(p->out_path, sizeof(p->out_path), "/tmp/lw_guest_out_XXXXXX");
-  int fd = mkstemp(p->out_path);
+  char path[] = "/tmp/lw_guest_out_XXXXXX";
+  int fd = mkstemp(path);
   cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+  // Unlinked at once: nothing is left in /tmp whatever way the case ends.
+  p->out_fd = open(path, O_RDONLY | O_CLOEXEC);
+  unlink(path);
+  cr_assert_geq(p->out_fd, 0, "open %s: %s", path, strerror(errno));
   snprintf(p->tag, sizeof(p->tag), "%d-%d-%lld", (int)getpid(), ++seq, (long long)time(NULL));
   // The probe's environment, made here: between fork and exec the child calls only
   // async-signal-safe functions (this process has Criterion's threads).
@@ -77,10 +81,20 @@ static void probe_start(probe_t *p, const char *exe, const char *arg1, const cha
 
 // The probe's output so far (the caller frees it).
 static char *probe_output(const probe_t *p) {
-  FILE *f = fopen(p->out_path, "r");
-  cr_assert_not_null(f, "%s: %s", p->out_path, strerror(errno));
-  char *text = lw_test_read_all(f);
-  fclose(f);
+  size_t cap = 4096, len = 0;
+  char *text = malloc(cap);
+  cr_assert_not_null(text);
+  for (;;) {
+    if (len + 1 == cap) {
+      text = realloc(text, cap *= 2);
+      cr_assert_not_null(text);
+    }
+    ssize_t n = pread(p->out_fd, text + len, cap - 1 - len, (off_t)len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  text[len] = '\0';
   return text;
 }
 
@@ -108,7 +122,7 @@ static void run_probe(const char *exe, const char *arg1, const char *arg2) {
   probe_start(&p, exe, arg1, arg2);
   int ws = probe_wait(&p, 150);
   char *out = probe_output(&p);
-  unlink(p.out_path);
+  close(p.out_fd);
   cr_assert_neq(ws, -1, "%s %s %s still ran after 150 s (killed); it printed:\n%s", exe, arg1,
                 arg2 ? arg2 : "", out);
   cr_assert(WIFEXITED(ws), "%s %s %s died (wait status 0x%x); it printed:\n%s", exe, arg1,
@@ -262,7 +276,7 @@ Test(guest, killing_the_program_takes_every_lanework_process_down, .timeout = 18
   }
   char left_desc[4096];
   gp_describe(&left, left_desc, sizeof(left_desc));
-  unlink(p.out_path);
+  close(p.out_fd);
   cr_assert_eq(left.n, 0,
                "10 s after the program was killed, %d process(es) of lanework's still run: %s "
                "(found before the kill: %s)",
