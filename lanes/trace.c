@@ -253,6 +253,11 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
   return true;
 }
 
+static void copy_role(char *dst, const char *src) {
+  memset(dst, 0, LW_TRACE_ROLE_BYTES);
+  memcpy(dst, src, strnlen(src, LW_TRACE_ROLE_BYTES - 1));
+}
+
 static const char *proc_name_of(const area_entry_t *a) {
   return a ? a->name : "lanework parent";
 }
@@ -277,17 +282,28 @@ static void note_process(int32_t pid, const char *name) {
   p->sort = proc_sort(name);
 }
 
-static uint32_t note_track(const lw_trace_ring_header_t *r, int32_t pid, int32_t tid) {
+// The role a ring's thread gave it, NUL-terminated (a child writes it).
+static void ring_role(const lw_trace_ring_header_t *r, char role[LW_TRACE_ROLE_BYTES]) {
+  memcpy(role, r->role, LW_TRACE_ROLE_BYTES);
+  role[LW_TRACE_ROLE_BYTES - 1] = '\0';
+}
+
+// The process and thread a ring's events belong to. A child writes these: its tid is kept out
+// of the range the writer uses for virtual tracks (Linux tids stay below 2^22).
+static void ring_ids(const lw_trace_ring_header_t *r, int32_t *pid, int32_t *tid) {
+  *pid = r->pid;
+  *tid = r->tid;
+  if (*tid <= 0 || *tid >= 0x40000000) *tid = 0x3fffffff;
+}
+
+static uint32_t note_track_named(int32_t pid, int32_t tid, const char *role, int32_t chip) {
   lw_trace_capture_t *c = &g.cap;
-  char role[LW_TRACE_ROLE_BYTES];
-  memcpy(role, r->role, sizeof(role));
-  role[sizeof(role) - 1] = '\0';
   for (size_t i = 0; i < c->n_tracks; ++i) {
     if (c->tracks[i].pid == pid && c->tracks[i].tid == tid) {
       // A role set after the first events names the whole track.
       if (role[0] && strcmp(c->tracks[i].role, role) != 0) {
-        memcpy(c->tracks[i].role, role, sizeof(role));
-        c->tracks[i].chip = r->chip;
+        copy_role(c->tracks[i].role, role);
+        c->tracks[i].chip = chip;
       }
       return (uint32_t)i;
     }
@@ -298,9 +314,15 @@ static uint32_t note_track(const lw_trace_ring_header_t *r, int32_t pid, int32_t
   lw_trace_track_t *t = &c->tracks[c->n_tracks];
   t->pid = pid;
   t->tid = tid;
-  t->chip = r->chip;
-  memcpy(t->role, role, sizeof(role));
+  t->chip = chip;
+  copy_role(t->role, role);
   return (uint32_t)c->n_tracks++;
+}
+
+static uint32_t note_track(const lw_trace_ring_header_t *r, int32_t pid, int32_t tid) {
+  char role[LW_TRACE_ROLE_BYTES];
+  ring_role(r, role);
+  return note_track_named(pid, tid, role, r->chip);
 }
 
 // Moves ring r's events into the session (or discards them when none runs). r may be a child's
@@ -320,10 +342,8 @@ static void drain_ring(lw_trace_ring_header_t *r, uint32_t capacity, const area_
     atomic_store_explicit(&r->tail, head, memory_order_release);
     return;
   }
-  int32_t pid = r->pid, tid = r->tid;
-  // A child writes these: keep a tid out of the range the writer uses for virtual tracks
-  // (Linux tids stay below 2^22).
-  if (tid <= 0 || tid >= 0x40000000) tid = 0x3fffffff;
+  int32_t pid, tid;
+  ring_ids(r, &pid, &tid);
   note_process(pid, proc_name_of(area));
   uint32_t track = note_track(r, pid, tid);
   uint64_t n = head - tail;
@@ -472,6 +492,97 @@ void lw__trace_child_attach(lw_trace_area_t *a) {
   g.running = false;
   lw__trace_flag = &a->header.on;
   atomic_fetch_add(&g.epoch, 1);
+}
+
+// A dead child's run span goes on the track of its thread of the given role. When that thread
+// recorded nothing (no ring of that role), the span gets a track of its own in the child's
+// process, with this tid: below the writer's virtual tracks, above any Linux tid, and not the
+// one a child's garbage tid is mapped to (ring_ids).
+#define DEAD_RUN_TID 0x3ffffffe
+
+// Whether the session holds a run span of (run_id, task_id) recorded in process pid (g.mu held).
+static bool session_has_run(int32_t pid, uint64_t run_id, uint64_t task_id) {
+  const lw_trace_capture_t *c = &g.cap;
+  // From the newest: a run the child ended just before it died was drained last.
+  for (size_t i = c->n; i-- > 0;) {
+    const lw_trace_event_t *e = &c->rec[i].ev;
+    if (e->kind == LW_TRACE_RUN && e->run_id == run_id && e->task_id == task_id &&
+        c->tracks[c->rec[i].track].pid == pid) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Appends e on track to the session (g.mu held), or counts it dropped.
+static void session_append(const lw_trace_event_t *e, uint32_t track) {
+  lw_trace_capture_t *c = &g.cap;
+  if (track == UINT32_MAX || c->n + 1 > SESSION_MAX_EVENTS ||
+      !grow((void **)&c->rec, &c->cap, c->n + 1, sizeof(*c->rec))) {
+    c->dropped++;
+    return;
+  }
+  c->rec[c->n].ev = *e;
+  c->rec[c->n].track = track;
+  c->n++;
+}
+
+void lw__trace_area_record_dead_run(lw_trace_area_t *a, int32_t pid, const char *role,
+                                    const lw_trace_dead_run_t *r) {
+  if (!lw__trace_on()) return;
+  pthread_mutex_lock(&g.mu);
+  const area_entry_t *entry = NULL;
+  for (uint32_t i = 0; i < g.n_areas; ++i) {
+    if (g.areas[i].area == a) entry = &g.areas[i];
+  }
+  if (!g.running || !entry) {
+    pthread_mutex_unlock(&g.mu);
+    return;
+  }
+  // Everything the child recorded first: its own span of this run, if it wrote one, and the
+  // track of its thread of that role.
+  drain_area(entry);
+  int32_t tid = DEAD_RUN_TID;
+  int32_t chip = r->chip;
+  uint32_t n = a->header.n_rings;
+  if (n > LW_TRACE_AREA_RINGS) n = LW_TRACE_AREA_RINGS;
+  for (uint32_t i = 0; i < n; ++i) {
+    const lw_trace_ring_header_t *q = area_ring(a, i);
+    uint32_t state = atomic_load_explicit(&q->state, memory_order_acquire);
+    if (state == LW_TRACE_RING_FREE || state == LW_TRACE_RING_CLAIMING) continue;
+    char q_role[LW_TRACE_ROLE_BYTES];
+    ring_role(q, q_role);
+    if (strcmp(q_role, role) != 0) continue;
+    ring_ids(q, &pid, &tid);
+    chip = q->chip;
+    break;
+  }
+  if (!session_has_run(pid, r->run_id, r->task_id)) {
+    note_process(pid, entry->name);
+    uint32_t track = note_track_named(pid, tid, role, chip);
+    lw_trace_event_t e;
+    memset(&e, 0, sizeof(e));
+    // A kernel that started before the session did: the session shows the part it saw.
+    e.ts_ns = r->t0_ns > g.cap.t0_ns ? r->t0_ns : g.cap.t0_ns;
+    e.dur_ns = r->t1_ns > e.ts_ns ? r->t1_ns - e.ts_ns : 0;
+    e.run_id = r->run_id;
+    e.task_id = r->task_id;
+    e.arg[0] = r->start_from;
+    e.kind = LW_TRACE_RUN;
+    e.chip = (int16_t)r->chip;
+    e.status = (int32_t)r->status;
+    copy_name(e.name, r->callable);
+    session_append(&e, track);
+    // The death at the span's end, on the same track, naming the run it cut.
+    e.ts_ns += e.dur_ns;
+    e.dur_ns = 0;
+    e.arg[0] = 0;
+    e.kind = LW_TRACE_DEATH;
+    e.status = LW_OK;
+    copy_name(e.name, r->death);
+    session_append(&e, track);
+  }
+  pthread_mutex_unlock(&g.mu);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -173,6 +173,43 @@ void lw__trace_area_detach(lw_trace_area_t *a);
 // the parent's rings it inherited through fork.
 void lw__trace_child_attach(lw_trace_area_t *a);
 
+// A run its child never finished: the child died (a crash, an exit) or was killed (an
+// escalation, a liveness kill) while it ran the kernel or sub function, so the child's own run
+// span, recorded when a run ends, never came. The parent records it in the child's stead.
+typedef struct lw_trace_dead_run {
+  int64_t t0_ns;         // the run's start (see start_from)
+  int64_t t1_ns;         // the death, as the parent saw it
+  uint64_t run_id;
+  uint64_t task_id;
+  int32_t chip;          // chip or sub index, as in the child's own run spans
+  lw_status_t status;    // the status the task finishes with
+  uint32_t start_from;   // LW_TRACE_START_* : where t0_ns came from
+  const char *callable;  // the span's name
+  const char *death;     // the death instant's detail ("child died: killed by SIGSEGV")
+} lw_trace_dead_run_t;
+
+// arg[0] of a run span the parent recorded for a dead child (the child's own run spans hold 0
+// there): where its start came from. arg[1] is 0.
+enum {
+  LW_TRACE_START_KERNEL = 1,    // the kernel's start, as the child stamped it (started_ns)
+  LW_TRACE_START_DISPATCH = 2,  // the parent's post of the task (the child stamped none)
+};
+
+// Parent, for each run a child left unfinished when it died: records the run span
+// [t0_ns, t1_ns) with the task's final status, and at its end a death instant (LW_TRACE_DEATH
+// with the run's ids, detail r->death), on the child's track whose role is role ("run lane",
+// "sub loop": where the child's own run spans go) in the child's process, as if that thread
+// had recorded them. A child whose thread of that role recorded nothing gets a track of that
+// name in its process (pid: the child's). Nothing is recorded when no session runs, when the
+// area is not attached, or when the session already holds a run span of the same run and task
+// from the child's process (the child ended the run and recorded it before it died): a run
+// never has two spans. A start before the session's start is moved to it.
+// Call once the child is dead and before lw__trace_area_reset gives its rings to the next
+// child. Any thread of the parent; takes the session lock (a leaf: callers may hold their own
+// locks); costs a drain of the area and a pass over the session's events, so only at a death.
+void lw__trace_area_record_dead_run(lw_trace_area_t *a, int32_t pid, const char *role,
+                                    const lw_trace_dead_run_t *r);
+
 // ---------------------------------------------------------------------------------------------
 // Sessions and what they collected (the public API, the benches and the tests use these)
 

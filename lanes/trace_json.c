@@ -68,8 +68,12 @@ typedef struct lane_pack {
   } sub[64];
 } lane_pack_t;
 
+typedef struct task_key task_key_t;
+
 typedef struct writer {
   const lw_trace_capture_t *c;
+  const task_key_t *keys;  // sorted (by_task); set before the events are written
+  size_t n_keys;
   out_track_t *tracks;
   size_t n_tracks, cap_tracks;
   uint32_t *rec_track;  // per record: output track
@@ -174,12 +178,12 @@ static int by_track_time(const void *x, const void *y, void *ctx) {
   return 0;
 }
 
-// Flows find spans by (run, task, kind).
-typedef struct task_key {
+// Flows find spans by (run, task, kind), and a dead child's run span its death instant.
+struct task_key {
   uint64_t run, task;
   uint16_t kind;
   size_t rec;
-} task_key_t;
+};
 
 static int by_task(const void *x, const void *y) {
   const task_key_t *p = x, *q = y;
@@ -232,6 +236,15 @@ static void flow(lw_json_t *j, const writer_t *w, const char *ph, const char *na
   lw__json_end_object(j);
 }
 
+// A run span the parent recorded for a child that died while it ran: where its start came
+// from, and the death that ended it (the detail of the death instant at its end).
+static void dead_run_args(lw_json_t *j, const writer_t *w, const lw_trace_event_t *e) {
+  if (e->arg[0] != LW_TRACE_START_KERNEL && e->arg[0] != LW_TRACE_START_DISPATCH) return;
+  lw__json_kv_string(j, "start_from", e->arg[0] == LW_TRACE_START_KERNEL ? "kernel start" : "dispatch");
+  const task_key_t *death = find_task(w->keys, w->n_keys, e->run_id, e->task_id, LW_TRACE_DEATH);
+  if (death) lw__json_kv_string(j, "child_died", w->c->rec[death->rec].ev.name);
+}
+
 static void write_event(lw_json_t *j, const writer_t *w, size_t i) {
   const lw_trace_event_t *e = &w->c->rec[i].ev;
   bool span = is_span(e->kind);
@@ -265,6 +278,7 @@ static void write_event(lw_json_t *j, const writer_t *w, size_t i) {
              e->kind != LW_TRACE_HANDOFF) {
     lw__json_kv_string(j, "status", lw_status_name((lw_status_t)e->status));
   }
+  if (e->kind == LW_TRACE_RUN) dead_run_args(j, w, e);
   lw__json_end_object(j);
   lw__json_end_object(j);
 }
@@ -319,12 +333,15 @@ lw_status_t lw__trace_write_json(const lw_trace_capture_t *c, FILE *out, uint64_
       goto done;
     }
     w.rec_track[i] = t;
-    if ((e->kind == LW_TRACE_RUN || e->kind == LW_TRACE_SUBMIT || e->kind == LW_TRACE_DISPATCH) &&
+    if ((e->kind == LW_TRACE_RUN || e->kind == LW_TRACE_SUBMIT || e->kind == LW_TRACE_DISPATCH ||
+         e->kind == LW_TRACE_DEATH) &&
         e->run_id && e->task_id) {
       keys[n_keys++] = (task_key_t){e->run_id, e->task_id, e->kind, i};
     }
   }
   qsort(keys, n_keys, sizeof(*keys), by_task);
+  w.keys = keys;
+  w.n_keys = n_keys;
 
   // 2. The file.
   lw_json_t j;

@@ -527,8 +527,51 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
 // ---------------------------------------------------------------------------------------------
 // Child death (no lock held on entry)
 
+// The run span the dead child never recorded, for the task in frame f that it had started
+// (w->mu held): from the kernel's start the child stamped (started_ns, used only when it lies
+// between the post and the death: the child's memory is untrusted), else from the post, to the
+// death; with the task's final status and the death on it (lanes/trace.h,
+// lw__trace_area_record_dead_run, which leaves it out when the child recorded the run itself).
+static void trace_dead_run(lw_worker_t *w, lw_endpoint_t *ep, uint32_t f, const lw_task_t *t,
+                           lw_status_t status, int64_t died_at, const char *desc) {
+  if (!lw__trace_on()) return;
+  bool chip = ep->kind == LW_MB_CHILD_CHIP;
+  int64_t posted = lw__task_report_posted_ns(t->run, t->task_id);
+  bool readable = !atomic_load(&ep->violated);
+  int64_t started = chip && readable ? (int64_t)atomic_load(&ep->mb->task[f].started_ns) : 0;
+  lw_trace_dead_run_t r = {.t1_ns = died_at, .run_id = t->run->run_id, .task_id = t->task_id,
+                           .chip = (int32_t)ep->index, .status = status,
+                           .callable = w->calls.table[t->wc].name};
+  if (started > 0 && started >= posted && started <= died_at) {
+    r.t0_ns = started;
+    r.start_from = LW_TRACE_START_KERNEL;
+  } else {
+    r.t0_ns = posted > 0 && posted <= died_at ? posted : died_at;
+    r.start_from = LW_TRACE_START_DISPATCH;
+  }
+  // "child died: killed by SIGSEGV": the pid that opens desc is the span's process already,
+  // and a trace name holds 47 bytes.
+  static const char kPrefix[] = "child died: ";
+  const char *how = desc;
+  if (strncmp(how, "child pid ", 10) == 0) {
+    const char *p = how + 10;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (*p == ' ') how = p + 1;
+  }
+  char death[LW_TRACE_NAME_BYTES];
+  size_t n = strnlen(how, sizeof(death) - sizeof(kPrefix));
+  memcpy(death, kPrefix, sizeof(kPrefix) - 1);
+  memcpy(death + sizeof(kPrefix) - 1, how, n);
+  death[sizeof(kPrefix) - 1 + n] = '\0';
+  r.death = death;
+  lw__trace_area_record_dead_run(ep->trace, (int32_t)atomic_load(&ep->pid),
+                                 chip ? "run lane" : "sub loop", &r);
+}
+
 static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
+  // When the parent learned of the death: the end of the runs it cut short.
+  int64_t died_at = lw__now_ns();
   atomic_fetch_add_explicit(&ep->stats.deaths, 1, memory_order_relaxed);  // a counter only
   char desc[192];
   // Names a liveness kill (hb_killed_ms) too; the mark stays until the next spawn.
@@ -559,6 +602,10 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     lw_error_t err;
     const char *callable = w->calls.table[t->wc].name;
     unsigned long long tid = t->task_id, rid = t->run->run_id;
+    // Whether the task's run had begun, so the death cut it short (its trace span). A mailbox
+    // that broke the protocol is not read: its tasks count only when escalated (the parent saw
+    // them start).
+    bool ran = t->escalated != LW_OK || (!atomic_load(&ep->violated) && frame_started(ep, f));
     if (t->escalated == LW_DEADLINE_EXCEEDED) {
       lw__error_set(&err, LW_DEADLINE_EXCEEDED, (int32_t)ep->index, t->task_id,
                     "%s: task %llu of run %llu (%s) ran past its %lld ms timeout and ignored "
@@ -582,6 +629,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
                     "%s: %s during run of %s (task %llu of run %llu)", name, desc,
                     callable, tid, rid);
     }
+    if (ran) trace_dead_run(w, ep, f, t, err.code, died_at, desc);
     lw__task_finish(&w->dag, t, err.code, &err, &pw->finished);
   }
   if (ep->kind == LW_MB_CHILD_CHIP) {

@@ -60,6 +60,13 @@ void lw__task_report_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id) 
   r->host_ns = now;
 }
 
+int64_t lw__task_report_posted_ns(const lw_run_t *run, uint64_t task_id) {
+  if (task_id == 0 || task_id > run->task_reports_cap) return 0;
+  const lw_task_report_t *r = &run->task_reports[task_id - 1];
+  // host_ns holds the post's time from lw__task_report_posted until lw__task_report_end.
+  return r->worker_id >= 0 && r->host_ns <= INT64_MAX ? (int64_t)r->host_ns : 0;
+}
+
 void lw__task_report_child_times(lw_run_t *run, uint64_t task_id, uint64_t queue_ns,
                                  uint64_t kernel_ns) {
   lw_task_report_t *r = task_report(run, task_id);

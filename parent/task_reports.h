@@ -31,6 +31,9 @@ void lw__task_report_begin(lw_run_t *run, uint64_t task_id, lw_mb_task_kind_t ki
                            const char *callable, int64_t submit_ns);
 // The task was posted to child worker_id (chip or sub index): its wait ends now.
 void lw__task_report_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id);
+// When task_id was posted (lw__now_ns), asked before it ends (the DAG's owner, as the calls
+// around it): 0 when that is not known (never posted, or its report lost to memory).
+int64_t lw__task_report_posted_ns(const lw_run_t *run, uint64_t task_id);
 // The times the child measured, from the task's result.
 void lw__task_report_child_times(lw_run_t *run, uint64_t task_id, uint64_t queue_ns,
                                  uint64_t kernel_ns);

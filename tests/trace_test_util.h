@@ -1,17 +1,21 @@
 // tests/trace_test_util.h — reading a trace file (Chrome Trace Event JSON, docs/observability.md)
 // back with jansson in tests: loading it, the names of processes and thread tracks, and the
 // track rule checker (a span on a track either contains or is disjoint from every other span
-// on it). Used by tests/lanes/test_trace.c and tests/parent/test_trace_l3.c.
+// on it), and running a tool quietly. Used by the trace tests of tests/lanes, tests/parent and
+// tests/faults.
 #ifndef LANEWORK_TESTS_TRACE_TEST_UTIL_H_
 #define LANEWORK_TESTS_TRACE_TEST_UTIL_H_
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 // Loads the file at path; fails the test with jansson's complaint when it is not one JSON
 // object with a "traceEvents" array and an "otherData" object.
@@ -214,6 +218,25 @@ static inline size_t tt_count(json_t *doc, const char *ph, const char *name) {
     ++n;
   }
   return n;
+}
+
+// Runs argv (argv[0] a path or a program on PATH) with its output discarded; its exit status,
+// 127 when it could not be started. For `lanework trace svg` and the tools that read a picture.
+static inline int tt_run_quiet(const char *const *argv) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int null_fd = open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) {
+      dup2(null_fd, STDOUT_FILENO);
+      dup2(null_fd, STDERR_FILENO);
+    }
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 #endif  // LANEWORK_TESTS_TRACE_TEST_UTIL_H_

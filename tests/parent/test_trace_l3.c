@@ -1,9 +1,9 @@
 // tests/parent/test_trace_l3.c — trace sessions of a whole L3 worker: a traced run with two chip
 // children and a sub child — a DAG across chips, a sub task, a failing task, a chip child
 // killed mid-run and work after its respawn — read back with jansson: every process and track
-// named, a run span for every task that ran, a flow for every dependency edge, the death and
-// the respawn, register spans on the register lanes, and the track rule. And LW_TRACE=path:
-// a program run with it writes the file at exit, from its own process only.
+// named, a run span for every task that ran (the killed one too), a flow for every dependency
+// edge, the death and the respawn, register spans on the register lanes, and the track rule.
+// And LW_TRACE=path: a program run with it writes the file at exit, from its own process only.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,25 +37,6 @@ static void dir_remove(void) {
 }
 
 TestSuite(trace_l3, .init = dir_make, .fini = dir_remove);
-
-// Runs argv (argv[0] a path or a program on PATH) with its output discarded; its exit status,
-// 127 when it could not be started.
-static int run_quiet(const char *const *argv) {
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    int null_fd = open("/dev/null", O_WRONLY);
-    if (null_fd >= 0) {
-      dup2(null_fd, STDOUT_FILENO);
-      dup2(null_fd, STDERR_FILENO);
-    }
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  int status = 0;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 static lw_status_t trace_sub(const lw_kernel_args_t *args) {
   (void)args;
@@ -144,13 +125,13 @@ static json_t *expect_run(json_t *doc, uint64_t run, uint64_t task, const char *
   return ev;
 }
 
-// The instant named name whose args.chip is chip: how many.
-static size_t count_instants(json_t *doc, const char *name, int64_t chip) {
+// The instants named name whose args.chip is chip and args.task is task (0: none): how many.
+static size_t count_instants(json_t *doc, const char *name, int64_t chip, int64_t task) {
   size_t i, n = 0;
   json_t *ev;
   json_array_foreach(tt_events(doc), i, ev) {
     if (!tt_is(ev, "i") || strcmp(tt_str(ev, "name"), name) != 0) continue;
-    n += tt_arg_int(ev, "chip", -1) == chip;
+    n += tt_arg_int(ev, "chip", -1) == chip && tt_arg_int(ev, "task", 0) == task;
   }
   return n;
 }
@@ -238,7 +219,11 @@ Test(trace_l3, a_traced_run_names_every_process_and_links_every_dependency, .tim
   json_t *c = expect_run(doc, 1, 3, "record", 0, chip0, "LW_OK");
   expect_run(doc, 1, 4, "trace_sub", 0, sub0, "LW_OK");
   expect_run(doc, 2, 1, "fail", 1, chip1_old, "LW_TASK_FAILED");
-  cr_assert_null(tt_run_span(doc, 3, 1), "the killed task never finished a run");
+  // The killed task's run, which its child never ended: recorded by the parent on the old
+  // child's run lane, failed, the death on it.
+  json_t *killed = expect_run(doc, 3, 1, "gate", 1, chip1_old, "LW_CHILD_EXITED");
+  cr_assert_str_eq(tt_thread_name(doc, chip1_old, tt_int(killed, "tid")), "run lane");
+  cr_assert_str_eq(tt_arg_str(killed, "child_died"), "child died: killed by SIGKILL");
   expect_run(doc, 4, 1, "record", 1, chip1_new, "LW_OK");
   expect_run(doc, 4, 2, "record", 0, chip0, "LW_OK");
   cr_assert_eq(tt_count(doc, "X", "orch") >= 4, true, "an orch span per run");
@@ -271,10 +256,12 @@ Test(trace_l3, a_traced_run_names_every_process_and_links_every_dependency, .tim
   cr_assert_eq(bc, 1, "b -> c");
   cr_assert_eq(flows, 2);
 
-  // The death and the respawn of chip 1; nothing of the kind for chip 0.
-  cr_assert_eq(count_instants(doc, "death", 1), 1);
-  cr_assert_eq(count_instants(doc, "respawn", 1), 1);
-  cr_assert_eq(count_instants(doc, "death", 0), 0);
+  // The death and the respawn of chip 1, and the death on the run it cut; nothing of the kind
+  // for chip 0.
+  cr_assert_eq(count_instants(doc, "death", 1, 0), 1);
+  cr_assert_eq(count_instants(doc, "death", 1, 1), 1, "on run 3's task 1");
+  cr_assert_eq(count_instants(doc, "respawn", 1, 0), 1);
+  cr_assert_eq(count_instants(doc, "death", 0, 0), 0);
 
   // Registers (gate, record, fail; replayed on the new chip 1) on the register lanes.
   cr_assert_geq(count_registers(doc, chip0), 3);
@@ -300,7 +287,8 @@ Test(trace_l3, a_traced_run_names_every_process_and_links_every_dependency, .tim
     cr_assert_eq(starts, 1, "dispatch flow %lld: one start (in the submit span)", (long long)id);
     cr_assert_eq(steps, 1, "dispatch flow %lld: one step (in the dispatch span)", (long long)id);
   }
-  cr_assert_geq(dispatch_flows, 7, "every task that ran (7) has its dispatch flow");
+  cr_assert_geq(dispatch_flows, 8,
+                "every task that ran (8, the killed one too) has its dispatch flow");
   json_decref(doc);
 
   // The picture of this trace: `lanework trace svg` draws it and rsvg-convert renders it.
@@ -308,9 +296,9 @@ Test(trace_l3, a_traced_run_names_every_process_and_links_every_dependency, .tim
   snprintf(svg, sizeof(svg), "%s/trace.svg", dir);
   snprintf(png, sizeof(png), "%s/trace.png", dir);
   const char *draw[] = {lw_test_tool_path(), "trace", "svg", path, "-o", svg, NULL};
-  cr_assert_eq(run_quiet(draw), 0, "lanework trace svg %s", path);
+  cr_assert_eq(tt_run_quiet(draw), 0, "lanework trace svg %s", path);
   const char *render[] = {"rsvg-convert", "-o", png, svg, NULL};
-  cr_assert_eq(run_quiet(render), 0, "rsvg-convert %s (librsvg2-bin, scripts/common.sh)", svg);
+  cr_assert_eq(tt_run_quiet(render), 0, "rsvg-convert %s (librsvg2-bin, scripts/common.sh)", svg);
   FILE *pf = fopen(png, "rb");
   cr_assert_not_null(pf);
   unsigned char sig[8] = {0};
