@@ -109,7 +109,11 @@ static _Noreturn void server_child(lw_fs_server_t *s, uint32_t index) {
   // The server runs with SIGCHLD blocked and default dispositions; the child starts from the
   // program's own dispositions and an empty mask.
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (s->changed[sig]) sigaction(sig, &s->app_action[sig], NULL);
+    if (!s->changed[sig]) continue;
+    const struct sigaction *a = &s->app_action[sig];
+    bool handler = (a->sa_flags & SA_SIGINFO) != 0 ||
+                   (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN);
+    if (!(s->clean && handler)) sigaction(sig, a, NULL);
   }
   sigset_t none;
   sigemptyset(&none);
@@ -417,6 +421,7 @@ _Noreturn void lw__fs_server_from_request(const lw_fs_req_t *rq, const int *fds,
   s.sigfd = s.ppidfd = -1;
   s.n_slots = rq->n_slots;
   s.main_fn = main_fn;
+  s.clean = where == LW_FS_MAP_ANYWHERE;
   lw_fs_msg_t ready = {.type = LW_FS_MSG_READY, .pid = (int32_t)getpid()};
   // The shares first, before anything else is mapped here: an mmap(NULL) of this process
   // would be placed where the parent, which made the same calls since the zygote was forked,

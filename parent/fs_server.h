@@ -50,6 +50,10 @@ typedef struct lw_fs_server {
   pid_t live[LW_FS_MAX_CHILDREN];  // 0: slot free
   uint32_t n_live;
   bool parent_gone;
+  // A helper's server: the handlers it found are the helper's own runtime's (a sanitizer's),
+  // not the program's; its children start with the defaults, as the program's chip children
+  // would in a plain build (a crashing kernel dies by its signal).
+  bool clean;
   uint32_t outq_head, outq_len;
   lw_fs_msg_t outq[LW_FS_OUTQ_CAP];
 } lw_fs_server_t;
