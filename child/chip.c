@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #include "callables/digest.h"
@@ -940,9 +941,15 @@ lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device, lw_chi
       (st = lw__lane_set_cpu(chip->register_lane, cfg->register_lane_cpu, err)) != LW_OK) {
     goto fail;
   }
-  if (lw__sys_thread_start(&chip->watchdog.thread, watchdog_main, chip) != 0) {
+  int trc = lw__sys_thread_start(&chip->watchdog.thread, watchdog_main, chip);
+  if (trc != 0) {
+    // EAGAIN under a small RLIMIT_AS: a thread's stack is address space too.
     st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                       "chip %d: cannot start the watchdog thread", cfg->device_id);
+                       "chip %d: cannot start the watchdog thread: %s%s", cfg->device_id,
+                       strerror(trc),
+                       trc == EAGAIN ? " (a thread stack did not fit RLIMIT_AS or the "
+                                       "process's thread limit: raise ulimit -v / -u)"
+                                     : "");
     goto fail;
   }
   chip->watchdog.started = true;
