@@ -125,7 +125,8 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   uint32_t n = cmd->n_tasks;
   int64_t t0 = cmd->task[0].submit_ns;
   bool traced = lw__trace_on();
-  if (traced) snprintf(name, sizeof(name), "%s", callable->name);
+  // Cut to the trace's name size (the precision says so, for gcc's truncation check too).
+  if (traced) snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, callable->name);
   lw__dag_post(&w->dag, cmd);
   if (traced) {
     int64_t t1 = lw__now_ns();

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "lanes/error.h"
+#include "lanes/log.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/dag.h"
+#include "parent/orch_guard.h"
 #include "parent/runs.h"
 #include "parent/task_reports.h"
 #include "parent/worker_impl.h"
@@ -158,11 +160,24 @@ static void run_enqueue(lw_worker_t *w, lw_run_t *run) {
   pthread_mutex_unlock(&w->runs.mu);
 }
 
+// Whether this thread holds w's orchestrator token: it runs an orch function of w further up
+// its stack, or it did and that function never returned (one relaxed load: only this thread
+// stores its own id there, and clears it before it moves on).
+static bool token_is_mine(const lw_worker_t *w) {
+  return w && atomic_load_explicit(&w->runs.orch_holder, memory_order_relaxed) ==
+                  (uintptr_t)pthread_self();
+}
+
+static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err);
+
 lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
   if (out) *out = NULL;
   if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_run_async: out must be set");
   lw_run_t *run = NULL;
   lw_error_t err;
+  if (token_is_mine(w) && check_own_token(w, false, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
   if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
   run_enqueue(w, run);
   *out = &run->handle;
@@ -172,6 +187,9 @@ lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_ha
 lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
   lw_run_t *run = NULL;
   lw_error_t err;
+  if (token_is_mine(w) && check_own_token(w, true, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
   if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
   if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
   lw_handle_t *h = &run->handle;
@@ -218,7 +236,13 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   lw_orch_t o = {w, run, 0, 0, 0};
   run->t_start = lw__now_ns();
   atomic_fetch_add_explicit(&w->runs.n_started, 1, memory_order_relaxed);  // a counter only
-  lw_status_t st = run->fn(&o, run->user);
+  // The token holder's own fields: should the function never return (a longjmp), whoever
+  // finds its frame gone posts `done` (orch_frame_gone).
+  w->runs.orch_done = done;
+  lw__orch_call_t call = {.fn = run->fn, .o = &o, .user = run->user};
+  lw__orch_call_guarded(&call, &w->runs.orch_frame);
+  w->runs.orch_done = NULL;
+  lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
   }
@@ -228,7 +252,15 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   // (first error wins; the run stops, what is in flight is cancelled) and settles the run once
   // its last task is terminal.
   done->status = st;
-  if (st != LW_OK) {
+  if (call.threw) {
+    // Caught by the guard: the run fails as if the function had returned an error.
+    lw__error_set(&done->error, st, -1, 0,
+                  "run %llu: its orch function threw %s%s%s; exceptions must not leave an orch "
+                  "function (docs/api.md, \"Exceptions and longjmp\")",
+                  (unsigned long long)run->run_id,
+                  call.exception_type[0] ? "a C++ exception (" : "an exception",
+                  call.exception_type, call.exception_type[0] ? ")" : "");
+  } else if (st != LW_OK) {
     lw__error_set(&done->error, st, last.worker_id, last.task_id,
                   "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
                   lw_status_name(st), last.code == st ? last.message : "");
@@ -236,9 +268,23 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   lw__dag_post(&w->dag, done);
 }
 
+// Takes the token for run (w->runs.mu held) on this thread.
+static void take_token(lw_worker_t *w, lw_run_t *run, bool inline_run) {
+  w->runs.orch_busy = true;
+  w->runs.orch_run = run;
+  w->runs.orch_inline = inline_run;
+  w->runs.orch_done = NULL;
+  w->runs.orch_frame = 0;
+  atomic_store_explicit(&w->runs.orch_holder, (uintptr_t)pthread_self(), memory_order_relaxed);
+}
+
 static void release_token(lw_worker_t *w) {
   pthread_mutex_lock(&w->runs.mu);
   w->runs.orch_busy = false;
+  w->runs.orch_run = NULL;
+  w->runs.orch_done = NULL;
+  w->runs.orch_frame = 0;
+  atomic_store_explicit(&w->runs.orch_holder, 0, memory_order_relaxed);
   // Wake the orchestrator only when a run waits for the token (or destroy waits for it):
   // waking it after every inline run would cost a futex round trip per run for nothing.
   if (w->runs.q_head || atomic_load(&w->stopping)) pthread_cond_broadcast(&w->runs.cv);
@@ -260,7 +306,7 @@ static void *orch_main(void *arg) {
       w->runs.q_head = run->next;
       if (!w->runs.q_head) w->runs.q_tail = NULL;
       run->next = NULL;
-      w->runs.orch_busy = true;
+      take_token(w, run, false);
     }
     pthread_mutex_unlock(&w->runs.mu);
     if (!run) break;
@@ -278,7 +324,7 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
   pthread_mutex_lock(&w->runs.mu);
   bool mine = !w->runs.q_head && !w->runs.orch_busy && !atomic_load(&w->stopping);
   if (mine) {
-    w->runs.orch_busy = true;
+    take_token(w, run, true);
     run_take_id(w, run);
   }
   pthread_mutex_unlock(&w->runs.mu);
@@ -286,6 +332,77 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
   execute_run(w, run);
   release_token(w);
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orch functions that did not return
+//
+// A C++ exception never leaves the guard (execute_run fails the run with it). A longjmp out of
+// an inline orch function skips every frame up to the program's setjmp: the function's run
+// never ends, and this thread keeps the token, so every later run would wait behind it. The
+// thread's next run or run_async on the worker (or destroy) finds the token still its own;
+// the guard frame then tells whether the call comes from inside the function (the frame is
+// still below) or after a longjmp (it is gone).
+
+// The orch function of the token's run will never return: its run ends as if the function had
+// returned FAILED_PRECONDITION (what it submitted is stopped, each task ends once), the
+// token is given back, and the reference of the lw_worker_run whose frame went with it is
+// dropped. The caller holds no lock.
+static void orch_frame_gone(lw_worker_t *w) {
+  pthread_mutex_lock(&w->runs.mu);
+  lw_run_t *run = w->runs.orch_run;
+  lw_dag_cmd_t *done = w->runs.orch_done;
+  w->runs.orch_done = NULL;
+  pthread_mutex_unlock(&w->runs.mu);
+  if (done) {
+    done->status = LW_FAILED_PRECONDITION;
+    lw__error_set(&done->error, LW_FAILED_PRECONDITION, -1, 0,
+                  "run %llu: its orch function never returned (a longjmp out of it?); the run "
+                  "was stopped (docs/api.md, \"Exceptions and longjmp\")",
+                  (unsigned long long)run->run_id);
+    lw__dag_post(&w->dag, done);
+  }
+  release_token(w);
+  lw__handle_unref(&run->handle);
+}
+
+// A run or run_async on a thread that holds w's token itself (token_is_mine). On the
+// orchestrator thread, or with the inline guard frame still below, the call comes from inside
+// the orch function: a sync run would wait for itself and is refused; run_async queues as
+// usual. With the frame gone, the function was left by a longjmp: its run is ended, the token
+// given back, and this call fails saying so (the next one runs). When the frame cannot be
+// found either way (orch_guard.h), a sync run is refused as well (it would wait forever in
+// both cases); run_async queues.
+static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err) {
+  pthread_mutex_lock(&w->runs.mu);
+  bool inline_run = w->runs.orch_inline;
+  uint64_t run_id = w->runs.orch_run ? w->runs.orch_run->run_id : 0;
+  pthread_mutex_unlock(&w->runs.mu);
+  const char *what = sync ? "worker_run" : "worker_run_async";
+  lw__orch_frame_state_t frame =
+      inline_run ? lw__orch_frame_state(w->runs.orch_frame) : LW__ORCH_FRAME_LIVE;
+  if (frame == LW__ORCH_FRAME_GONE) {
+    orch_frame_gone(w);
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                         "%s: the orch function of run %llu, called on this thread, never "
+                         "returned (a longjmp out of it?); that run was stopped, so nothing was "
+                         "run now (docs/api.md, \"Exceptions and longjmp\")",
+                         what, (unsigned long long)run_id);
+  }
+  if (!sync) return LW_OK;
+  if (frame == LW__ORCH_FRAME_LIVE) {
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                         "worker_run: called from inside the orch function of run %llu on the "
+                         "same worker, it would wait for itself; submit the tasks from that orch "
+                         "function, or use lw_worker_run_async",
+                         (unsigned long long)run_id);
+  }
+  return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                       "worker_run: the orch function of run %llu, called on this thread, has "
+                       "not returned: this call comes from inside it or after a longjmp out of "
+                       "it, and lanework cannot tell which here (docs/api.md, \"Exceptions and "
+                       "longjmp\")",
+                       (unsigned long long)run_id);
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
@@ -299,6 +416,22 @@ lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
 
 void lw__orch_stop(lw_worker_t *w) {
   if (!w->runs.orch_started) return;
+  // Destroy runs alone on the worker, so an inline orch function that still holds the token
+  // was left without returning: on another thread, or on this one with its frame gone (a
+  // destroy from inside the function itself cannot work either way; only a frame seen live
+  // is left alone).
+  pthread_mutex_lock(&w->runs.mu);
+  bool left = w->runs.orch_busy && w->runs.orch_inline;
+  uint64_t run_id = left ? w->runs.orch_run->run_id : 0;
+  pthread_mutex_unlock(&w->runs.mu);
+  if (left && (!token_is_mine(w) ||
+               lw__orch_frame_state(w->runs.orch_frame) != LW__ORCH_FRAME_LIVE)) {
+    lw__log(LW_LOG_WARN,
+            "worker_destroy: the orch function of run %llu never returned (a longjmp out of "
+            "it?); the run ends FAILED_PRECONDITION (docs/api.md, \"Exceptions and longjmp\")",
+            (unsigned long long)run_id);
+    orch_frame_gone(w);
+  }
   pthread_mutex_lock(&w->runs.mu);
   pthread_cond_broadcast(&w->runs.cv);
   pthread_mutex_unlock(&w->runs.mu);

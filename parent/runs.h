@@ -12,6 +12,14 @@
 // Lifecycle: lw__orch_start (lw_worker_create) -> lw__orch_stop (lw_worker_destroy, after
 // `stopping` is set: runs still queued finish CANCELLED without running, then the thread is
 // joined).
+// Orch functions that do not return (docs/api.md, "Exceptions and longjmp"): every orch
+// function is called through one guard frame (parent/orch_guard.h). A C++ exception stops
+// there and fails the run like an error status. A longjmp out of an inline one cannot be
+// stopped: the token stays with the thread, and the next lw_worker_run / run_async on that
+// thread, or lw_worker_destroy, finds the guard frame gone, ends the run failed and gives the
+// token back (the call that found it fails FAILED_PRECONDITION saying so). The same check
+// refuses an lw_worker_run made from inside an orch function of the same worker, which would
+// wait for itself.
 // Threads: the counters and the error of a run (n_tasks, n_terminal, failed, cancelled, ...)
 // are the DAG owner's (parent/dag.h); a submitter reads only failed_pub. settled and
 // next_unfinished are under w->runs.mu; the report is written by the thread that settles the
@@ -34,6 +42,7 @@
 
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_run lw_run_t;
+struct lw_dag_cmd;
 
 struct lw_run {
   lw_handle_t handle;  // first
@@ -91,6 +100,18 @@ typedef struct lw_runs {
   pthread_t orch_thread;
   bool orch_busy;
   bool orch_started;
+  // The orch function that holds the token (orch_busy), for a call made on the holding thread
+  // itself (from inside the function, or after a longjmp left it). orch_holder (the holding
+  // thread's pthread_t, 0 when the token is free; an atomic so that every run and run_async
+  // can compare it with their own thread without the lock), orch_run and orch_inline are set
+  // when the token is taken and cleared when it is given back, under mu. orch_done and
+  // orch_frame are written by the holder alone, without the lock, and read on the holder's
+  // thread or by lw_worker_destroy once nothing else runs on the worker.
+  _Atomic uintptr_t orch_holder;
+  lw_run_t *orch_run;
+  bool orch_inline;               // called inline by lw_worker_run, not by the orchestrator
+  struct lw_dag_cmd *orch_done;   // the run's ORCH_DONE, posted when the function returns
+  uintptr_t orch_frame;           // the guard frame (lw__orch_call_guarded), 0 before the call
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot): orch
   // functions started, and run handles finished by their status.
   _Atomic uint64_t n_started, n_ok, n_failed, n_cancelled;
@@ -107,7 +128,8 @@ LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);
 // Returns false, having done nothing, otherwise.
 bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
 // Wakes and joins the orchestrator thread (lw_worker_destroy, with w->stopping set). Nothing
-// when it never started.
+// when it never started. An inline orch function that still holds the token was left by a
+// longjmp (destroy runs alone on the worker): its run is ended failed first.
 void lw__orch_stop(lw_worker_t *w);
 // A run is settled: every task is terminal and its orch function returned (no lock held).
 // Its handle finishes now if every earlier run's handle has finished, else right after the

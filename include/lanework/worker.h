@@ -40,6 +40,13 @@ typedef struct lw_orch lw_orch_t;
 // The user's orchestration function: submits the tasks of one run. Returning an error fails
 // the run with it: tasks that already finished keep their outcome, the others are skipped
 // (never dispatched) or cancelled (in flight) and count as failed (see orch.h).
+// It MUST return: a C++ exception or a longjmp must not leave it (lanework's frames lie between
+// it and any handler or setjmp). One that does anyway is reported, and the worker stays usable:
+// an exception stops at the frame that called the function, and the run fails
+// FAILED_PRECONDITION naming it (the exception reaches no caller); after a longjmp out of an
+// inline run, the thread's next lw_worker_run / run_async on the worker stops the abandoned run
+// and fails FAILED_PRECONDITION saying so (lw_worker_destroy stops it too). Details and
+// limits: docs/api.md, "Exceptions and longjmp".
 typedef lw_status_t (*lw_orch_fn)(lw_orch_t *orch, void *user);
 // A sub function: runs in a sub child on the task's args. Return LW_OK or an error.
 typedef lw_status_t (*lw_sub_fn)(const lw_kernel_args_t *args);
@@ -199,6 +206,10 @@ LW_API LW_MUST_USE lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn 
 // finished. So lw_worker_run returns only after every earlier lw_worker_run_async handle has
 // finished, and waiting on a later handle also waits for the earlier runs. (Tasks of
 // different runs still execute concurrently; only the handles are ordered.)
+//
+// From inside an orch function of the same worker, lw_worker_run fails FAILED_PRECONDITION at
+// once (it would wait for itself); lw_worker_run_async queues a run that starts after the
+// current one. A run whose fn threw fails FAILED_PRECONDITION (lw_orch_fn).
 LW_API LW_MUST_USE lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user,
                                              lw_run_report_t *out);
 LW_API LW_MUST_USE lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user,
