@@ -43,8 +43,17 @@
 extern "C" {
 #endif
 
+// The structs' tags: C keeps the names it always had; in C++ a struct named like the function
+// that fills it (lw_chip_stats, lw_worker_stats) would be hidden by it, which g++ reports under
+// -Wshadow ("hides constructor"), so C++ sees the typedef names only. The layout is the same.
+#ifdef __cplusplus
+#define LW__STATS_TAG(name) name##_s
+#else
+#define LW__STATS_TAG(name) name
+#endif
+
 // One chip or sub child (lw_worker_stats_t.child[]), or an L2 chip (lw_chip_stats).
-typedef struct lw_chip_stats {
+typedef struct LW__STATS_TAG(lw_chip_stats) {
   uint32_t struct_size;       // set by the caller: sizeof(lw_chip_stats_t)
   uint32_t reserved0;
   uint64_t tasks_run;         // finished OK
@@ -70,7 +79,7 @@ typedef struct lw_chip_stats {
   uint32_t reserved1;
 } lw_chip_stats_t;
 
-typedef struct lw_worker_stats {
+typedef struct LW__STATS_TAG(lw_worker_stats) {
   uint32_t struct_size;       // set by the caller: sizeof(lw_worker_stats_t)
   uint32_t n_chips, n_subs;   // child[] holds n_chips + n_subs entries
   uint32_t reserved0;

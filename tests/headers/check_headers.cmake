@@ -17,7 +17,8 @@ if(NOT LW_CXX OR NOT EXISTS "${LW_CXX}")
 endif()
 
 set(warn -Wall -Wextra -Werror -pedantic)
-set(cxx ${LW_CXX} -std=c++17 ${warn} -I${LW_INCLUDE})
+# -Wshadow too for C++: a C++ program that builds with it includes lanework.h.
+set(cxx ${LW_CXX} -std=c++17 ${warn} -Wshadow -I${LW_INCLUDE})
 set(cc ${LW_CC} -std=c17 ${warn} -Wstrict-prototypes -Wmissing-prototypes -I${LW_INCLUDE})
 
 function(lw_run what)
