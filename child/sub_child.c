@@ -117,6 +117,9 @@ static void serve_task(lw_child_ctx_t *c, uint32_t index, uint32_t frame) {
   if (lw__mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
   const sub_entry_t *s = &subs[fn_index];
   int64_t t0 = lw__now_ns();
+  // As a chip kernel's start: the parent reads it if the function takes the child down
+  // (docs/observability.md, "A run its child never ended").
+  atomic_store(&c->mb->task[frame].started_ns, (uint64_t)t0);
   lw_status_t st = s->fn(&t.args);
   int64_t t1 = lw__now_ns();
   r.kernel_ns = (uint64_t)(t1 - t0);

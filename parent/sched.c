@@ -538,7 +538,7 @@ static void trace_dead_run(lw_worker_t *w, lw_endpoint_t *ep, uint32_t f, const 
   bool chip = ep->kind == LW_MB_CHILD_CHIP;
   int64_t posted = lw__task_report_posted_ns(t->run, t->task_id);
   bool readable = !atomic_load(&ep->violated);
-  int64_t started = chip && readable ? (int64_t)atomic_load(&ep->mb->task[f].started_ns) : 0;
+  int64_t started = readable ? (int64_t)atomic_load(&ep->mb->task[f].started_ns) : 0;
   lw_trace_dead_run_t r = {.t1_ns = died_at, .run_id = t->run->run_id, .task_id = t->task_id,
                            .chip = (int32_t)ep->index, .status = status,
                            .callable = w->calls.table[t->wc].name};

@@ -260,9 +260,9 @@ Test(trace_death, a_sub_function_whose_child_dies_keeps_its_run_span_on_the_sub_
   json_t *own = tt_run_span(doc, 1, 1);
   cr_assert_not_null(own);
   cr_assert_eq(tt_int(own, "pid"), sub0);
-  // A sub child stamps no start: the run counts from its dispatch.
+  // A sub child stamps its function's start as a chip child stamps its kernel's.
   dead_expect_t x = {"sub_dies", 0,          sub0, "sub loop", "LW_CHILD_EXITED",
-                     "dispatch", "child died: killed by SIGKILL"};
+                     "kernel start", "child died: killed by SIGKILL"};
   json_t *dead = expect_dead_run(doc, 2, 1, &x);
   cr_assert_eq(tt_int(dead, "tid"), tt_int(own, "tid"), "on the track of the child's own runs");
   json_decref(doc);
