@@ -75,11 +75,77 @@ static inline int lw_test_child_count(void) {
   snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
   FILE *f = fopen(path, "r");
   if (!f) return -1;
-  pid_t zygote = lw__forkserver_zygote_pid();
   int n = 0, pid;
-  while (fscanf(f, "%d", &pid) == 1) n += pid != zygote;
+  while (fscanf(f, "%d", &pid) == 1) n++;
   fclose(f);
   return n;
+}
+
+// A process's state letter and start time (clock ticks after boot) from /proc/<pid>/stat;
+// false when it is gone.
+static inline bool lw_test_proc_stat(pid_t pid, char *state, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');  // comm may hold spaces and parentheses
+  if (!p) return false;
+  // Fields after comm: state (3), then 18 more up to starttime (22).
+  char st = 0;
+  unsigned long long v = 0;
+  if (sscanf(p + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+             &st, &v) != 2) {
+    return false;
+  }
+  *state = st;
+  *start = v;
+  return true;
+}
+
+// lanework's processes are not the program's children (docs/processes.md), so a test that
+// wants to know none outlived a worker names them first: lw_test_procs_note before destroy,
+// lw_test_procs_gone after. The zygote lives as long as the program and is not counted.
+typedef struct lw_test_procs {
+  uint32_t n;
+  pid_t pid[80];
+  unsigned long long start[80];
+} lw_test_procs_t;
+
+static inline void lw_test_procs_note(const lw_worker_t *w, lw_test_procs_t *p) {
+  int32_t ids[80];
+  uint32_t count = lw_worker_process_ids(w, ids, 80);
+  p->n = 0;
+  for (uint32_t i = 0; i + 1 < count && i < 80; ++i) {  // the last one is the zygote
+    char st;
+    unsigned long long start;
+    if (ids[i] > 0 && lw_test_proc_stat(ids[i], &st, &start)) {
+      p->pid[p->n] = ids[i];
+      p->start[p->n] = start;
+      p->n++;
+    }
+  }
+}
+
+// True when every process noted is gone (reaped, a zombie waiting for init, or its pid now
+// another process's); waits up to 10 s for the last ones to exit.
+static inline bool lw_test_procs_gone(const lw_test_procs_t *p, pid_t *left) {
+  for (int round = 0; round < 10000; ++round) {
+    *left = 0;
+    for (uint32_t i = 0; i < p->n && *left == 0; ++i) {
+      char st;
+      unsigned long long start;
+      if (lw_test_proc_stat(p->pid[i], &st, &start) && st != 'Z' && start == p->start[i]) {
+        *left = p->pid[i];
+      }
+    }
+    if (*left == 0) return true;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return false;
 }
 
 static inline void lw_test_sleep_us(long us) {

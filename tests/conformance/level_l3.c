@@ -33,8 +33,13 @@ void conf_open(void) {
 }
 
 void conf_close(void) {
+  lw_test_procs_t procs;
+  lw_test_procs_note(w, &procs);
   lw_worker_destroy(w);
   w = NULL;
+  pid_t left = 0;
+  cr_expect(lw_test_procs_gone(&procs, &left), "process %d of the worker outlived destroy",
+            (int)left);
   cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
   cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
 }

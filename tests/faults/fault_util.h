@@ -45,8 +45,13 @@ static inline lw_worker_stats_t fx_stats(fx_t *f) {
 }
 
 static inline void fx_destroy(fx_t *f) {
+  lw_test_procs_t procs;
+  lw_test_procs_note(f->w, &procs);
   lw_worker_destroy(f->w);
   f->w = NULL;
+  pid_t left = 0;
+  cr_expect(lw_test_procs_gone(&procs, &left), "process %d of the worker outlived destroy",
+            (int)left);
   cr_expect_eq(lw_test_child_count(), f->children_before, "a child process was left behind");
   cr_expect_eq(lw_test_fd_count(), f->fds_before, "an fd was left behind");
 }

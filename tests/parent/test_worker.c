@@ -1012,3 +1012,41 @@ Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
   LW_ASSERT_OK(lw_worker_register_sub(w, double_it, "double_it", &h));  // code from the image
   destroy_and_check();
 }
+
+// lw_worker_process_ids names the worker's processes: each child is its server's child, the
+// servers and the zygote exist, and none of them is this program's child.
+static pid_t ppid_of(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  int ppid = -1;
+  char st;
+  if (!p || sscanf(p + 2, "%c %d", &st, &ppid) != 2) return -1;
+  return (pid_t)ppid;
+}
+
+Test(worker, process_ids_name_children_servers_and_zygote_none_a_child_of_the_program,
+     .timeout = 60) {
+  make_worker(2, 1);
+  int32_t ids[8] = {0};
+  cr_assert_eq(lw_worker_process_ids(w, ids, 8), 2 + 1 + 3);
+  cr_assert_eq(lw_worker_process_ids(w, NULL, 0), 6, "the count without room");
+  cr_assert_eq(lw_worker_process_ids(NULL, ids, 8), 0);
+  for (int i = 0; i < 6; ++i) {
+    cr_assert_gt(ids[i], 0, "entry %d names no process", i);
+    cr_assert_neq(ppid_of(ids[i]), getpid(), "entry %d (pid %d) is the program's child", i,
+                  ids[i]);
+  }
+  cr_assert_eq(ppid_of(ids[0]), ids[3], "chip 0's parent is the chip server");
+  cr_assert_eq(ppid_of(ids[1]), ids[3], "chip 1's parent is the chip server");
+  cr_assert_eq(ppid_of(ids[2]), ids[4], "the sub child's parent is the sub server");
+  cr_assert_eq(ppid_of(ids[4]), ids[5], "the sub server's parent is the zygote");
+  cr_assert_eq(ids[5], lw__forkserver_zygote_pid());
+  cr_assert_eq(lw_test_child_count(), 0, "the program has no child");
+  destroy_and_check();
+}

@@ -39,8 +39,14 @@ static inline void make_worker(uint32_t chips, uint32_t subs) {
 }
 
 static inline void destroy_and_check(void) {
+  lw_test_procs_t procs;
+  lw_test_procs_note(w, &procs);
+  cr_expect_gt(procs.n, 0, "the worker names no process of its own");
   lw_worker_destroy(w);
   w = NULL;
+  pid_t left = 0;
+  cr_expect(lw_test_procs_gone(&procs, &left), "process %d of the worker outlived destroy",
+            (int)left);
   cr_expect_eq(lw_test_child_count(), children_before, "a child process was left behind");
   cr_expect_eq(lw_test_fd_count(), fds_before, "an fd was left behind");
 }
