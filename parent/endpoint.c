@@ -45,7 +45,7 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
 void lw__ep_kill(lw_endpoint_t *ep) {
   pid_t pid = atomic_load(&ep->pid);
   if (pid <= 0) return;
-  int fd = lw__sys_pidfd_open(pid);
+  int fd = lw__forkserver_fd_above_stdio(lw__sys_pidfd_open(pid));
   if (fd == -ENOSYS || fd == -EPERM) {
     lw__forkserver_kill(lw__ep_fs(ep), ep->index, pid, -1);  // no pidfds: the server kills it
     return;

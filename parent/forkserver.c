@@ -50,6 +50,8 @@ struct lw_forkserver {
   size_t table_bytes;
   // Without pidfds: the death eventfd of each slot's child (a dup of what spawn returned,
   // signalled by poll_exit when its EXIT arrives) and the pid it stands for.
+  // death_mu orders a spawn's replacement of a slot's eventfd with poll_exit's write to it.
+  pthread_mutex_t death_mu;
   int death_fd[LW_FS_MAX_CHILDREN];
   _Atomic int32_t death_pid[LW_FS_MAX_CHILDREN];
 };
@@ -141,6 +143,7 @@ static void destroy(lw_forkserver_t *fs) {
     if (fs->death_fd[i] >= 0) close(fs->death_fd[i]);
   }
   pthread_mutex_destroy(&fs->mu);
+  pthread_mutex_destroy(&fs->death_mu);
   free(fs);
 }
 
@@ -208,6 +211,7 @@ static lw_forkserver_t *fs_new(uint32_t n_slots, lw_fs_origin_t origin, bool dir
   fs->direct = direct;
   for (uint32_t i = 0; i < LW_FS_MAX_CHILDREN; ++i) fs->death_fd[i] = -1;
   pthread_mutex_init(&fs->mu, NULL);
+  pthread_mutex_init(&fs->death_mu, NULL);
   return fs;
 }
 
@@ -329,7 +333,7 @@ static lw_status_t start_from_helper(lw_fs_req_t *rq, const int *fds, int n_fds,
     close(req[0]);
     return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "forkserver: %s", detail);
   }
-  int rc = lw__fs_req_send(req[0], rq, fds, n_fds);
+  int rc = lw__fs_req_send(req[0], rq, fds, n_fds, deadline);
   close(req[0]);
   // The helper reads the request, forks the server and exits at once. Bounded: a helper that
   // hangs is killed (it is this process's unreaped child, so the pid is its own).
@@ -373,9 +377,14 @@ lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t 
   lw_forkserver_t *fs = fs_new(spec->n_slots, spec->origin, false);
   if (fs == NULL) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "forkserver: out of memory");
   int table_fd = -1, arg_fd = -1, ctl_srv = -1, ev_srv = -1;
-  static pthread_mutex_t rq_mu = PTHREAD_MUTEX_INITIALIZER;
-  static lw_fs_req_t rq;  // large (the signal table); one request is built at a time
-  bool rq_locked = false;
+  lw_fs_req_t *rq = NULL;
+  // Per call (about 10 KiB, the signal table): creates from several threads, or from a process
+  // forked while another thread was creating, never wait on each other here.
+  rq = calloc(1, sizeof(*rq));
+  if (rq == NULL) {
+    st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "forkserver: out of memory");
+    goto fail;
+  }
   if ((st = fs_prepare(fs, &table_fd, &ctl_srv, &ev_srv, err)) != LW_OK) goto fail;
   if (spec->arg_bytes > 0) {
     arg_fd = lw__fs_memfd_with("lw-fs-arg", spec->arg, spec->arg_bytes);
@@ -388,14 +397,12 @@ lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t 
   }
   int64_t deadline = lw__now_ns() + kStartTimeoutNs;
   int fds[LW_FS_REQ_MAX_FDS];
-  pthread_mutex_lock(&rq_mu);
-  rq_locked = true;
-  int n_fds = fill_request(&rq, spec, ctl_srv, ev_srv, table_fd, fs->table_bytes, arg_fd, fds);
+  int n_fds = fill_request(rq, spec, ctl_srv, ev_srv, table_fd, fs->table_bytes, arg_fd, fds);
   if (spec->origin == LW_FS_FROM_HELPER) {
-    st = start_from_helper(&rq, fds, n_fds, deadline, err);
+    st = start_from_helper(rq, fds, n_fds, deadline, err);
   } else {
     pid_t zygote = 0;
-    int rc = lw__fs_zygote_request(&rq, fds, n_fds, deadline, &zygote);
+    int rc = lw__fs_zygote_request(rq, fds, n_fds, deadline, &zygote);
     if (rc > 0) {
       fs->server_pid = rc;
     } else {
@@ -405,8 +412,8 @@ lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t 
                          rc == -EPIPE || rc == -ECONNRESET ? " (the zygote is gone)" : "");
     }
   }
-  pthread_mutex_unlock(&rq_mu);
-  rq_locked = false;
+  free(rq);
+  rq = NULL;
   close(ctl_srv);
   close(ev_srv);
   ctl_srv = ev_srv = -1;
@@ -434,7 +441,7 @@ lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t 
   return LW_OK;
 
 fail:
-  if (rq_locked) pthread_mutex_unlock(&rq_mu);
+  free(rq);
   if (table_fd >= 0) close(table_fd);
   if (arg_fd >= 0) close(arg_fd);
   if (ctl_srv >= 0) close(ctl_srv);
@@ -612,9 +619,11 @@ static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out
                            "lw__forkserver_stop",
                            strerror(-pidfd), i, (int)pid);
     }
+    pthread_mutex_lock(&fs->death_mu);
     if (fs->death_fd[i] >= 0) close(fs->death_fd[i]);
     fs->death_fd[i] = mine;
     atomic_store(&fs->death_pid[i], pid);
+    pthread_mutex_unlock(&fs->death_mu);
     // The exit may have been published while the eventfd was made, its EXIT read already.
     if (lw__forkserver_exit_status(fs, i, pid, &ws)) {
       uint64_t one = 1;
@@ -735,18 +744,33 @@ lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
     if (rc == 1) {
       // The server is trusted code, but check anyway before indexing with its numbers.
       if (m.type == LW_FS_MSG_EXIT && m.index < fs->n_slots && m.pid > 0) {
+        pthread_mutex_lock(&fs->death_mu);
         if (fs->death_fd[m.index] >= 0 && atomic_load(&fs->death_pid[m.index]) == m.pid) {
           uint64_t one = 1;
           ssize_t w = write(fs->death_fd[m.index], &one, sizeof(one));
           (void)w;
         }
+        pthread_mutex_unlock(&fs->death_mu);
         if (fn != NULL) fn(ctx, m.index, m.pid, m.value);
       }
       continue;
     }
     if (rc == -EAGAIN) return LW_OK;
     if (rc == -EBADMSG) continue;
-    // EOF comes after every queued EXIT has been read: nothing is lost before it.
+    // EOF comes after every queued EXIT has been read: nothing is lost before it. The server
+    // is gone, and its children with it (PR_SET_PDEATHSIG): without pidfds nobody else would
+    // ever tell their deaths, so every death eventfd fires now.
+    pthread_mutex_lock(&fs->death_mu);
+    for (uint32_t i = 0; i < fs->n_slots; ++i) {
+      if (fs->death_fd[i] < 0) continue;
+      uint64_t one = 1;
+      ssize_t w = write(fs->death_fd[i], &one, sizeof(one));
+      (void)w;
+    }
+    pthread_mutex_unlock(&fs->death_mu);
+    pthread_mutex_lock(&fs->mu);
+    fs->ctl_closed = true;
+    pthread_mutex_unlock(&fs->mu);
     char why[160];
     describe_server_gone(fs, why, sizeof(why));
     return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "forkserver: %s", why);

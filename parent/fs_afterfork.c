@@ -82,7 +82,7 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) static int vfork_
   if (a->fd == LW_FS_CHILD_FD0) {
     rc = syscall(SYS_fcntl, a->fd, F_SETFD, 0);  // keep it across the exec
   } else {
-    rc = syscall(SYS_dup2, a->fd, LW_FS_CHILD_FD0);  // the copy is not close-on-exec
+    rc = syscall(SYS_dup3, a->fd, LW_FS_CHILD_FD0, 0);  // the copy is not close-on-exec
   }
   if (rc >= 0) {
     // Nothing else of the program's crosses the exec, close-on-exec or not.
@@ -103,6 +103,9 @@ pid_t lw__fs_vfork_exec(const char *path, char *const argv[], char *const envp[]
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return -errno;
   vfork_args_t a = {.path = path, .argv = argv, .envp = envp, .fd = fd, .err = 0};
+  // syscall() is bound now, in the caller: a lazily bound first call in the vfork child would
+  // run the loader's fixup there, on the caller's memory.
+  (void)syscall(SYS_getppid);
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer cannot follow a child that shares this memory (its view of every lock
   // breaks): under TSan the child is a plain fork, which it handles, and so not quiet.

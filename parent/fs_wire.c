@@ -118,7 +118,7 @@ int lw__fs_memfd_with(const char *name, const void *data, size_t bytes) {
   return fd;
 }
 
-int lw__fs_req_send(int sock, const lw_fs_req_t *rq, const int *fds, int n) {
+int lw__fs_req_send(int sock, const lw_fs_req_t *rq, const int *fds, int n, int64_t deadline_ns) {
   union {
     char buf[CMSG_SPACE(sizeof(int) * LW_FS_REQ_MAX_FDS)];
     struct cmsghdr align;
@@ -133,10 +133,23 @@ int lw__fs_req_send(int sock, const lw_fs_req_t *rq, const int *fds, int n) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
   memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-  ssize_t sent;
-  while ((sent = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  for (;;) {
+    if (sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) return 0;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return -errno;
+    // The peer's queue is full: wait for room, not past the deadline.
+    struct timespec ts;
+    const struct timespec *tsp = NULL;
+    if (deadline_ns != LW_DEADLINE_NEVER) {
+      int64_t left = deadline_ns - lw__now_ns();
+      if (left <= 0) return -ETIMEDOUT;
+      ts.tv_sec = (time_t)(left / 1000000000LL);
+      ts.tv_nsec = (long)(left % 1000000000LL);
+      tsp = &ts;
+    }
+    struct pollfd p = {.fd = sock, .events = POLLOUT};
+    if (ppoll(&p, 1, tsp, NULL) < 0 && errno != EINTR) return -errno;
   }
-  return sent < 0 ? -errno : 0;
 }
 
 int lw__fs_req_recv(int sock, lw_fs_req_t *rq, int *fds, int *n_fds) {

@@ -121,8 +121,9 @@ int lw__fs_pidfd_open(pid_t pid);
 // An anonymous memfd of bytes (close-on-exec, above stdio) holding data when not NULL;
 // -errno on failure.
 int lw__fs_memfd_with(const char *name, const void *data, size_t bytes);
-// Sends rq with fds[0..n) in SCM_RIGHTS, blocking. 0 or -errno.
-int lw__fs_req_send(int sock, const lw_fs_req_t *rq, const int *fds, int n);
+// Sends rq with fds[0..n) in SCM_RIGHTS, waiting for room until deadline_ns (lw__now_ns;
+// LW_DEADLINE_NEVER). 0 or -errno (-ETIMEDOUT: the peer reads nothing).
+int lw__fs_req_send(int sock, const lw_fs_req_t *rq, const int *fds, int n, int64_t deadline_ns);
 // Receives one request and its fds (blocking). 1, 0 on EOF, or -errno (-EBADMSG: not a valid
 // request of this version, -EPROTO: another version's). *n_fds fds are the caller's to close.
 int lw__fs_req_recv(int sock, lw_fs_req_t *rq, int *fds, int *n_fds);

@@ -187,8 +187,13 @@ static _Noreturn void zygote_main(int sock, pid_t program) {
 // ---------------------------------------------------------------------------------------------
 // The program's side.
 
+// In a process forked from the program: the parent's zygote serves the parent, and the copy of
+// its socket here is still that socket at this instant (the program cannot have touched it
+// yet), so it is closed now; the child makes a zygote of its own when it asks.
 static void atfork_child(void) {
   pthread_mutex_init(&g_zy.mu, NULL);
+  if (g_zy.sock >= 0) close(g_zy.sock);
+  g_zy.sock = -1;
   lw__fs_shares_atfork_child();
 }
 
@@ -252,9 +257,6 @@ static int zy_spawn(char *detail, size_t detail_bytes) {
                                                    : "its socket closed");
     return -ECHILD;
   }
-  // A process forked from the program holds a copy of the program's zygote socket: that
-  // zygote serves the program, not this process.
-  if (g_zy.sock >= 0) close(g_zy.sock);
   g_zy.pid = hello.pid;
   g_zy.owner = program;
   g_zy.sock = sv[0];
@@ -321,7 +323,7 @@ int lw__fs_zygote_request(lw_fs_req_t *rq, const int *fds, int n_fds, int64_t de
     return -ECONNRESET;
   }
   rq->seq = ++g_zy.next_seq;
-  int result = lw__fs_req_send(g_zy.sock, rq, fds, n_fds);
+  int result = lw__fs_req_send(g_zy.sock, rq, fds, n_fds, deadline_ns);
   while (result == 0) {
     int rc = lw__fs_wait_readable(g_zy.sock, deadline_ns);
     if (rc <= 0) {
@@ -342,9 +344,19 @@ int lw__fs_zygote_request(lw_fs_req_t *rq, const int *fds, int n_fds, int64_t de
       break;
     }
   }
-  if (result == -EPIPE || result == -ECONNRESET) {
-    // The zygote is gone (killed from outside): forget it; the next create starts a new one
-    // if this process is single-threaded then.
+  if (result == -EPIPE || result == -ECONNRESET || result == -ETIMEDOUT) {
+    // The zygote is gone (killed from outside) or does not answer (stopped, wedged): forget
+    // it, so no later create waits on it; the next one makes a new zygote if this process is
+    // single-threaded then. One that does not answer is killed, while its socket shows it is
+    // still the zygote (not hung up), through a pidfd (it is not our child).
+    if (result == -ETIMEDOUT) {
+      struct pollfd p = {.fd = g_zy.sock, .events = 0};
+      int pidfd = lw__fs_pidfd_open(g_zy.pid);
+      if (pidfd >= 0) {
+        if (poll(&p, 1, 0) == 0) (void)lw__sys_pidfd_send_signal(pidfd, SIGKILL);
+        close(pidfd);
+      }
+    }
     close(g_zy.sock);
     g_zy.sock = -1;
   }
