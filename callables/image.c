@@ -2,7 +2,7 @@
 // object from memory.
 //
 // Loading goes through a memfd so no kernel image ever touches the file system: the ELF bytes
-// are written to an anonymous file and dlopen reads it back through /proc/self/fd/N.
+// are written to an anonymous file and dlopen reads it back through /proc/<pid>/fd/N.
 #include "callables/image.h"
 
 #include <dlfcn.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -324,6 +325,22 @@ static void *own_symbol(void *dl, const char *sym) {
 
 #define LW_MEMFD_RETRIES 16
 
+// The path dlopen loads fd by: /proc/<pid>/fd/N, the name the object keeps in the loader's
+// list, which a debugger reads to load the object's symbols. gdb opens that name in its own
+// process: "/proc/self/fd/N" would be gdb's own fd N there (a pipe of its own, where it waits
+// forever for the ELF header: a program that registered a kernel hung under gdb at the
+// register), while "/proc/<pid>/fd/N" is this process's memfd. /proc/self/fd/N only when
+// /proc/<pid> is not this process (a /proc of another pid namespace).
+static void fd_path(int fd, char *path, size_t bytes) {
+  struct stat by_pid, own;
+  snprintf(path, bytes, "/proc/%d/fd/%d", (int)getpid(), fd);
+  if (stat(path, &by_pid) == 0 && fstat(fd, &own) == 0 && by_pid.st_dev == own.st_dev &&
+      by_pid.st_ino == own.st_ino) {
+    return;
+  }
+  snprintf(path, bytes, "/proc/self/fd/%d", fd);
+}
+
 lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
                            const char *name, lw_loaded_image_t *out, lw_error_t *err) {
   if (out == NULL) {
@@ -335,7 +352,7 @@ lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
   LW_RETURN_IF_ERROR(lw__image_check_elf(elf, bytes, name, err));
 
   // glibc finds an already-loaded object by the path string before it compares inodes, and
-  // the path names an fd number. An earlier image loaded through "/proc/self/fd/5" keeps that
+  // the path names an fd number. An earlier image loaded through "/proc/<pid>/fd/5" keeps that
   // name after its fd was closed, so a later dlopen of a new memfd that got fd 5 again would
   // silently return the OLD image. RTLD_NOLOAD tells whether the name is taken; if it is,
   // keep that memfd open (so the next one gets another number) and try again.
@@ -347,7 +364,7 @@ lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
   for (;;) {
     st = memfd_with(elf, bytes, name, &fd, err);
     if (st != LW_OK) goto done;
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    fd_path(fd, path, sizeof path);
     void *taken = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
     if (taken == NULL) break;
     dlclose(taken);
@@ -355,7 +372,7 @@ lw_status_t lw__image_load(const uint8_t *elf, size_t bytes, const char *entry,
       close(fd);
       fd = -1;
       st = lw__error_set(err, LW_INTERNAL, -1, 0,
-                         NAME_FMT ": no free /proc/self/fd path to dlopen after %d tries",
+                         NAME_FMT ": no free /proc/<pid>/fd path to dlopen after %d tries",
                          NAME_ARGS(name), LW_MEMFD_RETRIES);
       goto done;
     }

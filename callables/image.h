@@ -3,9 +3,10 @@
 // memory (memfd + dlopen) with its entry points resolved.
 //
 // Thread safety: every function is reentrant; loaded images are independent. glibc matches an
-// already-loaded object by path before inode, and /proc/self/fd/N paths are reused once N is
+// already-loaded object by path before inode, and /proc/<pid>/fd/N paths are reused once N is
 // closed, so lw__image_load checks the path with RTLD_NOLOAD and takes a fresh fd number when
-// it is taken (see image.c).
+// it is taken (see image.c). The path names the pid, not "self": a debugger opens the name in
+// its own process.
 #ifndef LANEWORK_CALLABLES_IMAGE_H_
 #define LANEWORK_CALLABLES_IMAGE_H_
 

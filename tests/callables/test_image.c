@@ -1,6 +1,8 @@
 // tests/callables/test_image.c — zstd detection and decoding, ELF checks, packing, and loading
 // kernel images from memory.
+#include <dlfcn.h>
 #include <elf.h>
+#include <link.h>
 #include <zstd.h>
 
 #include "callables/image.h"
@@ -347,7 +349,7 @@ Test(image, big_vector_add_prepares_a_table_computes_exactly_and_releases_it) {
   lw__image_unload(&img);
 }
 
-// glibc looks an object up by its path before anything else, and "/proc/self/fd/N" is reused
+// glibc looks an object up by its path before anything else, and "/proc/<pid>/fd/N" is reused
 // once N is closed: two images must still load as two objects.
 Test(image, images_loaded_through_reused_fd_numbers_stay_distinct) {
   lw_loaded_image_t add = load_kernel("vector_add", NULL);
@@ -365,6 +367,20 @@ Test(image, images_loaded_through_reused_fd_numbers_stay_distinct) {
   cr_assert_neq(again.dl, add.dl);
   lw__image_unload(&again);
   lw__image_unload(&add);
+}
+
+// The name a loaded image keeps in the loader's list is what a debugger opens, in its own
+// process, to read the object's symbols: it must name this process's fd, not "/proc/self"
+// (gdb's own fd N there is one of its pipes, and gdb waited on it forever).
+Test(image, a_loaded_image_is_named_by_this_process_pid) {
+  lw_loaded_image_t img = load_kernel("vector_add", NULL);
+  struct link_map *lm = NULL;
+  cr_assert_eq(dlinfo(img.dl, RTLD_DI_LINKMAP, &lm), 0, "%s", dlerror());
+  char want[64];
+  snprintf(want, sizeof want, "/proc/%d/fd/", (int)getpid());
+  cr_assert_eq(strncmp(lm->l_name, want, strlen(want)), 0,
+               "the image is named '%s', not '%s<fd>'", lm->l_name, want);
+  lw__image_unload(&img);
 }
 
 Test(image, load_rejects_images_that_fail_the_elf_check) {
