@@ -8,10 +8,11 @@ LW_BUILD="${LW_BUILD:-$LW_ROOT/build}"
 # The Debian packages lanework builds and tests with.
 # The OpenCL ones (loader, headers and PoCL, a CPU device) make every OpenCL test run for real.
 # jansson reads JSON (traces, bench output) in `lanework trace svg` and the tests; rsvg-convert
-# (librsvg2-bin) renders the swimlane SVGs in a test.
+# (librsvg2-bin) renders the swimlane SVGs in a test. valgrind and gdb run an L2 and an L3
+# program in the tools tests (tests/tools/run_under_tool.sh).
 LW_PACKAGES=(build-essential cmake pkg-config libcriterion-dev libzstd-dev libxxhash-dev
              libnuma-dev zstd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
-             libjansson-dev librsvg2-bin)
+             libjansson-dev librsvg2-bin valgrind gdb)
 
 lw_install_deps() {
   local missing=()
