@@ -794,6 +794,15 @@ void lw__forkserver_stop(lw_forkserver_t *fs) {
       }
     }
   }
+  // Every child is dead now: a death eventfd (no pidfds) says so, as a pidfd would.
+  pthread_mutex_lock(&fs->death_mu);
+  for (uint32_t i = 0; i < fs->n_slots; ++i) {
+    if (fs->death_fd[i] < 0) continue;
+    uint64_t one = 1;
+    ssize_t w = write(fs->death_fd[i], &one, sizeof(one));
+    (void)w;
+  }
+  pthread_mutex_unlock(&fs->death_mu);
   reap_server(fs, deadline);
   pthread_mutex_unlock(&fs->mu);
   destroy(fs);
