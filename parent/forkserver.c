@@ -405,6 +405,16 @@ lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t 
     int rc = lw__fs_zygote_request(rq, fds, n_fds, deadline, &zygote);
     if (rc > 0) {
       fs->server_pid = rc;
+      // A pidfd now, so a server that never gets ready can be killed (it is the zygote's
+      // child, not ours). The pid is still the server's while its control socket, whose other
+      // end only the server holds, has not hung up.
+      int pidfd = lw__fs_pidfd_open(rc);
+      struct pollfd hup = {.fd = fs->ctl, .events = 0};
+      if (pidfd >= 0 && poll(&hup, 1, 0) == 0) {
+        fs->server_pidfd = pidfd;
+      } else if (pidfd >= 0) {
+        close(pidfd);
+      }
     } else {
       st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
                          "forkserver: the zygote (pid %d) could not start a server: %s%s",
@@ -419,7 +429,7 @@ lw_status_t lw__forkserver_start_spec(const lw_fs_spec_t *spec, lw_forkserver_t 
   ctl_srv = ev_srv = -1;
   if (st != LW_OK) goto fail;
   if ((st = await_ready(fs, spec, deadline, err)) != LW_OK) goto fail;
-  int pidfd = lw__fs_pidfd_open(fs->server_pid);
+  int pidfd = fs->server_pidfd >= 0 ? fs->server_pidfd : lw__fs_pidfd_open(fs->server_pid);
   if (pidfd >= 0) {
     fs->server_pidfd = pidfd;
   } else if (pidfd != -ENOSYS && pidfd != -EPERM) {
@@ -446,7 +456,9 @@ fail:
   if (arg_fd >= 0) close(arg_fd);
   if (ctl_srv >= 0) close(ctl_srv);
   if (ev_srv >= 0) close(ev_srv);
-  // A half-started server sees its control socket close (destroy) and tears itself down.
+  // A half-started server sees its control socket close (destroy) and tears itself down; one
+  // that never got to its loop (stopped, wedged) is killed when it can be named.
+  if (fs->server_pidfd >= 0) (void)lw__sys_pidfd_send_signal(fs->server_pidfd, SIGKILL);
   fs->server_gone = true;
   destroy(fs);
   return st;
