@@ -4,6 +4,7 @@
 // (workload_sim.c, workload_opencl.c) call these helpers and never the dispatcher.
 //
 //   bench_main.c ──> bench_overlap.c  bench_dispatch.c  bench_cancel.c  bench_{crash,wait,idle,trace}.c
+//        │          bench_parallel.c
 //        │               │                 │                  │
 //        └──> bench_backend.c ──> workload_sim.c, workload_opencl.c (the per-backend tables)
 //                        (all of them) ──> bench.c (these helpers), bench_chip.c (L2/L3 chip)
@@ -41,6 +42,8 @@ typedef struct lw_bench_opts {
   int load;            // dispatch: measure again with this many busy-loop processes running
   bool load_in_session;  // dispatch: the busy loops stay in the benchmark's session
   const char *trace_dir;  // overlap --trace DIR: keep one trial's trace and picture there
+  int chips;             // parallel --chips: one worker size (0: both 2 and 4)
+  long task_us;          // parallel --task-us: every task's length
 } lw_bench_opts_t;
 
 // Median of n doubles (sorts a copy).

@@ -34,6 +34,8 @@ enum {
   K_LOAD,
   K_LOAD_IN_SESSION,
   K_TRACE,
+  K_CHIPS,
+  K_TASK_US,
 };
 
 #define OPT_JSON                                                                     \
@@ -135,6 +137,17 @@ static const lw_cli_opt_t trace_opts[] = {
     OPT_END,
 };
 
+static const lw_cli_opt_t parallel_opts[] = {
+    OPT_JSON, OPT_QUIET,
+    {.name = "chips", .kind = LW_CLI_INT, .min = 1, .max = LW_MAX_CHIPS, .metavar = "N",
+     .def = "2 and 4", .key = K_CHIPS, .help = "chips of the worker measured"},
+    {.name = "task-us", .kind = LW_CLI_INT, .min = 100, .max = 1000000, .metavar = "US",
+     .def = "2000", .key = K_TASK_US, .help = "every task's length (it sleeps)"},
+    {.name = "runs", .kind = LW_CLI_INT, .min = 1, .max = 100, .metavar = "N", .def = "5",
+     .key = K_TRIALS, .help = "runs of each shape (the median is reported)"},
+    OPT_END,
+};
+
 // A bench runs either over the backend's workload (kind) or, sim only, by itself (run).
 typedef enum bench_kind { B_OVERLAP, B_DISPATCH, B_CANCEL, B_SIM_ONLY } bench_kind_t;
 
@@ -182,6 +195,12 @@ static const bench_spec_t g_benches[] = {
                "The cost of one recorded trace event, and L3 dispatch with tracing off and on.",
                trace_opts),
      "cost of a recorded event; dispatch with tracing on", B_SIM_ONLY, lw__bench_trace, 3},
+    {BENCH_CMD("parallel",
+               "DAG shapes of LW_ANY_CHIP tasks that sleep a fixed time (independent, layered,\n"
+               "fan-out, chain) on sim workers of 2 and 4 chips: efficiency = ideal wall /\n"
+               "measured wall, and the tasks each chip ran.",
+               parallel_opts),
+     "do N chips run a DAG N times as fast? (L3)", B_SIM_ONLY, lw__bench_parallel, 3},
 };
 #define N_BENCHES (sizeof(g_benches) / sizeof(g_benches[0]))
 
@@ -256,6 +275,8 @@ static int bench_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_
     case K_LOAD: o->load = (int)v->n; break;
     case K_LOAD_IN_SESSION: o->load_in_session = true; break;
     case K_TRACE: o->trace_dir = v->text; break;
+    case K_CHIPS: o->chips = (int)v->n; break;
+    case K_TASK_US: o->task_us = v->n; break;
     default: return lw__cli_error(s->cmd, "--%s: no such option key %d", opt->name, opt->key);
   }
   return LW_CLI_OK;
@@ -314,7 +335,8 @@ int lw__tool_bench(int argc, char **argv) {
     bench_list(stderr);
     return 2;
   }
-  lw_bench_opts_t o = {.trials = 5, .level = b->default_level, .pin = -1, .backend = "sim"};
+  lw_bench_opts_t o = {.trials = 5, .level = b->default_level, .pin = -1, .backend = "sim",
+                       .task_us = 2000};
   parse_state_t s = {.cmd = &b->cmd, .o = &o};
   // A re-exec (lw__bench_reexec_with_env) needs the words as given; getopt_long reorders its
   // argv, so it parses a copy.

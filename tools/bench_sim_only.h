@@ -9,5 +9,6 @@ int lw__bench_wait(const lw_bench_opts_t *o);   // bench_wait.c
 int lw__bench_idle(const lw_bench_opts_t *o);   // bench_idle.c
 int lw__bench_crash(const lw_bench_opts_t *o);  // bench_crash.c
 int lw__bench_trace(const lw_bench_opts_t *o);  // bench_trace.c
+int lw__bench_parallel(const lw_bench_opts_t *o);  // bench_parallel.c
 
 #endif  // LANEWORK_TOOLS_BENCH_SIM_ONLY_H_

@@ -115,17 +115,27 @@ Test(kernels, gemm_matches_a_reference_product_and_checks_sizes) {
   lw__image_unload(&k.img);
 }
 
-Test(kernels, spin_waits_its_time_and_stops_when_cancelled) {
+// Kernel name, given scalar[0] = 2000 us, returns 0 no sooner; given an hour with its run
+// cancelled, it returns LW_KERNEL_CANCELLED.
+static void expect_waits_and_cancels(const char *name) {
   loaded_t k;
-  load(&k, "spin");
+  load(&k, name);
   lw_kernel_args_t args = {.n_scalars = 1, .scalar = {2000}};
   uint64_t t0 = now_ns();
   cr_assert_eq(k.img.main(&k.t.ctx, &args), 0);
-  cr_assert_geq(now_ns() - t0, 2000000u, "spin returned before its 2 ms");
+  cr_assert_geq(now_ns() - t0, 2000000u, "%s returned before its 2 ms", name);
   args.scalar[0] = 3600ull * 1000000ull;  // an hour: only the cancel can end it
   test_ctx_cancel(&k.t);
   cr_assert_eq(k.img.main(&k.t.ctx, &args), LW_KERNEL_CANCELLED);
   lw__image_unload(&k.img);
+}
+
+Test(kernels, spin_waits_its_time_and_stops_when_cancelled) {
+  expect_waits_and_cancels("spin");
+}
+
+Test(kernels, sleep_waits_its_time_and_stops_when_cancelled) {
+  expect_waits_and_cancels("sleep");
 }
 
 // The start mark is what lets `lanework bench cancel` and `crash` cancel or kill only a kernel

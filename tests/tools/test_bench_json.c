@@ -368,6 +368,66 @@ Test(bench_json, trace_prints_one_json_object_with_every_documented_key, .timeou
   json_decref(v);
 }
 
+// One worker size and both: a row per shape and chip count asked for, each with its figures,
+// efficiency within (0, 1.5], and tasks per chip (one entry per chip) that add up to its tasks.
+static void expect_parallel(const char *chips, const int *want_chips, int n_chips) {
+  const char *args[] = {"parallel", "--runs", "2", "--task-us", "500", "--json", NULL, NULL,
+                        NULL};
+  if (chips) {
+    args[6] = "--chips";
+    args[7] = chips;
+  }
+  json_t *v = run_json(args);
+  expect_bench(v, "parallel");
+  expect_string(v, "backend", "sim");
+  cr_assert_eq(integer(v, "task_us"), 500);
+  cr_assert_eq(integer(v, "runs"), 2);
+  static const char *const shapes[] = {"independent", "layered", "fan-out", "chain"};
+  json_t *rows = json_object_get(v, "rows");
+  cr_assert(json_is_array(rows), "no rows");
+  cr_assert_eq(json_array_size(rows), (size_t)(4 * n_chips));
+  for (size_t i = 0; i < json_array_size(rows); ++i) {
+    json_t *row = json_array_get(rows, i);
+    expect_string(row, "shape", shapes[i % 4]);
+    cr_assert_eq(integer(row, "chips"), want_chips[i / 4], "row %zu", i);
+    static const char *const keys[] = {"tasks", "critical_path", "ideal_us", NULL};
+    expect_numbers(row, keys);
+    json_int_t tasks = integer(row, "tasks");
+    json_int_t path = integer(row, "critical_path");
+    cr_assert(path >= 1 && path <= tasks, "critical_path %lld of %lld tasks", (long long)path,
+              (long long)tasks);
+    json_int_t per = (tasks + want_chips[i / 4] - 1) / want_chips[i / 4];
+    cr_assert_eq(number(row, "ideal_us"), (double)(path > per ? path : per) * 500.0, "ideal_us");
+    expect_spread(row, "wall_us", 1.0, 1e9);
+    expect_spread(row, "efficiency", 1e-9, 1.5);
+    json_t *walls = json_object_get(row, "runs_wall_us");
+    cr_assert(json_is_array(walls) && json_array_size(walls) == 2, "runs_wall_us");
+    json_t *per_chip = json_object_get(row, "tasks_per_chip");
+    cr_assert(json_is_array(per_chip), "tasks_per_chip");
+    cr_assert_eq(json_array_size(per_chip), (size_t)want_chips[i / 4]);
+    json_int_t sum = 0;
+    for (size_t c = 0; c < json_array_size(per_chip); ++c) {
+      json_t *x = json_array_get(per_chip, c);
+      cr_assert(json_is_integer(x) && json_integer_value(x) >= 0, "tasks_per_chip[%zu]", c);
+      sum += json_integer_value(x);
+    }
+    cr_assert_eq(sum, tasks, "row %zu: tasks per chip add up to %lld of %lld", i,
+                 (long long)sum, (long long)tasks);
+  }
+  json_decref(v);
+}
+
+Test(bench_json, parallel_prints_a_row_per_shape_at_2_and_4_chips_with_every_task_placed,
+     .timeout = 120) {
+  static const int chips[] = {2, 4};
+  expect_parallel(NULL, chips, 2);
+}
+
+Test(bench_json, parallel_with_chips_3_prints_rows_for_3_chips_only, .timeout = 120) {
+  static const int chips[] = {3};
+  expect_parallel("3", chips, 1);
+}
+
 Test(bench_json, a_bench_whose_stdout_cannot_be_written_fails_and_says_why, .timeout = 120) {
   int full = open("/dev/full", O_WRONLY);
   cr_assert_geq(full, 0, "/dev/full: %s", strerror(errno));
