@@ -348,6 +348,13 @@ static void maybe_elide(lw_dag_t *d, lw_task_t *c, lw_run_t **finished) {
     return;
   }
   if (c->worker >= 0 && c->worker != c->elide_chip) return;  // pinned to another chip
+  // A task that names no chip goes where it can start now: behind its producer only when no
+  // other chip is free (a chain on a busy worker; a fan-out's readers spread once the
+  // producer is done). Pinned tasks keep elision as it was.
+  if (c->worker < 0 && d->hooks.other_chip_free &&
+      d->hooks.other_chip_free(d->hooks.ctx, c->elide_chip)) {
+    return;
+  }
   c->elided = true;
   c->worker = c->elide_chip;
   make_ready(d, c, finished);

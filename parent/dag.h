@@ -147,6 +147,11 @@ typedef struct lw_dag_hooks {
   // Counts a task that reached a child (t->ep set) and is finishing with its final status st,
   // once per task (may be NULL: nothing counted).
   void (*task_done)(void *ctx, const lw_task_t *t, lw_status_t st);
+  // Whether a chip other than chip could start a task now (it is up and holds none): a task
+  // that names no chip is then not elided behind a busy producer on chip, it waits for its
+  // producers and goes to the least busy chip (wait elision never costs parallelism). Called
+  // by the owner (its lock held). May be NULL: elision as if every other chip were busy.
+  bool (*other_chip_free)(void *ctx, int32_t chip);
 } lw_dag_hooks_t;
 
 // One task as a submitter describes it.

@@ -142,6 +142,19 @@ static void dag_stop(void *ctx) {
   (void)lw__sched_assist(ctx);
 }
 
+// Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
+static bool dag_other_chip_free(void *ctx, int32_t chip) {
+  lw_worker_t *w = ctx;
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
+    const lw_endpoint_t *ep = &w->eps[i];
+    if ((int32_t)i != chip && ep->accepting && atomic_load(&ep->state) == LW_EP_READY &&
+        ep->busy == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Create / destroy
 
@@ -290,7 +303,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail;
   }
   lw_dag_hooks_t hooks = {.ctx = w, .unpin = dag_unpin, .callable_name = dag_callable_name,
-                          .ring = dag_ring, .stop = dag_stop, .task_done = lw__stats_task_done};
+                          .ring = dag_ring, .stop = dag_stop, .task_done = lw__stats_task_done,
+                          .other_chip_free = dag_other_chip_free};
   if ((st = lw__dag_initialize(&w->dag, cfg->task_ring, cfg->n_chips, cfg->submit_timeout_ns,
                                &hooks, NULL, &err)) != LW_OK) {
     goto fail_err;

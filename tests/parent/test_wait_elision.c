@@ -316,3 +316,65 @@ Test(wait_elision, a_consumer_behind_a_failed_producer_never_runs_after_other_ru
   cr_assert_eq(r[3].kernel_ns, 0, "C started after its producer failed");
   fx_destroy(&f);
 }
+
+// A fan-out on two chips: the producer (a gate the test holds) runs on one chip while the
+// other is free, so its readers, which name no chip, are not elided behind it; once it ends
+// they spread over both chips. Placement by events: which chip ran each reader.
+typedef struct fanout_job {
+  lw_callable_handle_t gate, rec;
+  shared_t *s;
+  int64_t *log;
+  void *x;
+} fanout_job_t;
+
+enum { kFanoutReaders = 8 };
+
+static lw_status_t gate_then_readers(lw_orch_t *o, void *user) {
+  fanout_job_t *j = user;
+  LW_RETURN_IF_ERROR(lw_test_submit_gate(o, j->gate, &j->s->gate, &j->s->entered, j->x,
+                                         LW_ANY_CHIP));
+  for (int i = 1; i <= kFanoutReaders; ++i) {
+    lw_args_t a;
+    lw_args_init(&a);
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 512 * sizeof(int64_t), LW_TAG_NO_DEP));
+    LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, LW_TAG_INPUT));
+    LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)i));
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->rec, &a, NULL, LW_ANY_CHIP));
+  }
+  return LW_OK;
+}
+
+Test(wait_elision, readers_of_one_producer_that_name_no_chip_spread_over_the_free_chips,
+     .timeout = 120) {
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  fanout_job_t j = {fx_reg(&f, "gate"), fx_reg(&f, "record"), fx_shared(&f), NULL, NULL};
+  j.log = lw_worker_alloc(f.w, 512 * sizeof(int64_t));
+  j.x = lw_worker_alloc(f.w, 64);
+  cr_assert(j.log && j.x);
+  memset(j.log, 0, 512 * sizeof(int64_t));
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(f.w, gate_then_readers, &j, &run));
+  lw_test_wait_nonzero(&j.s->entered);
+  atomic_store(&j.s->gate, 1);
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_OK, "%s",
+               lw_handle_error(run)->message);
+  lw_task_report_t r[1 + kFanoutReaders];
+  size_t n = 0;
+  LW_ASSERT_OK(lw_handle_run_tasks(run, r, 1 + kFanoutReaders, &n));
+  lw_handle_release(run);
+  cr_assert_eq(n, 1 + kFanoutReaders);
+  uint32_t per_chip[2] = {0, 0};
+  for (size_t i = 1; i < n; ++i) {
+    cr_assert(r[i].worker_id == 0 || r[i].worker_id == 1, "reader %zu ran on %d", i,
+              r[i].worker_id);
+    per_chip[r[i].worker_id]++;
+  }
+  cr_assert_gt(per_chip[0], 0, "no reader ran on chip 0 (chip 0 %u, chip 1 %u)", per_chip[0],
+               per_chip[1]);
+  cr_assert_gt(per_chip[1], 0, "no reader ran on chip 1 (chip 0 %u, chip 1 %u)", per_chip[0],
+               per_chip[1]);
+  cr_assert_eq(j.log[0], kFanoutReaders, "every reader ran once");
+  fx_destroy(&f);
+}
