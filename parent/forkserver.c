@@ -599,6 +599,23 @@ static lw_status_t spawn_failed(lw_forkserver_t *fs, const lw_fs_msg_t *m, lw_er
   }
 }
 
+// Makes a death eventfd readable (no pidfds: it stands for the child's pidfd).
+static void fire_death_fd(int fd) {
+  uint64_t one = 1;
+  ssize_t w = write(fd, &one, sizeof(one));
+  (void)w;
+}
+
+// Fires the death eventfd of every slot that has one: all their children are dead (the
+// server is gone, or stopped and reaped them).
+static void fire_every_death_fd(lw_forkserver_t *fs) {
+  pthread_mutex_lock(&fs->death_mu);
+  for (uint32_t i = 0; i < fs->n_slots; ++i) {
+    if (fs->death_fd[i] >= 0) fire_death_fd(fs->death_fd[i]);
+  }
+  pthread_mutex_unlock(&fs->death_mu);
+}
+
 static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out_pid,
                            int *out_pidfd, lw_error_t *err) {
   uint32_t i = m->index;
@@ -637,11 +654,7 @@ static lw_status_t spawned(lw_forkserver_t *fs, const lw_fs_msg_t *m, pid_t *out
     atomic_store(&fs->death_pid[i], pid);
     pthread_mutex_unlock(&fs->death_mu);
     // The exit may have been published while the eventfd was made, its EXIT read already.
-    if (lw__forkserver_exit_status(fs, i, pid, &ws)) {
-      uint64_t one = 1;
-      ssize_t w = write(mine, &one, sizeof(one));
-      (void)w;
-    }
+    if (lw__forkserver_exit_status(fs, i, pid, &ws)) fire_death_fd(mine);
     pidfd = efd;
   }
   if (pidfd < 0) {
@@ -758,9 +771,7 @@ lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
       if (m.type == LW_FS_MSG_EXIT && m.index < fs->n_slots && m.pid > 0) {
         pthread_mutex_lock(&fs->death_mu);
         if (fs->death_fd[m.index] >= 0 && atomic_load(&fs->death_pid[m.index]) == m.pid) {
-          uint64_t one = 1;
-          ssize_t w = write(fs->death_fd[m.index], &one, sizeof(one));
-          (void)w;
+          fire_death_fd(fs->death_fd[m.index]);
         }
         pthread_mutex_unlock(&fs->death_mu);
         if (fn != NULL) fn(ctx, m.index, m.pid, m.value);
@@ -772,14 +783,7 @@ lw_status_t lw__forkserver_poll_exit(lw_forkserver_t *fs,
     // EOF comes after every queued EXIT has been read: nothing is lost before it. The server
     // is gone, and its children with it (PR_SET_PDEATHSIG): without pidfds nobody else would
     // ever tell their deaths, so every death eventfd fires now.
-    pthread_mutex_lock(&fs->death_mu);
-    for (uint32_t i = 0; i < fs->n_slots; ++i) {
-      if (fs->death_fd[i] < 0) continue;
-      uint64_t one = 1;
-      ssize_t w = write(fs->death_fd[i], &one, sizeof(one));
-      (void)w;
-    }
-    pthread_mutex_unlock(&fs->death_mu);
+    fire_every_death_fd(fs);
     pthread_mutex_lock(&fs->mu);
     fs->ctl_closed = true;
     pthread_mutex_unlock(&fs->mu);
@@ -807,14 +811,7 @@ void lw__forkserver_stop(lw_forkserver_t *fs) {
     }
   }
   // Every child is dead now: a death eventfd (no pidfds) says so, as a pidfd would.
-  pthread_mutex_lock(&fs->death_mu);
-  for (uint32_t i = 0; i < fs->n_slots; ++i) {
-    if (fs->death_fd[i] < 0) continue;
-    uint64_t one = 1;
-    ssize_t w = write(fs->death_fd[i], &one, sizeof(one));
-    (void)w;
-  }
-  pthread_mutex_unlock(&fs->death_mu);
+  fire_every_death_fd(fs);
   reap_server(fs, deadline);
   pthread_mutex_unlock(&fs->mu);
   destroy(fs);

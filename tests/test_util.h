@@ -85,9 +85,10 @@ static inline int lw_test_child_count(void) {
   return n;
 }
 
-// A process's state letter and start time (clock ticks after boot) from /proc/<pid>/stat;
-// false when it is gone.
-static inline bool lw_test_proc_stat(pid_t pid, char *state, unsigned long long *start) {
+// A process's state letter, parent and start time (clock ticks after boot) from
+// /proc/<pid>/stat; false when it is gone.
+static inline bool lw_test_proc_stat(pid_t pid, char *state, pid_t *ppid,
+                                     unsigned long long *start) {
   char path[64], buf[1024];
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
   FILE *f = fopen(path, "r");
@@ -97,14 +98,16 @@ static inline bool lw_test_proc_stat(pid_t pid, char *state, unsigned long long 
   buf[n] = '\0';
   const char *p = strrchr(buf, ')');  // comm may hold spaces and parentheses
   if (!p) return false;
-  // Fields after comm: state (3), then 18 more up to starttime (22).
+  // Fields after comm: state (3), ppid (4), then 17 more up to starttime (22).
   char st = 0;
+  int pp = 0;
   unsigned long long v = 0;
-  if (sscanf(p + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
-             &st, &v) != 2) {
+  if (sscanf(p + 2, "%c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+             &st, &pp, &v) != 3) {
     return false;
   }
   *state = st;
+  *ppid = (pid_t)pp;
   *start = v;
   return true;
 }
@@ -124,8 +127,9 @@ static inline void lw_test_procs_note(const lw_worker_t *w, lw_test_procs_t *p) 
   p->n = 0;
   for (uint32_t i = 0; i + 1 < count && i < 80; ++i) {  // the last one is the zygote
     char st;
+    pid_t ppid;
     unsigned long long start;
-    if (ids[i] > 0 && lw_test_proc_stat(ids[i], &st, &start)) {
+    if (ids[i] > 0 && lw_test_proc_stat(ids[i], &st, &ppid, &start)) {
       p->pid[p->n] = ids[i];
       p->start[p->n] = start;
       p->n++;
@@ -140,8 +144,10 @@ static inline bool lw_test_procs_gone(const lw_test_procs_t *p, pid_t *left) {
     *left = 0;
     for (uint32_t i = 0; i < p->n && *left == 0; ++i) {
       char st;
+      pid_t ppid;
       unsigned long long start;
-      if (lw_test_proc_stat(p->pid[i], &st, &start) && st != 'Z' && start == p->start[i]) {
+      if (lw_test_proc_stat(p->pid[i], &st, &ppid, &start) && st != 'Z' &&
+          start == p->start[i]) {
         *left = p->pid[i];
       }
     }

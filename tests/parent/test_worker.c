@@ -1016,18 +1016,10 @@ Test(worker, register_sub_refuses_code_loaded_after_create, .timeout = 60) {
 // lw_worker_process_ids names the worker's processes: each child is its server's child, the
 // servers and the zygote exist, and none of them is this program's child.
 static pid_t ppid_of(pid_t pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *p = strrchr(buf, ')');
-  int ppid = -1;
   char st;
-  if (!p || sscanf(p + 2, "%c %d", &st, &ppid) != 2) return -1;
-  return (pid_t)ppid;
+  pid_t ppid;
+  unsigned long long start;
+  return lw_test_proc_stat(pid, &st, &ppid, &start) ? ppid : -1;
 }
 
 Test(worker, process_ids_name_children_servers_and_zygote_none_a_child_of_the_program,
