@@ -15,6 +15,7 @@
 #include "callables/signature.h"
 #include "child/chip_impl.h"
 #include "child/config.h"
+#include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/handle_impl.h"
 #include "lanes/sys.h"
@@ -388,23 +389,24 @@ lw_handle_t *lw__chip_run_enqueue(lw_chip_run_t *op) {
   return &op->handle;
 }
 
-lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
-                              const lw_run_config_t *cfg, lw_handle_t **out) {
-  if (out) *out = NULL;
-  if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "run_async: chip and out must be set");
+// What lw_chip_run_async and lw_chip_run share: checks the call, pins the callable and makes
+// the run (not yet queued, not yet counted). Errors fill *err.
+static lw_status_t run_accept(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
+                              const lw_run_config_t *cfg, const char *what,
+                              lw_chip_run_t **out_op, lw_error_t *err) {
+  *out_op = NULL;
   lw_args_t empty;
   if (!args) {
     lw_args_init(&empty);
     args = &empty;
   }
-  LW_RETURN_IF_ERROR(lw_args_validate(args));
+  LW_RETURN_IF_ERROR(lw__args_check(args, err));
   lw_run_config_t run_cfg;
-  lw_error_t err;
-  if (lw__run_config_read(cfg, &run_cfg, &err) != LW_OK) return lw__last_error_store(&err);
+  LW_RETURN_IF_ERROR(lw__run_config_read(cfg, &run_cfg, err));
   cfg = &run_cfg;
   if (cfg->timeout_ns < 0) {
-    return lw__fail(LW_INVALID_ARGUMENT, "run_async: timeout_ns %lld is negative",
-                    (long long)cfg->timeout_ns);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: timeout_ns %lld is negative",
+                         what, (long long)cfg->timeout_ns);
   }
   lw_kernel_args_t kargs;
   memset(&kargs, 0, sizeof(kargs));
@@ -417,21 +419,49 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
   memcpy(kargs.scalar, args->scalar, sizeof(uint64_t) * args->n_scalars);
   kargs.launch = args->launch;
 
-  lw_chip_run_t *op = NULL;
-  lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg->timeout_ns, NULL, &op, &err);
-  if (st == LW_OK) {
-    // Counted before the submit (the run may finish before the submit returns); a refused
-    // submit takes it back.
-    count_accepted(chip);
-    st = lw__lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, &err);
-    if (st != LW_OK) {
-      atomic_fetch_sub_explicit(&chip->counters.accepted, 1, memory_order_relaxed);
-      run_unpin(chip, op->pin.slot);
-      free(op);
-    }
-  }
+  lw_status_t st = lw__chip_run_prepare(chip, h, &kargs, cfg->timeout_ns, NULL, out_op, err);
+  if (st != LW_OK && err) err->worker_id = chip->cfg.device_id;
+  return st;
+}
+
+// Queues an accepted run on the run lane; on failure the run is dropped (unpinned, freed) and
+// *err says why.
+static lw_status_t run_queue(lw_chip_t *chip, lw_chip_run_t *op, lw_error_t *err) {
+  // Counted before the submit (the run may finish before the submit returns); a refused
+  // submit takes it back.
+  count_accepted(chip);
+  lw_status_t st = lw__lane_submit(chip->run_lane, &op->item, submit_deadline(chip), NULL, err);
   if (st != LW_OK) {
-    err.worker_id = chip->cfg.device_id;
+    atomic_fetch_sub_explicit(&chip->counters.accepted, 1, memory_order_relaxed);
+    run_unpin(chip, op->pin.slot);
+    free(op);
+    if (err) err->worker_id = chip->cfg.device_id;
+  }
+  return st;
+}
+
+// A synchronous run on an idle run lane: the lane would only take the run and hand it back,
+// two thread hand-offs (on a CPU shared with the lane thread, two context switches). Runs it on
+// this thread instead, as the lane's next item (lw__lane_run_here keeps the lane's order and
+// timeline), and returns true with the run finished; false, doing nothing, when the lane is
+// busy or the chip does not run here. Not while tracing: a trace shows runs on the run lane's
+// track, and a thread's track is named by the first role it records.
+static bool run_here(lw_chip_t *chip, lw_chip_run_t *op) {
+  if (!chip->run_here || lw__trace_on()) return false;
+  count_accepted(chip);  // before the run finishes, as run_queue does
+  if (lw__lane_run_here(chip->run_lane, &op->item, NULL)) return true;
+  atomic_fetch_sub_explicit(&chip->counters.accepted, 1, memory_order_relaxed);
+  return false;
+}
+
+lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
+                              const lw_run_config_t *cfg, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!chip || !out) return lw__fail(LW_INVALID_ARGUMENT, "run_async: chip and out must be set");
+  lw_chip_run_t *op = NULL;
+  lw_error_t err;
+  if (run_accept(chip, h, args, cfg, "run_async", &op, &err) != LW_OK ||
+      run_queue(chip, op, &err) != LW_OK) {
     return lw__last_error_store(&err);
   }
   *out = &op->handle;
@@ -440,8 +470,14 @@ lw_status_t lw_chip_run_async(lw_chip_t *chip, lw_callable_handle_t h, const lw_
 
 lw_status_t lw_chip_run(lw_chip_t *chip, lw_callable_handle_t h, const lw_args_t *args,
                         const lw_run_config_t *cfg, lw_run_timing_t *out_timing) {
-  lw_handle_t *hd = NULL;
-  LW_RETURN_IF_ERROR(lw_chip_run_async(chip, h, args, cfg, &hd));
+  if (!chip) return lw__fail(LW_INVALID_ARGUMENT, "run: chip must be set");
+  lw_chip_run_t *op = NULL;
+  lw_error_t err;
+  if (run_accept(chip, h, args, cfg, "run", &op, &err) != LW_OK ||
+      (!run_here(chip, op) && run_queue(chip, op, &err) != LW_OK)) {
+    return lw__last_error_store(&err);
+  }
+  lw_handle_t *hd = &op->handle;
   lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
   if (out_timing) *out_timing = hd->timing;
   lw_handle_release(hd);
@@ -953,6 +989,8 @@ lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device, lw_chi
     goto fail;
   }
   chip->watchdog.started = true;
+  const char *here = getenv("LW_L2_RUN_HERE");
+  chip->run_here = cfg->run_lane_cpu < 0 && !(here && strcmp(here, "0") == 0);
   *out_chip = chip;
   return LW_OK;
 

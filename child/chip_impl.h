@@ -61,6 +61,10 @@ struct lw_chip {
   size_t staging_bytes;
   bool staging_busy;
   _Atomic bool closing;
+  // lw_chip_run runs on the caller's thread when the run lane is idle (chip.c run_here). Off
+  // when the run lane is pinned to a CPU (cfg.run_lane_cpu: the user wants runs there) and
+  // with LW_L2_RUN_HERE=0 (for comparisons). Set at open.
+  bool run_here;
   _Atomic uint64_t next_run_id;
   lw_chip_counters_t counters;
 };

@@ -6,6 +6,12 @@
 //   in_flight  items queued or running (the submitters' "space left" condition).
 // Each counter has a waitword: the lane thread sleeps on work_word, submitters of a full lane
 // sleep on space_word.
+//
+// lw__lane_run_here: a caller that finds the lane idle runs its item itself. `here` (set and
+// cleared under mu, mirrored in an atomic for the lock-free checks) holds the lane thread off
+// the list meanwhile; clearing it under mu orders it against every enqueue, so the finisher
+// either sees what was queued meanwhile and wakes the lane, or the later submitter's own wake
+// finds here clear.
 #include "lanes/lane.h"
 
 #include <pthread.h>
@@ -30,11 +36,13 @@ struct lw_lane {
   lw_lane_item_t *tail;  // guarded by mu
   uint64_t next_seq;     // guarded by mu; last sequence number handed out
   bool stopping;         // guarded by mu; set once by destroy
+  bool here;             // guarded by mu; an lw__lane_run_here item is running
   lw_lane_drain_t mode;  // guarded by mu; valid once stopping
 
   _Atomic uint32_t queued;     // mirrors the list length for lock-free idle checks
   _Atomic uint32_t in_flight;  // queued + running, counted against capacity
   _Atomic uint32_t stop;       // mirrors stopping for lock-free checks
+  _Atomic uint32_t here_a;     // mirrors here for lock-free checks
   _Atomic(const lw_lane_idle_t *) idle;  // lw__lane_set_idle; NULL: wait on work_word
 
   lw_waitword_t work_word;   // lane thread sleeps here; woken by submit and destroy
@@ -52,8 +60,9 @@ static _Thread_local const lw_lane_t *current_lane;
 static bool has_work_or_stop(const void *ctx) {
   const lw_lane_t *lane = ctx;
   // Relaxed: a hint only; the lane thread re-reads the list under mu before acting.
-  return atomic_load_explicit(&lane->queued, memory_order_relaxed) != 0 ||
-         atomic_load_explicit(&lane->stop, memory_order_relaxed) != 0;
+  return (atomic_load_explicit(&lane->queued, memory_order_relaxed) != 0 ||
+          atomic_load_explicit(&lane->stop, memory_order_relaxed) != 0) &&
+         atomic_load_explicit(&lane->here_a, memory_order_relaxed) == 0;
 }
 
 // The lane's own wait: also ends when a different idle hook is installed, so a lane asleep
@@ -100,6 +109,19 @@ static void wake_lane(lw_lane_t *lane) {
   if (idle != NULL && idle->wake != NULL) idle->wake(idle->ctx);
 }
 
+// After an item's fn returned (on the lane thread or in lw__lane_run_here). Frees the capacity
+// slot before signalling the timeline, so that a waiter that sees seq reached also finds its
+// slot free. Release: the slot is reused by the submitter that observes it; seq_cst is
+// provided by the wake that follows.
+static void item_done(lw_lane_t *lane, uint64_t seq) {
+  atomic_fetch_sub_explicit(&lane->in_flight, 1, memory_order_release);
+  lw__waitword_wake(&lane->space_word, false);
+  // Seqs are handed out in increasing order and run in that order, so this only fails if
+  // someone failed the lane's timeline from outside, and its waiters already see that failure.
+  lw_status_t st = lw__timeline_signal(&lane->timeline, seq);
+  (void)st;
+}
+
 static void *lane_main(void *arg) {
   lw_lane_t *lane = arg;
   current_lane = lane;
@@ -120,6 +142,10 @@ static void *lane_main(void *arg) {
     }
 
     pthread_mutex_lock(&lane->mu);
+    if (lane->here) {  // woken while a caller runs an item itself: its finish wakes us again
+      pthread_mutex_unlock(&lane->mu);
+      continue;
+    }
     lw_lane_item_t *item = lane->head;
     if (item == NULL) {
       bool stopping = lane->stopping;
@@ -138,17 +164,7 @@ static void *lane_main(void *arg) {
     uint64_t seq = item->seq;
     item->next = NULL;
     item->fn(item, cancelled);
-
-    // Free the capacity slot before signalling the timeline, so that a waiter that sees seq
-    // reached also finds its slot free. Release: the slot is reused by the submitter that
-    // observes it; seq_cst is provided by the wake that follows.
-    atomic_fetch_sub_explicit(&lane->in_flight, 1, memory_order_release);
-    lw__waitword_wake(&lane->space_word, false);
-    // Seqs reach the lane thread in increasing order, so this only fails if someone failed
-    // the lane's timeline from outside; there is nothing useful to do about it here.
-    if (lw__timeline_signal(&lane->timeline, seq) != LW_OK) {
-      continue;
-    }
+    item_done(lane, seq);
   }
   current_lane = NULL;
   return NULL;
@@ -196,6 +212,7 @@ lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out
   atomic_init(&lane->queued, 0);
   atomic_init(&lane->in_flight, 0);
   atomic_init(&lane->stop, 0);
+  atomic_init(&lane->here_a, 0);
   atomic_init(&lane->idle, NULL);
   lw__waitword_initialize(&lane->work_word);
   lw__waitword_initialize(&lane->space_word);
@@ -288,6 +305,43 @@ lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint
   return LW_OK;
 }
 
+bool lw__lane_run_here(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq) {
+  if (current_lane == lane) return false;  // the lane's own thread (or a nested run_here)
+  // Relaxed peek: a busy lane is the common refusal and costs no lock.
+  if (atomic_load_explicit(&lane->in_flight, memory_order_relaxed) != 0) return false;
+  pthread_mutex_lock(&lane->mu);
+  if (lane->stopping || lane->here ||
+      atomic_load_explicit(&lane->in_flight, memory_order_relaxed) != 0) {
+    pthread_mutex_unlock(&lane->mu);
+    return false;
+  }
+  item->next = NULL;
+  item->seq = ++lane->next_seq;
+  lane->here = true;
+  atomic_store_explicit(&lane->here_a, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&lane->in_flight, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&lane->mu);
+
+  uint64_t seq = item->seq;
+  if (out_seq != NULL) *out_seq = seq;
+  const lw_lane_t *outer = current_lane;
+  current_lane = lane;  // a submit from inside fn to a full lane fails instead of waiting
+  item->fn(item, false);
+  current_lane = outer;
+
+  // Signal seq before the lane thread may take (and signal) what queued behind it: the
+  // timeline only moves forward. Then release the lane; what was queued meanwhile woke the
+  // lane thread while `here` held it off, so wake it again.
+  item_done(lane, seq);
+  pthread_mutex_lock(&lane->mu);
+  lane->here = false;
+  atomic_store_explicit(&lane->here_a, 0, memory_order_relaxed);
+  bool pending = lane->head != NULL || lane->stopping;
+  pthread_mutex_unlock(&lane->mu);
+  if (pending) wake_lane(lane);
+  return true;
+}
+
 lw_timeline_t *lw__lane_timeline(lw_lane_t *lane) { return &lane->timeline; }
 
 void lw__lane_set_idle(lw_lane_t *lane, const lw_lane_idle_t *idle) {
@@ -297,8 +351,9 @@ void lw__lane_set_idle(lw_lane_t *lane, const lw_lane_idle_t *idle) {
 }
 
 bool lw__lane_has_work_or_stop(const lw_lane_t *lane) {
-  return atomic_load_explicit(&lane->queued, memory_order_acquire) != 0 ||
-         atomic_load_explicit(&lane->stop, memory_order_acquire) != 0;
+  return (atomic_load_explicit(&lane->queued, memory_order_acquire) != 0 ||
+          atomic_load_explicit(&lane->stop, memory_order_acquire) != 0) &&
+         atomic_load_explicit(&lane->here_a, memory_order_acquire) == 0;
 }
 
 bool lw__lane_is_current(const lw_lane_t *lane) { return lane != NULL && current_lane == lane; }

@@ -51,7 +51,11 @@ LW_API LW_MUST_USE lw_status_t lw_chip_unregister(lw_chip_t *chip, lw_callable_h
 LW_API LW_MUST_USE lw_status_t lw_chip_unregister_async(lw_chip_t *chip, lw_callable_handle_t h,
                                                         lw_handle_t **out);
 
-// cfg NULL: defaults. out_timing may be NULL.
+// cfg NULL: defaults. out_timing may be NULL. Runs after every run accepted before it. When
+// the run lane is idle the kernel runs on the calling thread, as the lane's next item (runs
+// submitted meanwhile wait behind it): no thread hand-off. A kernel that must run on the run
+// lane's thread pins the lane (lw_chip_config_t.run_lane_cpu) or is run with
+// lw_chip_run_async; tracing and LW_L2_RUN_HERE=0 also keep runs on the lane.
 LW_API LW_MUST_USE lw_status_t lw_chip_run(lw_chip_t *chip, lw_callable_handle_t h,
                                            const lw_args_t *args, const lw_run_config_t *cfg,
                                            lw_run_timing_t *out_timing);

@@ -564,3 +564,193 @@ Test(lane, declining_idle_hook_leaves_submit_and_destroy_working_as_without_one,
   cr_assert(test_exit_flag_is_set(&rec->lane_exited));
   free(rec);
 }
+
+// lw__lane_run_here: a caller that finds the lane idle runs its item itself, as the lane's
+// next item.
+
+typedef struct here_item {
+  lw_lane_item_t item;  // first, so the fn can cast back
+  lw_lane_t *lane;
+  _Atomic uint32_t *clock;  // shared order counter: each event takes the next tick
+  pthread_t ran_on;
+  bool was_current;         // lw__lane_is_current(lane) inside fn
+  uint32_t at_start, at_end;
+  _Atomic uint32_t ran;
+  _Atomic uint32_t started;
+  test_gate_t *gate;                // when set: announce started, wait for it
+  struct here_item *follow;         // when set: submitted from inside fn, before the gate
+  uint64_t follow_seq;
+  int yields_after;                 // sched_yield this often before the end tick
+  struct here_item *nested;         // when set: lw__lane_run_here(lane, nested) from fn
+  bool nested_ran_here;
+} here_item_t;
+
+static void here_fn(lw_lane_item_t *item, bool cancelled) {
+  here_item_t *h = (here_item_t *)item;
+  (void)cancelled;
+  h->ran_on = pthread_self();
+  h->was_current = lw__lane_is_current(h->lane);
+  h->at_start = atomic_fetch_add(h->clock, 1);
+  if (h->follow != NULL &&
+      lw__lane_submit(h->lane, &h->follow->item, LW_DEADLINE_NEVER, &h->follow_seq, NULL) != LW_OK) {
+    abort();
+  }
+  if (h->nested != NULL) h->nested_ran_here = lw__lane_run_here(h->lane, &h->nested->item, NULL);
+  atomic_store(&h->started, 1);
+  if (h->gate != NULL) test_gate_wait(h->gate);
+  for (int i = 0; i < h->yields_after; ++i) sched_yield();
+  h->at_end = atomic_fetch_add(h->clock, 1);
+  atomic_store(&h->ran, 1);
+}
+
+static void here_init(here_item_t *h, lw_lane_t *lane, _Atomic uint32_t *clock) {
+  memset(h, 0, sizeof(*h));
+  h->item.fn = here_fn;
+  h->lane = lane;
+  h->clock = clock;
+}
+
+Test(lane, run_here_on_an_idle_lane_runs_on_the_caller_as_the_next_item, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw__lane_create("here", 4, &lane, NULL), LW_OK);
+  _Atomic uint32_t clock = 1;
+  here_item_t a, b;
+  here_init(&a, lane, &clock);
+  here_init(&b, lane, &clock);
+  uint64_t seq = 0;
+  cr_assert(lw__lane_run_here(lane, &a.item, &seq), "an idle lane takes the item here");
+  cr_assert(atomic_load(&a.ran), "it has run when run_here returns");
+  cr_assert(pthread_equal(a.ran_on, pthread_self()), "on the calling thread");
+  cr_assert(a.was_current, "the lane counts the caller as its thread while the item runs");
+  cr_assert_not(lw__lane_is_current(lane), "and no longer afterwards");
+  cr_assert_eq(seq, 1);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), 1, 0), LW_OK,
+               "the timeline reached its number when run_here returned");
+  uint64_t seq_b = 0;
+  cr_assert_eq(lw__lane_submit(lane, &b.item, LW_DEADLINE_NEVER, &seq_b, NULL), LW_OK);
+  cr_assert_eq(seq_b, 2, "the next item takes the next number");
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), 2, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_not(pthread_equal(b.ran_on, pthread_self()), "a submitted item runs on the lane");
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+}
+
+Test(lane, run_here_declines_while_the_lane_runs_or_holds_an_item_and_runs_nothing,
+     .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw__lane_create("busy", 4, &lane, NULL), LW_OK);
+  _Atomic uint32_t clock = 1;
+  test_gate_t gate;
+  test_gate_init(&gate);
+  here_item_t running, queued, declined;
+  here_init(&running, lane, &clock);
+  here_init(&queued, lane, &clock);
+  here_init(&declined, lane, &clock);
+  running.gate = &gate;
+  cr_assert_eq(lw__lane_submit(lane, &running.item, LW_DEADLINE_NEVER, NULL, NULL), LW_OK);
+  test_wait_nonzero(&running.started);
+  cr_assert_not(lw__lane_run_here(lane, &declined.item, NULL), "a running item: declined");
+  uint64_t seq = 0;
+  cr_assert_eq(lw__lane_submit(lane, &queued.item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+  cr_assert_not(lw__lane_run_here(lane, &declined.item, NULL), "a queued item: declined");
+  test_gate_open(&gate);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), seq, LW_DEADLINE_NEVER), LW_OK);
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+  cr_assert_not(atomic_load(&declined.ran), "a declined item never ran");
+  cr_assert(atomic_load(&queued.ran));
+}
+
+Test(lane, an_item_queued_during_a_run_here_starts_only_after_it_returned, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw__lane_create("behind", 4, &lane, NULL), LW_OK);
+  _Atomic uint32_t clock = 1;
+  for (int round = 0; round < 50; ++round) {
+    here_item_t a, f;
+    here_init(&a, lane, &clock);
+    here_init(&f, lane, &clock);
+    a.follow = &f;
+    a.yields_after = 200;  // time in which a lane thread that ignored `here` would start f
+    cr_assert(lw__lane_run_here(lane, &a.item, NULL), "round %d", round);
+    cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), a.follow_seq, LW_DEADLINE_NEVER),
+                 LW_OK);
+    cr_assert_eq(a.follow_seq, a.item.seq + 1);
+    cr_assert_gt(f.at_start, a.at_end, "round %d: the item behind started after the end of the "
+                                       "one run here (%u, %u)", round, f.at_start, a.at_end);
+    cr_assert_not(pthread_equal(f.ran_on, pthread_self()));
+  }
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+}
+
+typedef struct here_runner {
+  lw_lane_t *lane;
+  here_item_t *item;
+  bool took;
+} here_runner_t;
+
+static void *here_runner_main(void *p) {
+  here_runner_t *r = p;
+  r->took = lw__lane_run_here(r->lane, &r->item->item, NULL);
+  return NULL;
+}
+
+typedef struct destroyer {
+  lw_lane_t *lane;
+  _Atomic uint32_t *clock;
+  uint32_t returned_at;
+} destroyer_t;
+
+static void *destroyer_main(void *p) {
+  destroyer_t *d = p;
+  lw__lane_destroy(d->lane, LW_LANE_DRAIN_RUN);
+  d->returned_at = atomic_fetch_add(d->clock, 1);
+  return NULL;
+}
+
+Test(lane, destroy_waits_for_a_run_here_item_then_drains_what_queued_behind_it, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw__lane_create("drain", 4, &lane, NULL), LW_OK);
+  _Atomic uint32_t clock = 1;
+  test_gate_t gate;
+  test_gate_init(&gate);
+  here_item_t a, f;
+  here_init(&a, lane, &clock);
+  here_init(&f, lane, &clock);
+  a.follow = &f;
+  a.gate = &gate;
+  here_runner_t r = {lane, &a, false};
+  pthread_t runner, destroying;
+  cr_assert_eq(pthread_create(&runner, NULL, here_runner_main, &r), 0);
+  test_wait_nonzero(&a.started);  // f is queued behind a by now
+  destroyer_t d = {lane, &clock, 0};
+  cr_assert_eq(pthread_create(&destroying, NULL, destroyer_main, &d), 0);
+  for (int i = 0; i < 200; ++i) sched_yield();  // let destroy reach its join
+  test_gate_open(&gate);
+  cr_assert_eq(pthread_join(runner, NULL), 0);
+  cr_assert_eq(pthread_join(destroying, NULL), 0);
+  cr_assert(r.took);
+  cr_assert(atomic_load(&f.ran), "DRAIN_RUN ran the item queued behind the one run here");
+  cr_assert_gt(f.at_start, a.at_end, "after it (%u, %u)", f.at_start, a.at_end);
+  cr_assert_gt(d.returned_at, f.at_end, "destroy returned after both (%u, %u)", d.returned_at,
+               f.at_end);
+}
+
+Test(lane, run_here_declines_on_the_lane_thread_and_inside_a_run_here_item, .timeout = 10) {
+  lw_lane_t *lane;
+  cr_assert_eq(lw__lane_create("nested", 4, &lane, NULL), LW_OK);
+  _Atomic uint32_t clock = 1;
+  here_item_t outer, inner, on_lane, inner2;
+  here_init(&outer, lane, &clock);
+  here_init(&inner, lane, &clock);
+  outer.nested = &inner;
+  cr_assert(lw__lane_run_here(lane, &outer.item, NULL));
+  cr_assert_not(outer.nested_ran_here, "a run_here inside a run_here item declines");
+  cr_assert_not(atomic_load(&inner.ran));
+  here_init(&on_lane, lane, &clock);
+  here_init(&inner2, lane, &clock);
+  on_lane.nested = &inner2;
+  uint64_t seq = 0;
+  cr_assert_eq(lw__lane_submit(lane, &on_lane.item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
+  cr_assert_eq(lw__timeline_wait(lw__lane_timeline(lane), seq, LW_DEADLINE_NEVER), LW_OK);
+  cr_assert_not(on_lane.nested_ran_here, "run_here on the lane thread declines");
+  cr_assert_not(atomic_load(&inner2.ran));
+  lw__lane_destroy(lane, LW_LANE_DRAIN_RUN);
+}
