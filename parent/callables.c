@@ -194,9 +194,67 @@ static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op)
   lw__handle_unref(&op->handle);
 }
 
+// Takes n pins from the token holder's credit for h, without w->mu; false when there is no
+// such credit or not n pins left in it (an unregister may have taken it back meanwhile).
+static bool credit_take(lw_worker_t *w, lw_callable_handle_t h, bool want_sub, uint32_t n,
+                        uint32_t *out_wc, uint64_t *out_id) {
+  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) {
+    lw_pin_credit_t *pc = &w->calls.credit[i];
+    if (pc->id != h.id || pc->id == 0 || pc->sub != want_sub) continue;
+    // Relaxed: the pins were counted under w->mu, which this thread held when it filled the
+    // entry; an unregister's exchange and these compare-and-swaps are on one atomic.
+    uint32_t have = atomic_load_explicit(&pc->n, memory_order_relaxed);
+    while (have >= n) {
+      if (atomic_compare_exchange_weak_explicit(&pc->n, &have, have - n, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        *out_wc = pc->wc;
+        *out_id = pc->id;
+        return true;
+      }
+    }
+    return false;
+  }
+  return false;
+}
+
+static void unpin_n(lw_worker_t *w, uint32_t wc, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) lw__wc_unpin(w, wc);
+}
+
+// Empties credit entry pc, dropping the pins left in it (w->mu held).
+static void credit_drop(lw_worker_t *w, lw_pin_credit_t *pc) {
+  if (pc->id == 0) return;
+  uint32_t left = atomic_exchange_explicit(&pc->n, 0, memory_order_relaxed);
+  uint32_t wc = pc->wc;
+  pc->id = 0;
+  unpin_n(w, wc, left);
+}
+
+// An unregister of table index wc begins (w->mu held): the credit left for it goes back, so
+// its pins count only tasks. The entry itself stays (only the token holder fills or empties
+// entries); its n is 0, so the next submit of the callable takes the locked path and fails.
+static void credit_take_back(lw_worker_t *w, uint32_t wc) {
+  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) {
+    lw_pin_credit_t *pc = &w->calls.credit[i];
+    if (pc->id == 0 || pc->wc != wc) continue;
+    uint32_t left = atomic_exchange_explicit(&pc->n, 0, memory_order_relaxed);
+    w->calls.table[wc].pins -= left;  // the caller looks at pins == 0 next
+  }
+}
+
+void lw__wc_credit_return_all(lw_worker_t *w) {
+  bool any = false;
+  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) any |= w->calls.credit[i].id != 0;
+  if (!any) return;
+  pthread_mutex_lock(&w->mu);
+  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) credit_drop(w, &w->calls.credit[i]);
+  pthread_mutex_unlock(&w->mu);
+}
+
 lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool want_sub,
                                  uint32_t n, uint32_t *out_wc, uint64_t *out_id,
                                  lw_error_t *err) {
+  if (credit_take(w, h, want_sub, n, out_wc, out_id)) return LW_OK;
   lw_status_t st = LW_OK;
   pthread_mutex_lock(&w->mu);
   lw_wcallable_t *c = wc_lookup(w, h);
@@ -214,8 +272,27 @@ lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool wa
                        c->kind == LW_WC_SUB ? "sub" : "chip",
                        c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
   } else {
-    c->pins += n;
-    *out_wc = (uint32_t)(c - w->calls.table);
+    uint32_t wc = (uint32_t)(c - w->calls.table);
+    // Refill: this callable's entry if it has one, else an empty one, else the first (its
+    // pins go back).
+    lw_pin_credit_t *pc = NULL;
+    for (uint32_t i = 0; i < LW_PIN_CREDITS && !pc; ++i) {
+      if (w->calls.credit[i].id == c->id) pc = &w->calls.credit[i];
+    }
+    for (uint32_t i = 0; i < LW_PIN_CREDITS && !pc; ++i) {
+      if (w->calls.credit[i].id == 0) pc = &w->calls.credit[i];
+    }
+    if (!pc) {
+      pc = &w->calls.credit[w->calls.credit_victim];
+      w->calls.credit_victim = (w->calls.credit_victim + 1) % LW_PIN_CREDITS;
+    }
+    credit_drop(w, pc);
+    c->pins += n + LW_PIN_CREDIT_BATCH;
+    pc->id = c->id;
+    pc->wc = wc;
+    pc->sub = want_sub;
+    atomic_store_explicit(&pc->n, LW_PIN_CREDIT_BATCH, memory_order_relaxed);
+    *out_wc = wc;
     *out_id = c->id;
   }
   pthread_mutex_unlock(&w->mu);
@@ -572,6 +649,7 @@ lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, l
   // but not dispatched hold pins; the children are told only once those are posted, so on
   // every child the unregister is applied after the runs that use the callable pinned it.
   c->state = LW_WC_UNREGISTERING;
+  credit_take_back(w, (uint32_t)(c - w->calls.table));
   op->next_pending = w->calls.ops;
   w->calls.ops = op;
   w->calls.live_ops++;
@@ -605,6 +683,7 @@ static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c, lw_error_t 
   op->sub = true;
   op->pending = 0;  // no chip takes part
   c->state = LW_WC_UNREGISTERING;
+  credit_take_back(w, (uint32_t)(c - w->calls.table));
   op->next_pending = w->calls.ops;  // listed so that destroy finishes it if it is still waiting
   w->calls.ops = op;
   w->calls.live_ops++;

@@ -20,8 +20,9 @@
 //     finishes complete ops with lw__wop_complete (no lock), posts the unregisters that became
 //     due with lw__wop_start_unregister (no lock), and fails a dead chip's reports with
 //     lw__wop_fail_chip (w->mu held);
-//   - a submitter (parent/orch.c) pins a callable per task with lw__wc_pin_for_tasks; the DAG's
-//     owner drops the pin with lw__wc_unpin (w->mu held) through the DAG's unpin hook;
+//   - a submitter (parent/orch.c, the token holder) pins a callable per task with
+//     lw__wc_pin_for_tasks, from its credit without w->mu when it can (lw_pin_credit_t); the
+//     DAG's owner drops the pin with lw__wc_unpin (w->mu held) through the DAG's unpin hook;
 //   - the supervisor (parent/supervise.h) reads the table and the sub function table to
 //     replay them into a new child (recording the local ids it gets with that child's
 //     generation), reports the completions of unregisters posted to the new child meanwhile
@@ -133,6 +134,24 @@ struct lw_wop {
   lw_wop_t *next_done;
 };
 
+// Pins taken ahead for the orch function that holds the worker's token (parent/orch.c): the
+// first submit of a callable pins it for LW_PIN_CREDIT_BATCH more tasks than it needs, under
+// w->mu; the next submits of it take their pins from `n` with a compare-and-swap, without
+// w->mu, which the scheduler's passes hold (on a many-core host a lock per task made the
+// caller and the scheduler sleep on it a quarter of the time). An unregister takes what is
+// left back (an exchange, under w->mu) before it counts the pins, so a tombstoned callable has
+// no credit and the next submit fails "pending unregister" as before; the token holder gives
+// every credit back when its orch function ends (lw__wc_credit_return_all). id, wc and sub are
+// written under w->mu by the token holder only, which alone reads them without the lock.
+#define LW_PIN_CREDITS 4
+#define LW_PIN_CREDIT_BATCH 64
+typedef struct lw_pin_credit {
+  uint64_t id;       // the callable handle's id; 0: the entry is empty
+  uint32_t wc;       // its table index
+  bool sub;
+  _Atomic uint32_t n;  // pins held and not yet handed to a task
+} lw_pin_credit_t;
+
 // The worker's callables (w->calls). Guarded by w->mu unless said otherwise.
 typedef struct lw_callables {
   lw_wcallable_t table[LW_MAX_CALLABLES];
@@ -155,6 +174,8 @@ typedef struct lw_callables {
   char (*sub_names)[LW_CALLABLE_NAME_BYTES];
   uint32_t *sub_tags;        // the tag every task for that function carries (see sub_child.c)
   uint32_t n_sub_fns;
+  lw_pin_credit_t credit[LW_PIN_CREDITS];  // see lw_pin_credit_t
+  uint32_t credit_victim;    // the entry a refill empties when none is free (token holder)
 
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot), bumped
   // once per op the caller sees end, never by a replay into a respawned child: registers that
@@ -181,13 +202,18 @@ void lw__wop_complete(lw_wop_t *op);
 // that became complete are pushed onto *done (linked by next_done; no bound) for
 // lw__wop_complete without w->mu.
 void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
-// Pins the callable behind h n times for tasks about to be submitted (takes w->mu): it must
-// be live, and a sub callable exactly when want_sub. Out: its slot and id. Errors name the
-// callable: unknown or released handle (NOT_FOUND), still registering or pending unregister
-// (FAILED_PRECONDITION), the wrong kind for the submit (INVALID_ARGUMENT).
+// Pins the callable behind h n times for tasks about to be submitted: it must be live, and a
+// sub callable exactly when want_sub. Out: its slot and id. Errors name the callable: unknown
+// or released handle (NOT_FOUND), still registering or pending unregister
+// (FAILED_PRECONDITION), the wrong kind for the submit (INVALID_ARGUMENT). The holder of the
+// worker's orchestrator token only: the pins come from its credit (lw_pin_credit_t) without
+// w->mu when it has them, else under w->mu with a refill of the credit.
 LW_MUST_USE lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h,
                                              bool want_sub, uint32_t n, uint32_t *out_wc,
                                              uint64_t *out_id, lw_error_t *err);
+// Gives back every pin left in the token holder's credit (takes w->mu when there is any): its
+// orch function ended (returned, or its frame went with a longjmp).
+void lw__wc_credit_return_all(lw_worker_t *w);
 // Drops one pin of a task's callable (w->mu held). When the last pin goes and an unregister
 // waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
 // callable's unregister is queued on w->calls.due_unregisters and the scheduler is woken to post it.

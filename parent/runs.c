@@ -242,6 +242,7 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   lw__orch_call_t call = {.fn = run->fn, .o = &o, .user = run->user};
   lw__orch_call_guarded(&call, &w->runs.orch_frame);
   w->runs.orch_done = NULL;
+  lw__wc_credit_return_all(w);  // before `done`: an unregister waiting on the pins proceeds
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
@@ -354,6 +355,7 @@ static void orch_frame_gone(lw_worker_t *w) {
   lw_dag_cmd_t *done = w->runs.orch_done;
   w->runs.orch_done = NULL;
   pthread_mutex_unlock(&w->runs.mu);
+  lw__wc_credit_return_all(w);  // the function's credit: this thread holds the token
   if (done) {
     done->status = LW_FAILED_PRECONDITION;
     lw__error_set(&done->error, LW_FAILED_PRECONDITION, -1, 0,

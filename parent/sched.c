@@ -685,9 +685,23 @@ static void *sched_main(void *arg) {
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
   uint64_t seen_kick = atomic_load(&w->sched.kick_seq);
   uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
+  // Whether the next pass waits for w->mu. Only the first after a sleep (or at start) does:
+  // then deaths, escalations and liveness may be due, which only this thread handles. While it
+  // spins, a pass under way on another thread (a submitter's or a waiting caller's assist)
+  // does the same work, so it takes the lock only when free: a thread that waits for w->mu
+  // sleeps on its futex, and on a many-core host the scheduler and a submitter did, each
+  // time the other held it.
+  bool wait_for_lock = true;
+  // When the next escalation or liveness check is due, as of this thread's last pass.
+  int64_t next_due = LW_DEADLINE_NEVER;
   while (!atomic_load(&w->sched.exit)) {
     bool progress = false;
-    pthread_mutex_lock(&w->mu);
+    if (wait_for_lock) {
+      pthread_mutex_lock(&w->mu);
+    } else if (pthread_mutex_trylock(&w->mu) != 0) {
+      goto idle;
+    }
+    wait_for_lock = false;
     lw__dag_set_owner(&w->dag);  // a submitter may have run the last pass (lw__sched_assist)
     // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
     // completions: a run's orch error is recorded before the results drained in this pass, so
@@ -712,7 +726,7 @@ static void *sched_main(void *arg) {
     }
     progress |= sweep_dispatch_cancel(w, &pw);
     int64_t now = lw__now_ns();
-    int64_t next_due = check_escalations(w, now);
+    next_due = check_escalations(w, now);
     int64_t live_due = check_liveness(w, now);
     if (live_due < next_due) next_due = live_due;
     take_due_unregisters(w, &pw);
@@ -722,6 +736,7 @@ static void *sched_main(void *arg) {
       lw__spin_reset(&idle);
       continue;
     }
+  idle:
     // Each round of the spin policy is one pass of this loop (its condition is the pass). A
     // caller draining its own run's completions spins already: two spinners on a small machine
     // take turns on the CPUs and slow each other.
@@ -750,6 +765,7 @@ static void *sched_main(void *arg) {
     }
     int n = epoll_wait(w->epoll_fd, ev, 16, timeout_ms);
     set_sleeping(w, 0);
+    wait_for_lock = true;
     // A timeout with nothing to do goes straight back to sleep: no new spin phase.
     if (n > 0) lw__spin_reset(&idle);
     for (int i = 0; i < n; ++i) {

@@ -671,3 +671,91 @@ Test(callables, late_reports_for_finished_ops_never_complete_a_later_op, .timeou
   unlink(path);
   destroy_and_check();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Pin credits (lw_pin_credit_t): an orch function's submits take pins ahead, and give back
+// what is left.
+
+static uint32_t pins_of(lw_callable_handle_t h) {
+  pthread_mutex_lock(&w->mu);
+  lw_wcallable_t *c = &w->calls.table[(h.id & 0xffffffffu) - 1];
+  uint32_t n = c->id == h.id ? c->pins : 0;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
+typedef struct credit_job {
+  lw_callable_handle_t h[6];
+  int n_callables;
+  int rounds;
+  lw_handle_t *unregister;     // unregister_async of h[0] after the first round, when set
+  bool unregister_midway;
+  lw_status_t late_status;     // the submit of h[0] after that unregister
+  char late_message[256];
+} credit_job_t;
+
+static lw_status_t credit_orch(lw_orch_t *o, void *user) {
+  credit_job_t *j = user;
+  for (int r = 0; r < j->rounds; ++r) {
+    for (int c = 0; c < j->n_callables; ++c) {
+      LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->h[c], NULL, NULL, LW_ANY_CHIP));
+    }
+    if (r == 0 && j->unregister_midway) {
+      LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, j->h[0], &j->unregister));
+      j->late_status = lw_orch_submit_next_level(o, j->h[0], NULL, NULL, LW_ANY_CHIP);
+      snprintf(j->late_message, sizeof(j->late_message), "%s", lw_last_error()->message);
+      return LW_OK;
+    }
+  }
+  return LW_OK;
+}
+
+Test(callables, a_submit_after_an_unregister_began_in_the_same_orch_function_fails_pending,
+     .timeout = 60) {
+  make_worker(2, 0);
+  credit_job_t j = {.n_callables = 1, .rounds = 3, .unregister_midway = true};
+  j.h[0] = wreg("noop");
+  // The first submit pinned noop for more tasks than it needed (its credit); the unregister
+  // must take that credit back, or the next submit would still find pins to take.
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, credit_orch, &j, &rep));
+  // Refused either way: pending unregister while the unregister waits, or an unknown handle
+  // once it finished (with nothing pinning noop, it may finish before the next submit).
+  bool pending = j.late_status == LW_FAILED_PRECONDITION &&
+                 strstr(j.late_message, "pending unregister") != NULL;
+  bool gone = j.late_status == LW_NOT_FOUND && strstr(j.late_message, "unknown") != NULL;
+  cr_assert(pending || gone, "the submit after the unregister got %s: %s",
+            lw_status_name(j.late_status), j.late_message);
+  cr_assert_eq(rep.n_completed, 1u, "the task submitted before the unregister ran");
+  cr_assert_not_null(j.unregister);
+  LW_ASSERT_OK(lw_handle_wait(j.unregister, LW_WAIT_FOREVER));
+  lw_handle_release(j.unregister);
+  destroy_and_check();
+}
+
+Test(callables, credits_of_more_callables_than_entries_all_go_back_when_the_run_ends,
+     .timeout = 60) {
+  make_worker(2, 0);
+  credit_job_t j = {.n_callables = 6, .rounds = 40};
+  // Six registrations of the same kernel under different names: six callables, more than the
+  // LW_PIN_CREDITS entries, so refills empty entries that still hold pins.
+  for (int c = 0; c < j.n_callables; ++c) {
+    lw_callable_t k = lw_test_kernel("noop");
+    char name[32];
+    snprintf(name, sizeof(name), "noop_%d", c);
+    free((void *)k.name);
+    k.name = strdup(name);
+    LW_ASSERT_OK(lw_worker_register(w, &k, &j.h[c]));
+    lw_callable_free_loaded(&k);
+  }
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, credit_orch, &j, &rep));
+  cr_assert_eq(rep.n_completed, (uint32_t)(j.n_callables * j.rounds));
+  for (int c = 0; c < j.n_callables; ++c) {
+    cr_assert_eq(pins_of(j.h[c]), 0u, "callable %d keeps %u pins after its run", c,
+                 pins_of(j.h[c]));
+  }
+  // And so each one unregisters (a pin left behind would defer it forever).
+  for (int c = 0; c < j.n_callables; ++c) LW_ASSERT_OK(lw_worker_unregister(w, j.h[c]));
+  destroy_and_check();
+}
