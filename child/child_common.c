@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lanes/error.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 
 // How long one doorbell sleep lasts before the child re-checks that its parent lives. A
@@ -22,6 +23,9 @@ void lw__child_ctx_init(lw_child_ctx_t *c, const lw_child_env_t *env) {
   // Before any event: this process records into its area, not into rings it inherited.
   if (env->trace) lw__trace_child_attach(env->trace);
   pthread_mutex_init(&c->push_mu, NULL);
+  // The parent's spin budget (a few of its measured wakes): bounded, as all shared memory.
+  uint64_t budget = c->mb->header.spin_budget_ns;
+  if (budget != 0) (void)lw__spin_set_budget_ns(budget > INT64_MAX ? INT64_MAX : (int64_t)budget);
 }
 
 void lw__child_publish_init(lw_child_ctx_t *c, lw_mb_init_state_t state, const lw_error_t *err) {

@@ -18,6 +18,7 @@
 #include "lanes/args.h"
 #include "lanes/error.h"
 #include "lanes/handle_impl.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 
@@ -48,9 +49,6 @@ static bool watch_changed(const void *ctx) {
 static void *watchdog_main(void *arg) {
   lw_chip_t *chip = arg;
   lw_chip_watchdog_t *wd = &chip->watchdog;
-  char name[16];
-  snprintf(name, sizeof(name), "lw-wd-%d", chip->cfg.device_id);
-  (void)pthread_setname_np(pthread_self(), name);  // cosmetic: ignore failure
   while (!atomic_load(&wd->stop)) {
     uint64_t gen = atomic_load(&wd->armed_generation);
     int64_t deadline = gen ? atomic_load(&wd->deadline_ns) : LW_DEADLINE_NEVER;
@@ -914,6 +912,7 @@ void lw_chip_close(lw_chip_t *chip) {
 
 lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   lw__trace_from_env();  // LW_TRACE=path starts a session with the first chip or worker
+  (void)lw__spin_calibrate();  // the spin budget from a measured wake, once per process
   lw_error_t err;
   lw_status_t st = lw__chip_open(cfg, out_chip, &err);
   return st == LW_OK ? LW_OK : lw__last_error_store(&err);
@@ -977,7 +976,9 @@ lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device, lw_chi
       (st = lw__lane_set_cpu(chip->register_lane, cfg->register_lane_cpu, err)) != LW_OK) {
     goto fail;
   }
-  int trc = lw__sys_thread_start(&chip->watchdog.thread, watchdog_main, chip);
+  char wd_name[16];
+  snprintf(wd_name, sizeof(wd_name), "lw-wd-%d", cfg->device_id);
+  int trc = lw__sys_thread_start(&chip->watchdog.thread, wd_name, watchdog_main, chip);
   if (trc != 0) {
     // EAGAIN under a small RLIMIT_AS: a thread's stack is address space too.
     st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,

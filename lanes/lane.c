@@ -125,13 +125,6 @@ static void item_done(lw_lane_t *lane, uint64_t seq) {
 static void *lane_main(void *arg) {
   lw_lane_t *lane = arg;
   current_lane = lane;
-  // Linux thread names hold 15 characters plus the terminator; longer lane names are cut.
-  char thread_name[16];
-  size_t n = strnlen(lane->name, sizeof(thread_name) - 1);
-  memcpy(thread_name, lane->name, n);
-  thread_name[n] = '\0';
-  (void)pthread_setname_np(pthread_self(), thread_name);  // cosmetic: ignore failure
-
   for (;;) {
     // Idle: the hook waits if there is one and wants to; otherwise spin, yield, then sleep on
     // the futex until work or destroy arrives.
@@ -220,7 +213,7 @@ lw_status_t lw__lane_create(const char *name, uint32_t capacity, lw_lane_t **out
 
   // The lane thread blocks every asynchronous signal: process signals (SIGINT, SIGCHLD...)
   // belong to the application's threads, never to a thread running kernels.
-  int rc = lw__sys_thread_start(&lane->thread, lane_main, lane);
+  int rc = lw__sys_thread_start(&lane->thread, lane->name, lane_main, lane);
   if (rc != 0) {
     lw__lane_destroy(lane, LW_LANE_DRAIN_CANCEL);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,

@@ -1,13 +1,28 @@
 // lanes/spin.h — the one spin policy: how a thread that waits for another thread or process
 // spends the time before it blocks. Every spin -> yield -> block loop in lanework uses it:
-// lw__waitword_wait (then a futex), the parent's scheduler loop (then epoll_wait) and a child
-// pushing into a full completion ring (then short naps, since nobody wakes it for ring space).
+// lw__waitword_wait (then a futex), the parent's scheduler loop (then epoll_wait), a waiting
+// caller's drain (lw__sched_wait_draining), a chip child's run lane waiting for posts, and a
+// child pushing into a full completion ring (then short naps).
 //
 // The shape (after seed 001 and CUDA.jl's spinning synchronization): LW_SPIN_PAUSES rounds of
-// one cpu pause, for hand-offs that complete within a few hundred nanoseconds; then
-// LW_SPIN_YIELDS rounds of sched_yield, which let the thread we wait for run on a busy CPU
-// while staying ready to go on at once; then block. The caller checks its condition after
-// each round; the policy itself knows nothing about what is awaited.
+// one cpu pause, for hand-offs that complete within a few hundred nanoseconds; then rounds of
+// sched_yield, which let the thread we wait for run on a busy CPU while staying ready to go on
+// at once, for as long as the spin's time budget; then block. The caller checks its condition
+// after each round.
+//
+// The budget is time, not a count of yields (a yield takes 0.2 us on one machine and 2 us on
+// another): what a block costs, measured where it runs. lw__spin_calibrate times futex wakes
+// between two threads of the process (lw_init, the first worker or chip); the budget is
+// LW_SPIN_WAKE_FACTOR times that wake, at least LW_SPIN_MIN_BUDGET_NS and at most
+// LW_SPIN_MAX_BUDGET_NS. A waiter that spins that long before it blocks never pays more than a
+// few wakes' worth of CPU for a wait that a block would have cost it anyway, and gaps shorter
+// than the budget (most of a DAG's hand-offs) cost no sleep at all. A worker hands its figure
+// to its chip children (mailbox header spin_budget_ns), so they spin as long as the parent.
+//
+// What the awaited side is doing (lw__spin_step_for): a waiter that knows its partner is idle
+// (asleep, or not working toward what it waits for) blocks after the pauses, since no spin
+// would see it move; one whose partner works for it spins its budget. A waiter that cannot
+// tell passes LW__PARTNER_UNKNOWN (the budget).
 //
 // Bounded by what the yields cost: a yield that comes back after more than slow_yield_ns (on
 // an idle CPU it returns in about a microsecond; another of our spinning threads gives it back
@@ -26,6 +41,7 @@
 #define LANEWORK_LANES_SPIN_H_
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "lanes/sys.h"
@@ -34,9 +50,12 @@
 extern "C" {
 #endif
 
-// Rounds of one cpu pause, then rounds of sched_yield, before a waiter blocks.
+// Rounds of one cpu pause before the yields.
 #define LW_SPIN_PAUSES 32
-#define LW_SPIN_YIELDS 224
+// The yield phase's budget: LW_SPIN_WAKE_FACTOR x the measured wake, within these bounds.
+#define LW_SPIN_WAKE_FACTOR 4
+#define LW_SPIN_MIN_BUDGET_NS 50000
+#define LW_SPIN_MAX_BUDGET_NS 1000000
 // A yield slower than this ends the spin (see above).
 #define LW_SPIN_SLOW_YIELD_NS 50000
 
@@ -46,34 +65,69 @@ typedef enum lw__spin_step {
   LW__SPIN_BLOCK = 2,    // the spin budget is spent: block until woken (nothing was done)
 } lw__spin_step_t;
 
+// What the awaited side is doing, as far as the waiter can tell.
+typedef enum lw__partner {
+  LW__PARTNER_UNKNOWN = 0,  // spin the budget
+  LW__PARTNER_WORKING = 1,  // it works toward what we wait for: spin the budget
+  LW__PARTNER_IDLE = 2,     // asleep or busy elsewhere: block after the pauses
+} lw__partner_t;
+
 // One waiter's progress through the policy. Plain data, owned by the waiting thread.
 typedef struct lw__spin {
   uint32_t round;
-  int64_t slow_yield_ns;  // LW_SPIN_SLOW_YIELD_NS; tests change it
+  int64_t yield_start_ns;  // when the yield phase began; 0 before it
+  int64_t budget_ns;       // the yield phase's length; 0: lw__spin_budget_ns() (tests set it)
+  int64_t slow_yield_ns;   // LW_SPIN_SLOW_YIELD_NS; tests change it
 } lw__spin_t;
 
-#define LW__SPIN_INIT {0, LW_SPIN_SLOW_YIELD_NS}
+#define LW__SPIN_INIT {0, 0, 0, LW_SPIN_SLOW_YIELD_NS}
+// The round number that means "spent".
+#define LW__SPIN_SPENT UINT32_MAX
 
-static inline void lw__spin_reset(lw__spin_t *s) { s->round = 0; }
+// The process's yield budget in ns (LW_SPIN_MIN_BUDGET_NS until calibrated or set).
+int64_t lw__spin_budget_ns(void);
+// Sets the budget from a wake cost in ns (bounded as above); what a chip child does with its
+// parent's figure. Returns the budget.
+int64_t lw__spin_set_budget_ns(int64_t ns);
+// Measures the cost of a futex wake between two threads of this process once (a few dozen
+// round trips, under a millisecond on a quiet machine) and sets the budget from it; later
+// calls return at once. Returns the budget. LW_SPIN_BUDGET_NS=<ns> in the environment sets
+// the budget instead (for comparisons); a thread that cannot start leaves the minimum.
+int64_t lw__spin_calibrate(void);
+// The wake cost the calibration measured, in ns (0: not measured).
+int64_t lw__spin_wake_ns(void);
+
+static inline void lw__spin_reset(lw__spin_t *s) {
+  s->round = 0;
+  s->yield_start_ns = 0;
+}
 
 // Performs this round's pause or yield and says which it was, or returns LW__SPIN_BLOCK
-// (doing nothing) once LW_SPIN_PAUSES + LW_SPIN_YIELDS rounds are spent or a yield was slow;
-// it keeps returning LW__SPIN_BLOCK until lw__spin_reset.
-static inline lw__spin_step_t lw__spin_step(lw__spin_t *s) {
+// (doing nothing) once the budget is spent, a yield was slow, or the partner is idle (after
+// the pauses); it keeps returning LW__SPIN_BLOCK until lw__spin_reset.
+static inline lw__spin_step_t lw__spin_step_for(lw__spin_t *s, lw__partner_t partner) {
+  if (s->round == LW__SPIN_SPENT) return LW__SPIN_BLOCK;
   if (s->round < LW_SPIN_PAUSES) {
     s->round++;
     lw__cpu_relax();
     return LW__SPIN_PAUSED;
   }
-  if (s->round < LW_SPIN_PAUSES + LW_SPIN_YIELDS) {
-    s->round++;
-    int64_t t0 = lw__now_ns();
-    sched_yield();
-    // The CPU is busy with other work: block from the next round on.
-    if (lw__now_ns() - t0 >= s->slow_yield_ns) s->round = LW_SPIN_PAUSES + LW_SPIN_YIELDS;
-    return LW__SPIN_YIELDED;
+  int64_t t0 = lw__now_ns();
+  if (s->yield_start_ns == 0) s->yield_start_ns = t0;
+  int64_t budget = s->budget_ns > 0 ? s->budget_ns : lw__spin_budget_ns();
+  if (partner == LW__PARTNER_IDLE || t0 - s->yield_start_ns >= budget) {
+    s->round = LW__SPIN_SPENT;
+    return LW__SPIN_BLOCK;
   }
-  return LW__SPIN_BLOCK;
+  s->round++;
+  sched_yield();
+  // The CPU is busy with other work: block from the next round on.
+  if (lw__now_ns() - t0 >= s->slow_yield_ns) s->round = LW__SPIN_SPENT;
+  return LW__SPIN_YIELDED;
+}
+
+static inline lw__spin_step_t lw__spin_step(lw__spin_t *s) {
+  return lw__spin_step_for(s, LW__PARTNER_UNKNOWN);
 }
 
 #ifdef __cplusplus

@@ -70,7 +70,9 @@ pid_t lw__sys_clone_quiet(void);
 // (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS, which a thread raises itself):
 // a program's signals, its SIGCHLD handler included, never run on a thread of lanework's
 // (DESIGN 5.1). Every thread lanework starts is started here. Returns pthread_create's result.
-int lw__sys_thread_start(pthread_t *out, void *(*fn)(void *), void *arg);
+// name (cut to 15 characters) is the thread's name from before this returns, so a program that
+// lists its threads right after a create finds every lanework thread named lw-*.
+int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), void *arg);
 
 // One CPU relax instruction (pause on x86, yield on arm).
 static inline void lw__cpu_relax(void) {

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -118,7 +119,7 @@ pid_t lw__sys_clone_quiet(void) {
   return pid < 0 ? -errno : (pid_t)pid;
 }
 
-int lw__sys_thread_start(pthread_t *out, void *(*fn)(void *), void *arg) {
+int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), void *arg) {
   sigset_t async, old;
   sigfillset(&async);
   const int sync[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
@@ -127,5 +128,11 @@ int lw__sys_thread_start(pthread_t *out, void *(*fn)(void *), void *arg) {
   pthread_sigmask(SIG_SETMASK, &async, &old);
   int rc = pthread_create(out, NULL, fn, arg);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0 && name != NULL) {
+    // Linux thread names hold 15 characters plus the terminator; longer names are cut.
+    char cut[16];
+    snprintf(cut, sizeof(cut), "%s", name);
+    (void)pthread_setname_np(*out, cut);  // cosmetic: ignore failure
+  }
   return rc;
 }

@@ -631,7 +631,7 @@ lw_status_t lw__trace_begin(const char *path, lw_error_t *err) {
   for (uint32_t i = 0; i < g.n_areas; ++i) atomic_store(&g.areas[i].area->header.on, 1u);
   atomic_store(&local_flag, 1u);
   (void)pthread_once(&cv_once, cv_init);
-  int rc = lw__sys_thread_start(&g.drainer, drainer_main, NULL);
+  int rc = lw__sys_thread_start(&g.drainer, "lw-trace", drainer_main, NULL);
   if (rc != 0) {
     g.running = false;
     atomic_store(&local_flag, 0u);

@@ -162,7 +162,11 @@ typedef struct lw_mb_header {
   // only while the child holds work and kills a child whose count stops moving.
   _Atomic uint64_t heartbeat;
   uint64_t heartbeat_period_ns;
-  uint8_t reserved1[152];
+  // The parent's spin budget (lanes/spin.h: a few of its measured futex wakes), written at
+  // initialize: the child's waits spin as long. 0: the child keeps its own minimum; the child
+  // bounds what it reads (LW_SPIN_MIN/MAX_BUDGET_NS).
+  uint64_t spin_budget_ns;
+  uint8_t reserved1[144];
   lw_error_t init_error;        // INIT_FAILED: why
 } lw_mb_header_t;
 
@@ -294,6 +298,7 @@ _Static_assert(offsetof(lw_mb_task_t, result_status) == 576, "result after the a
 _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
+_Static_assert(offsetof(lw_mb_header_t, spin_budget_ns) == 88, "spin budget offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, cancel_seq) == 16, "cancel notice offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, loop_word) == 24, "mailbox loop's word offset");
 _Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");

@@ -294,7 +294,6 @@ static void release_token(lw_worker_t *w) {
 
 static void *orch_main(void *arg) {
   lw_worker_t *w = arg;
-  (void)pthread_setname_np(pthread_self(), "lw-orch");
   lw__trace_role("orchestrator", -1);
   for (;;) {
     pthread_mutex_lock(&w->runs.mu);
@@ -408,7 +407,7 @@ static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err) {
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
-  if (lw__sys_thread_start(&w->runs.orch_thread, orch_main, w) != 0) {
+  if (lw__sys_thread_start(&w->runs.orch_thread, "lw-orch", orch_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the orchestrator thread");
   }

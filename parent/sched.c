@@ -678,7 +678,6 @@ static void set_sleeping(lw_worker_t *w, uint32_t v) {
 
 static void *sched_main(void *arg) {
   lw_worker_t *w = arg;
-  (void)pthread_setname_np(pthread_self(), "lw-sched");
   lw__trace_role("scheduler", -1);
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
@@ -738,9 +737,13 @@ static void *sched_main(void *arg) {
     }
   idle:
     // Each round of the spin policy is one pass of this loop (its condition is the pass). A
-    // caller draining its own run's completions spins already: two spinners on a small machine
-    // take turns on the CPUs and slow each other.
-    if (atomic_load(&w->sched.drainers) == 0 && lw__spin_step(&idle) != LW__SPIN_BLOCK) continue;
+    // caller draining its own run's completions spins already and does this loop's work: the
+    // partner is busy elsewhere (two spinners on a small machine take turns on the CPUs and
+    // slow each other), so block at once.
+    if (atomic_load(&w->sched.drainers) == 0 &&
+        lw__spin_step_for(&idle, LW__PARTNER_UNKNOWN) != LW__SPIN_BLOCK) {
+      continue;
+    }
     // While a caller drains (lw__sched_wait_draining), completions are its: the children are
     // not asked to ring (a ring would wake this thread to compete with the caller for w->mu
     // and a CPU), and the last drainer to leave re-arms them. Dekker on sched.sleeping and
@@ -806,7 +809,7 @@ lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
   }
-  if (lw__sys_thread_start(&w->sched.thread, sched_main, w) != 0) {
+  if (lw__sys_thread_start(&w->sched.thread, "lw-sched", sched_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the scheduler thread");
   }

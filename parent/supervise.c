@@ -14,6 +14,7 @@
 
 #include "lanes/error.h"
 #include "lanes/log.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/callables.h"
@@ -221,6 +222,7 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   // The new child starts with a clean record: the old one's violation was reported at its death.
   atomic_store(&ep->violated, false);
   ep->mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
+  ep->mb->header.spin_budget_ns = (uint64_t)lw__spin_budget_ns();
   pthread_mutex_unlock(&ep->post_mu);
   pthread_mutex_unlock(&ep->ctl_mu);
   // The dead child's events are drained and its rings freed for the new one.
@@ -331,7 +333,6 @@ void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep) {
 
 static void *supervisor_main(void *arg) {
   lw_worker_t *w = arg;
-  (void)pthread_setname_np(pthread_self(), "lw-supervise");
   lw__trace_role("supervisor", -1);
   pthread_mutex_lock(&w->sup.mu);
   for (;;) {
@@ -358,7 +359,7 @@ lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
   if (!w->sup.pending) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
-  if (lw__sys_thread_start(&w->sup.thread, supervisor_main, w) != 0) {
+  if (lw__sys_thread_start(&w->sup.thread, "lw-supervise", supervisor_main, w) != 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker: cannot start the supervisor thread");
   }

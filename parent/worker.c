@@ -17,6 +17,7 @@
 #include "child/backend.h"
 #include "child/config.h"
 #include "lanes/error.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/callables.h"
@@ -251,6 +252,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   (void)lw__fs_zygote_ensure(NULL, NULL, 0);
   // LW_TRACE=path starts a session now (after the zygote, which must not copy its thread).
   lw__trace_from_env();
+  // The spin budget from a measured wake (once per process; after the zygote, for the same
+  // reason: it starts a thread). The chip children get it through their mailboxes.
+  (void)lw__spin_calibrate();
   lw_worker_t *w = calloc(1, sizeof(*w));
   if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
   w->cfg = *cfg;
@@ -316,6 +320,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     uint32_t index = chip ? s : s - cfg->n_chips;
     lw__mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
     mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
+    mb->header.spin_budget_ns = (uint64_t)lw__spin_budget_ns();
     lw_child_env_t *env = &w->envs[s];
     env->mailbox = mb;
     env->mailboxes = lw__worker_mailbox(w, 0);

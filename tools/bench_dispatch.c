@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lanes/spin.h"
 #include "lanework/worker.h"
 #include "tools/dispatch_l3.h"
 
@@ -381,6 +382,9 @@ int lw__bench_dispatch(const lw_bench_opts_t *o, const lw_dispatch_workload_t *w
     const char *dev = w->floors[f].describe ? w->floors[f].describe(s.floor[f]) : NULL;
     if (dev) printf("%s: %s\n", w->floors[f].name, dev);
   }
+  printf("spin policy: a futex wake costs %.1f us here; waits spin up to %.1f us before they "
+         "block (lanes/spin.h)\n",
+         (double)lw__spin_wake_ns() / 1e3, (double)lw__spin_budget_ns() / 1e3);
   print_phase(&s, "quiet: empty kernel", &quiet, total);
   if (o->load > 0) {
     char when[128];
@@ -395,6 +399,8 @@ int lw__bench_dispatch(const lw_bench_opts_t *o, const lw_dispatch_workload_t *w
     lw__bench_json_begin(&j, "dispatch");
     lw__json_kv_int(&j, "iters", total);
     lw__json_kv_int(&j, "rounds", ROUNDS);
+    lw__json_kv_fixed(&j, "spin_wake_us", (double)lw__spin_wake_ns() / 1e3, 3);
+    lw__json_kv_fixed(&j, "spin_budget_us", (double)lw__spin_budget_ns() / 1e3, 3);
     json_phase(&j, &s, &quiet);
     if (w->load) lw__json_kv_int(&j, "load", o->load);
     if (o->load > 0) {

@@ -1,0 +1,103 @@
+// lanes/spin.c — the spin policy's budget: measured once per process (lanes/spin.h).
+#include "lanes/spin.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "lanes/sys.h"
+
+// 0 until set: lw__spin_budget_ns then answers the minimum.
+static _Atomic int64_t budget_ns;
+static _Atomic int64_t wake_ns;
+
+int64_t lw__spin_budget_ns(void) {
+  int64_t b = atomic_load_explicit(&budget_ns, memory_order_relaxed);
+  return b > 0 ? b : LW_SPIN_MIN_BUDGET_NS;
+}
+
+int64_t lw__spin_wake_ns(void) { return atomic_load_explicit(&wake_ns, memory_order_relaxed); }
+
+static int64_t bounded(int64_t ns) {
+  if (ns < LW_SPIN_MIN_BUDGET_NS) return LW_SPIN_MIN_BUDGET_NS;
+  if (ns > LW_SPIN_MAX_BUDGET_NS) return LW_SPIN_MAX_BUDGET_NS;
+  return ns;
+}
+
+int64_t lw__spin_set_budget_ns(int64_t ns) {
+  int64_t b = bounded(ns);
+  atomic_store_explicit(&budget_ns, b, memory_order_relaxed);
+  return b;
+}
+
+// The ping-pong: the measuring thread sets word to 2k+1 and wakes the partner, which sleeps
+// until then, sets 2k+2 and wakes it back. Neither spins: each hand-off is a futex wake of a
+// sleeping thread, what a waiter that blocked pays.
+#define ROUNDS 24
+
+typedef struct pingpong {
+  _Atomic uint32_t word;
+} pingpong_t;
+
+static void sleep_until(pingpong_t *p, uint32_t want) {
+  for (;;) {
+    uint32_t v = atomic_load_explicit(&p->word, memory_order_acquire);
+    if (v == want) return;
+    int rc = lw__sys_futex_wait(&p->word, v, LW_DEADLINE_NEVER, false);
+    if (rc != 0 && rc != -EAGAIN && rc != -EINTR) sched_yield();  // no futex: still correct
+  }
+}
+
+static void *partner_main(void *arg) {
+  pingpong_t *p = arg;
+  for (uint32_t k = 0; k < ROUNDS; ++k) {
+    sleep_until(p, 2 * k + 1);
+    atomic_store_explicit(&p->word, 2 * k + 2, memory_order_release);
+    (void)lw__sys_futex_wake(&p->word, INT_MAX, false);
+  }
+  return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static void calibrate_once(void) {
+  const char *env = getenv("LW_SPIN_BUDGET_NS");
+  if (env && *env) {
+    char *end = NULL;
+    long long v = strtoll(env, &end, 10);
+    if (end && *end == '\0' && v > 0) {
+      atomic_store_explicit(&budget_ns, v, memory_order_relaxed);  // as given: a comparison
+      return;
+    }
+  }
+  pingpong_t p;
+  atomic_init(&p.word, 0);
+  pthread_t t;
+  if (lw__sys_thread_start(&t, "lw-spin-probe", partner_main, &p) != 0) return;
+  int64_t rtt[ROUNDS];
+  for (uint32_t k = 0; k < ROUNDS; ++k) {
+    // Let the partner fall asleep first: a partner still running would make it a spin.
+    for (int i = 0; i < 4; ++i) sched_yield();
+    int64_t t0 = lw__now_ns();
+    atomic_store_explicit(&p.word, 2 * k + 1, memory_order_release);
+    (void)lw__sys_futex_wake(&p.word, INT_MAX, false);
+    sleep_until(&p, 2 * k + 2);
+    rtt[k] = lw__now_ns() - t0;
+  }
+  pthread_join(t, NULL);
+  qsort(rtt, ROUNDS, sizeof(rtt[0]), cmp_i64);
+  int64_t one_way = rtt[ROUNDS / 2] / 2;  // the median round trip, one way
+  atomic_store_explicit(&wake_ns, one_way, memory_order_relaxed);
+  (void)lw__spin_set_budget_ns(LW_SPIN_WAKE_FACTOR * one_way);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+int64_t lw__spin_calibrate(void) {
+  (void)pthread_once(&once, calibrate_once);
+  return lw__spin_budget_ns();
+}
