@@ -243,6 +243,7 @@ static void credit_take_back(lw_worker_t *w, uint32_t wc) {
 }
 
 void lw__wc_credit_return_all(lw_worker_t *w) {
+  w->calls.credit_misses = 0;
   bool any = false;
   for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) any |= w->calls.credit[i].id != 0;
   if (!any) return;
@@ -271,6 +272,12 @@ lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool wa
     st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: %s is a %s callable; use %s", c->name,
                        c->kind == LW_WC_SUB ? "sub" : "chip",
                        c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
+  } else if (w->calls.credit_misses++ == 0) {
+    // The orch function's first pin under the lock: no credit yet. A run of one task (the
+    // L3 round trip) then takes w->mu once, as without credits, and has none to give back.
+    c->pins += n;
+    *out_wc = (uint32_t)(c - w->calls.table);
+    *out_id = c->id;
   } else {
     uint32_t wc = (uint32_t)(c - w->calls.table);
     // Refill: this callable's entry if it has one, else an empty one, else the first (its

@@ -134,9 +134,9 @@ struct lw_wop {
   lw_wop_t *next_done;
 };
 
-// Pins taken ahead for the orch function that holds the worker's token (parent/orch.c): the
-// first submit of a callable pins it for LW_PIN_CREDIT_BATCH more tasks than it needs, under
-// w->mu; the next submits of it take their pins from `n` with a compare-and-swap, without
+// Pins taken ahead for the orch function that holds the worker's token (parent/orch.c): a
+// submit that takes w->mu (all but the function's first) pins its callable for
+// LW_PIN_CREDIT_BATCH more tasks than it needs; the next submits of it take their pins from `n` with a compare-and-swap, without
 // w->mu, which the scheduler's passes hold (on a many-core host a lock per task made the
 // caller and the scheduler sleep on it a quarter of the time). An unregister takes what is
 // left back (an exchange, under w->mu) before it counts the pins, so a tombstoned callable has
@@ -176,6 +176,9 @@ typedef struct lw_callables {
   uint32_t n_sub_fns;
   lw_pin_credit_t credit[LW_PIN_CREDITS];  // see lw_pin_credit_t
   uint32_t credit_victim;    // the entry a refill empties when none is free (token holder)
+  // Pins the token holder's orch function took under w->mu (reset when it ends): the first
+  // takes no credit (token holder).
+  uint32_t credit_misses;
 
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot), bumped
   // once per op the caller sees end, never by a replay into a respawned child: registers that
