@@ -364,6 +364,13 @@ static bool run_lane_should_wake(const void *ctx) {
          lw__lane_has_work_or_stop(rw->lane) || atomic_load(&leaving);
 }
 
+// Whoever posts last ran on this CPU: pausing only keeps it from posting (lanes/spin.h).
+static lw__partner_t run_lane_partner(const void *ctx) {
+  const run_lane_wait_t *rw = ctx;
+  int32_t poster = atomic_load_explicit(&rw->c->mb->doorbell.poster_cpu, memory_order_relaxed);
+  return poster >= 0 && poster == lw__sys_cpu() ? LW__PARTNER_SAME_CPU : LW__PARTNER_UNKNOWN;
+}
+
 typedef struct run_lane_hook {
   lw_child_ctx_t *c;
   lw_chip_t *chip;
@@ -394,8 +401,8 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
   while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving)) {
     // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
     // what a lost wake-up could cost.
-    (void)lw__waitword_wait(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
-                            lw__now_ns() + 1000000000, true);
+    (void)lw__waitword_wait_partner(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
+                                    lw__now_ns() + 1000000000, true, run_lane_partner);
     uint64_t seq = atomic_load(&next_seq);
     if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) continue;
     pthread_mutex_lock(&take_mu);

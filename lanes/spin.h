@@ -21,8 +21,10 @@
 //
 // What the awaited side is doing (lw__spin_step_for): a waiter that knows its partner is idle
 // (asleep, or not working toward what it waits for) blocks after the pauses, since no spin
-// would see it move; one whose partner works for it spins its budget. A waiter that cannot
-// tell passes LW__PARTNER_UNKNOWN (the budget).
+// would see it move; one whose partner works for it spins its budget; one whose partner last
+// ran on its own CPU yields from the first round, since a pause only keeps the partner off
+// the CPU (the two ends of a mailbox publish their CPU: doorbell.poster_cpu, the ring
+// cursors' cpu). A waiter that cannot tell passes LW__PARTNER_UNKNOWN (the budget).
 //
 // Bounded by what the yields cost: a yield that comes back after more than slow_yield_ns (on
 // an idle CPU it returns in about a microsecond; another of our spinning threads gives it back
@@ -70,6 +72,9 @@ typedef enum lw__partner {
   LW__PARTNER_UNKNOWN = 0,  // spin the budget
   LW__PARTNER_WORKING = 1,  // it works toward what we wait for: spin the budget
   LW__PARTNER_IDLE = 2,     // asleep or busy elsewhere: block after the pauses
+  // It last ran on this thread's CPU: it cannot move while this thread holds the CPU, so
+  // pausing only delays it; yield at once (for the budget, as UNKNOWN).
+  LW__PARTNER_SAME_CPU = 3,
 } lw__partner_t;
 
 // One waiter's progress through the policy. Plain data, owned by the waiting thread.
@@ -107,6 +112,7 @@ static inline void lw__spin_reset(lw__spin_t *s) {
 // the pauses); it keeps returning LW__SPIN_BLOCK until lw__spin_reset.
 static inline lw__spin_step_t lw__spin_step_for(lw__spin_t *s, lw__partner_t partner) {
   if (s->round == LW__SPIN_SPENT) return LW__SPIN_BLOCK;
+  if (partner == LW__PARTNER_SAME_CPU && s->round < LW_SPIN_PAUSES) s->round = LW_SPIN_PAUSES;
   if (s->round < LW_SPIN_PAUSES) {
     s->round++;
     lw__cpu_relax();

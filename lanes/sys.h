@@ -75,6 +75,10 @@ pid_t lw__sys_clone_quiet(void);
 int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), void *arg);
 
 // One CPU relax instruction (pause on x86, yield on arm).
+// The CPU the calling thread runs on now (sched_getcpu: a load from the thread's rseq area
+// with a recent glibc), or -1. A hint: the thread may move at any time.
+int lw__sys_cpu(void);
+
 static inline void lw__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

@@ -136,3 +136,5 @@ int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), 
   }
   return rc;
 }
+
+int lw__sys_cpu(void) { return sched_getcpu(); }

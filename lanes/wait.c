@@ -52,12 +52,20 @@ static bool deadline_passed(int64_t deadline_ns) {
 
 lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
                              int64_t deadline_ns, bool shared) {
+  return lw__waitword_wait_partner(w, cond, ctx, deadline_ns, shared, NULL);
+}
+
+lw_status_t lw__waitword_wait_partner(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                                     int64_t deadline_ns, bool shared,
+                                     lw_wait_partner_fn partner) {
   // Do a cheap check first: a true condition costs one call and no syscall.
   if (cond(ctx)) return LW_OK;
   if (deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;
 
   lw__spin_t spin = LW__SPIN_INIT;
-  for (lw__spin_step_t step; (step = lw__spin_step(&spin)) != LW__SPIN_BLOCK;) {
+  for (lw__spin_step_t step;
+       (step = lw__spin_step_for(&spin, partner ? partner(ctx) : LW__PARTNER_UNKNOWN)) !=
+       LW__SPIN_BLOCK;) {
     if (cond(ctx)) return LW_OK;
     // Pauses take nanoseconds: reading the clock after each would cost more than the pause.
     if (step == LW__SPIN_YIELDED && deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;

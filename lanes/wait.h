@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lanes/spin.h"
 #include "lanework/status.h"
 
 #ifdef __cplusplus
@@ -39,6 +40,15 @@ typedef bool (*lw_wait_cond_fn)(const void *ctx);
 // before any spinning, so a true condition costs one call and no syscall.
 lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
                              int64_t deadline_ns, bool shared);
+
+// The partner of a wait (lanes/spin.h): asked before each spin round; ctx is the wait's.
+typedef lw__partner_t (*lw_wait_partner_fn)(const void *ctx);
+
+// lw__waitword_wait whose spin asks partner(ctx) what the awaited side is doing (NULL: as
+// lw__waitword_wait).
+lw_status_t lw__waitword_wait_partner(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                                     int64_t deadline_ns, bool shared,
+                                     lw_wait_partner_fn partner);
 
 // The same wait without the spin: a thread that knows another thread is already spinning for
 // the same event (a chip child's mailbox loop while the run lane takes posts) sleeps at once

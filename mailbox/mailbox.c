@@ -126,6 +126,8 @@ static void ring_doorbell(lw_mailbox_t *mb, uint64_t seq, uint8_t frame) {
   // Release: a child that reads post_seq >= seq (acquire) also sees the state it announces
   // and the slot above.
   atomic_store_explicit(&mb->doorbell.post_seq, seq, memory_order_release);
+  // A hint only (relaxed): where the poster runs, for the child's spin.
+  atomic_store_explicit(&mb->doorbell.poster_cpu, lw__sys_cpu(), memory_order_relaxed);
   // Shared futex: the child sleeps on this word from another process.
   lw__waitword_wake(&mb->doorbell.word, true);
 }
@@ -171,6 +173,9 @@ void lw__mailbox_initialize(lw_mailbox_t *mb, lw_mb_child_kind_t kind, uint32_t 
   }
   atomic_init(&mb->ring_head.value, 0);
   atomic_init(&mb->ring_tail.value, 0);
+  atomic_init(&mb->ring_head.cpu, -1);
+  atomic_init(&mb->ring_tail.cpu, -1);
+  atomic_init(&mb->doorbell.poster_cpu, -1);
 }
 
 lw_status_t lw__mailbox_validate_header(const lw_mailbox_t *mb, lw_error_t *err) {
@@ -539,6 +544,7 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
   }
   *out = mb->ring[tail % LW_MB_RING_ENTRIES];
   // Release: the copy above is complete before the child may overwrite the slot.
+  atomic_store_explicit(&mb->ring_tail.cpu, lw__sys_cpu(), memory_order_relaxed);  // a hint
   atomic_store_explicit(&mb->ring_tail.value, tail + 1, memory_order_release);
   force_nul(&out->error);  // untrusted
   switch (out->kind) {
@@ -862,6 +868,7 @@ lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion
   // orders this store before the sleeping load below (Dekker pair with the parent's
   // "sleeping = 1, then re-check the ring"), so either the parent sees the entry or we see
   // its flag.
+  atomic_store_explicit(&mb->ring_head.cpu, lw__sys_cpu(), memory_order_relaxed);  // a hint
   atomic_store_explicit(&mb->ring_head.value, head + 1, memory_order_seq_cst);
   // seq_cst: the other half of the Dekker pair above.
   *out_wake = atomic_load_explicit(&mb->parent.sleeping, memory_order_seq_cst) != 0;

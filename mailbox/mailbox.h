@@ -180,7 +180,11 @@ typedef struct lw_mb_doorbell {
   // a task post: a chip child's mailbox loop sleeps here while the run lane takes task posts
   // itself from the doorbell (child/chip_child.c), so a task post wakes one thread, not two.
   lw_waitword_t loop_word;
-  uint8_t pad[32];
+  // The CPU the parent's posting thread ran on at its last post (-1: none yet). A hint for the
+  // child's spin (lanes/spin.h, LW__PARTNER_SAME_CPU): a run lane waiting for the next post on
+  // the poster's own CPU yields at once, since the poster cannot post while it spins.
+  _Atomic int32_t poster_cpu;
+  uint8_t pad[28];
 } lw_mb_doorbell_t;
 
 // The post index: before it publishes post seq (doorbell.post_seq, release), the parent stores
@@ -262,7 +266,12 @@ typedef struct lw_mb_completion {
 
 typedef struct lw_mb_ring_cursor {
   _Atomic uint64_t value;
-  uint8_t pad[56];
+  // The CPU of the thread that last moved the cursor (-1: none yet): on ring_head, the child's
+  // pushing thread; on ring_tail, the parent's draining one. A hint for the other side's spin
+  // (lanes/spin.h, LW__PARTNER_SAME_CPU); untrusted like all shared memory, and only ever
+  // compared with the reader's own CPU.
+  _Atomic int32_t cpu;
+  uint8_t pad[52];
 } lw_mb_ring_cursor_t;
 
 typedef struct lw_mailbox {
@@ -299,6 +308,9 @@ _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
 _Static_assert(offsetof(lw_mb_header_t, spin_budget_ns) == 88, "spin budget offset");
+_Static_assert(offsetof(lw_mb_doorbell_t, poster_cpu) == 32, "poster cpu offset");
+_Static_assert(sizeof(lw_mb_ring_cursor_t) == 64, "ring cursor size");
+_Static_assert(offsetof(lw_mb_ring_cursor_t, cpu) == 8, "ring cursor cpu offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, cancel_seq) == 16, "cancel notice offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, loop_word) == 24, "mailbox loop's word offset");
 _Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");

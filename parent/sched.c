@@ -911,6 +911,21 @@ static void drainer_leave(lw_worker_t *w) {
   }
 }
 
+// What the waiting caller's partners do (lanes/spin.h): a chip whose run lane last pushed a
+// completion from this thread's CPU cannot run while this thread spins there.
+static lw__partner_t drain_partner(const lw_worker_t *w) {
+  int cpu = lw__sys_cpu();
+  if (cpu < 0) return LW__PARTNER_UNKNOWN;
+  for (uint32_t s = 0; s < w->cfg.n_chips; ++s) {
+    const lw_endpoint_t *ep = &w->eps[s];
+    if (atomic_load(&ep->state) != LW_EP_READY) continue;
+    if (atomic_load_explicit(&ep->mb->ring_head.cpu, memory_order_relaxed) == cpu) {
+      return LW__PARTNER_SAME_CPU;
+    }
+  }
+  return LW__PARTNER_UNKNOWN;
+}
+
 void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
   if (!caller_drains()) return;
   drainer_enter(w);
@@ -931,7 +946,7 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
       lw__spin_reset(&spin);
       continue;
     }
-    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) break;
+    if (lw__spin_step_for(&spin, drain_partner(w)) == LW__SPIN_BLOCK) break;
   }
   drainer_leave(w);
 }

@@ -63,6 +63,16 @@ Test(spin, an_idle_partner_blocks_right_after_the_pauses) {
                "a working partner: yield within the budget");
 }
 
+Test(spin, a_partner_on_this_cpu_skips_the_pauses_and_yields_for_the_budget) {
+  lw__spin_t s = LW__SPIN_INIT;
+  s.slow_yield_ns = INT64_MAX;
+  s.budget_ns = INT64_MAX / 2;
+  cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_SAME_CPU), LW__SPIN_YIELDED,
+               "the first round yields: a pause would only keep the partner off the CPU");
+  cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_UNKNOWN), LW__SPIN_YIELDED,
+               "the pauses are behind it once skipped");
+}
+
 // The budget comes from a measured futex wake, within its bounds, and stays put afterwards.
 Test(spin, calibration_measures_a_wake_and_bounds_the_budget, .timeout = 30) {
   int64_t b = lw__spin_calibrate();

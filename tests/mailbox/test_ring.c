@@ -145,3 +145,27 @@ Test(mailbox_ring, push_reports_wake_only_when_the_parent_is_sleeping, .timeout 
   for (int i = 0; i < 3; ++i) cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK);
   free(mb);
 }
+
+// The spin hints (lanes/spin.h, LW__PARTNER_SAME_CPU): each end of the ring says which CPU it
+// last moved its cursor from; neither is set before the first move.
+Test(mailbox_ring, each_cursor_move_records_the_movers_cpu, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  cr_assert_eq(atomic_load(&mb->ring_head.cpu), -1, "no push yet");
+  cr_assert_eq(atomic_load(&mb->ring_tail.cpu), -1, "no pop yet");
+  cr_assert_eq(atomic_load(&mb->doorbell.poster_cpu), -1, "no post yet");
+  lw_mb_completion_t c = control_completion(1, 2);
+  push_ok(mb, &c);
+  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  int32_t head_cpu = atomic_load(&mb->ring_head.cpu);
+  cr_assert(head_cpu >= 0 && head_cpu < cpus, "push recorded cpu %d of %ld", head_cpu, cpus);
+  lw_error_t err;
+  lw_mb_completion_t out;
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK);
+  int32_t tail_cpu = atomic_load(&mb->ring_tail.cpu);
+  cr_assert(tail_cpu >= 0 && tail_cpu < cpus, "pop recorded cpu %d of %ld", tail_cpu, cpus);
+  lw_mb_task_post_t p = task_post(1, 1);
+  cr_assert_eq(lw__mailbox_post_task(mb, 0, &p, &err), LW_OK, "%s", err.message);
+  int32_t poster = atomic_load(&mb->doorbell.poster_cpu);
+  cr_assert(poster >= 0 && poster < cpus, "post recorded cpu %d of %ld", poster, cpus);
+  free(mb);
+}
