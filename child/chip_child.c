@@ -1,5 +1,6 @@
 // child/chip_child.c — the chip-child process loop. See child.h.
 #include <numa.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +372,50 @@ static lw__partner_t run_lane_partner(const void *ctx) {
   return poster >= 0 && poster == lw__sys_cpu() ? LW__PARTNER_SAME_CPU : LW__PARTNER_UNKNOWN;
 }
 
+// Placement. A thread woken from a sleep is placed by the kernel; on a VM whose idle vCPUs
+// halt (Firecracker, KVM), a halted vCPU does not count as idle, so a run lane woken by a post
+// lands on the poster's CPU, and the two then take turns on one CPU while the others idle:
+// every hand-off is a yield and a context switch (the empty L3 round trip read 5.3-7.2 us here
+// that way, 2.2-3.0 split). A run lane that takes RUN_LANE_MOVE_AFTER posts in a row on the
+// poster's CPU moves off it once: it leaves that CPU out of its mask for a moment (the kernel
+// moves it to another allowed CPU), then takes its whole mask back, so the kernel stays free to
+// place it anywhere later. Two syscalls per move; a move the kernel undoes costs them again
+// only after as many posts. Not when that CPU is the only one allowed (a pinned chip, a
+// taskset of one). LW_RUN_LANE_MOVE=0 turns it off (for comparisons), =N moves after N posts.
+#define RUN_LANE_MOVE_AFTER 64
+
+static int move_after = -1;   // run lane thread only; -1: not read yet
+static int same_cpu_posts;    // run lane thread only
+
+static void move_off_cpu(int cpu) {
+  cpu_set_t all, without;
+  if (sched_getaffinity(0, sizeof(all), &all) != 0) return;
+  without = all;
+  CPU_CLR(cpu, &without);
+  if (CPU_COUNT(&without) == 0) return;
+  if (sched_setaffinity(0, sizeof(without), &without) != 0) return;
+  (void)sched_setaffinity(0, sizeof(all), &all);
+}
+
+// Called by the run lane for each post it takes.
+static void place_run_lane(const lw_mailbox_t *mb) {
+  if (move_after < 0) {
+    const char *e = getenv("LW_RUN_LANE_MOVE");
+    move_after = e && *e ? atoi(e) : RUN_LANE_MOVE_AFTER;
+    if (move_after < 0) move_after = 0;
+  }
+  if (move_after == 0) return;
+  int me = lw__sys_cpu();
+  int poster = atomic_load_explicit(&mb->doorbell.poster_cpu, memory_order_relaxed);
+  if (me < 0 || me != poster) {
+    same_cpu_posts = 0;
+    return;
+  }
+  if (++same_cpu_posts < move_after) return;
+  same_cpu_posts = 0;
+  move_off_cpu(me);
+}
+
 typedef struct run_lane_hook {
   lw_child_ctx_t *c;
   lw_chip_t *chip;
@@ -405,6 +450,7 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
                                     lw__now_ns() + 1000000000, true, run_lane_partner);
     uint64_t seq = atomic_load(&next_seq);
     if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) continue;
+    place_run_lane(h->c->mb);
     pthread_mutex_lock(&take_mu);
     serve_post_locked(h->c, h->chip, seq);
     pthread_mutex_unlock(&take_mu);
