@@ -240,7 +240,17 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   // finds its frame gone posts `done` (orch_frame_gone).
   w->runs.orch_done = done;
   lw__orch_call_t call = {.fn = run->fn, .o = &o, .user = run->user};
+  // The function's thread drains the rings in a pass after each submit: the scheduler need
+  // not spin beside it, nor the children ring it (lw__sched_drainer_enter).
+  if (w->runs.drainer_enter) {
+    w->runs.drainer_enter(w);
+    w->runs.orch_draining = true;
+  }
   lw__orch_call_guarded(&call, &w->runs.orch_frame);
+  if (w->runs.orch_draining) {
+    w->runs.orch_draining = false;
+    w->runs.drainer_leave(w);
+  }
   w->runs.orch_done = NULL;
   lw__wc_credit_return_all(w);  // before `done`: an unregister waiting on the pins proceeds
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
@@ -355,6 +365,10 @@ static void orch_frame_gone(lw_worker_t *w) {
   w->runs.orch_done = NULL;
   pthread_mutex_unlock(&w->runs.mu);
   lw__wc_credit_return_all(w);  // the function's credit: this thread holds the token
+  if (w->runs.orch_draining) {  // its drainer role went with the frame too
+    w->runs.orch_draining = false;
+    w->runs.drainer_leave(w);
+  }
   if (done) {
     done->status = LW_FAILED_PRECONDITION;
     lw__error_set(&done->error, LW_FAILED_PRECONDITION, -1, 0,

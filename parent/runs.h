@@ -99,6 +99,9 @@ typedef struct lw_runs {
   bool finishing;
   pthread_t orch_thread;
   bool orch_busy;
+  // The token holder's orch function holds a drainer role (lw__sched_drainer_enter) while it
+  // runs; token holder only.
+  bool orch_draining;
   bool orch_started;
   // The orch function that holds the token (orch_busy), for a call made on the holding thread
   // itself (from inside the function, or after a longjmp left it). orch_holder (the holding
@@ -119,6 +122,10 @@ typedef struct lw_runs {
   // scheduler's drain, lw__sched_wait_draining, installed by worker.c so that runs.c does not
   // call into the scheduler, which calls back into runs.c).
   void (*before_wait)(lw_worker_t *w, lw_handle_t *h);
+  // Around an orch function (its thread drains the rings in a pass after each submit): the
+  // scheduler's lw__sched_drainer_enter / _leave, installed the same way. NULL: nothing.
+  void (*drainer_enter)(lw_worker_t *w);
+  void (*drainer_leave)(lw_worker_t *w);
 } lw_runs_t;
 
 // Starts the orchestrator thread (lw_worker_create).

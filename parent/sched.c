@@ -731,7 +731,10 @@ static void *sched_main(void *arg) {
     take_due_unregisters(w, &pw);
     pthread_mutex_unlock(&w->mu);
     flush(w, &pw);
-    if (progress) {
+    // While a drainer holds the rings (lw__sched_drainer_enter), it does this loop's work as it
+    // arrives: one pass per wake-up (deaths, escalations, what it was kicked for), then sleep,
+    // never a run of passes beside it.
+    if (progress && atomic_load(&w->sched.drainers) == 0) {
       lw__spin_reset(&idle);
       continue;
     }
@@ -762,6 +765,9 @@ static void *sched_main(void *arg) {
     // Sleep until woken, or until the next escalation may be due; at most 100 ms, which
     // bounds how long a stop request can go unseen when nobody kicks.
     int timeout_ms = 100;
+    // A drainer holds the rings (the children were not armed): look at them once a
+    // millisecond, for completions that arrive while it does something else.
+    if (!arm) timeout_ms = 1;
     if (next_due != LW_DEADLINE_NEVER) {
       int64_t ms = (next_due - lw__now_ns() + 999999) / 1000000;
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
@@ -924,6 +930,14 @@ static lw__partner_t drain_partner(const lw_worker_t *w) {
     }
   }
   return LW__PARTNER_UNKNOWN;
+}
+
+void lw__sched_drainer_enter(lw_worker_t *w) {
+  if (caller_drains()) drainer_enter(w);
+}
+
+void lw__sched_drainer_leave(lw_worker_t *w) {
+  if (caller_drains()) drainer_leave(w);
 }
 
 void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {

@@ -63,6 +63,18 @@ void lw__sched_stop(lw_worker_t *w);
 // held on entry.
 bool lw__sched_assist(lw_worker_t *w);
 
+// A thread that will drain the children's rings itself for a while, in its own passes: a waiting
+// caller (lw__sched_wait_draining) and an orch function's thread, which runs a pass after each
+// submit (lw__sched_assist). While there is one, the scheduler does not spin beside it and the
+// children do not ring the scheduler's eventfd (a ring per completion would wake it to compete
+// with the drainer for w->mu and a CPU); the scheduler then looks at the rings once a
+// millisecond, for what arrives while the drainer does something else (an orch function
+// computing between submits). The last to leave hands the rings back (arms the children and
+// kicks the scheduler for what arrived). Enter and leave in pairs, holding no worker lock; a
+// no-op pair with LW_CALLER_DRAINS=0.
+void lw__sched_drainer_enter(lw_worker_t *w);
+void lw__sched_drainer_leave(lw_worker_t *w);
+
 // Called by a thread about to wait for h (a sync lw_worker_run): while it would spin anyway
 // (lanes/spin.h), it drains the children's completion rings itself and runs the owner's pass
 // they lead to, so the run's end does not wait for the scheduler thread to get a CPU (one

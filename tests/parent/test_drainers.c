@@ -1,0 +1,69 @@
+// tests/parent/test_drainers.c — while an orch function runs, its thread holds the drainer
+// role (parent/sched.h, lw__sched_drainer_enter): the children do not ring the scheduler and
+// the scheduler does not spin. What finishes meanwhile must still move on: a task on another
+// chip that waits for a finished producer is dispatched while the orch function computes
+// between submits, without a submit or a wait of the caller to drain the rings.
+#include <stdlib.h>
+
+#include "lanework/orch.h"
+#include "worker_test_util.h"
+
+typedef struct drain_job {
+  lw_callable_handle_t record;
+  int64_t *log;
+  uint8_t *x;
+  bool consumer_ran_inside;  // the consumer's record appeared before the function returned
+} drain_job_t;
+
+static lw_status_t add_rec(lw_orch_t *o, const drain_job_t *j, int64_t value, uint32_t tag,
+                           uint32_t chip) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)value));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 256 * sizeof(int64_t), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, tag));
+  return lw_orch_submit_next_level(o, j->record, &a, NULL, chip);
+}
+
+static bool logged(const int64_t *log, int64_t value) {
+  int64_t n = atomic_load((_Atomic int64_t *)&log[0]);
+  for (int64_t i = 0; i < n && i < 255; ++i) {
+    if (atomic_load((_Atomic int64_t *)&log[1 + i]) == value) return true;
+  }
+  return false;
+}
+
+// The producer on chip 0, its consumer on chip 1 (so it waits for the producer's completion
+// to be drained: no wait elision across chips); then the function computes, submitting
+// nothing, until the consumer ran (bounded by the test's timeout).
+static lw_status_t produce_then_compute(lw_orch_t *o, void *user) {
+  drain_job_t *j = user;
+  LW_RETURN_IF_ERROR(add_rec(o, j, 1, LW_TAG_OUTPUT, 0));
+  LW_RETURN_IF_ERROR(add_rec(o, j, 2, LW_TAG_INPUT, 1));
+  while (!logged(j->log, 2)) lw_test_sleep_us(100);
+  j->consumer_ran_inside = true;
+  return LW_OK;
+}
+
+Test(drainers, a_dependent_is_dispatched_while_the_orch_function_computes_between_submits,
+     .timeout = 60) {
+  make_worker(2, 0);
+  drain_job_t j = {.record = wreg("record")};
+  j.log = lw_worker_alloc(w, 256 * sizeof(int64_t));
+  j.x = lw_worker_alloc(w, 64);
+  cr_assert(j.log && j.x);
+  memset(j.log, 0, 256 * sizeof(int64_t));
+  for (int round = 0; round < 20; ++round) {
+    j.consumer_ran_inside = false;
+    j.log[0] = 0;
+    lw_run_report_t rep;
+    LW_ASSERT_OK(lw_worker_run(w, produce_then_compute, &j, &rep));
+    cr_assert(j.consumer_ran_inside, "round %d", round);
+    cr_assert_eq(rep.n_completed, 2u);
+    cr_assert_eq(j.log[1], 1, "round %d: the producer first", round);
+    cr_assert_eq(j.log[2], 2, "round %d: then the consumer", round);
+  }
+  lw_worker_free(w, j.log);
+  lw_worker_free(w, j.x);
+  destroy_and_check();
+}
