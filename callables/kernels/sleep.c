@@ -1,7 +1,10 @@
 // sleep: sleeps scalar[0] microseconds of CLOCK_MONOTONIC without using a CPU, waking at least
 // every millisecond to poll for cancellation. A task of fixed length whose wall time does not
-// depend on how many CPUs the machine has (`lanework bench parallel`).
+// depend on how many CPUs the machine has (`lanework bench parallel`). Its thread's timer slack
+// is 1 ns while it sleeps (Linux's default, 50 us, would add up to that to every task: 2.5% of
+// a 2 ms task) and goes back to what it was before the kernel returns.
 #include <errno.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "lanework/kernel.h"
@@ -18,11 +21,8 @@ static int ts_before(struct timespec a, struct timespec b) {
   return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
 }
 
-LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args) {
-  uint64_t us = args->n_scalars > 0 ? args->scalar[0] : 0;
+static int sleep_until(lw_kernel_ctx_t *ctx, struct timespec end) {
   struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  struct timespec end = ts_add(now, us * 1000ull);
   for (;;) {
     if (lw_kernel_should_stop(ctx)) return LW_KERNEL_CANCELLED;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -33,4 +33,15 @@ LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, NULL) == EINTR) {
     }
   }
+}
+
+LW_KERNEL_EXPORT int lw_kernel_main(lw_kernel_ctx_t *ctx, const lw_kernel_args_t *args) {
+  uint64_t us = args->n_scalars > 0 ? args->scalar[0] : 0;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (slack > 1) (void)prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
+  int rc = sleep_until(ctx, ts_add(now, us * 1000ull));
+  if (slack > 1) (void)prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+  return rc;
 }
