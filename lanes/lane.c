@@ -323,15 +323,16 @@ bool lw__lane_run_here(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq)
   current_lane = outer;
 
   // Signal seq before the lane thread may take (and signal) what queued behind it: the
-  // timeline only moves forward. Then release the lane; what was queued meanwhile woke the
-  // lane thread while `here` held it off, so wake it again.
+  // timeline only moves forward. Then release the lane; what was queued meanwhile (or a
+  // destroy) woke the lane thread while `here` held it off, so wake it again.
   item_done(lane, seq);
   pthread_mutex_lock(&lane->mu);
   lane->here = false;
   atomic_store_explicit(&lane->here_a, 0, memory_order_relaxed);
-  bool pending = lane->head != NULL || lane->stopping;
+  // Under mu: once `here` is clear, a stopping lane thread may leave and destroy free the lane
+  // as soon as it can take mu; it cannot before this thread is done with the lane.
+  if (lane->head != NULL || lane->stopping) wake_lane(lane);
   pthread_mutex_unlock(&lane->mu);
-  if (pending) wake_lane(lane);
   return true;
 }
 

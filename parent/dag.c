@@ -451,6 +451,10 @@ static bool try_take_slots(lw_dag_t *d, uint32_t n, int64_t *have_out) {
   return false;
 }
 
+bool lw__dag_try_reserve(lw_dag_t *d, uint32_t n) {
+  return n <= d->n_tasks_cap && try_take_slots(d, n, NULL);
+}
+
 lw_status_t lw__dag_reserve(lw_dag_t *d, uint32_t n, lw_error_t *err) {
   if (n > d->n_tasks_cap) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,

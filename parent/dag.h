@@ -255,6 +255,8 @@ void lw__dag_set_owner(lw_dag_t *d);
 // (saying nothing was dropped) when they do not come. Every reserved slot must be handed to the
 // owner in a command, or given back with lw__dag_unreserve.
 LW_MUST_USE lw_status_t lw__dag_reserve(lw_dag_t *d, uint32_t n, lw_error_t *err);
+// Takes n slots if they are free now, without waiting: true when it did.
+bool lw__dag_try_reserve(lw_dag_t *d, uint32_t n);
 void lw__dag_unreserve(lw_dag_t *d, uint32_t n);
 // A command with room for n_tasks task descriptions (zeroed), or NULL when out of memory.
 lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_tasks);

@@ -153,6 +153,7 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   pthread_mutex_unlock(&ep->post_mu);
   atomic_store(&ep->pid, 0);
   atomic_store(&ep->hb_killed_ms, 0);
+  atomic_store(&ep->push_cpu, -1);  // no completion pushed yet
   ep->pidfd = -1;
   pid_t pid = 0;
   lw_status_t st = lw__forkserver_spawn(lw__ep_fs(ep), ep->index, deadline_ns, &pid, &ep->pidfd, err);

@@ -69,6 +69,10 @@ typedef struct lw_endpoint {
   _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
   int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
+  // The CPU the child's ring_head said its pusher last ran on, copied by whoever drains the
+  // ring (w->mu held): a spin hint for a waiting caller (parent/sched.c drain_partner), read
+  // without a lock. Never read from the mailbox itself outside w->mu: a respawn resets it.
+  _Atomic int32_t push_cpu;
   uint64_t generation;
   // Sub children: the generation whose function table matches w->calls.sub_fns (under w->calls.sub_mu).
   // A new child differs until its replay is complete; register_sub skips it meanwhile.

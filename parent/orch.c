@@ -75,6 +75,17 @@ static void unpin_all(lw_worker_t *w, uint32_t wc, uint32_t n) {
   pthread_mutex_unlock(&w->mu);
 }
 
+typedef struct slots_wait {
+  lw_dag_t *dag;
+  uint32_t n;
+} slots_wait_t;
+
+// Takes the slots when they are free (the condition of a drain_until).
+static bool slots_free(void *ctx) {
+  slots_wait_t *s = ctx;
+  return lw__dag_try_reserve(s->dag, s->n);
+}
+
 // Pins the callable once per task, checks the counts against its signature, reserves the ring
 // slots and posts cmd; on failure nothing is left behind (cmd is freed). Everything that can
 // be refused is checked before the reserve, which may block on a full ring: a bad submit is
@@ -105,7 +116,16 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
                     i, inner.message);
     }
   }
-  if (st == LW_OK) st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
+  slots_wait_t want = {&w->dag, cmd->n_tasks};
+  if (st == LW_OK && !lw__dag_try_reserve(&w->dag, cmd->n_tasks) &&
+      !(w->runs.drain_until && w->runs.drain_until(w, slots_free, &want))) {
+    // The ring is full: slots come back as tasks retire, which needs their completions
+    // drained. This thread drained them itself while it spun (drain_until); now it sleeps, so
+    // it hands the rings back to the scheduler meanwhile (its drainer role).
+    lw__run_orch_draining_pause(w);
+    st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
+    lw__run_orch_draining_resume(w);
+  }
   if (st != LW_OK) {
     unpin_all(w, wc, cmd->n_tasks);
     free(cmd);

@@ -211,6 +211,20 @@ static void run_not_started(lw_run_t *run, const char *why) {
   lw__run_complete(run);
 }
 
+void lw__run_orch_draining_pause(lw_worker_t *w) {
+  if (!w->runs.orch_draining) return;
+  w->runs.orch_paused = true;
+  w->runs.orch_draining = false;
+  w->runs.drainer_leave(w);
+}
+
+void lw__run_orch_draining_resume(lw_worker_t *w) {
+  if (!w->runs.orch_paused) return;
+  w->runs.orch_paused = false;
+  w->runs.drainer_enter(w);
+  w->runs.orch_draining = true;
+}
+
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
 // (w->runs.orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
 static void execute_run(lw_worker_t *w, lw_run_t *run) {

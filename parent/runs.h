@@ -102,6 +102,7 @@ typedef struct lw_runs {
   // The token holder's orch function holds a drainer role (lw__sched_drainer_enter) while it
   // runs; token holder only.
   bool orch_draining;
+  bool orch_paused;  // the role was given up for a wait (lw__run_orch_draining_pause)
   bool orch_started;
   // The orch function that holds the token (orch_busy), for a call made on the holding thread
   // itself (from inside the function, or after a longjmp left it). orch_holder (the holding
@@ -126,7 +127,15 @@ typedef struct lw_runs {
   // scheduler's lw__sched_drainer_enter / _leave, installed the same way. NULL: nothing.
   void (*drainer_enter)(lw_worker_t *w);
   void (*drainer_leave)(lw_worker_t *w);
+  // lw__sched_drain_until, installed the same way (NULL: nothing, false).
+  bool (*drain_until)(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
 } lw_runs_t;
+
+// The token holder's orch function gives its drainer role up for a wait that needs the rings
+// drained (a full task ring), and takes it back after. No-ops when it holds none; token holder
+// only, no lock held.
+void lw__run_orch_draining_pause(lw_worker_t *w);
+void lw__run_orch_draining_resume(lw_worker_t *w);
 
 // Starts the orchestrator thread (lw_worker_create).
 LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);

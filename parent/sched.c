@@ -105,6 +105,10 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   bool progress = false;
   // A broken child's ring is never read again, not even after its death: it holds garbage.
   if (atomic_load(&ep->violated)) return false;
+  // A hint only (relaxed, any value): where the child's pusher runs (drain_partner).
+  atomic_store_explicit(&ep->push_cpu,
+                        atomic_load_explicit(&ep->mb->ring_head.cpu, memory_order_relaxed),
+                        memory_order_relaxed);
   // At most one ring's worth per pass: a child that keeps refilling its ring (well-formed
   // entries, but endless) cannot keep the scheduler here under w->mu while submitters wait.
   for (uint32_t n = 0; n < LW_MB_RING_ENTRIES; ++n) {
@@ -918,14 +922,13 @@ static void drainer_leave(lw_worker_t *w) {
 }
 
 // What the waiting caller's partners do (lanes/spin.h): a chip whose run lane last pushed a
-// completion from this thread's CPU cannot run while this thread spins there.
+// completion from this thread's CPU cannot run while this thread spins there. From the
+// endpoints' copies (push_cpu), not the mailboxes, which a respawn may be resetting.
 static lw__partner_t drain_partner(const lw_worker_t *w) {
   int cpu = lw__sys_cpu();
   if (cpu < 0) return LW__PARTNER_UNKNOWN;
   for (uint32_t s = 0; s < w->cfg.n_chips; ++s) {
-    const lw_endpoint_t *ep = &w->eps[s];
-    if (atomic_load(&ep->state) != LW_EP_READY) continue;
-    if (atomic_load_explicit(&ep->mb->ring_head.cpu, memory_order_relaxed) == cpu) {
+    if (atomic_load_explicit(&w->eps[s].push_cpu, memory_order_relaxed) == cpu) {
       return LW__PARTNER_SAME_CPU;
     }
   }
@@ -940,11 +943,18 @@ void lw__sched_drainer_leave(lw_worker_t *w) {
   if (caller_drains()) drainer_leave(w);
 }
 
+static bool handle_done(void *ctx) { return lw_handle_done(ctx); }
+
 void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
-  if (!caller_drains()) return;
+  (void)lw__sched_drain_until(w, handle_done, h);
+}
+
+bool lw__sched_drain_until(lw_worker_t *w, bool (*done)(void *ctx), void *ctx) {
+  if (!caller_drains()) return done(ctx);
   drainer_enter(w);
   lw__spin_t spin = LW__SPIN_INIT;
-  while (!lw_handle_done(h)) {
+  bool ok;
+  while (!(ok = done(ctx))) {
     bool progress = false;
     pending_work_t pw;
     if (assist_pass(w, true, &progress, &pw)) {
@@ -963,4 +973,5 @@ void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
     if (lw__spin_step_for(&spin, drain_partner(w)) == LW__SPIN_BLOCK) break;
   }
   drainer_leave(w);
+  return ok;
 }

@@ -82,5 +82,9 @@ void lw__sched_drainer_leave(lw_worker_t *w);
 // caller then waits for h as usual. Never blocks on w->mu (trylock). Any thread but the
 // scheduler's, holding no worker lock.
 void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h);
+// The same drain until done(ctx) returns true (it may take what it checks, e.g. task-ring
+// slots) or the spin budget is spent; returns done's last answer. The orch function's wait
+// for room in a full task ring.
+bool lw__sched_drain_until(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
 
 #endif  // LANEWORK_PARENT_SCHED_H_

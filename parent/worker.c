@@ -269,6 +269,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->runs.before_wait = lw__sched_wait_draining;
   w->runs.drainer_enter = lw__sched_drainer_enter;
   w->runs.drainer_leave = lw__sched_drainer_leave;
+  w->runs.drain_until = lw__sched_drain_until;
   pthread_mutex_init(&w->sup.mu, NULL);
   lw__cond_init_monotonic(&w->sup.cv);
   pthread_mutex_init(&w->calls.sub_mu, NULL);
