@@ -58,7 +58,8 @@ done
 info="$("$b/bin/lanework" info)" || fail "lanework info failed: $info"
 grep -qF "kernels:    $b/lib/lanework/kernels (" <<<"$info" ||
   fail "lanework info does not name the bundle's kernel folder:"$'\n'"$info"
-"$b/gpu-check" --help | grep -q "bench_dispatch_sim" || fail "gpu-check --help lists no steps"
+# grep reads all of it (-q would stop at the match and SIGPIPE the writer under pipefail).
+"$b/gpu-check" --help | grep "bench_dispatch_sim" >/dev/null || fail "gpu-check --help lists no steps"
 
 # A part of run, one step of each kind, against the ICD the search finds here. The steps are
 # the short ones, with three times their limits: this checks the mechanics, on a machine the
