@@ -394,7 +394,9 @@ static void move_off_cpu(int cpu) {
   CPU_CLR(cpu, &without);
   if (CPU_COUNT(&without) == 0) return;
   if (sched_setaffinity(0, sizeof(without), &without) != 0) return;
-  (void)sched_setaffinity(0, sizeof(all), &all);
+  // The mask back; a second try if the first failed (a cpuset change in between): a run lane
+  // must not stay shut out of a CPU it was allowed.
+  if (sched_setaffinity(0, sizeof(all), &all) != 0) (void)sched_setaffinity(0, sizeof(all), &all);
 }
 
 // Called by the run lane for each post it takes.

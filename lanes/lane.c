@@ -116,8 +116,9 @@ static void wake_lane(lw_lane_t *lane) {
 static void item_done(lw_lane_t *lane, uint64_t seq) {
   atomic_fetch_sub_explicit(&lane->in_flight, 1, memory_order_release);
   lw__waitword_wake(&lane->space_word, false);
-  // Seqs are handed out in increasing order and run in that order, so this only fails if
-  // someone failed the lane's timeline from outside, and its waiters already see that failure.
+  // Fails when the timeline already passed seq (a run_here item that started once in_flight
+  // fell to 0 and signalled first: harmless, the timeline only moves forward) or when someone
+  // failed it from outside, which its waiters already see.
   lw_status_t st = lw__timeline_signal(&lane->timeline, seq);
   (void)st;
 }

@@ -699,12 +699,18 @@ static void *sched_main(void *arg) {
   int64_t next_due = LW_DEADLINE_NEVER;
   while (!atomic_load(&w->sched.exit)) {
     bool progress = false;
+    bool lock_busy = false;  // this round's trylock failed: another thread is in a pass
     if (wait_for_lock) {
       pthread_mutex_lock(&w->mu);
     } else if (pthread_mutex_trylock(&w->mu) != 0) {
+      lock_busy = true;
       goto idle;
     }
     wait_for_lock = false;
+    // The kicks this pass answers: read before it looks at anything, so a kick that comes with
+    // a post this pass misses stays unanswered and brings another pass.
+    uint64_t kick = atomic_load(&w->sched.kick_seq);
+    uint32_t cancel_seq = atomic_load(&w->cancel_all_seq);
     lw__dag_set_owner(&w->dag);  // a submitter may have run the last pass (lw__sched_assist)
     // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
     // completions: a run's orch error is recorded before the results drained in this pass, so
@@ -721,10 +727,9 @@ static void *sched_main(void *arg) {
       // A child being respawned is not drained here: its replay reads its ring.
       if (ready && ep->accepting) progress |= drain_endpoint(w, ep, &pw);
     }
-    uint64_t kick = atomic_load(&w->sched.kick_seq);
-    if (kick != seen_kick || atomic_load(&w->cancel_all_seq) != seen_cancel) {
+    if (kick != seen_kick || cancel_seq != seen_cancel) {
       seen_kick = kick;
-      seen_cancel = atomic_load(&w->cancel_all_seq);
+      seen_cancel = cancel_seq;
       progress = true;
     }
     progress |= sweep_dispatch_cancel(w, &pw);
@@ -757,12 +762,21 @@ static void *sched_main(void *arg) {
     // drainers (both seq_cst): either this load sees no drainer, and this thread arms the
     // children and re-checks the rings, or the leaving drainer sees this thread asleep.
     atomic_store(&w->sched.sleeping, 1);
+    // Possibly a long sleep (the children armed, up to 100 ms): stored before drainers is
+    // read, the other half of the Dekker in drainer_enter (a drainer that arrives now either is
+    // seen here, or sees this and kicks, so the sleep is never a long one beside a drainer).
+    atomic_store(&w->sched.long_sleep, 1);
     bool arm = atomic_load(&w->sched.drainers) == 0;
+    if (!arm) atomic_store(&w->sched.long_sleep, 0);
     if (arm) set_mailboxes_sleeping(w, 1);
     if ((arm && rings_pending(w)) || atomic_load(&w->sched.kick_seq) != seen_kick ||
         atomic_load(&w->cancel_all_seq) != seen_cancel) {
+      atomic_store(&w->sched.long_sleep, 0);
       set_sleeping(w, 0);
       lw__spin_reset(&idle);
+      // A kick this thread could not answer because a pass held w->mu: let that pass go on
+      // rather than try the lock again at once.
+      if (lock_busy) sched_yield();
       continue;
     }
     struct epoll_event ev[16];
@@ -777,6 +791,7 @@ static void *sched_main(void *arg) {
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
     int n = epoll_wait(w->epoll_fd, ev, 16, timeout_ms);
+    atomic_store(&w->sched.long_sleep, 0);
     set_sleeping(w, 0);
     wait_for_lock = true;
     // A timeout with nothing to do goes straight back to sleep: no new spin phase.
@@ -906,6 +921,11 @@ static void drainer_enter(lw_worker_t *w) {
   atomic_fetch_add(&w->sched.drainers, 1);
   set_mailboxes_sleeping(w, 0);
   pthread_mutex_unlock(&w->mu);
+  // A scheduler in a long sleep (it went to sleep with no drainer: the children armed, up to
+  // 100 ms) would now hear of no completion, since the children no longer ring: kick it, so
+  // it sleeps again the short way (a look at the rings every millisecond). Dekker with the
+  // scheduler's long_sleep store and drainers load, both seq_cst.
+  if (atomic_load(&w->sched.long_sleep)) lw__worker_kick(w);
 }
 
 // A drainer leaves. The last one out hands the rings back to a sleeping scheduler: arms the

@@ -43,6 +43,9 @@ typedef struct lw_sched {
   _Atomic bool exit;
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sleeping;
+  // 1 while the scheduler may be in a long sleep (no drainer when it went to sleep): a drainer
+  // that arrives then kicks it (drainer_enter).
+  _Atomic uint32_t long_sleep;
   uint32_t cancel_all_seen;
   // The DAG's stop_seq when the passes last looked for kernels to cancel (w->mu held).
   uint32_t cancel_stop_seen;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include "lanework/orch.h"
+#include "parent/sched.h"
+#include "parent/worker_impl.h"
 #include "worker_test_util.h"
 
 typedef struct drain_job {
@@ -65,5 +67,26 @@ Test(drainers, a_dependent_is_dispatched_while_the_orch_function_computes_betwee
   }
   lw_worker_free(w, j.log);
   lw_worker_free(w, j.x);
+  destroy_and_check();
+}
+
+// A drainer that arrives while the scheduler is in a long sleep (it went to sleep with no
+// drainer: the children armed, up to 100 ms) kicks it: the children stop ringing once a drainer
+// holds the rings, so the scheduler must sleep the short way (a look every millisecond)
+// instead, or an orch function computing between submits would wait up to the long timeout.
+Test(drainers, a_drainer_arriving_while_the_scheduler_sleeps_long_kicks_it, .timeout = 60) {
+  make_worker(1, 0);
+  for (int round = 0; round < 5; ++round) {
+    // An idle worker's scheduler spins, then sleeps the long way.
+    while (atomic_load(&w->sched.long_sleep) == 0) lw_test_sleep_us(200);
+    uint64_t kicks = atomic_load(&w->sched.kick_seq);
+    lw__sched_drainer_enter(w);
+    cr_assert_gt(atomic_load(&w->sched.kick_seq), kicks, "round %d: no kick", round);
+    // Woken, it sleeps again the short way while the drainer stays.
+    while (!(atomic_load(&w->sched.sleeping) == 1 && atomic_load(&w->sched.long_sleep) == 0)) {
+      lw_test_sleep_us(100);
+    }
+    lw__sched_drainer_leave(w);
+  }
   destroy_and_check();
 }
