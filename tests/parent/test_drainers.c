@@ -12,7 +12,7 @@
 
 typedef struct drain_job {
   lw_callable_handle_t record;
-  int64_t *log;
+  shared_state_t *s;  // the record kernel's log
   uint8_t *x;
   bool consumer_ran_inside;  // the consumer's record appeared before the function returned
 } drain_job_t;
@@ -22,17 +22,9 @@ static lw_status_t add_rec(lw_orch_t *o, const drain_job_t *j, int64_t value, ui
   lw_args_t a;
   lw_args_init(&a);
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)value));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->log, 256 * sizeof(int64_t), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->x, 64, tag));
   return lw_orch_submit_next_level(o, j->record, &a, NULL, chip);
-}
-
-static bool logged(const int64_t *log, int64_t value) {
-  int64_t n = atomic_load((_Atomic int64_t *)&log[0]);
-  for (int64_t i = 0; i < n && i < 255; ++i) {
-    if (atomic_load((_Atomic int64_t *)&log[1 + i]) == value) return true;
-  }
-  return false;
 }
 
 // The producer on chip 0, its consumer on chip 1 (so it waits for the producer's completion
@@ -42,7 +34,7 @@ static lw_status_t produce_then_compute(lw_orch_t *o, void *user) {
   drain_job_t *j = user;
   LW_RETURN_IF_ERROR(add_rec(o, j, 1, LW_TAG_OUTPUT, 0));
   LW_RETURN_IF_ERROR(add_rec(o, j, 2, LW_TAG_INPUT, 1));
-  while (!logged(j->log, 2)) lw_test_sleep_us(100);
+  while (log_pos(j->s, 2) < 0) lw_test_sleep_us(100);
   j->consumer_ran_inside = true;
   return LW_OK;
 }
@@ -50,22 +42,20 @@ static lw_status_t produce_then_compute(lw_orch_t *o, void *user) {
 Test(drainers, a_dependent_is_dispatched_while_the_orch_function_computes_between_submits,
      .timeout = 60) {
   make_worker(2, 0);
-  drain_job_t j = {.record = wreg("record")};
-  j.log = lw_worker_alloc(w, 256 * sizeof(int64_t));
+  drain_job_t j = {.record = wreg("record"), .s = new_shared()};
   j.x = lw_worker_alloc(w, 64);
-  cr_assert(j.log && j.x);
-  memset(j.log, 0, 256 * sizeof(int64_t));
+  cr_assert_not_null(j.x);
   for (int round = 0; round < 20; ++round) {
     j.consumer_ran_inside = false;
-    j.log[0] = 0;
+    memset(j.s->log, 0, sizeof(j.s->log));  // a slot still 0 is not yet written (log_pos)
     lw_run_report_t rep;
     LW_ASSERT_OK(lw_worker_run(w, produce_then_compute, &j, &rep));
     cr_assert(j.consumer_ran_inside, "round %d", round);
     cr_assert_eq(rep.n_completed, 2u);
-    cr_assert_eq(j.log[1], 1, "round %d: the producer first", round);
-    cr_assert_eq(j.log[2], 2, "round %d: then the consumer", round);
+    cr_assert_eq(j.s->log[1], 1, "round %d: the producer first", round);
+    cr_assert_eq(j.s->log[2], 2, "round %d: then the consumer", round);
   }
-  lw_worker_free(w, j.log);
+  lw_worker_free(w, j.s);
   lw_worker_free(w, j.x);
   destroy_and_check();
 }

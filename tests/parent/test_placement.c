@@ -10,8 +10,23 @@
 #include "parent/worker_impl.h"
 #include "worker_test_util.h"
 
-// The Cpus_allowed_list line of /proc/<pid>/task/<tid>/status for the thread of pid named
-// comm ("" when there is none), and of the process itself (pid's main thread) in process_out.
+// The Cpus_allowed_list value of a /proc status file ("" when it has none).
+static void status_cpus_allowed(const char *status, char *out, size_t bytes) {
+  out[0] = '\0';
+  FILE *f = fopen(status, "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    if (strncmp(line, "Cpus_allowed_list:", 18) != 0) continue;
+    char *v = line + 18;
+    v += strspn(v, " \t");
+    v[strcspn(v, "\n")] = '\0';
+    snprintf(out, bytes, "%s", v);
+  }
+  fclose(f);
+}
+
+// The CPUs allowed to the thread of pid named comm ("" when there is none).
 static void cpus_allowed(pid_t pid, const char *comm, char *out, size_t bytes) {
   out[0] = '\0';
   char dir[64];
@@ -30,38 +45,17 @@ static void cpus_allowed(pid_t pid, const char *comm, char *out, size_t bytes) {
     name[strcspn(name, "\n")] = '\0';
     if (strcmp(name, comm) != 0) continue;
     snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
-    f = fopen(path, "r");
-    if (!f) continue;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-      if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
-        char *v = line + 18;
-        v += strspn(v, " \t");
-        v[strcspn(v, "\n")] = '\0';
-        snprintf(out, bytes, "%s", v);
-      }
-    }
-    fclose(f);
+    status_cpus_allowed(path, out, bytes);
   }
   closedir(d);
 }
 
+// The CPUs allowed to the process pid (its main thread).
 static void process_cpus_allowed(pid_t pid, char *out, size_t bytes) {
-  out[0] = '\0';
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f);
-  char line[512];
-  while (fgets(line, sizeof(line), f)) {
-    if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
-      char *v = line + 18;
-      v += strspn(v, " \t");
-      v[strcspn(v, "\n")] = '\0';
-      snprintf(out, bytes, "%s", v);
-    }
-  }
-  fclose(f);
+  status_cpus_allowed(path, out, bytes);
+  cr_assert_str_neq(out, "", "no Cpus_allowed_list in %s", path);
 }
 
 typedef struct chain_job {
