@@ -1,12 +1,11 @@
 // lanes/spin.c — the spin policy's budget: measured once per process (lanes/spin.h).
 #include "lanes/spin.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "lanes/sys.h"
+#include "lanes/wait.h"
 
 // 0 until set: lw__spin_budget_ns then answers the minimum.
 static _Atomic int64_t budget_ns;
@@ -31,30 +30,41 @@ int64_t lw__spin_set_budget_ns(int64_t ns) {
   return b;
 }
 
-// The ping-pong: the measuring thread sets word to 2k+1 and wakes the partner, which sleeps
-// until then, sets 2k+2 and wakes it back. Neither spins: each hand-off is a futex wake of a
-// sleeping thread, what a waiter that blocked pays.
+// The ping-pong: the measuring thread sets step to 2k+1 and wakes the partner, which sleeps
+// until then, sets 2k+2 and wakes it back. Neither spins (lw__waitword_block): each hand-off is
+// a futex wake of a sleeping thread, what a waiter that blocked pays.
 #define ROUNDS 24
 
 typedef struct pingpong {
-  _Atomic uint32_t word;
+  lw_waitword_t word;     // both sleep here (lw__waitword_block: no spin)
+  _Atomic uint32_t step;  // 2k+1: the partner's turn; 2k+2: the measuring thread's
 } pingpong_t;
 
+typedef struct turn {
+  pingpong_t *p;
+  uint32_t want;
+} turn_t;
+
+static bool is_turn(const void *ctx) {
+  const turn_t *t = ctx;
+  return atomic_load_explicit(&t->p->step, memory_order_acquire) == t->want;
+}
+
 static void sleep_until(pingpong_t *p, uint32_t want) {
-  for (;;) {
-    uint32_t v = atomic_load_explicit(&p->word, memory_order_acquire);
-    if (v == want) return;
-    int rc = lw__sys_futex_wait(&p->word, v, LW_DEADLINE_NEVER, false);
-    if (rc != 0 && rc != -EAGAIN && rc != -EINTR) sched_yield();  // no futex: still correct
-  }
+  turn_t t = {p, want};
+  (void)lw__waitword_block(&p->word, is_turn, &t, LW_DEADLINE_NEVER, false);
+}
+
+static void hand_over(pingpong_t *p, uint32_t step) {
+  atomic_store_explicit(&p->step, step, memory_order_release);
+  lw__waitword_wake(&p->word, false);
 }
 
 static void *partner_main(void *arg) {
   pingpong_t *p = arg;
   for (uint32_t k = 0; k < ROUNDS; ++k) {
     sleep_until(p, 2 * k + 1);
-    atomic_store_explicit(&p->word, 2 * k + 2, memory_order_release);
-    (void)lw__sys_futex_wake(&p->word, INT_MAX, false);
+    hand_over(p, 2 * k + 2);
   }
   return NULL;
 }
@@ -75,7 +85,8 @@ static void calibrate_once(void) {
     }
   }
   pingpong_t p;
-  atomic_init(&p.word, 0);
+  lw__waitword_initialize(&p.word);
+  atomic_init(&p.step, 0);
   pthread_t t;
   if (lw__sys_thread_start(&t, "lw-spin-probe", partner_main, &p) != 0) return;
   int64_t rtt[ROUNDS];
@@ -83,8 +94,7 @@ static void calibrate_once(void) {
     // Let the partner fall asleep first: a partner still running would make it a spin.
     for (int i = 0; i < 4; ++i) sched_yield();
     int64_t t0 = lw__now_ns();
-    atomic_store_explicit(&p.word, 2 * k + 1, memory_order_release);
-    (void)lw__sys_futex_wake(&p.word, INT_MAX, false);
+    hand_over(&p, 2 * k + 1);
     sleep_until(&p, 2 * k + 2);
     rtt[k] = lw__now_ns() - t0;
   }

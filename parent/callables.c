@@ -217,7 +217,7 @@ static bool credit_take(lw_worker_t *w, lw_callable_handle_t h, bool want_sub, u
   return false;
 }
 
-static void unpin_n(lw_worker_t *w, uint32_t wc, uint32_t n) {
+void lw__wc_unpin_n(lw_worker_t *w, uint32_t wc, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) lw__wc_unpin(w, wc);
 }
 
@@ -227,7 +227,7 @@ static void credit_drop(lw_worker_t *w, lw_pin_credit_t *pc) {
   uint32_t left = atomic_exchange_explicit(&pc->n, 0, memory_order_relaxed);
   uint32_t wc = pc->wc;
   pc->id = 0;
-  unpin_n(w, wc, left);
+  lw__wc_unpin_n(w, wc, left);
 }
 
 // An unregister of table index wc begins (w->mu held): the credit left for it goes back, so

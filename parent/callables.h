@@ -221,6 +221,8 @@ void lw__wc_credit_return_all(lw_worker_t *w);
 // waits for it: a sub callable's slot is freed and its unregister finishes now; a chip
 // callable's unregister is queued on w->calls.due_unregisters and the scheduler is woken to post it.
 void lw__wc_unpin(lw_worker_t *w, uint32_t wc);
+// Drops n pins of callable wc, one lw__wc_unpin each (w->mu held).
+void lw__wc_unpin_n(lw_worker_t *w, uint32_t wc, uint32_t n);
 // The task-frame `callable` word of a sub task: (tag << 32) | sub index. The sub child
 // refuses a task whose tag is not the one it registered at that index.
 static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {

@@ -71,7 +71,7 @@ static lw_status_t check_run_live(const lw_orch_t *o, lw_error_t *err) {
 
 static void unpin_all(lw_worker_t *w, uint32_t wc, uint32_t n) {
   pthread_mutex_lock(&w->mu);
-  for (uint32_t i = 0; i < n; ++i) lw__wc_unpin(w, wc);
+  lw__wc_unpin_n(w, wc, n);
   pthread_mutex_unlock(&w->mu);
 }
 
