@@ -122,9 +122,9 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
     // The ring is full: slots come back as tasks retire, which needs their completions
     // drained. This thread drained them itself while it spun (drain_until); now it sleeps, so
     // it hands the rings back to the scheduler meanwhile (its drainer role).
-    lw__run_orch_draining_pause(w);
+    bool held = lw__run_orch_drainer_drop(w);
     st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
-    lw__run_orch_draining_resume(w);
+    if (held) lw__run_orch_drainer_take(w);
   }
   if (st != LW_OK) {
     unpin_all(w, wc, cmd->n_tasks);

@@ -211,18 +211,17 @@ static void run_not_started(lw_run_t *run, const char *why) {
   lw__run_complete(run);
 }
 
-void lw__run_orch_draining_pause(lw_worker_t *w) {
-  if (!w->runs.orch_draining) return;
-  w->runs.orch_paused = true;
-  w->runs.orch_draining = false;
-  w->runs.drainer_leave(w);
-}
-
-void lw__run_orch_draining_resume(lw_worker_t *w) {
-  if (!w->runs.orch_paused) return;
-  w->runs.orch_paused = false;
+void lw__run_orch_drainer_take(lw_worker_t *w) {
+  if (!w->runs.drainer_enter) return;
   w->runs.drainer_enter(w);
   w->runs.orch_draining = true;
+}
+
+bool lw__run_orch_drainer_drop(lw_worker_t *w) {
+  if (!w->runs.orch_draining) return false;
+  w->runs.orch_draining = false;
+  w->runs.drainer_leave(w);
+  return true;
 }
 
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
@@ -256,15 +255,9 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   lw__orch_call_t call = {.fn = run->fn, .o = &o, .user = run->user};
   // The function's thread drains the rings in a pass after each submit: the scheduler need
   // not spin beside it, nor the children ring it (lw__sched_drainer_enter).
-  if (w->runs.drainer_enter) {
-    w->runs.drainer_enter(w);
-    w->runs.orch_draining = true;
-  }
+  lw__run_orch_drainer_take(w);
   lw__orch_call_guarded(&call, &w->runs.orch_frame);
-  if (w->runs.orch_draining) {
-    w->runs.orch_draining = false;
-    w->runs.drainer_leave(w);
-  }
+  (void)lw__run_orch_drainer_drop(w);
   w->runs.orch_done = NULL;
   lw__wc_credit_return_all(w);  // before `done`: an unregister waiting on the pins proceeds
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
@@ -379,10 +372,7 @@ static void orch_frame_gone(lw_worker_t *w) {
   w->runs.orch_done = NULL;
   pthread_mutex_unlock(&w->runs.mu);
   lw__wc_credit_return_all(w);  // the function's credit: this thread holds the token
-  if (w->runs.orch_draining) {  // its drainer role went with the frame too
-    w->runs.orch_draining = false;
-    w->runs.drainer_leave(w);
-  }
+  (void)lw__run_orch_drainer_drop(w);  // its drainer role went with the frame too
   if (done) {
     done->status = LW_FAILED_PRECONDITION;
     lw__error_set(&done->error, LW_FAILED_PRECONDITION, -1, 0,

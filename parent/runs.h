@@ -102,7 +102,6 @@ typedef struct lw_runs {
   // The token holder's orch function holds a drainer role (lw__sched_drainer_enter) while it
   // runs; token holder only.
   bool orch_draining;
-  bool orch_paused;  // the role was given up for a wait (lw__run_orch_draining_pause)
   bool orch_started;
   // The orch function that holds the token (orch_busy), for a call made on the holding thread
   // itself (from inside the function, or after a longjmp left it). orch_holder (the holding
@@ -131,11 +130,12 @@ typedef struct lw_runs {
   bool (*drain_until)(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
 } lw_runs_t;
 
-// The token holder's orch function gives its drainer role up for a wait that needs the rings
-// drained (a full task ring), and takes it back after. No-ops when it holds none; token holder
-// only, no lock held.
-void lw__run_orch_draining_pause(lw_worker_t *w);
-void lw__run_orch_draining_resume(lw_worker_t *w);
+// The token holder's drainer role (lw__sched_drainer_enter): taken when its orch function
+// starts, given back when it ends (or its frame is found gone), and given up around a sleep
+// that needs the rings drained (a full task ring). drop returns whether it held the role (take
+// it back only then). Token holder only, no lock held.
+void lw__run_orch_drainer_take(lw_worker_t *w);
+bool lw__run_orch_drainer_drop(lw_worker_t *w);
 
 // Starts the orchestrator thread (lw_worker_create).
 LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);
