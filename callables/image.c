@@ -193,6 +193,10 @@ const char *lw_image_format_name(lw_image_format_t f) {
     case LW_IMAGE_ELF: return "ELF";
     case LW_IMAGE_OPENCL_C: return "OpenCL C";
     case LW_IMAGE_SPIRV: return "SPIR-V";
+    case LW_IMAGE_CUDA_C: return "CUDA C";
+    case LW_IMAGE_PTX: return "PTX";
+    case LW_IMAGE_CUBIN: return "CUBIN";
+    case LW_IMAGE_FATBIN: return "fatbin";
   }
   return "unknown";
 }
@@ -221,6 +225,10 @@ lw_status_t lw__image_check_format(const uint8_t *p, size_t bytes, const char *n
       return lw__image_check_spirv(p, bytes, name, err);
     case LW_IMAGE_OPENCL_C:
       return lw__image_check_opencl_c(p, bytes, name, detected, err);
+    case LW_IMAGE_CUDA_C:  // the CUDA formats are refused before this (decode_detect's range)
+    case LW_IMAGE_PTX:
+    case LW_IMAGE_CUBIN:
+    case LW_IMAGE_FATBIN:
     case LW_IMAGE_AUTO:
       break;
   }

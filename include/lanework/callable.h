@@ -37,6 +37,10 @@ typedef enum lw_image_format {
   LW_IMAGE_ELF = 1,       // a host shared object exporting lw_kernel_main (lanework/kernel.h)
   LW_IMAGE_OPENCL_C = 2,  // OpenCL C source text; entry names the __kernel function
   LW_IMAGE_SPIRV = 3,     // SPIR-V IL (clCreateProgramWithIL); entry names the kernel
+  LW_IMAGE_CUDA_C = 4,    // CUDA C/C++ source (NVRTC); entry names the extern "C" __global__
+  LW_IMAGE_PTX = 5,       // PTX assembly text; entry names the .entry
+  LW_IMAGE_CUBIN = 6,     // a CUDA ELF (e_machine EM_CUDA) for one sm_XY
+  LW_IMAGE_FATBIN = 7,    // a CUDA fat binary (CUBINs and/or PTX for several targets)
 } lw_image_format_t;
 
 enum {
