@@ -33,6 +33,9 @@ extern "C" {
 typedef struct lw_backend_launch_result {
   int32_t kernel_rc;        // the kernel's return value
   uint64_t kernel_wall_ns;  // the kernel's own execution time
+  // When the backend read the clock as the kernel ended (lw__now_ns), or 0: the chip then
+  // reads it itself. Saves the run lane a clock read per run where the backend has one.
+  int64_t end_ns;
   // Why the kernel failed (lw_kernel_fail), NUL-terminated printable text; "" when it said
   // nothing. The caller sets it to "" before launch; a backend whose kernels cannot say why
   // leaves it so.

@@ -246,7 +246,8 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
   ctx.fail_bytes = sizeof(out->fail_text);
   int64_t t0 = lw__now_ns();
   out->kernel_rc = m->image.main(&ctx, args);
-  out->kernel_wall_ns = (uint64_t)(lw__now_ns() - t0);
+  out->end_ns = lw__now_ns();
+  out->kernel_wall_ns = (uint64_t)(out->end_ns - t0);
   // Only a failed run's text is read; a run that returned 0 keeps whatever it wrote unread.
   if (out->kernel_rc != 0) {
     fail_text_clean(out->fail_text, sizeof(out->fail_text));

@@ -51,8 +51,12 @@ void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
   bool wake = false;
   lw_error_t err;
   pthread_mutex_lock(&c->push_mu);
-  lw_status_t st = lw__mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake,
-                                              &err);
+  // A push that finds room does not wait: the clock is read for a deadline only when the ring
+  // is full (deadline 0 has passed: the first call returns at once instead of waiting).
+  lw_status_t st = lw__mailbox_push_completion(c->mb, done, 0, &wake, &err);
+  if (st == LW_DEADLINE_EXCEEDED) {
+    st = lw__mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake, &err);
+  }
   pthread_mutex_unlock(&c->push_mu);
   if (st != LW_OK) _exit(LW_CHILD_EXIT_RING_STUCK);  // the parent is gone or broken
   if (wake) wake_parent(c);

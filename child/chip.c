@@ -209,9 +209,10 @@ static void run_unpin(lw_chip_t *chip, uint32_t slot) {
   post_free(chip, slot, module, carrier);
 }
 
+// end_ns: when the run ended if the backend read it (lw_backend_launch_result_t), else 0.
 static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int64_t t_start,
-                       uint64_t kernel_ns) {
-  int64_t now = lw__now_ns();
+                       uint64_t kernel_ns, int64_t end_ns) {
+  int64_t now = end_ns ? end_ns : lw__now_ns();
   if (lw__trace_on() && t_start) {
     uint64_t run, task;
     trace_ids(op, &run, &task);
@@ -253,13 +254,13 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
                   "chip %d: %s of %s cancelled before it started", dev, label_of(op).text,
                   op->pin.name);
-    run_finish(op, LW_CANCELLED, &err, 0, 0);
+    run_finish(op, LW_CANCELLED, &err, 0, 0, 0);
     return;
   }
   lw_status_t stop = op->must_not_start ? op->must_not_start(op->must_not_start_ctx, &err)
                                          : LW_OK;
   if (stop != LW_OK) {
-    run_finish(op, stop, &err, 0, 0);
+    run_finish(op, stop, &err, 0, 0, 0);
     return;
   }
 
@@ -277,7 +278,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   }
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
 
-  lw_backend_launch_result_t res = {0, 0, ""};
+  lw_backend_launch_result_t res = {.kernel_rc = 0, .end_ns = 0, .fail_text = ""};
   lw_backend_run_t brun = {.cancel_word = op->cancel_word, .generation = gen, .chip = dev};
   trace_ids(op, &brun.trace_run, &brun.trace_task);
   // A backend may record slices or stalls during launch: name this thread's track the run
@@ -320,7 +321,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     st = lw__error_set(&err, LW_TASK_FAILED, dev, op->run_id,
                        "chip %d: kernel %s returned %d", dev, op->pin.name, res.kernel_rc);
   }
-  run_finish(op, st, &err, t_start, res.kernel_wall_ns);
+  run_finish(op, st, &err, t_start, res.kernel_wall_ns, res.end_ns);
 }
 
 lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,

@@ -186,7 +186,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   lw_error_t err;
   lw__error_clear(&err);
   int32_t dev = chip->cfg.device_id;
-  int64_t t_take = lw__now_ns();
+  int64_t t_take = lw__trace_on() ? lw__now_ns() : 0;  // the handoff span's start
   // The frame's previous run finished before the parent could post into it again.
   if (frames[frame].run) {
     lw_handle_release(frames[frame].run);
@@ -234,7 +234,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   // The payload is copied and the callable pinned: from here the frame is not read again, so
   // controls may be served while the run lane executes.
   if (lw__mailbox_task_set_running(c->mb, frame, &err) != LW_OK) _exit(LW_CHILD_EXIT_TAKE_FAILED);
-  if (lw__trace_on()) {
+  if (t_take) {
     lw__trace_span(LW_TRACE_HANDOFF, t_take, lw__now_ns(), t.identity.run_id, t.identity.task_id,
                    dev, LW_OK, lw__chip_run_name(run));
   }

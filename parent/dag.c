@@ -260,7 +260,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     }
   }
   if (st != LW_OK && !dispatched && t->group) poison_group(d, t->group, err, finished);
-  lw__task_report_end(run, t->task_id, st);  // before retire, which may settle the run
+  lw__task_report_end(run, t->task_id, st, lw__dag_now(d));  // before retire, which may settle the run
   retire(d, t, finished);
   if (unpin) d->hooks.unpin(d->hooks.ctx, wc, wc_id);
 }
@@ -834,6 +834,16 @@ lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32_t n_chips,
 void lw__dag_set_owner(lw_dag_t *d) {
   d->owner = pthread_self();
   d->has_owner = true;
+  d->clock_uses = 0;
+}
+
+int64_t lw__dag_now(lw_dag_t *d) {
+  if (d->clock_uses == 0) {
+    d->clock_ns = lw__now_ns();
+    d->clock_uses = LW_DAG_CLOCK_USES;
+  }
+  d->clock_uses--;
+  return d->clock_ns;
 }
 
 void lw__dag_deinitialize(lw_dag_t *d) {

@@ -212,6 +212,9 @@ typedef struct lw_dag {
   uint32_t stop_seen;
 
   // The owner's.
+  // The reports' clock (lw__dag_now): the time last read and how many more uses it serves.
+  int64_t clock_ns;
+  uint32_t clock_uses;
   lw_task_t *tasks;            // the ring
   uint32_t n_tasks_cap;
   uint32_t *free_tasks;        // stack of free slot indices
@@ -247,6 +250,13 @@ void lw__dag_deinitialize(lw_dag_t *d);
 // The calling thread becomes the owner (it must hold whatever serializes passes: in the
 // worker, w->mu). lw__dag_step aborts on any other thread: a broken contract.
 void lw__dag_set_owner(lw_dag_t *d);
+
+// The owner's clock for per-task reports (the time a task was posted, the time it ended): one
+// read of the monotonic clock serves up to LW_DAG_CLOCK_USES uses, and every pass starts with
+// a fresh read (lw__dag_set_owner), so a report's time is late by at most what the pass did
+// since the read (a few tasks' handling, ~1 us) instead of costing a clock read per use.
+#define LW_DAG_CLOCK_USES 8u
+int64_t lw__dag_now(lw_dag_t *d);
 
 // ---------------------------------------------------------------------------------------------
 // Any thread

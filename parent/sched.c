@@ -182,7 +182,7 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
   }
   lw__dag_task_launch_on(&w->dag, t, ep->kind == LW_MB_CHILD_CHIP ? (int32_t)ep->index : -1,
                          &pw->finished);
-  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index);
+  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index, lw__dag_now(&w->dag));
   // A chip task's pin goes with its post: the child applies posts in sequence order, so an
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).

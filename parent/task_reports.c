@@ -51,10 +51,11 @@ void lw__task_report_begin(lw_run_t *run, uint64_t task_id, lw_mb_task_kind_t ki
 
 // host_ns holds the absolute time of the post until the task ends (lw__task_report_end turns
 // it into the round trip): one field instead of a second timestamp per task.
-void lw__task_report_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id) {
+void lw__task_report_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id,
+                            int64_t now_ns) {
   lw_task_report_t *r = task_report(run, task_id);
   if (!r) return;
-  uint64_t now = (uint64_t)lw__now_ns();
+  uint64_t now = now_ns > 0 ? (uint64_t)now_ns : 0;
   r->worker_id = worker_id;
   r->wait_ns = now > r->submit_ns ? now - r->submit_ns : 0;
   r->host_ns = now;
@@ -75,10 +76,10 @@ void lw__task_report_child_times(lw_run_t *run, uint64_t task_id, uint64_t queue
   r->kernel_ns = kernel_ns;
 }
 
-void lw__task_report_end(lw_run_t *run, uint64_t task_id, lw_status_t status) {
+void lw__task_report_end(lw_run_t *run, uint64_t task_id, lw_status_t status, int64_t now_ns) {
   lw_task_report_t *r = task_report(run, task_id);
   if (!r) return;
-  uint64_t now = (uint64_t)lw__now_ns();
+  uint64_t now = now_ns > 0 ? (uint64_t)now_ns : 0;
   r->status = status;
   if (r->worker_id >= 0) {
     r->host_ns = now > r->host_ns ? now - r->host_ns : 0;

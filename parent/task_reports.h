@@ -29,16 +29,18 @@
 // and the run's reports are marked lost (the task itself is unaffected).
 void lw__task_report_begin(lw_run_t *run, uint64_t task_id, lw_mb_task_kind_t kind,
                            const char *callable, int64_t submit_ns);
-// The task was posted to child worker_id (chip or sub index): its wait ends now.
-void lw__task_report_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id);
+// The task was posted to child worker_id (chip or sub index) at now_ns (lw__now_ns, or the
+// DAG owner's lw__dag_now): its wait ends then.
+void lw__task_report_posted(lw_run_t *run, uint64_t task_id, int32_t worker_id,
+                            int64_t now_ns);
 // When task_id was posted (lw__now_ns), asked before it ends (the DAG's owner, as the calls
 // around it): 0 when that is not known (never posted, or its report lost to memory).
 int64_t lw__task_report_posted_ns(const lw_run_t *run, uint64_t task_id);
 // The times the child measured, from the task's result.
 void lw__task_report_child_times(lw_run_t *run, uint64_t task_id, uint64_t queue_ns,
                                  uint64_t kernel_ns);
-// The task reached its final status now.
-void lw__task_report_end(lw_run_t *run, uint64_t task_id, lw_status_t status);
+// The task reached its final status at now_ns (lw__now_ns, or the DAG owner's lw__dag_now).
+void lw__task_report_end(lw_run_t *run, uint64_t task_id, lw_status_t status, int64_t now_ns);
 // Frees the run's reports (the run's destroy; tests that own their runs).
 void lw__task_reports_free(lw_run_t *run);
 
