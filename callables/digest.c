@@ -135,10 +135,10 @@ lw_status_t lw__callable_validate(const lw_callable_t *c, lw_error_t *err) {
                            name, i, base == LW_PARAM_INOUT ? "LW_PARAM_INOUT" : "LW_PARAM_SCALAR");
     }
   }
-  if ((uint32_t)c->format > (uint32_t)LW_IMAGE_SPIRV) {
+  if ((uint32_t)c->format > (uint32_t)LW_IMAGE_FATBIN) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "callable %s: format %d is not an LW_IMAGE_* value (%d..%d)", name,
-                         (int)c->format, LW_IMAGE_AUTO, LW_IMAGE_SPIRV);
+                         (int)c->format, LW_IMAGE_AUTO, LW_IMAGE_FATBIN);
   }
   if (c->build_options != NULL &&
       strnlen(c->build_options, LW_MAX_BUILD_OPTIONS_BYTES) >= LW_MAX_BUILD_OPTIONS_BYTES) {

@@ -211,8 +211,14 @@ static bool is_spirv(const uint8_t *p, size_t bytes) {
 }
 
 lw_image_format_t lw__image_detect_format(const uint8_t *data, size_t bytes) {
-  if (data && bytes >= SELFMAG && memcmp(data, ELFMAG, SELFMAG) == 0) return LW_IMAGE_ELF;
-  if (data && is_spirv(data, bytes)) return LW_IMAGE_SPIRV;
+  if (data == NULL) return LW_IMAGE_OPENCL_C;
+  if (bytes >= SELFMAG && memcmp(data, ELFMAG, SELFMAG) == 0) {
+    return lw__image_is_cubin(data, bytes) ? LW_IMAGE_CUBIN : LW_IMAGE_ELF;
+  }
+  if (is_spirv(data, bytes)) return LW_IMAGE_SPIRV;
+  if (lw__image_is_fatbin(data, bytes)) return LW_IMAGE_FATBIN;
+  if (lw__image_is_ptx(data, bytes)) return LW_IMAGE_PTX;
+  if (lw__image_is_cuda_c(data, bytes)) return LW_IMAGE_CUDA_C;
   return LW_IMAGE_OPENCL_C;
 }
 
@@ -225,10 +231,14 @@ lw_status_t lw__image_check_format(const uint8_t *p, size_t bytes, const char *n
       return lw__image_check_spirv(p, bytes, name, err);
     case LW_IMAGE_OPENCL_C:
       return lw__image_check_opencl_c(p, bytes, name, detected, err);
-    case LW_IMAGE_CUDA_C:  // the CUDA formats are refused before this (decode_detect's range)
+    case LW_IMAGE_CUDA_C:
+      return lw__image_check_cuda_c(p, bytes, name, detected, err);
     case LW_IMAGE_PTX:
+      return lw__image_check_ptx(p, bytes, name, err);
     case LW_IMAGE_CUBIN:
+      return lw__image_check_cubin(p, bytes, name, err);
     case LW_IMAGE_FATBIN:
+      return lw__image_check_fatbin(p, bytes, name, err);
     case LW_IMAGE_AUTO:
       break;
   }
@@ -239,10 +249,10 @@ lw_status_t lw__image_check_format(const uint8_t *p, size_t bytes, const char *n
 lw_status_t lw__image_decode_detect(const void *image, size_t bytes, const char *name,
                                     lw_image_format_t format, lw_image_bytes_t *out,
                                     lw_image_format_t *out_format, lw_error_t *err) {
-  if ((uint32_t)format > (uint32_t)LW_IMAGE_SPIRV) {
+  if ((uint32_t)format > (uint32_t)LW_IMAGE_FATBIN) {
     if (out) *out = (lw_image_bytes_t){0};
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
-                         NAME_FMT ": unknown image format %d (LW_IMAGE_AUTO..LW_IMAGE_SPIRV)",
+                         NAME_FMT ": unknown image format %d (LW_IMAGE_AUTO..LW_IMAGE_FATBIN)",
                          NAME_ARGS(name), (int)format);
   }
   LW_RETURN_IF_ERROR(decode_raw(image, bytes, name, out, err));

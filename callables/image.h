@@ -42,8 +42,7 @@ LW_MUST_USE lw_status_t lw__image_decode(const void *image, size_t bytes, const 
 void lw__image_bytes_release(lw_image_bytes_t *b);
 
 // Decompresses like lw__image_decode and resolves format, without checking the bytes against
-// it: LW_IMAGE_AUTO becomes ELF (ELF magic), SPIRV (SPIR-V magic) or OPENCL_C (anything else);
-// *out_format gets the result. INVALID_ARGUMENT for an unknown format value or a bad frame.
+// it: LW_IMAGE_AUTO becomes what lw__image_detect_format says; *out_format gets the result. INVALID_ARGUMENT for an unknown format value or a bad frame.
 // The chip uses it to refuse a format its backend does not load before it checks the bytes.
 LW_MUST_USE lw_status_t lw__image_decode_detect(const void *image, size_t bytes,
                                                 const char *name, lw_image_format_t format,
@@ -63,7 +62,12 @@ LW_MUST_USE lw_status_t lw__image_decode_format(const void *image, size_t bytes,
                                                 lw_image_bytes_t *out,
                                                 lw_image_format_t *out_format, lw_error_t *err);
 
-// The format the bytes look like (ELF magic, SPIR-V magic, else OpenCL C).
+// The format the bytes look like, in this order: an ELF magic with e_machine EM_CUDA -> CUBIN,
+// any other ELF magic -> ELF; the SPIR-V magic -> SPIRV; the fat binary magic -> FATBIN; text
+// whose first directive (after comments) is `.version` -> PTX; text with a CUDA-only marker
+// (`__global__`, `extern "C"`) -> CUDA_C; anything else -> OPENCL_C (whose check then refuses
+// bytes that are not text). The rules of callable.h's lw_image_format_t comment; the
+// predicates are in callables/image_check.h.
 lw_image_format_t lw__image_detect_format(const uint8_t *data, size_t bytes);
 
 typedef struct lw_loaded_image {

@@ -136,7 +136,9 @@ static bool find_in_load(const elf_image_t *im, uint64_t addr, uint64_t len, boo
   return false;
 }
 
-static lw_status_t check_elf_header(elf_image_t *im) {
+// The identification every ELF image shares, host kernel or CUBIN: the magic, a whole ELF64
+// header (copied into im->eh), ELFCLASS64, ELFDATA2LSB, EV_CURRENT, e_ehsize.
+static lw_status_t check_elf_ident(elf_image_t *im) {
   const char *name = im->name;
   lw_error_t *err = im->err;
   if (im->bytes < SELFMAG || memcmp(im->p, ELFMAG, SELFMAG) != 0) {
@@ -161,23 +163,17 @@ static lw_status_t check_elf_header(elf_image_t *im) {
                   (unsigned)eh->e_ident[EI_VERSION], (unsigned)eh->e_version,
                   (unsigned)EV_CURRENT);
   }
-  if (eh->e_type != ET_DYN) {
-    return refuse(name, err,
-                  "not a shared object (e_type %u, need ET_DYN; build the kernel with -shared "
-                  "-fPIC)",
-                  (unsigned)eh->e_type);
-  }
-  if (eh->e_machine != LW_HOST_EM) {
-    return refuse(name, err,
-                  "built for another machine (e_machine %u, this host needs %u " LW_HOST_EM_NAME
-                  ")",
-                  (unsigned)eh->e_machine, (unsigned)LW_HOST_EM);
-  }
-  if (eh->e_ehsize != sizeof(Elf64_Ehdr)) {
-    return refuse(name, err, "ELF header size e_ehsize is %u, not %zu", (unsigned)eh->e_ehsize,
-                  sizeof(Elf64_Ehdr));
-  }
+  return LW_OK;
+}
+
+// The program header table: 1..LW_ELF_MAX_PROGRAM_HEADERS entries of the ELF64 size, inside
+// the image. optional: a table of 0 entries is fine (a CUBIN's loader reads sections).
+static lw_status_t check_phdr_table(const elf_image_t *im, bool optional) {
+  const char *name = im->name;
+  lw_error_t *err = im->err;
+  const Elf64_Ehdr *eh = &im->eh;
   if (eh->e_phnum == 0) {
+    if (optional) return LW_OK;
     return refuse(name, err, "no program headers (e_phnum 0): nothing to load");
   }
   if (eh->e_phnum > LW_ELF_MAX_PROGRAM_HEADERS) {
@@ -204,6 +200,56 @@ static lw_status_t check_elf_header(elf_image_t *im) {
   return LW_OK;
 }
 
+static lw_status_t check_elf_header(elf_image_t *im) {
+  const char *name = im->name;
+  lw_error_t *err = im->err;
+  LW_RETURN_IF_ERROR(check_elf_ident(im));
+  const Elf64_Ehdr *eh = &im->eh;
+  // Before the type: a CUBIN is ET_EXEC, and "not a shared object" would hide what it is.
+  if (eh->e_machine == EM_CUDA) {
+    return refuse(name, err,
+                  "a CUDA CUBIN (e_machine %u EM_CUDA), not a host shared object: it is a "
+                  "kernel for a cuda chip, registered as LW_IMAGE_CUBIN (or AUTO)",
+                  (unsigned)EM_CUDA);
+  }
+  if (eh->e_type != ET_DYN) {
+    return refuse(name, err,
+                  "not a shared object (e_type %u, need ET_DYN; build the kernel with -shared "
+                  "-fPIC)",
+                  (unsigned)eh->e_type);
+  }
+  if (eh->e_machine != LW_HOST_EM) {
+    return refuse(name, err,
+                  "built for another machine (e_machine %u, this host needs %u " LW_HOST_EM_NAME
+                  ")",
+                  (unsigned)eh->e_machine, (unsigned)LW_HOST_EM);
+  }
+  if (eh->e_ehsize != sizeof(Elf64_Ehdr)) {
+    return refuse(name, err, "ELF header size e_ehsize is %u, not %zu", (unsigned)eh->e_ehsize,
+                  sizeof(Elf64_Ehdr));
+  }
+  return check_phdr_table(im, false);
+}
+
+// One segment's file bytes [p_offset, p_offset + p_filesz) inside the image.
+static lw_status_t check_segment_file_range(const elf_image_t *im, uint32_t i,
+                                            const Elf64_Phdr *ph) {
+  const char *type = segment_type_name(ph->p_type);
+  uint64_t end = 0;
+  if (__builtin_add_overflow(ph->p_offset, ph->p_filesz, &end)) {
+    return refuse(im->name, im->err,
+                  "ELF segment %u (%s): offset 0x%llx + file size 0x%llx overflows", i, type,
+                  (ull)ph->p_offset, (ull)ph->p_filesz);
+  }
+  if (end > im->bytes) {
+    return refuse(im->name, im->err,
+                  "ELF segment %u (%s) [0x%llx, 0x%llx) ends past the image (%llu bytes): "
+                  "truncated?",
+                  i, type, (ull)ph->p_offset, (ull)end, (ull)im->bytes);
+  }
+  return LW_OK;
+}
+
 // Every segment's file bytes inside the image; the PT_LOAD rules.
 static lw_status_t check_segments(const elf_image_t *im) {
   const char *name = im->name;
@@ -214,18 +260,7 @@ static lw_status_t check_segments(const elf_image_t *im) {
   for (uint32_t i = 0; i < im->eh.e_phnum; ++i) {
     Elf64_Phdr ph = phdr_at(im, i);
     if (ph.p_type == PT_NULL) continue;
-    const char *type = segment_type_name(ph.p_type);
-    uint64_t end = 0;
-    if (__builtin_add_overflow(ph.p_offset, ph.p_filesz, &end)) {
-      return refuse(name, err, "ELF segment %u (%s): offset 0x%llx + file size 0x%llx overflows",
-                    i, type, (ull)ph.p_offset, (ull)ph.p_filesz);
-    }
-    if (end > im->bytes) {
-      return refuse(name, err,
-                    "ELF segment %u (%s) [0x%llx, 0x%llx) ends past the image (%llu bytes): "
-                    "truncated?",
-                    i, type, (ull)ph.p_offset, (ull)end, (ull)im->bytes);
-    }
+    LW_RETURN_IF_ERROR(check_segment_file_range(im, i, &ph));
     if (ph.p_type == PT_DYNAMIC && ++n_dynamic > 1) {
       return refuse(name, err, "ELF segment %u is a second PT_DYNAMIC segment", i);
     }
@@ -587,20 +622,306 @@ lw_status_t lw__image_check_spirv(const uint8_t *il, size_t bytes, const char *n
   return LW_OK;
 }
 
-lw_status_t lw__image_check_opencl_c(const uint8_t *src, size_t bytes, const char *name,
-                                     bool detected, lw_error_t *err) {
+// Source text, OpenCL C or CUDA C: not empty, no NUL byte but one at the very end.
+static lw_status_t check_source_text(const uint8_t *src, size_t bytes, const char *name,
+                                     bool detected, const char *lang, lw_error_t *err) {
   LW_RETURN_IF_ERROR(check_size(src, bytes, name, err));
   const uint8_t *nul = memchr(src, 0, bytes);
   if (nul == NULL || nul == src + bytes - 1) return LW_OK;
   size_t at = (size_t)(nul - src);
   if (detected) {
     return refuse(name, err,
-                  "no ELF or SPIR-V magic, and not OpenCL C source either (a NUL byte at offset "
-                  "%zu of %zu)",
+                  "no ELF, SPIR-V or fatbin magic, no PTX, and not OpenCL C or CUDA C source "
+                  "either (a NUL byte at offset %zu of %zu)",
                   at, bytes);
   }
   return refuse(name, err,
-                "OpenCL C source has a NUL byte at offset %zu of %zu (binary data given as "
-                "OpenCL C?)",
-                at, bytes);
+                "%s source has a NUL byte at offset %zu of %zu (binary data given as %s?)", lang,
+                at, bytes, lang);
+}
+
+lw_status_t lw__image_check_opencl_c(const uint8_t *src, size_t bytes, const char *name,
+                                     bool detected, lw_error_t *err) {
+  return check_source_text(src, bytes, name, detected, "OpenCL C", err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CUDA formats
+
+lw_status_t lw__image_check_cuda_c(const uint8_t *src, size_t bytes, const char *name,
+                                   bool detected, lw_error_t *err) {
+  return check_source_text(src, bytes, name, detected, "CUDA C", err);
+}
+
+// The length of text without the one NUL a C string may end with.
+static size_t text_len(const uint8_t *p, size_t bytes) {
+  return bytes > 0 && p[bytes - 1] == 0 ? bytes - 1 : bytes;
+}
+
+static bool is_blank(uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// From i, past white space and the comments PTX and CUDA C share (// to the end of the line,
+// /* to */; one left open runs to the end of the text).
+static size_t skip_blank(const uint8_t *p, size_t n, size_t i) {
+  while (i < n) {
+    if (is_blank(p[i])) {
+      ++i;
+    } else if (p[i] == '/' && i + 1 < n && p[i + 1] == '/') {
+      i += 2;
+      while (i < n && p[i] != '\n') ++i;
+    } else if (p[i] == '/' && i + 1 < n && p[i + 1] == '*') {
+      i += 2;
+      while (i + 1 < n && !(p[i] == '*' && p[i + 1] == '/')) ++i;
+      i = i + 1 < n ? i + 2 : n;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
+// A PTX token from i (not blank, not a comment): up to white space or a comment; a quoted
+// string (a .file name may hold "//") is part of it.
+static size_t ptx_token_end(const uint8_t *p, size_t n, size_t i) {
+  while (i < n && !is_blank(p[i])) {
+    if (p[i] == '/' && i + 1 < n && (p[i + 1] == '/' || p[i + 1] == '*')) break;
+    if (p[i] == '"') {
+      for (++i; i < n && p[i] != '"' && p[i] != '\n'; ++i) {}
+      if (i < n && p[i] == '"') ++i;
+      continue;
+    }
+    ++i;
+  }
+  return i;
+}
+
+static bool token_is(const uint8_t *p, size_t start, size_t end, const char *word) {
+  size_t len = strlen(word);
+  return end - start == len && memcmp(p + start, word, len) == 0;
+}
+
+bool lw__image_is_ptx(const uint8_t *p, size_t bytes) {
+  if (p == NULL) return false;
+  size_t n = text_len(p, bytes);
+  size_t i = skip_blank(p, n, 0);
+  return i < n && token_is(p, i, ptx_token_end(p, n, i), ".version");
+}
+
+// "8.5": digits, a dot, digits.
+static bool is_ptx_version(const uint8_t *p, size_t start, size_t end) {
+  size_t i = start, major = 0, minor = 0;
+  for (; i < end && p[i] >= '0' && p[i] <= '9'; ++i) ++major;
+  if (i == end || p[i] != '.') return false;
+  for (++i; i < end && p[i] >= '0' && p[i] <= '9'; ++i) ++minor;
+  return i == end && major > 0 && minor > 0;
+}
+
+lw_status_t lw__image_check_ptx(const uint8_t *src, size_t bytes, const char *name,
+                                lw_error_t *err) {
+  LW_RETURN_IF_ERROR(check_size(src, bytes, name, err));
+  const uint8_t *nul = memchr(src, 0, bytes);
+  if (nul != NULL && nul != src + bytes - 1) {
+    return refuse(name, err, "PTX has a NUL byte at offset %zu of %zu (binary data given as PTX?)",
+                  (size_t)(nul - src), bytes);
+  }
+  size_t n = text_len(src, bytes);
+  size_t i = skip_blank(src, n, 0);
+  if (i == n) return refuse(name, err, "PTX holds only comments and white space");
+  size_t end = ptx_token_end(src, n, i);
+  if (!token_is(src, i, end, ".version")) {
+    return refuse(name, err,
+                  "PTX must start with a .version directive (after comments), but starts with "
+                  "'%.*s' at offset %zu",
+                  (int)(end - i < 32 ? end - i : 32), (const char *)src + i, i);
+  }
+  size_t v = skip_blank(src, n, end), v_end = ptx_token_end(src, n, v);
+  if (!is_ptx_version(src, v, v_end)) {
+    return refuse(name, err, "PTX .version is followed by '%.*s', not a version such as 8.5",
+                  (int)(v_end - v < 32 ? v_end - v : 32), (const char *)src + v);
+  }
+  for (i = skip_blank(src, n, v_end); i < n; i = skip_blank(src, n, end)) {
+    end = ptx_token_end(src, n, i);
+    if (token_is(src, i, end, ".target")) return LW_OK;
+  }
+  return refuse(name, err, "PTX has no .target directive (the sm_XY it was written for)");
+}
+
+static bool is_ident_char(uint8_t c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Past a string or character literal that starts at i (an escape skips the next byte; a line
+// end closes one left open, as a compiler would complain).
+static size_t skip_literal(const uint8_t *p, size_t n, size_t i) {
+  uint8_t quote = p[i++];
+  while (i < n && p[i] != quote && p[i] != '\n') i += (p[i] == '\\' && i + 1 < n) ? 2 : 1;
+  return i < n && p[i] == quote ? i + 1 : i;
+}
+
+bool lw__image_is_cuda_c(const uint8_t *p, size_t bytes) {
+  if (p == NULL) return false;
+  size_t n = text_len(p, bytes);
+  bool after_extern = false;
+  for (size_t i = skip_blank(p, n, 0); i < n; i = skip_blank(p, n, i)) {
+    size_t start = i;
+    if (p[i] == '"' || p[i] == '\'') {
+      i = skip_literal(p, n, i);
+      // extern "C": C has no linkage specifications, so OpenCL C never holds one.
+      if (after_extern && i - start == 3 && p[start] == '"' && p[start + 1] == 'C') return true;
+      after_extern = false;
+    } else if (is_ident_char(p[i])) {
+      while (i < n && is_ident_char(p[i])) ++i;
+      // __global__ (OpenCL C's address space is __global, without the trailing underscores).
+      if (token_is(p, start, i, "__global__")) return true;
+      after_extern = token_is(p, start, i, "extern");
+    } else {
+      ++i;
+      after_extern = false;
+    }
+  }
+  return false;
+}
+
+bool lw__image_is_cubin(const uint8_t *p, size_t bytes) {
+  if (p == NULL || bytes < offsetof(Elf64_Ehdr, e_machine) + sizeof(Elf64_Half)) return false;
+  if (memcmp(p, ELFMAG, SELFMAG) != 0) return false;
+  // e_machine sits at the same offset in ELF32 and ELF64 headers; a CUBIN is little-endian.
+  Elf64_Half machine;
+  memcpy(&machine, p + offsetof(Elf64_Ehdr, e_machine), sizeof machine);
+  return machine == EM_CUDA;
+}
+
+lw_status_t lw__image_check_cubin(const uint8_t *p, size_t bytes, const char *name,
+                                  lw_error_t *err) {
+  LW_RETURN_IF_ERROR(check_size(p, bytes, name, err));
+  elf_image_t im = {.p = p, .bytes = bytes, .name = name, .err = err};
+  LW_RETURN_IF_ERROR(check_elf_ident(&im));
+  const Elf64_Ehdr *eh = &im.eh;
+  if (eh->e_machine != EM_CUDA) {
+    return refuse(name, err, "not a CUBIN (e_machine %u%s, need %u EM_CUDA)",
+                  (unsigned)eh->e_machine,
+                  eh->e_machine == LW_HOST_EM ? " " LW_HOST_EM_NAME ": a host shared object?" : "",
+                  (unsigned)EM_CUDA);
+  }
+  if (eh->e_type != ET_EXEC && eh->e_type != ET_REL) {
+    return refuse(name, err,
+                  "a CUBIN is ET_EXEC (nvcc -cubin, NVRTC) or ET_REL (relocatable device code), "
+                  "not e_type %u",
+                  (unsigned)eh->e_type);
+  }
+  if (eh->e_ehsize != sizeof(Elf64_Ehdr)) {
+    return refuse(name, err, "ELF header size e_ehsize is %u, not %zu", (unsigned)eh->e_ehsize,
+                  sizeof(Elf64_Ehdr));
+  }
+  LW_RETURN_IF_ERROR(check_phdr_table(&im, true));
+  for (uint32_t i = 0; i < eh->e_phnum; ++i) {
+    Elf64_Phdr ph = phdr_at(&im, i);
+    if (ph.p_type != PT_NULL) LW_RETURN_IF_ERROR(check_segment_file_range(&im, i, &ph));
+  }
+  // The driver finds a CUBIN's kernels, their parameters and their code through its sections.
+  if (eh->e_shoff == 0) {
+    return refuse(name, err,
+                  "a CUBIN without a section header table (e_shoff 0): its kernels are found "
+                  "through its sections");
+  }
+  return check_sections(&im);
+}
+
+// The fat binary container: a 16-byte header, then entries (each a header and its payload)
+// that tile the fatSize bytes after the header exactly.
+#define LW_FATBIN_MAGIC 0xBA55ED50u
+#define LW_FATBIN_VERSION 1u
+#define LW_FATBIN_HEADER_BYTES 16u
+// The fields of an entry's header this check reads: u16 kind, u16 version, u32 header size,
+// u64 payload size.
+#define LW_FATBIN_ENTRY_MIN_BYTES 16u
+
+bool lw__image_is_fatbin(const uint8_t *p, size_t bytes) {
+  return p != NULL && bytes >= 4 && word_at(p, 0) == LW_FATBIN_MAGIC;
+}
+
+static bool all_zero(const uint8_t *p, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+lw_status_t lw__image_check_fatbin(const uint8_t *p, size_t bytes, const char *name,
+                                   lw_error_t *err) {
+  LW_RETURN_IF_ERROR(check_size(p, bytes, name, err));
+  if (!lw__image_is_fatbin(p, bytes)) {
+    return refuse(name, err, "not a CUDA fat binary (bad magic; need 0x%08x, little-endian)",
+                  LW_FATBIN_MAGIC);
+  }
+  if (bytes < LW_FATBIN_HEADER_BYTES) {
+    return refuse(name, err, "truncated fat binary header (%zu bytes, need %u)", bytes,
+                  LW_FATBIN_HEADER_BYTES);
+  }
+  uint16_t version, header_size;
+  uint64_t fat_size;
+  memcpy(&version, p + 4, sizeof version);
+  memcpy(&header_size, p + 6, sizeof header_size);
+  memcpy(&fat_size, p + 8, sizeof fat_size);
+  if (version != LW_FATBIN_VERSION) {
+    return refuse(name, err, "fat binary version %u (version %u is the one known)",
+                  (unsigned)version, LW_FATBIN_VERSION);
+  }
+  if (header_size < LW_FATBIN_HEADER_BYTES || header_size > bytes) {
+    return refuse(name, err,
+                  "fat binary header size %u is outside [%u, %zu] (the header's own size, at "
+                  "most the image)",
+                  (unsigned)header_size, LW_FATBIN_HEADER_BYTES, bytes);
+  }
+  uint64_t end;
+  if (__builtin_add_overflow((uint64_t)header_size, fat_size, &end) || end > bytes) {
+    return refuse(name, err,
+                  "fat binary of %u + %llu bytes (header + fatSize) ends past the image "
+                  "(%zu bytes): truncated?",
+                  (unsigned)header_size, (ull)fat_size, bytes);
+  }
+  unsigned entries = 0;
+  uint64_t off = header_size;
+  while (off < end) {
+    if (end - off < LW_FATBIN_ENTRY_MIN_BYTES) {
+      if (all_zero(p, off, end)) break;
+      return refuse(name, err,
+                    "fat binary: %llu bytes left at offset 0x%llx, too few for an entry header "
+                    "(%u)",
+                    (ull)(end - off), (ull)off, LW_FATBIN_ENTRY_MIN_BYTES);
+    }
+    uint16_t kind;
+    uint32_t entry_header;
+    uint64_t payload, entry_end;
+    memcpy(&kind, p + off, sizeof kind);
+    memcpy(&entry_header, p + off + 4, sizeof entry_header);
+    memcpy(&payload, p + off + 8, sizeof payload);
+    // Zeros where an entry would start: padding to the end (every byte of it zero).
+    if (kind == 0 && entry_header == 0 && all_zero(p, off, end)) break;
+    if (entry_header < LW_FATBIN_ENTRY_MIN_BYTES) {
+      return refuse(name, err,
+                    "fat binary entry %u at offset 0x%llx has a header size of %u, less than "
+                    "its %u bytes of fixed fields",
+                    entries, (ull)off, entry_header, LW_FATBIN_ENTRY_MIN_BYTES);
+    }
+    if (__builtin_add_overflow(off, (uint64_t)entry_header, &entry_end) ||
+        __builtin_add_overflow(entry_end, payload, &entry_end) || entry_end > end) {
+      return refuse(name, err,
+                    "fat binary entry %u at offset 0x%llx (kind %u, %u-byte header, %llu-byte "
+                    "payload) ends past the fat binary's end 0x%llx: truncated?",
+                    entries, (ull)off, (unsigned)kind, entry_header, (ull)payload, (ull)end);
+    }
+    ++entries;
+    off = entry_end;
+  }
+  if (entries == 0) return refuse(name, err, "fat binary holds no entries (no CUBIN, no PTX)");
+  if (!all_zero(p, end, bytes)) {
+    return refuse(name, err,
+                  "%llu bytes after the fat binary's end 0x%llx are not zero padding (a second "
+                  "fat binary? register one at a time)",
+                  (ull)(bytes - end), (ull)end);
+  }
+  return LW_OK;
 }

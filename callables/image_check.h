@@ -1,13 +1,14 @@
 // callables/image_check.h — the checks a kernel image's bytes pass before anything loads them,
 // one per format: an ELF shared object (the sim backend), SPIR-V IL and OpenCL C source (the
-// opencl backend). A zstd frame (a packed .lwk) is decompressed first, bounded and checked by
+// opencl backend), CUDA C source, PTX, a CUBIN and a fat binary (the cuda backend), and the
+// tests AUTO detection uses for the CUDA formats. A zstd frame (a packed .lwk) is decompressed first, bounded and checked by
 // callables/image.c; what comes out is checked here like any other image.
 //
 // Who calls them: every register, at L2 on the chip's register lane before the backend's load
 // and at L3 in the program's process (lw_worker_register, before anything is sent to a chip
 // child), then again in the chip child; lw__image_load before its dlopen; `lanework pack`
 // before it packs. So an image that fails here fails its register with INVALID_ARGUMENT and is
-// never handed to dlopen or to an OpenCL compiler.
+// never handed to dlopen, to an OpenCL compiler, to NVRTC or to the CUDA driver.
 //
 // What they are for: damaged files (a truncated copy, a download cut short, garbage, a kernel
 // built for another machine, something far too big) must not crash the process that loads
@@ -81,11 +82,54 @@ LW_MUST_USE lw_status_t lw__image_check_spirv(const uint8_t *il, size_t bytes, c
 
 // OpenCL C source: not empty, and no NUL byte except one at the very end (the source goes to
 // the compiler with its length; a NUL before the end would cut it short without a word).
-// detected: the format was not given but guessed (no ELF or SPIR-V magic), so a NUL byte means
-// the bytes are no kernel of any format, and the message says so.
+// detected: the format was not given but guessed (no magic, no PTX, no CUDA C marker), so a
+// NUL byte means the bytes are no kernel of any format, and the message says so.
 LW_MUST_USE lw_status_t lw__image_check_opencl_c(const uint8_t *src, size_t bytes,
                                                  const char *name, bool detected,
                                                  lw_error_t *err);
+
+// CUDA C/C++ source (NVRTC): the same text rules as OpenCL C.
+LW_MUST_USE lw_status_t lw__image_check_cuda_c(const uint8_t *src, size_t bytes,
+                                               const char *name, bool detected,
+                                               lw_error_t *err);
+
+// PTX text: no NUL byte but one at the very end (the driver and nvJitLink take PTX as a C
+// string); the first thing after white space and comments (// and /* */) is a `.version`
+// directive followed by a version number ("8.5"), and a `.target` directive follows somewhere
+// (outside comments). INVALID_ARGUMENT as above.
+LW_MUST_USE lw_status_t lw__image_check_ptx(const uint8_t *src, size_t bytes, const char *name,
+                                            lw_error_t *err);
+
+// A CUBIN (a CUDA ELF for one sm_XY): the ELF identification of lw__image_check_elf (magic, a
+// whole ELF64 header, ELFCLASS64, ELFDATA2LSB, EV_CURRENT), e_machine EM_CUDA (190), e_type
+// ET_EXEC or ET_REL, e_ehsize the ELF64 header's size; a program header table (optional) of at
+// most LW_ELF_MAX_PROGRAM_HEADERS entries and every segment's file bytes inside the image; a
+// section header table, and every section, checked as for an ELF image. The host-only rules
+// (ET_DYN, the dynamic array, PT_LOAD order) do not apply: no CUBIN reaches dlopen, and an
+// ELF image with e_machine EM_CUDA is refused by lw__image_check_elf as "a CUDA CUBIN".
+LW_MUST_USE lw_status_t lw__image_check_cubin(const uint8_t *p, size_t bytes, const char *name,
+                                              lw_error_t *err);
+
+// A CUDA fat binary (what nvcc -fatbin writes): the little-endian word 0xBA55ED50, version 1,
+// a header size of at least 16 bytes, header + fatSize (the u64 at offset 8) inside the image;
+// the entries after the header (each a u16 kind, a u16 version, a u32 header size of at least
+// 16 and a u64 payload size, its payload right after its header) tile the fatSize bytes
+// exactly, zero padding aside; at least one entry; bytes past the fat binary only zeros.
+LW_MUST_USE lw_status_t lw__image_check_fatbin(const uint8_t *p, size_t bytes, const char *name,
+                                               lw_error_t *err);
+
+// What LW_IMAGE_AUTO asks of the bytes (callables/image.c, lw__image_detect_format). Each reads
+// only what it needs; none checks the format (the checks above do).
+// An ELF magic and e_machine EM_CUDA (the little-endian u16 at offset 18).
+bool lw__image_is_cubin(const uint8_t *p, size_t bytes);
+// The fat binary magic 0xBA55ED50 as the first little-endian word.
+bool lw__image_is_fatbin(const uint8_t *p, size_t bytes);
+// Text whose first token after white space and comments is `.version`.
+bool lw__image_is_ptx(const uint8_t *p, size_t bytes);
+// Text with a CUDA-only marker outside comments and string literals: the keyword `__global__`,
+// or `extern "C"` (C, so OpenCL C, has no linkage specifications). Source text without one
+// is taken for OpenCL C.
+bool lw__image_is_cuda_c(const uint8_t *p, size_t bytes);
 
 #ifdef __cplusplus
 }

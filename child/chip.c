@@ -581,7 +581,7 @@ static void register_lane_fn(lw_lane_item_t *item, bool cancelled) {
   }
   if (!loadable) {
     char loads[64] = "";
-    for (int f = LW_IMAGE_ELF; f <= LW_IMAGE_SPIRV; ++f) {
+    for (int f = LW_IMAGE_ELF; f <= LW_IMAGE_FATBIN; ++f) {
       if (!(chip->backend->formats & LW_BACKEND_FORMAT_BIT(f))) continue;
       size_t used = strlen(loads);
       snprintf(loads + used, sizeof(loads) - used, "%s%s", used ? ", " : "",

@@ -1,8 +1,8 @@
 // lanework/callable.h — what a task runs.
 //
-// A chip callable is a kernel image (ELF .so bytes, OpenCL C source or SPIR-V IL, each plain or
-// as a zstd frame; the compression is auto-detected), its format, build options, an entry
-// symbol and a signature. The descriptor only points at caller memory: registering
+// A chip callable is a kernel image (ELF .so bytes, OpenCL C source, SPIR-V IL, CUDA C source,
+// PTX, a CUBIN or a CUDA fat binary, each plain or as a zstd frame; the compression is
+// auto-detected), its format, build options, an entry symbol and a signature. The descriptor only points at caller memory: registering
 // copies what it needs, so the caller may free the image once register (or, for the async
 // form, its handle) has finished.
 //
@@ -29,18 +29,30 @@ extern "C" {
 #define LW_MAX_BUILD_OPTIONS_BYTES 256
 
 // What the image bytes are (after zstd decompression). Each backend loads some formats only:
-// `sim` loads ELF, `opencl` OpenCL C and SPIR-V; registering another format on it fails
-// INVALID_ARGUMENT naming the backend, the callable and the format.
+// `sim` loads ELF; `opencl` OpenCL C and SPIR-V; `cuda` CUDA C, PTX, CUBIN and fatbin.
+// Registering another format on a backend fails INVALID_ARGUMENT naming the backend, the
+// callable and the format. Every register checks the bytes as their format first (an image
+// that is not what its format says is INVALID_ARGUMENT naming the callable and what is wrong).
 typedef enum lw_image_format {
-  // Decided from the bytes: ELF magic -> ELF, SPIR-V magic -> SPIRV, otherwise OpenCL C text.
+  // Decided from the bytes, in this order:
+  //   ELF magic with e_machine EM_CUDA (190) -> CUBIN; any other ELF magic -> ELF;
+  //   SPIR-V magic (0x07230203)               -> SPIRV;
+  //   fat binary magic (0xBA55ED50, LE word)  -> FATBIN;
+  //   text whose first directive after comments is `.version` -> PTX;
+  //   source text: OpenCL C and CUDA C cannot be told apart by a magic, so text holding a
+  //   CUDA-only marker outside comments and strings (the keyword `__global__`, or
+  //   `extern "C"`) is CUDA C, and any other text is OpenCL C (OpenCL C spells its address
+  //   space `__global` and has no linkage specifications). Name the format to skip the guess.
   LW_IMAGE_AUTO = 0,
   LW_IMAGE_ELF = 1,       // a host shared object exporting lw_kernel_main (lanework/kernel.h)
   LW_IMAGE_OPENCL_C = 2,  // OpenCL C source text; entry names the __kernel function
   LW_IMAGE_SPIRV = 3,     // SPIR-V IL (clCreateProgramWithIL); entry names the kernel
   LW_IMAGE_CUDA_C = 4,    // CUDA C/C++ source (NVRTC); entry names the extern "C" __global__
+                          // function (lanework/kernel_cuda.h for the cancel word)
   LW_IMAGE_PTX = 5,       // PTX assembly text; entry names the .entry
   LW_IMAGE_CUBIN = 6,     // a CUDA ELF (e_machine EM_CUDA) for one sm_XY
   LW_IMAGE_FATBIN = 7,    // a CUDA fat binary (CUBINs and/or PTX for several targets)
+  // Formats added later take the next numbers; the range checks end at the last one.
 } lw_image_format_t;
 
 enum {
@@ -64,7 +76,10 @@ enum {
 
 typedef struct lw_callable {
   const char *name;          // for messages and traces; NULL gives "callable"
-  const void *image;         // ELF .so bytes or a zstd frame of them
+  // The kernel image in its format (see lw_image_format_t), plain or as a zstd frame: what the
+  // chip's backend loads. `sim`: an ELF .so exporting lw_kernel_main (lanework/kernel.h).
+  // `opencl`: OpenCL C source or SPIR-V IL. `cuda`: CUDA C source, PTX, a CUBIN or a fatbin.
+  const void *image;
   size_t image_bytes;
   const char *entry;         // NULL gives LW_DEFAULT_ENTRY
   // The signature: the kernel's parameters in order. Each LW_PARAM_IN / OUT / INOUT takes the
@@ -102,7 +117,8 @@ typedef struct lw_digest {
 LW_API LW_MUST_USE lw_status_t lw_callable_load_file(const char *path, lw_callable_t *out);
 LW_API void lw_callable_free_loaded(lw_callable_t *c);
 
-// The format's name for messages ("ELF", "OpenCL C", "SPIR-V", "AUTO"; "unknown" otherwise).
+// The format's name for messages ("ELF", "OpenCL C", "SPIR-V", "CUDA C", "PTX", "CUBIN",
+// "fatbin", "AUTO"; "unknown" otherwise).
 LW_API const char *lw_image_format_name(lw_image_format_t f);
 
 // Computes the digest (decompressing a zstd image first). INVALID_ARGUMENT for a malformed

@@ -1,7 +1,9 @@
 // tests/callables/bad_images.h — the damaged kernel images every layer must refuse without
 // crashing, made from a real test kernel: cut at 0, 16, 64, 600, 4000 bytes and one byte short
 // of the whole, every cut of it packed as a zstd frame (a .lwk of a truncated .so), garbage,
-// the kernel with another machine's e_machine, and a kernel followed by zeros to one byte over
+// the kernel with another machine's e_machine, the kernel with e_machine EM_CUDA (detected as a
+// CUBIN, which neither sim nor a host ELF check takes), and a kernel followed by zeros to one
+// byte over
 // LW_MAX_IMAGE_BYTES. Used by tests/callables/test_image_validate.c (the checks themselves and
 // `lanework pack`), tests/child/test_bad_image.c (L2 register) and
 // tests/parent/test_bad_image_l3.c (L3 register).
@@ -116,6 +118,17 @@ static inline void lw_test_bad_images_make(lw_test_bad_images_t *set, const char
   cr_assert_not_null(b->bytes);
   memcpy(b->bytes, set->elf, b->n);
   Elf64_Half machine = EM_RISCV;
+  memcpy(b->bytes + offsetof(Elf64_Ehdr, e_machine), &machine, sizeof machine);
+
+  // e_machine EM_CUDA: a CUBIN by its header. The host ELF check says it is a CUBIN, AUTO
+  // detects it as one (an L2 sim chip refuses the format, an L3 register the CUBIN check's
+  // e_type ET_DYN): every refusal names the CUBIN.
+  b = lw_test_bad_add(set, "the kernel with e_machine EM_CUDA", "CUBIN");
+  b->n = set->elf_bytes;
+  b->bytes = malloc(b->n);
+  cr_assert_not_null(b->bytes);
+  memcpy(b->bytes, set->elf, b->n);
+  machine = 190;  // EM_CUDA
   memcpy(b->bytes + offsetof(Elf64_Ehdr, e_machine), &machine, sizeof machine);
 
   // Too big: the kernel, then zeros, one byte over the limit. Mapped with MAP_NORESERVE and

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <xxhash.h>
 
+#include "callables/cuda_images.h"
 #include "callables/digest.h"
 #include "callables/image.h"
 #include "callables_test_util.h"
@@ -258,6 +259,9 @@ Test(digest, malformed_descriptors_are_rejected_naming_the_field) {
       {{.name = "noop", .image = elf, .image_bytes = n, .entry = ""}, "entry is an empty"},
       {{.name = "noop", .image = elf, .image_bytes = n, .format = (lw_image_format_t)9},
        "format 9 is not an LW_IMAGE_* value"},
+      {{.name = "noop", .image = elf, .image_bytes = n,
+        .format = (lw_image_format_t)(LW_IMAGE_FATBIN + 1)},
+       "format 8 is not an LW_IMAGE_* value (0..7)"},
       {{.name = "noop", .image = elf, .image_bytes = n, .build_options = long_options},
        "build_options are longer than 255"},
   };
@@ -284,7 +288,67 @@ Test(digest, malformed_descriptors_are_rejected_naming_the_field) {
   edge.build_options = long_options;
   edge.format = LW_IMAGE_SPIRV;
   cr_assert_eq(lw__callable_validate(&edge, &err), LW_OK, "%s", err.message);
+  for (int f = LW_IMAGE_CUDA_C; f <= LW_IMAGE_FATBIN; ++f) {
+    edge.format = (lw_image_format_t)f;
+    cr_assert_eq(lw__callable_validate(&edge, &err), LW_OK, "format %d: %s", f, err.message);
+  }
   free(elf);
+}
+
+Test(digest, the_cuda_formats_and_their_options_are_part_of_the_digest) {
+  uint8_t cubin[LW_TEST_CUBIN_BYTES], fatbin[LW_TEST_FATBIN_BYTES];
+  lw_test_cubin_make(cubin);
+  lw_test_fatbin_make(fatbin);
+  struct {
+    lw_callable_t c;
+    lw_image_format_t resolved;
+  } cases[] = {
+      {{.name = "k", .image = lw_test_cuda_c, .image_bytes = sizeof lw_test_cuda_c},
+       LW_IMAGE_CUDA_C},
+      {{.name = "k", .image = lw_test_ptx, .image_bytes = sizeof lw_test_ptx}, LW_IMAGE_PTX},
+      {{.name = "k", .image = cubin, .image_bytes = sizeof cubin}, LW_IMAGE_CUBIN},
+      {{.name = "k", .image = fatbin, .image_bytes = sizeof fatbin}, LW_IMAGE_FATBIN},
+  };
+  lw_digest_t seen[4];
+  for (size_t i = 0; i < 4; ++i) {
+    // AUTO and the format it resolves to: one digest, the documented encoding's.
+    lw_callable_t explicit_format = cases[i].c;
+    explicit_format.format = cases[i].resolved;
+    lw_digest_t by_auto, by_name, encoded;
+    cr_assert_eq(lw_callable_digest(&cases[i].c, &by_auto), LW_OK, "%s",
+                 lw_last_error()->message);
+    cr_assert_eq(lw_callable_digest(&explicit_format, &by_name), LW_OK, "%s",
+                 lw_last_error()->message);
+    lw__digest_compute_format(cases[i].c.image, cases[i].c.image_bytes, NULL, 0, NULL,
+                              cases[i].resolved, NULL, &encoded);
+    cr_assert(lw__digest_equal(by_auto, by_name), "case %zu", i);
+    cr_assert(lw__digest_equal(by_auto, encoded), "case %zu", i);
+    for (size_t j = 0; j < i; ++j) cr_assert_not(lw__digest_equal(seen[j], by_auto));
+    seen[i] = by_auto;
+    // Options: each string its own callable (an -arch for NVRTC, a -D).
+    lw_callable_t with_options = cases[i].c;
+    with_options.build_options = "-DN=4";
+    lw_digest_t opt, opt2;
+    cr_assert_eq(lw_callable_digest(&with_options, &opt), LW_OK);
+    with_options.build_options = "-DN=5";
+    cr_assert_eq(lw_callable_digest(&with_options, &opt2), LW_OK);
+    cr_assert_not(lw__digest_equal(by_auto, opt), "case %zu", i);
+    cr_assert_not(lw__digest_equal(opt, opt2), "case %zu", i);
+  }
+  // The same source text as CUDA C and as OpenCL C: two callables.
+  lw_callable_t as_cuda = cases[0].c, as_opencl = cases[0].c;
+  as_opencl.format = LW_IMAGE_OPENCL_C;
+  lw_digest_t dc, dcl;
+  cr_assert_eq(lw_callable_digest(&as_cuda, &dc), LW_OK);
+  cr_assert_eq(lw_callable_digest(&as_opencl, &dcl), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_not(lw__digest_equal(dc, dcl), "the format is part of the identity");
+  // A malformed image of a CUDA format has no digest, the reason in the last error.
+  lw_callable_t cut = cases[2].c;
+  cut.image_bytes = 100;
+  lw_digest_t d;
+  cr_assert_eq(lw_callable_digest(&cut, &d), LW_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(lw_last_error()->message, "callable k: image is not a valid kernel"),
+                     "%s", lw_last_error()->message);
 }
 
 Test(digest, live_in_and_out_parameters_are_valid_and_change_the_digest) {

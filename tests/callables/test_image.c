@@ -230,6 +230,16 @@ Test(image, wrong_class_endianness_type_or_machine_each_gets_its_own_message) {
   memcpy(copy, &eh, sizeof eh);
   assert_invalid(lw__image_check_elf(copy, n, "k", &err), "built for another machine");
 
+  // EM_CUDA is a CUBIN, for a cuda chip: said as such, whatever its type.
+  memcpy(copy, elf, n);
+  memcpy(&eh, copy, sizeof eh);
+  eh.e_machine = EM_CUDA;
+  eh.e_type = ET_EXEC;
+  memcpy(copy, &eh, sizeof eh);
+  assert_invalid(lw__image_check_elf(copy, n, "k", &err),
+                 "a CUDA CUBIN (e_machine 190 EM_CUDA), not a host shared object");
+  cr_assert_eq(lw__image_detect_format(copy, n), LW_IMAGE_CUBIN);
+
   free(copy);
   free(elf);
 }

@@ -372,7 +372,9 @@ Test(image_validate, garbage_without_a_magic_is_not_taken_for_opencl_source) {
   lw_image_bytes_t out;
   lw_image_format_t f;
   assert_refused(lw__image_decode_format(junk, sizeof junk, "junk", LW_IMAGE_AUTO, &out, &f, &err),
-                 "junk", "no ELF or SPIR-V magic, and not OpenCL C source either");
+                 "junk",
+                 "no ELF, SPIR-V or fatbin magic, no PTX, and not OpenCL C or CUDA C source "
+                 "either");
   assert_refused(
       lw__image_decode_format(junk, sizeof junk, "junk", LW_IMAGE_OPENCL_C, &out, &f, &err),
       "junk as OpenCL C", "OpenCL C source has a NUL byte at offset 2 of 5");

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "callables/cuda_images.h"
 #include "fuzz/fuzz_harness.h"
 
 static const char *g_dir;
@@ -472,6 +473,15 @@ static void image_check_seeds(void) {
   image_seed("opencl_source", src, sizeof src);
   static const uint8_t junk[] = {0x13, 0x37, 0x00, 0x42, 0x99, 0xfe, 0x7f, 0x45, 0x4c, 0x46};
   image_seed("garbage", junk, sizeof junk);
+
+  // The CUDA formats (tests/callables/cuda_images.h), each whole: the replay cuts them.
+  static uint8_t cubin[LW_TEST_CUBIN_BYTES], fatbin[LW_TEST_FATBIN_BYTES];
+  lw_test_cubin_make(cubin);
+  lw_test_fatbin_make(fatbin);
+  image_seed("cubin", cubin, sizeof cubin);
+  image_seed("fatbin", fatbin, sizeof fatbin);
+  image_seed("ptx", lw_test_ptx, sizeof lw_test_ptx);
+  image_seed("cuda_c", lw_test_cuda_c, sizeof lw_test_cuda_c);
 }
 
 int main(int argc, char **argv) {

@@ -144,9 +144,11 @@ Test(mailbox_control, take_control_rejects_malformed_requests, .timeout = 10) {
   c->image_bytes = 8;  // exactly the last 8 bytes
   cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_OK, "%s", err.message);
 
-  c->format = 4;
+  c->format = LW_IMAGE_FATBIN;  // the last format
+  cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_OK, "%s", err.message);
+  c->format = LW_IMAGE_FATBIN + 1;
   cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_INVALID_ARGUMENT);
-  cr_assert(has(&err, "image format 4"), "%s", err.message);
+  cr_assert(has(&err, "image format 8"), "%s", err.message);
   c->format = LW_IMAGE_SPIRV;
   memset(c->build_options, 'o', sizeof(c->build_options));
   cr_assert_eq(lw__mailbox_take_control(mb, &a, &t, &err), LW_INVALID_ARGUMENT);
