@@ -249,6 +249,8 @@ typedef struct lw_mb_task {
   uint64_t kernel_ns;
   uint64_t queue_ns;
   uint8_t reserved2[152];
+  // Its message is written up to its NUL; the bytes after it are stale (a reader copies up to
+  // the NUL, at most the buffer, and terminates).
   lw_error_t result_error;
 } lw_mb_task_t;
 
@@ -261,7 +263,9 @@ typedef struct lw_mb_completion {
   uint32_t reserved0;
   uint64_t value;              // CONTROL: e.g. the child-local callable id
   uint8_t reserved1[48];
-  lw_error_t error;            // CONTROL: why it failed
+  // CONTROL: why it failed; its message is written up to its NUL. A TASK entry's error bytes
+  // are not written (stale): its result is in the frame.
+  lw_error_t error;
 } lw_mb_completion_t;
 
 typedef struct lw_mb_ring_cursor {

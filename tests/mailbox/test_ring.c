@@ -38,6 +38,51 @@ Test(mailbox_ring, ring_wraps_correctly_over_three_times_its_size, .timeout = 10
   free(mb);
 }
 
+// An entry's error is written and read up to its NUL, and only for a control: a later entry in
+// the same slot never carries what an earlier one left there.
+Test(mailbox_ring, an_entry_never_carries_what_an_earlier_one_left_in_its_slot, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t c = control_completion(1, 0);
+  c.status = LW_INTERNAL;
+  memset(c.error.message, 'L', 200);
+  push_ok(mb, &c);
+  lw_mb_completion_t out;
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(strlen(out.error.message), 200u);
+  // Around the ring to the same slot: a short message, then a task entry.
+  for (uint32_t i = 1; i < LW_MB_RING_ENTRIES; ++i) {
+    lw_mb_completion_t filler = control_completion(100 + i, 0);
+    push_ok(mb, &filler);
+    cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  }
+  lw_mb_completion_t s = control_completion(2, 0);
+  s.status = LW_INTERNAL;
+  snprintf(s.error.message, sizeof(s.error.message), "short");
+  push_ok(mb, &s);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_str_eq(out.error.message, "short");
+  for (uint32_t i = 1; i < LW_MB_RING_ENTRIES; ++i) {
+    lw_mb_completion_t filler = control_completion(200 + i, 0);
+    push_ok(mb, &filler);
+    cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  }
+  // The slot's error bytes, forged unterminated, under a task entry: not read.
+  lw_mb_completion_t *slot = &mb->ring[atomic_load(&mb->ring_head.value) % LW_MB_RING_ENTRIES];
+  memset(slot->error.message, 'x', sizeof(slot->error.message));
+  slot->error.code = LW_INTERNAL;
+  lw_mb_completion_t t;
+  memset(&t, 0, sizeof(t));
+  t.kind = LW_MB_COMPLETION_TASK;
+  t.frame = 3;
+  push_ok(mb, &t);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(out.frame, 3u);
+  cr_assert_eq(out.error.code, LW_OK);
+  cr_assert_str_eq(out.error.message, "");
+  free(mb);
+}
+
 Test(mailbox_ring, push_to_a_full_ring_is_deadline_exceeded_and_writes_nothing,
      .timeout = 10) {
   lw_mailbox_t *mb = mb_new();

@@ -323,6 +323,29 @@ Test(mailbox_task, consume_terminates_an_unterminated_error_message, .timeout = 
   free(mb);
 }
 
+// A message is written and read up to its NUL: the bytes a longer earlier message left behind
+// in the frame are never part of a later result.
+Test(mailbox_task, a_short_message_after_a_long_one_reads_alone, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  char long_msg[200];
+  memset(long_msg, 'L', sizeof(long_msg) - 1);
+  long_msg[sizeof(long_msg) - 1] = '\0';
+  const char *msgs[] = {long_msg, "short", ""};
+  for (uint64_t i = 0; i < 3; ++i) {
+    post_take_run(mb, 0, i + 1, i + 1);
+    lw_mb_task_result_t r = result_of(i == 2 ? LW_OK : LW_TASK_FAILED, msgs[i]);
+    cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
+    lw_mb_identity_t id = ident(i + 1);
+    lw_mb_task_result_t out;
+    memset(&out, 'g', sizeof(out));  // whatever the caller's buffer held
+    cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
+    cr_assert_str_eq(out.error.message, msgs[i], "round %llu", (unsigned long long)i);
+    cr_assert_eq(out.error.code, r.status);
+  }
+  free(mb);
+}
+
 Test(mailbox_task, take_task_rejects_an_unknown_kind_and_bad_args, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_mb_arena_t a = arena_view();
