@@ -14,6 +14,7 @@
 #include "mailbox/mailbox.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,6 +87,27 @@ static bool task_kind_is_known(uint32_t kind) {
 // talks to from its own records and puts that name in front (worker_id stays -1 here).
 
 static void force_nul(lw_error_t *e) { e->message[LW_ERROR_MESSAGE_BYTES - 1] = '\0'; }
+
+// Copies an error's fields and its message up to its NUL (the whole buffer at most), and
+// terminates dst. Both sides of a mailbox copy errors this way: a short message (an OK
+// result's empty one) moves one cache line between the processes instead of the 272-byte
+// struct. src may be the other side's memory: each byte is read once and dst always ends.
+static void error_copy(lw_error_t *dst, const lw_error_t *src) {
+  dst->code = src->code;
+  dst->worker_id = src->worker_id;
+  dst->task_id = src->task_id;
+  size_t n = strnlen(src->message, LW_ERROR_MESSAGE_BYTES - 1);
+  memcpy(dst->message, src->message, n);
+  dst->message[n] = '\0';
+}
+
+// An error saying nothing, in three stores (lw__error_clear also zeroes the message buffer).
+static void error_none(lw_error_t *e) {
+  e->code = LW_OK;
+  e->worker_id = -1;
+  e->task_id = 0;
+  e->message[0] = '\0';
+}
 
 static lw_status_t frame_index_error(lw_error_t *err, const char *op, uint32_t frame) {
   return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
@@ -397,16 +419,14 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
                          lw__mailbox_task_state_name(state), status,
                          lw_status_name((lw_status_t)status));
   }
-  memset(out, 0, sizeof(*out));
   out->status = (lw_status_t)status;
   out->kernel_rc = t->kernel_rc;
   out->kernel_ns = t->kernel_ns;
   out->queue_ns = t->queue_ns;
   out->final_state = (lw_mb_task_state_t)state;
-  out->error = t->result_error;
-  // The other side is untrusted: terminate its message, and let the code agree with the
-  // status that was validated above.
-  force_nul(&out->error);
+  // The other side is untrusted: its message is copied up to its NUL and terminated, and the
+  // code agrees with the status that was validated above.
+  error_copy(&out->error, &t->result_error);
   out->error.code = (lw_status_t)status;
   uint32_t from = state;
   // Release: the reads above complete before the frame can be posted (and written) again.
@@ -542,11 +562,18 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
                          (unsigned long long)head, (unsigned long long)(head - tail),
                          (unsigned long long)tail, LW_MB_RING_ENTRIES);
   }
-  *out = mb->ring[tail % LW_MB_RING_ENTRIES];
+  // The entry's fields, then its error for a control completion only (a task's result is in
+  // its frame; its entry's error bytes are not written by push and are not read here).
+  const lw_mb_completion_t *slot = &mb->ring[tail % LW_MB_RING_ENTRIES];
+  memcpy(out, slot, offsetof(lw_mb_completion_t, error));
+  if (out->kind == LW_MB_COMPLETION_CONTROL) {
+    error_copy(&out->error, &slot->error);  // untrusted: terminated
+  } else {
+    error_none(&out->error);
+  }
   // Release: the copy above is complete before the child may overwrite the slot.
   atomic_store_explicit(&mb->ring_tail.cpu, lw__sys_cpu(), memory_order_relaxed);  // a hint
   atomic_store_explicit(&mb->ring_tail.value, tail + 1, memory_order_release);
-  force_nul(&out->error);  // untrusted
   switch (out->kind) {
     case LW_MB_COMPLETION_TASK:
       if (out->frame < LW_MB_TASK_FRAMES) return LW_OK;
@@ -716,9 +743,8 @@ lw_status_t lw__mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
   t->kernel_rc = result->kernel_rc;
   t->kernel_ns = result->kernel_ns;
   t->queue_ns = result->queue_ns;
-  t->result_error = result->error;
+  error_copy(&t->result_error, &result->error);
   t->result_error.code = result->status;
-  force_nul(&t->result_error);
   // Retire the run's generation (set bit 0): from now on lw__mailbox_cancel_task finds no live
   // run on this frame and returns false, and a late cancel or watchdog misses. An RMW, so it
   // composes with a racing lw__cancel_request CAS (whichever comes first, the word ends odd).
@@ -862,8 +888,9 @@ lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion
     }
   }
   lw_mb_completion_t *slot = &mb->ring[head % LW_MB_RING_ENTRIES];
-  *slot = *c;
-  force_nul(&slot->error);
+  // The fields, and the error only where the parent reads it (a control's; pop).
+  memcpy(slot, c, offsetof(lw_mb_completion_t, error));
+  if (c->kind == LW_MB_COMPLETION_CONTROL) error_copy(&slot->error, &c->error);
   // seq_cst (a release and more): the release publishes the entry to pop's acquire; seq_cst
   // orders this store before the sleeping load below (Dekker pair with the parent's
   // "sleeping = 1, then re-check the ring"), so either the parent sees the entry or we see
