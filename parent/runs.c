@@ -13,6 +13,7 @@
 #include "parent/orch_guard.h"
 #include "parent/runs.h"
 #include "parent/task_reports.h"
+#include "parent/thread.h"
 #include "parent/worker_impl.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -425,16 +426,19 @@ static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err) {
 }
 
 lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
-  if (lw__sys_thread_start(&w->runs.orch_thread, "lw-orch", orch_main, w) != 0) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "worker: cannot start the orchestrator thread");
-  }
-  w->runs.orch_started = true;
-  return LW_OK;
+  return lw__thread_start(&w->runs.orch, "lw-orch", "orchestrator", orch_main, w, err);
+}
+
+// Wakes the orchestrator to see `stopping` (set by destroy before lw__orch_stop).
+static void orch_wake(void *ctx) {
+  lw_worker_t *w = ctx;
+  pthread_mutex_lock(&w->runs.mu);
+  pthread_cond_broadcast(&w->runs.cv);
+  pthread_mutex_unlock(&w->runs.mu);
 }
 
 void lw__orch_stop(lw_worker_t *w) {
-  if (!w->runs.orch_started) return;
+  if (!w->runs.orch.started) return;
   // Destroy runs alone on the worker, so an inline orch function that still holds the token
   // was left without returning: on another thread, or on this one with its frame gone (a
   // destroy from inside the function itself cannot work either way; only a frame seen live
@@ -451,9 +455,5 @@ void lw__orch_stop(lw_worker_t *w) {
             (unsigned long long)run_id);
     orch_frame_gone(w);
   }
-  pthread_mutex_lock(&w->runs.mu);
-  pthread_cond_broadcast(&w->runs.cv);
-  pthread_mutex_unlock(&w->runs.mu);
-  pthread_join(w->runs.orch_thread, NULL);
-  w->runs.orch_started = false;
+  lw__thread_stop(&w->runs.orch, orch_wake, w);
 }

@@ -2,7 +2,7 @@
 // Owns: run objects (lw_run_t: the handle, its counters, its first error, its report); the
 // run queue (w->runs.q_head/tail, run_cv), run ids (w->runs.next_id) and the list of unfinished
 // runs (w->runs.unfinished_head/tail, finishing_runs), all under w->runs.mu; the orchestrator
-// thread (w->runs.orch_thread, orch_started) and the token that keeps one orch function at a time
+// thread (w->runs.orch, parent/thread.h) and the token that keeps one orch function at a time
 // (w->runs.orch_busy, under w->runs.mu).
 // A run: lw_worker_run(_async) creates it (w->live_runs, under w->mu) -> it gets its id as it
 // is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its orch
@@ -39,6 +39,7 @@
 #include "lanes/handle_impl.h"
 #include "lanework/orch.h"
 #include "lanework/worker.h"
+#include "parent/thread.h"
 
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_run lw_run_t;
@@ -97,12 +98,11 @@ typedef struct lw_runs {
   uint64_t next_id;
   lw_run_t *unfinished_head, *unfinished_tail;
   bool finishing;
-  pthread_t orch_thread;
+  lw_thread_t orch;          // the orchestrator thread (lw__orch_start / lw__orch_stop)
   bool orch_busy;
   // The token holder's orch function holds a drainer role (lw__sched_drainer_enter) while it
   // runs; token holder only.
   bool orch_draining;
-  bool orch_started;
   // The orch function that holds the token (orch_busy), for a call made on the holding thread
   // itself (from inside the function, or after a longjmp left it). orch_holder (the holding
   // thread's pthread_t, 0 when the token is free; an atomic so that every run and run_async

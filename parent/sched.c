@@ -834,24 +834,22 @@ lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
   }
-  if (lw__sys_thread_start(&w->sched.thread, "lw-sched", sched_main, w) != 0) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "worker: cannot start the scheduler thread");
-  }
-  w->sched.started = true;
-  return LW_OK;
+  return lw__thread_start(&w->sched.thread, "lw-sched", "scheduler", sched_main, w, err);
+}
+
+// Tells the scheduler to leave and wakes it wherever it sleeps (the eventfd is written even
+// when it is not marked asleep: it may be on its way into epoll_wait).
+static void sched_wake(void *ctx) {
+  lw_worker_t *w = ctx;
+  atomic_store(&w->sched.exit, true);
+  lw__worker_kick(w);
+  uint64_t one = 1;
+  ssize_t n = write(w->wake_fd, &one, sizeof(one));
+  (void)n;
 }
 
 void lw__sched_stop(lw_worker_t *w) {
-  if (w->sched.started) {
-    atomic_store(&w->sched.exit, true);
-    lw__worker_kick(w);
-    uint64_t one = 1;
-    ssize_t n = write(w->wake_fd, &one, sizeof(one));
-    (void)n;
-    pthread_join(w->sched.thread, NULL);
-    w->sched.started = false;
-  }
+  lw__thread_stop(&w->sched.thread, sched_wake, w);
   // The epoll fd stays open: a respawn under way on the supervisor may still add to it.
   // lw_worker_destroy closes it once the supervisor has stopped.
 }

@@ -29,17 +29,17 @@
 #include "lanework/status.h"
 #include "lanework/worker.h"
 #include "mailbox/mailbox.h"
+#include "parent/thread.h"
 
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_task lw_task_t;
 
-// The scheduler's own state (w->sched). thread/started: set by lw__sched_start and
-// lw__sched_stop only. kick_seq and sleeping: the sleep handshake with kicking threads (any
+// The scheduler's own state (w->sched). thread: started by lw__sched_start and stopped by
+// lw__sched_stop only (parent/thread.h). kick_seq and sleeping: the sleep handshake with kicking threads (any
 // thread reads and bumps them, seq_cst). exit: set by lw__sched_stop. cancel_all_seen: the
 // last lw_worker_cancel_all the passes acted on (w->mu held).
 typedef struct lw_sched {
-  pthread_t thread;
-  bool started;
+  lw_thread_t thread;
   _Atomic bool exit;
   _Atomic uint64_t kick_seq;
   _Atomic uint32_t sleeping;

@@ -359,23 +359,21 @@ lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
   if (!w->sup.pending) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
-  if (lw__sys_thread_start(&w->sup.thread, "lw-supervise", supervisor_main, w) != 0) {
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "worker: cannot start the supervisor thread");
-  }
-  w->sup.started = true;
-  return LW_OK;
+  return lw__thread_start(&w->sup.thread, "lw-supervise", "supervisor", supervisor_main, w,
+                          err);
+}
+
+// Tells the supervisor to leave once its queue is empty (a respawn under way sees `stopping`).
+static void supervisor_wake(void *ctx) {
+  lw_worker_t *w = ctx;
+  pthread_mutex_lock(&w->sup.mu);
+  w->sup.exit = true;
+  pthread_cond_signal(&w->sup.cv);
+  pthread_mutex_unlock(&w->sup.mu);
 }
 
 void lw__supervisor_stop(lw_worker_t *w) {
-  if (w->sup.started) {
-    pthread_mutex_lock(&w->sup.mu);
-    w->sup.exit = true;
-    pthread_cond_signal(&w->sup.cv);
-    pthread_mutex_unlock(&w->sup.mu);
-    pthread_join(w->sup.thread, NULL);
-    w->sup.started = false;
-  }
+  lw__thread_stop(&w->sup.thread, supervisor_wake, w);
   free(w->sup.pending);
   w->sup.pending = NULL;
 }

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 
 #include "lanework/status.h"
+#include "parent/thread.h"
 
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_endpoint lw_endpoint_t;
@@ -35,8 +36,7 @@ typedef struct lw_endpoint lw_endpoint_t;
 // The supervisor's own state (w->sup): its thread, and under mu the deaths waiting for a
 // respawn (pending, one flag per child slot) and the exit request.
 typedef struct lw_supervisor {
-  pthread_t thread;
-  bool started;
+  lw_thread_t thread;  // parent/thread.h
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool *pending;

@@ -439,7 +439,7 @@ static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
   int64_t deadline = lw__now_ns() + timeout_ns;
   pthread_mutex_lock(&w->mu);
   // Whoever finishes a run or an op broadcasts idle_cv under w->mu, so no wake-up is lost.
-  while ((w->live_runs > 0 || w->calls.live_ops > 0) && w->sched.started) {
+  while ((w->live_runs > 0 || w->calls.live_ops > 0) && w->sched.thread.started) {
     if (lw__cond_wait_until(&w->idle_cv, &w->mu, deadline) == ETIMEDOUT) break;
   }
   bool idle = w->live_runs == 0 && w->calls.live_ops == 0;
@@ -506,7 +506,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   if (!w) return;
   atomic_store(&w->stopping, true);
   // 1. Cancel: queued runs never start, running kernels see their cancel words.
-  if (w->sched.started) lw_worker_cancel_all(w);
+  if (w->sched.thread.started) lw_worker_cancel_all(w);
   lw__orch_stop(w);
   // 2. Let cancelled work and callable ops drain while the scheduler still runs: cooperative
   //    kernels stop at once, and the scheduler kills the child of one that ignores its cancel
