@@ -12,6 +12,8 @@ static const lw_backend_ops_t *const kBackends[] = {
 #ifdef LW_HAVE_OPENCL
     &lw__backend_opencl,
 #endif
+    // Built everywhere: the driver is loaded with dlopen when a cuda chip opens.
+    &lw__backend_cuda,
 };
 #define N_BACKENDS ((uint32_t)(sizeof(kBackends) / sizeof(kBackends[0])))
 

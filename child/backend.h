@@ -4,8 +4,10 @@
 // A backend turns kernel images into modules and launches them. `sim` (backend_sim.c) loads
 // ELF images and runs kernels on the calling CPU thread; `opencl` (backend_opencl.c, built
 // when CMake finds OpenCL) builds OpenCL C or SPIR-V programs in `load` and enqueues NDRanges
-// in slices in `launch`, checking the cancel word between slices. Each backend lists the image
-// formats it loads; the chip refuses the others before calling load.
+// in slices in `launch`, checking the cancel word between slices; `cuda` (backend_cuda.c, built
+// on every machine, the driver loaded with dlopen at open) compiles on the register lane and
+// loads modules on the run lane. Each backend lists the image formats it loads; the chip
+// refuses the others before calling load.
 //
 // Threads: load/unload are called on the chip's register lane, launch on its run lane; the
 // two may run at the same time on different modules. open/close on the thread that opens and
@@ -13,6 +15,7 @@
 #ifndef LANEWORK_CHILD_BACKEND_H_
 #define LANEWORK_CHILD_BACKEND_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -93,6 +96,11 @@ typedef struct lw_backend_ops {
                                              const lw_kernel_args_t *args,
                                              const lw_backend_run_t *run,
                                              lw_backend_launch_result_t *out, lw_error_t *err);
+  // Optional (NULL: never). True once the device can no longer run anything (a sticky CUDA
+  // error): every later launch fails at once, and a chip child that sees it after a task
+  // failed exits LW_CHILD_EXIT_DEVICE_LOST once the task's completion is pushed, so the
+  // worker respawns it on a fresh device context. Any thread.
+  bool (*device_lost)(void *device);
 } lw_backend_ops_t;
 
 // The backends built into this library (child/backend.c), sim first; their number in *out_n.
@@ -115,6 +123,32 @@ const char *lw__backend_names(void);
 const char *lw__backend_missing_reason(const char *name);
 
 extern const lw_backend_ops_t lw__backend_sim;
+extern const lw_backend_ops_t lw__backend_cuda;
+
+// One CUDA device as `lanework info` shows it; index is its device_id for the cuda chip.
+typedef struct lw_cuda_device_info {
+  int32_t index;
+  int32_t cc_major, cc_minor;  // compute capability: sm_<major><minor>
+  uint32_t multiprocessors;
+  uint64_t memory_bytes;
+  char name[128];
+  char uuid[48];               // "GPU-..." (or "MIG-..." for a MIG instance)
+} lw_cuda_device_info_t;
+
+// What `lanework info` says about CUDA on this machine: the driver's and NVRTC's versions
+// (as CUDA numbers them, 13000 = 13.0; 0 when absent) and why NVRTC is absent ("" when found).
+typedef struct lw_cuda_info {
+  int32_t driver_version;
+  int32_t nvrtc_major, nvrtc_minor;
+  char driver_path[256];
+  char nvrtc_missing[LW_ERROR_MESSAGE_BYTES];
+} lw_cuda_info_t;
+
+// Loads the driver (once per process; this calls cuInit in the calling process, so never in a
+// worker's parent) and fills up to cap devices in ordinal order; *out_n is the number of
+// devices (may exceed cap). UNAVAILABLE saying why when there is no driver or no device.
+LW_MUST_USE lw_status_t lw__cuda_list(lw_cuda_info_t *info, lw_cuda_device_info_t *out,
+                                      uint32_t cap, uint32_t *out_n, lw_error_t *err);
 #ifdef LW_HAVE_OPENCL
 extern const lw_backend_ops_t lw__backend_opencl;
 

@@ -36,6 +36,10 @@ typedef enum lw_child_exit {
   LW_CHILD_EXIT_POST_MISSING = 6,
   // A task frame the child took was not READY when it marked it RUNNING.
   LW_CHILD_EXIT_TAKE_FAILED = 7,
+  // The chip's device was lost (a sticky CUDA error: the context cannot be used again): the
+  // chip child reported the task that lost it, naming the error, and left so that the worker
+  // respawns it on a fresh context with its callables replayed.
+  LW_CHILD_EXIT_DEVICE_LOST = 8,
 } lw_child_exit_t;
 
 // A few words for a status above, for death messages ("exited with status 3 (completion ring
@@ -56,6 +60,8 @@ static inline const char *lw__child_exit_reason(int status) {
       return "the doorbell announced a post no frame holds";
     case LW_CHILD_EXIT_TAKE_FAILED:
       return "a task frame it took was not ready";
+    case LW_CHILD_EXIT_DEVICE_LOST:
+      return "its device was lost: the task it ran names the error";
     default:
       return NULL;
   }

@@ -24,6 +24,7 @@ typedef struct frame_ctx {
   lw_handle_t *run;
   bool cancel_sent;
   int32_t chip_index;  // for messages
+  lw_chip_t *chip;     // asked whether its device was lost when a task fails
 } frame_ctx_t;
 
 typedef struct control_ctx {
@@ -156,6 +157,12 @@ static void task_done(void *ctx, lw_handle_t *h) {
   r.queue_ns = h->timing.queue_ns;
   r.error = h->error;
   lw__child_complete_task(fc->c, fc->frame, &fc->identity, &r);
+  // A device that can no longer run anything (a sticky CUDA error) ends the child once the
+  // task that lost it is reported: the worker respawns it on a fresh context.
+  const lw_backend_ops_t *be = fc->chip->backend;
+  if (h->status != LW_OK && be->device_lost && be->device_lost(fc->chip->device)) {
+    _exit(LW_CHILD_EXIT_DEVICE_LOST);
+  }
   // The mailbox loop keeps its reference in fc->run (see frame_ctx_t).
 }
 
@@ -216,6 +223,7 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->identity = t.identity;
   fc->cancel_sent = false;
   fc->chip_index = dev;
+  fc->chip = chip;
   lw_chip_submit_opts_t opts = {.cancel_word = &c->mb->task[frame].cancel,
                                 .cancel_flag = &c->mb->task[frame].cancel_requested,
                                 .started_ns = &c->mb->task[frame].started_ns,

@@ -65,7 +65,14 @@ typedef enum lw_trace_kind {
   LW_TRACE_LIVENESS_KILL = 17,
   LW_TRACE_FAILED_FOR_GOOD = 18,
   LW_TRACE_PROTOCOL = 19,
-  LW_TRACE_KIND_COUNT_ = 20,
+  // Spans again, numbered after the instants so no recorded kind changed its number (a
+  // capture's kinds are checked against LW_TRACE_KIND_COUNT_ only). A backend that compiles
+  // on the register lane and loads the result on the run lane (cuda) records the two apart:
+  // the compile inside its register span, the load inside the run span of the first run that
+  // needed the module.
+  LW_TRACE_COMPILE = 20,
+  LW_TRACE_LOAD = 21,
+  LW_TRACE_KIND_COUNT_ = 22,
 } lw_trace_kind_t;
 
 #define LW_TRACE_NAME_BYTES 48

@@ -36,11 +36,16 @@ static const char *kind_cat(uint16_t k) {
     case LW_TRACE_LIVENESS_KILL: return "liveness kill";
     case LW_TRACE_FAILED_FOR_GOOD: return "failed for good";
     case LW_TRACE_PROTOCOL: return "protocol violation";
+    case LW_TRACE_COMPILE: return "compile";
+    case LW_TRACE_LOAD: return "load";
   }
   return "event";
 }
 
-static bool is_span(uint16_t k) { return k < LW_TRACE_SPAN_KINDS_ && k != LW_TRACE_DEP; }
+static bool is_span(uint16_t k) {
+  return (k < LW_TRACE_SPAN_KINDS_ && k != LW_TRACE_DEP) || k == LW_TRACE_COMPILE ||
+         k == LW_TRACE_LOAD;
+}
 
 // Where tracks sit inside their process: the caller's threads first, the run lane beside the
 // register lane, queue waits last.
