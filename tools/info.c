@@ -177,6 +177,71 @@ static void info_opencl_json(lw_json_t *j) {
   lw__json_end_object(j);
 }
 
+enum { kMaxCudaDevices = 64 };
+
+// CUDA as a "cuda" chip sees it: the driver and NVRTC versions and the devices in device_id
+// order, or why there are none. The driver is loaded and initialised in this process (a tool;
+// a worker's parent never calls into CUDA).
+static void info_cuda_text(void) {
+  lw_cuda_info_t info;
+  lw_cuda_device_info_t devs[kMaxCudaDevices];
+  uint32_t n = 0;
+  lw_error_t err;
+  if (lw__cuda_list(&info, devs, kMaxCudaDevices, &n, &err) != LW_OK) {
+    // The backend's messages start "cuda: ", which the line already says.
+    const char *why = strncmp(err.message, "cuda: ", 6) == 0 ? err.message + 6 : err.message;
+    printf("cuda:       %s\n", why);
+    return;
+  }
+  char nvrtc[LW_ERROR_MESSAGE_BYTES + 16];
+  if (info.nvrtc_missing[0]) {
+    snprintf(nvrtc, sizeof(nvrtc), "none: %s", info.nvrtc_missing);
+  } else {
+    snprintf(nvrtc, sizeof(nvrtc), "%d.%d", info.nvrtc_major, info.nvrtc_minor);
+  }
+  printf("cuda:       %u device%s, driver %d.%d (%s), NVRTC %s\n", n, n == 1 ? "" : "s",
+         info.driver_version / 1000, info.driver_version % 1000 / 10, info.driver_path, nvrtc);
+  for (uint32_t i = 0; i < n && i < kMaxCudaDevices; ++i) {
+    printf("  %2d: %s, sm_%d%d, %u SMs, %.1f GiB, %s\n", devs[i].index, devs[i].name,
+           devs[i].cc_major, devs[i].cc_minor, devs[i].multiprocessors,
+           (double)devs[i].memory_bytes / (double)(1ull << 30), devs[i].uuid);
+  }
+}
+
+static void info_cuda_json(lw_json_t *j) {
+  lw__json_begin_object(j);
+  lw__json_kv_string(j, "name", "cuda");
+  lw__json_kv_bool(j, "built", true);
+  lw_cuda_info_t info;
+  lw_cuda_device_info_t devs[kMaxCudaDevices];
+  uint32_t n = 0;
+  lw_error_t err;
+  bool ok = lw__cuda_list(&info, devs, kMaxCudaDevices, &n, &err) == LW_OK;
+  lw__json_kv_bool(j, "available", ok);
+  lw__json_kv_string(j, "reason", ok ? NULL : err.message);
+  lw__json_kv_int(j, "driver_version", info.driver_version);
+  char nvrtc[32];
+  snprintf(nvrtc, sizeof(nvrtc), "%d.%d", info.nvrtc_major, info.nvrtc_minor);
+  lw__json_kv_string(j, "nvrtc_version", info.nvrtc_missing[0] ? NULL : nvrtc);
+  lw__json_kv_string(j, "nvrtc_reason", info.nvrtc_missing[0] ? info.nvrtc_missing : NULL);
+  lw__json_key(j, "devices");
+  lw__json_begin_array(j);
+  for (uint32_t i = 0; ok && i < n && i < kMaxCudaDevices; ++i) {
+    lw__json_begin_object(j);
+    lw__json_kv_int(j, "device_id", devs[i].index);
+    lw__json_kv_string(j, "device", devs[i].name);
+    char sm[16];
+    snprintf(sm, sizeof(sm), "sm_%d%d", devs[i].cc_major, devs[i].cc_minor);
+    lw__json_kv_string(j, "sm", sm);
+    lw__json_kv_uint(j, "multiprocessors", devs[i].multiprocessors);
+    lw__json_kv_uint(j, "memory_bytes", devs[i].memory_bytes);
+    lw__json_kv_string(j, "uuid", devs[i].uuid);
+    lw__json_end_object(j);
+  }
+  lw__json_end_array(j);
+  lw__json_end_object(j);
+}
+
 static int info_json(const kernel_dir_t *k, const numa_node_t *nodes, int n_nodes) {
   lw_json_t j;
   lw__json_initialize(&j, stdout, false);
@@ -195,6 +260,7 @@ static int info_json(const kernel_dir_t *k, const numa_node_t *nodes, int n_node
   lw__json_kv_string(&j, "reason", NULL);
   lw__json_end_object(&j);
   info_opencl_json(&j);
+  info_cuda_json(&j);
   lw__json_end_array(&j);
   lw__json_kv_int(&j, "cpus_online", sysconf(_SC_NPROCESSORS_ONLN));
   lw__json_key(&j, "numa_nodes");
@@ -277,5 +343,6 @@ int lw__tool_info(int argc, char **argv) {
          LW_MAX_PARAMS, LW_MAX_TENSORS, LW_MAX_SCALARS, LW_MAX_LAUNCH_DIMS,
          (unsigned long long)(LW_MAX_IMAGE_BYTES >> 20), LW_MAX_CHIPS, LW_MAX_SUBS);
   info_opencl_text();
+  info_cuda_text();
   return 0;
 }
