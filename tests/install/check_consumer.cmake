@@ -58,6 +58,8 @@ get_filename_component(libdir ${pcdir} DIRECTORY)
 set(kerneldir ${libdir}/lanework/kernels)
 foreach(f ${kerneldir}/vector_add.so ${kerneldir}/gemm.so ${kerneldir}/noop.so
           ${kerneldir}/README.md ${kerneldir}/opencl/vector_add.cl
+          ${kerneldir}/cuda/vector_add.cu ${kerneldir}/cuda/big_program.cu
+          ${kerneldir}/cuda/lanework/kernel_cuda.h ${prefix}/include/lanework/kernel_cuda.h
           ${prefix}/share/doc/lanework/LICENSE ${prefix}/share/doc/lanework/NEWS.md
           ${libdir}/cmake/lanework/laneworkKernel.cmake)
   if(NOT EXISTS ${f})

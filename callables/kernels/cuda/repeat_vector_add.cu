@@ -1,0 +1,40 @@
+// repeat_vector_add.cu — a long-running vector kernel with an exact integer result, the CUDA C
+// version of opencl/repeat_vector_add.cl:
+//   acc = a[i]; repeat reps times: acc = acc * 3 + b[i];  c[i] = acc   (unsigned, mod 2^32)
+// Signature: IN a (uint[n]), IN b (uint[n]), OUT c (uint[n]), SCALAR n (unsigned long long),
+// SCALAR reps (unsigned long long). Launch: 1 dimension (blocks of x threads only), global >= n
+// threads or fewer (a grid-stride loop covers the rest).
+//
+// Cancellable: each block polls the stop word (lanework/kernel_cuda.h) once per
+// LW_POLL_STEPS repetitions and returns once it is set, so n * reps sets the run time and a
+// cancel ends a long run within about one chunk. After every chunk c[i] holds the value so far
+// (never 0 for a = b = 1), so a stopped run shows which elements it reached. Build option
+// -DLW_POLL_STEPS=k changes the chunk (default 16384 steps, some tens of microseconds on a
+// current GPU: polls stay rare for the bus and a stop lands well within 100 us).
+#include "lanework/kernel_cuda.h"
+
+#ifndef LW_POLL_STEPS
+#define LW_POLL_STEPS 16384ull
+#endif
+
+extern "C" __global__ void lw_kernel_main(const unsigned int *a, const unsigned int *b,
+                                          unsigned int *c, unsigned long long n,
+                                          unsigned long long reps) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  // base depends on blockIdx only, and reps is the same for every thread: the loops below are
+  // block-uniform, as lw_cuda_block_should_stop requires.
+  for (unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x; base < n;
+       base += stride) {
+    const unsigned long long i = base + threadIdx.x;
+    const bool live = i < n;
+    unsigned int acc = live ? a[i] : 0u;
+    const unsigned int add = live ? b[i] : 0u;
+    unsigned long long done = 0;
+    do {
+      if (lw_cuda_block_should_stop()) return;
+      const unsigned long long end = reps - done < LW_POLL_STEPS ? reps : done + LW_POLL_STEPS;
+      for (; done < end; ++done) acc = acc * 3u + add;
+      if (live) c[i] = acc;
+    } while (done < reps);
+  }
+}
