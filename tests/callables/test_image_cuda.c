@@ -125,6 +125,31 @@ Test(image_cuda, a_zstd_frame_of_a_cubin_is_detected_as_the_cubin) {
   free(frame);
 }
 
+// What a CUDA compiler writes: nvcc 13.0's output for the kernels of callables/kernels/cuda,
+// committed as image_check fuzz seeds (a CUBIN for sm_90, a fat binary with CUBINs for sm_80
+// and sm_90 and PTX, the PTX), each detected as what it is and accepted by its check.
+Test(image_cuda, what_nvcc_writes_is_detected_and_accepted) {
+  static const struct {
+    const char *file;
+    lw_image_format_t want;
+  } seeds[] = {
+      {"nvcc_empty_sm90.cubin", LW_IMAGE_CUBIN},
+      {"nvcc_vector_add.fatbin", LW_IMAGE_FATBIN},
+      {"nvcc_vector_add.ptx", LW_IMAGE_PTX},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; ++i) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/image_check/%s", LW_FUZZ_CORPUS_DIR, seeds[i].file);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    uint8_t buf[16384];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert(n > 0 && n < sizeof buf, "%s: %zu bytes", path, n);
+    cr_assert_eq(decoded_as(buf, n, LW_IMAGE_AUTO), seeds[i].want, "%s", seeds[i].file);
+  }
+}
+
 // ---- CUBIN -----------------------------------------------------------------------------------
 
 static void put_eh(uint8_t *p, const Elf64_Ehdr *eh) { memcpy(p, eh, sizeof *eh); }
