@@ -1,7 +1,8 @@
 // tests/child/cuda_test_util.h — the cuda backend's tests over the fake driver
 // (tests/child/fake_cuda/fake_cuda.h): pointing the backend at the fake libraries, the fake's
 // event log, CUDA C callables of the fake's built-in kernels and a minimal CUBIN. Include once
-// per test file. LW_FAKE_CUDA_DIR (the folder of the fake libraries) comes from CMake.
+// per test file. LW_FAKE_CUDA_DIR (the folder of the fake libraries) comes from CMake; a bundle
+// run elsewhere names its copy with LW_TEST_FAKE_CUDA_DIR (lw_test_path).
 #ifndef LANEWORK_TESTS_CHILD_CUDA_TEST_UTIL_H_
 #define LANEWORK_TESTS_CHILD_CUDA_TEST_UTIL_H_
 
@@ -19,14 +20,19 @@
 
 static char ct_log_path[64];
 
+// The folder of the fake libraries.
+static inline const char *ct_fake_dir(void) {
+  return lw_test_path("LW_TEST_FAKE_CUDA_DIR", LW_FAKE_CUDA_DIR);
+}
+
 // Points the cuda backend of this process (and of the chip children it starts) at the fake
 // driver, and at the fake NVRTC when with_nvrtc (else at a path that does not exist), with a
 // fresh event log. nvJitLink always points nowhere. Call before the first chip or worker.
 static inline void ct_use_fake(bool with_nvrtc) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/libfake_cuda.so", LW_FAKE_CUDA_DIR);
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
   setenv("LW_CUDA_LIBRARY", path, 1);
-  snprintf(path, sizeof(path), "%s/libfake_nvrtc.so", LW_FAKE_CUDA_DIR);
+  snprintf(path, sizeof(path), "%s/libfake_nvrtc.so", ct_fake_dir());
   setenv("LW_NVRTC_LIBRARY", with_nvrtc ? path : CT_NVRTC_MISSING, 1);
   setenv("LW_NVJITLINK_LIBRARY", CT_NVJITLINK_MISSING, 1);
   snprintf(ct_log_path, sizeof(ct_log_path), "/tmp/lw-fake-cuda-%d.log", (int)getpid());

@@ -103,7 +103,7 @@ Test(cuda_api, a_real_driver_exports_every_required_name_when_the_machine_has_on
     if (s[i].lib != LW_CUDA_LIB_DRIVER) continue;
     void *p = dlsym(h, s[i].abi);
     if (strncmp(s[i].field, "cuCtxCreate", 11) == 0) ctx = ctx || p != NULL;
-    if (s[i].required) cr_expect_not_null(p, "libcuda.so.1 does not export %s", s[i].abi);
+    if (s[i].required) cr_expect(p != NULL, "libcuda.so.1 does not export %s", s[i].abi);
   }
   cr_expect(ctx, "libcuda.so.1 exports neither cuCtxCreate_v4 nor cuCtxCreate_v2");
   dlclose(h);
@@ -111,14 +111,14 @@ Test(cuda_api, a_real_driver_exports_every_required_name_when_the_machine_has_on
 
 Test(cuda_api, the_fake_driver_exports_every_driver_name_lanework_resolves) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/libfake_cuda.so", LW_FAKE_CUDA_DIR);
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(h, "%s", dlerror());
   size_t n = 0;
   const lw_cuda_symbol_t *s = lw__cuda_symbols(&n);
   for (size_t i = 0; i < n; ++i) {
     if (s[i].lib != LW_CUDA_LIB_DRIVER) continue;
-    cr_expect_not_null(dlsym(h, s[i].abi), "the fake lacks %s", s[i].abi);
+    cr_expect(dlsym(h, s[i].abi) != NULL, "the fake lacks %s", s[i].abi);
   }
   dlclose(h);
 }
@@ -163,7 +163,7 @@ Test(cuda_api, a_library_that_is_not_a_driver_fails_unavailable_naming_the_missi
      .timeout = 30) {
   // The fake NVRTC's builtins library: a shared library without a single driver entry point.
   char path[512];
-  snprintf(path, sizeof(path), "%s/" FAKE_NVRTC_BUILTINS, LW_FAKE_CUDA_DIR);
+  snprintf(path, sizeof(path), "%s/" FAKE_NVRTC_BUILTINS, ct_fake_dir());
   setenv("LW_CUDA_LIBRARY", path, 1);
   lw_chip_t *chip = NULL;
   cr_assert_eq(open_cuda(&chip), LW_UNAVAILABLE);
@@ -208,4 +208,5 @@ Test(cuda_api, without_nvrtc_cuda_c_and_ptx_are_refused_naming_the_library_and_a
   cr_assert_geq(ct_find("launch", NULL, 0, "empty", NULL), 0, "the CUBIN's kernel ran");
   lw_chip_close(chip);
   ct_assert_no_contextless_call();
+  unlink(ct_log_path);
 }

@@ -289,7 +289,7 @@ Test(cuda_fake, a_run_on_the_callers_thread_leaves_its_context_as_it_was) {
   LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
   // The fake the backend loaded, asked about this thread.
   char path[512];
-  snprintf(path, sizeof(path), "%s/libfake_cuda.so", LW_FAKE_CUDA_DIR);
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
   void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   cr_assert_not_null(lib, "the backend loaded the fake");
   int (*current)(void) = (int (*)(void))dlsym(lib, "lw_fake_cuda_context_current");

@@ -89,17 +89,20 @@ typedef struct builtin {
   kernel_fn fn;
 } builtin_t;
 
+typedef struct function function_t;
+
 typedef struct module {
   char *text;  // the source text (fake cubin) or NULL for an ELF
   bool has_kernel[8];
+  function_t *fn[8];  // made by cuModuleGetFunction, freed with the module
   bool has_stop;
   CUdeviceptr stop_global;  // 8 bytes: a pointer to the stop word (or 0)
 } module_t;
 
-typedef struct function {
+struct function {
   const builtin_t *b;
   module_t *mod;
-} function_t;
+};
 
 struct launch {
   const function_t *f;
@@ -677,22 +680,31 @@ API CUresult cuModuleLoadData(module_t **out, const void *image) {
 }
 
 API CUresult cuModuleUnload(module_t *m) {
-  NEED_CTX("cuModuleUnload");
+  // Frees the module even in a context with a sticky error, then reports the error.
+  if (!tl_current) {
+    lw_fake_cuda_log("no_context", "%s", "cuModuleUnload");
+    return E_INVALID_CONTEXT;
+  }
   lw_fake_cuda_log("module_unload", "%s", "");
   free((void *)(uintptr_t)m->stop_global);
+  for (int i = 0; i < 8; ++i) free(m->fn[i]);
   free(m->text);
   free(m);
-  return OK;
+  return atomic_load(&tl_current->sticky);
 }
 
 API CUresult cuModuleGetFunction(function_t **out, module_t *m, const char *name) {
   NEED_CTX("cuModuleGetFunction");
   for (size_t i = 0; i < N_BUILTINS; ++i) {
     if (m->has_kernel[i] && strcmp(kBuiltins[i].name, name) == 0) {
-      function_t *f = calloc(1, sizeof(*f));  // lives as long as the process (a test)
-      f->b = &kBuiltins[i];
-      f->mod = m;
-      *out = f;
+      pthread_mutex_lock(&g_reg_mu);
+      if (!m->fn[i]) {
+        m->fn[i] = calloc(1, sizeof(function_t));
+        m->fn[i]->b = &kBuiltins[i];
+        m->fn[i]->mod = m;
+      }
+      *out = m->fn[i];
+      pthread_mutex_unlock(&g_reg_mu);
       return OK;
     }
   }
