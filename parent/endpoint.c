@@ -355,53 +355,29 @@ out:
   return st;
 }
 
-lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err) {
-  uint32_t frame = ep->next_frame, looked = 0;
-  while (looked < LW_MB_TASK_FRAMES && ep->frame_task[frame]) {
-    frame = (frame + 1) % LW_MB_TASK_FRAMES;
-    ++looked;
-  }
-  if (looked == LW_MB_TASK_FRAMES) {
-    return lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, t->task_id, "no free task frame");
-  }
-  lw_mb_task_post_t p;
-  memset(&p, 0, sizeof(p));
-  p.kind = t->kind;
-  const lw_wcallable_t *c = &ep->w->calls.table[t->wc];
-  // A sub task names its function by index and by the tag the sub child registered there, so
-  // the child refuses it rather than run another function.
-  p.callable = t->kind == LW_MB_TASK_KERNEL
-                   ? c->local[ep->index]
-                   : lw__sub_task_callable(c->sub_tag, c->sub_index);
-  p.timeout_ns = t->timeout_ns;
-  p.args = t->args;
+lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32_t frame, lw_mb_task_post_t *p,
+                             lw_error_t *err) {
+  uint64_t task_id = p->identity.task_id;
   pthread_mutex_lock(&ep->post_mu);
-  p.seq = ++ep->next_seq;
-  p.identity = (lw_mb_identity_t){t->run->run_id, t->task_id, ++ep->next_dispatch,
-                                  ep->generation};
+  p->seq = ++ep->next_seq;
+  p->identity.dispatch_id = ++ep->next_dispatch;
+  p->identity.generation = ep->generation;
   lw_error_t why;
   lw_status_t st = check_header(ep, err);
-  if (st == LW_OK) st = lw__mailbox_post_task(ep->mb, frame, &p, &why);
+  if (st == LW_OK) st = lw__mailbox_post_task(ep->mb, frame, p, &why);
   pthread_mutex_unlock(&ep->post_mu);
   if (st == LW_INVALID_ARGUMENT) {
     // A bad post (the parent's own doing): nothing was written.
     char name[32];
-    return lw__error_set(err, st, (int32_t)ep->index, t->task_id, "%s: %s",
+    return lw__error_set(err, st, (int32_t)ep->index, task_id, "%s: %s",
                          lw__ep_name(ep, name, sizeof(name)), why.message);
   }
   if (st != LW_OK && st != LW_CHILD_EXITED) {
-    // The frame is free in the parent's record (frame_task[frame] is NULL: its last result
-    // was consumed), so a state other than IDLE was written by the child.
+    // The frame is free in the caller's record (its last result was consumed), so a state
+    // other than IDLE was written by the child.
     st = lw__ep_violation(ep, why.message, err);
   }
   if (st != LW_OK) return st;
-  t->identity = p.identity;
-  t->seen_started_at = 0;
-  t->ep = ep;
-  t->frame = frame;
-  ep->frame_task[frame] = t;
-  ep->busy++;
-  ep->next_frame = (frame + 1) % LW_MB_TASK_FRAMES;
   lw__ep_stats_note_post(ep);
   return LW_OK;
 }

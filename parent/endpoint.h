@@ -1,14 +1,17 @@
 // parent/endpoint.h — one endpoint per child: the parent's side of that child's mailbox.
 // Owns: the child's pid and pidfd, the mailbox's sequence numbers (post_mu), the control
-// round trip (ctl_mu), the record of which task is in which task frame, the exit and
-// protocol-violation descriptions (desc_mu), and the liveness and crash-loop records.
+// round trip (ctl_mu), the exit and protocol-violation descriptions (desc_mu), the mark of a
+// liveness kill, and the child's counters. What the scheduler remembers of a child (the task in
+// each frame, the heartbeat it watches) is the scheduler's (lw_sched_child_t, parent/sched.h);
+// the crash-loop record is the supervisor's (lw_sup_child_t, parent/supervise.h).
 // Lifecycle: the worker's endpoint array (w->eps, chips then subs) is made by lw_worker_create
 // and lives as long as the worker; each endpoint goes STARTING -> READY, and after a death
 // RESPAWNING -> READY (parent/supervise.h) or DEAD for good. lw__ep_spawn starts its child
 // through the fork server, lw__ep_wait_ready waits for that child's INIT_READY.
 // Threads (what each field's comment below says in detail):
-//   - the scheduler (parent/sched.h) posts tasks (lw__ep_post_task, under w->mu), drains the
-//     completion ring, checks death (lw__ep_check_dead: pidfd, scheduler only) and liveness;
+//   - the scheduler (parent/sched.h) posts tasks into frames it chose (lw__ep_post_task, under
+//     w->mu), drains the completion ring, checks death (lw__ep_check_dead: pidfd, scheduler
+//     only) and liveness;
 //   - the supervisor (parent/supervise.h) respawns the child (lw__ep_spawn, lw__ep_wait_ready);
 //   - any thread but one holding w->mu runs a control round trip (lw__ep_control*), kills the
 //     child (lw__ep_kill) or reports a protocol violation (lw__ep_violation).
@@ -38,8 +41,6 @@ typedef enum lw_ep_state {
   LW_EP_DEAD = 2,        // failed for good: its tasks fail at once
   LW_EP_RESPAWNING = 3,  // died; a new child is being started and its callables replayed
 } lw_ep_state_t;
-
-#define LW_EP_DEATH_LOG 16
 
 // What happened on one child, for lw_worker_stats (parent/stats.c reads them from any thread at
 // any time). Each is bumped once where its event happens, with a relaxed atomic add: they
@@ -81,13 +82,6 @@ typedef struct lw_endpoint {
   uint64_t next_seq;
   uint64_t next_dispatch;
   pthread_mutex_t ctl_mu;    // one control round trip at a time
-  // Scheduler-owned (under w->mu): the task in each frame, NULL when free.
-  lw_task_t *frame_task[LW_MB_TASK_FRAMES];
-  uint32_t busy;
-  // Where the search for a free frame starts: the one after the last frame posted. Tasks
-  // mostly end in the order they were posted, so the frame found there is usually free.
-  // Always below LW_MB_TASK_FRAMES.
-  uint32_t next_frame;
   // "child pid 42 killed by SIGSEGV" once dead; written by the scheduler, read by any thread:
   // only through lw__ep_set_exit_desc / lw__ep_exit_desc (desc_mu).
   pthread_mutex_t desc_mu;
@@ -100,26 +94,16 @@ typedef struct lw_endpoint {
   // its mailbox again, it is killed, and the death path fails its work naming the violation
   // and respawns it. `violated` is set by whichever thread found it (lw__ep_violation) and
   // cleared by the supervisor when it resets the mailbox for a new child; the reason
-  // (`violation`) is under desc_mu. `broken` (under w->mu) means the scheduler owns the kill:
-  // set with accepting = false by the thread that found the violation while dispatching, or
-  // by the scheduler for a violation another thread found; cleared at the death.
+  // (`violation`) is under desc_mu. (Who kills it is the scheduler's record:
+  // lw_sched_child_t.broken.)
   _Atomic bool violated;
-  bool broken;
   char violation[160];
-  // Liveness (sched.c, under w->mu): while the child holds work, the heartbeat seen last and
-  // when the scheduler saw it move (parent clock).
-  bool hb_watching;
-  uint64_t hb_seen;
-  int64_t hb_seen_at;
   // Milliseconds without a heartbeat when this child was killed for liveness (0: it was not):
   // set by the killer before the kill, read by lw__ep_describe_exit for every message about
   // the death (on_child_death's, a control's that sees the death first); cleared when the next
   // child is spawned (lw__ep_spawn, after the supervisor took ctl_mu: no control still waiting
   // on the old child reads it then).
   _Atomic int64_t hb_killed_ms;
-  int64_t deaths[LW_EP_DEATH_LOG];  // ring of death times (crash-loop bound)
-  uint32_t n_deaths;
-  uint32_t respawns;
   lw_ep_stats_t stats;
 } lw_endpoint_t;
 
@@ -169,10 +153,13 @@ LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generatio
 // good" once the endpoint is DEAD) in *err, for a control that is not posted because the
 // chip's child does not take work now. No lock held.
 LW_MUST_USE lw_status_t lw__ep_down_error(lw_endpoint_t *ep, lw_error_t *err);
-// Posts a task into a free frame (caller holds w->mu and checked ep->busy). Fills the task's
-// identity and frame. A frame the parent's record says is free but that is not IDLE, or a
+// Posts a task into task frame `frame`, which the caller's record says is free (the
+// scheduler's pass, w->mu held). The caller fills p (kind, callable word, timeout, args, and
+// the identity's run_id and task_id); this fills p->seq and the identity's dispatch_id and
+// generation, under post_mu, and counts the post (stats). A frame that is not IDLE, or a
 // header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, lw_task_t *t, lw_error_t *err);
+LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32_t frame,
+                                         lw_mb_task_post_t *p, lw_error_t *err);
 // True when the child died (pidfd readable). Marks it DEAD.
 bool lw__ep_check_dead(lw_endpoint_t *ep);
 // Kills ep's current child with SIGKILL from any thread (through a pidfd of its own, checked

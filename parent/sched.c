@@ -35,6 +35,11 @@
 #define TAG_FS 0xfffffffeu
 #define TAG_FS_SUBS 0xfffffffdu
 
+// The scheduler's record of ep's child (w->sched.child, parent/sched.h).
+static inline lw_sched_child_t *sched_child(lw_worker_t *w, const lw_endpoint_t *ep) {
+  return &w->sched.child[ep->slot];
+}
+
 // What a pass found under w->mu and hands on once the lock is dropped. Intrusive lists, so
 // nothing is ever dropped however much completes in one pass.
 typedef struct pending_work {
@@ -85,7 +90,7 @@ static void kill_child(lw_endpoint_t *ep) {
 // scheduler may use the pidfd). Its death fails what it held, naming the violation, and hands
 // it to the supervisor. Never re-reading the bad ring is what lets the scheduler sleep until
 // that death arrives.
-static void break_child(lw_endpoint_t *ep, const lw_error_t *why) {
+static void break_child(lw_worker_t *w, lw_endpoint_t *ep, const lw_error_t *why) {
   char name[32];
   lw__log(LW_LOG_WARN, "%s: protocol violation, the child is killed: %s",
           lw__ep_name(ep, name, sizeof(name)), why ? why->message : "found by a control");
@@ -95,7 +100,7 @@ static void break_child(lw_endpoint_t *ep, const lw_error_t *why) {
     (void)lw__ep_violation(ep, why->message, &ignored);  // records the reason, kicks
   }
   ep->accepting = false;
-  ep->broken = true;
+  sched_child(w, ep)->broken = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,7 +123,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     if (st == LW_NOT_FOUND) break;
     progress = true;
     if (st != LW_OK) {
-      break_child(ep, &err);
+      break_child(w, ep, &err);
       break;
     }
     if (c.kind == LW_MB_COMPLETION_CONTROL) {
@@ -129,7 +134,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
                       "a sub child's ring holds a control report (control %llu); sub children "
                       "answer controls in the control frame only",
                       (unsigned long long)c.control_id);
-        break_child(ep, &err);
+        break_child(w, ep, &err);
         break;
       }
       lw_wop_t *op = NULL;
@@ -141,20 +146,21 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       }
       continue;
     }
-    lw_task_t *t = ep->frame_task[c.frame];
+    lw_sched_child_t *sc = sched_child(w, ep);
+    lw_task_t *t = sc->frame_task[c.frame];
     lw_mb_task_result_t r;
     if (!t) {
       lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0,
                     "a completion names task frame %u, which holds no task", c.frame);
-      break_child(ep, &err);
+      break_child(w, ep, &err);
       break;
     }
     if (lw__mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
-      break_child(ep, &err);
+      break_child(w, ep, &err);
       break;
     }
-    ep->frame_task[c.frame] = NULL;
-    ep->busy--;
+    sc->frame_task[c.frame] = NULL;
+    sc->busy--;
     r.error.worker_id = (int32_t)ep->index;
     r.error.task_id = t->task_id;
     lw__task_report_child_times(t->run, t->task_id, r.queue_ns, r.kernel_ns);
@@ -165,6 +171,42 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
 
 // ---------------------------------------------------------------------------------------------
 // Dispatch (w->mu held)
+
+// Posts t into a free frame of ep's child (the caller checked the child's busy count) and
+// records it there. The frame search starts at the one after the last frame posted: tasks
+// mostly end in the order they were posted, so that one is usually free.
+static lw_status_t post_task(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t,
+                             const lw_wcallable_t *c, lw_error_t *err) {
+  lw_sched_child_t *sc = sched_child(w, ep);
+  uint32_t frame = sc->next_frame, looked = 0;
+  while (looked < LW_MB_TASK_FRAMES && sc->frame_task[frame]) {
+    frame = (frame + 1) % LW_MB_TASK_FRAMES;
+    ++looked;
+  }
+  if (looked == LW_MB_TASK_FRAMES) {
+    return lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, t->task_id, "no free task frame");
+  }
+  lw_mb_task_post_t p;
+  memset(&p, 0, sizeof(p));
+  p.kind = t->kind;
+  // A sub task names its function by index and by the tag the sub child registered there, so
+  // the child refuses it rather than run another function.
+  p.callable = t->kind == LW_MB_TASK_KERNEL ? c->local[ep->index]
+                                            : lw__sub_task_callable(c->sub_tag, c->sub_index);
+  p.timeout_ns = t->timeout_ns;
+  p.args = t->args;
+  p.identity.run_id = t->run->run_id;
+  p.identity.task_id = t->task_id;
+  LW_RETURN_IF_ERROR(lw__ep_post_task(ep, frame, &p, err));
+  t->identity = p.identity;
+  t->seen_started_at = 0;
+  t->ep = ep;
+  t->frame = frame;
+  sc->frame_task[frame] = t;
+  sc->busy++;
+  sc->next_frame = (frame + 1) % LW_MB_TASK_FRAMES;
+  return LW_OK;
+}
 
 static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
   lw_wcallable_t *c = &w->calls.table[t->wc];
@@ -188,14 +230,14 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
   // task keeps its pin until it is finished (lw__task_finish drops it).
   if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(w, t->wc);
   int64_t t_post = lw__trace_on() ? lw__now_ns() : 0;
-  lw_status_t posted = lw__ep_post_task(ep, t, &err);
+  lw_status_t posted = post_task(w, ep, t, c, &err);
   if (t_post) {
     lw__trace_span(LW_TRACE_DISPATCH, t_post, lw__now_ns(), t->run->run_id, t->task_id,
                    (int32_t)ep->index, posted, w->calls.table[t->wc].name);
   }
   if (posted != LW_OK) {
     // A violation found by the post: no more posts to this child (the scheduler kills it).
-    if (atomic_load(&ep->violated)) break_child(ep, NULL);
+    if (atomic_load(&ep->violated)) break_child(w, ep, NULL);
     err.worker_id = (int32_t)ep->index;
     err.task_id = t->task_id;
     lw__task_finish(&w->dag, t, err.code, &err, &pw->finished);
@@ -238,7 +280,8 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     lw_task_queue_t *q = &w->dag.chip_q[i];
     bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
     if (!dead && !ep->accepting) continue;  // respawning: its tasks wait for it
-    while (q->head && (dead || (ep->accepting && ep->busy < LW_MB_TASK_FRAMES))) {
+    const lw_sched_child_t *sc = &w->sched.child[i];
+    while (q->head && (dead || (ep->accepting && sc->busy < LW_MB_TASK_FRAMES))) {
       lw_task_t *t = lw__dag_queue_pop(q);
       progress = true;
       if (skip_if_stopped(w, t, pw)) continue;
@@ -251,13 +294,18 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   }
   while (w->dag.any_q.head) {
     lw_endpoint_t *best = NULL;
+    uint32_t best_busy = 0;
     bool any_alive = false;
     for (uint32_t i = 0; i < n_chips; ++i) {
       lw_endpoint_t *ep = &w->eps[i];
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;  // a respawning chip will take work again
       if (!ep->accepting) continue;
-      if (ep->busy < UNPINNED_DEPTH && (!best || ep->busy < best->busy)) best = ep;
+      uint32_t busy = w->sched.child[i].busy;
+      if (busy < UNPINNED_DEPTH && (!best || busy < best_busy)) {
+        best = ep;
+        best_busy = busy;
+      }
     }
     if (!best && any_alive) break;
     lw_task_t *t = lw__dag_queue_pop(&w->dag.any_q);
@@ -281,7 +329,9 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     for (uint32_t c = 0; c < n_chips; ++c) {
       if (!need[c]) continue;
       if (atomic_load(&w->eps[c].state) == LW_EP_DEAD) dead = true;
-      if (!w->eps[c].accepting || w->eps[c].busy + need[c] > LW_MB_TASK_FRAMES) fits = false;
+      if (!w->eps[c].accepting || w->sched.child[c].busy + need[c] > LW_MB_TASK_FRAMES) {
+        fits = false;
+      }
     }
     if (!stopped && !dead && !fits) break;  // FIFO: later groups wait behind this one
     (void)lw__dag_group_pop(&w->dag);
@@ -312,7 +362,7 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;
       if (!ep->accepting) continue;
-      if (ep->busy == 0) {
+      if (w->sched.child[n_chips + i].busy == 0) {
         idle = ep;
         break;
       }
@@ -330,16 +380,16 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
   return progress;
 }
 
-// The task in ep's next occupied frame at or after *f, with *f left on that frame; NULL once
-// ep->busy of them were found (*found counts them), so a loop over a chip's frames costs what
-// its occupied ones do (w->mu held). Loop:
-//   for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f)
-static lw_task_t *next_busy_frame(const lw_endpoint_t *ep, uint32_t *f, uint32_t *found) {
-  if (*found >= ep->busy) return NULL;
+// The task in a child's next occupied frame at or after *f, with *f left on that frame; NULL
+// once sc->busy of them were found (*found counts them), so a loop over a chip's frames costs
+// what its occupied ones do (w->mu held). Loop:
+//   for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f)
+static lw_task_t *next_busy_frame(const lw_sched_child_t *sc, uint32_t *f, uint32_t *found) {
+  if (*found >= sc->busy) return NULL;
   for (; *f < LW_MB_TASK_FRAMES; ++*f) {
-    if (ep->frame_task[*f]) {
+    if (sc->frame_task[*f]) {
       ++*found;
-      return ep->frame_task[*f];
+      return sc->frame_task[*f];
     }
   }
   return NULL;
@@ -361,8 +411,9 @@ static void apply_cancels(lw_worker_t *w) {
   w->sched.cancel_stop_seen = stops;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
+    const lw_sched_child_t *sc = sched_child(w, ep);
     lw_task_t *t;
-    for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f) {
+    for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (cancel_all) atomic_store(&t->run->handle.cancel_requested, 1);
       if (lw__handle_cancel_requested(&t->run->handle)) t->run->cancelled = true;
       // A cancelled run, or one that failed, stops its kernels still in flight.
@@ -419,8 +470,9 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting) continue;
+    const lw_sched_child_t *sc = sched_child(w, ep);
     lw_task_t *t;
-    for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f) {
+    for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (t->escalated != LW_OK) continue;
       if (!t->cancel_at && t->timeout_ns <= 0) continue;
       if (!t->seen_started_at) {
@@ -472,13 +524,14 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
 // sub child runs its function on the mailbox loop, so a running sub task does not count.
 static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
   if (ep->kind != LW_MB_CHILD_CHIP) {
+    const lw_sched_child_t *sc = sched_child(w, ep);
     lw_task_t *t;
-    for (uint32_t f = 0, n = 0; (t = next_busy_frame(ep, &f, &n)) != NULL; ++f) {
+    for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;
     }
     return false;
   }
-  if (ep->busy > 0) return true;
+  if (sched_child(w, ep)->busy > 0) return true;
   for (lw_wop_t *op = w->calls.ops; op; op = op->next_pending) {
     if (!op->sub && !op->reported[ep->index]) return true;
   }
@@ -495,24 +548,25 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
   int64_t next = LW_DEADLINE_NEVER;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
+    lw_sched_child_t *sc = &w->sched.child[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->pidfd < 0 ||
         atomic_load(&ep->hb_killed_ms) != 0 || !ep_holds_work(w, ep)) {
-      ep->hb_watching = false;
+      sc->hb_watching = false;
       continue;
     }
     // Relaxed: only movement matters, and the value carries no other data.
     uint64_t beat = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
-    if (!ep->hb_watching || beat != ep->hb_seen) {
-      ep->hb_watching = true;
-      ep->hb_seen = beat;
-      ep->hb_seen_at = now;
+    if (!sc->hb_watching || beat != sc->hb_seen) {
+      sc->hb_watching = true;
+      sc->hb_seen = beat;
+      sc->hb_seen_at = now;
     }
-    int64_t due = lw__add_ns_sat(ep->hb_seen_at, live);
+    int64_t due = lw__add_ns_sat(sc->hb_seen_at, live);
     if (now >= due) {
-      int64_t ms = (now - ep->hb_seen_at) / 1000000;
+      int64_t ms = (now - sc->hb_seen_at) / 1000000;
       atomic_store(&ep->hb_killed_ms, ms > 0 ? ms : 1);
       atomic_fetch_add_explicit(&ep->stats.liveness_kills, 1, memory_order_relaxed);  // a counter
-      ep->hb_watching = false;
+      sc->hb_watching = false;
       char name[32];
       lw__log(LW_LOG_WARN, "%s: killing the child: no heartbeat for %lld ms while it holds work "
               "(stopped or wedged)", lw__ep_name(ep, name, sizeof(name)), (long long)ms);
@@ -597,12 +651,13 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   // drain_endpoint then reads nothing).
   (void)drain_endpoint(w, ep, pw);
   // After the drain, which may itself find garbage: the kill is done, the next child is new.
-  ep->broken = false;
+  lw_sched_child_t *sc = sched_child(w, ep);
+  sc->broken = false;
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
-    lw_task_t *t = ep->frame_task[f];
+    lw_task_t *t = sc->frame_task[f];
     if (!t) continue;
-    ep->frame_task[f] = NULL;
-    ep->busy--;
+    sc->frame_task[f] = NULL;
+    sc->busy--;
     lw_error_t err;
     const char *callable = w->calls.table[t->wc].name;
     unsigned long long tid = t->task_id, rid = t->run->run_id;
@@ -721,9 +776,9 @@ static void *sched_main(void *arg) {
       lw_endpoint_t *ep = &w->eps[s];
       bool ready = atomic_load(&ep->state) == LW_EP_READY;
       // A violation another thread found (a control round trip): this thread owns the kill.
-      if (ready && ep->accepting && atomic_load(&ep->violated)) break_child(ep, NULL);
+      if (ready && ep->accepting && atomic_load(&ep->violated)) break_child(w, ep, NULL);
       // Until its death is seen; a repeated SIGKILL is harmless and is not progress.
-      if (ready && ep->broken) kill_child(ep);
+      if (ready && w->sched.child[s].broken) kill_child(ep);
       // A child being respawned is not drained here: its replay reads its ring.
       if (ready && ep->accepting) progress |= drain_endpoint(w, ep, &pw);
     }
@@ -823,6 +878,32 @@ static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag, lw_error_t *e
   return LW_OK;
 }
 
+lw_status_t lw__sched_initialize(lw_sched_t *sched, uint32_t n_children, lw_error_t *err) {
+  sched->child = calloc(n_children, sizeof(*sched->child));
+  if (!sched->child) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
+  }
+  sched->n_children = n_children;
+  return LW_OK;
+}
+
+void lw__sched_deinitialize(lw_sched_t *sched) {
+  free(sched->child);
+  sched->child = NULL;
+  sched->n_children = 0;
+}
+
+bool lw__sched_other_chip_free(lw_worker_t *w, int32_t chip) {
+  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
+    const lw_endpoint_t *ep = &w->eps[i];
+    if ((int32_t)i != chip && ep->accepting && atomic_load(&ep->state) == LW_EP_READY &&
+        w->sched.child[i].busy == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
   w->epoll_fd = lw__forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
   if (w->epoll_fd < 0) {
@@ -879,7 +960,9 @@ static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress,
   bool did = lw__dag_step(&w->dag, &out->finished);
   for (uint32_t s = 0; s < w->n_children; ++s) {
     lw_endpoint_t *ep = &w->eps[s];
-    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->broken) continue;
+    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || w->sched.child[s].broken) {
+      continue;
+    }
     did |= drain_endpoint(w, ep, out);
   }
   did |= sweep_dispatch_cancel(w, out);

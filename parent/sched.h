@@ -5,7 +5,7 @@
 // mailboxes' sleeping flags), and what its passes remember (cancel_all_seen). Its thread is
 // the DAG's owner (parent/dag.h). Each pass drains every child's completion ring, applies the
 // DAG's inbox (lw__dag_step), sweeps the queued tasks of stopped runs, dispatches ready tasks
-// into free task frames (ep->frame_task, ep->busy), writes cancel
+// into free task frames (its per-child records, lw_sched_child_t), writes cancel
 // words and escalates kernels that ignore them, watches heartbeats, and notices a child's
 // death: it fails the dead child's work and hands the endpoint to the supervisor
 // (parent/supervise.h). Work found under w->mu (settled runs, complete ops, due unregisters)
@@ -34,6 +34,28 @@
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_task lw_task_t;
 
+// The scheduler's record of one child (w->sched.child[slot], slots as in w->eps: chips, then
+// subs), beside the endpoint's mailbox side (parent/endpoint.h). Written only in an owner's
+// pass (w->mu held): the scheduler's, a submitter's or a waiting caller's assist.
+typedef struct lw_sched_child {
+  // The task in each task frame, NULL when free; busy counts the non-NULL ones.
+  lw_task_t *frame_task[LW_MB_TASK_FRAMES];
+  uint32_t busy;
+  // Where the search for a free frame starts: the one after the last frame posted. Tasks
+  // mostly end in the order they were posted, so the frame found there is usually free.
+  // Always below LW_MB_TASK_FRAMES.
+  uint32_t next_frame;
+  // The child broke the protocol and the scheduler owns its kill (killed again each pass until
+  // its death is seen): set with ep->accepting = false by the pass that found the violation,
+  // or by the scheduler for one another thread found (ep->violated); cleared at the death.
+  bool broken;
+  // Liveness: while the child holds work, the heartbeat seen last and when the scheduler saw it
+  // move (parent clock).
+  bool hb_watching;
+  uint64_t hb_seen;
+  int64_t hb_seen_at;
+} lw_sched_child_t;
+
 // The scheduler's own state (w->sched). thread: started by lw__sched_start and stopped by
 // lw__sched_stop only (parent/thread.h). kick_seq and sleeping: the sleep handshake with kicking threads (any
 // thread reads and bumps them, seq_cst). exit: set by lw__sched_stop. cancel_all_seen: the
@@ -51,12 +73,22 @@ typedef struct lw_sched {
   uint32_t cancel_stop_seen;
   // Dispatch's copy of a ready group's members (w->mu held): too large for a submitter's stack.
   lw_task_t *group_members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
+  // One record per child (n_children of them), made by lw__sched_initialize.
+  lw_sched_child_t *child;
+  uint32_t n_children;
   // Callers spinning in lw__sched_wait_draining: while there is one, the scheduler sleeps as
   // soon as a pass finds nothing to do instead of spinning beside it.
   _Atomic uint32_t drainers;
 } lw_sched_t;
 
+// The per-child records (lw_worker_create, before any child takes work); deinitialize frees
+// them (lw_worker_destroy, once the scheduler stopped; a half-built scheduler is fine).
+LW_MUST_USE lw_status_t lw__sched_initialize(lw_sched_t *sched, uint32_t n_children,
+                                             lw_error_t *err);
+void lw__sched_deinitialize(lw_sched_t *sched);
 LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
+// Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
+bool lw__sched_other_chip_free(lw_worker_t *w, int32_t chip);
 void lw__sched_stop(lw_worker_t *w);
 // Runs one owner's pass on the calling thread (a submitter, right after posting to the DAG's
 // inbox) when no pass is under way: applies the inbox, drains the children's completion

@@ -25,13 +25,14 @@
 
 // Records a death; true when the child died respawn_max times within the window.
 static bool crash_loop(lw_worker_t *w, lw_endpoint_t *ep, int64_t now) {
-  ep->deaths[ep->n_deaths % LW_EP_DEATH_LOG] = now;
-  ep->n_deaths++;
+  lw_sup_child_t *sc = &w->sup.child[ep->slot];
+  sc->deaths[sc->n_deaths % LW_SUP_DEATH_LOG] = now;
+  sc->n_deaths++;
   uint32_t max = w->cfg.respawn_max;
   if (max == 0) return false;  // no bound
-  if (max > LW_EP_DEATH_LOG) max = LW_EP_DEATH_LOG;
-  if (ep->n_deaths < max) return false;
-  int64_t oldest = ep->deaths[(ep->n_deaths - max) % LW_EP_DEATH_LOG];
+  if (max > LW_SUP_DEATH_LOG) max = LW_SUP_DEATH_LOG;
+  if (sc->n_deaths < max) return false;
+  int64_t oldest = sc->deaths[(sc->n_deaths - max) % LW_SUP_DEATH_LOG];
   return now - oldest <= w->cfg.respawn_window_ns;
 }
 
@@ -304,7 +305,7 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
   bool alive = atomic_load(&ep->state) == LW_EP_READY;
   uint32_t respawns = 0;
   if (alive) {
-    respawns = ++ep->respawns;
+    respawns = ++w->sup.child[ep->slot].respawns;
     atomic_fetch_add_explicit(&ep->stats.respawns, 1, memory_order_relaxed);  // a counter only
     // Recorded before the endpoint takes work again: a caller that sees it accepting (and
     // stops the session after its next run) finds the respawn in the trace, before the new
@@ -326,7 +327,7 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
 
 void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep) {
   pthread_mutex_lock(&w->sup.mu);
-  w->sup.pending[ep->slot] = true;
+  w->sup.child[ep->slot].pending = true;
   pthread_cond_signal(&w->sup.cv);
   pthread_mutex_unlock(&w->sup.mu);
 }
@@ -338,14 +339,14 @@ static void *supervisor_main(void *arg) {
   for (;;) {
     uint32_t slot = UINT32_MAX;
     for (uint32_t s = 0; s < w->n_children && slot == UINT32_MAX; ++s) {
-      if (w->sup.pending[s]) slot = s;
+      if (w->sup.child[s].pending) slot = s;
     }
     if (slot == UINT32_MAX) {
       if (w->sup.exit) break;
       pthread_cond_wait(&w->sup.cv, &w->sup.mu);
       continue;
     }
-    w->sup.pending[slot] = false;
+    w->sup.child[slot].pending = false;
     pthread_mutex_unlock(&w->sup.mu);
     lw__ep_respawn(w, &w->eps[slot]);
     pthread_mutex_lock(&w->sup.mu);
@@ -355,8 +356,9 @@ static void *supervisor_main(void *arg) {
 }
 
 lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
-  w->sup.pending = calloc(w->n_children, sizeof(bool));
-  if (!w->sup.pending) {
+  w->sup.child = calloc(w->n_children, sizeof(*w->sup.child));
+  w->sup.n_children = w->n_children;
+  if (!w->sup.child) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
   return lw__thread_start(&w->sup.thread, "lw-supervise", "supervisor", supervisor_main, w,
@@ -374,6 +376,6 @@ static void supervisor_wake(void *ctx) {
 
 void lw__supervisor_stop(lw_worker_t *w) {
   lw__thread_stop(&w->sup.thread, supervisor_wake, w);
-  free(w->sup.pending);
-  w->sup.pending = NULL;
+  free(w->sup.child);
+  w->sup.child = NULL;
 }

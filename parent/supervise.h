@@ -1,7 +1,7 @@
 // parent/supervise.h — the supervisor: bringing a dead child back (parent/supervise.c).
-// Owns: the supervisor thread and its queue of dead children (w->sup, lw_supervisor_t: per
-// slot, a death waiting for its respawn), the crash-loop bound (ep->deaths), and the replay of every live
-// callable (chip images, the sub function table in order) into the new child before it takes
+// Owns: the supervisor thread and its per-child records (w->sup, lw_supervisor_t: per slot, a
+// death waiting for its respawn, the crash-loop record, the respawn count), and the replay of
+// every live callable (chip images, the sub function table in order) into the new child before it takes
 // work again.
 // Not here yet: noticing a death (pidfd, liveness kills) and failing the dead child's work are
 // the scheduler's (parent/sched.c on_child_death), which hands the endpoint over with
@@ -17,7 +17,7 @@
 // the new child for callables the replay gave it). A new child that dies before its replay is
 // complete is never seen by the scheduler: the respawn answers the ops it held
 // (lw__wop_fail_chip).
-// Locks: w->sup.mu guards w->sup.pending and w->sup.exit only; it is a leaf (nothing is taken
+// Locks: w->sup.mu guards each record's pending flag and w->sup.exit only; it is a leaf (nothing is taken
 // under it, and it is never taken under another lock). A respawn takes ep->ctl_mu ->
 // ep->post_mu to reset the mailbox, then w->calls.sub_mu (sub replay) or w->mu, each in the
 // worker's order (parent/worker_impl.h).
@@ -33,13 +33,26 @@
 typedef struct lw_worker lw_worker_t;
 typedef struct lw_endpoint lw_endpoint_t;
 
-// The supervisor's own state (w->sup): its thread, and under mu the deaths waiting for a
-// respawn (pending, one flag per child slot) and the exit request.
+#define LW_SUP_DEATH_LOG 16
+
+// The supervisor's record of one child (w->sup.child[slot], slots as in w->eps).
+typedef struct lw_sup_child {
+  bool pending;                       // a death waits for its respawn (under w->sup.mu)
+  // The crash-loop bound: a ring of death times and how many deaths there were; the respawns
+  // that took work again. Supervisor thread only.
+  int64_t deaths[LW_SUP_DEATH_LOG];
+  uint32_t n_deaths;
+  uint32_t respawns;
+} lw_sup_child_t;
+
+// The supervisor's own state (w->sup): its thread, its per-child records, and under mu the
+// exit request.
 typedef struct lw_supervisor {
   lw_thread_t thread;  // parent/thread.h
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  bool *pending;
+  lw_sup_child_t *child;  // n_children records (lw__supervisor_start)
+  uint32_t n_children;
   bool exit;
 } lw_supervisor_t;
 

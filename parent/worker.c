@@ -145,15 +145,7 @@ static void dag_stop(void *ctx) {
 
 // Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
 static bool dag_other_chip_free(void *ctx, int32_t chip) {
-  lw_worker_t *w = ctx;
-  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
-    const lw_endpoint_t *ep = &w->eps[i];
-    if ((int32_t)i != chip && ep->accepting && atomic_load(&ep->state) == LW_EP_READY &&
-        ep->busy == 0) {
-      return true;
-    }
-  }
-  return false;
+  return lw__sched_other_chip_free(ctx, chip);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,6 +309,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail_err;
   }
   w->dag_ready = true;
+  if ((st = lw__sched_initialize(&w->sched, w->n_children, &err)) != LW_OK) goto fail_err;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
@@ -556,6 +549,7 @@ void lw_worker_destroy(lw_worker_t *w) {
     pthread_mutex_unlock(&w->mu);
     w->dag_ready = false;
   }
+  lw__sched_deinitialize(&w->sched);
   // Anything still waiting (a child died mid-register, a hung kernel) is failed now.
   lw_error_t err;
   lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");

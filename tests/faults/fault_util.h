@@ -68,7 +68,7 @@ static inline pid_t fx_pid(fx_t *f, uint32_t slot) { return atomic_load(&f->w->e
 
 static inline uint32_t fx_respawns(fx_t *f, uint32_t slot) {
   pthread_mutex_lock(&f->w->mu);
-  uint32_t n = f->w->eps[slot].respawns;
+  uint32_t n = (uint32_t)atomic_load(&f->w->eps[slot].stats.respawns);
   pthread_mutex_unlock(&f->w->mu);
   return n;
 }
@@ -77,7 +77,7 @@ static inline uint32_t fx_respawns(fx_t *f, uint32_t slot) {
 static inline void fx_wait_respawned(fx_t *f, uint32_t slot, uint32_t n) {
   for (;;) {
     pthread_mutex_lock(&f->w->mu);
-    bool ok = f->w->eps[slot].respawns >= n && f->w->eps[slot].accepting;
+    bool ok = atomic_load(&f->w->eps[slot].stats.respawns) >= n && f->w->eps[slot].accepting;
     pthread_mutex_unlock(&f->w->mu);
     if (ok) return;
     lw_test_sleep_us(500);

@@ -124,7 +124,7 @@ Test(protocol, garbage_task_frame_state_fails_the_next_task_and_the_chip_comes_b
   fx_run_vadd_ok(&f, vadd, s, 1);
   // Idle chip 1: every frame is IDLE and free in the parent's record; the search for a free
   // frame starts at next_frame (the run above finished, so nothing changes it meanwhile).
-  uint32_t next = f.w->eps[1].next_frame;
+  uint32_t next = f.w->sched.child[1].next_frame;
   atomic_store(&fx_mailbox(&f, 1)->task[next].state, GARBAGE_STATE);
   job_t j = {vadd, s, JOB_VADD, 1, 0, 0, 1};
   lw_run_report_t rep;
@@ -231,7 +231,7 @@ Test(protocol, destroy_finishes_runs_the_scheduler_can_no_longer_finish, .timeou
   // finish both handles.
   for (;;) {
     pthread_mutex_lock(&f.w->mu);
-    uint32_t busy = f.w->eps[0].busy;
+    uint32_t busy = f.w->sched.child[0].busy;
     pthread_mutex_unlock(&f.w->mu);
     if (busy == 2) break;
     lw_test_sleep_us(500);

@@ -387,7 +387,7 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
   open_gate_file(path);
   for (;;) {
     pthread_mutex_lock(&w->mu);
-    bool back = ep->respawns > 0 && ep->accepting;
+    bool back = atomic_load(&ep->stats.respawns) > 0 && ep->accepting;
     pthread_mutex_unlock(&w->mu);
     if (back) break;
     lw_test_sleep_us(100);
@@ -433,7 +433,7 @@ Test(callables, hundred_registers_outstanding_on_a_chip_that_dies_each_finish_on
   // The respawned chip takes registers again.
   for (;;) {
     pthread_mutex_lock(&w->mu);
-    bool back = w->eps[0].respawns > 0 && w->eps[0].accepting;
+    bool back = atomic_load(&w->eps[0].stats.respawns) > 0 && w->eps[0].accepting;
     pthread_mutex_unlock(&w->mu);
     if (back) break;
     lw_test_sleep_us(100);
@@ -563,7 +563,7 @@ static void register_sub_with_a_dead_sub_child(bool respawn) {
   // was not yet noticed would fail CHILD_EXITED, which is not what this test is about.
   for (bool back = !respawn; !back; lw_test_sleep_us(100)) {
     pthread_mutex_lock(&w->mu);
-    back = dead->respawns > 0 && dead->accepting;
+    back = atomic_load(&dead->stats.respawns) > 0 && dead->accepting;
     pthread_mutex_unlock(&w->mu);
   }
   int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));

@@ -425,7 +425,7 @@ static int stop_signals_leave_lanework_running(void) {
   if (kill(child, SIGKILL) != 0) return 15;
   for (;;) {
     pthread_mutex_lock(&w->mu);
-    bool back = w->eps[0].respawns >= 1 && w->eps[0].accepting;
+    bool back = atomic_load(&w->eps[0].stats.respawns) >= 1 && w->eps[0].accepting;
     pthread_mutex_unlock(&w->mu);
     if (back) break;
     lw_test_sleep_us(1000);
