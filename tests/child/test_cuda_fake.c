@@ -353,6 +353,32 @@ Test(cuda_fake, ptx_is_refused_without_nvjitlink_and_the_driver_jit_runs_it_when
                 "the driver's JIT ran at the first run, on the run lane");
 }
 
+Test(cuda_fake, ptx_is_linked_by_nvjitlink_off_context_on_the_register_lane_and_runs) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/libfake_nvjitlink.so", ct_fake_dir());
+  setenv("LW_NVJITLINK_LIBRARY", path, 1);
+  static const char ptx[] = ".version 8.5\n.target sm_90\n.address_size 64\n"
+                            ".visible .entry empty()\n{\n\tret;\n}\n";
+  lw_callable_t p;
+  memset(&p, 0, sizeof(p));
+  p.name = "ptx";
+  p.image = ptx;
+  p.image_bytes = sizeof(ptx) - 1;
+  p.entry = "empty";
+  p.format = LW_IMAGE_PTX;
+  p.build_options = "-O3";
+  lw_callable_handle_t h;
+  lw_status_t st = lw_chip_register(chip, &p, &h);
+  cr_assert_eq(st, LW_OK, "%s", lw_last_error()->message);
+  char line[700];
+  cr_assert_geq(ct_find("link", line, sizeof(line), "thread=lw-reg-0", "ctx=0", NULL), 0,
+                "nvJitLink ran on the register lane with no context current");
+  cr_assert_not_null(strstr(line, "opts=-arch=sm_90|-O3"), "%s", line);
+  LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));
+  cr_assert_eq(ct_count("ptx_jit"), 0, "the driver got a CUBIN, not PTX to compile");
+  cr_assert_geq(ct_find("module_load", NULL, 0, "thread=lw-run-0", "empty", NULL), 0);
+}
+
 Test(cuda_fake, lw_cuda_devices_names_a_chips_device_by_uuid) {
   lw_chip_close(chip);
   chip = NULL;

@@ -1,5 +1,5 @@
 // tests/child/fake_cuda/fake_cuda.h — what the fake CUDA driver (libfake_cuda.so), the fake
-// NVRTC (libfake_nvrtc.so) and the tests share. A test double only: built for the tests, never
+// NVRTC (libfake_nvrtc.so), the fake nvJitLink (libfake_nvjitlink.so) and the tests share. A test double only: built for the tests, never
 // installed, loaded by the cuda backend through LW_CUDA_LIBRARY / LW_NVRTC_LIBRARY.
 //
 // The fake runs "kernels" on one CPU thread per stream. A module is either the fake NVRTC's
@@ -24,7 +24,8 @@
 // (ctx: whether a context was current on the calling thread): init, ctx_create, ptx_jit
 // (a module load of PTX text, which the real driver compiles: kernels are its ".entry name("),
 // module_load (detail: the kernels' names), module_unload, launch (detail: the kernel), compile
-// (the fake NVRTC; detail: its options), no_context (a call that needed a context found none;
+// (the fake NVRTC; detail: its options), link (the fake nvJitLink; detail: its options),
+// no_context (a call that needed a context found none;
 // detail: the call).
 #ifndef LANEWORK_TESTS_FAKE_CUDA_H_
 #define LANEWORK_TESTS_FAKE_CUDA_H_
