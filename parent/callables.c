@@ -869,6 +869,34 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
 }
 
 // ---------------------------------------------------------------------------------------------
+// Lifecycle
+
+lw_status_t lw__callables_initialize(lw_callables_t *calls, lw_error_t *err) {
+  // calls is zeroed already (the worker's calloc): the table is 1 MiB that a memset here would
+  // make resident for nothing.
+  pthread_mutex_init(&calls->sub_mu, NULL);
+  calls->initialized = true;
+  if (lw__handle_table_initialize(&calls->ids, LW_MAX_CALLABLES) != LW_OK) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_create: out of memory");
+  }
+  return LW_OK;
+}
+
+void lw__callables_deinitialize(lw_callables_t *calls) {
+  if (!calls->initialized) return;
+  lw__handle_table_deinitialize(&calls->ids);
+  free(calls->sub_fns);
+  free(calls->sub_names);
+  free(calls->sub_tags);
+  calls->sub_fns = NULL;
+  calls->sub_names = NULL;
+  calls->sub_tags = NULL;
+  calls->n_sub_fns = 0;
+  pthread_mutex_destroy(&calls->sub_mu);
+  calls->initialized = false;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Teardown
 
 void lw__callables_fail_ops(lw_worker_t *w, const lw_error_t *error) {

@@ -10,9 +10,11 @@
 // lw_worker_register_sub: a chip callable is broadcast to every chip child, all or nothing (a
 // partial register is rolled back with an unregister, LW_WOP_ROLLBACK); a sub function is
 // registered on every sub child in the same order (rolled back the same way).
-// Lifecycle: lw_worker_create initializes the fields; lw_worker_destroy, once no thread of the
-// worker is left, calls lw__callables_fail_ops to finish every op still waiting, then frees
-// the tables.
+// Lifecycle: lw__callables_initialize (lw_worker_create, on zeroed memory: sub_mu, the handle
+// ids) -> ... ->
+// lw__callables_fail_ops (lw_worker_destroy, once no thread of the worker is left: finishes
+// every op still waiting) -> lw__callables_deinitialize (frees the ids and the sub function
+// table; fine on a zeroed table).
 // Threads:
 //   - user threads register and unregister; they post the controls themselves
 //     (lw__ep_control_gen) with no lock held, taking w->mu only to change the table;
@@ -154,6 +156,7 @@ typedef struct lw_pin_credit {
 
 // The worker's callables (w->calls). Guarded by w->mu unless said otherwise.
 typedef struct lw_callables {
+  bool initialized;          // sub_mu and ids exist (create/destroy only)
   lw_wcallable_t table[LW_MAX_CALLABLES];
   // Handle ids of the table: index i of ids is table[i].
   lw_handle_table_t ids;
@@ -230,6 +233,9 @@ static inline uint64_t lw__sub_task_callable(uint32_t tag, uint64_t sub_index) {
 }
 // Starts posting a deferred unregister taken from w->calls.due_unregisters (no lock held).
 void lw__wop_start_unregister(lw_wop_t *op);
+
+LW_MUST_USE lw_status_t lw__callables_initialize(lw_callables_t *calls, lw_error_t *err);
+void lw__callables_deinitialize(lw_callables_t *calls);
 
 // Finishes every op still waiting, UNAVAILABLE with *error (lw_worker_destroy, once no thread
 // of the worker is left: no lock is taken). A deferred unregister is on w->calls.ops too.

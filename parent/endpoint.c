@@ -8,15 +8,43 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child/child_exit.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/endpoint.h"
-#include "parent/worker_impl.h"
+#include "parent/forkserver.h"
 
 // A control round trip re-checks the child's liveness this often while it waits.
 #define CONTROL_SLICE_NS (20ll * 1000 * 1000)
 #define CONTROL_TIMEOUT_NS (30ll * 1000 * 1000 * 1000)
+
+void lw__ep_initialize(lw_endpoint_t *ep, const lw_ep_config_t *cfg) {
+  memset(ep, 0, sizeof(*ep));
+  ep->slot = cfg->slot;
+  ep->kind = cfg->kind;
+  ep->index = cfg->index;
+  ep->mb = cfg->mb;
+  ep->trace = cfg->trace;
+  ep->fs = cfg->fs;
+  ep->liveness_timeout_ns = cfg->liveness_timeout_ns;
+  ep->kick = cfg->kick;
+  ep->kick_ctx = cfg->kick_ctx;
+  ep->pidfd = -1;
+  pthread_mutex_init(&ep->post_mu, NULL);
+  pthread_mutex_init(&ep->ctl_mu, NULL);
+  pthread_mutex_init(&ep->desc_mu, NULL);
+}
+
+void lw__ep_deinitialize(lw_endpoint_t *ep) {
+  if (!ep->mb) return;  // never initialized
+  if (ep->pidfd >= 0) close(ep->pidfd);
+  ep->pidfd = -1;
+  pthread_mutex_destroy(&ep->post_mu);
+  pthread_mutex_destroy(&ep->ctl_mu);
+  pthread_mutex_destroy(&ep->desc_mu);
+  ep->mb = NULL;
+}
 
 const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes) {
   snprintf(buf, bytes, "%s %u", ep->kind == LW_MB_CHILD_CHIP ? "chip" : "sub", ep->index);
@@ -39,7 +67,7 @@ bool lw__ep_check_dead(lw_endpoint_t *ep) {
   // (which only the scheduler owns). The server publishes an exit before it reaps the child.
   pid_t pid = atomic_load(&ep->pid);
   int status = 0;
-  return pid > 0 && lw__forkserver_exit_status(lw__ep_fs(ep), ep->index, pid, &status);
+  return pid > 0 && lw__forkserver_exit_status(ep->fs, ep->index, pid, &status);
 }
 
 void lw__ep_kill(lw_endpoint_t *ep) {
@@ -47,14 +75,14 @@ void lw__ep_kill(lw_endpoint_t *ep) {
   if (pid <= 0) return;
   int fd = lw__forkserver_fd_above_stdio(lw__sys_pidfd_open(pid));
   if (fd == -ENOSYS || fd == -EPERM) {
-    lw__forkserver_kill(lw__ep_fs(ep), ep->index, pid, -1);  // no pidfds: the server kills it
+    lw__forkserver_kill(ep->fs, ep->index, pid, -1);  // no pidfds: the server kills it
     return;
   }
   if (fd < 0) return;  // gone already
   // The fork server publishes an exit before it reaps, and a pid is reused only after the
   // reap: if no exit of this pid is published now, the pidfd opened above is our child's.
   int status = 0;
-  if (!lw__forkserver_exit_status(lw__ep_fs(ep), ep->index, pid, &status)) {
+  if (!lw__forkserver_exit_status(ep->fs, ep->index, pid, &status)) {
     (void)lw__sys_pidfd_send_signal(fd, SIGKILL);
   }
   close(fd);
@@ -69,7 +97,7 @@ void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
   snprintf(how, sizeof(how), "child pid %d died (exit status not known)", (int)pid);
   // The fork server publishes the exit right after it reaps; give it a moment.
   for (int i = 0; i < 200; ++i) {
-    if (lw__forkserver_exit_status(lw__ep_fs(ep), ep->index, pid, &status)) {
+    if (lw__forkserver_exit_status(ep->fs, ep->index, pid, &status)) {
       char desc[64];
       lw__forkserver_describe_status(status, desc, sizeof(desc));
       // A status the child gives itself (child/child_exit.h) says what it saw go wrong.
@@ -112,7 +140,7 @@ lw_status_t lw__ep_violation(lw_endpoint_t *ep, const char *what, lw_error_t *er
   }
   pthread_mutex_unlock(&ep->desc_mu);
   // The scheduler holds the child's pidfd: it does the kill.
-  lw__worker_kick(ep->w);
+  ep->kick(ep->kick_ctx);
   return lw__error_set(err, LW_CHILD_EXITED, (int32_t)ep->index, 0,
                        "%s: protocol violation: %s; child killed", name, what);
 }
@@ -156,7 +184,7 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   atomic_store(&ep->push_cpu, -1);  // no completion pushed yet
   ep->pidfd = -1;
   pid_t pid = 0;
-  lw_status_t st = lw__forkserver_spawn(lw__ep_fs(ep), ep->index, deadline_ns, &pid, &ep->pidfd, err);
+  lw_status_t st = lw__forkserver_spawn(ep->fs, ep->index, deadline_ns, &pid, &ep->pidfd, err);
   if (st != LW_OK) return st;
   atomic_store(&ep->pid, pid);
   atomic_store(&ep->state, LW_EP_STARTING);
@@ -311,7 +339,7 @@ lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
   int64_t deadline = lw__now_ns() + CONTROL_TIMEOUT_NS;
   // Liveness on this thread's own clock: the child's mailbox loop must beat while it owes an
   // answer, or it is stopped or wedged and the round trip would otherwise wait 30 s.
-  int64_t live = ep->w->cfg.liveness_timeout_ns;
+  int64_t live = ep->liveness_timeout_ns;
   uint64_t beat = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
   int64_t beat_at = lw__now_ns();
   for (;;) {

@@ -4,10 +4,13 @@
 // liveness kill, and the child's counters. What the scheduler remembers of a child (the task in
 // each frame, the heartbeat it watches) is the scheduler's (lw_sched_child_t, parent/sched.h);
 // the crash-loop record is the supervisor's (lw_sup_child_t, parent/supervise.h).
-// Lifecycle: the worker's endpoint array (w->eps, chips then subs) is made by lw_worker_create
-// and lives as long as the worker; each endpoint goes STARTING -> READY, and after a death
-// RESPAWNING -> READY (parent/supervise.h) or DEAD for good. lw__ep_spawn starts its child
-// through the fork server, lw__ep_wait_ready waits for that child's INIT_READY.
+// Lifecycle: lw__ep_initialize (lw_worker_create, one per child: chips then subs in w->eps;
+// everything the endpoint needs of the rest of the worker comes in its lw_ep_config_t, so it
+// holds no pointer to the worker) -> lw__ep_spawn (a child through the fork server) ->
+// lw__ep_wait_ready (its INIT_READY) -> ... -> lw__ep_deinitialize (lw_worker_destroy, once no
+// thread uses it: closes the pidfd, destroys the locks; fine on a zeroed endpoint). Each
+// endpoint goes STARTING -> READY, and after a death RESPAWNING -> READY (parent/supervise.h)
+// or DEAD for good.
 // Threads (what each field's comment below says in detail):
 //   - the scheduler (parent/sched.h) posts tasks into frames it chose (lw__ep_post_task, under
 //     w->mu), drains the completion ring, checks death (lw__ep_check_dead: pidfd, scheduler
@@ -31,8 +34,7 @@
 #include "lanework/status.h"
 #include "mailbox/mailbox.h"
 
-typedef struct lw_worker lw_worker_t;
-typedef struct lw_task lw_task_t;
+typedef struct lw_forkserver lw_forkserver_t;
 
 
 typedef enum lw_ep_state {
@@ -60,13 +62,30 @@ typedef struct lw_ep_stats {
   _Atomic uint64_t liveness_kills;  // kills for a heartbeat that stood still
 } lw_ep_stats_t;
 
+// What an endpoint is given at initialize: where it is, and what it needs of the worker.
+typedef struct lw_ep_config {
+  uint32_t slot;             // chips first, then subs
+  lw_mb_child_kind_t kind;
+  uint32_t index;            // chip index or sub index: the child's slot in its fork server
+  lw_mailbox_t *mb;          // initialized by the caller
+  lw_trace_area_t *trace;
+  lw_forkserver_t *fs;       // the fork server of this kind of child
+  int64_t liveness_timeout_ns;  // a control round trip's own liveness check (0: none)
+  // Wakes the scheduler (a protocol violation found here: the scheduler owns the kill).
+  void (*kick)(void *ctx);
+  void *kick_ctx;
+} lw_ep_config_t;
+
 typedef struct lw_endpoint {
-  lw_worker_t *w;
-  uint32_t slot;             // fork-server slot: chips first, then subs
+  uint32_t slot;             // chips first, then subs
   lw_mb_child_kind_t kind;
   uint32_t index;            // chip index or sub index
   lw_mailbox_t *mb;
   lw_trace_area_t *trace;    // the child's trace rings (shared memory, drained by the session)
+  lw_forkserver_t *fs;       // the server of this child (its slot there is index)
+  int64_t liveness_timeout_ns;
+  void (*kick)(void *ctx);
+  void *kick_ctx;
   _Atomic pid_t pid;         // written by the scheduler at (re)spawn, read by any thread
   int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
@@ -128,6 +147,11 @@ static inline void lw__ep_stats_note_post(lw_endpoint_t *ep) {
   }
 }
 
+// Sets up ep from cfg (no child yet: pidfd -1, state STARTING) and its locks.
+void lw__ep_initialize(lw_endpoint_t *ep, const lw_ep_config_t *cfg);
+// Closes the pidfd and destroys the locks (no thread may use ep any more). A zeroed endpoint
+// (never initialized) is left alone.
+void lw__ep_deinitialize(lw_endpoint_t *ep);
 // "chip 1" / "sub 0".
 const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
 // Records an instant about this child (a death, a respawn, a kill) on the calling thread's

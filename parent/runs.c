@@ -17,6 +17,28 @@
 #include "parent/worker_impl.h"
 
 // ---------------------------------------------------------------------------------------------
+// Lifecycle
+
+void lw__runs_initialize(lw_runs_t *runs, const lw_runs_hooks_t *hooks) {
+  memset(runs, 0, sizeof(*runs));
+  pthread_mutex_init(&runs->mu, NULL);
+  // Monotonic: deadlines come from lw__now_ns, and a wall-clock step must not move a wait.
+  lw__cond_init_monotonic(&runs->cv);
+  runs->before_wait = hooks->before_wait;
+  runs->drainer_enter = hooks->drainer_enter;
+  runs->drainer_leave = hooks->drainer_leave;
+  runs->drain_until = hooks->drain_until;
+  runs->initialized = true;
+}
+
+void lw__runs_deinitialize(lw_runs_t *runs) {
+  if (!runs->initialized) return;
+  pthread_mutex_destroy(&runs->mu);
+  pthread_cond_destroy(&runs->cv);
+  runs->initialized = false;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Runs
 
 static lw_status_t run_cancel(lw_handle_t *h) {

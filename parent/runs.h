@@ -9,9 +9,10 @@
 // function runs with the token -> settled once every task is terminal and the function
 // returned (lw__run_complete) -> its handle finishes once every earlier run's has (run-id
 // order) -> live_runs drops and idle_cv is broadcast.
-// Lifecycle: lw__orch_start (lw_worker_create) -> lw__orch_stop (lw_worker_destroy, after
-// `stopping` is set: runs still queued finish CANCELLED without running, then the thread is
-// joined).
+// Lifecycle: lw__runs_initialize (lw_worker_create: the lock, the condvar, the scheduler's
+// hooks) -> lw__orch_start -> lw__orch_stop (lw_worker_destroy, after `stopping` is set: runs
+// still queued finish CANCELLED without running, then the thread is joined) ->
+// lw__runs_deinitialize (once no thread of the worker is left).
 // Orch functions that do not return (docs/api.md, "Exceptions and longjmp"): every orch
 // function is called through one guard frame (parent/orch_guard.h). A C++ exception stops
 // there and fails the run like an error status. A longjmp out of an inline one cannot be
@@ -92,6 +93,7 @@ struct lw_orch {
 // finishes handles from its head), and the orchestrator thread with the token that keeps one
 // orch function at a time (orch_busy).
 typedef struct lw_runs {
+  bool initialized;  // lw__runs_initialize ran (create/destroy only)
   pthread_mutex_t mu;
   pthread_cond_t cv;
   lw_run_t *q_head, *q_tail;
@@ -129,6 +131,20 @@ typedef struct lw_runs {
   // lw__sched_drain_until, installed the same way (NULL: nothing, false).
   bool (*drain_until)(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
 } lw_runs_t;
+
+// The scheduler's calls a run needs (installed by lw_worker_create; parent/sched.h), so that
+// runs.c does not call into the scheduler, which calls back into runs.c. Each may be NULL.
+typedef struct lw_runs_hooks {
+  void (*before_wait)(lw_worker_t *w, lw_handle_t *h);
+  void (*drainer_enter)(lw_worker_t *w);
+  void (*drainer_leave)(lw_worker_t *w);
+  bool (*drain_until)(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
+} lw_runs_hooks_t;
+
+// Sets up an empty run queue with its lock and condvar, and the hooks.
+void lw__runs_initialize(lw_runs_t *runs, const lw_runs_hooks_t *hooks);
+// Destroys the lock and the condvar (no thread uses runs any more; fine on a zeroed one).
+void lw__runs_deinitialize(lw_runs_t *runs);
 
 // The token holder's drainer role (lw__sched_drainer_enter): taken when its orch function
 // starts, given back when it ends (or its frame is found gone), and given up around a sleep

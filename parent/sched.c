@@ -81,7 +81,7 @@ static void flush(lw_worker_t *w, pending_work_t *pw) {
 
 static void kill_child(lw_endpoint_t *ep) {
   // Its pidfd reports the death and the normal path (on_child_death) fails its work.
-  if (ep->pidfd >= 0) lw__forkserver_kill(lw__ep_fs(ep), ep->index, atomic_load(&ep->pid), ep->pidfd);
+  if (ep->pidfd >= 0) lw__forkserver_kill(ep->fs, ep->index, atomic_load(&ep->pid), ep->pidfd);
 }
 
 // A child that broke the protocol is not trusted again (w->mu held; the scheduler, or a thread

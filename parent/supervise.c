@@ -38,8 +38,8 @@ static bool crash_loop(lw_worker_t *w, lw_endpoint_t *ep, int64_t now) {
 
 // Waits for the completion of control_id on ep's ring (nothing else is in flight on a child
 // that was just started).
-static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_t *out_value,
-                                 lw_error_t *err) {
+static lw_status_t await_control(lw_worker_t *w, lw_endpoint_t *ep, uint64_t control_id,
+                                 uint64_t *out_value, lw_error_t *err) {
   int64_t deadline = lw__now_ns() + REPLAY_TIMEOUT_NS;
   for (;;) {
     lw_mb_completion_t c;
@@ -57,10 +57,10 @@ static lw_status_t await_control(lw_endpoint_t *ep, uint64_t control_id, uint64_
       if (c.kind == LW_MB_COMPLETION_CONTROL) {
         lw_wop_t *op = NULL;
         c.error.worker_id = (int32_t)ep->index;
-        pthread_mutex_lock(&ep->w->mu);
-        bool done = lw__wop_report(ep->w, ep->index, c.control_id, (lw_status_t)c.status,
+        pthread_mutex_lock(&w->mu);
+        bool done = lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status,
                                    c.value, &c.error, &op);
-        pthread_mutex_unlock(&ep->w->mu);
+        pthread_mutex_unlock(&w->mu);
         if (done) lw__wop_complete(op);
       }
       continue;
@@ -120,7 +120,7 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       *err = ack.error;
       st = ack.status;
     }
-    if (st == LW_OK) st = await_control(ep, p.control_id, &local, err);
+    if (st == LW_OK) st = await_control(w, ep, p.control_id, &local, err);
     pthread_mutex_lock(&w->mu);
     if (st != LW_OK) {
       lw__wc_unpin(w, i);  // the replay's pin
@@ -355,12 +355,30 @@ static void *supervisor_main(void *arg) {
   return NULL;
 }
 
-lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
-  w->sup.child = calloc(w->n_children, sizeof(*w->sup.child));
-  w->sup.n_children = w->n_children;
-  if (!w->sup.child) {
+lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, uint32_t n_children,
+                                      lw_error_t *err) {
+  memset(sup, 0, sizeof(*sup));
+  pthread_mutex_init(&sup->mu, NULL);
+  lw__cond_init_monotonic(&sup->cv);
+  sup->initialized = true;
+  sup->child = calloc(n_children, sizeof(*sup->child));
+  if (!sup->child) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
+  sup->n_children = n_children;
+  return LW_OK;
+}
+
+void lw__supervisor_deinitialize(lw_supervisor_t *sup) {
+  if (!sup->initialized) return;
+  free(sup->child);
+  sup->child = NULL;
+  pthread_mutex_destroy(&sup->mu);
+  pthread_cond_destroy(&sup->cv);
+  sup->initialized = false;
+}
+
+lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
   return lw__thread_start(&w->sup.thread, "lw-supervise", "supervisor", supervisor_main, w,
                           err);
 }
@@ -376,6 +394,4 @@ static void supervisor_wake(void *ctx) {
 
 void lw__supervisor_stop(lw_worker_t *w) {
   lw__thread_stop(&w->sup.thread, supervisor_wake, w);
-  free(w->sup.child);
-  w->sup.child = NULL;
 }

@@ -6,10 +6,11 @@
 // Not here yet: noticing a death (pidfd, liveness kills) and failing the dead child's work are
 // the scheduler's (parent/sched.c on_child_death), which hands the endpoint over with
 // lw__supervisor_queue.
-// Lifecycle: lw__supervisor_start (lw_worker_create, after the children started) ->
-// (lw__supervisor_queue)* -> lw__supervisor_stop (lw_worker_destroy, after the scheduler
-// stopped: nothing queues a death then). stop joins the thread; a queued respawn that had not
-// started is dropped.
+// Lifecycle: lw__supervisor_initialize (lw_worker_create: the lock, the condvar, one record per
+// child) -> lw__supervisor_start (after the children started) -> (lw__supervisor_queue)* ->
+// lw__supervisor_stop (lw_worker_destroy, after the scheduler stopped: nothing queues a death
+// then; it joins the thread, and a queued respawn that had not started is dropped) ->
+// lw__supervisor_deinitialize (frees the records; fine on a zeroed supervisor).
 // Threads: lw__supervisor_queue from the scheduler (any thread is safe); lw__ep_respawn only
 // on the supervisor thread, with no lock held. While a respawn runs, the endpoint is
 // RESPAWNING and not accepting: the scheduler neither posts to it nor drains its ring, so the
@@ -54,8 +55,12 @@ typedef struct lw_supervisor {
   lw_sup_child_t *child;  // n_children records (lw__supervisor_start)
   uint32_t n_children;
   bool exit;
+  bool initialized;       // the lock and condvar exist (create/destroy only)
 } lw_supervisor_t;
 
+LW_MUST_USE lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, uint32_t n_children,
+                                                  lw_error_t *err);
+void lw__supervisor_deinitialize(lw_supervisor_t *sup);
 // The supervisor thread, and how the scheduler hands it a dead child.
 LW_MUST_USE lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err);
 void lw__supervisor_stop(lw_worker_t *w);

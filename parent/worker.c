@@ -144,6 +144,14 @@ static void dag_stop(void *ctx) {
 }
 
 // Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
+// The endpoints' kick (a protocol violation found outside the scheduler: it owns the kill).
+static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
+
+// Child slot s's trace area.
+static lw_trace_area_t *worker_trace_area(lw_worker_t *w, uint32_t s) {
+  return (lw_trace_area_t *)(w->traces + LW_TRACE_AREA_BYTES * s);
+}
+
 static bool dag_other_chip_free(void *ctx, int32_t chip) {
   return lw__sched_other_chip_free(ctx, chip);
 }
@@ -256,17 +264,19 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
   // stretch or cut a wait.
   lw__cond_init_monotonic(&w->idle_cv);
-  pthread_mutex_init(&w->runs.mu, NULL);
-  lw__cond_init_monotonic(&w->runs.cv);
-  w->runs.before_wait = lw__sched_wait_draining;
-  w->runs.drainer_enter = lw__sched_drainer_enter;
-  w->runs.drainer_leave = lw__sched_drainer_leave;
-  w->runs.drain_until = lw__sched_drain_until;
-  pthread_mutex_init(&w->sup.mu, NULL);
-  lw__cond_init_monotonic(&w->sup.cv);
-  pthread_mutex_init(&w->calls.sub_mu, NULL);
   lw_status_t st;
   int64_t deadline = lw__deadline_after(cfg->startup_timeout_ns);
+  // The components, each initialized here and deinitialized by destroy in the reverse order
+  // (each deinitialize accepts a component that was never initialized). The scheduler's calls
+  // reach runs.c through hooks, so that runs.c does not call into the scheduler, which calls
+  // back into runs.c.
+  lw_runs_hooks_t runs_hooks = {.before_wait = lw__sched_wait_draining,
+                                .drainer_enter = lw__sched_drainer_enter,
+                                .drainer_leave = lw__sched_drainer_leave,
+                                .drain_until = lw__sched_drain_until};
+  lw__runs_initialize(&w->runs, &runs_hooks);
+  if ((st = lw__supervisor_initialize(&w->sup, w->n_children, &err)) != LW_OK) goto fail_err;
+  if ((st = lw__callables_initialize(&w->calls, &err)) != LW_OK) goto fail_err;
 
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
   if ((st = lw__arena_initialize(&w->arena, cfg->arena_bytes, &err)) != LW_OK) goto fail_err;
@@ -296,8 +306,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // 2. What each child needs, in memory the fork server copies.
   w->envs = calloc(w->n_children, sizeof(lw_child_env_t));
   w->eps = calloc(w->n_children, sizeof(lw_endpoint_t));
-  lw_status_t ids_st = lw__handle_table_initialize(&w->calls.ids, LW_MAX_CALLABLES);
-  if (!w->envs || !w->eps || ids_st != LW_OK) {
+  if (!w->envs || !w->eps) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
     goto fail;
   }
@@ -330,15 +339,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     env->wake_fd = LW_FS_CHILD_FD0;
     env->n_children = w->n_children;
     env->parent_pid = getpid();
-    lw_endpoint_t *ep = &w->eps[s];
-    ep->w = w;
-    ep->slot = s;
-    ep->kind = chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB;
-    ep->index = index;
-    ep->mb = mb;
-    ep->trace = (lw_trace_area_t *)(w->traces + LW_TRACE_AREA_BYTES * s);
-    lw__trace_area_initialize(ep->trace);
-    env->trace = ep->trace;
+    lw_trace_area_t *trace = worker_trace_area(w, s);
+    lw__trace_area_initialize(trace);
+    env->trace = trace;
     char pname[LW_TRACE_NAME_BYTES];
     if (chip) {
       snprintf(pname, sizeof(pname), "chip %u (%.*s)", index, (int)sizeof(cfg->chip.backend),
@@ -346,11 +349,8 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     } else {
       snprintf(pname, sizeof(pname), "sub %u", index);
     }
-    lw__trace_area_attach(ep->trace, pname);
-    ep->pidfd = -1;
-    pthread_mutex_init(&ep->post_mu, NULL);
-    pthread_mutex_init(&ep->ctl_mu, NULL);
-    pthread_mutex_init(&ep->desc_mu, NULL);
+    lw__trace_area_attach(trace, pname);
+    w->n_traces_attached = s + 1;
   }
 
   // 3. The fork servers (DESIGN 5.1, docs/processes.md): chip children from the exec'd helper
@@ -379,6 +379,20 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     spec.arg_bytes = cfg->n_subs * sizeof(lw_child_env_t);
     spec.n_slots = cfg->n_subs;
     if ((st = lw__forkserver_start_spec(&spec, &w->fs_subs, &err)) != LW_OK) goto fail_err;
+  }
+  // The endpoints, once their fork servers exist.
+  for (uint32_t s = 0; s < w->n_children; ++s) {
+    bool chip = s < cfg->n_chips;
+    lw_ep_config_t ep_cfg = {.slot = s,
+                             .kind = chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB,
+                             .index = chip ? s : s - cfg->n_chips,
+                             .mb = lw__worker_mailbox(w, s),
+                             .trace = worker_trace_area(w, s),
+                             .fs = chip ? w->fs : w->fs_subs,
+                             .liveness_timeout_ns = cfg->liveness_timeout_ns,
+                             .kick = ep_kick,
+                             .kick_ctx = w};
+    lw__ep_initialize(&w->eps[s], &ep_cfg);
   }
   for (uint32_t s = 0; s < w->n_children; ++s) {
     if ((st = lw__ep_spawn(&w->eps[s], deadline, &err)) != LW_OK) goto fail_err;
@@ -513,7 +527,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   //    Under the post lock, which a respawn holds while it resets the mailbox (and which then
   //    sets the word again itself, having seen w->stopping): the word is never lost to a reset.
   for (uint32_t s = 0; w->mailboxes && s < w->n_children; ++s) {
-    bool locked = w->eps && pthread_mutex_lock(&w->eps[s].post_mu) == 0;
+    bool locked = w->eps && w->eps[s].mb && pthread_mutex_lock(&w->eps[s].post_mu) == 0;
     atomic_store(&lw__worker_mailbox(w, s)->header.shutdown, 1);
     lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.word, true);
     lw__waitword_wake(&lw__worker_mailbox(w, s)->doorbell.loop_word, true);
@@ -535,12 +549,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   finish_leftover_runs(w);
   lw__forkserver_stop(w->fs);
   lw__forkserver_stop(w->fs_subs);
-  for (uint32_t s = 0; w->eps && s < w->n_children; ++s) {
-    if (w->eps[s].pidfd >= 0) close(w->eps[s].pidfd);
-    pthread_mutex_destroy(&w->eps[s].post_mu);
-    pthread_mutex_destroy(&w->eps[s].ctl_mu);
-    pthread_mutex_destroy(&w->eps[s].desc_mu);
-  }
+  for (uint32_t s = 0; w->eps && s < w->n_children; ++s) lw__ep_deinitialize(&w->eps[s]);
   // The DAG first: its last pins go back while the deferred unregisters they hold are still
   // live ops (finish_all emptied the inbox; this only frees).
   if (w->dag_ready) {
@@ -555,17 +564,13 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");
   lw__callables_fail_ops(w, &err);
   // (A deferred unregister is on w->calls.ops too, so the loop above finished it.)
-  lw__handle_table_deinitialize(&w->calls.ids);
-  // The children are gone: what their areas still hold joins the session, then they go (before
-  // w->eps, which names them).
-  for (uint32_t s = 0; w->eps && w->traces && s < w->n_children; ++s) {
-    if (w->eps[s].trace) lw__trace_area_detach(w->eps[s].trace);
+  lw__callables_deinitialize(&w->calls);
+  // The children are gone: what their areas still hold joins the session, then they go.
+  for (uint32_t s = 0; s < w->n_traces_attached; ++s) {
+    lw__trace_area_detach(worker_trace_area(w, s));
   }
   free(w->eps);
   free(w->envs);
-  free(w->calls.sub_fns);
-  free(w->calls.sub_names);
-  free(w->calls.sub_tags);
   if (w->traces) lw__forkserver_share_unmap(w->traces, w->traces_bytes);
   if (w->traces_fd >= 0) close(w->traces_fd);
   if (w->mailboxes) lw__forkserver_share_unmap(w->mailboxes, w->mailboxes_bytes);
@@ -573,12 +578,9 @@ void lw_worker_destroy(lw_worker_t *w) {
   if (w->wake_fd >= 0) close(w->wake_fd);
   if (w->user_fd >= 0) close(w->user_fd);
   lw__arena_deinitialize(&w->arena);
+  lw__supervisor_deinitialize(&w->sup);
+  lw__runs_deinitialize(&w->runs);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->idle_cv);
-  pthread_mutex_destroy(&w->runs.mu);
-  pthread_cond_destroy(&w->runs.cv);
-  pthread_mutex_destroy(&w->sup.mu);
-  pthread_cond_destroy(&w->sup.cv);
-  pthread_mutex_destroy(&w->calls.sub_mu);
   free(w);
 }

@@ -97,6 +97,7 @@ struct lw_worker {
   uint8_t *traces;
   size_t traces_bytes;
   int traces_fd;
+  uint32_t n_traces_attached;  // areas 0..n-1 joined the trace session (create; destroy detaches)
   lw_child_env_t *envs;
   lw_forkserver_t *fs;       // chip children's server (the exec'd helper's)
   lw_forkserver_t *fs_subs;  // sub children's server (the zygote's); NULL without subs
@@ -134,10 +135,5 @@ int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 void lw__worker_kick(lw_worker_t *w);
 // Writes the user event fd. Any thread.
 void lw__worker_notify_user(void *ctx, lw_handle_t *h);
-
-// The server of ep's child; the child's slot there is ep->index (its index among its kind).
-static inline lw_forkserver_t *lw__ep_fs(const lw_endpoint_t *ep) {
-  return ep->kind == LW_MB_CHILD_CHIP ? ep->w->fs : ep->w->fs_subs;
-}
 
 #endif  // LANEWORK_PARENT_WORKER_IMPL_H_
