@@ -28,6 +28,7 @@ void lw__ep_initialize(lw_endpoint_t *ep, const lw_ep_config_t *cfg) {
   ep->trace = cfg->trace;
   ep->fs = cfg->fs;
   ep->liveness_timeout_ns = cfg->liveness_timeout_ns;
+  ep->ops = cfg->ops ? cfg->ops : &lw__ep_local_ops;
   ep->kick = cfg->kick;
   ep->kick_ctx = cfg->kick_ctx;
   ep->pidfd = -1;
@@ -88,7 +89,7 @@ void lw__ep_kill(lw_endpoint_t *ep) {
   close(fd);
 }
 
-void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
+static void local_describe_death(lw_endpoint_t *ep, char *buf, size_t bytes) {
   int status = 0;
   // The pid is the fork server's answer to the spawn, never the one the child wrote into its
   // mailbox header.
@@ -271,14 +272,9 @@ lw_status_t lw__ep_down_error(lw_endpoint_t *ep, lw_error_t *err) {
                        desc[0] ? desc : "not running");
 }
 
-lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
-                           lw_mb_control_ack_t *out_ack, lw_error_t *err) {
-  return lw__ep_control_gen(ep, 0, post, out_ack, err);
-}
-
-lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
-                               const lw_mb_control_post_t *post, lw_mb_control_ack_t *out_ack,
-                               lw_error_t *err) {
+static lw_status_t local_post_control(lw_endpoint_t *ep, uint64_t generation,
+                                      const lw_mb_control_post_t *post,
+                                      lw_mb_control_ack_t *out_ack, lw_error_t *err) {
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
   memset(out_ack, 0, sizeof(*out_ack));
@@ -383,8 +379,8 @@ out:
   return st;
 }
 
-lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32_t frame, lw_mb_task_post_t *p,
-                             lw_error_t *err) {
+static lw_status_t local_post_task(lw_endpoint_t *ep, uint32_t frame, lw_mb_task_post_t *p,
+                                   lw_error_t *err) {
   uint64_t task_id = p->identity.task_id;
   pthread_mutex_lock(&ep->post_mu);
   p->seq = ++ep->next_seq;
@@ -409,3 +405,42 @@ lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32_t frame, lw_mb_task_post_
   lw__ep_stats_note_post(ep);
   return LW_OK;
 }
+
+static lw_status_t local_pop_completion(lw_endpoint_t *ep, lw_mb_completion_t *out,
+                                        lw_error_t *err) {
+  return lw__mailbox_pop_completion(ep->mb, out, err);
+}
+
+static lw_status_t local_take_result(lw_endpoint_t *ep, uint32_t frame,
+                                     const lw_mb_identity_t *expect, lw_mb_task_result_t *out,
+                                     lw_error_t *err) {
+  return lw__mailbox_consume_task(ep->mb, frame, expect, out, err);
+}
+
+static bool local_cancel_task(lw_endpoint_t *ep, uint32_t frame) {
+  return lw__mailbox_cancel_task(ep->mb, frame);
+}
+
+static uint64_t local_heartbeat(const lw_endpoint_t *ep) {
+  // Relaxed: only movement matters, and the value carries no other data.
+  return atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
+}
+
+// A chip child stamps started_ns when the kernel starts (only "non-zero" is used: the value is
+// the child's), a sub child takes the frame to TASK_RUNNING right before it calls the function.
+static bool local_task_started(const lw_endpoint_t *ep, uint32_t frame) {
+  const lw_mb_task_t *ft = &ep->mb->task[frame];
+  if (ep->kind == LW_MB_CHILD_SUB) return atomic_load(&ft->state) != LW_MB_TASK_READY;
+  return atomic_load(&ft->started_ns) != 0;
+}
+
+const lw_endpoint_ops_t lw__ep_local_ops = {
+    .post_task = local_post_task,
+    .post_control = local_post_control,
+    .pop_completion = local_pop_completion,
+    .take_result = local_take_result,
+    .cancel_task = local_cancel_task,
+    .heartbeat = local_heartbeat,
+    .task_started = local_task_started,
+    .describe_death = local_describe_death,
+};

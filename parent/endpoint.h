@@ -62,8 +62,45 @@ typedef struct lw_ep_stats {
   _Atomic uint64_t liveness_kills;  // kills for a heartbeat that stood still
 } lw_ep_stats_t;
 
+typedef struct lw_endpoint lw_endpoint_t;
+
+// The endpoint interface: what the scheduler, the supervisor and the callables ask of a child,
+// whatever carries it. The first implementation is the local child's shared-memory mailbox
+// (lw__ep_local_ops, below); a remote rank's channel (DESIGN 11, the L4) is the second. Each
+// entry has the contract of the lw__ep_* call of the same name below, which calls it (one
+// indirect call; no lock or copy is added on the per-task path: post_task, pop_completion,
+// take_result).
+typedef struct lw_endpoint_ops {
+  // A task into a free frame the caller chose (the owner's pass).
+  lw_status_t (*post_task)(lw_endpoint_t *ep, uint32_t frame, lw_mb_task_post_t *p,
+                           lw_error_t *err);
+  // One control round trip, bound to a generation of the child (0: whichever is there).
+  lw_status_t (*post_control)(lw_endpoint_t *ep, uint64_t generation,
+                              const lw_mb_control_post_t *post, lw_mb_control_ack_t *out_ack,
+                              lw_error_t *err);
+  // The next completion the child reported: OK, NOT_FOUND (none), anything else a protocol
+  // violation (err says what). The reader alone (a pass, or the replay of a new child).
+  lw_status_t (*pop_completion)(lw_endpoint_t *ep, lw_mb_completion_t *out, lw_error_t *err);
+  // The result of the task in frame, checked against the identity it was posted with, and the
+  // frame freed; a failure is a protocol violation.
+  lw_status_t (*take_result)(lw_endpoint_t *ep, uint32_t frame, const lw_mb_identity_t *expect,
+                             lw_mb_task_result_t *out, lw_error_t *err);
+  // Asks the child to stop the task in frame (its cancel word); true when it was asked.
+  bool (*cancel_task)(lw_endpoint_t *ep, uint32_t frame);
+  // Liveness: the child's heartbeat counter (only its movement means anything), and whether
+  // the task in frame has started (a chip kernel stamped its start; a sub function was taken).
+  uint64_t (*heartbeat)(const lw_endpoint_t *ep);
+  bool (*task_started)(const lw_endpoint_t *ep, uint32_t frame);
+  // The last death of the child, described ("child pid 42 killed by SIGSEGV", ...).
+  void (*describe_death)(lw_endpoint_t *ep, char *buf, size_t bytes);
+} lw_endpoint_ops_t;
+
+// The local child's mailbox (endpoint.c): the default of lw_ep_config_t.ops.
+extern const lw_endpoint_ops_t lw__ep_local_ops;
+
 // What an endpoint is given at initialize: where it is, and what it needs of the worker.
 typedef struct lw_ep_config {
+  const lw_endpoint_ops_t *ops;  // NULL: lw__ep_local_ops
   uint32_t slot;             // chips first, then subs
   lw_mb_child_kind_t kind;
   uint32_t index;            // chip index or sub index: the child's slot in its fork server
@@ -76,7 +113,8 @@ typedef struct lw_ep_config {
   void *kick_ctx;
 } lw_ep_config_t;
 
-typedef struct lw_endpoint {
+struct lw_endpoint {
+  const lw_endpoint_ops_t *ops;  // set at initialize, never changed
   uint32_t slot;             // chips first, then subs
   lw_mb_child_kind_t kind;
   uint32_t index;            // chip index or sub index
@@ -124,7 +162,7 @@ typedef struct lw_endpoint {
   // on the old child reads it then).
   _Atomic int64_t hb_killed_ms;
   lw_ep_stats_t stats;
-} lw_endpoint_t;
+};
 
 // Tasks posted to ep's child and not finished yet (any thread; a snapshot).
 static inline uint32_t lw__ep_stats_queue_depth(const lw_endpoint_t *ep) {
@@ -165,14 +203,21 @@ LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns
 // One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
 // one holding w->mu. The child's death while waiting gives CHILD_EXITED; so does a control
 // frame or header the child corrupted (a protocol violation: lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_control(lw_endpoint_t *ep, const lw_mb_control_post_t *post,
-                                       lw_mb_control_ack_t *out_ack, lw_error_t *err);
+LW_MUST_USE static inline lw_status_t lw__ep_control(lw_endpoint_t *ep,
+                                                     const lw_mb_control_post_t *post,
+                                                     lw_mb_control_ack_t *out_ack,
+                                                     lw_error_t *err) {
+  return ep->ops->post_control(ep, 0, post, out_ack, err);
+}
 // The same, posted only to the child of that generation (0: whichever child is there): a
 // command naming a child's local ids gives CHILD_EXITED, unposted, once that child was
 // replaced.
-LW_MUST_USE lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
-                                           const lw_mb_control_post_t *post,
-                                           lw_mb_control_ack_t *out_ack, lw_error_t *err);
+LW_MUST_USE static inline lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint64_t generation,
+                                                         const lw_mb_control_post_t *post,
+                                                         lw_mb_control_ack_t *out_ack,
+                                                         lw_error_t *err) {
+  return ep->ops->post_control(ep, generation, post, out_ack, err);
+}
 // CHILD_EXITED "chip 0 is down (being respawned; retry later): <the last exit>" ("failed for
 // good" once the endpoint is DEAD) in *err, for a control that is not posted because the
 // chip's child does not take work now. No lock held.
@@ -182,8 +227,30 @@ LW_MUST_USE lw_status_t lw__ep_down_error(lw_endpoint_t *ep, lw_error_t *err);
 // the identity's run_id and task_id); this fills p->seq and the identity's dispatch_id and
 // generation, under post_mu, and counts the post (stats). A frame that is not IDLE, or a
 // header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).
-LW_MUST_USE lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32_t frame,
-                                         lw_mb_task_post_t *p, lw_error_t *err);
+LW_MUST_USE static inline lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32_t frame,
+                                                       lw_mb_task_post_t *p, lw_error_t *err) {
+  return ep->ops->post_task(ep, frame, p, err);
+}
+// The next completion of ep's child (see lw_endpoint_ops_t.pop_completion).
+static inline lw_status_t lw__ep_pop_completion(lw_endpoint_t *ep, lw_mb_completion_t *out,
+                                                lw_error_t *err) {
+  return ep->ops->pop_completion(ep, out, err);
+}
+// The result of the task in frame (see lw_endpoint_ops_t.take_result).
+static inline lw_status_t lw__ep_take_result(lw_endpoint_t *ep, uint32_t frame,
+                                             const lw_mb_identity_t *expect,
+                                             lw_mb_task_result_t *out, lw_error_t *err) {
+  return ep->ops->take_result(ep, frame, expect, out, err);
+}
+static inline bool lw__ep_cancel_task(lw_endpoint_t *ep, uint32_t frame) {
+  return ep->ops->cancel_task(ep, frame);
+}
+static inline uint64_t lw__ep_heartbeat(const lw_endpoint_t *ep) {
+  return ep->ops->heartbeat(ep);
+}
+static inline bool lw__ep_task_started(const lw_endpoint_t *ep, uint32_t frame) {
+  return ep->ops->task_started(ep, frame);
+}
 // True when the child died (pidfd readable). Marks it DEAD.
 bool lw__ep_check_dead(lw_endpoint_t *ep);
 // Kills ep's current child with SIGKILL from any thread (through a pidfd of its own, checked
@@ -195,7 +262,9 @@ void lw__ep_kill(lw_endpoint_t *ep);
 // (completion ring stuck: ...)", child/child_exit.h), prefixed with "no heartbeat for N ms
 // (stopped or wedged)" when it was a liveness kill (hb_killed_ms); waits briefly for the
 // server to publish it. bytes: 192 fits it all.
-void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes);
+static inline void lw__ep_describe_exit(lw_endpoint_t *ep, char *buf, size_t bytes) {
+  ep->ops->describe_death(ep, buf, bytes);
+}
 void lw__ep_set_exit_desc(lw_endpoint_t *ep, const char *desc);
 // Copies the last exit description ("" when none) into buf.
 const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes);

@@ -119,7 +119,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   for (uint32_t n = 0; n < LW_MB_RING_ENTRIES; ++n) {
     lw_mb_completion_t c;
     lw_error_t err;
-    lw_status_t st = lw__mailbox_pop_completion(ep->mb, &c, &err);
+    lw_status_t st = lw__ep_pop_completion(ep, &c, &err);
     if (st == LW_NOT_FOUND) break;
     progress = true;
     if (st != LW_OK) {
@@ -155,7 +155,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       break_child(w, ep, &err);
       break;
     }
-    if (lw__mailbox_consume_task(ep->mb, c.frame, &t->identity, &r, &err) != LW_OK) {
+    if (lw__ep_take_result(ep, c.frame, &t->identity, &r, &err) != LW_OK) {
       break_child(w, ep, &err);
       break;
     }
@@ -419,7 +419,7 @@ static void apply_cancels(lw_worker_t *w) {
       // A cancelled run, or one that failed, stops its kernels still in flight.
       if (t->cancel_at == 0 && (t->run->cancelled || t->run->failed)) {
         t->cancel_at = lw__now_ns();
-        (void)lw__mailbox_cancel_task(ep->mb, f);
+        (void)lw__ep_cancel_task(ep, f);
       }
     }
   }
@@ -445,13 +445,9 @@ static bool sweep_dispatch_cancel(lw_worker_t *w, pending_work_t *pw) {
   return progress;
 }
 
-// Whether the parent can see the task in frame f running: a chip child stamps started_ns
-// when the kernel starts (only "non-zero" is used here: the value is the child's), a sub child
-// takes the frame to TASK_RUNNING right before it calls the function.
+// Whether the parent can see the task in frame f running (the endpoint's task_started).
 static bool frame_started(const lw_endpoint_t *ep, uint32_t f) {
-  const lw_mb_task_t *ft = &ep->mb->task[f];
-  if (ep->kind == LW_MB_CHILD_SUB) return atomic_load(&ft->state) != LW_MB_TASK_READY;
-  return atomic_load(&ft->started_ns) != 0;
+  return lw__ep_task_started(ep, f);
 }
 
 // How often the scheduler looks again at a cancelled or timed task that has not started.
@@ -554,8 +550,7 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
       sc->hb_watching = false;
       continue;
     }
-    // Relaxed: only movement matters, and the value carries no other data.
-    uint64_t beat = atomic_load_explicit(&ep->mb->header.heartbeat, memory_order_relaxed);
+    uint64_t beat = lw__ep_heartbeat(ep);
     if (!sc->hb_watching || beat != sc->hb_seen) {
       sc->hb_watching = true;
       sc->hb_seen = beat;
