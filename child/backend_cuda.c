@@ -982,6 +982,7 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
   uint32_t n_params = 0;
   lw_status_t st = pack_params(d, m, args, &t, params, &n_params, err);
   if (st != LW_OK) {
+    (void)api->cuStreamSynchronize(d->stream);  // copies in of the tensors packed before
     tensors_release(d, &t);
     return st;
   }
@@ -1019,6 +1020,9 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
       r = api->cuMemcpyDtoHAsync(t.host[i], t.ptr[i], (size_t)t.bytes[i], d->stream);
     }
     if (r == LW_CU_SUCCESS) r = api->cuStreamSynchronize(d->stream);
+  } else if (!lw__cuda_result_is_sticky(r)) {
+    // A launch that failed after copies were queued: they finish before their memory goes.
+    (void)api->cuStreamSynchronize(d->stream);
   }
   tensors_release(d, &t);
   if (r != LW_CU_SUCCESS) {

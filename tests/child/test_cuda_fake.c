@@ -403,3 +403,22 @@ Test(cuda_fake, lw_cuda_devices_names_a_chips_device_by_uuid) {
   cr_assert_not_null(strstr(lw_last_error()->message, "device_id 2 is out of range: 2 CUDA devices"),
                      "%s", lw_last_error()->message);
 }
+
+Test(cuda_fake, a_launch_the_driver_refuses_fails_its_run_and_the_chip_runs_on) {
+  lw_callable_handle_t k = reg("vadd", CT_SOURCE_ALL, "vector_add", 4, ct_vadd_dirs, NULL);
+  float x[2048] = {0};
+  lw_args_t args;
+  lw_args_init(&args);
+  LW_ASSERT_OK(lw_args_add_tensor(&args, x, sizeof(x), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&args, x, sizeof(x), LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&args, x, sizeof(x), LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(&args, 2048));
+  // A block of 2048 threads: more than a CUDA block holds.
+  const uint64_t g[3] = {2048, 0, 0}, l[3] = {2048, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&args, 1, g, l));
+  cr_assert_eq(lw_chip_run(chip, k, &args, NULL, NULL), LW_TASK_FAILED);
+  const char *m = lw_last_error()->message;
+  cr_assert_not_null(strstr(m, "at cuLaunchKernel: CUDA_ERROR_INVALID_VALUE"), "%s", m);
+  cr_assert_null(strstr(m, "context is lost"), "not a sticky error: %s", m);
+  run_vadd(k, 64);
+}
