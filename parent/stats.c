@@ -3,12 +3,13 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "lanes/error.h"
 #include "lanework/stats.h"
 #include "parent/dag.h"
 #include "parent/endpoint.h"
 #include "parent/stats.h"
-#include "parent/worker_impl.h"
+#include "parent/arena.h"
+#include "parent/callables.h"
+#include "parent/runs.h"
 
 // Relaxed everywhere below: each value is a counter read on its own, for a snapshot; none of
 // them publishes other data.
@@ -24,7 +25,9 @@ void lw__stats_task_done(void *ctx, const lw_task_t *t, lw_status_t st) {
   atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-static void child_stats(const lw_worker_t *w, const lw_endpoint_t *ep, lw_chip_stats_t *out) {
+static void child_stats(const lw_stats_sources_t *src, const lw_endpoint_t *ep,
+                        lw_chip_stats_t *out) {
+  const lw_callables_t *calls = src->calls;
   memset(out, 0, sizeof(*out));
   out->struct_size = (uint32_t)sizeof(*out);
   out->tasks_run = LOAD(ep->stats.tasks_run);
@@ -32,9 +35,9 @@ static void child_stats(const lw_worker_t *w, const lw_endpoint_t *ep, lw_chip_s
   out->tasks_cancelled = LOAD(ep->stats.tasks_cancelled);
   bool chip = ep->kind == LW_MB_CHILD_CHIP;
   // Every chip child holds every chip callable, every sub child every sub function.
-  out->registers = chip ? LOAD(w->calls.chip_registers) : LOAD(w->calls.sub_registers);
-  out->unregisters = chip ? LOAD(w->calls.chip_unregisters) : LOAD(w->calls.sub_unregisters);
-  out->register_failures = LOAD(w->calls.register_failures[ep->slot]);
+  out->registers = chip ? LOAD(calls->chip_registers) : LOAD(calls->sub_registers);
+  out->unregisters = chip ? LOAD(calls->chip_unregisters) : LOAD(calls->sub_unregisters);
+  out->register_failures = LOAD(calls->register_failures[ep->slot]);
   out->respawns = LOAD(ep->stats.respawns);
   out->escalations = LOAD(ep->stats.escalations);
   out->liveness_kills = LOAD(ep->stats.liveness_kills);
@@ -48,32 +51,28 @@ static void child_stats(const lw_worker_t *w, const lw_endpoint_t *ep, lw_chip_s
                        : 0;
 }
 
-lw_status_t lw_worker_stats(lw_worker_t *w, lw_worker_stats_t *out) {
-  if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_stats: worker and out must be set");
-  LW_RETURN_IF_ERROR(lw__sized_struct_check(
-      "worker_stats", out->struct_size,
-      offsetof(lw_worker_stats_t, runs_started) + sizeof(out->runs_started),
-      sizeof(lw_worker_stats_t)));
+void lw__stats_snapshot(const lw_stats_sources_t *src, lw_worker_stats_t *out) {
   lw_worker_stats_t s;
   memset(&s, 0, sizeof(s));
   s.struct_size = (uint32_t)sizeof(s);
-  s.n_chips = w->cfg.n_chips;
-  s.n_subs = w->cfg.n_subs;
-  s.runs_started = LOAD(w->runs.n_started);
-  s.runs_ok = LOAD(w->runs.n_ok);
-  s.runs_failed = LOAD(w->runs.n_failed);
-  s.runs_cancelled = LOAD(w->runs.n_cancelled);
-  uint64_t retired = LOAD(w->dag.n_retired);
-  s.tasks_submitted = LOAD(w->dag.n_built);
-  s.tasks_poisoned = LOAD(w->dag.n_poisoned);
-  s.tasks_skipped = LOAD(w->dag.n_skipped);
-  s.arena_bytes = w->arena.bytes;
-  s.arena_bytes_in_use = LOAD(w->arena.bytes_in_use);
-  s.arena_bytes_peak = LOAD(w->arena.bytes_peak);
+  s.n_chips = src->n_chips;
+  s.n_subs = src->n_subs;
+  s.runs_started = LOAD(src->runs->n_started);
+  s.runs_ok = LOAD(src->runs->n_ok);
+  s.runs_failed = LOAD(src->runs->n_failed);
+  s.runs_cancelled = LOAD(src->runs->n_cancelled);
+  uint64_t retired = LOAD(src->dag->n_retired);
+  s.tasks_submitted = LOAD(src->dag->n_built);
+  s.tasks_poisoned = LOAD(src->dag->n_poisoned);
+  s.tasks_skipped = LOAD(src->dag->n_skipped);
+  s.arena_bytes = src->arena->bytes;
+  s.arena_bytes_in_use = LOAD(src->arena->bytes_in_use);
+  s.arena_bytes_peak = LOAD(src->arena->bytes_peak);
   // Clamped: the two reads may see different moments.
   s.dag_tasks_alive = s.tasks_submitted > retired ? (uint32_t)(s.tasks_submitted - retired) : 0;
-  s.dag_ring = w->dag.n_tasks_cap;  // fixed at create
-  for (uint32_t i = 0; i < w->n_children; ++i) child_stats(w, &w->eps[i], &s.child[i]);
-  lw__sized_struct_copy(out, &s, sizeof(s));
-  return LW_OK;
+  s.dag_ring = src->dag->n_tasks_cap;  // fixed at create
+  for (uint32_t i = 0; i < src->n_chips + src->n_subs; ++i) {
+    child_stats(src, &src->eps[i], &s.child[i]);
+  }
+  *out = s;
 }

@@ -82,6 +82,21 @@ static lw_status_t worker_config_read(const lw_worker_config_t *in, lw_worker_co
 
 int lw_worker_event_fd(lw_worker_t *w) { return w ? w->user_fd : -1; }
 
+lw_status_t lw_worker_stats(lw_worker_t *w, lw_worker_stats_t *out) {
+  if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_stats: worker and out must be set");
+  LW_RETURN_IF_ERROR(lw__sized_struct_check(
+      "worker_stats", out->struct_size,
+      offsetof(lw_worker_stats_t, runs_started) + sizeof(out->runs_started),
+      sizeof(lw_worker_stats_t)));
+  lw_stats_sources_t src = {.n_chips = w->cfg.n_chips, .n_subs = w->cfg.n_subs,
+                            .runs = &w->runs, .dag = &w->dag, .arena = &w->arena,
+                            .calls = &w->calls, .eps = w->eps};
+  lw_worker_stats_t s;
+  lw__stats_snapshot(&src, &s);
+  lw__sized_struct_copy(out, &s, sizeof(s));
+  return LW_OK;
+}
+
 void *lw_worker_alloc(lw_worker_t *w, size_t bytes) {
   if (!w) {
     lw__fail(LW_INVALID_ARGUMENT, "worker_alloc: worker is NULL");

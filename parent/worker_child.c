@@ -6,7 +6,6 @@
 
 #include "child/child.h"
 #include "mailbox/mailbox.h"
-#include "parent/worker_impl.h"
 #include "parent/forkserver.h"
 
 _Noreturn void lw__worker_child_entry(void *arg, uint32_t index) {

@@ -3,7 +3,14 @@
 #ifndef LANEWORK_PARENT_WORKER_CHILD_H_
 #define LANEWORK_PARENT_WORKER_CHILD_H_
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "mailbox/mailbox.h"
+
+// Each child's mailbox starts on its own page (the worker's mailbox share, child slot order),
+// so a child can bind its pages to its NUMA node and unmap its siblings'.
+#define LW_MAILBOX_STRIDE ((sizeof(lw_mailbox_t) + 4095) & ~(size_t)4095)
 
 #ifdef __cplusplus
 extern "C" {

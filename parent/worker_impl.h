@@ -79,6 +79,7 @@
 #include "parent/runs.h"
 #include "parent/sched.h"
 #include "parent/supervise.h"
+#include "parent/worker_child.h"
 
 typedef struct lw_worker lw_worker_t;
 
@@ -123,7 +124,6 @@ struct lw_worker {
   _Atomic uint32_t cancel_all_seq;  // bumped by lw_worker_cancel_all (async-signal-safe)
 };
 
-#define LW_MAILBOX_STRIDE ((sizeof(lw_mailbox_t) + 4095) & ~(size_t)4095)
 
 static inline lw_mailbox_t *lw__worker_mailbox(lw_worker_t *w, uint32_t slot) {
   return (lw_mailbox_t *)((uint8_t *)w->mailboxes + LW_MAILBOX_STRIDE * slot);
