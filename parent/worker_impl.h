@@ -1,11 +1,17 @@
 // parent/worker_impl.h — struct lw_worker, which wires the parent's components together, and
-// the few calls of the worker itself (worker.c) that every component uses: waking the
-// scheduler, notifying the user, the heartbeat period, a child's mailbox.
+// the few calls of the worker itself (wake.c) that the components not yet converted use:
+// waking the scheduler, notifying the user, the heartbeat period, a child's mailbox. Included
+// by worker.c and wake.c, and (until each takes its own struct) by callables.c, orch.c, runs.c,
+// sched.c and supervise.c: the layering check (tests/layering) refuses any other file.
 // Components, each with its own header stating its contract (what it owns, lifecycle, which
 // thread calls what, which lock guards what):
 //   arena.h       the shared-arena allocator (arena.c)
-//   endpoint.h    one endpoint per child: spawn, INIT wait, control round trips, task posts
-//                 (endpoint.c)
+//   thread.h      the start/stop pair of the worker's threads (thread.c)
+//   endpoint.h    one endpoint per child, the mailbox side: spawn, INIT wait, and the
+//                 endpoint interface lw_endpoint_ops_t (task posts, control round trips,
+//                 completions, cancel words, heartbeat, death) with the local mailbox as its
+//                 implementation (endpoint.c); given what it needs at initialize, it holds no
+//                 pointer to the worker
 //   callables.h   the callable table, register/unregister broadcast with rollback,
 //                 register_sub, pins and deferred unregisters (callables.c)
 //   runs.h        runs, their handles and reports, the run queue, the orchestrator thread
@@ -16,12 +22,14 @@
 //                 posts the task to the DAG's inbox (no header: it implements orch.h)
 //   tmap.h        the tensor map (hazard map) the DAG derives dependencies from (tmap.c)
 //   sched.h       the scheduler thread: completions, dispatch, cancels, escalation, child
-//                 death (sched.c)
-//   supervise.h   the supervisor thread: respawn with callable replay, crash-loop bound
-//                 (supervise.c)
+//                 death; its per-child records (lw_sched_child_t: frames, busy, heartbeat)
+//                 (sched.c)
+//   supervise.h   the supervisor thread: respawn with callable replay, crash-loop bound; its
+//                 per-child records (lw_sup_child_t) (supervise.c)
+//   stats.h       lw__stats_snapshot over the counters the components keep (stats.c)
 //   forkserver.h  the fork server and the zygote (forkserver.c)
-//   worker.c      lw_worker_create/destroy (wiring the components), configuration, alloc,
-//                 events, cancel_all
+//   worker.c      lw_worker_create/destroy (each component initialized in order,
+//                 deinitialized in reverse), configuration, alloc, events, stats, cancel_all
 // The struct holds one struct per component (each defined and explained in its header):
 // w->arena, w->eps[] (endpoints), w->calls (callables), w->dag (one owner), w->runs, w->sched,
 // w->sup, w->fs; what is left here is the wiring they share: the configuration, the shared
@@ -45,7 +53,13 @@
 //     control mutex; submitting threads (the orchestrator token's holder) hand tasks, scopes
 //     and a run's end to the DAG's inbox and never touch DAG state.
 //
-// Locks (in this order; never the reverse):
+// Locks (in this order; never the reverse). w->mu is still the world lock of issue 23's
+// step 1: it guards the callable table and ops, the endpoints' accepting flags and the
+// scheduler's per-child records, and it is the DAG owner's pass (sched.c takes it with
+// pthread_mutex_lock in the scheduler's first pass after a sleep, with trylock in its other
+// passes and in every assist). Splitting it needs the pass to take the callable table's own
+// lock per post (the callable word, the pin) and the supervisor/callables paths that read the
+// endpoints' dispatch state to take the scheduler's: not done yet.
 //   w->mu (callables, ops, dispatch; the scheduler's pass)  ->  ep->post_mu (sequence numbers)
 //     ->  ep->desc_mu (exit description, violation reason: a leaf)
 //   ep->ctl_mu (a control round trip) is taken without w->mu held.
