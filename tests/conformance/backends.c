@@ -29,6 +29,9 @@ typedef struct conf_kernel_source {
   // device runs its range in well under a second once the gate opens, so its length must
   // follow the device's speed (opencl/gate.cl).
   bool sized_on_device;
+  // The source includes lanework/kernel_cuda.h: it is compiled with -I<kernel dir>/cuda, where
+  // the build keeps a copy of the header (the kernel dir as lw_test_path maps it).
+  bool cuda_include;
 } conf_kernel_source_t;
 
 #define CONF_HOLD_MARKER "@CONF_HOLD_PATH@"
@@ -42,8 +45,22 @@ typedef struct conf_backend_kernels {
 
 static void sim_device_name(char *out, size_t cap) { snprintf(out, cap, "the sim chip"); }
 
-#ifdef LW_HAVE_OPENCL
 #include "child/backend.h"
+
+static void cuda_device_name(char *out, size_t cap) {
+  lw_cuda_info_t info;
+  lw_cuda_device_info_t dev[1];
+  uint32_t n = 0;
+  lw_error_t err;
+  if (lw__cuda_list(&info, dev, 1, &n, &err) != LW_OK || n == 0) {
+    snprintf(out, cap, "CUDA device 0 (not listed: %s)", err.message);
+    return;
+  }
+  snprintf(out, cap, "CUDA device 0 (%s, sm_%d%d)", dev[0].name, (int)dev[0].cc_major,
+           (int)dev[0].cc_minor);
+}
+
+#ifdef LW_HAVE_OPENCL
 
 static void opencl_device_name(char *out, size_t cap) {
   lw_opencl_device_info_t dev[1];
@@ -90,6 +107,30 @@ static const conf_backend_kernels_t k_table[] = {
 #else
      NULL},
 #endif
+    // cuda: CUDA C sources kept beside this file (tests/conformance/cuda/), compiled by NVRTC
+    // on the register lane. Live tensors are mapped host memory, so the gate simply waits
+    // (cuda/gate.cu says why that holds on a discrete GPU).
+    {"cuda",
+     {
+         [CONF_K_RECORD] = {LW_CONF_DIR "/cuda/record.cu", "conf_record", NULL, 0},
+         [CONF_K_GATE] = {LW_CONF_DIR "/cuda/gate.cu", "conf_gate", NULL, 0, false, false, true},
+         [CONF_K_FAIL] = {NULL, NULL,
+                          "a CUDA kernel has no return value and the cuda backend reports no "
+                          "kernel status (backend_cuda.c: kernel_rc is 0, or CANCELLED when the "
+                          "stop word ended the kernel; only a launch or a device error fails a "
+                          "run)",
+                          0},
+         // The OpenCL suite holds a register on an #include of a FIFO; NVRTC 13.0 opens such
+         // a FIFO (the open waits for a writer) but then refuses it as "not a regular file",
+         // and a cuda register runs nothing else of the test's: nothing can hold it.
+         [CONF_K_HOLD] = {NULL, NULL,
+                          "a cuda register is an NVRTC compile, which runs no code of the "
+                          "test's, and NVRTC refuses an #include of a FIFO (\"not a regular "
+                          "file\", NVRTC 13.0): there is no way to hold it until the test lets "
+                          "it go",
+                          0},
+     },
+     cuda_device_name},
 };
 
 // The signatures: part of the kernels' contract (conformance.h), the same on every backend.
@@ -197,6 +238,12 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   out->name = strdup(name ? name : sig->name);
   cr_assert_not_null(out->name);
   out->entry = src->entry;
+  if (src->cuda_include) {
+    static char include[4200];
+    snprintf(include, sizeof(include), "-I%s/cuda",
+             lw_test_path("LW_TEST_KERNEL_DIR", LW_KERNEL_DIR));
+    out->build_options = include;
+  }
   out->n_params = sig->n_params;
   out->param_dirs = sig->param_dirs;
 }
