@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,28 @@ bool lw__bench_load_kernel(const char *name, lw_callable_t *out) {
 bool lw__bench_load_opencl_kernel(const char *name, uint32_t n_params, const uint8_t *dirs,
                                   lw_callable_t *out) {
   if (!load_image("opencl/", name, ".cl", "OpenCL kernel", out)) return false;
+  out->n_params = n_params;
+  out->param_dirs = n_params ? dirs : NULL;
+  return true;
+}
+
+static char g_cuda_include[PATH_MAX + 16];
+
+static void cuda_include_init(void) {
+  snprintf(g_cuda_include, sizeof(g_cuda_include), "-I%s/cuda", lw__tool_kernel_dir());
+}
+
+const char *lw__bench_cuda_include(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, cuda_include_init);
+  return g_cuda_include;
+}
+
+bool lw__bench_load_cuda_kernel(const char *name, uint32_t n_params, const uint8_t *dirs,
+                                lw_callable_t *out) {
+  if (!load_image("cuda/", name, ".cu", "CUDA kernel", out)) return false;
+  out->format = LW_IMAGE_CUDA_C;
+  out->build_options = lw__bench_cuda_include();
   out->n_params = n_params;
   out->param_dirs = n_params ? dirs : NULL;
   return true;

@@ -66,6 +66,13 @@ bool lw__bench_load_kernel(const char *name, lw_callable_t *out);
 // prints the error and returns false.
 bool lw__bench_load_opencl_kernel(const char *name, uint32_t n_params, const uint8_t *dirs,
                                   lw_callable_t *out);
+// Loads <kernel dir>/cuda/<name>.cu as CUDA C with the signature dirs[0..n_params) (static
+// storage) and the build option lw__bench_cuda_include(); prints the error and returns false.
+bool lw__bench_load_cuda_kernel(const char *name, uint32_t n_params, const uint8_t *dirs,
+                                lw_callable_t *out);
+// "-I<kernel dir>/cuda": where NVRTC finds lanework/kernel_cuda.h for the kernels of cuda/
+// (static storage).
+const char *lw__bench_cuda_include(void);
 // Prints the last error with a prefix and returns 1.
 int lw__bench_fail(const char *what, lw_status_t st);
 // A run that did not measure what the bench names: says why on stderr, returns 1 (the exit

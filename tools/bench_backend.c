@@ -9,6 +9,7 @@ const lw_bench_backend_t *lw__bench_backend_find(const char *name) {
 #ifdef LW_HAVE_OPENCL
       &lw__bench_backend_opencl,
 #endif
+      &lw__bench_backend_cuda,
   };
   for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); ++i) {
     if (name && strcmp(rows[i]->name, name) == 0) return rows[i];

@@ -21,11 +21,13 @@ typedef struct lw_bench_backend {
 // The row of backend name, or NULL when lanework knows no such backend or this build lacks it
 // (lw__backend_missing_reason says why).
 const lw_bench_backend_t *lw__bench_backend_find(const char *name);
-// "sim|opencl": the backends known to the benches, for the --backend choices.
-#define LW_BENCH_BACKEND_CHOICES "sim|opencl"
+// "sim|opencl|cuda": the backends known to the benches, for the --backend choices.
+#define LW_BENCH_BACKEND_CHOICES "sim|opencl|cuda"
 
-// The rows (workload_sim.c, workload_opencl.c).
+// The rows (workload_sim.c, workload_opencl.c, workload_cuda.c: built everywhere, as the
+// cuda backend is).
 extern const lw_bench_backend_t lw__bench_backend_sim;
+extern const lw_bench_backend_t lw__bench_backend_cuda;
 #ifdef LW_HAVE_OPENCL
 extern const lw_bench_backend_t lw__bench_backend_opencl;
 #endif

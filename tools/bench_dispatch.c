@@ -138,6 +138,10 @@ typedef struct ratios {
   bool l2_ok, l3_ok;
 } ratios_t;
 
+static double l2_target(const lw_dispatch_workload_t *w) {
+  return w->l2_target > 0 ? w->l2_target : 1.5;
+}
+
 static void ratios_of(const sides_t *s, const phase_t *p, ratios_t *r) {
   int f = s->w->launch_floor;
   r->l2 = p->p50[s->k_l2] / p->p50[f];
@@ -153,7 +157,7 @@ static void ratios_of(const sides_t *s, const phase_t *p, ratios_t *r) {
       r->l3x_hi = fmax(r->l3x_hi, x);
     }
   }
-  r->l2_ok = r->l2 <= 1.5;
+  r->l2_ok = r->l2 <= l2_target(s->w);
   if (s->k_ref >= 0) {
     r->l3x = (p->p50[s->k_l3] - p->p50[s->k_ref]) / p->p50[f];
     r->l3_target = p->p50[s->k_ref] + p->p50[f];
@@ -207,8 +211,8 @@ static void print_phase(const sides_t *s, const char *when, const phase_t *p, lo
   if (w->launch_floor >= 0) {
     ratios_t r;
     ratios_of(s, p, &r);
-    printf("  L2 / %s = %.2f (rounds %.2f-%.2f; target <= 1.5: %s)\n",
-           w->floors[w->launch_floor].name, r.l2, r.l2_lo, r.l2_hi,
+    printf("  L2 / %s = %.2f (rounds %.2f-%.2f; target <= %.1f: %s)\n",
+           w->floors[w->launch_floor].name, r.l2, r.l2_lo, r.l2_hi, l2_target(w),
            r.l2_ok ? "holds" : "missed");
     if (s->k_ref >= 0) {
       printf("  L3 - L3 sim = %.2f us = %.2f x %s (rounds %.2f-%.2f); L3 %.2f us vs L3 sim + "
@@ -280,6 +284,7 @@ static void json_phase(lw_json_t *j, const sides_t *s, const phase_t *p) {
     lw__json_kv_fixed(j, "l2_over_floor", r.l2, 3);
     lw__json_kv_fixed(j, "l2_over_floor_round_min", r.l2_lo, 3);
     lw__json_kv_fixed(j, "l2_over_floor_round_max", r.l2_hi, 3);
+    lw__json_kv_fixed(j, "l2_target", l2_target(w), 2);
     lw__json_kv_bool(j, "l2_target_holds", r.l2_ok);
     if (s->k_ref >= 0) {
       lw__json_kv_fixed(j, "l3_minus_l3_sim_us", p->p50[s->k_l3] - p->p50[s->k_ref], 3);

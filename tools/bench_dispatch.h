@@ -40,6 +40,8 @@ typedef struct lw_dispatch_workload {
   // The floor an empty launch is held against (L2 / it, and L3's extra cost over the sim
   // reference in units of it; issue 9's targets); -1: none.
   int launch_floor;
+  // The target of L2 / that floor (issue 9: 1.5; 0 means 1.5).
+  double l2_target;
   bool dag;   // the L3 DAG figures: a 1000-task layered DAG, RAW edges only, a chain, where
   bool load;  // --load is measured (busy loops beside the run)
 } lw_dispatch_workload_t;

@@ -47,7 +47,7 @@ enum {
 #define OPT_BACKEND                                                                  \
   {.name = "backend", .kind = LW_CLI_CHOICE, .choices = LW_BENCH_BACKEND_CHOICES,    \
    .metavar = "NAME", .def = "sim", .key = K_BACKEND,                                \
-   .help = "the backend measured (opencl: device 0, every\nprogram build cold)"}
+   .help = "the backend measured (opencl, cuda: device 0, every\nprogram build cold)"}
 #define OPT_PIN                                                                      \
   {.name = "pin", .kind = LW_CLI_FLAG, .key = K_PIN,                                 \
    .help = "run lane on CPU 0, register lane on CPU 1 (the\ndefault when there are 2 CPUs)"}, \
@@ -77,15 +77,15 @@ static const lw_cli_opt_t overlap_opts[] = {
              "(overlap_l<level>_<backend>.json, .svg)"},
     OPT_PIN,
     {.name = "stages", .kind = LW_CLI_INT, .min = 1, .max = 256, .metavar = "N", .def = "64",
-     .key = K_STAGES, .only_with = "opencl",
-     .help = "C2 = big_program built with -DSTAGES=N"},
+     .key = K_STAGES, .only_with = "opencl|cuda",
+     .help = "C2 = big_program built with -DSTAGES=N (cuda:\n-DKERNELS=N, 8..200)"},
     OPT_END,
 };
 
 static const lw_cli_opt_t dispatch_opts[] = {
     OPT_JSON, OPT_QUIET, OPT_BACKEND,
     {.name = "iters", .kind = LW_CLI_INT, .min = 1, .max = 100000000, .metavar = "N",
-     .def = "20000; opencl: 2000", .key = K_ITERS, .help = "round trips measured"},
+     .def = "20000; opencl, cuda: 2000", .key = K_ITERS, .help = "round trips measured"},
     {.name = "load", .kind = LW_CLI_INT, .min = 0, .max = LW_BENCH_MAX_LOAD, .metavar = "N",
      .def = "0", .key = K_LOAD, .only_with = "sim",
      .help = "measure again with N busy-loop processes (own sessions)"},
@@ -315,6 +315,18 @@ static int ensure_env(const bench_spec_t *b, const lw_bench_opts_t *o,
   return lw__bench_reexec_with_env((const char *const(*)[2])env, argc, argv) ? 1 : 0;
 }
 
+// Whether backend is one of list ("opencl|cuda").
+static bool backend_in(const char *list, const char *backend) {
+  size_t n = strlen(backend);
+  for (const char *p = list; p && *p;) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && strncmp(p, backend, n) == 0) return true;
+    p = bar ? bar + 1 : NULL;
+  }
+  return false;
+}
+
 int lw__tool_bench(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "lanework bench: which benchmark?\n\n");
@@ -351,7 +363,7 @@ int lw__tool_bench(int argc, char **argv) {
   if (prc == LW_CLI_HELP) return 0;
   if (prc != LW_CLI_OK) return 2;
   for (int i = 0; i < s.n_given; ++i) {
-    if (strcmp(s.given[i]->only_with, o.backend) != 0) {
+    if (!backend_in(s.given[i]->only_with, o.backend)) {
       return lw__cli_error(&b->cmd, "--%s applies only with --backend %s (this run: %s)",
                            s.given[i]->name, s.given[i]->only_with, o.backend);
     }

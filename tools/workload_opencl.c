@@ -10,10 +10,11 @@
 //          kernel's machine code at its first enqueue, under the same process-wide lock as a
 //          build, so only a warm C1 can run beside a build), lasting 1.5 x a cold build of C2
 //          (within 100 ms - 4 s). C1 computes in exact uint arithmetic and is compared with a
-//          host reference (closed form, see c1_one); C2 computes sin and cos in float, which a
-//          device's math library need not round as the host's does: it is compared with a
-//          double-precision host reference (relative error, tolerance C2_REL_TOL) and, bit for
-//          bit, with its first run (any difference counts in max_diff).
+//          host reference (closed form, tools/workload_ref.h); C2 computes sin and cos in
+//          float, which a device's math library need not round as the host's does: it is
+//          compared with a double-precision host reference (relative error, tolerance
+//          C2_REL_TOL) and, bit for bit, with its first run (any difference counts in
+//          max_diff).
 // cancel:  repeat_vector_add.cl over 2^21 work-items, its steps calibrated on the device at
 //          hand so that an uncancelled run lasts ~2 s (a GPU runs in microseconds what a CPU
 //          runs for minutes). OpenCL cannot stop an NDRange: the backend enqueues the range in
@@ -36,37 +37,10 @@
 
 #include "child/backend_opencl.h"
 #include "tools/bench_backend.h"
+#include "tools/workload_ref.h"
 
 static const uint8_t kVaddDirs[5] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR,
                                      LW_PARAM_SCALAR};
-
-// repeat_vector_add.cl: acc = a; repeat r times acc = 3 acc + b (mod 2^32). The map
-// x -> 3x + b composed r times is x -> A x + B; (A, B) by squaring, O(log r) per element.
-static uint32_t c1_one(uint32_t a, uint32_t b, uint64_t r) {
-  uint32_t ra = 1, rb = 0, ba = 3, bb = b;
-  while (r) {
-    if (r & 1) {
-      rb = ba * rb + bb;
-      ra = ba * ra;
-    }
-    bb = ba * bb + bb;
-    ba = ba * ba;
-    r >>= 1;
-  }
-  return ra * a + rb;
-}
-
-static lw_status_t vadd_args(uint32_t *a, uint32_t *b, uint32_t *c, uint32_t n, uint64_t reps,
-                             lw_args_t *out) {
-  const uint64_t g[3] = {n, 0, 0};
-  lw_args_init(out);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(out, a, (uint64_t)n * 4, LW_TAG_INPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(out, b, (uint64_t)n * 4, LW_TAG_INPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(out, c, (uint64_t)n * 4, LW_TAG_OUTPUT));
-  LW_RETURN_IF_ERROR(lw_args_add_scalar(out, n));
-  LW_RETURN_IF_ERROR(lw_args_add_scalar(out, reps));
-  return lw_args_set_launch(out, 1, g, NULL);
-}
 
 // ---------------------------------------------------------------------------------------------
 // overlap
@@ -129,7 +103,7 @@ static lw_status_t ov_alloc(void *p, lw_bench_chip_t *d) {
 
 static lw_status_t ov_args_c1(void *p, long repeat, lw_args_t *a) {
   overlap_ocl_t *s = p;
-  return vadd_args(s->a, s->b, s->c1_out, C1_ELEMS, (uint64_t)repeat, a);
+  return lw__workload_vadd_args(s->a, s->b, s->c1_out, C1_ELEMS, (uint64_t)repeat, a);
 }
 
 static lw_status_t ov_args_c2(void *p, lw_args_t *a) {
@@ -148,24 +122,11 @@ static void ov_clear(void *p) {
   memset(s->c2_out, 0, C2_ELEMS * 4);
 }
 
-// big_program.cl's lw_kernel_main for one element, in double.
-static double c2_reference(float xf, long stages) {
-  double x = xf, acc = 0.0;
-  for (int k = 0; k < stages; ++k) {
-    double y = x * (1.0 + (double)k / 1024.0);
-    for (int j = 0; j < (k % 5) + 2; ++j) {
-      y = y * 0.5 + sin(y + (double)k) * cos(x - (double)j) + (double)(k % 3);
-    }
-    acc += y;
-  }
-  return acc;
-}
-
 static void ov_check(void *p, long repeat, lw_overlap_check_t *c) {
   overlap_ocl_t *s = p;
   if (s->ref1_repeat != repeat) {
     for (uint32_t i = 0; i < C1_ELEMS; ++i) {
-      s->ref1[i] = c1_one(s->a[i], s->b[i], (uint64_t)repeat);
+      s->ref1[i] = lw__workload_repeat_vadd(s->a[i], s->b[i], (uint64_t)repeat);
     }
     s->ref1_repeat = repeat;
   }
@@ -177,7 +138,7 @@ static void ov_check(void *p, long repeat, lw_overlap_check_t *c) {
     memcpy(s->first2, s->c2_out, C2_ELEMS * sizeof(float));
     s->have_first2 = true;
     for (uint32_t i = 0; i < C2_ELEMS; ++i) {
-      double ref = c2_reference(s->x[i], s->stages);
+      double ref = lw__workload_big_stages(s->x[i], s->stages);
       double rel = fabs((double)s->c2_out[i] - ref) / fmax(fabs(ref), 1.0);
       if (isnan(rel)) rel = INFINITY;  // a NaN output is a wrong one
       if (rel > c->rel_err) c->rel_err = rel;
@@ -291,7 +252,7 @@ static lw_status_t ca_open(void **out) {
 // One uncancelled run at steps: its length in microseconds.
 static lw_status_t ca_time(cancel_ocl_t *s, lw_bench_chip_t *d, uint64_t steps, double *us) {
   lw_args_t a;
-  LW_RETURN_IF_ERROR(vadd_args(s->a, s->b, s->c, CA_ITEMS, steps, &a));
+  LW_RETURN_IF_ERROR(lw__workload_vadd_args(s->a, s->b, s->c, CA_ITEMS, steps, &a));
   double t0 = lw__bench_now_us();
   LW_RETURN_IF_ERROR(d->run(d, s->h, &a));
   *us = lw__bench_now_us() - t0;
@@ -333,7 +294,7 @@ static lw_status_t ca_arm(void *p, lw_callable_handle_t *h, lw_args_t *a) {
   memset(s->c, 0, CA_ITEMS * 4);
   s->hang_armed = false;
   *h = s->h;
-  return vadd_args(s->a, s->b, s->c, CA_ITEMS, s->steps, a);
+  return lw__workload_vadd_args(s->a, s->b, s->c, CA_ITEMS, s->steps, a);
 }
 
 static lw_status_t ca_arm_hang(void *p, lw_callable_handle_t *h, lw_args_t *a) {
@@ -528,6 +489,7 @@ static const lw_dispatch_workload_t kDispatchOcl = {
                 .close = floor_close}},
     .n_floors = 1,
     .launch_floor = 0,
+    .l2_target = 1.5,
     .dag = false,
     .load = false,
 };

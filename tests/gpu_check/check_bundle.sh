@@ -6,7 +6,9 @@
 # own excepted), `lanework info` must exit 0 naming the bundle's kernel folder, and a part of
 # `gpu-check run` must pass against this machine's OpenCL driver (PoCL in CI) and write a
 # summary CHECK_SUMMARY accepts. A run whose "ICD" is no ICD must fail, naming why, and say so
-# in its summary and exit status. Every folder it makes is removed when it ends.
+# in its summary and exit status. A cuda step where no CUDA driver can be loaded must be
+# skipped, naming why, and a skip must leave the run not passed. Every folder it makes is
+# removed when it ends.
 set -euo pipefail
 gpu_check="$1" pack_build="$2" check_summary="$3"
 
@@ -60,6 +62,8 @@ grep -qF "kernels:    $b/lib/lanework/kernels (" <<<"$info" ||
   fail "lanework info does not name the bundle's kernel folder:"$'\n'"$info"
 # grep reads all of it (-q would stop at the match and SIGPIPE the writer under pipefail).
 "$b/gpu-check" --help | grep "bench_dispatch_sim" >/dev/null || fail "gpu-check --help lists no steps"
+"$b/gpu-check" --help | grep "bench_cancel_cuda_l3 .*(needs cuda)" >/dev/null ||
+  fail "gpu-check --help lists no cuda steps"
 
 # A part of run, one step of each kind, against the ICD the search finds here. The steps are
 # the short ones, with three times their limits: this checks the mechanics, on a machine the
@@ -79,4 +83,14 @@ LW_GPU_CHECK_ICD="$b/lib/libzstd.so.1" LW_GPU_CHECK_STEPS=info,bench_dispatch_op
 [ "$rc" -eq 1 ] || fail "a run with a failing step exited $rc, not 1"
 "$check_summary" "$tmp/out-no-icd/gpu-check.json" false info=passed \
   bench_dispatch_opencl=failed "bench_dispatch_opencl~no OpenCL platform found"
+
+# No CUDA driver (a name that loads nothing, whatever this machine has): the cuda step is
+# skipped with the reason `lanework info` gives, and the run does not pass.
+rc=0
+LW_CUDA_LIBRARY="$tmp/none/libcuda.so.1" LW_GPU_CHECK_STEPS=info,bench_dispatch_cuda \
+  "$b/gpu-check" run "$b" "$tmp/out-no-cuda" || rc=$?
+[ "$rc" -eq 1 ] || fail "a run with a skipped cuda step exited $rc, not 1"
+"$check_summary" "$tmp/out-no-cuda/gpu-check.json" false info=passed \
+  bench_dispatch_cuda=skipped "bench_dispatch_cuda@no CUDA device: cannot load the CUDA driver"
+grep -q '"ready": false' "$tmp/out-no-cuda/gpu-check.json" || fail "machine.cuda.ready is not false"
 echo "check_bundle: as expected"

@@ -8,11 +8,15 @@
 //   NAME=STATUS  a step, in the order of the arguments, with that status; the summary holds
 //                exactly these steps
 //   NAME~TEXT    the step's stderr_tail contains TEXT
+//   NAME@TEXT    the step's reason (a skipped step's) contains TEXT
 //
 // Every step must carry its name, kind, command, exit code (null only when skipped) and
-// seconds; a passed test step its Criterion counts (all passing, none failing); a passed json
-// step its bench's own JSON object; a step that did not pass the end of its output. The
-// counts must match the steps. Prints what differs and exits 1; exits 0 when all holds.
+// seconds; a skipped step its reason; a passed test step its Criterion counts (all passing,
+// none failing); a passed json step its bench's own JSON object, and a bench step of a device
+// backend (bench_<bench>_opencl..., bench_<bench>_cuda...) that backend's; a step that did not
+// pass the end of its output. The counts must match the steps. The machine says whether the
+// cuda steps could run (machine.cuda.ready) and, when not, why. Prints what differs and exits
+// 1; exits 0 when all holds.
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -81,6 +85,19 @@ static void check_step(const json_t *s, const char *name) {
       fail("step %s: a passed json step without its program's JSON object (with a schema)",
            name);
     }
+    // bench_<bench>_<backend>[_l<level>]: a device backend's bench reports that backend.
+    static const char *const device_backends[] = {"opencl", "cuda"};
+    for (size_t i = 0; i < sizeof device_backends / sizeof device_backends[0]; ++i) {
+      char token[32];
+      snprintf(token, sizeof token, "_%s", device_backends[i]);
+      const char *at = strncmp(name, "bench_", 6) == 0 ? strstr(name + 6, token) : NULL;
+      if (!at || (at[strlen(token)] != '\0' && at[strlen(token)] != '_')) continue;
+      const char *backend = str_of(r, "backend");
+      if (!backend || strcmp(backend, device_backends[i]) != 0) {
+        fail("step %s: its result's backend is %s, not %s", name, backend ? backend : "missing",
+             device_backends[i]);
+      }
+    }
   }
 }
 
@@ -115,6 +132,12 @@ int main(int argc, char **argv) {
   if (!str_of(bundle, "lanework_version") || !json_is_true(json_object_get(bundle, "files_intact"))) {
     fail("bundle: no lanework_version, or its files are not intact");
   }
+  const json_t *cuda = json_object_get(machine, "cuda");
+  if (!json_is_object(cuda) || !json_is_boolean(json_object_get(cuda, "ready"))) {
+    fail("machine: no cuda object saying whether the cuda steps could run (ready)");
+  } else if (!json_is_true(json_object_get(cuda, "ready")) && !str_of(cuda, "skip_reason")) {
+    fail("machine.cuda: not ready, and no skip_reason saying why");
+  }
 
   const json_t *steps = json_object_get(doc, "steps");
   if (!json_is_array(steps)) {
@@ -126,22 +149,23 @@ int main(int argc, char **argv) {
   const char *names[4] = {"passed", "failed", "timed_out", "skipped"};
   for (int i = 3; i < argc; ++i) {
     char name[128];
-    const char *sep = strpbrk(argv[i], "=~");
+    const char *sep = strpbrk(argv[i], "=~@");
     if (!sep || (size_t)(sep - argv[i]) >= sizeof(name)) {
-      fprintf(stderr, "check_summary: %s: not NAME=STATUS or NAME~TEXT\n", argv[i]);
+      fprintf(stderr, "check_summary: %s: not NAME=STATUS, NAME~TEXT or NAME@TEXT\n", argv[i]);
       return 2;
     }
     memcpy(name, argv[i], (size_t)(sep - argv[i]));
     name[sep - argv[i]] = '\0';
-    if (*sep == '~') {
-      // A text the step's stderr_tail holds: that step was listed before.
+    if (*sep == '~' || *sep == '@') {
+      // A text the step's stderr_tail (~) or reason (@) holds: that step was listed before.
+      const char *field = *sep == '~' ? "stderr_tail" : "reason";
       const json_t *found = NULL;
       for (size_t k = 0; k < json_array_size(steps); ++k) {
         const char *sn = str_of(json_array_get(steps, k), "name");
         if (sn && strcmp(sn, name) == 0) found = json_array_get(steps, k);
       }
-      const char *tail = found ? str_of(found, "stderr_tail") : NULL;
-      if (!tail || !strstr(tail, sep + 1)) fail("step %s: stderr_tail lacks '%s'", name, sep + 1);
+      const char *text = found ? str_of(found, field) : NULL;
+      if (!text || !strstr(text, sep + 1)) fail("step %s: %s lacks '%s'", name, field, sep + 1);
       continue;
     }
     const json_t *s = json_array_get(steps, n++);

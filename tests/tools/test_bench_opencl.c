@@ -284,7 +284,7 @@ Test(bench_opencl, a_bench_without_an_opencl_variant_refuses_the_backend, .timeo
 }
 
 Test(bench_opencl, an_unknown_backend_is_refused, .timeout = 60) {
-  const char *args[] = {"overlap", "--backend", "cuda", NULL};
+  const char *args[] = {"overlap", "--backend", "hip", NULL};
   int status = 0;
   char *text = run_tool(args, &status);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status 0x%x", status);

@@ -145,11 +145,11 @@ Test(cli, bench_help_lists_every_bench_and_each_bench_has_its_own_help) {
 
 Test(cli, bench_dispatch_help_lists_its_options_with_defaults_and_ranges) {
   expect_help(ARGS("bench", "dispatch", "--help"),
-              "--iters N           round trips measured (1..100000000, default 20000; "
-              "opencl: 2000)");
+              "--iters N           round trips measured\n"
+              "                          (1..100000000, default 20000; opencl, cuda: 2000)");
   expect_help(ARGS("bench", "dispatch", "--help"),
               "(0..64, default 0, --backend sim only)");
-  expect_help(ARGS("bench", "dispatch", "--help"), "(sim|opencl, default sim)");
+  expect_help(ARGS("bench", "dispatch", "--help"), "(sim|opencl|cuda, default sim)");
 }
 
 Test(cli, no_command_an_unknown_command_or_bench_exit_2_with_usage_on_stderr) {
@@ -198,8 +198,9 @@ Test(cli, a_bad_value_names_the_option_quotes_the_value_and_gives_the_range) {
                      "--load \"99999999999999999999999\" is out of range (0..64)");
   expect_usage_error(ARGS("bench", "wait", "--iters", "12x"),
                      "--iters \"12x\" is not a number (1..100000000)");
-  expect_usage_error(ARGS("bench", "overlap", "--backend", "cuda"),
-                     "lanework bench overlap: --backend \"cuda\" is not one of sim|opencl");
+  expect_usage_error(ARGS("bench", "overlap", "--backend", "hip"),
+                     "lanework bench overlap: --backend \"hip\" is not one of "
+                     "sim|opencl|cuda");
   expect_usage_error(ARGS("bench", "overlap", "--delay-ms", "1,x"),
                      "--delay-ms \"1,x\" is not a list of delays (comma-separated, at most 8, "
                      "each 0..1000 ms)");
@@ -224,8 +225,8 @@ Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
   expect_usage_error(ARGS("bench", "wait", "--backend", "opencl"),
                      "lanework bench wait: --backend does not apply to bench wait");
   expect_usage_error(ARGS("bench", "overlap", "--stages", "4"),
-                     "lanework bench overlap: --stages applies only with --backend opencl "
-                     "(this run: sim)");
+                     "lanework bench overlap: --stages applies only with --backend "
+                     "opencl|cuda (this run: sim)");
   expect_usage_error(ARGS("bench", "overlap", "--backend", "opencl", "--stall-control"),
                      "lanework bench overlap: --stall-control applies only with --backend sim "
                      "(this run: opencl)");
@@ -428,4 +429,30 @@ Test(cli, info_text_names_the_versions_and_the_kernel_folder) {
   cr_assert_not_null(strstr(r.out, want), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "limits:     32 params"), "%s", r.out);
   result_free(&r);
+}
+
+// The cuda benches are built on every machine; where the driver cannot be loaded each says so,
+// naming the library, and exits 1 (no figure, no crash).
+Test(cli, the_cuda_benches_without_a_driver_name_it_and_exit_1, .timeout = 120) {
+  setenv("LW_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  static const char *const benches[][6] = {
+      {"bench", "dispatch", "--backend", "cuda", "--quiet", NULL},
+      {"bench", "overlap", "--backend", "cuda", "--quiet", NULL},
+      {"bench", "cancel", "--backend", "cuda", "--quiet", NULL},
+  };
+  for (size_t i = 0; i < sizeof benches / sizeof benches[0]; ++i) {
+    result_t r = run(benches[i]);
+    cr_assert_eq(r.code, 1, "bench %s --backend cuda: exit %d; stderr: %s", benches[i][1],
+                 r.code, r.err);
+    cr_assert_not_null(strstr(r.err, "cannot load the CUDA driver /nonexistent/libcuda.so.1"),
+                       "bench %s: %s", benches[i][1], r.err);
+    result_free(&r);
+  }
+  // C2's size is checked before anything opens.
+  result_t r = run(ARGS("bench", "overlap", "--backend", "cuda", "--stages", "4", "--quiet"));
+  cr_assert_eq(r.code, 1, "%s", r.err);
+  cr_assert_not_null(strstr(r.err, "--stages 4: cuda's big_program has 8..200 kernels"), "%s",
+                     r.err);
+  result_free(&r);
+  unsetenv("LW_CUDA_LIBRARY");
 }

@@ -5,16 +5,17 @@
 // SCALAR reps (unsigned long long). Launch: 1 dimension (blocks of x threads only), global >= n
 // threads or fewer (a grid-stride loop covers the rest).
 //
-// Cancellable: each block polls the stop word (lanework/kernel_cuda.h) once per
-// LW_POLL_STEPS repetitions and returns once it is set, so n * reps sets the run time and a
-// cancel ends a long run within about one chunk. After every chunk c[i] holds the value so far
-// (never 0 for a = b = 1), so a stopped run shows which elements it reached. Build option
-// -DLW_POLL_STEPS=k changes the chunk (default 16384 steps, some tens of microseconds on a
-// current GPU: polls stay rare for the bus and a stop lands well within 100 us).
+// Cancellable: each block polls the stop word (lanework/kernel_cuda.h) once per LW_POLL_STEPS
+// repetitions and returns once it is set, so n * reps sets the run time and a cancel ends a
+// long run within about one chunk. c[i] is written once, when element i is done: after a
+// stopped run the elements written are those that finished (c given as a live tensor shows
+// them in host memory). Build option -DLW_POLL_STEPS=k changes the chunk (default 2048 steps:
+// a few microseconds for a lone block, tens when every SM is full, so a stop lands well within
+// 100 us while the polls stay rare for the bus).
 #include "lanework/kernel_cuda.h"
 
 #ifndef LW_POLL_STEPS
-#define LW_POLL_STEPS 16384ull
+#define LW_POLL_STEPS 2048ull
 #endif
 
 extern "C" __global__ void lw_kernel_main(const unsigned int *a, const unsigned int *b,
@@ -34,7 +35,7 @@ extern "C" __global__ void lw_kernel_main(const unsigned int *a, const unsigned 
       if (lw_cuda_block_should_stop()) return;
       const unsigned long long end = reps - done < LW_POLL_STEPS ? reps : done + LW_POLL_STEPS;
       for (; done < end; ++done) acc = acc * 3u + add;
-      if (live) c[i] = acc;
     } while (done < reps);
+    if (live) c[i] = acc;
   }
 }
