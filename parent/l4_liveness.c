@@ -606,8 +606,11 @@ struct lw_l4_beat {
 
 static void beat_end(lw_l4_beat_t *b, lw_l4_end_t why, const char *what) {
   char msg[LW_ERROR_MESSAGE_BYTES];
-  snprintf(msg, sizeof(msg), "the L4 (rank 0, host %s, pid %d, at %s) %s",
-           b->l4_host[0] ? b->l4_host : "?", (int)b->l4_pid, b->address, what);
+  int n = snprintf(msg, sizeof(msg), "the L4 (rank 0, host %s, pid %d, at %s) %s",
+                   b->l4_host[0] ? b->l4_host : "?", (int)b->l4_pid, b->address, what);
+  // A message longer than the buffer is cut (and terminated); only an encoding error leaves
+  // nothing to say.
+  if (n < 0) snprintf(msg, sizeof(msg), "the L4 (rank 0) ended");
   if (b->end) b->end(b->ctx, 0, why, msg);
 }
 
