@@ -9,10 +9,11 @@ LW_BUILD="${LW_BUILD:-$LW_ROOT/build}"
 # The OpenCL ones (loader, headers and PoCL, a CPU device) make every OpenCL test run for real.
 # jansson reads JSON (traces, bench output) in `lanework trace svg` and the tests; rsvg-convert
 # (librsvg2-bin) renders the swimlane SVGs in a test. valgrind and gdb run an L2 and an L3
-# program in the tools tests (tests/tools/run_under_tool.sh).
+# program in the tools tests (tests/tools/run_under_tool.sh). Open MPI (openmpi-bin,
+# libopenmpi-dev) builds the L4's transport and runs its tests under mpirun (docs/l4.md).
 LW_PACKAGES=(build-essential cmake pkg-config libcriterion-dev libzstd-dev libxxhash-dev
              libnuma-dev zstd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd
-             libjansson-dev librsvg2-bin valgrind gdb)
+             libjansson-dev librsvg2-bin valgrind gdb openmpi-bin libopenmpi-dev)
 
 lw_install_deps() {
   local missing=()
