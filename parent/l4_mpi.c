@@ -34,6 +34,7 @@ struct lw_l4_comm {
   char (*why)[LW_ERROR_MESSAGE_BYTES];
   pending_t *sends;      // copies MPI may still read (abandoned sends)
   pending_t *zombies;    // buffers MPI may still write (abandoned receives)
+  pending_t *sends_borrowed;  // abandoned tensor requests (their buffers are the callers')
 };
 
 static void on_end(void *ctx, int32_t rank, lw_l4_end_t why, const char *message) {
@@ -271,6 +272,71 @@ lw_status_t lw__l4_comm_send(lw_l4_comm_t *c, int32_t to, const void *buf, size_
   return st;
 }
 
+static lw_status_t tensor_args(const lw_l4_comm_t *c, int32_t peer, size_t bytes,
+                               const char *what, lw_error_t *err) {
+  if (peer < 0 || peer >= c->size || peer == c->rank || bytes > INT_MAX) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "l4: %s of %zu bytes with rank %d (ranks 0..%d, this is %d; at most "
+                         "%d bytes)",
+                         what, bytes, (int)peer, (int)c->size - 1, (int)c->rank, INT_MAX);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw__l4_comm_send_tensor(lw_l4_comm_t *c, int32_t to, const void *buf, size_t bytes,
+                                    int64_t deadline_ns, lw_error_t *err) {
+  LW_RETURN_IF_ERROR(tensor_args(c, to, bytes, "tensor send", err));
+  MPI_Request req;
+  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, to, LW_L4_TAG_TENSOR, MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Isend of a tensor", rc);
+  char what[48];
+  snprintf(what, sizeof(what), "tensor send to rank %d", (int)to);
+  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, err);
+  if (st != LW_OK) keep(c, &c->sends_borrowed, req, NULL);  // buf is the caller's
+  return st;
+}
+
+lw_status_t lw__l4_comm_recv_tensor(lw_l4_comm_t *c, int32_t from, void *buf, size_t bytes,
+                                    int64_t deadline_ns, lw_error_t *err) {
+  LW_RETURN_IF_ERROR(tensor_args(c, from, bytes, "tensor receive", err));
+  MPI_Request req;
+  int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, LW_L4_TAG_TENSOR, MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Irecv of a tensor", rc);
+  char what[48];
+  snprintf(what, sizeof(what), "tensor receive from rank %d", (int)from);
+  uint32_t round = 0;
+  for (;;) {
+    int done = 0;
+    MPI_Status status;
+    rc = MPI_Test(&req, &done, &status);
+    if (rc != MPI_SUCCESS) return mpi_failed(err, what, rc);
+    if (done) {
+      int n = 0;
+      MPI_Get_count(&status, MPI_BYTE, &n);
+      if ((size_t)n != bytes) {
+        return lw__error_set(err, LW_INTERNAL, -1, 0, "l4: %s: %d bytes came, %zu expected",
+                             what, n, bytes);
+      }
+      return LW_OK;
+    }
+    char why[LW_ERROR_MESSAGE_BYTES];
+    lw_status_t st = LW_OK;
+    if (lw__l4_comm_peer_ended(c, from, why, sizeof(why))) {
+      st = lw__error_set(err, LW_UNAVAILABLE, -1, 0, "l4: %s: %s", what, why);
+    } else if (lw__now_ns() >= deadline_ns) {
+      st = lw__error_set(err, LW_DEADLINE_EXCEEDED, -1, 0, "l4: %s: not done by its deadline",
+                         what);
+    }
+    if (st != LW_OK) {
+      // A receive can be cancelled; if MPI cannot say it was, buf stays the caller's to keep.
+      (void)MPI_Cancel(&req);
+      keep(c, &c->sends_borrowed, req, NULL);
+      return st;
+    }
+    nap(&round);
+  }
+}
+
 lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from, void **out_buf,
                              size_t *out_bytes, int64_t deadline_ns, lw_error_t *err) {
   *out_buf = NULL;
@@ -394,6 +460,10 @@ bool lw__l4_comm_close(lw_l4_comm_t *c, bool finalize) {
     for (pending_t *p = c->sends, *n; p; p = n) {
       n = p->next;
       free(p->copy);
+      free(p);
+    }
+    for (pending_t *p = c->sends_borrowed, *n; p; p = n) {
+      n = p->next;
       free(p);
     }
     for (pending_t *p = c->zombies, *n; p; p = n) {

@@ -39,6 +39,7 @@ extern "C" {
 // address handed out at open.
 #define LW_L4_TAG_MSG 0x4c34
 #define LW_L4_TAG_ADDRESS 0x4c35
+#define LW_L4_TAG_TENSOR 0x4c36  // tensor bytes (lw__l4_comm_send_tensor / _recv_tensor)
 
 typedef struct lw_l4_comm lw_l4_comm_t;
 
@@ -73,6 +74,19 @@ LW_MUST_USE lw_status_t lw__l4_comm_send(lw_l4_comm_t *c, int32_t to, const void
 LW_MUST_USE lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from,
                                          void **out_buf, size_t *out_bytes, int64_t deadline_ns,
                                          lw_error_t *err);
+
+// A tensor's bytes, moved with no copy: sent from buf and received into buf, on their own
+// stream (one tensor at a time between two ranks, in the order both sides agree on, e.g. by a
+// task message). OK when MPI is done with buf. On any failure (the deadline, the peer's end)
+// MPI may still read (send) or write (receive) buf: the caller keeps it allocated until
+// lw__l4_comm_close. UNAVAILABLE naming the peer, DEADLINE_EXCEEDED, INVALID_ARGUMENT for a
+// size MPI cannot count (> INT_MAX) or a bad rank; a receive of another size is INTERNAL.
+LW_MUST_USE lw_status_t lw__l4_comm_send_tensor(lw_l4_comm_t *c, int32_t to, const void *buf,
+                                                size_t bytes, int64_t deadline_ns,
+                                                lw_error_t *err);
+LW_MUST_USE lw_status_t lw__l4_comm_recv_tensor(lw_l4_comm_t *c, int32_t from, void *buf,
+                                                size_t bytes, int64_t deadline_ns,
+                                                lw_error_t *err);
 
 // Whether rank's liveness ended (lost or gone with a goodbye), and how (why may be NULL).
 bool lw__l4_comm_peer_ended(lw_l4_comm_t *c, int32_t rank, char *why, size_t why_bytes);

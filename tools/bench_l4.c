@@ -4,7 +4,8 @@
 // Rank 0 (the L4) drives; ranks 1 and 2 serve. MODE:
 //   (none)  startup, a task message's round trip to rank 1 and back (p50/p99), the marginal cost
 //           per message with 128 in flight, a 4 MB tensor moved rank 1 -> rank 2 directly (never
-//           through rank 0), and the clean shutdown;
+//           through rank 0; from and into the tensor's own buffers, lw__l4_comm_*_tensor,
+//           timed from rank 0's two requests to rank 2's answer), and the clean shutdown;
 //   death   rank 0 tells rank 2 to SIGKILL itself and measures until rank 2's loss is reported;
 //   hung    the same with SIGSTOP (the liveness channel's default 2 s bound).
 // These are the transport's figures: no L3 runs a kernel yet (the L4 worker is not built), so
@@ -116,13 +117,7 @@ static void serve(lw_l4_comm_t *c) {
       continue;
     }
     if (st != LW_OK) die("serve: receive", &err);
-    if (from != 0) {
-      // A tensor from the other rank: answer rank 0 that it arrived.
-      free(buf);
-      lw_l4_task_t t = {.identity = {.task_id = bytes}, .frame = 0};
-      send_or_die(c, 0, done_msg(&t, me, 0));
-      continue;
-    }
+    if (from != 0) die("serve: a message from another L3 rank", NULL);
     lw_l4_wire_msg_t m;
     if (lw__l4_wire_decode(buf, bytes, 0, ++g_seq_from[0], &m, &err) != LW_OK) die("decode", &err);
     free(buf);
@@ -131,11 +126,19 @@ static void serve(lw_l4_comm_t *c) {
       case CMD_ECHO:
         send_or_die(c, 0, done_msg(&t, me, 0));
         break;
-      case CMD_SEND_TENSOR: {  // to the other rank, directly
-        if (lw__l4_comm_send(c, me == 1 ? 2 : 1, tensor, TENSOR_BYTES,
-                             lw__now_ns() + 30 * SECOND, &err) != LW_OK) {
+      case CMD_SEND_TENSOR:  // to the other rank, directly, from the tensor's own buffer
+        if (lw__l4_comm_send_tensor(c, me == 1 ? 2 : 1, tensor, TENSOR_BYTES,
+                                    lw__now_ns() + 30 * SECOND, &err) != LW_OK) {
           die("tensor send", &err);
         }
+        break;
+      case CMD_RECV_TENSOR: {  // into the tensor's own buffer, then tell rank 0
+        if (lw__l4_comm_recv_tensor(c, me == 1 ? 2 : 1, tensor, TENSOR_BYTES,
+                                    lw__now_ns() + 30 * SECOND, &err) != LW_OK) {
+          die("tensor receive", &err);
+        }
+        lw_l4_task_t got = {.identity = {.task_id = TENSOR_BYTES}};
+        send_or_die(c, 0, done_msg(&got, me, 0));
         break;
       }
       case CMD_DIE:
@@ -190,6 +193,7 @@ static void run_figures(lw_l4_comm_t *c, int64_t startup_ns) {
   double gbs[TENSOR_MOVES];
   for (int i = 0; i < TENSOR_MOVES; ++i) {
     int64_t t0 = lw__now_ns();
+    send_or_die(c, 2, task_msg(0, 2, (uint64_t)i, CMD_RECV_TENSOR));
     send_or_die(c, 1, task_msg(0, 1, (uint64_t)i, CMD_SEND_TENSOR));
     void *buf = NULL;
     lw_l4_wire_msg_t m = recv_or_die(c, 2, NULL, &buf);

@@ -20,6 +20,7 @@
 #include "parent/l4_wire.h"
 
 #define TASKS_PER_RANK 64
+#define TENSOR_BYTES (1u << 20)  // moved rank 1 -> rank 2 directly at the end of a clean run
 #define SECOND 1000000000LL
 
 static int g_fault_rank = -1;
@@ -42,7 +43,8 @@ static void fail(int rank, const char *what, const lw_error_t *err) {
 
 static uint8_t g_buf[1 << 16];
 
-static void send_task(lw_l4_comm_t *c, int32_t to, uint64_t seq, uint64_t task_id) {
+static void send_task_named(lw_l4_comm_t *c, int32_t to, uint64_t seq, uint64_t task_id,
+                            const char *name) {
   lw_l4_task_t t;
   memset(&t, 0, sizeof(t));
   t.identity = (lw_mb_identity_t){.run_id = 1, .task_id = task_id, .dispatch_id = task_id,
@@ -50,7 +52,7 @@ static void send_task(lw_l4_comm_t *c, int32_t to, uint64_t seq, uint64_t task_i
   t.frame = (uint32_t)(task_id % LW_MB_TASK_FRAMES);
   t.kind = LW_L4_TASK_KERNEL;
   t.chip = LW_ANY_CHIP;
-  snprintf(t.name, sizeof(t.name), "vector_add");
+  snprintf(t.name, sizeof(t.name), "%s", name);
   uint64_t payload[4] = {task_id, task_id * 2, task_id * 3, task_id * 4};
   t.n_tensors = 1;
   t.tensor[0] = (lw_l4_tensor_t){.tensor_id = task_id, .version = 1, .bytes = sizeof(payload),
@@ -68,6 +70,12 @@ static void send_task(lw_l4_comm_t *c, int32_t to, uint64_t seq, uint64_t task_i
     _exit(3);
   }
 }
+
+static void send_task(lw_l4_comm_t *c, int32_t to, uint64_t seq, uint64_t task_id) {
+  send_task_named(c, to, seq, task_id, "vector_add");
+}
+
+static uint8_t tensor_byte(size_t i) { return (uint8_t)((i * 7u) % 251u); }
 
 static int run_l4(lw_l4_comm_t *c) {
   int32_t n = lw__l4_comm_size(c);
@@ -117,6 +125,26 @@ static int run_l4(lw_l4_comm_t *c) {
   }
   printf("rank 0: ok %llu tasks answered by %d ranks\n", (unsigned long long)answered,
          (int)n - 1);
+  // A tensor from rank 1 to rank 2, directly: rank 2 checks every byte and answers.
+  send_task_named(c, 2, TASKS_PER_RANK + 1, 9002, "recv_tensor");
+  send_task_named(c, 1, TASKS_PER_RANK + 1, 9001, "send_tensor");
+  int32_t from = -1;
+  void *buf = NULL;
+  size_t bytes = 0;
+  lw_error_t err;
+  if (lw__l4_comm_recv(c, 2, &from, &buf, &bytes, lw__now_ns() + 30 * SECOND, &err) != LW_OK) {
+    fail(0, "receive the tensor's answer", &err);
+  }
+  lw_l4_wire_msg_t m;
+  if (lw__l4_wire_decode(buf, bytes, 2, ++next_seq_from[2], &m, &err) != LW_OK) {
+    fail(0, "decode", &err);
+  }
+  free(buf);
+  if (m.u.done.status != LW_OK) {
+    printf("rank 0: FAILED the tensor: %s\n", m.u.done.error);
+    _exit(2);
+  }
+  printf("rank 0: ok a %u-byte tensor moved rank 1 -> rank 2\n", TENSOR_BYTES);
   fflush(stdout);
   free(next_seq_from);
   return 0;
@@ -150,6 +178,42 @@ static int run_rank(lw_l4_comm_t *c) {
     lw_l4_wire_msg_t m;
     if (lw__l4_wire_decode(buf, bytes, 0, ++seq_in, &m, &err) != LW_OK) fail(me, "decode", &err);
     if (m.header.kind != LW_L4_WIRE_TASK) fail(me, "a message that is not a task", NULL);
+    if (strcmp(m.u.task.name, "send_tensor") == 0 || strcmp(m.u.task.name, "recv_tensor") == 0) {
+      bool send = m.u.task.name[0] == 's';
+      int32_t peer = me == 1 ? 2 : 1;
+      uint8_t *t = malloc(TENSOR_BYTES);
+      for (size_t i = 0; send && i < TENSOR_BYTES; ++i) t[i] = tensor_byte(i);
+      lw_status_t ts = send ? lw__l4_comm_send_tensor(c, peer, t, TENSOR_BYTES,
+                                                      lw__now_ns() + 30 * SECOND, &err)
+                            : lw__l4_comm_recv_tensor(c, peer, t, TENSOR_BYTES,
+                                                      lw__now_ns() + 30 * SECOND, &err);
+      if (ts != LW_OK) fail(me, send ? "tensor send" : "tensor receive", &err);
+      free(buf);
+      if (send) {
+        free(t);
+        continue;
+      }
+      lw_l4_done_t d;
+      memset(&d, 0, sizeof(d));
+      d.identity = m.u.task.identity;
+      d.frame = m.u.task.frame;
+      d.status = LW_OK;
+      for (size_t i = 0; i < TENSOR_BYTES; ++i) {
+        if (t[i] != tensor_byte(i)) {
+          d.status = LW_INTERNAL;
+          snprintf(d.error, sizeof(d.error), "byte %zu is %u, not %u", i, t[i], tensor_byte(i));
+          break;
+        }
+      }
+      free(t);
+      uint8_t reply[1024];
+      size_t n = 0;
+      if (lw__l4_wire_done_encode(&d, me, ++seq_out, reply, sizeof(reply), &n, &err) != LW_OK ||
+          lw__l4_comm_send(c, 0, reply, n, lw__now_ns() + 10 * SECOND, &err) != LW_OK) {
+        fail(me, "answer the tensor", &err);
+      }
+      continue;
+    }
     if (++got == 3 && g_fault_rank == me) {
       raise(strcmp(g_fault_kind, "stop") == 0 ? SIGSTOP : SIGKILL);
     }
