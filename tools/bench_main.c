@@ -102,6 +102,8 @@ static const lw_cli_opt_t wait_opts[] = {
     OPT_END,
 };
 
+static const lw_cli_opt_t l4_opts[] = {OPT_JSON, OPT_QUIET, OPT_END};
+
 static const lw_cli_opt_t idle_opts[] = {
     OPT_JSON, OPT_QUIET,
     {.name = "seconds", .kind = LW_CLI_INT, .min = 1, .max = 3600, .metavar = "N", .def = "5",
@@ -201,6 +203,13 @@ static const bench_spec_t g_benches[] = {
                "measured wall, and the tasks each chip ran.",
                parallel_opts),
      "do N chips run a DAG N times as fast? (L3)", B_SIM_ONLY, lw__bench_parallel, 3},
+    {BENCH_CMD("l4",
+               "The L4's transport over Open MPI under mpirun -np 3 (docs/l4.md): startup, a\n"
+               "task message's round trip, the cost per message with 128 in flight, a 4 MB\n"
+               "tensor moved between L3 ranks directly, the time until a killed or stopped\n"
+               "rank is reported, shutdown. Needs a build with MPI.",
+               l4_opts),
+     "the L4's transport under mpirun (needs MPI)", B_SIM_ONLY, lw__bench_l4, 4},
 };
 #define N_BENCHES (sizeof(g_benches) / sizeof(g_benches[0]))
 

@@ -7,6 +7,7 @@
 
 int lw__bench_wait(const lw_bench_opts_t *o);   // bench_wait.c
 int lw__bench_idle(const lw_bench_opts_t *o);   // bench_idle.c
+int lw__bench_l4(const lw_bench_opts_t *o);     // bench_l4_run.c (mpirun, tools/bench_l4.c)
 int lw__bench_crash(const lw_bench_opts_t *o);  // bench_crash.c
 int lw__bench_trace(const lw_bench_opts_t *o);  // bench_trace.c
 int lw__bench_parallel(const lw_bench_opts_t *o);  // bench_parallel.c
