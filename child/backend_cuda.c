@@ -74,6 +74,7 @@
 
 #include "child/backend.h"
 #include "child/cuda_api.h"
+#include "child/kernel_cuda_header.h"
 #include "lanes/error.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
@@ -519,7 +520,10 @@ static lw_status_t compile_cuda_c(cuda_device_t *d, cuda_module_t *m,
   char prog_name[CUDA_NAME_BYTES + 8];
   snprintf(prog_name, sizeof(prog_name), "%s.cu", img->name);
   lw_nvrtc_program_t prog = NULL;
-  lw_nvrtc_result_t r = rtc->nvrtcCreateProgram(&prog, src, prog_name, 0, NULL, NULL);
+  // lanework/kernel_cuda.h in memory: a kernel's #include of it needs no include folder.
+  const char *headers[] = {(const char *)lw__kernel_cuda_header};
+  const char *header_names[] = {LW_KERNEL_CUDA_HEADER_NAME};
+  lw_nvrtc_result_t r = rtc->nvrtcCreateProgram(&prog, src, prog_name, 1, headers, header_names);
   free(src);
   if (r != LW_NVRTC_SUCCESS) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,

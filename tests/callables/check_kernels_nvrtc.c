@@ -1,7 +1,8 @@
 // tests/callables/check_kernels_nvrtc.c — the CUDA C kernels of the kernel folder's cuda/,
 // compiled by the real NVRTC where the machine has one (no GPU needed): each compiles as the
-// cuda backend compiles it (NVRTC through child/cuda_api.h, -I<kernel dir>/cuda for
-// lanework/kernel_cuda.h, a CUBIN for sm_90), and the CUBIN is detected as one and passes its
+// cuda backend compiles it (NVRTC through child/cuda_api.h, lanework/kernel_cuda.h handed to
+// NVRTC in memory from the library's copy with no include folder, a CUBIN for sm_90), and the
+// CUBIN is detected as one and passes its
 // check, defines the entry lw_kernel_main and the stop word lw__cuda_stop the backend looks up
 // (and, for the big program at -DKERNELS=8, its eight extra kernels). Without NVRTC it prints
 // "SKIP: ..." and exits 0; ctest reports the test skipped (SKIP_REGULAR_EXPRESSION).
@@ -15,6 +16,7 @@
 #include "callables/image.h"
 #include "callables/image_check.h"
 #include "child/cuda_api.h"
+#include "child/kernel_cuda_header.h"
 #include "lanework/kernel_cuda.h"
 
 static int failures;
@@ -72,9 +74,8 @@ static int count_symbols(const uint8_t *p, size_t n, const char *name, bool pref
 
 static void check_kernel(const lw_cuda_nvrtc_t *rtc, const char *dir, const char *name,
                          const char *define, int extra_kernels) {
-  char path[4096], include[4200];
+  char path[4096];
   snprintf(path, sizeof path, "%s/cuda/%s.cu", dir, name);
-  snprintf(include, sizeof include, "-I%s/cuda", dir);
   size_t bytes = 0;
   char *src = read_file(path, &bytes);
   if (!src) {
@@ -82,13 +83,15 @@ static void check_kernel(const lw_cuda_nvrtc_t *rtc, const char *dir, const char
     return;
   }
   lw_nvrtc_program_t prog = NULL;
-  if (rtc->nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL) != LW_NVRTC_SUCCESS) {
+  const char *headers[] = {(const char *)lw__kernel_cuda_header};
+  const char *header_names[] = {LW_KERNEL_CUDA_HEADER_NAME};
+  if (rtc->nvrtcCreateProgram(&prog, src, name, 1, headers, header_names) != LW_NVRTC_SUCCESS) {
     fail(name, "nvrtcCreateProgram failed");
     free(src);
     return;
   }
-  const char *opts[3] = {"--gpu-architecture=sm_90", include, define};
-  lw_nvrtc_result_t r = rtc->nvrtcCompileProgram(prog, define ? 3 : 2, opts);
+  const char *opts[2] = {"--gpu-architecture=sm_90", define};
+  lw_nvrtc_result_t r = rtc->nvrtcCompileProgram(prog, define ? 2 : 1, opts);
   if (r != LW_NVRTC_SUCCESS) {
     size_t log_bytes = 0;
     char *log = NULL;

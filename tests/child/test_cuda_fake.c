@@ -246,6 +246,17 @@ Test(cuda_fake, a_compile_error_fails_the_register_with_the_nvrtc_log) {
       "the log from its first error line on: %s", m);
 }
 
+// NVRTC sees no include folder it is not given: the backend hands it lanework/kernel_cuda.h in
+// memory, so a kernel including it registers and runs with no build option.
+Test(cuda_fake, a_kernel_including_kernel_cuda_h_registers_with_no_build_option) {
+  lw_callable_handle_t h =
+      reg("with_header", CT_SOURCE_ALL, "empty", 0, NULL, NULL);  // it includes the header
+  cr_assert_geq(ct_find("compile", NULL, 0, "name=with_header.cu",
+                        "headers=lanework/kernel_cuda.h", NULL),
+                0, "the header went to NVRTC in memory");
+  LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));
+}
+
 Test(cuda_fake, a_missing_kernel_or_a_wrong_parameter_count_fails_the_first_run_naming_it) {
   lw_callable_handle_t k = reg("nokernel", CT_SOURCE_ALL, "absent_kernel", 0, NULL, NULL);
   cr_assert_eq(lw_chip_run(chip, k, NULL, NULL, NULL), LW_INVALID_ARGUMENT);

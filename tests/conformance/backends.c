@@ -29,9 +29,6 @@ typedef struct conf_kernel_source {
   // device runs its range in well under a second once the gate opens, so its length must
   // follow the device's speed (opencl/gate.cl).
   bool sized_on_device;
-  // The source includes lanework/kernel_cuda.h: it is compiled with -I<kernel dir>/cuda, where
-  // the build keeps a copy of the header (the kernel dir as lw_test_path maps it).
-  bool cuda_include;
 } conf_kernel_source_t;
 
 #define CONF_HOLD_MARKER "@CONF_HOLD_PATH@"
@@ -113,7 +110,9 @@ static const conf_backend_kernels_t k_table[] = {
     {"cuda",
      {
          [CONF_K_RECORD] = {LW_CONF_DIR "/cuda/record.cu", "conf_record", NULL, 0},
-         [CONF_K_GATE] = {LW_CONF_DIR "/cuda/gate.cu", "conf_gate", NULL, 0, false, false, true},
+         // Its #include of lanework/kernel_cuda.h needs no option: the backend hands NVRTC
+         // the header in memory.
+         [CONF_K_GATE] = {LW_CONF_DIR "/cuda/gate.cu", "conf_gate", NULL, 0},
          [CONF_K_FAIL] = {NULL, NULL,
                           "a CUDA kernel has no return value and the cuda backend reports no "
                           "kernel status (backend_cuda.c: kernel_rc is 0, or CANCELLED when the "
@@ -238,12 +237,6 @@ void conf_kernel_load(conf_kernel_t k, const char *name, lw_callable_t *out) {
   out->name = strdup(name ? name : sig->name);
   cr_assert_not_null(out->name);
   out->entry = src->entry;
-  if (src->cuda_include) {
-    static char include[4200];
-    snprintf(include, sizeof(include), "-I%s/cuda",
-             lw_test_path("LW_TEST_KERNEL_DIR", LW_KERNEL_DIR));
-    out->build_options = include;
-  }
   out->n_params = sig->n_params;
   out->param_dirs = sig->param_dirs;
 }

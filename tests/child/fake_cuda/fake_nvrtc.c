@@ -17,6 +17,7 @@
 typedef struct prog {
   char *src;
   char *name;
+  char headers[256];  // the include names handed over in memory, "|"-separated
   char *log;
   char *cubin;
   size_t cubin_bytes;
@@ -41,10 +42,17 @@ API const char *nvrtcGetErrorString(int r) {
 
 API int nvrtcCreateProgram(prog_t **out, const char *src, const char *name, int n_headers,
                            const char *const *headers, const char *const *include_names) {
-  (void)headers;
-  (void)include_names;
-  if (!src || n_headers != 0) return 3;
+  if (!src || n_headers < 0 || (n_headers > 0 && (!headers || !include_names))) return 3;
   prog_t *p = calloc(1, sizeof(*p));
+  for (int i = 0; i < n_headers; ++i) {
+    if (!headers[i] || !include_names[i]) {
+      free(p);
+      return 3;
+    }
+    size_t used = strlen(p->headers);
+    snprintf(p->headers + used, sizeof(p->headers) - used, "%s%s", i ? "|" : "",
+             include_names[i]);
+  }
   p->src = strdup(src);
   p->name = strdup(name ? name : "default_program");
   *out = p;
@@ -70,7 +78,7 @@ API int nvrtcCompileProgram(prog_t *p, int n_options, const char *const *options
     snprintf(opts + used, sizeof(opts) - used, "%s%s", i ? "|" : "", options[i]);
     if (strncmp(options[i], "--gpu-architecture=sm_", 22) == 0) arch = options[i] + 20;
   }
-  lw_fake_cuda_log("compile", "name=%s opts=%s", p->name, opts);
+  lw_fake_cuda_log("compile", "name=%s opts=%s headers=%s", p->name, opts, p->headers);
   free(p->log);
   p->log = NULL;
   void *builtins = dlopen(FAKE_NVRTC_BUILTINS, RTLD_NOW | RTLD_NOLOAD);
@@ -82,6 +90,17 @@ API int nvrtcCompileProgram(prog_t *p, int n_options, const char *const *options
   if (!arch) {
     p->log = strdup("nvrtc: error: no --gpu-architecture=sm_XY: no CUBIN can be made\n");
     return 5;
+  }
+  // As NVRTC: an #include of lanework/kernel_cuda.h resolves only to a header handed over in
+  // memory or to a folder given with -I.
+  if (strstr(p->src, "#include \"lanework/kernel_cuda.h\"") &&
+      !strstr(p->headers, "lanework/kernel_cuda.h") && !strstr(opts, "-I")) {
+    size_t n = strlen(p->name) + 160;
+    p->log = malloc(n);
+    snprintf(p->log, n,
+             "%s(1): catastrophic error: cannot open source file \"lanework/kernel_cuda.h\"\n",
+             p->name);
+    return 6;
   }
   if (strstr(p->src, "FAKE_COMPILE_ERROR")) {
     size_t n = 2 * strlen(p->name) + 200;
