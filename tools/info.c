@@ -206,6 +206,10 @@ static void info_cuda_text(void) {
            devs[i].cc_major, devs[i].cc_minor, devs[i].multiprocessors,
            (double)devs[i].memory_bytes / (double)(1ull << 30), devs[i].uuid);
   }
+  // How chips map onto these devices (docs/cuda.md, "Chips").
+  printf("            a cuda chip per device (device_id, or LW_CUDA_DEVICES by UUID); several\n"
+         "            chips on one device only when asked (the worker's n_devices): they\n"
+         "            time-share it, each in its own context\n");
 }
 
 static void info_cuda_json(lw_json_t *j) {

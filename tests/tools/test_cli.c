@@ -431,6 +431,23 @@ Test(cli, info_text_names_the_versions_and_the_kernel_folder) {
   result_free(&r);
 }
 
+// lanework info lists what a cuda chip would open, through the test double of the driver
+// (tests/child/fake_cuda), and says how chips map onto the devices.
+Test(cli, info_lists_the_cuda_devices_and_how_chips_share_them, .timeout = 60) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so",
+           lw_test_path("LW_TEST_FAKE_CUDA_DIR", LW_FAKE_CUDA_DIR));
+  setenv("LW_CUDA_LIBRARY", path, 1);
+  result_t r = run(ARGS("info"));
+  cr_assert_eq(r.code, 0, "%s", r.err);
+  cr_assert_not_null(strstr(r.out, "cuda:       "), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, ", sm_"), "a device line: %s", r.out);
+  cr_assert_not_null(strstr(r.out, "several\n            chips on one device only when asked"),
+                     "%s", r.out);
+  result_free(&r);
+  unsetenv("LW_CUDA_LIBRARY");
+}
+
 // The cuda benches are built on every machine; where the driver cannot be loaded each says so,
 // naming the library, and exits 1 (no figure, no crash).
 Test(cli, the_cuda_benches_without_a_driver_name_it_and_exit_1, .timeout = 120) {
