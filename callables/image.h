@@ -42,8 +42,9 @@ LW_MUST_USE lw_status_t lw__image_decode(const void *image, size_t bytes, const 
 void lw__image_bytes_release(lw_image_bytes_t *b);
 
 // Decompresses like lw__image_decode and resolves format, without checking the bytes against
-// it: LW_IMAGE_AUTO becomes what lw__image_detect_format says; *out_format gets the result. INVALID_ARGUMENT for an unknown format value or a bad frame.
-// The chip uses it to refuse a format its backend does not load before it checks the bytes.
+// it: LW_IMAGE_AUTO becomes what lw__image_detect_format says; *out_format gets the result.
+// INVALID_ARGUMENT for an unknown format value or a bad frame. The chip uses it to refuse a format
+// its backend does not load before it checks the bytes.
 LW_MUST_USE lw_status_t lw__image_decode_detect(const void *image, size_t bytes,
                                                 const char *name, lw_image_format_t format,
                                                 lw_image_bytes_t *out,

@@ -1,8 +1,9 @@
 // callables/image_check.h — the checks a kernel image's bytes pass before anything loads them,
 // one per format: an ELF shared object (the sim backend), SPIR-V IL and OpenCL C source (the
 // opencl backend), CUDA C source, PTX, a CUBIN and a fat binary (the cuda backend), and the
-// tests AUTO detection uses for the CUDA formats. A zstd frame (a packed .lwk) is decompressed first, bounded and checked by
-// callables/image.c; what comes out is checked here like any other image.
+// tests AUTO detection uses for the CUDA formats. A zstd frame (a packed .lwk) is decompressed
+// first, bounded and checked by callables/image.c; what comes out is checked here like any other
+// image.
 //
 // Who calls them: every register, at L2 on the chip's register lane before the backend's load
 // and at L3 in the program's process (lw_worker_register, before anything is sent to a chip

@@ -260,7 +260,8 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     }
   }
   if (st != LW_OK && !dispatched && t->group) poison_group(d, t->group, err, finished);
-  lw__task_report_end(run, t->task_id, st, lw__dag_now(d));  // before retire, which may settle the run
+  // Before retire, which may settle the run.
+  lw__task_report_end(run, t->task_id, st, lw__dag_now(d));
   retire(d, t, finished);
   if (unpin) d->hooks.unpin(d->hooks.ctx, wc, wc_id);
 }

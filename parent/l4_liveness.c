@@ -423,8 +423,8 @@ static lw_status_t listen_on(lw_l4_watch_t *w, const char *bind_host, const char
   }
   freeaddrinfo(ai);
   if (fd < 0) {
-    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "l4: cannot listen for liveness connections: %s",
-                         strerror(last));
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                         "l4: cannot listen for liveness connections: %s", strerror(last));
   }
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);

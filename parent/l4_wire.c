@@ -412,7 +412,9 @@ lw_status_t lw__l4_wire_decode(const void *buf, size_t bytes, int32_t from_rank,
   if (h->version != LW_L4_WIRE_VERSION) {
     return violation(err, from_rank, seq, "another protocol version");
   }
-  if (h->bytes != bytes) return violation(err, from_rank, seq, "its length is not the received one");
+  if (h->bytes != bytes) {
+    return violation(err, from_rank, seq, "its length is not the received one");
+  }
   if (h->from_rank != from_rank) {
     return violation(err, from_rank, seq, "it names another sender");
   }

@@ -2,9 +2,9 @@
 //
 // A chip callable is a kernel image (ELF .so bytes, OpenCL C source, SPIR-V IL, CUDA C source,
 // PTX, a CUBIN or a CUDA fat binary, each plain or as a zstd frame; the compression is
-// auto-detected), its format, build options, an entry symbol and a signature. The descriptor only points at caller memory: registering
-// copies what it needs, so the caller may free the image once register (or, for the async
-// form, its handle) has finished.
+// auto-detected), its format, build options, an entry symbol and a signature. The descriptor only
+// points at caller memory: registering copies what it needs, so the caller may free the image once
+// register (or, for the async form, its handle) has finished.
 //
 // Identity: the digest is XXH3-128 over a canonical encoding of {image bytes after
 // decompression, entry, signature, format (after AUTO is resolved), build options}. Same

@@ -17,8 +17,8 @@
 // How the stop reaches the device. The backend keeps one stop word per chip in pinned host
 // memory mapped into the device (cuMemHostAlloc, DEVICEMAP), writes it 0 before each launch and
 // non-zero when the running run is asked to stop, and points lw__cuda_stop at its device
-// address (cuModuleGetGlobal on LW_CUDA_STOP_SYMBOL, once, after it loaded the module). A read of the
-// word crosses the bus to host memory (about a microsecond); measured on an H100, host store ->
+// address (cuModuleGetGlobal on LW_CUDA_STOP_SYMBOL, once, after it loaded the module). A read of
+// the word crosses the bus to host memory (about a microsecond); measured on an H100, host store ->
 // kernel sees it -> stream done took 9 us at the median. Until the backend sets it (a module
 // loaded by something else, a kernel run outside lanework) lw__cuda_stop is NULL and both
 // functions say false.
