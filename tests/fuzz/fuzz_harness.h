@@ -35,6 +35,7 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size);
 int lw_fuzz_completions(const uint8_t *data, size_t size);
 int lw_fuzz_args_decode(const uint8_t *data, size_t size);
 int lw_fuzz_image_check(const uint8_t *data, size_t size);
+int lw_fuzz_l4_wire(const uint8_t *data, size_t size);
 
 // The child's arena in the take_task / take_control harnesses: one malloc of exactly this
 // size, so ASan flags any access past a decoded range.
@@ -111,6 +112,14 @@ typedef struct lw_fuzz_args_params {
   uint8_t reserved0[3];
 } lw_fuzz_args_params_t;
 
+// l4_wire input: this block, then the bytes of one message as the L4 or an L3 rank received
+// it (parent/l4_wire.h), decoded as message `seq` of rank `from_rank`.
+typedef struct lw_fuzz_l4_params {
+  int32_t from_rank;
+  uint32_t reserved0;
+  uint64_t seq;
+} lw_fuzz_l4_params_t;
+
 // No implicit padding: the seeds are these structs' bytes.
 _Static_assert(sizeof(lw_fuzz_task_params_t) == 64 + 12 * LW_MB_TASK_FRAMES, "task params layout");
 _Static_assert(sizeof(lw_fuzz_control_params_t) == 64 + 12 * LW_MB_TASK_FRAMES,
@@ -118,6 +127,7 @@ _Static_assert(sizeof(lw_fuzz_control_params_t) == 64 + 12 * LW_MB_TASK_FRAMES,
 _Static_assert(sizeof(lw_fuzz_completion_params_t) == 64 + 80 * LW_MB_TASK_FRAMES,
                "completion params layout");
 _Static_assert(sizeof(lw_fuzz_args_params_t) == 8, "args params layout");
+_Static_assert(sizeof(lw_fuzz_l4_params_t) == 16, "l4 params layout");
 
 // ---------------------------------------------------------------------------------------------
 // Shared by the harnesses (tests/fuzz/harness_common.c).

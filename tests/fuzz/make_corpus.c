@@ -8,6 +8,7 @@
 //                              tests/fuzz/corpus; regression inputs live there too)
 #include <elf.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "callables/cuda_images.h"
 #include "fuzz/fuzz_harness.h"
+#include "parent/l4_wire.h"
 
 static const char *g_dir;
 
@@ -484,6 +486,74 @@ static void image_check_seeds(void) {
   image_seed("cuda_c", lw_test_cuda_c, sizeof lw_test_cuda_c);
 }
 
+// ---------------------------------------------------------------------------------------------
+// l4_wire: messages as parent/l4_wire.h encodes them, and a few broken ones
+
+static void l4_seed(const char *name, int32_t from, uint64_t seq, const void *msg, size_t n) {
+  lw_fuzz_l4_params_t p;
+  memset(&p, 0, sizeof(p));
+  p.from_rank = from;
+  p.seq = seq;
+  write_seed("l4_wire", name, &p, sizeof(p), msg, n);
+}
+
+static void l4_wire_seeds(void) {
+  static uint8_t buf[1 << 16];
+  uint8_t small[40], out[24];
+  memset(small, 0x11, sizeof(small));
+  memset(out, 0x22, sizeof(out));
+  lw_l4_task_t t;
+  memset(&t, 0, sizeof(t));
+  t.identity = ident(1);
+  t.frame = 3;
+  t.kind = LW_L4_TASK_KERNEL;
+  t.chip = -1;
+  t.timeout_ns = 1000;
+  snprintf(t.name, sizeof(t.name), "vector_add");
+  t.launch.dims = 1;
+  t.launch.global[0] = 64;
+  t.n_tensors = 2;
+  t.tensor[0] = (lw_l4_tensor_t){.tensor_id = 5, .version = 2, .bytes = sizeof(small),
+                                 .home_rank = 1, .tag = LW_TAG_INPUT,
+                                 .flags = LW_L4_TENSOR_INLINE, .data = small};
+  t.tensor[1] = (lw_l4_tensor_t){.tensor_id = 6, .version = 0, .bytes = 1 << 20,
+                                 .home_rank = 2, .tag = LW_TAG_OUTPUT};
+  t.n_scalars = 1;
+  t.scalar[0] = 64;
+  size_t n = 0;
+  lw_error_t err;
+  check(lw__l4_wire_task_encode(&t, 0, 7, buf, sizeof(buf), &n, &err), &err);
+  l4_seed("task", 0, 7, buf, n);
+  l4_seed("task_wrong_seq", 0, 8, buf, n);
+  l4_seed("task_cut", 0, 7, buf, n / 2);
+  uint32_t half = (uint32_t)(n / 2);
+  memcpy(buf + offsetof(lw_l4_wire_header_t, bytes), &half, sizeof(half));
+  l4_seed("task_cut_with_its_length", 0, 7, buf, n / 2);  // the body ends inside a tensor
+  uint32_t whole = (uint32_t)n;
+  memcpy(buf + offsetof(lw_l4_wire_header_t, bytes), &whole, sizeof(whole));
+  buf[32 + 32 + 12] = 17;  // n_tensors past the bound
+  l4_seed("task_too_many_tensors", 0, 7, buf, n);
+
+  lw_l4_done_t d;
+  memset(&d, 0, sizeof(d));
+  d.identity = ident(1);
+  d.frame = 3;
+  d.status = LW_TASK_FAILED;
+  d.kernel_rc = -1;
+  snprintf(d.error, sizeof(d.error), "chip 0: kernel vector_add returned -1");
+  d.n_produced = 1;
+  d.produced[0] = (lw_l4_tensor_t){.tensor_id = 6, .version = 1, .bytes = sizeof(out),
+                                   .home_rank = -1, .flags = LW_L4_TENSOR_INLINE, .data = out};
+  check(lw__l4_wire_done_encode(&d, 2, 1, buf, sizeof(buf), &n, &err), &err);
+  l4_seed("done", 2, 1, buf, n);
+  buf[32 + 64] = 255;  // an error text longer than the bound
+  l4_seed("done_long_text", 2, 1, buf, n);
+
+  lw_l4_cancel_t c = {.identity = ident(1), .frame = 3};
+  check(lw__l4_wire_cancel_encode(&c, 0, 9, buf, sizeof(buf), &n, &err), &err);
+  l4_seed("cancel", 0, 9, buf, n);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -496,5 +566,6 @@ int main(int argc, char **argv) {
   completions_seeds();
   args_decode_seeds();
   image_check_seeds();
+  l4_wire_seeds();
   return 0;
 }

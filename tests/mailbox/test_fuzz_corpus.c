@@ -76,6 +76,12 @@ Test(fuzz_corpus, completion_seeds_keep_the_parent_validator_invariants, .timeou
   cr_assert_gt(replay("completions", lw_fuzz_completions, sizeof(lw_fuzz_completion_params_t)), 0, "empty completions corpus");
 }
 
+// The L4's messages (parent/l4_wire.h) as another rank could send them.
+Test(fuzz_corpus, l4_wire_seeds_decode_within_bounds_or_fail_clearly, .timeout = 60) {
+  cr_assert_gt(replay("l4_wire", lw_fuzz_l4_wire, sizeof(lw_fuzz_l4_params_t)), 0,
+               "empty l4_wire corpus");
+}
+
 Test(fuzz_corpus, args_seeds_decode_inside_the_arena_or_fail_clearly, .timeout = 60) {
   cr_assert_gt(replay("args_decode", lw_fuzz_args_decode, sizeof(lw_fuzz_args_params_t)), 0, "empty args_decode corpus");
 }
