@@ -229,127 +229,25 @@ static const lw_overlap_workload_t kOverlapCuda = {
 // ---------------------------------------------------------------------------------------------
 // cancel
 
-#define CA_ITEMS (1u << 21)
-#define CA_FIRST_STEPS 256u
-#define CA_MAX_STEPS (1u << 30)  // a = b = 1: the result is never 0 below 2^31 steps
-#define CA_PROBE_US 50000.0
-#define CA_FULL_US 2e6
-#define CA_MAX_PAUSE_US 3000.0
-#define CA_HANG_STEPS (1ull << 62)
-// Where hang.cu's start does not show (it always should: its flag is mapped), the escalation
-// trial cancels this long after the submit.
-#define CA_HANG_START_US 200000.0
-
 // c is live: mapped into the device, so the host sees finished elements during and after a
 // run. The hang kernel's flag is live too (only the kernel writes it while it runs).
 static const uint8_t kCancelDirs[5] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT | LW_PARAM_LIVE,
                                        LW_PARAM_SCALAR, LW_PARAM_SCALAR};
 static const uint8_t kHangDirs[2] = {LW_PARAM_OUT | LW_PARAM_LIVE, LW_PARAM_SCALAR};
 
-typedef struct cancel_cuda {
-  lw_callable_t k, hang;
-  bool loaded, hang_loaded;
-  lw_callable_handle_t h, hang_h;
-  uint32_t *a, *b, *c;
-  uint32_t *flag;
-  bool hang_armed;
-  uint64_t steps;
-  double full_us;
-} cancel_cuda_t;
-
 static lw_status_t ca_open(void **out) {
-  cancel_cuda_t *s = calloc(1, sizeof(*s));
-  if (!s) return LW_RESOURCE_EXHAUSTED;
-  *out = s;
-  s->loaded = lw__bench_load_cuda_kernel("repeat_vector_add", 5, kCancelDirs, &s->k);
-  s->hang_loaded = s->loaded && lw__bench_load_cuda_kernel("hang", 2, kHangDirs, &s->hang);
-  return s->hang_loaded ? LW_OK : LW_NOT_FOUND;
-}
-
-static lw_status_t ca_time(cancel_cuda_t *s, lw_bench_chip_t *d, uint64_t steps, double *us) {
-  lw_args_t a;
-  LW_RETURN_IF_ERROR(lw__workload_vadd_args(s->a, s->b, s->c, CA_ITEMS, steps, &a));
-  double t0 = lw__bench_now_us();
-  LW_RETURN_IF_ERROR(d->run(d, s->h, &a));
-  *us = lw__bench_now_us() - t0;
-  return LW_OK;
-}
-
-static lw_status_t ca_setup(void *p, lw_bench_chip_t *d) {
-  cancel_cuda_t *s = p;
-  s->a = d->alloc(d, CA_ITEMS * 4);
-  s->b = d->alloc(d, CA_ITEMS * 4);
-  s->c = d->alloc(d, CA_ITEMS * 4);
-  s->flag = d->alloc(d, 2 * sizeof(uint32_t));
-  if (!s->a || !s->b || !s->c || !s->flag) return LW_RESOURCE_EXHAUSTED;
-  // a = b = 1: element i's result is (3^(steps+1) - 1) / 2 mod 2^32, never 0 (CA_MAX_STEPS),
-  // so a 0 in c is an element that did not finish.
-  for (uint32_t i = 0; i < CA_ITEMS; ++i) s->a[i] = s->b[i] = 1;
-  LW_RETURN_IF_ERROR(d->register_sync(d, &s->k, &s->h));
-  LW_RETURN_IF_ERROR(d->register_sync(d, &s->hang, &s->hang_h));
-  // The first run loads the module; then the steps grow until a run lasts CA_PROBE_US, and are
-  // scaled to CA_FULL_US from there.
-  double us;
-  LW_RETURN_IF_ERROR(ca_time(s, d, 1, &us));
-  uint64_t steps = CA_FIRST_STEPS;
-  for (;;) {
-    LW_RETURN_IF_ERROR(ca_time(s, d, steps, &us));
-    if (us >= CA_PROBE_US || steps >= CA_MAX_STEPS) break;
-    double grow = fmin(fmax(2.0, CA_PROBE_US / fmax(us, 1.0)), 64.0);
-    steps = (uint64_t)fmin((double)steps * grow, (double)CA_MAX_STEPS);
-  }
-  double full = (double)steps * CA_FULL_US / fmax(us, 1.0);
-  s->steps = (uint64_t)fmin(fmax(full, 1.0), (double)CA_MAX_STEPS);
-  s->full_us = us * (double)s->steps / (double)steps;
-  return LW_OK;
-}
-
-static lw_status_t ca_arm(void *p, lw_callable_handle_t *h, lw_args_t *a) {
-  cancel_cuda_t *s = p;
-  memset(s->c, 0, CA_ITEMS * 4);
-  s->hang_armed = false;
-  *h = s->h;
-  return lw__workload_vadd_args(s->a, s->b, s->c, CA_ITEMS, s->steps, a);
-}
-
-static lw_status_t ca_arm_hang(void *p, lw_callable_handle_t *h, lw_args_t *a) {
-  cancel_cuda_t *s = p;
-  memset(s->flag, 0, 2 * sizeof(uint32_t));
-  s->hang_armed = true;
-  *h = s->hang_h;
-  lw_args_init(a);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(a, s->flag, 2 * sizeof(uint32_t), LW_TAG_OUTPUT));
-  return lw_args_add_scalar(a, CA_HANG_STEPS);
-}
-
-static lw_status_t ca_run_short(void *p, lw_bench_chip_t *d) {
-  cancel_cuda_t *s = p;
-  double us;
-  return ca_time(s, d, 1, &us);
-}
-
-static lw_cancel_seen_t ca_seen(void *p, double waited_us, char *why, size_t n) {
-  (void)why;
-  (void)n;
-  cancel_cuda_t *s = p;
-  if (s->hang_armed) {
-    if (__atomic_load_n(&s->flag[0], __ATOMIC_ACQUIRE) != 0) return LW_CANCEL_RUNNING;
-    return waited_us >= CA_HANG_START_US ? LW_CANCEL_RUNNING : LW_CANCEL_NOT_YET;
-  }
-  // Element 0 is done once block 0 is: the kernel runs. Otherwise, a quarter of the way into
-  // a run calibrated to CA_FULL_US it runs (the trial's check afterwards confirms it did).
-  if (__atomic_load_n(&s->c[0], __ATOMIC_ACQUIRE) != 0) return LW_CANCEL_RUNNING;
-  return waited_us >= 0.25 * s->full_us ? LW_CANCEL_RUNNING : LW_CANCEL_NOT_YET;
+  return lw__repeat_cancel_open(lw__bench_load_cuda_kernel,
+                                kCancelDirs, kHangDirs, LW_TAG_OUTPUT, out);
 }
 
 static bool ca_stopped_early(void *p, char *why, size_t n) {
-  cancel_cuda_t *s = p;
+  lw_repeat_cancel_t *s = p;
   if (s->c[0] == 0) {
     snprintf(why, n, "element 0 has no result: the kernel was stopped before its first block "
                      "finished, so it may not have been running when the cancel landed");
     return false;
   }
-  if (s->c[CA_ITEMS - 1] != 0) {
+  if (s->c[LW_RC_ITEMS - 1] != 0) {
     snprintf(why, n, "the last element has its result although the run finished CANCELLED: "
                      "the kernel ran to its end (%llu steps, calibrated to %.0f ms) before "
                      "the cancel",
@@ -360,50 +258,37 @@ static bool ca_stopped_early(void *p, char *why, size_t n) {
 }
 
 static void ca_describe(void *p, FILE *f) {
-  cancel_cuda_t *s = p;
+  lw_repeat_cancel_t *s = p;
   fprintf(f,
           "  kernel: cuda/repeat_vector_add, %u threads x %llu steps (an uncancelled run ~%.0f "
           "ms on this device, calibrated), polling the stop word per block; escalation: "
           "cuda/hang, one thread that never polls; tensors: %s (the output live, mapped)\n",
-          CA_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3, tensors_mode());
+          LW_RC_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3, tensors_mode());
 }
 
 static void ca_json(void *p, lw_json_t *j) {
-  cancel_cuda_t *s = p;
-  lw__json_kv_uint(j, "threads", CA_ITEMS);
+  lw_repeat_cancel_t *s = p;
+  lw__json_kv_uint(j, "threads", LW_RC_ITEMS);
   lw__json_kv_uint(j, "steps", s->steps);
   lw__json_kv_fixed(j, "uncancelled_run_us", s->full_us, 1);
   lw__json_kv_string(j, "tensors", tensors_mode());
 }
 
-static void ca_close(void *p, lw_bench_chip_t *d) {
-  cancel_cuda_t *s = p;
-  if (d) {
-    d->free(d, s->a);
-    d->free(d, s->b);
-    d->free(d, s->c);
-    d->free(d, s->flag);
-  }
-  if (s->loaded) lw_callable_free_loaded(&s->k);
-  if (s->hang_loaded) lw_callable_free_loaded(&s->hang);
-  free(s);
-}
-
 static const lw_cancel_workload_t kCancelCuda = {
     .backend = "cuda",
-    .arena_bytes = 3ull * CA_ITEMS * 4 + 4096,
-    .max_pause_us = CA_MAX_PAUSE_US,
+    .arena_bytes = 3ull * LW_RC_ITEMS * 4 + 4096,
+    .max_pause_us = LW_RC_MAX_PAUSE_US,
     .target_p50_us = 100.0,  // issue 22
     .open = ca_open,
-    .setup = ca_setup,
-    .arm = ca_arm,
-    .seen = ca_seen,
+    .setup = lw__repeat_cancel_setup,
+    .arm = lw__repeat_cancel_arm,
+    .seen = lw__repeat_cancel_seen,
     .stopped_early = ca_stopped_early,
-    .arm_hang = ca_arm_hang,
-    .run_short = ca_run_short,
+    .arm_hang = lw__repeat_cancel_arm_hang,
+    .run_short = lw__repeat_cancel_run_short,
     .describe = ca_describe,
     .json = ca_json,
-    .close = ca_close,
+    .close = lw__repeat_cancel_close,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -213,129 +213,21 @@ static const lw_overlap_workload_t kOverlapOcl = {
 // ---------------------------------------------------------------------------------------------
 // cancel
 
-#define CA_ITEMS (1u << 21)
-#define CA_FIRST_STEPS 256u
-#define CA_MAX_STEPS (1u << 30)  // a = b = 1: the result is never 0 below 2^31 steps
-#define CA_PROBE_US 50000.0      // the calibration grows the steps until a run lasts this long
-#define CA_FULL_US 2e6           // an uncancelled run, calibrated
-#define CA_MAX_PAUSE_US 3000.0
-
-// hang.cl's steps: with one slow step each, longer than any trial on any device.
-#define CA_HANG_STEPS (1ull << 62)
-// Where hang.cl's start cannot be seen (a device that copies results back at the end), the
-// escalation trial cancels this long after the submit: its one slice runs by then, or the
-// escalation counters afterwards say it did not.
-#define CA_HANG_START_US 200000.0
-
 static const uint8_t kHangDirs[2] = {LW_PARAM_INOUT, LW_PARAM_SCALAR};
 
-typedef struct cancel_ocl {
-  lw_callable_t k, hang;
-  bool loaded, hang_loaded;
-  lw_callable_handle_t h, hang_h;
-  uint32_t *a, *b, *c;
-  uint32_t *flag;      // hang.cl's two words
-  bool hang_armed;     // the run armed last is hang.cl's
-  uint64_t steps;
-  double full_us;  // an uncancelled run's length at steps, as calibrated
-} cancel_ocl_t;
-
 static lw_status_t ca_open(void **out) {
-  cancel_ocl_t *s = calloc(1, sizeof(*s));
-  if (!s) return LW_RESOURCE_EXHAUSTED;
-  *out = s;
-  s->loaded = lw__bench_load_opencl_kernel("repeat_vector_add", 5, kVaddDirs, &s->k);
-  s->hang_loaded = s->loaded && lw__bench_load_opencl_kernel("hang", 2, kHangDirs, &s->hang);
-  return s->hang_loaded ? LW_OK : LW_NOT_FOUND;
-}
-
-// One uncancelled run at steps: its length in microseconds.
-static lw_status_t ca_time(cancel_ocl_t *s, lw_bench_chip_t *d, uint64_t steps, double *us) {
-  lw_args_t a;
-  LW_RETURN_IF_ERROR(lw__workload_vadd_args(s->a, s->b, s->c, CA_ITEMS, steps, &a));
-  double t0 = lw__bench_now_us();
-  LW_RETURN_IF_ERROR(d->run(d, s->h, &a));
-  *us = lw__bench_now_us() - t0;
-  return LW_OK;
-}
-
-static lw_status_t ca_setup(void *p, lw_bench_chip_t *d) {
-  cancel_ocl_t *s = p;
-  s->a = d->alloc(d, CA_ITEMS * 4);
-  s->b = d->alloc(d, CA_ITEMS * 4);
-  s->c = d->alloc(d, CA_ITEMS * 4);
-  s->flag = d->alloc(d, 2 * sizeof(uint32_t));
-  if (!s->a || !s->b || !s->c || !s->flag) return LW_RESOURCE_EXHAUSTED;
-  // a = b = 1: work-item i's result is (3^(steps+1) - 1) / 2 mod 2^32, never 0 (see
-  // CA_MAX_STEPS), so a 0 in c is a work-item that did not run.
-  for (uint32_t i = 0; i < CA_ITEMS; ++i) s->a[i] = s->b[i] = 1;
-  LW_RETURN_IF_ERROR(d->register_sync(d, &s->k, &s->h));
-  LW_RETURN_IF_ERROR(d->register_sync(d, &s->hang, &s->hang_h));
-  // Calibration on this device: a first run at one step compiles the kernel (PoCL does at the
-  // first enqueue); then the steps grow until a run lasts CA_PROBE_US, and are scaled to
-  // CA_FULL_US from there.
-  double us;
-  LW_RETURN_IF_ERROR(ca_time(s, d, 1, &us));
-  uint64_t steps = CA_FIRST_STEPS;
-  for (;;) {
-    LW_RETURN_IF_ERROR(ca_time(s, d, steps, &us));
-    if (us >= CA_PROBE_US || steps >= CA_MAX_STEPS) break;
-    double grow = fmin(fmax(2.0, CA_PROBE_US / fmax(us, 1.0)), 64.0);
-    steps = (uint64_t)fmin((double)steps * grow, (double)CA_MAX_STEPS);
-  }
-  double full = (double)steps * CA_FULL_US / fmax(us, 1.0);
-  s->steps = (uint64_t)fmin(fmax(full, 1.0), (double)CA_MAX_STEPS);
-  s->full_us = us * (double)s->steps / (double)steps;
-  return LW_OK;
-}
-
-static lw_status_t ca_arm(void *p, lw_callable_handle_t *h, lw_args_t *a) {
-  cancel_ocl_t *s = p;
-  memset(s->c, 0, CA_ITEMS * 4);
-  s->hang_armed = false;
-  *h = s->h;
-  return lw__workload_vadd_args(s->a, s->b, s->c, CA_ITEMS, s->steps, a);
-}
-
-static lw_status_t ca_arm_hang(void *p, lw_callable_handle_t *h, lw_args_t *a) {
-  cancel_ocl_t *s = p;
-  memset(s->flag, 0, 2 * sizeof(uint32_t));
-  s->hang_armed = true;
-  *h = s->hang_h;
-  lw_args_init(a);
-  LW_RETURN_IF_ERROR(lw_args_add_tensor(a, s->flag, 2 * sizeof(uint32_t), LW_TAG_INOUT));
-  return lw_args_add_scalar(a, CA_HANG_STEPS);
-}
-
-static lw_status_t ca_run_short(void *p, lw_bench_chip_t *d) {
-  cancel_ocl_t *s = p;
-  double us;
-  return ca_time(s, d, 1, &us);
-}
-
-static lw_cancel_seen_t ca_seen(void *p, double waited_us, char *why, size_t n) {
-  (void)why;
-  (void)n;
-  cancel_ocl_t *s = p;
-  if (s->hang_armed) {
-    if (__atomic_load_n(&s->flag[0], __ATOMIC_ACQUIRE) != 0) return LW_CANCEL_RUNNING;
-    return waited_us >= CA_HANG_START_US ? LW_CANCEL_RUNNING : LW_CANCEL_NOT_YET;
-  }
-  // Work-item 0 is in the first slice; its result shows in host memory when the device
-  // computes there. Otherwise, a quarter of the way into a run calibrated to CA_FULL_US the
-  // kernel runs (the trial's check afterwards confirms it did).
-  if (__atomic_load_n(&s->c[0], __ATOMIC_ACQUIRE) != 0) return LW_CANCEL_RUNNING;
-  return waited_us >= 0.25 * s->full_us ? LW_CANCEL_RUNNING : LW_CANCEL_NOT_YET;
+  return lw__repeat_cancel_open(lw__bench_load_opencl_kernel,
+                                kVaddDirs, kHangDirs, LW_TAG_INOUT, out);
 }
 
 static bool ca_stopped_early(void *p, char *why, size_t n) {
-  cancel_ocl_t *s = p;
+  lw_repeat_cancel_t *s = p;
   if (s->c[0] == 0) {
     snprintf(why, n, "work-item 0 has no result: the run was stopped before its first slice, "
                      "so no kernel was running when the cancel landed");
     return false;
   }
-  if (s->c[CA_ITEMS - 1] != 0) {
+  if (s->c[LW_RC_ITEMS - 1] != 0) {
     snprintf(why, n, "the run reached its last work-item although it finished CANCELLED: it "
                      "ran to its end (%llu steps, calibrated to %.0f ms) before the cancel",
              (unsigned long long)s->steps, s->full_us / 1e3);
@@ -345,49 +237,36 @@ static bool ca_stopped_early(void *p, char *why, size_t n) {
 }
 
 static void ca_describe(void *p, FILE *f) {
-  cancel_ocl_t *s = p;
+  lw_repeat_cancel_t *s = p;
   fprintf(f,
           "  kernel: opencl/repeat_vector_add, %u work-items x %llu steps (an uncancelled run "
           "~%.0f ms on this device, calibrated), sliced; escalation: opencl/hang, one "
           "work-item that runs until its child is killed\n",
-          CA_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3);
+          LW_RC_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3);
 }
 
 static void ca_json(void *p, lw_json_t *j) {
-  cancel_ocl_t *s = p;
-  lw__json_kv_uint(j, "work_items", CA_ITEMS);
+  lw_repeat_cancel_t *s = p;
+  lw__json_kv_uint(j, "work_items", LW_RC_ITEMS);
   lw__json_kv_uint(j, "steps", s->steps);
   lw__json_kv_fixed(j, "uncancelled_run_us", s->full_us, 1);
 }
 
-static void ca_close(void *p, lw_bench_chip_t *d) {
-  cancel_ocl_t *s = p;
-  if (d) {
-    d->free(d, s->a);
-    d->free(d, s->b);
-    d->free(d, s->c);
-    d->free(d, s->flag);
-  }
-  if (s->loaded) lw_callable_free_loaded(&s->k);
-  if (s->hang_loaded) lw_callable_free_loaded(&s->hang);
-  free(s);
-}
-
 static const lw_cancel_workload_t kCancelOcl = {
     .backend = "opencl",
-    .arena_bytes = 3ull * CA_ITEMS * 4,
-    .max_pause_us = CA_MAX_PAUSE_US,
+    .arena_bytes = 3ull * LW_RC_ITEMS * 4,
+    .max_pause_us = LW_RC_MAX_PAUSE_US,
     .target_p50_us = 5000.0,
     .open = ca_open,
-    .setup = ca_setup,
-    .arm = ca_arm,
-    .seen = ca_seen,
+    .setup = lw__repeat_cancel_setup,
+    .arm = lw__repeat_cancel_arm,
+    .seen = lw__repeat_cancel_seen,
     .stopped_early = ca_stopped_early,
-    .arm_hang = ca_arm_hang,
-    .run_short = ca_run_short,
+    .arm_hang = lw__repeat_cancel_arm_hang,
+    .run_short = lw__repeat_cancel_run_short,
     .describe = ca_describe,
     .json = ca_json,
-    .close = ca_close,
+    .close = lw__repeat_cancel_close,
 };
 
 // ---------------------------------------------------------------------------------------------
