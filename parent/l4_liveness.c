@@ -22,6 +22,7 @@
 #include "lanes/log.h"
 #include "lanes/sys.h"
 #include "parent/forkserver.h"
+#include "parent/thread.h"
 
 // The wire is little-endian and these are the only hosts lanework builds for.
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "lw_l4_msg_t is little-endian");
@@ -142,6 +143,23 @@ static void tcp_nodelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// How a peer's connection ended without its BYE (link_read gave rr, with errno e for an
+// error), as the end's message words it after "<who> ".
+static void died_what(read_result_t rr, int e, char *out, size_t bytes) {
+  snprintf(out, bytes,
+           rr == READ_EOF ? "died: its liveness connection closed without a goodbye "
+                            "(the process exited or was killed)"
+                          : "died: its liveness connection failed (%s)",
+           strerror(e));
+}
+
+// lw__thread_stop's wake: the thread's stop eventfd (ctx points at it).
+static void wake_stop_fd(void *ctx) {
+  uint64_t one = 1;
+  ssize_t n = write(*(const int *)ctx, &one, sizeof(one));
+  (void)n;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The L4's side
 
@@ -166,8 +184,7 @@ struct lw_l4_watch {
   void *ctx;
   char address[LW_L4_ADDRESS_BYTES];
   int listen_fd, stop_fd, epoll_fd;
-  pthread_t thread;
-  bool started;
+  lw_thread_t thread;
   uint64_t seq;
   // Connections, the thread's own: at most max_conns at once (every rank, and as many
   // strangers that have not said HELLO yet).
@@ -260,11 +277,7 @@ static void on_readable(lw_l4_watch_t *w, conn_t *c, int64_t now) {
         conn_close(w, c);  // a stranger that left
       } else {
         char what[160];
-        snprintf(what, sizeof(what),
-                 rr == READ_EOF ? "died: its liveness connection closed without a goodbye "
-                                  "(the process exited or was killed)"
-                                : "died: its liveness connection failed (%s)",
-                 strerror(e));
+        died_what(rr, e, what, sizeof(what));
         rank_end(w, c, LW_L4_END_DIED, what);
       }
       return;
@@ -508,12 +521,12 @@ lw_status_t lw__l4_watch_open(const lw_l4_watch_config_t *cfg, lw_l4_watch_t **o
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "l4: cannot set up the liveness watch's epoll");
   }
-  if (lw__sys_thread_start(&w->thread, "lw-l4-watch", watch_main, w) != 0) {
+  lw_status_t started =
+      lw__thread_start(&w->thread, "lw-l4-watch", "L4 liveness watch", watch_main, w, err);
+  if (started != LW_OK) {
     watch_free(w);
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
-                         "l4: cannot start the liveness watch thread");
+    return started;
   }
-  w->started = true;
   *out = w;
   return LW_OK;
 }
@@ -568,13 +581,7 @@ bool lw__l4_watch_rank_info(lw_l4_watch_t *w, int32_t rank, lw_l4_rank_info_t *o
 
 void lw__l4_watch_close(lw_l4_watch_t *w) {
   if (!w) return;
-  if (w->started) {
-    uint64_t one = 1;
-    ssize_t n = write(w->stop_fd, &one, sizeof(one));
-    (void)n;
-    pthread_join(w->thread, NULL);
-    w->started = false;
-  }
+  lw__thread_stop(&w->thread, wake_stop_fd, &w->stop_fd);
   // The thread is gone: its connections are this thread's now. A BYE to each, so a rank
   // reads the EOF after it as a goodbye, not as the L4's death.
   lw_l4_msg_t bye;
@@ -596,8 +603,7 @@ struct lw_l4_beat {
   void *ctx;
   link_t link;
   int stop_fd;
-  pthread_t thread;
-  bool started;
+  lw_thread_t thread;
   uint64_t seq;
   char address[LW_L4_ADDRESS_BYTES];
   int32_t l4_pid;                 // from the L4's HELLO (0 before)
@@ -658,11 +664,7 @@ static void *beat_main(void *arg) {
           return NULL;
         }
         char what[160];
-        snprintf(what, sizeof(what),
-                 rr == READ_EOF ? "died: its liveness connection closed without a goodbye "
-                                  "(the process exited or was killed)"
-                                : "died: its liveness connection failed (%s)",
-                 strerror(e));
+        died_what(rr, e, what, sizeof(what));
         beat_end(b, LW_L4_END_DIED, what);
         return NULL;
       }
@@ -796,29 +798,28 @@ lw_status_t lw__l4_beat_open(const lw_l4_beat_config_t *cfg, lw_l4_beat_t **out,
   lw_l4_msg_t hello;
   msg_make(&hello, LW_L4_MSG_HELLO, b->rank, 0);
   int sent = link_send(&b->link, &hello);
-  if (b->stop_fd < 0 || sent < 0 ||
-      lw__sys_thread_start(&b->thread, "lw-l4-beat", beat_main, b) != 0) {
+  lw_status_t st = LW_OK;
+  if (b->stop_fd < 0 || sent < 0) {
+    st = lw__error_set(err, LW_UNAVAILABLE, -1, 0,
+                       "l4: rank %d cannot start its liveness channel to %s%s%s",
+                       (int)cfg->rank, cfg->address, sent < 0 ? ": " : "",
+                       sent < 0 ? strerror(-sent) : "");
+  } else {
+    st = lw__thread_start(&b->thread, "lw-l4-beat", "L4 liveness beat", beat_main, b, err);
+  }
+  if (st != LW_OK) {
     if (b->stop_fd >= 0) close(b->stop_fd);
     close(fd);
     free(b);
-    return lw__error_set(err, LW_UNAVAILABLE, -1, 0,
-                         "l4: rank %d cannot start its liveness channel to %s%s%s",
-                         (int)cfg->rank, cfg->address, sent < 0 ? ": " : "",
-                         sent < 0 ? strerror(-sent) : "");
+    return st;
   }
-  b->started = true;
   *out = b;
   return LW_OK;
 }
 
 void lw__l4_beat_close(lw_l4_beat_t *b) {
   if (!b) return;
-  if (b->started) {
-    uint64_t one = 1;
-    ssize_t n = write(b->stop_fd, &one, sizeof(one));
-    (void)n;
-    pthread_join(b->thread, NULL);
-  }
+  lw__thread_stop(&b->thread, wake_stop_fd, &b->stop_fd);
   lw_l4_msg_t bye;
   msg_make(&bye, LW_L4_MSG_BYE, b->rank, 0);
   (void)link_send(&b->link, &bye);

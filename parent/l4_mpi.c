@@ -77,14 +77,15 @@ static lw_status_t mpi_failed(lw_error_t *err, const char *what, int rc) {
   return lw__error_set(err, LW_INTERNAL, -1, 0, "l4: %s failed: %s", what, text);
 }
 
-// Waits for req until it completes (OK), the deadline (DEADLINE_EXCEEDED) or peer's end
-// (UNAVAILABLE naming it; peer < 0: none watched).
+// Waits for req until it completes (OK, its status in *out_status unless NULL), the deadline
+// (DEADLINE_EXCEEDED) or peer's end (UNAVAILABLE naming it; peer < 0: none watched).
 static lw_status_t wait_request(lw_l4_comm_t *c, MPI_Request *req, int32_t peer,
-                                int64_t deadline_ns, const char *what, lw_error_t *err) {
+                                int64_t deadline_ns, const char *what, MPI_Status *out_status,
+                                lw_error_t *err) {
   uint32_t round = 0;
   for (;;) {
     int done = 0;
-    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    int rc = MPI_Test(req, &done, out_status ? out_status : MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return mpi_failed(err, what, rc);
     if (done) return LW_OK;
     char why[LW_ERROR_MESSAGE_BYTES];
@@ -139,7 +140,7 @@ static lw_status_t hand_out_address(lw_l4_comm_t *c, int64_t deadline, lw_error_
     if (rc != MPI_SUCCESS) return mpi_failed(err, "sending the liveness address", rc);
     char what[64];
     snprintf(what, sizeof(what), "sending the liveness address to rank %d", (int)r);
-    lw_status_t st = wait_request(c, &req, -1, deadline, what, err);
+    lw_status_t st = wait_request(c, &req, -1, deadline, what, NULL, err);
     if (st != LW_OK) return st;
   }
   return lw__l4_watch_wait_ready(c->watch, deadline, err);
@@ -153,11 +154,12 @@ static lw_status_t take_address(lw_l4_comm_t *c, const lw_l4_comm_config_t *cfg,
                      MPI_COMM_WORLD, &req);
   if (rc != MPI_SUCCESS) return mpi_failed(err, "receiving the liveness address", rc);
   lw_status_t st = wait_request(c, &req, -1, cfg->startup_deadline_ns,
-                                "receiving the L4's liveness address", err);
+                                "receiving the L4's liveness address", NULL, err);
   if (st != LW_OK) {
     // The receive stays posted into a buffer on this stack: leave MPI no way to write it.
     MPI_Cancel(&req);
-    (void)wait_request(c, &req, -1, lw__now_ns() + 100000000LL, "cancel", &(lw_error_t){0});
+    (void)wait_request(c, &req, -1, lw__now_ns() + 100000000LL, "cancel", NULL,
+                       &(lw_error_t){0});
     return st;
   }
   address[sizeof(address) - 1] = '\0';
@@ -263,7 +265,7 @@ lw_status_t lw__l4_comm_send(lw_l4_comm_t *c, int32_t to, const void *buf, size_
   }
   char what[48];
   snprintf(what, sizeof(what), "send to rank %d", (int)to);
-  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, err);
+  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, NULL, err);
   if (st == LW_OK) {
     free(copy);
   } else {
@@ -291,7 +293,7 @@ lw_status_t lw__l4_comm_send_tensor(lw_l4_comm_t *c, int32_t to, const void *buf
   if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Isend of a tensor", rc);
   char what[48];
   snprintf(what, sizeof(what), "tensor send to rank %d", (int)to);
-  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, err);
+  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, NULL, err);
   if (st != LW_OK) keep(c, &c->sends_borrowed, req, NULL);  // buf is the caller's
   return st;
 }
@@ -304,37 +306,49 @@ lw_status_t lw__l4_comm_recv_tensor(lw_l4_comm_t *c, int32_t from, void *buf, si
   if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Irecv of a tensor", rc);
   char what[48];
   snprintf(what, sizeof(what), "tensor receive from rank %d", (int)from);
-  uint32_t round = 0;
-  for (;;) {
-    int done = 0;
-    MPI_Status status;
-    rc = MPI_Test(&req, &done, &status);
-    if (rc != MPI_SUCCESS) return mpi_failed(err, what, rc);
-    if (done) {
-      int n = 0;
-      MPI_Get_count(&status, MPI_BYTE, &n);
-      if ((size_t)n != bytes) {
-        return lw__error_set(err, LW_INTERNAL, -1, 0, "l4: %s: %d bytes came, %zu expected",
-                             what, n, bytes);
-      }
-      return LW_OK;
-    }
-    char why[LW_ERROR_MESSAGE_BYTES];
-    lw_status_t st = LW_OK;
-    if (lw__l4_comm_peer_ended(c, from, why, sizeof(why))) {
-      st = lw__error_set(err, LW_UNAVAILABLE, -1, 0, "l4: %s: %s", what, why);
-    } else if (lw__now_ns() >= deadline_ns) {
-      st = lw__error_set(err, LW_DEADLINE_EXCEEDED, -1, 0, "l4: %s: not done by its deadline",
-                         what);
-    }
-    if (st != LW_OK) {
-      // A receive can be cancelled; if MPI cannot say it was, buf stays the caller's to keep.
-      (void)MPI_Cancel(&req);
-      keep(c, &c->sends_borrowed, req, NULL);
-      return st;
-    }
-    nap(&round);
+  MPI_Status status;
+  lw_status_t st = wait_request(c, &req, from, deadline_ns, what, &status, err);
+  if (st != LW_OK) {
+    // A receive can be cancelled; if MPI cannot say it was, buf stays the caller's to keep.
+    (void)MPI_Cancel(&req);
+    keep(c, &c->sends_borrowed, req, NULL);
+    return st;
   }
+  int n = 0;
+  MPI_Get_count(&status, MPI_BYTE, &n);
+  if ((size_t)n != bytes) {
+    return lw__error_set(err, LW_INTERNAL, -1, 0, "l4: %s: %d bytes came, %zu expected", what, n,
+                         bytes);
+  }
+  return LW_OK;
+}
+
+// Receives the message a probe matched (msg, status) into a buffer of its own: OK with it in
+// *out_buf and *out_bytes. A wait that fails leaves the buffer with MPI (kept until close);
+// watch is the peer whose end ends the wait (-1: none).
+static lw_status_t receive_matched(lw_l4_comm_t *c, MPI_Message *msg, const MPI_Status *status,
+                                   int32_t watch, int64_t deadline_ns, void **out_buf,
+                                   size_t *out_bytes, lw_error_t *err) {
+  int n = 0;
+  MPI_Get_count(status, MPI_BYTE, &n);
+  void *buf = malloc(n > 0 ? (size_t)n : 1);
+  if (!buf) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
+  MPI_Request req;
+  int rc = MPI_Imrecv(buf, n, MPI_BYTE, msg, &req);
+  if (rc != MPI_SUCCESS) {
+    free(buf);
+    return mpi_failed(err, "MPI_Imrecv", rc);
+  }
+  char what[64];
+  snprintf(what, sizeof(what), "receive from rank %d", (int)status->MPI_SOURCE);
+  lw_status_t st = wait_request(c, &req, watch, deadline_ns, what, NULL, err);
+  if (st != LW_OK) {
+    keep(c, &c->zombies, req, buf);  // MPI may still write it
+    return st;
+  }
+  *out_buf = buf;
+  *out_bytes = (size_t)n;
+  return LW_OK;
 }
 
 lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from, void **out_buf,
@@ -353,47 +367,20 @@ lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from, v
                          &msg, &status);
     if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Improbe", rc);
     if (flag) {
-      int n = 0;
-      MPI_Get_count(&status, MPI_BYTE, &n);
-      void *buf = malloc(n > 0 ? (size_t)n : 1);
-      if (!buf) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
-      MPI_Request req;
-      rc = MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req);
-      if (rc != MPI_SUCCESS) {
-        free(buf);
-        return mpi_failed(err, "MPI_Imrecv", rc);
-      }
-      char what[64];
-      snprintf(what, sizeof(what), "receive from rank %d", (int)status.MPI_SOURCE);
-      lw_status_t st = wait_request(c, &req, status.MPI_SOURCE, deadline_ns, what, err);
-      if (st != LW_OK) {
-        keep(c, &c->zombies, req, buf);  // MPI may still write it
-        return st;
-      }
-      if (out_from) *out_from = status.MPI_SOURCE;
-      *out_buf = buf;
-      *out_bytes = (size_t)n;
-      return LW_OK;
+      lw_status_t st = receive_matched(c, &msg, &status, status.MPI_SOURCE, deadline_ns, out_buf,
+                                       out_bytes, err);
+      if (st == LW_OK && out_from) *out_from = status.MPI_SOURCE;
+      return st;
     }
     char why[LW_ERROR_MESSAGE_BYTES];
     if (from >= 0 && lw__l4_comm_peer_ended(c, from, why, sizeof(why))) {
-      // One more look: what it sent before it ended may have come meanwhile.
+      // One more look: what it sent before it ended may have come meanwhile (a matched probe
+      // cannot be put back: it is received now).
       rc = MPI_Improbe(from, LW_L4_TAG_MSG, MPI_COMM_WORLD, &flag, &msg, &status);
-      if (rc == MPI_SUCCESS && flag) {
-        // Put back is impossible with a matched probe: receive it now.
-        int n = 0;
-        MPI_Get_count(&status, MPI_BYTE, &n);
-        void *buf = malloc(n > 0 ? (size_t)n : 1);
-        if (!buf) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
-        MPI_Request req;
-        if (MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req) == MPI_SUCCESS &&
-            wait_request(c, &req, -1, deadline_ns, "receive", err) == LW_OK) {
-          if (out_from) *out_from = from;
-          *out_buf = buf;
-          *out_bytes = (size_t)n;
-          return LW_OK;
-        }
-        keep(c, &c->zombies, req, buf);
+      if (rc == MPI_SUCCESS && flag &&
+          receive_matched(c, &msg, &status, -1, deadline_ns, out_buf, out_bytes, err) == LW_OK) {
+        if (out_from) *out_from = from;
+        return LW_OK;
       }
       return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "l4: receive from rank %d: %s", (int)from,
                            why);
