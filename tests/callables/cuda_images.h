@@ -8,6 +8,7 @@
 
 #include <elf.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,9 +54,21 @@ static const char lw_test_opencl_c_with_markers[] =
 #define LW_TEST_CUBIN_SHOFF 160u
 #define LW_TEST_CUBIN_BYTES (LW_TEST_CUBIN_SHOFF + 3u * 64u)
 
-static inline void lw_test_cubin_make(uint8_t out[LW_TEST_CUBIN_BYTES]) {
-  memset(out, 0, LW_TEST_CUBIN_BYTES);
-  static const char names[] = "\0.shstrtab\0.text.k";  // 19 bytes with the final NUL
+// A minimal CUBIN naming kernel (its code section is ".text.<kernel>", as a CUBIN names a
+// kernel's code) laid out as above, with the text and section headers after the names: written
+// into out (cap bytes, zeroed first); returns its size, 0 when cap is too small. For the kernel
+// "k" the layout is the LW_TEST_CUBIN_* one, LW_TEST_CUBIN_BYTES in all.
+static inline size_t lw_test_cubin_make_named(uint8_t *out, size_t cap, const char *kernel) {
+  char names[96];
+  memset(names, 0, sizeof names);
+  memcpy(names + 1, ".shstrtab", 9);
+  int len = snprintf(names + 11, sizeof names - 11, ".text.%s", kernel);
+  if (len < 0 || (size_t)len >= sizeof names - 11) return 0;
+  size_t names_bytes = 11 + (size_t)len + 1;
+  size_t textoff = (LW_TEST_CUBIN_STROFF + names_bytes + 7) & ~(size_t)7;
+  size_t shoff = textoff + 16, bytes = shoff + 3 * sizeof(Elf64_Shdr);
+  if (bytes > cap) return 0;
+  memset(out, 0, cap);
   Elf64_Ehdr eh;
   memset(&eh, 0, sizeof eh);
   memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -67,7 +80,7 @@ static inline void lw_test_cubin_make(uint8_t out[LW_TEST_CUBIN_BYTES]) {
   eh.e_machine = EM_CUDA;
   eh.e_version = EV_CURRENT;
   eh.e_phoff = LW_TEST_CUBIN_PHOFF;
-  eh.e_shoff = LW_TEST_CUBIN_SHOFF;
+  eh.e_shoff = shoff;
   eh.e_ehsize = sizeof(Elf64_Ehdr);
   eh.e_phentsize = sizeof(Elf64_Phdr);
   eh.e_phnum = 1;
@@ -75,18 +88,24 @@ static inline void lw_test_cubin_make(uint8_t out[LW_TEST_CUBIN_BYTES]) {
   eh.e_shnum = 3;
   eh.e_shstrndx = 1;
   memcpy(out, &eh, sizeof eh);
-  Elf64_Phdr ph = {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = LW_TEST_CUBIN_TEXTOFF,
+  Elf64_Phdr ph = {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = textoff,
                    .p_filesz = 16, .p_memsz = 16, .p_align = 8};
   memcpy(out + LW_TEST_CUBIN_PHOFF, &ph, sizeof ph);
-  memcpy(out + LW_TEST_CUBIN_STROFF, names, sizeof names);
-  memset(out + LW_TEST_CUBIN_TEXTOFF, 0x5a, 16);
+  memcpy(out + LW_TEST_CUBIN_STROFF, names, names_bytes);
+  memset(out + textoff, 0x5a, 16);
   Elf64_Shdr sh[3];
   memset(sh, 0, sizeof sh);
   sh[1] = (Elf64_Shdr){.sh_name = 1, .sh_type = SHT_STRTAB, .sh_offset = LW_TEST_CUBIN_STROFF,
-                       .sh_size = sizeof names, .sh_addralign = 1};
-  sh[2] = (Elf64_Shdr){.sh_name = 11, .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
-                       .sh_offset = LW_TEST_CUBIN_TEXTOFF, .sh_size = 16, .sh_addralign = 8};
-  memcpy(out + LW_TEST_CUBIN_SHOFF, sh, sizeof sh);
+                       .sh_size = names_bytes, .sh_addralign = 1};
+  sh[2] = (Elf64_Shdr){.sh_name = 11, .sh_type = SHT_PROGBITS,
+                       .sh_flags = SHF_ALLOC | SHF_EXECINSTR, .sh_offset = textoff,
+                       .sh_size = 16, .sh_addralign = 8};
+  memcpy(out + shoff, sh, sizeof sh);
+  return bytes;
+}
+
+static inline void lw_test_cubin_make(uint8_t out[LW_TEST_CUBIN_BYTES]) {
+  (void)lw_test_cubin_make_named(out, LW_TEST_CUBIN_BYTES, "k");
 }
 
 // A fat binary: the 16-byte header, then a 64-byte entry header and the CUBIN (kind 2), then a

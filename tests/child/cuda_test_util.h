@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "callables/cuda_images.h"
 #include "fake_cuda/fake_cuda.h"
 #include "test_util.h"
 
@@ -131,49 +132,10 @@ static inline lw_callable_t ct_cuda_c(const char *name, const char *source, cons
   return c;
 }
 
-// A minimal CUBIN: an ELF64 with e_machine EM_CUDA (190), one PT_LOAD segment and the
-// sections "" , .shstrtab and ".text.<kernel>", which is how a CUBIN names a kernel's code.
+// A minimal CUBIN whose code section names kernel (callables/cuda_images.h); its size.
 #define CT_CUBIN_BYTES 512u
 static inline size_t ct_cubin(uint8_t out[CT_CUBIN_BYTES], const char *kernel) {
-  memset(out, 0, CT_CUBIN_BYTES);
-  char names[96];
-  memset(names, 0, sizeof(names));
-  memcpy(names + 1, ".shstrtab", 9);
-  size_t names_bytes = 11 + (size_t)snprintf(names + 11, sizeof(names) - 11, ".text.%s", kernel) + 1;
-  const size_t phoff = 64, stroff = 120, textoff = 224, shoff = 240;
-  Elf64_Ehdr eh;
-  memset(&eh, 0, sizeof eh);
-  memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_ident[EI_OSABI] = 0x33;
-  eh.e_type = ET_EXEC;
-  eh.e_machine = 190;
-  eh.e_version = EV_CURRENT;
-  eh.e_phoff = phoff;
-  eh.e_shoff = shoff;
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = 1;
-  eh.e_shentsize = sizeof(Elf64_Shdr);
-  eh.e_shnum = 3;
-  eh.e_shstrndx = 1;
-  memcpy(out, &eh, sizeof eh);
-  Elf64_Phdr ph = {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = textoff,
-                   .p_filesz = 16, .p_memsz = 16, .p_align = 8};
-  memcpy(out + phoff, &ph, sizeof ph);
-  memcpy(out + stroff, names, names_bytes);
-  memset(out + textoff, 0x5a, 16);
-  Elf64_Shdr sh[3];
-  memset(sh, 0, sizeof sh);
-  sh[1] = (Elf64_Shdr){.sh_name = 1, .sh_type = SHT_STRTAB, .sh_offset = stroff,
-                       .sh_size = names_bytes, .sh_addralign = 1};
-  sh[2] = (Elf64_Shdr){.sh_name = 11, .sh_type = SHT_PROGBITS,
-                       .sh_flags = SHF_ALLOC | SHF_EXECINSTR, .sh_offset = textoff,
-                       .sh_size = 16, .sh_addralign = 8};
-  memcpy(out + shoff, sh, sizeof sh);
-  return shoff + sizeof sh;
+  return lw_test_cubin_make_named(out, CT_CUBIN_BYTES, kernel);
 }
 
 #endif  // LANEWORK_TESTS_CHILD_CUDA_TEST_UTIL_H_
