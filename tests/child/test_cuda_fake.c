@@ -342,7 +342,8 @@ Test(cuda_fake, compile_and_load_are_separate_spans_inside_the_register_and_the_
   lw__trace_capture_free(&cap);
 }
 
-Test(cuda_fake, ptx_is_refused_without_nvjitlink_and_the_driver_jit_runs_it_when_asked) {
+// A PTX callable of one empty kernel, "empty".
+static lw_callable_t ptx_empty(void) {
   static const char ptx[] = ".version 8.5\n.target sm_90\n.address_size 64\n"
                             ".visible .entry empty()\n{\n\tret;\n}\n";
   lw_callable_t p;
@@ -352,6 +353,11 @@ Test(cuda_fake, ptx_is_refused_without_nvjitlink_and_the_driver_jit_runs_it_when
   p.image_bytes = sizeof(ptx) - 1;
   p.entry = "empty";
   p.format = LW_IMAGE_PTX;
+  return p;
+}
+
+Test(cuda_fake, ptx_is_refused_without_nvjitlink_and_the_driver_jit_runs_it_when_asked) {
+  lw_callable_t p = ptx_empty();
   lw_callable_handle_t h;
   cr_assert_eq(lw_chip_register(chip, &p, &h), LW_UNAVAILABLE);
   cr_assert_not_null(strstr(lw_last_error()->message, "or the build option --lw-driver-jit"),
@@ -368,15 +374,7 @@ Test(cuda_fake, ptx_is_linked_by_nvjitlink_off_context_on_the_register_lane_and_
   char path[512];
   snprintf(path, sizeof(path), "%s/libfake_nvjitlink.so", ct_fake_dir());
   setenv("LW_NVJITLINK_LIBRARY", path, 1);
-  static const char ptx[] = ".version 8.5\n.target sm_90\n.address_size 64\n"
-                            ".visible .entry empty()\n{\n\tret;\n}\n";
-  lw_callable_t p;
-  memset(&p, 0, sizeof(p));
-  p.name = "ptx";
-  p.image = ptx;
-  p.image_bytes = sizeof(ptx) - 1;
-  p.entry = "empty";
-  p.format = LW_IMAGE_PTX;
+  lw_callable_t p = ptx_empty();
   p.build_options = "-O3";
   lw_callable_handle_t h;
   lw_status_t st = lw_chip_register(chip, &p, &h);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 #include <stdio.h>
@@ -39,15 +40,21 @@ static void on_end(void *ctx, int32_t rank, lw_l4_end_t why, const char *message
 }
 
 // Blocks until the watch reports an end (the test's timeout bounds the wait).
-static end_event_t next_event(void) {
-  end_event_t e;
+// Reads exactly bytes from fd (the test's timeout bounds the wait); false when it closed first.
+static bool read_exactly(int fd, void *buf, size_t bytes) {
   size_t got = 0;
-  while (got < sizeof(e)) {
-    ssize_t n = read(g_events[0], (char *)&e + got, sizeof(e) - got);
+  while (got < bytes) {
+    ssize_t n = read(fd, (char *)buf + got, bytes - got);
     if (n < 0 && errno == EINTR) continue;
-    cr_assert_gt(n, 0, "the events pipe closed");
+    if (n <= 0) return false;
     got += (size_t)n;
   }
+  return true;
+}
+
+static end_event_t next_event(void) {
+  end_event_t e;
+  cr_assert(read_exactly(g_events[0], &e, sizeof(e)), "the events pipe closed");
   return e;
 }
 
@@ -82,9 +89,11 @@ static void die_with_parent(pid_t parent) {
   if (getppid() != parent) _exit(4);
 }
 
-// A rank process: connects to address as rank, says so on the test's pipe once its HELLO is
-// sent, then waits for its end (it exits from the callback). Returns its pid once connected.
-static pid_t rank_spawn(const char *address, int32_t rank) {
+// Forks a process that runs child(report_fd, arg) (which never returns) and dies with the
+// test; returns its pid once it wrote report_bytes into report, and in *ok whether it did (it
+// may end first).
+static pid_t spawn_reporting(void (*child)(int report_fd, const void *arg), const void *arg,
+                             void *report, size_t report_bytes, bool *ok) {
   int p[2];
   cr_assert_eq(pipe(p), 0);
   pid_t self = getpid();
@@ -93,26 +102,44 @@ static pid_t rank_spawn(const char *address, int32_t rank) {
   if (pid == 0) {
     die_with_parent(self);
     close(p[0]);
-    lw_l4_beat_config_t cfg = {.address = address, .rank = rank, .period_ns = PERIOD_NS,
-                               .hung_ns = HUNG_NS,
-                               .connect_deadline_ns = lw__now_ns() + 10000000000LL,
-                               .end = rank_on_end};
-    lw_l4_beat_t *b = NULL;
-    lw_error_t err;
-    if (lw__l4_beat_open(&cfg, &b, &err) != LW_OK) _exit(3);
-    char one = 1;
-    ssize_t n = write(p[1], &one, 1);
-    (void)n;
-    for (;;) pause();
+    child(p[1], arg);
+    _exit(5);
   }
   close(p[1]);
-  char one = 0;
-  ssize_t n;
-  do {
-    n = read(p[0], &one, 1);
-  } while (n < 0 && errno == EINTR);
+  *ok = read_exactly(p[0], report, report_bytes);
   close(p[0]);
-  cr_assert_eq(n, 1, "rank %d could not connect to %s", (int)rank, address);
+  return pid;
+}
+
+typedef struct rank_args {
+  const char *address;
+  int32_t rank;
+} rank_args_t;
+
+// A rank: connects as ra->rank, reports once its HELLO is sent, then waits for its end (it
+// exits from the callback).
+static void rank_main(int report_fd, const void *arg) {
+  const rank_args_t *ra = arg;
+  lw_l4_beat_config_t cfg = {.address = ra->address, .rank = ra->rank, .period_ns = PERIOD_NS,
+                             .hung_ns = HUNG_NS,
+                             .connect_deadline_ns = lw__now_ns() + 10000000000LL,
+                             .end = rank_on_end};
+  lw_l4_beat_t *b = NULL;
+  lw_error_t err;
+  if (lw__l4_beat_open(&cfg, &b, &err) != LW_OK) _exit(3);
+  char one = 1;
+  ssize_t n = write(report_fd, &one, 1);
+  (void)n;
+  for (;;) pause();
+}
+
+// A rank process (rank_main) connected to address; its pid.
+static pid_t rank_spawn(const char *address, int32_t rank) {
+  rank_args_t ra = {address, rank};
+  char one = 0;
+  bool ok = false;
+  pid_t pid = spawn_reporting(rank_main, &ra, &one, 1, &ok);
+  cr_assert(ok, "rank %d could not connect to %s", (int)rank, address);
   return pid;
 }
 
@@ -196,35 +223,26 @@ Test(l4_liveness, a_stopped_rank_is_reported_hung, .timeout = 30) {
   events_close();
 }
 
-// The L4 in a process of its own: opens the watch, hands its address over a pipe, waits.
+// The L4: opens the watch, reports its address, waits.
+static void l4_main(int report_fd, const void *arg) {
+  (void)arg;
+  lw_l4_watch_config_t cfg = {.n_ranks = 1, .period_ns = PERIOD_NS, .hung_ns = HUNG_NS,
+                              .bind_host = "127.0.0.1", .advertise = "127.0.0.1"};
+  lw_l4_watch_t *w = NULL;
+  lw_error_t err;
+  if (lw__l4_watch_open(&cfg, &w, &err) != LW_OK) _exit(3);
+  char a[LW_L4_ADDRESS_BYTES];
+  snprintf(a, sizeof(a), "%s", lw__l4_watch_address(w));
+  ssize_t n = write(report_fd, a, sizeof(a));
+  (void)n;
+  for (;;) pause();
+}
+
+// The L4 in a process of its own (l4_main); its pid, its address in address.
 static pid_t l4_spawn(char *address, size_t bytes) {
-  int p[2];
-  cr_assert_eq(pipe(p), 0);
-  pid_t self = getpid();
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    die_with_parent(self);
-    close(p[0]);
-    lw_l4_watch_config_t cfg = {.n_ranks = 1, .period_ns = PERIOD_NS, .hung_ns = HUNG_NS,
-                                .bind_host = "127.0.0.1", .advertise = "127.0.0.1"};
-    lw_l4_watch_t *w = NULL;
-    lw_error_t err;
-    if (lw__l4_watch_open(&cfg, &w, &err) != LW_OK) _exit(3);
-    char a[LW_L4_ADDRESS_BYTES];
-    snprintf(a, sizeof(a), "%s", lw__l4_watch_address(w));
-    ssize_t n = write(p[1], a, sizeof(a));
-    (void)n;
-    for (;;) pause();
-  }
-  close(p[1]);
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = read(p[0], address + got, bytes - got);
-    cr_assert_gt(n, 0, "the L4 process did not start its watch");
-    got += (size_t)n;
-  }
-  close(p[0]);
+  bool ok = false;
+  pid_t pid = spawn_reporting(l4_main, NULL, address, bytes, &ok);
+  cr_assert(ok, "the L4 process did not start its watch");
   return pid;
 }
 
