@@ -173,6 +173,14 @@ const char *lw__ep_exit_desc(lw_endpoint_t *ep, char *buf, size_t bytes) {
   return buf;
 }
 
+// The child said why it could not start (INIT_FAILED, its reason in the header).
+static lw_status_t init_failed(lw_endpoint_t *ep, const char *name, lw_error_t *err) {
+  lw_error_t e = ep->mb->header.init_error;
+  e.message[LW_ERROR_MESSAGE_BYTES - 1] = '\0';
+  return lw__error_set(err, LW_UNAVAILABLE, (int32_t)ep->index, 0,
+                       "%s: child failed to start: %s", name, e.message);
+}
+
 lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err) {
   lw_mb_header_t *h = &ep->mb->header;
   atomic_store(&h->init_state, LW_MB_INIT_NONE);
@@ -186,6 +194,13 @@ lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err
   ep->pidfd = -1;
   pid_t pid = 0;
   lw_status_t st = lw__forkserver_spawn(ep->fs, ep->index, deadline_ns, &pid, &ep->pidfd, err);
+  // A child that failed its start quickly may be gone before the fork server's reply was read:
+  // its own reason, when it wrote one, says more than its exit (as lw__ep_wait_ready says).
+  if (st == LW_CHILD_EXITED &&
+      atomic_load_explicit(&h->init_state, memory_order_acquire) == LW_MB_INIT_FAILED) {
+    char name[32];
+    return init_failed(ep, lw__ep_name(ep, name, sizeof(name)), err);
+  }
   if (st != LW_OK) return st;
   atomic_store(&ep->pid, pid);
   atomic_store(&ep->state, LW_EP_STARTING);
@@ -214,12 +229,7 @@ lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t
       atomic_store(&ep->state, LW_EP_READY);
       return LW_OK;
     }
-    if (s == LW_MB_INIT_FAILED) {
-      lw_error_t e = ep->mb->header.init_error;
-      e.message[LW_ERROR_MESSAGE_BYTES - 1] = '\0';
-      return lw__error_set(err, LW_UNAVAILABLE, (int32_t)ep->index, 0,
-                           "%s: child failed to start: %s", name, e.message);
-    }
+    if (s == LW_MB_INIT_FAILED) return init_failed(ep, name, err);
     if (s != LW_MB_INIT_NONE) {
       // Garbage where the child reports its start: a protocol violation, so a respawn kills it
       // and tries again (within the crash-loop bound) instead of failing the chip for good.

@@ -196,6 +196,9 @@ const char *lw__ep_name(const lw_endpoint_t *ep, char *buf, size_t bytes);
 // track: "chip 0: <what>". No-op without a trace session.
 void lw__ep_trace(const lw_endpoint_t *ep, lw_trace_kind_t kind, uint64_t run_id,
                   uint64_t task_id, const char *what);
+// Starts a new child (STARTING). A child that failed its start and exited before the fork
+// server's answer was read fails the spawn with its own reason (UNAVAILABLE "child failed to
+// start: ..."), as lw__ep_wait_ready would have, not with its bare exit (CHILD_EXITED).
 LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_error_t *err);
 // Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
 LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
