@@ -57,6 +57,25 @@ bool lw__l4_comm_peer_ended(lw_l4_comm_t *c, int32_t rank, char *why, size_t why
   return ended;
 }
 
+lw_l4_end_t lw__l4_comm_peer_end(lw_l4_comm_t *c, int32_t rank) {
+  if (rank < 0 || rank >= c->size) return 0;
+  pthread_mutex_lock(&c->mu);
+  lw_l4_end_t end = c->ended[rank];
+  pthread_mutex_unlock(&c->mu);
+  return end;
+}
+
+void lw__l4_comm_peer_name(lw_l4_comm_t *c, int32_t rank, char *out, size_t out_bytes) {
+  lw_l4_rank_info_t info = {0};
+  if (c->watch && lw__l4_watch_rank_info(c->watch, rank, &info) && info.pid > 0) {
+    snprintf(out, out_bytes, "rank %d (host %s, pid %d)", (int)rank, info.host, (int)info.pid);
+  } else if (rank == 0 && c->rank != 0) {
+    snprintf(out, out_bytes, "the L4 (rank 0)");
+  } else {
+    snprintf(out, out_bytes, "rank %d", (int)rank);
+  }
+}
+
 // Waiting without blocking in MPI: yield for the first rounds, then nap, doubling up to 1 ms.
 static void nap(uint32_t *round) {
   uint32_t r = (*round)++;
@@ -321,6 +340,81 @@ lw_status_t lw__l4_comm_recv_tensor(lw_l4_comm_t *c, int32_t from, void *buf, si
                          bytes);
   }
   return LW_OK;
+}
+
+struct lw_l4_xfer {
+  MPI_Request req;
+  bool send;
+  int32_t peer;
+  size_t bytes;
+};
+
+lw_status_t lw__l4_comm_xfer_start(lw_l4_comm_t *c, bool send, int32_t peer, uint32_t xfer,
+                                   void *buf, size_t bytes, lw_l4_xfer_t **out,
+                                   lw_error_t *err) {
+  *out = NULL;
+  LW_RETURN_IF_ERROR(tensor_args(c, peer, bytes, send ? "transfer send" : "transfer receive",
+                                 err));
+  char why[LW_ERROR_MESSAGE_BYTES];
+  if (lw__l4_comm_peer_ended(c, peer, why, sizeof(why))) {
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "l4: transfer %u %s rank %d: %s", xfer,
+                         send ? "to" : "from", (int)peer, why);
+  }
+  lw_l4_xfer_t *x = calloc(1, sizeof(*x));
+  if (!x) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
+  int tag = LW_L4_TAG_XFER + (int)(xfer % LW_L4_XFER_TAGS);
+  int rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &x->req)
+                : MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &x->req);
+  if (rc != MPI_SUCCESS) {
+    free(x);
+    return mpi_failed(err, send ? "MPI_Isend of a transfer" : "MPI_Irecv of a transfer", rc);
+  }
+  x->send = send;
+  x->peer = peer;
+  x->bytes = bytes;
+  *out = x;
+  return LW_OK;
+}
+
+void lw__l4_comm_xfer_abandon(lw_l4_comm_t *c, lw_l4_xfer_t *x) {
+  if (!x) return;
+  // A receive can be cancelled; whether or not MPI manages it, the buffer stays the caller's.
+  if (!x->send) (void)MPI_Cancel(&x->req);
+  keep(c, &c->sends_borrowed, x->req, NULL);
+  free(x);
+}
+
+lw_status_t lw__l4_comm_xfer_test(lw_l4_comm_t *c, lw_l4_xfer_t *x, lw_error_t *err) {
+  int done = 0;
+  MPI_Status status;
+  int rc = MPI_Test(&x->req, &done, &status);
+  if (rc != MPI_SUCCESS) {
+    lw__l4_comm_xfer_abandon(c, x);
+    return mpi_failed(err, "MPI_Test of a transfer", rc);
+  }
+  if (done) {
+    int n = 0;
+    if (!x->send) MPI_Get_count(&status, MPI_BYTE, &n);
+    size_t want = x->bytes;
+    bool send = x->send;
+    int32_t peer = x->peer;
+    free(x);
+    if (!send && (size_t)n != want) {
+      return lw__error_set(err, LW_INTERNAL, -1, 0,
+                           "l4: transfer from rank %d: %d bytes came, %zu expected", (int)peer, n,
+                           want);
+    }
+    return LW_OK;
+  }
+  char why[LW_ERROR_MESSAGE_BYTES];
+  if (lw__l4_comm_peer_ended(c, x->peer, why, sizeof(why))) {
+    int32_t peer = x->peer;
+    bool send = x->send;
+    lw__l4_comm_xfer_abandon(c, x);
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "l4: transfer %s rank %d: %s",
+                         send ? "to" : "from", (int)peer, why);
+  }
+  return LW_NOT_FOUND;
 }
 
 // Receives the message a probe matched (msg, status) into a buffer of its own: OK with it in

@@ -40,6 +40,10 @@ extern "C" {
 #define LW_L4_TAG_MSG 0x4c34
 #define LW_L4_TAG_ADDRESS 0x4c35
 #define LW_L4_TAG_TENSOR 0x4c36  // tensor bytes (lw__l4_comm_send_tensor / _recv_tensor)
+// Transfers (lw__l4_comm_xfer_start): transfer x between two ranks uses tag
+// LW_L4_TAG_XFER + x % LW_L4_XFER_TAGS (below MPI's guaranteed 32767 and clear of the others).
+#define LW_L4_TAG_XFER 0x5000
+#define LW_L4_XFER_TAGS 8192u
 
 typedef struct lw_l4_comm lw_l4_comm_t;
 
@@ -88,8 +92,34 @@ LW_MUST_USE lw_status_t lw__l4_comm_recv_tensor(lw_l4_comm_t *c, int32_t from, v
                                                 size_t bytes, int64_t deadline_ns,
                                                 lw_error_t *err);
 
+// A tensor's bytes moved without waiting: the L4's rank servers keep many moves and tasks in
+// flight on one thread, so a move is started, then tested while other work goes on. Both sides
+// name the same transfer number `xfer` (the L4 hands it to both in its messages); bytes go
+// from and into the caller's buffer, which stays the caller's to keep until the transfer ends
+// (and, when it failed, until lw__l4_comm_close: MPI may still touch it).
+typedef struct lw_l4_xfer lw_l4_xfer_t;
+
+// Starts sending (send true) or receiving bytes to/from peer. INVALID_ARGUMENT for a bad rank
+// or a size MPI cannot count; UNAVAILABLE naming the peer when it already ended.
+LW_MUST_USE lw_status_t lw__l4_comm_xfer_start(lw_l4_comm_t *c, bool send, int32_t peer,
+                                               uint32_t xfer, void *buf, size_t bytes,
+                                               lw_l4_xfer_t **out, lw_error_t *err);
+// Looks at x once: NOT_FOUND while it is under way; otherwise x is over and freed: OK when
+// done, UNAVAILABLE naming the peer when it ended first, INTERNAL when another number of bytes
+// came. On failure the buffer stays with MPI until close.
+LW_MUST_USE lw_status_t lw__l4_comm_xfer_test(lw_l4_comm_t *c, lw_l4_xfer_t *x,
+                                              lw_error_t *err);
+// Gives x up (its buffer stays with MPI until close) and frees it. NULL is ignored.
+void lw__l4_comm_xfer_abandon(lw_l4_comm_t *c, lw_l4_xfer_t *x);
+
 // Whether rank's liveness ended (lost or gone with a goodbye), and how (why may be NULL).
 bool lw__l4_comm_peer_ended(lw_l4_comm_t *c, int32_t rank, char *why, size_t why_bytes);
+
+// How rank's liveness ended (0 while it lives).
+lw_l4_end_t lw__l4_comm_peer_end(lw_l4_comm_t *c, int32_t rank);
+// "rank R (host H, pid P)" as the liveness channel knows it (rank 0 on a rank: "the L4 ...";
+// a rank not yet known: "rank R").
+void lw__l4_comm_peer_name(lw_l4_comm_t *c, int32_t rank, char *out, size_t out_bytes);
 
 // Ends this side's liveness (rank 0: every rank sees GOODBYE; a rank: the L4 does), then
 // MPI_Finalize when finalize is true and every peer is still there (finalize is collective and

@@ -47,6 +47,9 @@ size_t lw__l4_wire_done_bytes(const lw_l4_done_t *d) {
 
 size_t lw__l4_wire_cancel_bytes(void) { return sizeof(lw_l4_wire_header_t) + CANCEL_FIXED; }
 
+#define MOVE_FIXED 32u  // tensor id, version, bytes, to rank, xfer, pad
+size_t lw__l4_wire_move_bytes(void) { return sizeof(lw_l4_wire_header_t) + MOVE_FIXED; }
+
 // ---------------------------------------------------------------------------------------------
 // Writing
 
@@ -78,7 +81,7 @@ static void put_tensor(writer_t *w, const lw_l4_tensor_t *t) {
   put_u64(w, t->version);
   put_u64(w, t->bytes);
   put_u32(w, (uint32_t)t->home_rank);
-  uint8_t tail[4] = {t->tag, t->flags, 0, 0};
+  uint8_t tail[4] = {t->tag, t->flags, (uint8_t)(t->xfer & 0xffu), (uint8_t)(t->xfer >> 8)};
   put(w, tail, 4);
 }
 
@@ -104,7 +107,9 @@ static bool printable_text(const char *s, size_t n) {
 static lw_status_t check_tensors(const lw_l4_tensor_t *t, uint32_t n, bool task, lw_status_t code,
                                  const char *what, const char *ctx, lw_error_t *err) {
   for (uint32_t i = 0; i < n; ++i) {
-    if (t[i].flags & ~LW_L4_TENSOR_INLINE) {
+    if ((t[i].flags & ~(LW_L4_TENSOR_INLINE | LW_L4_TENSOR_ZERO)) ||
+        (t[i].flags & LW_L4_TENSOR_INLINE && t[i].flags & LW_L4_TENSOR_ZERO) ||
+        (!task && t[i].flags & LW_L4_TENSOR_ZERO)) {
       return lw__error_set(err, code, -1, 0, "%s: %s %u has unknown flags 0x%x", ctx, what, i,
                            (unsigned)t[i].flags);
     }
@@ -279,6 +284,30 @@ lw_status_t lw__l4_wire_cancel_encode(const lw_l4_cancel_t *c, int32_t from_rank
   return LW_OK;
 }
 
+lw_status_t lw__l4_wire_move_encode(lw_l4_wire_kind_t kind, const lw_l4_move_t *m,
+                                    int32_t from_rank, uint64_t seq, void *buf, size_t cap,
+                                    size_t *out_bytes, lw_error_t *err) {
+  *out_bytes = 0;
+  if (kind != LW_L4_WIRE_MOVE && kind != LW_L4_WIRE_FREE) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "l4 move encode: kind %d", (int)kind);
+  }
+  if (kind == LW_L4_WIRE_MOVE && m->to_rank < 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "l4 move encode: to rank %d",
+                         (int)m->to_rank);
+  }
+  size_t bytes = lw__l4_wire_move_bytes();
+  LW_RETURN_IF_ERROR(room(bytes, cap, "l4 move encode", err));
+  writer_t w = {.p = buf};
+  put_header(&w, kind, bytes, from_rank, seq);
+  put_u64(&w, m->tensor_id);
+  put_u64(&w, kind == LW_L4_WIRE_MOVE ? m->version : 0);
+  put_u64(&w, kind == LW_L4_WIRE_MOVE ? m->bytes : 0);
+  put_u32(&w, kind == LW_L4_WIRE_MOVE ? (uint32_t)m->to_rank : 0);
+  put_u32(&w, kind == LW_L4_WIRE_MOVE ? m->xfer : 0);
+  *out_bytes = w.at;
+  return LW_OK;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reading
 
@@ -328,7 +357,7 @@ static void get_tensor(reader_t *r, lw_l4_tensor_t *t) {
   get(r, tail, 4);
   t->tag = tail[0];
   t->flags = tail[1];
-  t->reserved = 0;
+  t->xfer = (uint16_t)(tail[2] | (tail[3] << 8));
   t->data = NULL;
 }
 
@@ -443,6 +472,25 @@ lw_status_t lw__l4_wire_decode(const void *buf, size_t bytes, int32_t from_rank,
         return violation(err, from_rank, seq, "a cancel of a frame out of range");
       }
       break;
+    case LW_L4_WIRE_MOVE:
+    case LW_L4_WIRE_FREE: {
+      lw_l4_move_t *m = &out->u.move;
+      m->tensor_id = get_u64(&r);
+      m->version = get_u64(&r);
+      m->bytes = get_u64(&r);
+      m->to_rank = (int32_t)get_u32(&r);
+      uint32_t xfer = get_u32(&r);
+      m->xfer = (uint16_t)xfer;
+      m->reserved = 0;
+      if (r.short_read) break;
+      if (h->kind == LW_L4_WIRE_MOVE && (m->to_rank < 0 || xfer > UINT16_MAX)) {
+        return violation(err, from_rank, seq, "a move to a bad rank or transfer");
+      }
+      if (h->kind == LW_L4_WIRE_FREE && (m->version || m->bytes || m->to_rank || xfer)) {
+        return violation(err, from_rank, seq, "a free with more than a tensor id");
+      }
+      break;
+    }
     default:
       return violation(err, from_rank, seq, "unknown kind");
   }

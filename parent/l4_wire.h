@@ -16,7 +16,11 @@
 //   DONE    identity and frame again, status, kernel rc and times, a bounded error text, and
 //           one record per tensor version the task produced (id, version, bytes; small
 //           outputs inline the same way);
-//   CANCEL  identity and frame: stop that task if it still runs there.
+//   CANCEL  identity and frame: stop that task if it still runs there;
+//   MOVE    (the L4 to a rank holding a tensor) send version `version` of tensor `tensor_id`
+//           (`bytes`) to rank `to_rank` as transfer `xfer` (lw__l4_comm_xfer_start): the bytes
+//           go rank to rank, never through the L4;
+//   FREE    (the L4 to a rank) forget tensor `tensor_id`: no task of it runs there any more.
 // Decode checks everything before it returns (magic, version, kind, sizes that tile the
 // message exactly, counts within bounds, the name and error text terminated and printable,
 // tags known, inline only within the bound, the expected sender and seq): the peer is another
@@ -49,6 +53,8 @@ typedef enum lw_l4_wire_kind {
   LW_L4_WIRE_TASK = 1,
   LW_L4_WIRE_DONE = 2,
   LW_L4_WIRE_CANCEL = 3,
+  LW_L4_WIRE_MOVE = 4,
+  LW_L4_WIRE_FREE = 5,
 } lw_l4_wire_kind_t;
 
 typedef enum lw_l4_task_kind {
@@ -68,16 +74,20 @@ typedef struct lw_l4_wire_header {
 _Static_assert(sizeof(lw_l4_wire_header_t) == 32, "L4 message header layout");
 
 #define LW_L4_TENSOR_INLINE 1u  // lw_l4_tensor_t.flags: the bytes are inside the message
+#define LW_L4_TENSOR_ZERO 2u    // TASK: the version read is all zero bytes (nothing moves)
 
 // A tensor as a task reads or writes it, or a version a task produced.
 typedef struct lw_l4_tensor {
   uint64_t tensor_id;   // the L4's id of the tensor
   uint64_t version;     // TASK: the version read (IN, INOUT) or written over; DONE: produced
   uint64_t bytes;
-  int32_t home_rank;    // TASK: where that version lives (0: the L4, >= 1 a rank); DONE: -1
+  // TASK: where the version read comes from: the receiving rank itself (it holds it), or
+  // another rank (0: the L4) that sends it as transfer `xfer`; unused when inline or zero.
+  // DONE: -1.
+  int32_t home_rank;
   uint8_t tag;          // TASK: lw_tag_t; DONE: 0
-  uint8_t flags;        // LW_L4_TENSOR_INLINE
-  uint16_t reserved;
+  uint8_t flags;        // LW_L4_TENSOR_INLINE, LW_L4_TENSOR_ZERO (not both)
+  uint16_t xfer;        // TASK: the transfer that brings it (lw__l4_comm_xfer_start); else 0
   // In memory only (not on the wire): the inline bytes. Encode reads `bytes` bytes from it
   // when LW_L4_TENSOR_INLINE is set; decode points it into the buffer (NULL otherwise).
   const void *data;
@@ -114,12 +124,23 @@ typedef struct lw_l4_cancel {
   uint32_t frame;
 } lw_l4_cancel_t;
 
+// MOVE and FREE (FREE uses tensor_id only; the rest is 0).
+typedef struct lw_l4_move {
+  uint64_t tensor_id;
+  uint64_t version;
+  uint64_t bytes;
+  int32_t to_rank;   // >= 0, not the holder itself
+  uint16_t xfer;
+  uint16_t reserved;
+} lw_l4_move_t;
+
 typedef struct lw_l4_wire_msg {
   lw_l4_wire_header_t header;
   union {
     lw_l4_task_t task;
     lw_l4_done_t done;
     lw_l4_cancel_t cancel;
+    lw_l4_move_t move;  // MOVE, FREE
   } u;
 } lw_l4_wire_msg_t;
 
@@ -127,6 +148,7 @@ typedef struct lw_l4_wire_msg {
 size_t lw__l4_wire_task_bytes(const lw_l4_task_t *t);
 size_t lw__l4_wire_done_bytes(const lw_l4_done_t *d);
 size_t lw__l4_wire_cancel_bytes(void);
+size_t lw__l4_wire_move_bytes(void);
 
 // Encodes into buf (cap bytes) as message seq of from_rank; *out_bytes the length.
 // INVALID_ARGUMENT naming what is wrong (counts, a name or text not terminated, an unknown tag
@@ -140,6 +162,11 @@ LW_MUST_USE lw_status_t lw__l4_wire_done_encode(const lw_l4_done_t *d, int32_t f
 LW_MUST_USE lw_status_t lw__l4_wire_cancel_encode(const lw_l4_cancel_t *c, int32_t from_rank,
                                                   uint64_t seq, void *buf, size_t cap,
                                                   size_t *out_bytes, lw_error_t *err);
+
+// kind LW_L4_WIRE_MOVE or LW_L4_WIRE_FREE.
+LW_MUST_USE lw_status_t lw__l4_wire_move_encode(lw_l4_wire_kind_t kind, const lw_l4_move_t *m,
+                                                int32_t from_rank, uint64_t seq, void *buf,
+                                                size_t cap, size_t *out_bytes, lw_error_t *err);
 
 // Decodes and checks a message received from from_rank, which must be the seq-th of its
 // stream. INTERNAL (a protocol violation of the peer) naming the rank, the seq and what is

@@ -1,0 +1,79 @@
+// parent/l4_impl.h — the L4 worker's insides, shared by parent/l4.c (create,
+// names, destroy and rank 0: tensors, the DAG, dispatch) and parent/l4_serve.c
+// (ranks >= 1: the server). The contract is lanework/l4.h; the messages
+// parent/l4_wire.h; the transport parent/l4_mpi.h.
+//
+// Threads: one thread drives each side (lanework/l4.h); only `cancel` is
+// touched by others.
+#ifndef LANEWORK_PARENT_L4_IMPL_H_
+#define LANEWORK_PARENT_L4_IMPL_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lanework/l4.h"
+#include "parent/l4_mpi.h"
+#include "parent/l4_wire.h"
+
+// A registered name: a chip callable or an L3 orch function.
+typedef struct l4_name {
+  char name[LW_L4_NAME_BYTES];
+  uint32_t kind;            // lw_l4_task_kind_t
+  lw_callable_handle_t l3;  // ranks >= 1, kernels: the L3 worker's handle
+  lw_orch_fn fn;            // ranks >= 1, orch functions
+} l4_name_t;
+
+// Handles lw_l4_register* gives: this tag in the high bits, the name's index +
+// 1 below.
+#define L4_HANDLE_TAG 0x4c34000000000000ull
+#define L4_HANDLE_MASK 0x0000ffffffffffffull
+
+typedef struct l4_tensor l4_tensor_t;  // rank 0 (parent/l4.c)
+typedef struct l4_rank l4_rank_t;      // rank 0: what the L4 knows of each rank
+typedef struct l4_run l4_run_t;        // rank 0: the run in progress
+
+struct lw_l4 {
+  lw_l4_config_t cfg;
+  lw_l4_comm_t *comm;
+  int32_t rank, size;
+  lw_worker_t *l3;  // ranks >= 1
+  l4_name_t *names;
+  uint32_t n_names, cap_names;
+  uint64_t *send_seq;  // per peer: the last seq sent on our stream to it
+  uint64_t *recv_seq;  // per peer: the last seq received from it
+  _Atomic int cancel;  // lw_l4_cancel: the run in progress should stop
+  bool lost;           // a peer was lost (its liveness ended while we needed it)
+  // Rank 0.
+  l4_tensor_t **tensors;  // by id - 1 (NULL once freed)
+  uint64_t n_tensors, cap_tensors;
+  l4_rank_t *ranks;  // by rank (index 0 unused)
+  uint32_t next_xfer;
+  int32_t next_home;  // round-robin for LW_L4_ANY_RANK
+  uint64_t next_run_id, next_dispatch;
+  l4_run_t *run;
+};
+
+// The L4's nap while nothing moves: yield first, then sleep, doubling up to
+// cap_ns.
+void lw__l4_nap(uint32_t *round, int64_t cap_ns);
+
+// Sends an encoded message to `to` with the next seq of that stream (encode is
+// called with it). The caller's error names what failed.
+lw_status_t lw__l4_send_task(lw_l4_t *l4, int32_t to, const lw_l4_task_t *t, lw_error_t *err);
+lw_status_t lw__l4_send_done(lw_l4_t *l4, const lw_l4_done_t *d, lw_error_t *err);
+lw_status_t lw__l4_send_cancel(lw_l4_t *l4, int32_t to, const lw_l4_cancel_t *c, lw_error_t *err);
+lw_status_t lw__l4_send_move(lw_l4_t *l4, int32_t to, lw_l4_wire_kind_t kind, const lw_l4_move_t *m,
+                             lw_error_t *err);
+// Receives the next message from `from` (-1: any) if one is there (NOT_FOUND
+// otherwise) and decodes it against the stream's next seq: *buf holds it (free
+// it), *msg points into it.
+lw_status_t lw__l4_recv(lw_l4_t *l4, int32_t from, int32_t *out_from, void **buf,
+                        lw_l4_wire_msg_t *msg, lw_error_t *err);
+
+// parent/l4_serve.c: ranks >= 1.
+lw_status_t lw__l4_serve(lw_l4_t *l4, lw_error_t *err);
+// parent/l4.c: rank 0's teardown of its tensors and run state.
+void lw__l4_root_free(lw_l4_t *l4);
+
+#endif  // LANEWORK_PARENT_L4_IMPL_H_

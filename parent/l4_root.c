@@ -1,0 +1,884 @@
+// parent/l4_root.c — rank 0 of the L4 worker (lanework/l4.h): tensors with a
+// home and a version, a run's DAG across ranks, dispatch to the ranks' servers
+// (parent/l4_serve.c), completions, failure and the results' way back to rank
+// 0.
+//
+// One thread drives it all: the run's caller (inside lw_l4_submit and after the
+// orch function returned, in `pump`). Tasks are an array indexed by their id -
+// 1; a task waits for its dependencies (orch.h's rules, per tensor), becomes
+// ready, is placed on a rank at that moment (where the first tensor it writes
+// lives, unless the submit named a rank) and posted into one of that rank's
+// frames (max_in_flight of them); its DONE frees the frame.
+//
+// What the L4 knows of a tensor: its version, which ranks hold that version
+// (`holders`, a bit per rank; a rank counts from the moment a transfer to it is
+// posted, since its server always completes a transfer it was told of before it
+// runs or drops the task), and `home`, where its writers go. A read on a rank
+// that does not hold the version brings it there: from another rank (a MOVE to
+// the holder, whose server sends it straight to the reader), or from rank 0's
+// own copy (inside the task message up to 16 KiB, else a transfer from rank 0).
+// A write makes the writer's rank the only holder of the new version. A rank
+// lost, or a failed writer, removes it as a holder; a version no rank holds any
+// more is lost and a read of it fails naming why.
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes/error.h"
+#include "lanes/sys.h"
+#include "lanework/orch.h"
+#include "parent/l4_impl.h"
+
+#define NAP_CAP_NS 100000  // rank 0 sleeps at most 100 us between looks while it waits
+
+struct l4_tensor {
+  uint64_t id;
+  void *data;  // rank 0's copy (NULL: none; then version 0 is all zeros)
+  uint64_t bytes;
+  int32_t home;      // where writers go by default; the last writer's rank
+  uint64_t version;  // counts writes
+  uint64_t holders;  // bit r: rank r holds the current version, or is being sent it
+  uint64_t ever;     // bit r: rank r has a buffer for it (told to free it at the end)
+  bool zero;         // the current version is all zero bytes (nothing to move)
+  char lost[LW_ERROR_MESSAGE_BYTES / 2];  // why no copy is left; "" while one is
+  uint64_t written_run;                   // the last run that wrote it (its results come back to
+                                          // rank 0)
+  // The run's dependencies (reset lazily when run_id is not the run's).
+  uint64_t run_id;
+  uint32_t last_writer;  // task index + 1, 0: none in this run
+  uint32_t *readers;     // task indices reading since the last write
+  uint32_t n_readers, cap_readers;
+};
+
+struct l4_rank {
+  bool dead;
+  char why[LW_ERROR_MESSAGE_BYTES];
+  uint32_t in_flight;
+  uint32_t frame_task[LW_MB_TASK_FRAMES];  // task index + 1 in each frame, 0: free
+};
+
+enum { T_WAIT = 0, T_READY = 1, T_POSTED = 2, T_DONE = 3 };
+
+typedef struct l4_task {
+  uint64_t id;
+  uint32_t name_ix;
+  int32_t want_rank;  // LW_L4_ANY_RANK or the submit's rank
+  int32_t rank;       // where it was posted (-1: never)
+  uint32_t state;
+  uint32_t deps_left;
+  uint32_t frame;
+  uint32_t fetched;  // bit i: tensor i's version was brought to the rank for it
+  bool cancel_sent;
+  lw_status_t status;
+  int64_t timeout_ns;
+  lw_args_t args;  // tensor data are tokens
+  uint64_t tid[LW_MAX_TENSORS];
+  uint32_t *dependents;
+  uint32_t n_dependents, cap_dependents;
+} l4_task_t;
+
+struct l4_run {
+  uint64_t id;
+  l4_task_t *tasks;
+  uint32_t n, cap;
+  uint32_t *ready;  // task indices ready to post, in the order they became ready
+  uint32_t n_ready, cap_ready;
+  uint32_t n_terminal, n_ok;
+  bool failed;
+  lw_error_t error;      // the first error
+  lw_l4_xfer_t **xfers;  // rank 0's transfers under way (its copies going to ranks)
+  uint32_t n_xfers, cap_xfers;
+};
+
+struct lw_l4_orch {
+  lw_l4_t *l4;
+  l4_run_t *run;
+  uint64_t last_task;
+};
+
+static bool tag_reads(uint32_t tag) { return tag != LW_TAG_OUTPUT; }
+static bool tag_writes(uint32_t tag) {
+  return tag == LW_TAG_OUTPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING;
+}
+static uint64_t bit(int32_t r) { return 1ull << (unsigned)r; }
+
+static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return true;
+  uint32_t c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, (size_t)c * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = c;
+  return true;
+}
+
+static bool ensure_ranks(lw_l4_t *l4) {
+  if (!l4->ranks) l4->ranks = calloc((size_t)l4->size, sizeof(*l4->ranks));
+  return l4->ranks != NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+
+#define TOKEN_TAG 0x4cu
+
+static void *token_of(uint64_t id) { return (void *)(uintptr_t)((id << 8) | TOKEN_TAG); }
+
+static l4_tensor_t *tensor_of(lw_l4_t *l4, const void *token) {
+  uintptr_t v = (uintptr_t)token;
+  if ((v & 0xffu) != TOKEN_TAG) return NULL;
+  uint64_t id = (uint64_t)(v >> 8);
+  if (id < 1 || id > l4->n_tensors) return NULL;
+  return l4->tensors[id - 1];
+}
+
+static l4_tensor_t *tensor_by_id(lw_l4_t *l4, uint64_t id) {
+  return id >= 1 && id <= l4->n_tensors ? l4->tensors[id - 1] : NULL;
+}
+
+static lw_status_t root_only(const lw_l4_t *l4, const char *what, lw_error_t *err) {
+  if (!l4) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: l4 is NULL", what);
+  if (l4->rank != 0) {
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0, "%s: rank 0 only (this is rank %d)",
+                         what, (int)l4->rank);
+  }
+  return LW_OK;
+}
+
+static int32_t next_live_rank(lw_l4_t *l4) {
+  for (int32_t i = 0; i < l4->size - 1; ++i) {
+    int32_t r = l4->next_home;
+    l4->next_home = r + 1 < l4->size ? r + 1 : 1;
+    if (!l4->ranks[r].dead) return r;
+  }
+  return 1;
+}
+
+lw_status_t lw_l4_tensor_create(lw_l4_t *l4, void *data, uint64_t bytes, int32_t home_rank,
+                                void **out) {
+  lw_error_t root_err;
+  if (root_only(l4, "lw_l4_tensor_create", &root_err) != LW_OK) {
+    return lw__last_error_store(&root_err);
+  }
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_tensor_create: out is NULL");
+  *out = NULL;
+  if (bytes == 0 || bytes > (uint64_t)INT32_MAX) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "lw_l4_tensor_create: %" PRIu64 " bytes (1..%d: MPI counts in int)", bytes,
+                    INT32_MAX);
+  }
+  if (home_rank != LW_L4_ANY_RANK && (home_rank < 1 || home_rank >= l4->size)) {
+    return lw__fail(LW_INVALID_ARGUMENT,
+                    "lw_l4_tensor_create: home rank %d (1..%d, or LW_L4_ANY_RANK)", (int)home_rank,
+                    (int)l4->size - 1);
+  }
+  if (!ensure_ranks(l4)) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_tensor_create: memory");
+  if (l4->n_tensors == l4->cap_tensors) {
+    uint64_t cap = l4->cap_tensors ? l4->cap_tensors * 2 : 64;
+    l4_tensor_t **t = realloc(l4->tensors, cap * sizeof(*t));
+    if (!t) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_tensor_create: out of memory");
+    l4->tensors = t;
+    l4->cap_tensors = cap;
+  }
+  l4_tensor_t *t = calloc(1, sizeof(*t));
+  if (!t) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_tensor_create: out of memory");
+  t->id = l4->n_tensors + 1;
+  t->data = data;
+  t->bytes = bytes;
+  t->home = home_rank == LW_L4_ANY_RANK ? next_live_rank(l4) : home_rank;
+  t->holders = data ? bit(0) : 0;
+  t->zero = data == NULL;
+  l4->tensors[l4->n_tensors++] = t;
+  *out = token_of(t->id);
+  return LW_OK;
+}
+
+static lw_status_t between_runs(lw_l4_t *l4, void *token, const char *what, l4_tensor_t **out,
+                                lw_error_t *err) {
+  LW_RETURN_IF_ERROR(root_only(l4, what, err));
+  if (l4->run) {
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0, "%s: a run is in progress", what);
+  }
+  *out = tensor_of(l4, token);
+  if (!*out) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: not a tensor of this L4", what);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_l4_tensor_written(lw_l4_t *l4, void *token) {
+  l4_tensor_t *t = NULL;
+  lw_error_t err;
+  if (between_runs(l4, token, "lw_l4_tensor_written", &t, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  if (!t->data) {
+    return lw__fail(LW_FAILED_PRECONDITION,
+                    "lw_l4_tensor_written: tensor %" PRIu64 " has no rank-0 memory", t->id);
+  }
+  t->version++;
+  t->holders = bit(0);
+  t->zero = false;
+  t->lost[0] = '\0';
+  return LW_OK;
+}
+
+lw_status_t lw_l4_tensor_free(lw_l4_t *l4, void *token) {
+  if (!token) return LW_OK;
+  l4_tensor_t *t = NULL;
+  lw_error_t err;
+  if (between_runs(l4, token, "lw_l4_tensor_free", &t, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  lw_l4_move_t m = {.tensor_id = t->id};
+  for (int32_t r = 1; r < l4->size; ++r) {
+    if (!(t->ever & bit(r)) || l4->ranks[r].dead) continue;
+    // A lost rank frees it anyway.
+    (void)lw__l4_send_move(l4, r, LW_L4_WIRE_FREE, &m, &err);
+  }
+  l4->tensors[t->id - 1] = NULL;
+  free(t->readers);
+  free(t);
+  return LW_OK;
+}
+
+static int32_t holder_of(const lw_l4_t *l4, const l4_tensor_t *t) {
+  if (t->holders & bit(t->home)) return t->home;
+  for (int32_t r = 1; r < l4->size; ++r) {
+    if (t->holders & bit(r) && !l4->ranks[r].dead) return r;
+  }
+  return t->holders & bit(0) ? 0 : -1;
+}
+
+lw_status_t lw_l4_tensor_where(lw_l4_t *l4, void *token, int32_t *rank, uint64_t *version) {
+  lw_error_t root_err;
+  if (root_only(l4, "lw_l4_tensor_where", &root_err) != LW_OK) {
+    return lw__last_error_store(&root_err);
+  }
+  l4_tensor_t *t = tensor_of(l4, token);
+  if (!t) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_tensor_where: not a tensor of this L4");
+  if (rank) *rank = t->zero ? 0 : holder_of(l4, t);
+  if (version) *version = t->version;
+  return LW_OK;
+}
+
+// A rank stopped holding t's version: it is lost when nobody else holds it.
+static void drop_holder(l4_tensor_t *t, int32_t r, const char *why) {
+  t->holders &= ~bit(r);
+  if (!t->holders && !t->zero && !t->lost[0]) snprintf(t->lost, sizeof(t->lost), "%s", why);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run: failing, finishing tasks
+
+static const char *task_name(const lw_l4_t *l4, const l4_task_t *t) {
+  return l4->names[t->name_ix].name;
+}
+
+static void set_error(l4_run_t *run, lw_status_t code, uint64_t task_id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_error(l4_run_t *run, lw_status_t code, uint64_t task_id, const char *fmt, ...) {
+  if (run->failed) return;
+  run->failed = true;
+  run->error.code = code;
+  run->error.worker_id = -1;
+  run->error.task_id = task_id;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(run->error.message, sizeof(run->error.message), fmt, ap);
+  va_end(ap);
+}
+
+static void finish(l4_run_t *run, uint32_t ix, lw_status_t status) {
+  l4_task_t *t = &run->tasks[ix];
+  if (t->state == T_DONE) return;
+  t->state = T_DONE;
+  t->status = status;
+  run->n_terminal++;
+  if (status != LW_OK) return;
+  run->n_ok++;
+  for (uint32_t i = 0; i < t->n_dependents; ++i) {
+    l4_task_t *d = &run->tasks[t->dependents[i]];
+    if (d->state == T_WAIT && --d->deps_left == 0) {
+      d->state = T_READY;
+      if (grow((void **)&run->ready, &run->cap_ready, run->n_ready + 1, sizeof(uint32_t))) {
+        run->ready[run->n_ready++] = t->dependents[i];
+      } else {
+        d->state = T_DONE;  // out of memory: counted failed (set_error below names it)
+        d->status = LW_RESOURCE_EXHAUSTED;
+        run->n_terminal++;
+        set_error(run, LW_RESOURCE_EXHAUSTED, d->id, "l4: out of memory queueing task %" PRIu64,
+                  d->id);
+      }
+    }
+  }
+}
+
+// After the run failed: tasks not posted are skipped, posted ones are cancelled
+// on their rank.
+static void stop_all(lw_l4_t *l4, l4_run_t *run) {
+  lw_status_t skip = run->error.code == LW_CANCELLED ? LW_CANCELLED : LW_POISONED;
+  for (uint32_t i = 0; i < run->n; ++i) {
+    l4_task_t *t = &run->tasks[i];
+    if (t->state == T_WAIT || t->state == T_READY) {
+      finish(run, i, skip);
+    } else if (t->state == T_POSTED && !t->cancel_sent && !l4->ranks[t->rank].dead) {
+      t->cancel_sent = true;
+      lw_l4_cancel_t c = {
+          .identity = {.run_id = run->id, .task_id = t->id, .dispatch_id = 0, .generation = 0},
+          .frame = t->frame};
+      lw_error_t err;
+      (void)lw__l4_send_cancel(l4, t->rank, &c,
+                               &err);  // a lost rank fails the task anyway
+    }
+  }
+  run->n_ready = 0;
+}
+
+static void fail_task(lw_l4_t *l4, l4_run_t *run, uint32_t ix, lw_status_t code,
+                      const char *message) {
+  l4_task_t *t = &run->tasks[ix];
+  set_error(run, code, t->id, "%s", message);
+  finish(run, ix, code);
+  stop_all(l4, run);
+}
+
+// A rank's liveness ended, or it broke the protocol: every task it held fails
+// naming it, and every version only it held is lost. It is never given work
+// again.
+static void rank_lost(lw_l4_t *l4, int32_t r, const char *why) {
+  l4_rank_t *k = &l4->ranks[r];
+  if (k->dead) return;
+  k->dead = true;
+  l4->lost = true;
+  snprintf(k->why, sizeof(k->why), "%s", why);
+  char lost[LW_ERROR_MESSAGE_BYTES / 2];
+  snprintf(lost, sizeof(lost), "its only copy was on rank %d, which was lost", (int)r);
+  for (uint64_t i = 0; i < l4->n_tensors; ++i) {
+    if (l4->tensors[i]) drop_holder(l4->tensors[i], r, lost);
+  }
+  l4_run_t *run = l4->run;
+  if (!run) return;
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
+    if (!k->frame_task[f]) continue;
+    uint32_t ix = k->frame_task[f] - 1;
+    k->frame_task[f] = 0;
+    k->in_flight--;
+    char msg[3 * LW_ERROR_MESSAGE_BYTES];
+    snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) on %s", run->tasks[ix].id,
+             task_name(l4, &run->tasks[ix]), why);
+    fail_task(l4, run, ix, LW_UNAVAILABLE, msg);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Posting
+
+static int32_t place(lw_l4_t *l4, const l4_task_t *t) {
+  if (t->want_rank != LW_L4_ANY_RANK) return t->want_rank;
+  for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
+    if (tag_writes(t->args.tensor[i].tag)) return tensor_by_id(l4, t->tid[i])->home;
+  }
+  for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
+    int32_t h = holder_of(l4, tensor_by_id(l4, t->tid[i]));
+    if (h > 0) return h;
+  }
+  return next_live_rank(l4);
+}
+
+static lw_status_t start_xfer(lw_l4_t *l4, l4_run_t *run, int32_t to, uint32_t xfer, void *buf,
+                              uint64_t bytes, bool send, lw_error_t *err) {
+  if (!grow((void **)&run->xfers, &run->cap_xfers, run->n_xfers + 1, sizeof(*run->xfers))) {
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
+  }
+  lw_l4_xfer_t *x = NULL;
+  LW_RETURN_IF_ERROR(lw__l4_comm_xfer_start(l4->comm, send, to, xfer, buf, (size_t)bytes, &x, err));
+  run->xfers[run->n_xfers++] = x;
+  return LW_OK;
+}
+
+// Posts ready task ix on rank r: brings each version it reads that r does not
+// hold, then sends the task. False when r has no free frame (the task stays
+// ready).
+static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
+  l4_rank_t *k = &l4->ranks[r];
+  l4_task_t *t = &run->tasks[ix];
+  char msg[3 * LW_ERROR_MESSAGE_BYTES];
+  if (k->dead) {
+    snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) placed on %s", t->id, task_name(l4, t),
+             k->why);
+    fail_task(l4, run, ix, LW_UNAVAILABLE, msg);
+    return true;
+  }
+  if (k->in_flight >= l4->cfg.max_in_flight) return false;
+  uint32_t frame = 0;
+  while (k->frame_task[frame]) frame++;
+  lw_l4_task_t m;
+  memset(&m, 0, sizeof(m));
+  m.identity = (lw_mb_identity_t){
+      .run_id = run->id, .task_id = t->id, .dispatch_id = ++l4->next_dispatch, .generation = 0};
+  m.frame = frame;
+  m.kind = l4->names[t->name_ix].kind;
+  m.chip = LW_ANY_CHIP;
+  m.timeout_ns = t->timeout_ns;
+  memcpy(m.name, l4->names[t->name_ix].name, sizeof(m.name));
+  m.launch = t->args.launch;
+  m.n_tensors = t->args.n_tensors;
+  m.n_scalars = t->args.n_scalars;
+  memcpy(m.scalar, t->args.scalar, sizeof(m.scalar));
+  lw_error_t err;
+  lw__error_clear(&err);
+  uint64_t added = 0;  // holder bits set for this post, undone if it fails
+  lw_status_t st = LW_OK;
+  for (uint32_t i = 0; i < m.n_tensors && st == LW_OK; ++i) {
+    l4_tensor_t *tn = tensor_by_id(l4, t->tid[i]);
+    lw_l4_tensor_t *d = &m.tensor[i];
+    *d = (lw_l4_tensor_t){.tensor_id = tn->id,
+                          .version = tn->version,
+                          .bytes = tn->bytes,
+                          .home_rank = r,
+                          .tag = (uint8_t)t->args.tensor[i].tag};
+    tn->ever |= bit(r);
+    if (!tag_reads(d->tag) || (tn->holders & bit(r))) continue;
+    if (tn->zero) {
+      d->flags = LW_L4_TENSOR_ZERO;
+      continue;
+    }
+    int32_t src = holder_of(l4, tn);
+    if (src < 0) {
+      st = lw__error_set(&err, LW_FAILED_PRECONDITION, -1, t->id,
+                         "l4: task %" PRIu64 " (%s) reads tensor %" PRIu64 " version %" PRIu64
+                         ", which was lost: %s",
+                         t->id, task_name(l4, t), tn->id, tn->version, tn->lost);
+      break;
+    }
+    if (src == 0 && tn->bytes <= LW_L4_INLINE_MAX_BYTES) {
+      d->flags = LW_L4_TENSOR_INLINE;
+      d->data = tn->data;
+    } else {
+      uint16_t xfer = (uint16_t)(l4->next_xfer++ % LW_L4_XFER_TAGS);
+      d->home_rank = src;
+      d->xfer = xfer;
+      if (src == 0) {
+        st = start_xfer(l4, run, r, xfer, tn->data, tn->bytes, true, &err);
+      } else {
+        lw_l4_move_t mv = {.tensor_id = tn->id,
+                           .version = tn->version,
+                           .bytes = tn->bytes,
+                           .to_rank = r,
+                           .xfer = xfer};
+        st = lw__l4_send_move(l4, src, LW_L4_WIRE_MOVE, &mv, &err);
+        if (st != LW_OK) {
+          char name[96];
+          lw__l4_comm_peer_name(l4->comm, src, name, sizeof(name));
+          lw__error_set(&err, LW_UNAVAILABLE, -1, t->id,
+                        "l4: task %" PRIu64 " (%s) reads tensor %" PRIu64
+                        " from %s, which could not be told to send it: %s",
+                        t->id, task_name(l4, t), tn->id, name, err.message);
+        }
+      }
+    }
+    if (st == LW_OK && !(tn->holders & bit(r))) {
+      tn->holders |= bit(r);
+      added |= 1ull << i;
+      t->fetched |= 1u << i;
+    }
+  }
+  if (st == LW_OK) {
+    st = lw__l4_send_task(l4, r, &m, &err);
+    if (st != LW_OK) {
+      char name[96];
+      lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
+      lw__error_set(&err, LW_UNAVAILABLE, -1, t->id,
+                    "l4: task %" PRIu64 " (%s) not posted to %s: %s", t->id, task_name(l4, t), name,
+                    err.message);
+    }
+  }
+  if (st != LW_OK) {
+    for (uint32_t i = 0; i < m.n_tensors; ++i) {
+      if (added & (1ull << i)) tensor_by_id(l4, t->tid[i])->holders &= ~bit(r);
+    }
+    t->fetched = 0;
+    fail_task(l4, run, ix, st, err.message);
+    return true;
+  }
+  t->state = T_POSTED;
+  t->rank = r;
+  t->frame = frame;
+  k->frame_task[frame] = ix + 1;
+  k->in_flight++;
+  return true;
+}
+
+static bool dispatch(lw_l4_t *l4, l4_run_t *run) {
+  bool moved = false;
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < run->n_ready; ++i) {
+    uint32_t ix = run->ready[i];
+    if (run->failed || run->tasks[ix].state != T_READY) continue;
+    if (post(l4, run, ix, place(l4, &run->tasks[ix]))) {
+      moved = true;
+    } else {
+      run->ready[keep++] = ix;
+    }
+  }
+  if (!run->failed) run->n_ready = keep;
+  return moved;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completions
+
+static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d) {
+  l4_rank_t *k = &l4->ranks[r];
+  uint32_t ix = k->frame_task[d->frame];
+  char name[96];
+  lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
+  if (!ix || d->identity.run_id != run->id || run->tasks[ix - 1].id != d->identity.task_id) {
+    char why[LW_ERROR_MESSAGE_BYTES];
+    snprintf(why, sizeof(why),
+             "%s broke the protocol: a completion of task %" PRIu64 " of run %" PRIu64
+             " in frame %u, which holds %s",
+             name, d->identity.task_id, d->identity.run_id, d->frame, ix ? "another task" : "none");
+    rank_lost(l4, r, why);
+    return;
+  }
+  ix -= 1;
+  k->frame_task[d->frame] = 0;
+  k->in_flight--;
+  l4_task_t *t = &run->tasks[ix];
+  if (d->status == LW_OK) {
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
+      if (!tag_writes(t->args.tensor[i].tag)) continue;
+      l4_tensor_t *tn = tensor_by_id(l4, t->tid[i]);
+      uint64_t v = p < d->n_produced ? d->produced[p].version : tn->version + 1;
+      p++;
+      if (v == tn->version) continue;  // the same tensor written twice by this task
+      tn->version = v;
+      tn->written_run = run->id;
+      tn->holders = bit(r);
+      tn->home = r;
+      tn->zero = false;
+      tn->lost[0] = '\0';
+    }
+    finish(run, ix, t->cancel_sent ? LW_CANCELLED : LW_OK);
+    return;
+  }
+  char lost[LW_ERROR_MESSAGE_BYTES / 2];
+  snprintf(lost, sizeof(lost), "task %" PRIu64 " (%s) that wrote it on rank %d failed", t->id,
+           task_name(l4, t), (int)r);
+  for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
+    if (tag_writes(t->args.tensor[i].tag) || (t->fetched & (1u << i))) {
+      drop_holder(tensor_by_id(l4, t->tid[i]), r, lost);
+    }
+  }
+  char msg[3 * LW_ERROR_MESSAGE_BYTES];
+  snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) on %s: %s", t->id, task_name(l4, t), name,
+           d->error[0] ? d->error : lw_status_name(d->status));
+  fail_task(l4, run, ix, d->status, msg);
+}
+
+static bool poll_xfers(lw_l4_t *l4, l4_run_t *run) {
+  bool moved = false;
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < run->n_xfers; ++i) {
+    lw_error_t err;
+    lw_status_t st = lw__l4_comm_xfer_test(l4->comm, run->xfers[i], &err);
+    if (st == LW_NOT_FOUND) {
+      run->xfers[keep++] = run->xfers[i];
+    } else {
+      moved = true;  // done, or its peer ended (rank_lost fails what it held)
+    }
+  }
+  run->n_xfers = keep;
+  return moved;
+}
+
+// One look at everything: cancel, ranks' ends, transfers, posting, completions.
+static bool pump(lw_l4_t *l4, l4_run_t *run) {
+  bool moved = false;
+  if (atomic_load_explicit(&l4->cancel, memory_order_relaxed) && !run->failed) {
+    set_error(run, LW_CANCELLED, 0, "l4: run %" PRIu64 " cancelled (lw_l4_cancel)", run->id);
+    stop_all(l4, run);
+    moved = true;
+  }
+  for (int32_t r = 1; r < l4->size; ++r) {
+    char why[LW_ERROR_MESSAGE_BYTES];
+    if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
+      rank_lost(l4, r, why);
+      moved = true;
+    }
+  }
+  if (poll_xfers(l4, run)) moved = true;
+  if (dispatch(l4, run)) moved = true;
+  for (;;) {
+    void *buf = NULL;
+    int32_t from = -1;
+    lw_l4_wire_msg_t msg;
+    lw_error_t err;
+    lw_status_t st = lw__l4_recv(l4, -1, &from, &buf, &msg, &err);
+    if (st == LW_NOT_FOUND) break;
+    moved = true;
+    if (st != LW_OK) {
+      if (from > 0) {
+        rank_lost(l4, from, err.message);
+      } else {
+        set_error(run, st, 0, "%s", err.message);
+        stop_all(l4, run);
+      }
+      break;
+    }
+    if (l4->ranks[from].dead) {
+      // Late news from a rank given up: its tasks already failed.
+    } else if (msg.header.kind == LW_L4_WIRE_DONE) {
+      on_done(l4, run, from, &msg.u.done);
+    } else {
+      char why[LW_ERROR_MESSAGE_BYTES];
+      char name[96];
+      lw__l4_comm_peer_name(l4->comm, from, name, sizeof(name));
+      snprintf(why, sizeof(why), "%s broke the protocol: it sent a message of kind %u to the L4",
+               name, (unsigned)msg.header.kind);
+      rank_lost(l4, from, why);
+    }
+    free(buf);
+  }
+  return moved;
+}
+
+// After a successful run: the last version of every tensor with rank-0 memory
+// that the run wrote comes home.
+static void fetch_results(lw_l4_t *l4, l4_run_t *run) {
+  uint32_t first = run->n_xfers;
+  for (uint64_t i = 0; i < l4->n_tensors && !run->failed; ++i) {
+    l4_tensor_t *tn = l4->tensors[i];
+    if (!tn || !tn->data || tn->written_run != run->id || (tn->holders & bit(0))) continue;
+    int32_t src = holder_of(l4, tn);
+    lw_error_t err;
+    lw_status_t st = LW_OK;
+    if (src <= 0) {
+      st =
+          lw__error_set(&err, LW_UNAVAILABLE, -1, 0,
+                        "l4: tensor %" PRIu64 " version %" PRIu64 " cannot come back to rank 0: %s",
+                        tn->id, tn->version, tn->lost);
+    } else {
+      uint16_t xfer = (uint16_t)(l4->next_xfer++ % LW_L4_XFER_TAGS);
+      lw_l4_move_t mv = {.tensor_id = tn->id,
+                         .version = tn->version,
+                         .bytes = tn->bytes,
+                         .to_rank = 0,
+                         .xfer = xfer};
+      st = start_xfer(l4, run, src, xfer, tn->data, tn->bytes, false, &err);
+      if (st == LW_OK) st = lw__l4_send_move(l4, src, LW_L4_WIRE_MOVE, &mv, &err);
+      if (st == LW_OK) tn->holders |= bit(0);  // undone below if the run fails
+    }
+    if (st != LW_OK) set_error(run, st, 0, "%s", err.message);
+  }
+  uint32_t round = 0;
+  while (run->n_xfers > 0) {
+    for (int32_t r = 1; r < l4->size; ++r) {
+      char why[LW_ERROR_MESSAGE_BYTES];
+      if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
+        rank_lost(l4, r, why);
+        set_error(run, LW_UNAVAILABLE, 0, "l4: results of run %" PRIu64 " not brought back: %s",
+                  run->id, why);
+      }
+    }
+    if (!poll_xfers(l4, run)) lw__l4_nap(&round, NAP_CAP_NS);
+  }
+  (void)first;
+  if (run->failed) {
+    for (uint64_t i = 0; i < l4->n_tensors; ++i) {
+      l4_tensor_t *tn = l4->tensors[i];
+      if (tn && tn->data && tn->holders != bit(0)) tn->holders &= ~bit(0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submitting and running
+
+// me waits for dep unless dep already finished.
+static void add_edge(l4_run_t *run, uint32_t dep, uint32_t me) {
+  l4_task_t *d = &run->tasks[dep];
+  if (d->state == T_DONE) return;
+  if (!grow((void **)&d->dependents, &d->cap_dependents, d->n_dependents + 1, sizeof(uint32_t))) {
+    set_error(run, LW_RESOURCE_EXHAUSTED, me + 1, "l4: out of memory recording a dependency");
+    return;
+  }
+  d->dependents[d->n_dependents++] = me;
+  run->tasks[me].deps_left++;
+}
+
+lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_t *args,
+                         const lw_run_config_t *cfg, int32_t rank) {
+  if (!o || !args) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_submit: NULL argument");
+  lw_l4_t *l4 = o->l4;
+  l4_run_t *run = o->run;
+  if (run->failed) {
+    return lw__fail(LW_POISONED, "lw_l4_submit: run %" PRIu64 " already failed: %s", run->id,
+                    run->error.message);
+  }
+  uint64_t ix = c.id & L4_HANDLE_MASK;
+  if ((c.id & ~L4_HANDLE_MASK) != L4_HANDLE_TAG || ix < 1 || ix > l4->n_names) {
+    return lw__fail(LW_NOT_FOUND,
+                    "lw_l4_submit: callable handle %" PRIu64 " is not one lw_l4_register gave",
+                    c.id);
+  }
+  LW_RETURN_IF_ERROR(lw_args_validate(args));
+  if (rank != LW_L4_ANY_RANK && (rank < 1 || rank >= l4->size)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_submit: rank %d (1..%d, or LW_L4_ANY_RANK)",
+                    (int)rank, (int)l4->size - 1);
+  }
+  if (rank != LW_L4_ANY_RANK && l4->ranks[rank].dead) {
+    return lw__fail(LW_UNAVAILABLE, "lw_l4_submit: %s", l4->ranks[rank].why);
+  }
+  uint64_t tid[LW_MAX_TENSORS];
+  for (uint32_t i = 0; i < args->n_tensors; ++i) {
+    l4_tensor_t *tn = tensor_of(l4, args->tensor[i].data);
+    if (!tn) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "lw_l4_submit: tensor %u is not a token of lw_l4_tensor_create", i);
+    }
+    if (args->tensor[i].bytes != tn->bytes) {
+      return lw__fail(LW_INVALID_ARGUMENT,
+                      "lw_l4_submit: tensor %u (id %" PRIu64 ") is %" PRIu64
+                      " bytes, the args say %" PRIu64,
+                      i, tn->id, tn->bytes, args->tensor[i].bytes);
+    }
+    tid[i] = tn->id;
+  }
+  if (!grow((void **)&run->tasks, &run->cap, run->n + 1, sizeof(l4_task_t))) {
+    return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_submit: out of memory");
+  }
+  uint32_t me = run->n;
+  l4_task_t *t = &run->tasks[me];
+  memset(t, 0, sizeof(*t));
+  t->id = (uint64_t)me + 1;
+  t->name_ix = (uint32_t)(ix - 1);
+  t->want_rank = rank;
+  t->rank = -1;
+  t->args = *args;
+  t->timeout_ns = cfg ? cfg->timeout_ns : 0;
+  memcpy(t->tid, tid, sizeof(tid));
+  run->n++;
+  // Dependencies (orch.h): a read waits for the last writer; a write for the
+  // last writer and every read since it.
+  for (uint32_t i = 0; i < args->n_tensors; ++i) {
+    uint32_t tag = args->tensor[i].tag;
+    if (tag == LW_TAG_NO_DEP) continue;
+    l4_tensor_t *tn = tensor_by_id(l4, tid[i]);
+    if (tn->run_id != run->id) {
+      tn->run_id = run->id;
+      tn->last_writer = 0;
+      tn->n_readers = 0;
+    }
+    if (tn->last_writer && tn->last_writer - 1 != me) add_edge(run, tn->last_writer - 1, me);
+    if (tag_writes(tag)) {
+      for (uint32_t k = 0; k < tn->n_readers; ++k) {
+        if (tn->readers[k] != me) add_edge(run, tn->readers[k], me);
+      }
+      tn->last_writer = me + 1;
+      tn->n_readers = 0;
+    } else if (grow((void **)&tn->readers, &tn->cap_readers, tn->n_readers + 1, sizeof(uint32_t))) {
+      tn->readers[tn->n_readers++] = me;
+    } else {
+      set_error(run, LW_RESOURCE_EXHAUSTED, me + 1, "l4: out of memory recording a reader");
+    }
+  }
+  t = &run->tasks[me];
+  o->last_task = t->id;
+  if (run->failed) {
+    finish(run, me, LW_POISONED);
+    stop_all(l4, run);
+    return LW_OK;
+  }
+  if (t->deps_left == 0) {
+    if (!grow((void **)&run->ready, &run->cap_ready, run->n_ready + 1, sizeof(uint32_t))) {
+      set_error(run, LW_RESOURCE_EXHAUSTED, t->id, "l4: out of memory queueing a task");
+      finish(run, me, LW_RESOURCE_EXHAUSTED);
+      stop_all(l4, run);
+      return LW_OK;
+    }
+    t->state = T_READY;
+    run->ready[run->n_ready++] = me;
+  }
+  (void)pump(l4, run);
+  return LW_OK;
+}
+
+uint64_t lw_l4_last_task(const lw_l4_orch_t *o) { return o ? o->last_task : 0; }
+
+void lw_l4_cancel(lw_l4_t *l4) {
+  if (l4) atomic_store_explicit(&l4->cancel, 1, memory_order_relaxed);
+}
+
+static void run_free(l4_run_t *run) {
+  for (uint32_t i = 0; i < run->n; ++i) free(run->tasks[i].dependents);
+  free(run->tasks);
+  free(run->ready);
+  free(run->xfers);
+  free(run);
+}
+
+lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, lw_run_report_t *out) {
+  lw_error_t root_err;
+  if (root_only(l4, "lw_l4_run", &root_err) != LW_OK) return lw__last_error_store(&root_err);
+  if (!fn) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_run: fn is NULL");
+  if (l4->run) {
+    return lw__fail(LW_FAILED_PRECONDITION,
+                    "lw_l4_run: a run is in progress (one at a time; not from "
+                    "an orch function)");
+  }
+  if (!ensure_ranks(l4)) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_run: out of memory");
+  l4_run_t *run = calloc(1, sizeof(*run));
+  if (!run) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_run: out of memory");
+  run->id = ++l4->next_run_id;
+  atomic_store_explicit(&l4->cancel, 0, memory_order_relaxed);
+  l4->run = run;
+  int64_t start = lw__now_ns();
+  lw_l4_orch_t o = {.l4 = l4, .run = run};
+  lw_status_t st = fn(&o, user);
+  if (st != LW_OK && !run->failed) {
+    set_error(run, st, 0, "l4: run %" PRIu64 ": the orch function returned %s", run->id,
+              lw_status_name(st));
+    stop_all(l4, run);
+  }
+  uint32_t round = 0;
+  while (run->n_terminal < run->n || run->n_xfers > 0) {
+    if (pump(l4, run)) {
+      round = 0;
+    } else {
+      lw__l4_nap(&round, NAP_CAP_NS);
+    }
+  }
+  if (!run->failed) fetch_results(l4, run);
+  lw_run_report_t rep = {.status = run->failed ? run->error.code : LW_OK,
+                         .n_tasks = run->n,
+                         .n_completed = run->n_ok,
+                         .n_failed = run->n - run->n_ok,
+                         .wall_ns = (uint64_t)(lw__now_ns() - start)};
+  if (run->failed) {
+    rep.error = run->error;
+  } else {
+    lw__error_clear(&rep.error);
+  }
+  if (out) *out = rep;
+  l4->run = NULL;
+  run_free(run);
+  if (rep.status != LW_OK) return lw__last_error_store(&rep.error);
+  return LW_OK;
+}
+
+void lw__l4_root_free(lw_l4_t *l4) {
+  for (uint64_t i = 0; i < l4->n_tensors; ++i) {
+    if (!l4->tensors[i]) continue;
+    free(l4->tensors[i]->readers);
+    free(l4->tensors[i]);
+  }
+  free(l4->tensors);
+  free(l4->ranks);
+}

@@ -1,0 +1,431 @@
+// tests/parent/mpi_l4_worker.c — the L4 worker (lanework/l4.h) under a real
+// mpirun -np 3, run by tests/parent/run_mpi.sh. Rank 0 is the L4, ranks 1 and 2
+// serve. What is checked is chosen by the environment:
+//   LW_L4_TEST_CASE=dag     a DAG across both ranks whose results are exact
+//   only if every
+//                           read-after-write, write-after-read and
+//                           write-after-write between ranks was kept, with
+//                           tensors from rank 0 (inline and transferred),
+//                           all-zero tensors, rank-to-rank moves, an L3 orch
+//                           function by name, and 256 independent tasks in
+//                           flight; every result checked on rank 0
+//   LW_L4_TEST_CASE=fail    a failing task on rank 1: its dependent is skipped,
+//   a long task on
+//                           rank 2 is cancelled there, the error names the
+//                           rank, host and pid; the next run works
+//   LW_L4_TEST_CASE=cancel  lw_l4_cancel with a long task running on a rank:
+//   CANCELLED, and
+//                           the next run works
+//   LW_L4_TEST_FAULT=kill:R rank R SIGKILLs itself while a long task of it
+//   runs: the run fails
+//                           naming it, lw_l4_destroy says a peer was lost (exit
+//                           3)
+//   LW_L4_TEST_FAULT=stop:R rank R SIGSTOPs itself: the run fails naming it
+//   hung (exit 3) LW_L4_TEST_FAULT=kill:0 the L4 SIGKILLs itself while tasks
+//   run: every rank leaves
+//                           lw_l4_serve naming it (exit 4)
+// Every rank prints what it saw, one line each, for the script to match.
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lanework/l4.h"
+#include "lanework/orch.h"
+
+#define N 8192  // floats: 32 KiB, more than rides inside a task message
+#define SMALL 64
+#define MANY 256
+
+static int g_rank;
+static int g_fault_rank = -1;
+static char g_fault_kind[8] = "";
+static const char *g_case = "dag";
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  printf("rank %d: %s\n", g_rank, line);
+  fflush(stdout);
+}
+
+static void die(const char *what) {
+  say("FAILED %s: %s: %s", what, lw_status_name(lw_last_error()->code), lw_last_error()->message);
+  _exit(2);
+}
+
+typedef struct names {
+  lw_callable_handle_t vadd, saxpy, fail, spin, noop, orch_vadd;
+} names_t;
+
+static void reg(lw_l4_t *l4, const char *name, lw_callable_handle_t *out) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s.so", LW_KERNEL_DIR, name);
+  lw_callable_t c;
+  if (lw_callable_load_file(path, &c) != LW_OK) die(path);
+  lw_status_t st = lw_l4_register(l4, name, &c, out);
+  lw_callable_free_loaded(&c);
+  if (st != LW_OK) die(name);
+}
+
+// An L3 orch function registered by name: vector_add of its three tensors on
+// the rank's L3.
+static lw_status_t orch_vadd(lw_orch_t *o, void *user) {
+  const lw_kernel_args_t *k = user;
+  extern lw_callable_handle_t g_l3_vadd;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->tensor[0].data, k->tensor[0].bytes, LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->tensor[1].data, k->tensor[1].bytes, LW_TAG_INPUT));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->tensor[2].data, k->tensor[2].bytes, LW_TAG_OUTPUT));
+  return lw_orch_submit_next_level(o, g_l3_vadd, &a, NULL, LW_ANY_CHIP);
+}
+lw_callable_handle_t g_l3_vadd;
+
+static void register_all(lw_l4_t *l4, names_t *n) {
+  reg(l4, "vector_add", &n->vadd);
+  reg(l4, "saxpy", &n->saxpy);
+  reg(l4, "fail", &n->fail);
+  reg(l4, "spin", &n->spin);
+  reg(l4, "noop", &n->noop);
+  if (lw_l4_register_orch(l4, "orch_vadd", orch_vadd, &n->orch_vadd) != LW_OK) die("orch_vadd");
+  if (g_rank > 0) {
+    // The L3 orch function submits the rank's own vector_add: the handle
+    // lw_l4_register made on this rank's worker is internal, so register it
+    // here once more (same digest, same slot).
+    char path[512];
+    snprintf(path, sizeof(path), "%s/vector_add.so", LW_KERNEL_DIR);
+    lw_callable_t c;
+    if (lw_callable_load_file(path, &c) != LW_OK) die(path);
+    lw_status_t st = lw_worker_register(lw_l4_worker(l4), &c, &g_l3_vadd);
+    lw_callable_free_loaded(&c);
+    if (st != LW_OK) die("vector_add on L3");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank 0's runs
+
+typedef struct ctx {
+  lw_l4_t *l4;
+  names_t *n;
+  void *t[16];
+  void *many_x[MANY], *many_y[MANY];
+} ctx_t;
+
+static void add(lw_args_t *a, void *t, uint64_t bytes, lw_tag_t tag) {
+  if (lw_args_add_tensor(a, t, bytes, tag) != LW_OK) die("add tensor");
+}
+
+static void submit(ctx_t *c, lw_callable_handle_t h, lw_args_t *a, int32_t rank) {
+  if (lw_l4_submit((lw_l4_orch_t *)c->t[15], h, a, NULL, rank) != LW_OK) die("submit");
+}
+
+enum { A, B, C, D, E, Z, F };
+
+static lw_status_t dag_orch(lw_l4_orch_t *o, void *user) {
+  ctx_t *c = user;
+  c->t[15] = o;
+  const uint64_t bytes = N * sizeof(float);
+  lw_args_t a;
+  // 1: C = A + B (on C's home, rank 1; A and B come from rank 0, transferred).
+  lw_args_init(&a);
+  add(&a, c->t[A], bytes, LW_TAG_INPUT);
+  add(&a, c->t[B], bytes, LW_TAG_INPUT);
+  add(&a, c->t[C], bytes, LW_TAG_OUTPUT);
+  submit(c, c->n->vadd, &a, LW_L4_ANY_RANK);
+  // 2: D = 2 C + D on rank 2 (C moves rank 1 -> rank 2 directly).
+  lw_args_init(&a);
+  add(&a, c->t[C], bytes, LW_TAG_INPUT);
+  add(&a, c->t[D], bytes, LW_TAG_INOUT);
+  (void)lw_args_add_f32(&a, 2.0f);
+  submit(c, c->n->saxpy, &a, 2);
+  // 3: C = A + A on rank 1: must wait for 2's read of C (write-after-read).
+  lw_args_init(&a);
+  add(&a, c->t[A], bytes, LW_TAG_INPUT);
+  add(&a, c->t[A], bytes, LW_TAG_INPUT);
+  add(&a, c->t[C], bytes, LW_TAG_OUTPUT);
+  submit(c, c->n->vadd, &a, 1);
+  // 4: C = A + C on rank 2: after 3 (write-after-write, read-after-write across
+  // ranks).
+  lw_args_init(&a);
+  add(&a, c->t[A], bytes, LW_TAG_INPUT);
+  add(&a, c->t[C], bytes, LW_TAG_INOUT);
+  (void)lw_args_add_f32(&a, 1.0f);
+  submit(c, c->n->saxpy, &a, 2);
+  // 5: E = D + Z on E's home (rank 1): D moves 2 -> 1, Z is all zeros (nothing
+  // moves).
+  lw_args_init(&a);
+  add(&a, c->t[D], bytes, LW_TAG_INPUT);
+  add(&a, c->t[Z], bytes, LW_TAG_INPUT);
+  add(&a, c->t[E], bytes, LW_TAG_OUTPUT);
+  submit(c, c->n->vadd, &a, LW_L4_ANY_RANK);
+  // 6: F = A + A through the L3 orch function "orch_vadd" on rank 2.
+  lw_args_init(&a);
+  add(&a, c->t[A], bytes, LW_TAG_INPUT);
+  add(&a, c->t[A], bytes, LW_TAG_INPUT);
+  add(&a, c->t[F], bytes, LW_TAG_OUTPUT);
+  submit(c, c->n->orch_vadd, &a, 2);
+  // 256 independent y = 3 x + y on small tensors (inline), spread over both
+  // ranks.
+  for (int i = 0; i < MANY; ++i) {
+    lw_args_init(&a);
+    add(&a, c->many_x[i], SMALL * sizeof(float), LW_TAG_INPUT);
+    add(&a, c->many_y[i], SMALL * sizeof(float), LW_TAG_INOUT);
+    (void)lw_args_add_f32(&a, 3.0f);
+    submit(c, c->n->saxpy, &a, LW_L4_ANY_RANK);
+  }
+  return LW_OK;
+}
+
+static int check(const char *what, const float *v, size_t n, float (*want)(size_t)) {
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i] != want(i)) {
+      say("FAILED %s[%zu] = %g, expected %g", what, i, (double)v[i], (double)want(i));
+      return 1;
+    }
+  }
+  return 0;
+}
+static float want_c(size_t i) { return 3.0f * (float)i; }
+static float want_d(size_t i) { return 2.0f * 3.0f * (float)i + 1.0f; }
+static float want_f(size_t i) { return 2.0f * (float)i; }
+
+static int run_dag(lw_l4_t *l4, names_t *n) {
+  static float a[N], b[N], cc[N], d[N], e[N], f[N];
+  static float mx[MANY][SMALL], my[MANY][SMALL];
+  for (size_t i = 0; i < N; ++i) {
+    a[i] = (float)i;
+    b[i] = 2.0f * (float)i;
+    cc[i] = -1.0f;
+    d[i] = 1.0f;
+    e[i] = -1.0f;
+    f[i] = -1.0f;
+  }
+  ctx_t c = {.l4 = l4, .n = n};
+  const uint64_t bytes = N * sizeof(float);
+  if (lw_l4_tensor_create(l4, a, bytes, 1, &c.t[A]) != LW_OK ||
+      lw_l4_tensor_create(l4, b, bytes, 2, &c.t[B]) != LW_OK ||
+      lw_l4_tensor_create(l4, cc, bytes, 1, &c.t[C]) != LW_OK ||
+      lw_l4_tensor_create(l4, d, bytes, 2, &c.t[D]) != LW_OK ||
+      lw_l4_tensor_create(l4, e, bytes, 1, &c.t[E]) != LW_OK ||
+      lw_l4_tensor_create(l4, NULL, bytes, 2, &c.t[Z]) != LW_OK ||
+      lw_l4_tensor_create(l4, f, bytes, 2, &c.t[F]) != LW_OK) {
+    die("tensor_create");
+  }
+  for (int i = 0; i < MANY; ++i) {
+    for (int k = 0; k < SMALL; ++k) {
+      mx[i][k] = (float)(i + k);
+      my[i][k] = (float)k;
+    }
+    if (lw_l4_tensor_create(l4, mx[i], sizeof(mx[i]), LW_L4_ANY_RANK, &c.many_x[i]) != LW_OK ||
+        lw_l4_tensor_create(l4, my[i], sizeof(my[i]), LW_L4_ANY_RANK, &c.many_y[i]) != LW_OK) {
+      die("tensor_create many");
+    }
+  }
+  lw_run_report_t rep;
+  if (lw_l4_run(l4, dag_orch, &c, &rep) != LW_OK) die("dag run");
+  int bad = check("C", cc, N, want_c) + check("D", d, N, want_d) + check("E", e, N, want_d) +
+            check("F", f, N, want_f);
+  for (int i = 0; i < MANY && !bad; ++i) {
+    for (int k = 0; k < SMALL; ++k) {
+      if (my[i][k] != 3.0f * (float)(i + k) + (float)k) {
+        say("FAILED many[%d][%d] = %g", i, k, (double)my[i][k]);
+        bad = 1;
+        break;
+      }
+    }
+  }
+  int32_t where_c = -1, where_e = -1;
+  uint64_t v_c = 0, v_e = 0;
+  if (lw_l4_tensor_where(l4, c.t[C], &where_c, &v_c) != LW_OK ||
+      lw_l4_tensor_where(l4, c.t[E], &where_e, &v_e) != LW_OK) {
+    die("where");
+  }
+  // A rank holds each written version; rank 0 got a copy of each back.
+  if (v_c != 3 || v_e != 1 || where_c != 2 || where_e != 1) {
+    say("FAILED C is version %llu on rank %d (3 on 2 expected), E version %llu "
+        "on rank %d (1 on "
+        "1 expected)",
+        (unsigned long long)v_c, (int)where_c, (unsigned long long)v_e, (int)where_e);
+    bad = 1;
+  }
+  if (bad) return 1;
+  // A second run reads the results where they are and rank 0's copy changed in
+  // between.
+  d[0] = 100.0f;
+  if (lw_l4_tensor_written(l4, c.t[D]) != LW_OK) die("written");
+  if (lw_l4_run(l4, dag_orch, &c, &rep) != LW_OK) die("second dag run");
+  if (rep.n_tasks != 6 + MANY || rep.n_completed != rep.n_tasks) {
+    say("FAILED second run: %u of %u tasks completed", rep.n_completed, rep.n_tasks);
+    return 1;
+  }
+  for (int i = 0; i < 16 && i < 7; ++i) {
+    if (lw_l4_tensor_free(l4, c.t[i]) != LW_OK) die("free");
+  }
+  say("ok dag: %u tasks, results exact, C version %llu on rank %d", rep.n_tasks,
+      (unsigned long long)v_c, (int)where_c);
+  return 0;
+}
+
+typedef struct fail_ctx {
+  names_t *n;
+  void *x, *y, *w, *q;
+  bool cancel_self;
+  lw_l4_t *l4;
+} fail_ctx_t;
+
+static lw_status_t fail_orch(lw_l4_orch_t *o, void *user) {
+  fail_ctx_t *f = user;
+  lw_args_t a;
+  // A long task on rank 2, unrelated: it is cancelled there when the run fails.
+  lw_args_init(&a);
+  add(&a, f->w, 64, LW_TAG_OUTPUT);
+  (void)lw_args_add_scalar(&a, 60ull * 1000000ull);  // 60 s
+  if (lw_l4_submit(o, f->n->spin, &a, NULL, 2) != LW_OK) die("submit spin");
+  if (f->cancel_self) {
+    lw_l4_cancel(f->l4);
+    return LW_OK;
+  }
+  // x gets a version on rank 1 only; then fail writes it there and fails, which
+  // loses it; its reader is skipped.
+  lw_args_init(&a);
+  add(&a, f->x, 64, LW_TAG_OUTPUT);
+  if (lw_l4_submit(o, f->n->noop, &a, NULL, 1) != LW_OK) die("submit writer");
+  lw_args_init(&a);
+  add(&a, f->x, 64, LW_TAG_INOUT);
+  (void)lw_args_add_scalar(&a, 7);
+  if (lw_l4_submit(o, f->n->fail, &a, NULL, 1) != LW_OK) die("submit fail");
+  lw_args_init(&a);
+  add(&a, f->x, 64, LW_TAG_INPUT);
+  add(&a, f->y, 64, LW_TAG_OUTPUT);
+  lw_status_t st = lw_l4_submit(o, f->n->noop, &a, NULL, LW_L4_ANY_RANK);
+  if (st != LW_OK && st != LW_POISONED) die("submit dependent");
+  return LW_OK;
+}
+
+static lw_status_t one_noop(lw_l4_orch_t *o, void *user) {
+  fail_ctx_t *f = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  add(&a, f->q, 64, LW_TAG_OUTPUT);
+  return lw_l4_submit(o, f->n->noop, &a, NULL, LW_L4_ANY_RANK);
+}
+
+static int run_fail(lw_l4_t *l4, names_t *n, bool cancel) {
+  fail_ctx_t f = {.n = n, .cancel_self = cancel, .l4 = l4};
+  static float x0[16];
+  if (lw_l4_tensor_create(l4, x0, 64, 1, &f.x) != LW_OK ||
+      lw_l4_tensor_create(l4, NULL, 64, 1, &f.y) != LW_OK ||
+      lw_l4_tensor_create(l4, NULL, 64, 2, &f.w) != LW_OK ||
+      lw_l4_tensor_create(l4, NULL, 64, 1, &f.q) != LW_OK) {
+    die("tensor_create");
+  }
+  lw_run_report_t rep;
+  lw_status_t st = lw_l4_run(l4, fail_orch, &f, &rep);
+  char first[LW_ERROR_MESSAGE_BYTES];
+  snprintf(first, sizeof(first), "%s", rep.error.message);
+  lw_status_t want = cancel ? LW_CANCELLED : LW_TASK_FAILED;
+  uint32_t want_ok = cancel ? 0 : 1;  // the first writer of x
+  if (st != want || rep.status != want || rep.n_completed != want_ok ||
+      rep.n_failed != rep.n_tasks - want_ok) {
+    say("FAILED the run gave %s (%s), %u of %u completed; %s expected, %u "
+        "completed",
+        lw_status_name(st), rep.error.message, rep.n_completed, rep.n_tasks, lw_status_name(want),
+        want_ok);
+    return 1;
+  }
+  // The failed writer's tensor is lost (its only copy was on the failed
+  // writer's rank).
+  int32_t where = 0;
+  if (!cancel && (lw_l4_tensor_where(l4, f.x, &where, NULL) != LW_OK || where != -1)) {
+    say("FAILED the failed writer's tensor is said to be on rank %d", (int)where);
+    return 1;
+  }
+  // The L4 and both ranks go on.
+  if (lw_l4_run(l4, one_noop, &f, &rep) != LW_OK) die("run after the failure");
+  say("ok %s: %s: %s", cancel ? "cancel" : "fail", lw_status_name(st), first);
+  return 0;
+}
+
+// A fault run: a long task on every rank, then the fault lands in the chosen
+// rank.
+static lw_status_t long_orch(lw_l4_orch_t *o, void *user) {
+  fail_ctx_t *f = user;
+  lw_args_t a;
+  for (int32_t r = 1; r <= 2; ++r) {
+    lw_args_init(&a);
+    (void)lw_args_add_scalar(&a, 30ull * 1000000ull);  // 30 s, unless cancelled
+    if (lw_l4_submit(o, f->n->spin, &a, NULL, r) != LW_OK) die("submit spin");
+  }
+  return LW_OK;
+}
+
+static void *fault_main(void *arg) {
+  (void)arg;
+  struct timespec ts = {1, 500000000};  // while the long tasks run
+  nanosleep(&ts, NULL);
+  if (strcmp(g_fault_kind, "kill") == 0) raise(SIGKILL);
+  if (strcmp(g_fault_kind, "stop") == 0) raise(SIGSTOP);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *f = getenv("LW_L4_TEST_FAULT");
+  if (f && *f) {
+    const char *colon = strchr(f, ':');
+    if (colon && (size_t)(colon - f) < sizeof(g_fault_kind)) {
+      memcpy(g_fault_kind, f, (size_t)(colon - f));
+      g_fault_rank = atoi(colon + 1);
+    }
+  }
+  const char *cs = getenv("LW_L4_TEST_CASE");
+  if (cs && *cs) g_case = cs;
+  lw_l4_config_t cfg;
+  lw_l4_config_default(&cfg);
+  cfg.l3.n_chips = 2;
+  cfg.l3.arena_bytes = 64ull << 20;
+  lw_l4_t *l4 = NULL;
+  if (lw_l4_create(&argc, &argv, &cfg, &l4) != LW_OK) die("lw_l4_create");
+  g_rank = lw_l4_rank(l4);
+  names_t n;
+  register_all(l4, &n);
+  pthread_t fault;
+  bool faulty = g_fault_rank == g_rank;
+  if (faulty && pthread_create(&fault, NULL, fault_main, NULL) != 0) die("fault thread");
+  if (g_rank > 0) {
+    lw_status_t st = lw_l4_serve(l4);
+    if (st != LW_OK) say("served: %s", lw_last_error()->message);
+    int rc = lw_l4_destroy(l4);
+    say("done: serve %s, exit %d", lw_status_name(st), rc);
+    if (rc != 0) _exit(4);
+    return st == LW_OK ? 0 : 4;
+  }
+  int bad = 0;
+  if (g_fault_rank >= 0) {
+    fail_ctx_t fc = {.n = &n, .l4 = l4};
+    lw_run_report_t rep;
+    lw_status_t st = lw_l4_run(l4, long_orch, &fc, &rep);
+    say("run: %s: %s", lw_status_name(st), rep.error.message);
+    bad = st == LW_OK;
+  } else if (strcmp(g_case, "fail") == 0) {
+    bad = run_fail(l4, &n, false);
+  } else if (strcmp(g_case, "cancel") == 0) {
+    bad = run_fail(l4, &n, true);
+  } else {
+    bad = run_dag(l4, &n);
+  }
+  int rc = lw_l4_destroy(l4);
+  say("done: exit %d", rc);
+  if (rc != 0) _exit(rc);
+  return bad ? 1 : 0;
+}
