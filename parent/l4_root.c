@@ -513,19 +513,39 @@ static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
   return true;
 }
 
+// Live ranks with a free frame.
+static int32_t ranks_with_room(const lw_l4_t *l4) {
+  int32_t n = 0;
+  for (int32_t r = 1; r < l4->size; ++r) {
+    if (!l4->ranks[r].dead && l4->ranks[r].in_flight < l4->cfg.max_in_flight) n++;
+  }
+  return n;
+}
+
+// Posts ready tasks in the order they became ready, each where it is placed now; one whose
+// rank is full waits its turn. Stops looking once no live rank has room (a long ready list
+// is not walked on every pass while every frame is busy).
 static bool dispatch(lw_l4_t *l4, l4_run_t *run) {
   bool moved = false;
-  uint32_t keep = 0;
-  for (uint32_t i = 0; i < run->n_ready; ++i) {
+  uint32_t keep = 0, i = 0;
+  int32_t room = ranks_with_room(l4);
+  for (; i < run->n_ready && room > 0; ++i) {
     uint32_t ix = run->ready[i];
     if (run->failed || run->tasks[ix].state != T_READY) continue;
-    if (post(l4, run, ix, place(l4, &run->tasks[ix]))) {
+    int32_t r = place(l4, &run->tasks[ix]);
+    bool had_room = !l4->ranks[r].dead && l4->ranks[r].in_flight < l4->cfg.max_in_flight;
+    if (post(l4, run, ix, r)) {
       moved = true;
+      if (had_room && l4->ranks[r].in_flight >= l4->cfg.max_in_flight) room--;
     } else {
       run->ready[keep++] = ix;
     }
   }
-  if (!run->failed) run->n_ready = keep;
+  if (run->failed) return moved;
+  if (keep < i) {
+    memmove(&run->ready[keep], &run->ready[i], (run->n_ready - i) * sizeof(uint32_t));
+  }
+  run->n_ready = keep + (run->n_ready - i);
   return moved;
 }
 

@@ -46,12 +46,28 @@ typedef struct rt_task {
   const l4_name_t *name;   // NULL: none registered under its name
   lw_args_t args;          // the rank's buffers
   lw_kernel_args_t kargs;  // the same, for an L3 orch function
-  lw_handle_t *h;          // its L3 run, once launched
+  struct rt_batch *batch;  // the L3 run it is part of, once launched
+  uint32_t index;          // its place in that run (its L3 task id - 1)
+  int64_t ready_ns;        // when its inputs were all here (0: not yet)
   bool cancelled;
   lw_status_t early;  // a failure found before launch (LW_OK: none)
   char early_text[LW_L4_ERROR_TEXT_BYTES];
   struct rt_task *next;
 } rt_task_t;
+
+// One L3 run of the kernel tasks that became ready in one pass (or of one L3 orch function's
+// task). Its tasks finish together, when the run's handle does: a run's handle is how the L3
+// API reports, and handles of one worker finish in submission order anyway.
+#define BATCH_MAX 64
+// While a batch runs, or while TASK messages keep coming, kernel tasks that became ready wait
+// at most this long for more to join them: under load one L3 run carries many tasks (a run
+// costs several times a task in it), and alone a task starts after one quiet pass.
+#define HOLD_NS 50000
+typedef struct rt_batch {
+  lw_handle_t *h;
+  uint32_t n, left;  // its tasks; those not yet answered
+  rt_task_t *task[BATCH_MAX];
+} rt_batch_t;
 
 typedef struct rt_move {
   lw_l4_move_t m;
@@ -60,6 +76,8 @@ typedef struct rt_move {
 
 typedef struct srv {
   lw_l4_t *l4;
+  uint32_t n_batches;         // L3 runs under way
+  bool took_tasks;            // this pass took TASK messages
   rt_tensor_t **tensors;  // by id - 1
   uint64_t cap_tensors;
   rt_task_t *tasks, **tasks_tail;
@@ -305,13 +323,20 @@ static int inputs_ready(srv_t *s, rt_task_t *rt) {
   return 1;
 }
 
-static lw_status_t task_orch(lw_orch_t *o, void *user) {
-  rt_task_t *rt = user;
-  if (rt->name->kind == LW_L4_TASK_ORCH) return rt->name->fn(o, &rt->kargs);
-  lw_run_config_t rc;
-  lw_run_config_default(&rc);
-  rc.timeout_ns = rt->t.timeout_ns;
-  return lw_orch_submit_next_level(o, rt->name->l3, &rt->args, &rc, rt->t.chip);
+// The L3 run of a batch: its kernel tasks in order, or its one L3 orch function.
+static lw_status_t batch_orch(lw_orch_t *o, void *user) {
+  rt_batch_t *b = user;
+  if (b->n == 1 && b->task[0]->name->kind == LW_L4_TASK_ORCH) {
+    return b->task[0]->name->fn(o, &b->task[0]->kargs);
+  }
+  for (uint32_t i = 0; i < b->n; ++i) {
+    rt_task_t *rt = b->task[i];
+    lw_run_config_t rc;
+    lw_run_config_default(&rc);
+    rc.timeout_ns = rt->t.timeout_ns;
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, rt->name->l3, &rt->args, &rc, rt->t.chip));
+  }
+  return LW_OK;
 }
 
 // Sends (MOVE) version m->version of a tensor this rank holds to m->to_rank.
@@ -356,8 +381,10 @@ static void on_cancel(srv_t *s, const lw_l4_cancel_t *c) {
         rt->t.identity.run_id != c->identity.run_id) {
       continue;
     }
+    // Its whole L3 run stops: the L4 cancels a task only when its run failed, which stops
+    // every task of that run anyway.
     rt->cancelled = true;
-    if (rt->h) (void)lw_handle_cancel(rt->h);
+    if (rt->batch) (void)lw_handle_cancel(rt->batch->h);
   }
 }
 
@@ -437,41 +464,136 @@ static lw_status_t complete(srv_t *s, rt_task_t *rt, lw_status_t status, const c
   return send_done(s, rt, status, text, queue_ns, kernel_ns, err);
 }
 
+static lw_status_t launch(srv_t *s, rt_batch_t *b, lw_error_t *err) {
+  for (uint32_t i = 0; i < b->n; ++i) {
+    b->task[i]->batch = b;
+    b->task[i]->index = i;
+  }
+  b->left = b->n;
+  if (lw_worker_run_async(s->l4->l3, batch_orch, b, &b->h) == LW_OK) {
+    s->n_batches++;
+    return LW_OK;
+  }
+  // Refused at once (the worker is going away): each task is answered with why, below.
+  (void)err;
+  for (uint32_t i = 0; i < b->n; ++i) {
+    rt_task_t *rt = b->task[i];
+    rt->batch = NULL;
+    rt->early = lw_last_error()->code;
+    done_text(rt->early_text, lw_last_error()->message);
+  }
+  free(b);
+  (void)s;
+  return LW_OK;
+}
+
+// Answers every task of a finished batch, from its run's per-task reports.
+static lw_status_t answer(srv_t *s, rt_batch_t *b, lw_error_t *err) {
+  lw_task_report_t rep[BATCH_MAX];
+  size_t n = 0;
+  memset(rep, 0, sizeof(rep));
+  lw_status_t rs = lw_handle_status(b->h);
+  const lw_error_t *e = lw_handle_error(b->h);
+  (void)lw_handle_run_tasks(b->h, rep, BATCH_MAX, &n);
+  lw_status_t st = LW_OK;
+  for (uint32_t i = 0; i < b->n; ++i) {
+    rt_task_t *rt = b->task[i];
+    bool orch = rt->name->kind == LW_L4_TASK_ORCH;
+    // A kernel task's own outcome is its report; a task the run never submitted (a submit
+    // before it failed) and an L3 orch function's task take the run's.
+    lw_status_t ts = !orch && i < n ? rep[i].status : rs;
+    char text[2 * LW_ERROR_MESSAGE_BYTES];
+    if (ts == LW_OK) {
+      text[0] = '\0';
+    } else if (e && (orch || e->task_id == i + 1 || i >= n)) {
+      snprintf(text, sizeof(text), "%s", e->message);
+    } else {
+      snprintf(text, sizeof(text), "%s with its L3 run: %s", lw_status_name(ts),
+               e ? e->message : lw_status_name(rs));
+    }
+    lw_status_t cs = complete(s, rt, ts, text, !orch && i < n ? rep[i].queue_ns : 0,
+                              !orch && i < n ? rep[i].kernel_ns : 0, err);
+    if (st == LW_OK) st = cs;
+  }
+  return st;
+}
+
 static lw_status_t poll_tasks(srv_t *s, bool *moved, lw_error_t *err) {
+  lw_status_t st = LW_OK;
+  // Kernel tasks whose inputs are here: launched together, now if no batch runs, else once
+  // the oldest waited HOLD_NS or a batch is full.
+  uint32_t n_ready = 0;
+  int64_t oldest = INT64_MAX, now = 0;
+  for (rt_task_t *rt = s->tasks; rt && st == LW_OK; rt = rt->next) {
+    if (rt->batch || rt->early != LW_OK) continue;
+    if (!rt->ready_ns) {
+      int ready = inputs_ready(s, rt);
+      if (ready == 0) continue;
+      *moved = true;
+      if (ready > 0 && rt->cancelled) {
+        rt->early = LW_CANCELLED;
+        done_text(rt->early_text, "cancelled before it started");
+      }
+      if (rt->early != LW_OK) continue;  // answered below
+      if (!now) now = lw__now_ns();
+      rt->ready_ns = now;
+    }
+    if (rt->name->kind == LW_L4_TASK_ORCH) {
+      rt_batch_t *one = calloc(1, sizeof(*one));
+      if (!one) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4 rank: out of memory");
+      one->task[one->n++] = rt;
+      st = launch(s, one, err);
+      continue;
+    }
+    n_ready++;
+    if (rt->ready_ns < oldest) oldest = rt->ready_ns;
+  }
+  if (st != LW_OK) return st;
+  // More tasks are coming while a batch runs or while this pass took new ones: they wait.
+  if (n_ready > 0 && (s->n_batches > 0 || s->took_tasks) && n_ready < BATCH_MAX) {
+    if (!now) now = lw__now_ns();
+    if (now - oldest < HOLD_NS) n_ready = 0;  // wait for more to join
+  }
+  rt_batch_t *next = NULL;
+  for (rt_task_t *rt = s->tasks; rt && n_ready > 0 && st == LW_OK; rt = rt->next) {
+    if (rt->batch || rt->early != LW_OK || !rt->ready_ns) continue;
+    if (!next && !(next = calloc(1, sizeof(*next)))) {
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4 rank: out of memory");
+    }
+    next->task[next->n++] = rt;
+    n_ready--;
+    *moved = true;
+    if (next->n == BATCH_MAX) {
+      st = launch(s, next, err);
+      next = NULL;
+    }
+  }
+  if (next && st == LW_OK) st = launch(s, next, err);
+  if (st != LW_OK) return st;
+  // Answer what finished: tasks failed before launch, and finished batches.
   for (rt_task_t **at = &s->tasks; *at;) {
     rt_task_t *rt = *at;
+    rt_batch_t *b = rt->batch;
+    if (b && b->left == b->n && lw_handle_done(b->h)) {
+      *moved = true;
+      st = answer(s, b, err);  // every task of b is answered now
+      b->left = 0;
+      s->n_batches--;
+    }
     bool over = false;
-    lw_status_t st = LW_OK;
-    if (!rt->h) {
-      int ready = inputs_ready(s, rt);
-      if (ready == 0) {
-        at = &rt->next;
-        continue;
+    if (b && b->left == 0) {
+      over = true;
+      bool last = true;
+      for (uint32_t i = 0; i < b->n; ++i) {
+        if (b->task[i] != rt && b->task[i]->batch == b) last = false;
       }
-      *moved = true;
-      if (ready < 0) {
-        st = complete(s, rt, rt->early, rt->early_text, 0, 0, err);
-        over = true;
-      } else if (rt->cancelled) {
-        st = complete(s, rt, LW_CANCELLED, "cancelled before it started", 0, 0, err);
-        over = true;
-      } else if (lw_worker_run_async(s->l4->l3, task_orch, rt, &rt->h) != LW_OK) {
-        rt->h = NULL;
-        st = complete(s, rt, lw_last_error()->code, lw_last_error()->message, 0, 0, err);
-        over = true;
+      rt->batch = NULL;
+      if (last) {
+        lw_handle_release(b->h);
+        free(b);
       }
-    } else if (lw_handle_done(rt->h)) {
-      *moved = true;
-      lw_status_t rs = lw_handle_status(rt->h);
-      const lw_error_t *e = lw_handle_error(rt->h);
-      lw_task_report_t rep;
-      size_t n = 0;
-      memset(&rep, 0, sizeof(rep));
-      (void)lw_handle_run_tasks(rt->h, &rep, 1, &n);
-      char text[LW_ERROR_MESSAGE_BYTES];
-      snprintf(text, sizeof(text), "%s", e ? e->message : lw_status_name(rs));
-      st = complete(s, rt, rs, text, n ? rep.queue_ns : 0, n ? rep.kernel_ns : 0, err);
-      lw_handle_release(rt->h);
+    } else if (!b && rt->early != LW_OK) {
+      st = complete(s, rt, rt->early, rt->early_text, 0, 0, err);
       over = true;
     }
     if (!over) {
@@ -489,6 +611,7 @@ static lw_status_t poll_tasks(srv_t *s, bool *moved, lw_error_t *err) {
 static lw_status_t on_message(srv_t *s, const lw_l4_wire_msg_t *msg, lw_error_t *err) {
   switch (msg->header.kind) {
     case LW_L4_WIRE_TASK:
+      s->took_tasks = true;
       return on_task(s, &msg->u.task, err);
     case LW_L4_WIRE_MOVE:
       return on_move(s, &msg->u.move, err);
@@ -510,15 +633,23 @@ static lw_status_t on_message(srv_t *s, const lw_l4_wire_msg_t *msg, lw_error_t 
 static void srv_free(srv_t *s) {
   int64_t deadline = lw__now_ns() + EXIT_WAIT_NS;
   for (rt_task_t *rt = s->tasks; rt; rt = rt->next) {
-    if (rt->h) (void)lw_handle_cancel(rt->h);
+    if (rt->batch) (void)lw_handle_cancel(rt->batch->h);
   }
   while (s->tasks) {
     rt_task_t *rt = s->tasks;
     s->tasks = rt->next;
-    if (rt->h) {
-      int64_t left = deadline - lw__now_ns();
-      (void)lw_handle_wait(rt->h, left > 0 ? left : 0);
-      lw_handle_release(rt->h);
+    rt_batch_t *b = rt->batch;
+    if (b) {
+      bool last = true;  // the batch goes with its last task
+      for (rt_task_t *o = s->tasks; o; o = o->next) {
+        if (o->batch == b) last = false;
+      }
+      if (last) {
+        int64_t left = deadline - lw__now_ns();
+        (void)lw_handle_wait(b->h, left > 0 ? left : 0);
+        lw_handle_release(b->h);
+        free(b);
+      }
     }
     free(rt);
   }
@@ -559,6 +690,7 @@ lw_status_t lw__l4_serve(lw_l4_t *l4, lw_error_t *err) {
   uint32_t round = 0;
   for (;;) {
     bool moved = false;
+    s.took_tasks = false;
     for (;;) {
       void *buf = NULL;
       int32_t from = -1;

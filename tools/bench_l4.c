@@ -7,10 +7,10 @@
 //           through rank 0; from and into the tensor's own buffers, lw__l4_comm_*_tensor,
 //           timed from rank 0's two requests to rank 2's answer), and the clean shutdown;
 //   death   rank 0 tells rank 2 to SIGKILL itself and measures until rank 2's loss is reported;
-//   hung    the same with SIGSTOP (the liveness channel's default 2 s bound).
-// These are the transport's figures: no L3 runs a kernel yet (the L4 worker is not built), so
-// a remote *task* will cost this plus the L3's own round trip. One JSON object per run on rank
-// 0's stdout: {"bench":"l4", "mode":..., ...}.
+//   hung    the same with SIGSTOP (the liveness channel's default 2 s bound);
+//   tasks, tasks-death, tasks-hung: remote tasks through the L4 worker (tools/bench_l4_tasks.c).
+// The first three are the transport's figures, under the L4 worker. One JSON object per run on
+// rank 0's stdout: {"bench":"l4", "mode":..., ...}.
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@
 #include "lanework/orch.h"
 #include "parent/l4_mpi.h"
 #include "parent/l4_wire.h"
+#include "tools/bench_l4_tasks.h"
 
 #define SECOND 1000000000LL
 #define ROUND_TRIPS 2000
@@ -79,8 +80,7 @@ static void send_or_die(lw_l4_comm_t *c, int32_t to, size_t n) {
 }
 
 // The next message from `from` (any rank when -1), decoded; its buffer in *buf (free it).
-static lw_l4_wire_msg_t recv_or_die(lw_l4_comm_t *c, int32_t from, int32_t *out_from,
-                                    void **buf) {
+static lw_l4_wire_msg_t recv_or_die(lw_l4_comm_t *c, int32_t from, int32_t *out_from, void **buf) {
   size_t bytes = 0;
   int32_t got = -1;
   lw_error_t err;
@@ -115,8 +115,7 @@ static void serve(lw_l4_comm_t *c) {
     void *buf = NULL;
     int32_t from = -1;
     lw_error_t err;
-    lw_status_t st = lw__l4_comm_recv(c, -1, &from, &buf, &bytes, lw__now_ns() + SECOND / 10,
-                                      &err);
+    lw_status_t st = lw__l4_comm_recv(c, -1, &from, &buf, &bytes, lw__now_ns() + SECOND / 10, &err);
     if (st == LW_NOT_FOUND) {
       if (lw__l4_comm_peer_ended(c, 0, NULL, 0)) break;
       continue;
@@ -205,13 +204,14 @@ static void run_figures(lw_l4_comm_t *c, int64_t startup_ns) {
   int64_t t_close = lw__now_ns();
   bool finalized = lw__l4_comm_close(c, true);
   double shutdown_ms = (double)(lw__now_ns() - t_close) / 1e6;
-  printf("{\"bench\": \"l4\", \"mode\": \"figures\", \"ranks\": 3, \"startup_ms\": %.1f, "
-         "\"round_trip_p50_us\": %.2f, \"round_trip_p99_us\": %.2f, "
-         "\"per_message_in_flight_us\": %.2f, \"in_flight\": %d, "
-         "\"tensor_4mb_gbs\": %.2f, \"tensor_4mb_gbs_min\": %.2f, \"shutdown_ms\": %.1f, "
-         "\"finalized\": %s, \"through_l4\": false}\n",
-         (double)startup_ns / 1e6, p50, p99, per[BURSTS / 2], IN_FLIGHT,
-         gbs[TENSOR_MOVES / 2], gbs[0], shutdown_ms, finalized ? "true" : "false");
+  printf(
+      "{\"bench\": \"l4\", \"mode\": \"figures\", \"ranks\": 3, \"startup_ms\": %.1f, "
+      "\"round_trip_p50_us\": %.2f, \"round_trip_p99_us\": %.2f, "
+      "\"per_message_in_flight_us\": %.2f, \"in_flight\": %d, "
+      "\"tensor_4mb_gbs\": %.2f, \"tensor_4mb_gbs_min\": %.2f, \"shutdown_ms\": %.1f, "
+      "\"finalized\": %s, \"through_l4\": false}\n",
+      (double)startup_ns / 1e6, p50, p99, per[BURSTS / 2], IN_FLIGHT, gbs[TENSOR_MOVES / 2], gbs[0],
+      shutdown_ms, finalized ? "true" : "false");
   fflush(stdout);
 }
 
@@ -238,6 +238,7 @@ static void run_fault(lw_l4_comm_t *c, bool stop) {
 int main(int argc, char **argv) {
   int64_t t_start = lw__now_ns();
   const char *mode = argc > 1 ? argv[1] : "figures";
+  if (strncmp(mode, "tasks", 5) == 0) return lw__bench_l4_tasks(&argc, &argv, mode);
   lw_l4_comm_config_t cfg = {.startup_deadline_ns = t_start + 30 * SECOND};
   lw_l4_comm_t *c = NULL;
   lw_error_t err;

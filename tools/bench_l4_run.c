@@ -1,7 +1,8 @@
-// tools/bench_l4_run.c — `lanework bench l4`: the L4 transport's figures (docs/l4.md). The
-// `lanework` program never links MPI: it runs `mpirun -np 3 lanework-bench-l4 MODE` (the
-// helper built where MPI is found, tools/bench_l4.c) once per mode — figures, death, hung —
-// and reads the JSON line rank 0 prints. The helper is $LW_BENCH_L4_EXE, else this build
+// tools/bench_l4_run.c — `lanework bench l4`: the L4 worker's figures (docs/l4.md): remote
+// tasks, and its transport's. The `lanework` program never links MPI: it runs
+// `mpirun -np 3 lanework-bench-l4 MODE` (the helper built where MPI is found, tools/bench_l4.c)
+// once per mode — tasks, tasks-death, tasks-hung, figures, death, hung — and reads the JSON
+// line rank 0 prints. The helper is $LW_BENCH_L4_EXE, else this build
 // tree's, else the installed one.
 #include <errno.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "tools/bench_sim_only.h"
+#include "tools/tool.h"
 
 #ifndef LW_BENCH_L4_BUILD_PATH
 #define LW_BENCH_L4_BUILD_PATH ""
@@ -49,14 +51,15 @@ static int run_mode(const char *helper, const char *mode, char *line, size_t cap
       setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
       setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     }
+    setenv("LW_KERNEL_DIR", lw__tool_kernel_dir(), 1);  // the task modes' kernels
     // A fault run ends the job on purpose: mpirun's report of it (-quiet) is not news.
-    const char *args[24];
+    const char *args[32];
     int n = 0;
     const char *fixed[] = {"timeout", "-s", "KILL", "120", "mpirun"};
     for (size_t k = 0; k < sizeof(fixed) / sizeof(fixed[0]); ++k) args[n++] = fixed[k];
-    if (strcmp(mode, "figures") != 0) args[n++] = "-quiet";
-    const char *job[] = {"-np", "3", "--oversubscribe", "--bind-to", "none", "--mca", "btl",
-                         "self,vader"};
+    if (strcmp(mode, "figures") != 0 && strcmp(mode, "tasks") != 0) args[n++] = "-quiet";
+    const char *job[] = {"-np",   "3",   "--oversubscribe", "--bind-to", "none",
+                         "--mca", "btl", "self,vader",      "-x",        "LW_KERNEL_DIR"};
     for (size_t k = 0; k < sizeof(job) / sizeof(job[0]); ++k) args[n++] = job[k];
     args[n++] = helper;
     args[n++] = mode;
@@ -100,9 +103,10 @@ int lw__bench_l4(const lw_bench_opts_t *o) {
             "LW_BENCH_L4_EXE\n");
     return 2;
   }
-  static const char *modes[] = {"figures", "death", "hung"};
-  char lines[3][2048];
-  for (int i = 0; i < 3; ++i) {
+  static const char *modes[] = {"tasks", "tasks-death", "tasks-hung", "figures", "death", "hung"};
+  enum { N_MODES = sizeof(modes) / sizeof(modes[0]) };
+  char lines[N_MODES][2048];
+  for (int i = 0; i < N_MODES; ++i) {
     if (!o->quiet) fprintf(stderr, "l4: mpirun -np 3 %s %s\n", helper, modes[i]);
     if (run_mode(helper, modes[i], lines[i], sizeof(lines[i])) != 0) {
       fprintf(stderr, "lanework bench l4: the %s run printed no result (is mpirun there?)\n",
@@ -110,9 +114,22 @@ int lw__bench_l4(const lw_bench_opts_t *o) {
       return 1;
     }
   }
-  const char *f = lines[0];
-  printf("the L4's transport under mpirun -np 3 (rank 0 drives, ranks 1 and 2 serve; no L3 runs "
-         "a kernel yet):\n");
+  const char *t = lines[0];
+  printf(
+      "remote tasks through the L4 worker, mpirun -np 3 (rank 0 the L4; ranks 1 and 2 each an "
+      "L3 worker, 1 sim chip):\n");
+  printf("  startup (every rank's L3 up, rank 0) %8.1f ms\n", field(t, "startup_ms"));
+  printf("  empty task round trip p50 / p99     %8.2f / %.2f us\n",
+         field(t, "task_round_trip_p50_us"), field(t, "task_round_trip_p99_us"));
+  printf("  per task, %d in flight            %8.2f us\n", (int)field(t, "in_flight"),
+         field(t, "per_task_in_flight_us"));
+  printf("  4 MB tensor rank 1 -> rank 2         %8.2f GB/s (min %.2f)\n",
+         field(t, "tensor_4mb_gbs"), field(t, "tensor_4mb_gbs_min"));
+  printf("  rank killed -> its task's run fails  %8.2f ms\n", field(lines[1], "to_error_ms"));
+  printf("  rank stopped -> its run fails (hung) %8.2f ms\n", field(lines[2], "to_error_ms"));
+  printf("  clean shutdown (lw_l4_destroy)       %8.1f ms\n", field(t, "shutdown_ms"));
+  const char *f = lines[3];
+  printf("its transport alone (messages between rank 0 and the ranks, no L3):\n");
   printf("  startup (open, in rank 0)           %8.1f ms\n", field(f, "startup_ms"));
   printf("  message round trip p50 / p99        %8.2f / %.2f us\n", field(f, "round_trip_p50_us"),
          field(f, "round_trip_p99_us"));
@@ -120,10 +137,14 @@ int lw__bench_l4(const lw_bench_opts_t *o) {
          field(f, "per_message_in_flight_us"));
   printf("  4 MB tensor rank 1 -> rank 2         %8.2f GB/s (min %.2f)\n",
          field(f, "tensor_4mb_gbs"), field(f, "tensor_4mb_gbs_min"));
-  printf("  rank killed -> reported             %8.2f ms\n", field(lines[1], "to_error_ms"));
-  printf("  rank stopped -> reported hung       %8.2f ms\n", field(lines[2], "to_error_ms"));
+  printf("  rank killed -> reported             %8.2f ms\n", field(lines[4], "to_error_ms"));
+  printf("  rank stopped -> reported hung       %8.2f ms\n", field(lines[5], "to_error_ms"));
   printf("  clean shutdown                      %8.1f ms\n", field(f, "shutdown_ms"));
-  if (o->json) printf("{\"bench\": \"l4\", \"figures\": %s, \"death\": %s, \"hung\": %s}\n",
-                      lines[0], lines[1], lines[2]);
+  if (o->json) {
+    printf(
+        "{\"bench\": \"l4\", \"tasks\": %s, \"tasks_death\": %s, \"tasks_hung\": %s, "
+        "\"figures\": %s, \"death\": %s, \"hung\": %s}\n",
+        lines[0], lines[1], lines[2], lines[3], lines[4], lines[5]);
+  }
   return 0;
 }

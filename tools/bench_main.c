@@ -204,12 +204,13 @@ static const bench_spec_t g_benches[] = {
                parallel_opts),
      "do N chips run a DAG N times as fast? (L3)", B_SIM_ONLY, lw__bench_parallel, 3},
     {BENCH_CMD("l4",
-               "The L4's transport over Open MPI under mpirun -np 3 (docs/l4.md): startup, a\n"
-               "task message's round trip, the cost per message with 128 in flight, a 4 MB\n"
-               "tensor moved between L3 ranks directly, the time until a killed or stopped\n"
-               "rank is reported, shutdown. Needs a build with MPI.",
+               "The L4 worker over Open MPI under mpirun -np 3 (docs/l4.md): startup, an empty\n"
+               "remote task's round trip, the cost per task with 1024 in flight, a 4 MB tensor\n"
+               "moved between L3 ranks directly, the time until a killed or stopped rank fails\n"
+               "its run, shutdown; then the same figures of its transport alone. Needs a build\n"
+               "with MPI.",
                l4_opts),
-     "the L4's transport under mpirun (needs MPI)", B_SIM_ONLY, lw__bench_l4, 4},
+     "remote tasks through the L4 under mpirun (needs MPI)", B_SIM_ONLY, lw__bench_l4, 4},
 };
 #define N_BENCHES (sizeof(g_benches) / sizeof(g_benches[0]))
 

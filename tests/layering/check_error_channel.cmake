@@ -14,7 +14,7 @@
 # Checked modules: lanes, callables, mailbox, child, parent (LW_ERROR_CHANNEL_MODULES below).
 # lanes/error.c is not checked: it implements the thread-local last error.
 # Known exceptions, listed in LW_ERROR_CHANNEL_EXCEPTIONS below as "file:function", each with a
-# comment saying why: parent/runs.c:execute_run, parent/l4_serve.c:poll_tasks.
+# comment saying why: parent/runs.c:execute_run, parent/l4_serve.c:launch.
 #
 # How a function is found (the house style, enforced by clang-format, makes this reliable):
 # a definition starts on a line at column 0 that names the function before its first "(" and
@@ -42,11 +42,11 @@ endif()
 # read is the documented public contract (include/lanework/orch.h: the run fails "with that
 # error", whose message is the last error the failing call left). No err can reach it
 # through the user's function, whose signature is public.
-# parent/l4_serve.c:poll_tasks reads lw_last_error() once, right after lw_worker_run_async
-# refused to start a task's L3 run: the L4's rank server is a client of the L3's public API,
+# parent/l4_serve.c:launch reads lw_last_error() right after lw_worker_run_async refused to
+# start the L3 run of a batch of tasks: the L4's rank server is a client of the L3's public API,
 # and the refusal's reason (the text its DONE carries to the L4) is only in the last error that
 # public call left, on this thread.
-set(LW_ERROR_CHANNEL_EXCEPTIONS "parent/runs.c:execute_run" "parent/l4_serve.c:poll_tasks")
+set(LW_ERROR_CHANNEL_EXCEPTIONS "parent/runs.c:execute_run" "parent/l4_serve.c:launch")
 set(_skip_files lanes/error.c)
 
 # The public entry points: every function declared LW_API in the public headers.
