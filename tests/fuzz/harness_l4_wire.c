@@ -10,7 +10,8 @@
 
 static void check_inside(const uint8_t *buf, size_t size, const lw_l4_tensor_t *t, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
-    LW_FUZZ_CHECK((t[i].flags & ~LW_L4_TENSOR_INLINE) == 0);
+    LW_FUZZ_CHECK((t[i].flags & ~(LW_L4_TENSOR_INLINE | LW_L4_TENSOR_ZERO)) == 0);
+    LW_FUZZ_CHECK(!(t[i].flags & LW_L4_TENSOR_INLINE) || !(t[i].flags & LW_L4_TENSOR_ZERO));
     if (!(t[i].flags & LW_L4_TENSOR_INLINE)) {
       LW_FUZZ_CHECK(t[i].data == NULL);
       continue;
@@ -25,7 +26,7 @@ static bool same_tensors(const lw_l4_tensor_t *a, const lw_l4_tensor_t *b, uint3
   for (uint32_t i = 0; i < n; ++i) {
     if (a[i].tensor_id != b[i].tensor_id || a[i].version != b[i].version ||
         a[i].bytes != b[i].bytes || a[i].home_rank != b[i].home_rank || a[i].tag != b[i].tag ||
-        a[i].flags != b[i].flags) {
+        a[i].flags != b[i].flags || a[i].xfer != b[i].xfer) {
       return false;
     }
     if ((a[i].flags & LW_L4_TENSOR_INLINE) && a[i].bytes &&
@@ -42,6 +43,8 @@ static void round_trip(const lw_l4_wire_msg_t *m, int32_t from, uint64_t seq) {
   switch (m->header.kind) {
     case LW_L4_WIRE_TASK: cap = lw__l4_wire_task_bytes(&m->u.task); break;
     case LW_L4_WIRE_DONE: cap = lw__l4_wire_done_bytes(&m->u.done); break;
+    case LW_L4_WIRE_MOVE:
+    case LW_L4_WIRE_FREE: cap = lw__l4_wire_move_bytes(); break;
     default: cap = lw__l4_wire_cancel_bytes(); break;
   }
   uint8_t *buf = malloc(cap);
@@ -53,6 +56,11 @@ static void round_trip(const lw_l4_wire_msg_t *m, int32_t from, uint64_t seq) {
   switch (m->header.kind) {
     case LW_L4_WIRE_TASK: st = lw__l4_wire_task_encode(&m->u.task, from, seq, buf, cap, &n, &err); break;
     case LW_L4_WIRE_DONE: st = lw__l4_wire_done_encode(&m->u.done, from, seq, buf, cap, &n, &err); break;
+    case LW_L4_WIRE_MOVE:
+    case LW_L4_WIRE_FREE:
+      st = lw__l4_wire_move_encode((lw_l4_wire_kind_t)m->header.kind, &m->u.move, from, seq, buf,
+                                   cap, &n, &err);
+      break;
     default: st = lw__l4_wire_cancel_encode(&m->u.cancel, from, seq, buf, cap, &n, &err); break;
   }
   LW_FUZZ_CHECK(st == LW_OK);
@@ -77,6 +85,10 @@ static void round_trip(const lw_l4_wire_msg_t *m, int32_t from, uint64_t seq) {
     LW_FUZZ_CHECK(a->queue_ns == b->queue_ns && strcmp(a->error, b->error) == 0);
     LW_FUZZ_CHECK(a->n_produced == b->n_produced);
     LW_FUZZ_CHECK(same_tensors(a->produced, b->produced, a->n_produced));
+  } else if (m->header.kind == LW_L4_WIRE_MOVE || m->header.kind == LW_L4_WIRE_FREE) {
+    const lw_l4_move_t *a = &m->u.move, *b = &again.u.move;
+    LW_FUZZ_CHECK(a->tensor_id == b->tensor_id && a->version == b->version);
+    LW_FUZZ_CHECK(a->bytes == b->bytes && a->to_rank == b->to_rank && a->xfer == b->xfer);
   } else {
     LW_FUZZ_CHECK(m->u.cancel.frame == again.u.cancel.frame);
   }
@@ -98,7 +110,7 @@ int lw_fuzz_l4_wire(const uint8_t *data, size_t size) {
   lw__fuzz_poison_error(&err);
   lw_status_t st = lw__l4_wire_decode(buf, size, p.from_rank, p.seq, &m, &err);
   if (st == LW_OK) {
-    LW_FUZZ_CHECK(m.header.kind >= LW_L4_WIRE_TASK && m.header.kind <= LW_L4_WIRE_CANCEL);
+    LW_FUZZ_CHECK(m.header.kind >= LW_L4_WIRE_TASK && m.header.kind <= LW_L4_WIRE_FREE);
     LW_FUZZ_CHECK(m.header.bytes == size);
     if (m.header.kind == LW_L4_WIRE_TASK) {
       LW_FUZZ_CHECK(m.u.task.n_tensors <= LW_MAX_TENSORS && m.u.task.n_scalars <= LW_MAX_SCALARS);
@@ -110,6 +122,10 @@ int lw_fuzz_l4_wire(const uint8_t *data, size_t size) {
       LW_FUZZ_CHECK(m.u.done.frame < LW_MB_TASK_FRAMES);
       LW_FUZZ_CHECK(memchr(m.u.done.error, '\0', sizeof(m.u.done.error)) != NULL);
       check_inside(buf, size, m.u.done.produced, m.u.done.n_produced);
+    } else if (m.header.kind == LW_L4_WIRE_MOVE) {
+      LW_FUZZ_CHECK(m.u.move.to_rank >= 0);
+    } else if (m.header.kind == LW_L4_WIRE_FREE) {
+      LW_FUZZ_CHECK(m.u.move.version == 0 && m.u.move.bytes == 0 && m.u.move.to_rank == 0);
     } else {
       LW_FUZZ_CHECK(m.u.cancel.frame < LW_MB_TASK_FRAMES);
     }

@@ -552,6 +552,14 @@ static void l4_wire_seeds(void) {
   lw_l4_cancel_t c = {.identity = ident(1), .frame = 3};
   check(lw__l4_wire_cancel_encode(&c, 0, 9, buf, sizeof(buf), &n, &err), &err);
   l4_seed("cancel", 0, 9, buf, n);
+
+  lw_l4_move_t mv = {.tensor_id = 6, .version = 1, .bytes = 1 << 20, .to_rank = 2, .xfer = 17};
+  check(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 10, buf, sizeof(buf), &n, &err), &err);
+  l4_seed("move", 0, 10, buf, n);
+  check(lw__l4_wire_move_encode(LW_L4_WIRE_FREE, &mv, 0, 11, buf, sizeof(buf), &n, &err), &err);
+  l4_seed("free", 0, 11, buf, n);
+  buf[32 + 8] = 1;  // a free that names a version
+  l4_seed("free_with_a_version", 0, 11, buf, n);
 }
 
 int main(int argc, char **argv) {

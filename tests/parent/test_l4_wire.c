@@ -306,3 +306,86 @@ Test(l4_wire, encode_refuses_what_is_not_a_message_naming_it, .timeout = 10) {
   cr_assert(has(err.message, "buffer holds 100"), "%s", err.message);
   cr_assert_eq(bytes, 0u);
 }
+
+Test(l4_wire, a_task_carries_each_tensors_transfer_and_zero_flag, .timeout = 10) {
+  lw_l4_task_t t = sample_task(NULL, 0, NULL, 0);
+  t.tensor[0] = (lw_l4_tensor_t){.tensor_id = 100, .version = 3, .bytes = 64, .home_rank = 2,
+                                 .tag = LW_TAG_INPUT, .xfer = 0xbeef};
+  t.tensor[2] = (lw_l4_tensor_t){.tensor_id = 102, .version = 0, .bytes = 64, .home_rank = 1,
+                                 .tag = LW_TAG_INOUT, .flags = LW_L4_TENSOR_ZERO};
+  size_t bytes = 0;
+  uint8_t *buf = encode_task(&t, 1, &bytes);
+  lw_l4_wire_msg_t m;
+  lw_error_t err;
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 1, &m, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(m.u.task.tensor[0].xfer, 0xbeef);
+  cr_assert_eq(m.u.task.tensor[0].home_rank, 2);
+  cr_assert_eq(m.u.task.tensor[2].flags, LW_L4_TENSOR_ZERO);
+  cr_assert_null(m.u.task.tensor[2].data);
+  free(buf);
+  // Inline and zero at once is not a tensor; neither is a zero produced version.
+  t.tensor[2].flags = LW_L4_TENSOR_ZERO | LW_L4_TENSOR_INLINE;
+  uint8_t big[4096];
+  cr_assert_eq(lw__l4_wire_task_encode(&t, 0, 1, big, sizeof(big), &bytes, &err),
+               LW_INVALID_ARGUMENT);
+  cr_assert(has(err.message, "tensor 2 has unknown flags"), "%s", err.message);
+  lw_l4_done_t d;
+  memset(&d, 0, sizeof(d));
+  d.n_produced = 1;
+  d.produced[0] = (lw_l4_tensor_t){.tensor_id = 1, .version = 1, .bytes = 8, .home_rank = -1,
+                                   .flags = LW_L4_TENSOR_ZERO};
+  cr_assert_eq(lw__l4_wire_done_encode(&d, 1, 1, big, sizeof(big), &bytes, &err),
+               LW_INVALID_ARGUMENT);
+}
+
+Test(l4_wire, a_move_and_a_free_round_trip_and_lies_are_refused, .timeout = 10) {
+  lw_l4_move_t mv = {.tensor_id = 77, .version = 4, .bytes = 4u << 20, .to_rank = 2,
+                     .xfer = 8191};
+  uint8_t buf[128];
+  size_t bytes = 0;
+  lw_error_t err;
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 3, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_OK, "%s", err.message);
+  cr_assert_eq(bytes, lw__l4_wire_move_bytes());
+  lw_l4_wire_msg_t m;
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 3, &m, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(m.header.kind, LW_L4_WIRE_MOVE);
+  cr_assert_eq(m.u.move.tensor_id, 77u);
+  cr_assert_eq(m.u.move.version, 4u);
+  cr_assert_eq(m.u.move.bytes, 4u << 20);
+  cr_assert_eq(m.u.move.to_rank, 2);
+  cr_assert_eq(m.u.move.xfer, 8191);
+  // A move to a negative rank is refused on both sides.
+  mv.to_rank = -1;
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 4, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_INVALID_ARGUMENT);
+  mv.to_rank = 2;
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 4, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_OK);
+  int32_t bad = -5;
+  memcpy(buf + sizeof(lw_l4_wire_header_t) + 24, &bad, sizeof(bad));
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 4, &m, &err), LW_INTERNAL);
+  cr_assert(has(err.message, "bad rank"), "%s", err.message);
+  // A free carries the tensor id only; anything more is a lie.
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_FREE, &mv, 0, 5, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_OK);
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 5, &m, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(m.header.kind, LW_L4_WIRE_FREE);
+  cr_assert_eq(m.u.move.tensor_id, 77u);
+  cr_assert_eq(m.u.move.bytes, 0u);
+  uint64_t v = 9;
+  memcpy(buf + sizeof(lw_l4_wire_header_t) + 8, &v, sizeof(v));
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 5, &m, &err), LW_INTERNAL);
+  cr_assert(has(err.message, "a free with more than a tensor id"), "%s", err.message);
+  // Every cut of a move is refused.
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 6, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_OK);
+  for (size_t cut = 0; cut < bytes; ++cut) {
+    cr_assert_neq(lw__l4_wire_decode(buf, cut, 0, 6, &m, &err), LW_OK, "cut at %zu", cut);
+  }
+}
