@@ -65,7 +65,9 @@ typedef struct rt_task {
 #define HOLD_NS 50000
 typedef struct rt_batch {
   lw_handle_t *h;
-  uint32_t n, left;  // its tasks; those not yet answered
+  uint32_t n;        // its tasks
+  uint32_t members;  // its tasks not yet dropped (it goes with the last)
+  bool answered;     // its run finished and every task was answered
   rt_task_t *task[BATCH_MAX];
 } rt_batch_t;
 
@@ -76,8 +78,8 @@ typedef struct rt_move {
 
 typedef struct srv {
   lw_l4_t *l4;
-  uint32_t n_batches;         // L3 runs under way
-  bool took_tasks;            // this pass took TASK messages
+  uint32_t n_batches;     // L3 runs under way
+  bool took_tasks;        // this pass took TASK messages
   rt_tensor_t **tensors;  // by id - 1
   uint64_t cap_tensors;
   rt_task_t *tasks, **tasks_tail;
@@ -469,7 +471,7 @@ static lw_status_t launch(srv_t *s, rt_batch_t *b, lw_error_t *err) {
     b->task[i]->batch = b;
     b->task[i]->index = i;
   }
-  b->left = b->n;
+  b->members = b->n;
   if (lw_worker_run_async(s->l4->l3, batch_orch, b, &b->h) == LW_OK) {
     s->n_batches++;
     return LW_OK;
@@ -574,21 +576,17 @@ static lw_status_t poll_tasks(srv_t *s, bool *moved, lw_error_t *err) {
   for (rt_task_t **at = &s->tasks; *at;) {
     rt_task_t *rt = *at;
     rt_batch_t *b = rt->batch;
-    if (b && b->left == b->n && lw_handle_done(b->h)) {
+    if (b && !b->answered && lw_handle_done(b->h)) {
       *moved = true;
       st = answer(s, b, err);  // every task of b is answered now
-      b->left = 0;
+      b->answered = true;
       s->n_batches--;
     }
     bool over = false;
-    if (b && b->left == 0) {
+    if (b && b->answered) {
       over = true;
-      bool last = true;
-      for (uint32_t i = 0; i < b->n; ++i) {
-        if (b->task[i] != rt && b->task[i]->batch == b) last = false;
-      }
       rt->batch = NULL;
-      if (last) {
+      if (--b->members == 0) {
         lw_handle_release(b->h);
         free(b);
       }
@@ -639,17 +637,11 @@ static void srv_free(srv_t *s) {
     rt_task_t *rt = s->tasks;
     s->tasks = rt->next;
     rt_batch_t *b = rt->batch;
-    if (b) {
-      bool last = true;  // the batch goes with its last task
-      for (rt_task_t *o = s->tasks; o; o = o->next) {
-        if (o->batch == b) last = false;
-      }
-      if (last) {
-        int64_t left = deadline - lw__now_ns();
-        (void)lw_handle_wait(b->h, left > 0 ? left : 0);
-        lw_handle_release(b->h);
-        free(b);
-      }
+    if (b && --b->members == 0) {  // the batch goes with its last task
+      int64_t left = deadline - lw__now_ns();
+      (void)lw_handle_wait(b->h, left > 0 ? left : 0);
+      lw_handle_release(b->h);
+      free(b);
     }
     free(rt);
   }
