@@ -83,6 +83,19 @@ foreach(variant shared static cxx)
          ${cm}/consumer_${variant} ${kerneldir} ${own_kernel})
   lw_expect_contains("find_package ${variant}" "${lw_out}" "own kernel")
 endforeach()
+# The L4 worker (lanework::l4), where this lanework was built with MPI: under mpirun -np 2.
+if(EXISTS ${LW_BUILD_DIR}/parent/liblanework_l4.a)
+  if(NOT EXISTS ${cm}/consumer_l4)
+    message(FATAL_ERROR "check_consumer: lanework::l4 was built here but the consumer did not "
+                        "get it from find_package")
+  endif()
+  find_program(LW_MPIRUN mpirun REQUIRED)
+  lw_run("find_package l4 run" ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1
+         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LD_LIBRARY_PATH=${libdir}
+         timeout -s KILL 60 ${LW_MPIRUN} -np 2 --oversubscribe --bind-to none --mca btl self,vader
+         ${cm}/consumer_l4 ${kerneldir})
+  lw_expect_contains("find_package l4" "${lw_out}" "l4: ok")
+endif()
 # With no argument the program uses the folder LANEWORK_KERNEL_DIR gave it at build time.
 lw_run("find_package LANEWORK_KERNEL_DIR" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir}
        ${cm}/consumer_shared)
