@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,18 +83,60 @@ static void rank_on_end(void *ctx, int32_t rank, lw_l4_end_t why, const char *me
   _exit(10 + (int)why);
 }
 
-// In a forked rank or L4: dies with the test's process, so a failing test leaves no process
-// behind (and none holding the test's output open).
+// In a forked rank or L4: dies with the test, so a failing test leaves no process behind (and
+// none holding the test's output open). PR_SET_PDEATHSIG outlives the execve.
 static void die_with_parent(pid_t parent) {
   (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(4);
 }
 
-// Forks a process that runs child(report_fd, arg) (which never returns) and dies with the
-// test; returns its pid once it wrote report_bytes into report, and in *ok whether it did (it
-// may end first).
-static pid_t spawn_reporting(void (*child)(int report_fd, const void *arg), const void *arg,
-                             void *report, size_t report_bytes, bool *ok) {
+// A spawned process's role ("rank:<rank>:<address>" or "l4") reaches it in this variable; its
+// report pipe is fd REPORT_FD.
+#define CHILD_ROLE_VAR "LW_TEST_L4_CHILD_ROLE"
+#define REPORT_FD 3
+
+static void rank_main(int report_fd, int32_t rank, const char *address);
+static void l4_main(int report_fd);
+
+// A spawned process runs its role here, before Criterion's main (so with one thread), and never
+// returns to it.
+__attribute__((constructor)) static void run_child_role(void) {
+  const char *role = getenv(CHILD_ROLE_VAR);
+  if (!role) return;
+  if (strcmp(role, "l4") == 0) l4_main(REPORT_FD);
+  if (strncmp(role, "rank:", 5) == 0) {
+    char *rest = NULL;
+    long rank = strtol(role + 5, &rest, 10);
+    if (rest && *rest == ':') rank_main(REPORT_FD, (int32_t)rank, rest + 1);
+  }
+  _exit(5);
+}
+
+// Starts a process that plays role (run_child_role) and dies with the test; returns its pid once
+// it wrote report_bytes into report, and in *ok whether it did (it may end first).
+//
+// The test process is threaded (Criterion's thread, the watch's), and a fork copies whatever
+// lock another thread held at that instant, frozen: GCC 12's ASan allocator has no fork
+// handler, so a rank forked while the watch thread was in malloc hung for good in its own beat
+// thread's start. So the child makes only async-signal-safe calls and execs this binary afresh,
+// as mpirun starts a real rank (docs/processes.md); it keeps only stdio and its report pipe.
+static pid_t spawn_reporting(const char *role, void *report, size_t report_bytes, bool *ok) {
+  extern char **environ;
+  size_t n_env = 0;
+  while (environ[n_env]) n_env++;
+  char **envp = calloc(n_env + 2, sizeof(*envp));
+  cr_assert_not_null(envp);
+  char role_var[160];
+  snprintf(role_var, sizeof(role_var), "%s=%s", CHILD_ROLE_VAR, role);
+  size_t k = 0;
+  for (size_t i = 0; i < n_env; ++i) {
+    if (strncmp(environ[i], CHILD_ROLE_VAR "=", strlen(CHILD_ROLE_VAR) + 1) != 0) {
+      envp[k++] = environ[i];
+    }
+  }
+  envp[k++] = role_var;
+  envp[k] = NULL;
+  char *argv[] = {(char *)"test_parent_l4_liveness", NULL};
   int p[2];
   cr_assert_eq(pipe(p), 0);
   pid_t self = getpid();
@@ -101,26 +144,22 @@ static pid_t spawn_reporting(void (*child)(int report_fd, const void *arg), cons
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     die_with_parent(self);
-    close(p[0]);
-    child(p[1], arg);
-    _exit(5);
+    if (dup2(p[1], REPORT_FD) != REPORT_FD) _exit(6);
+    syscall(SYS_close_range, REPORT_FD + 1u, ~0u, 0u);
+    execve("/proc/self/exe", argv, envp);
+    _exit(127);
   }
+  free(envp);
   close(p[1]);
   *ok = read_exactly(p[0], report, report_bytes);
   close(p[0]);
   return pid;
 }
 
-typedef struct rank_args {
-  const char *address;
-  int32_t rank;
-} rank_args_t;
-
-// A rank: connects as ra->rank, reports once its HELLO is sent, then waits for its end (it
-// exits from the callback).
-static void rank_main(int report_fd, const void *arg) {
-  const rank_args_t *ra = arg;
-  lw_l4_beat_config_t cfg = {.address = ra->address, .rank = ra->rank, .period_ns = PERIOD_NS,
+// A rank: connects as rank, reports once its HELLO is sent, then waits for its end (it exits
+// from the callback).
+static void rank_main(int report_fd, int32_t rank, const char *address) {
+  lw_l4_beat_config_t cfg = {.address = address, .rank = rank, .period_ns = PERIOD_NS,
                              .hung_ns = HUNG_NS,
                              .connect_deadline_ns = lw__now_ns() + 10000000000LL,
                              .end = rank_on_end};
@@ -135,10 +174,11 @@ static void rank_main(int report_fd, const void *arg) {
 
 // A rank process (rank_main) connected to address; its pid.
 static pid_t rank_spawn(const char *address, int32_t rank) {
-  rank_args_t ra = {address, rank};
+  char role[128];
+  snprintf(role, sizeof(role), "rank:%d:%s", (int)rank, address);
   char one = 0;
   bool ok = false;
-  pid_t pid = spawn_reporting(rank_main, &ra, &one, 1, &ok);
+  pid_t pid = spawn_reporting(role, &one, 1, &ok);
   cr_assert(ok, "rank %d could not connect to %s", (int)rank, address);
   return pid;
 }
@@ -224,8 +264,7 @@ Test(l4_liveness, a_stopped_rank_is_reported_hung, .timeout = 30) {
 }
 
 // The L4: opens the watch, reports its address, waits.
-static void l4_main(int report_fd, const void *arg) {
-  (void)arg;
+static void l4_main(int report_fd) {
   lw_l4_watch_config_t cfg = {.n_ranks = 1, .period_ns = PERIOD_NS, .hung_ns = HUNG_NS,
                               .bind_host = "127.0.0.1", .advertise = "127.0.0.1"};
   lw_l4_watch_t *w = NULL;
@@ -241,7 +280,7 @@ static void l4_main(int report_fd, const void *arg) {
 // The L4 in a process of its own (l4_main); its pid, its address in address.
 static pid_t l4_spawn(char *address, size_t bytes) {
   bool ok = false;
-  pid_t pid = spawn_reporting(l4_main, NULL, address, bytes, &ok);
+  pid_t pid = spawn_reporting("l4", address, bytes, &ok);
   cr_assert(ok, "the L4 process did not start its watch");
   return pid;
 }
