@@ -1,7 +1,6 @@
-// parent/l4.c — the L4 worker (lanework/l4.h): its start and end on every rank,
-// registered names, the message helpers both sides use; and rank 0's part:
-// tensors with a home and a version, the run's DAG across ranks, dispatch,
-// completions, failure. Ranks >= 1 serve in parent/l4_serve.c.
+// parent/l4.c — the L4 worker (lanework/l4.h): its start and end on every rank, registered names,
+// the message helpers both sides use; and rank 0's part: tensors with a home and a version, the
+// run's DAG across ranks, dispatch, completions, failure. Ranks >= 1 serve in parent/l4_serve.c.
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -50,8 +49,7 @@ void lw__l4_nap(uint32_t *round, int64_t cap_ns) {
   nanosleep(&ts, NULL);
 }
 
-// Encodes into a buffer of `bytes` (on the stack when small) and sends it on
-// `to`'s stream.
+// Encodes into a buffer of `bytes` (on the stack when small) and sends it on `to`'s stream.
 typedef lw_status_t (*encode_fn)(const void *what, int32_t from, uint64_t seq, void *buf,
                                  size_t cap, size_t *out, lw_error_t *err);
 
@@ -87,6 +85,10 @@ static lw_status_t enc_move(const void *w, int32_t f, uint64_t s, void *b, size_
                             lw_error_t *e) {
   return lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, w, f, s, b, c, o, e);
 }
+static lw_status_t enc_lost(const void *w, int32_t f, uint64_t s, void *b, size_t c, size_t *o,
+                            lw_error_t *e) {
+  return lw__l4_wire_move_encode(LW_L4_WIRE_LOST, w, f, s, b, c, o, e);
+}
 static lw_status_t enc_free(const void *w, int32_t f, uint64_t s, void *b, size_t c, size_t *o,
                             lw_error_t *e) {
   return lw__l4_wire_move_encode(LW_L4_WIRE_FREE, w, f, s, b, c, o, e);
@@ -103,8 +105,10 @@ lw_status_t lw__l4_send_cancel(lw_l4_t *l4, int32_t to, const lw_l4_cancel_t *c,
 }
 lw_status_t lw__l4_send_move(lw_l4_t *l4, int32_t to, lw_l4_wire_kind_t kind, const lw_l4_move_t *m,
                              lw_error_t *err) {
-  return send_encoded(l4, to, lw__l4_wire_move_bytes(),
-                      kind == LW_L4_WIRE_MOVE ? enc_move : enc_free, m, err);
+  encode_fn encode = kind == LW_L4_WIRE_MOVE   ? enc_move
+                     : kind == LW_L4_WIRE_LOST ? enc_lost
+                                               : enc_free;
+  return send_encoded(l4, to, lw__l4_wire_move_bytes(), encode, m, err);
 }
 
 lw_status_t lw__l4_recv(lw_l4_t *l4, int32_t from, int32_t *out_from, void **buf,
@@ -275,9 +279,11 @@ lw_status_t lw_l4_serve(lw_l4_t *l4) {
 
 int lw_l4_destroy(lw_l4_t *l4) {
   if (!l4) return 0;
+  // Rank 0: a rank that ended before this goodbye is lost, whatever its end (ranks leave only when
+  // the L4 says goodbye). A rank: the L4's goodbye is the clean end; anything else not.
   for (int32_t r = 0; r < l4->size; ++r) {
     lw_l4_end_t end = r == l4->rank ? 0 : lw__l4_comm_peer_end(l4->comm, r);
-    if (end != 0 && end != LW_L4_END_GOODBYE) l4->lost = true;
+    if (end != 0 && (l4->rank == 0 || end != LW_L4_END_GOODBYE)) l4->lost = true;
   }
   if (l4->l3) lw_worker_destroy(l4->l3);
   if (l4->rank == 0) lw__l4_root_free(l4);

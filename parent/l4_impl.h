@@ -1,10 +1,8 @@
-// parent/l4_impl.h — the L4 worker's insides, shared by parent/l4.c (create,
-// names, destroy and rank 0: tensors, the DAG, dispatch) and parent/l4_serve.c
-// (ranks >= 1: the server). The contract is lanework/l4.h; the messages
-// parent/l4_wire.h; the transport parent/l4_mpi.h.
+// parent/l4_impl.h — the L4 worker's insides, shared by parent/l4.c (create, names, destroy and
+// rank 0: tensors, the DAG, dispatch) and parent/l4_serve.c (ranks >= 1: the server). The contract
+// is lanework/l4.h; the messages parent/l4_wire.h; the transport parent/l4_mpi.h.
 //
-// Threads: one thread drives each side (lanework/l4.h); only `cancel` is
-// touched by others.
+// Threads: one thread drives each side (lanework/l4.h); only `cancel` is touched by others.
 #ifndef LANEWORK_PARENT_L4_IMPL_H_
 #define LANEWORK_PARENT_L4_IMPL_H_
 
@@ -24,8 +22,7 @@ typedef struct l4_name {
   lw_orch_fn fn;            // ranks >= 1, orch functions
 } l4_name_t;
 
-// Handles lw_l4_register* gives: this tag in the high bits, the name's index +
-// 1 below.
+// Handles lw_l4_register* gives: this tag in the high bits, the name's index + 1 below.
 #define L4_HANDLE_TAG 0x4c34000000000000ull
 #define L4_HANDLE_MASK 0x0000ffffffffffffull
 
@@ -54,20 +51,18 @@ struct lw_l4 {
   l4_run_t *run;
 };
 
-// The L4's nap while nothing moves: yield first, then sleep, doubling up to
-// cap_ns.
+// The L4's nap while nothing moves: yield first, then sleep, doubling up to cap_ns.
 void lw__l4_nap(uint32_t *round, int64_t cap_ns);
 
-// Sends an encoded message to `to` with the next seq of that stream (encode is
-// called with it). The caller's error names what failed.
+// Sends an encoded message to `to` with the next seq of that stream (encode is called with it). The
+// caller's error names what failed.
 lw_status_t lw__l4_send_task(lw_l4_t *l4, int32_t to, const lw_l4_task_t *t, lw_error_t *err);
 lw_status_t lw__l4_send_done(lw_l4_t *l4, const lw_l4_done_t *d, lw_error_t *err);
 lw_status_t lw__l4_send_cancel(lw_l4_t *l4, int32_t to, const lw_l4_cancel_t *c, lw_error_t *err);
 lw_status_t lw__l4_send_move(lw_l4_t *l4, int32_t to, lw_l4_wire_kind_t kind, const lw_l4_move_t *m,
                              lw_error_t *err);
-// Receives the next message from `from` (-1: any) if one is there (NOT_FOUND
-// otherwise) and decodes it against the stream's next seq: *buf holds it (free
-// it), *msg points into it.
+// Receives the next message from `from` (-1: any) if one is there (NOT_FOUND otherwise) and decodes
+// it against the stream's next seq: *buf holds it (free it), *msg points into it.
 lw_status_t lw__l4_recv(lw_l4_t *l4, int32_t from, int32_t *out_from, void **buf,
                         lw_l4_wire_msg_t *msg, lw_error_t *err);
 

@@ -15,6 +15,8 @@
 #include "lanes/sys.h"
 
 #define FINALIZE_WAIT_NS 5000000000LL  // MPI_Finalize is collective: give up on it after 5 s
+// A message an ended peer had started to send: what is here comes whole within this, or never.
+#define LAST_LOOK_NS 100000000LL
 
 typedef struct pending {
   MPI_Request req;
@@ -55,6 +57,16 @@ bool lw__l4_comm_peer_ended(lw_l4_comm_t *c, int32_t rank, char *why, size_t why
   if (ended && why) snprintf(why, why_bytes, "%s", c->why[rank]);
   pthread_mutex_unlock(&c->mu);
   return ended;
+}
+
+void lw__l4_comm_peer_lost(lw_l4_comm_t *c, int32_t rank, const char *why) {
+  if (rank < 0 || rank >= c->size || rank == c->rank) return;
+  pthread_mutex_lock(&c->mu);
+  if (c->ended[rank] == 0) {
+    c->ended[rank] = LW_L4_END_DIED;
+    snprintf(c->why[rank], sizeof(c->why[rank]), "%s", why);
+  }
+  pthread_mutex_unlock(&c->mu);
 }
 
 lw_l4_end_t lw__l4_comm_peer_end(lw_l4_comm_t *c, int32_t rank) {
@@ -461,7 +473,9 @@ lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from, v
                          &msg, &status);
     if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Improbe", rc);
     if (flag) {
-      lw_status_t st = receive_matched(c, &msg, &status, status.MPI_SOURCE, deadline_ns, out_buf,
+      int64_t matched = lw__now_ns() + LW_L4_MATCHED_WAIT_NS;
+      lw_status_t st = receive_matched(c, &msg, &status, status.MPI_SOURCE,
+                                       matched > deadline_ns ? matched : deadline_ns, out_buf,
                                        out_bytes, err);
       if (st == LW_OK && out_from) *out_from = status.MPI_SOURCE;
       return st;
@@ -472,7 +486,8 @@ lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from, v
       // cannot be put back: it is received now).
       rc = MPI_Improbe(from, LW_L4_TAG_MSG, MPI_COMM_WORLD, &flag, &msg, &status);
       if (rc == MPI_SUCCESS && flag &&
-          receive_matched(c, &msg, &status, -1, deadline_ns, out_buf, out_bytes, err) == LW_OK) {
+          receive_matched(c, &msg, &status, -1, lw__now_ns() + LAST_LOOK_NS, out_buf, out_bytes,
+                          err) == LW_OK) {
         if (out_from) *out_from = from;
         return LW_OK;
       }

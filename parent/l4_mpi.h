@@ -44,6 +44,7 @@ extern "C" {
 // LW_L4_TAG_XFER + x % LW_L4_XFER_TAGS (below MPI's guaranteed 32767 and clear of the others).
 #define LW_L4_TAG_XFER 0x5000
 #define LW_L4_XFER_TAGS 8192u
+#define LW_L4_MATCHED_WAIT_NS 10000000000LL  // a matched message's receive, at most
 
 typedef struct lw_l4_comm lw_l4_comm_t;
 
@@ -74,7 +75,10 @@ LW_MUST_USE lw_status_t lw__l4_comm_send(lw_l4_comm_t *c, int32_t to, const void
 
 // Receives the next message of the stream, from `from` or any rank (-1), into a buffer it
 // allocates (*out_buf, *out_bytes; free() it). NOT_FOUND when none came by the deadline (0:
-// look once); UNAVAILABLE naming the peer when `from` ended with nothing left from it.
+// look once); UNAVAILABLE naming the peer when `from` ended with nothing left from it. The
+// deadline bounds the wait for a message to start: one that did is received whole (a large
+// one takes several MPI progress rounds), until its sender ends or for at most
+// LW_L4_MATCHED_WAIT_NS more.
 LW_MUST_USE lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from,
                                          void **out_buf, size_t *out_bytes, int64_t deadline_ns,
                                          lw_error_t *err);
@@ -114,6 +118,11 @@ void lw__l4_comm_xfer_abandon(lw_l4_comm_t *c, lw_l4_xfer_t *x);
 
 // Whether rank's liveness ended (lost or gone with a goodbye), and how (why may be NULL).
 bool lw__l4_comm_peer_ended(lw_l4_comm_t *c, int32_t rank, char *why, size_t why_bytes);
+
+// Records that rank is lost, as another rank's liveness would (a rank watches only the L4: the
+// L4 tells it of the others, parent/l4_wire.h's LOST): every wait on it, a transfer's
+// included, ends UNAVAILABLE with why. A rank that already ended keeps its first end.
+void lw__l4_comm_peer_lost(lw_l4_comm_t *c, int32_t rank, const char *why);
 
 // How rank's liveness ended (0 while it lives).
 lw_l4_end_t lw__l4_comm_peer_end(lw_l4_comm_t *c, int32_t rank);

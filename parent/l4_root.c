@@ -1,25 +1,21 @@
-// parent/l4_root.c — rank 0 of the L4 worker (lanework/l4.h): tensors with a
-// home and a version, a run's DAG across ranks, dispatch to the ranks' servers
-// (parent/l4_serve.c), completions, failure and the results' way back to rank
-// 0.
+// parent/l4_root.c — rank 0 of the L4 worker (lanework/l4.h): tensors with a home and a version, a
+// run's DAG across ranks, dispatch to the ranks' servers (parent/l4_serve.c), completions, failure
+// and the results' way back to rank 0.
 //
-// One thread drives it all: the run's caller (inside lw_l4_submit and after the
-// orch function returned, in `pump`). Tasks are an array indexed by their id -
-// 1; a task waits for its dependencies (orch.h's rules, per tensor), becomes
-// ready, is placed on a rank at that moment (where the first tensor it writes
-// lives, unless the submit named a rank) and posted into one of that rank's
-// frames (max_in_flight of them); its DONE frees the frame.
+// One thread drives it all: the run's caller (inside lw_l4_submit and after the orch function
+// returned, in `pump`). Tasks are an array indexed by their id - 1; a task waits for its
+// dependencies (orch.h's rules, per tensor), becomes ready, is placed on a rank at that moment
+// (where the first tensor it writes lives, unless the submit named a rank) and posted into one of
+// that rank's frames (max_in_flight of them); its DONE frees the frame.
 //
-// What the L4 knows of a tensor: its version, which ranks hold that version
-// (`holders`, a bit per rank; a rank counts from the moment a transfer to it is
-// posted, since its server always completes a transfer it was told of before it
-// runs or drops the task), and `home`, where its writers go. A read on a rank
-// that does not hold the version brings it there: from another rank (a MOVE to
-// the holder, whose server sends it straight to the reader), or from rank 0's
-// own copy (inside the task message up to 16 KiB, else a transfer from rank 0).
-// A write makes the writer's rank the only holder of the new version. A rank
-// lost, or a failed writer, removes it as a holder; a version no rank holds any
-// more is lost and a read of it fails naming why.
+// What the L4 knows of a tensor: its version, which ranks hold that version (`holders`, a bit per
+// rank; a rank counts from the moment a transfer to it is posted, since its server always completes
+// a transfer it was told of before it runs or drops the task), and `home`, where its writers go. A
+// read on a rank that does not hold the version brings it there: from another rank (a MOVE to the
+// holder, whose server sends it straight to the reader), or from rank 0's own copy (inside the task
+// message up to 16 KiB, else a transfer from rank 0). A write makes the writer's rank the only
+// holder of the new version. A rank lost, or a failed writer, removes it as a holder; a version no
+// rank holds any more is lost and a read of it fails naming why.
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,8 +39,6 @@ struct l4_tensor {
   uint64_t ever;     // bit r: rank r has a buffer for it (told to free it at the end)
   bool zero;         // the current version is all zero bytes (nothing to move)
   char lost[LW_ERROR_MESSAGE_BYTES / 2];  // why no copy is left; "" while one is
-  uint64_t written_run;                   // the last run that wrote it (its results come back to
-                                          // rank 0)
   // The run's dependencies (reset lazily when run_id is not the run's).
   uint64_t run_id;
   uint32_t last_writer;  // task index + 1, 0: none in this run
@@ -69,7 +63,8 @@ typedef struct l4_task {
   uint32_t state;
   uint32_t deps_left;
   uint32_t frame;
-  uint32_t fetched;  // bit i: tensor i's version was brought to the rank for it
+  uint32_t fetched;            // bit i: tensor i's version was brought to the rank for it
+  int8_t src[LW_MAX_TENSORS];  // where each fetched version came from
   bool cancel_sent;
   lw_status_t status;
   int64_t timeout_ns;
@@ -87,6 +82,7 @@ struct l4_run {
   uint32_t n_ready, cap_ready;
   uint32_t n_terminal, n_ok;
   bool failed;
+  bool stop_pending;     // failed where stop_all could not run: pump runs it
   lw_error_t error;      // the first error
   lw_l4_xfer_t **xfers;  // rank 0's transfers under way (its copies going to ranks)
   uint32_t n_xfers, cap_xfers;
@@ -97,6 +93,8 @@ struct lw_l4_orch {
   l4_run_t *run;
   uint64_t last_task;
 };
+
+static void send_failed(lw_l4_t *l4, int32_t r, const lw_error_t *err);
 
 static bool tag_reads(uint32_t tag) { return tag != LW_TAG_OUTPUT; }
 static bool tag_writes(uint32_t tag) {
@@ -236,8 +234,7 @@ lw_status_t lw_l4_tensor_free(lw_l4_t *l4, void *token) {
   lw_l4_move_t m = {.tensor_id = t->id};
   for (int32_t r = 1; r < l4->size; ++r) {
     if (!(t->ever & bit(r)) || l4->ranks[r].dead) continue;
-    // A lost rank frees it anyway.
-    (void)lw__l4_send_move(l4, r, LW_L4_WIRE_FREE, &m, &err);
+    if (lw__l4_send_move(l4, r, LW_L4_WIRE_FREE, &m, &err) != LW_OK) send_failed(l4, r, &err);
   }
   l4->tensors[t->id - 1] = NULL;
   free(t->readers);
@@ -271,8 +268,8 @@ static void drop_holder(l4_tensor_t *t, int32_t r, const char *why) {
   if (!t->holders && !t->zero && !t->lost[0]) snprintf(t->lost, sizeof(t->lost), "%s", why);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The run: failing, finishing tasks
+// --------------------------------------------------------------------------------------------- The
+// run: failing, finishing tasks
 
 static const char *task_name(const lw_l4_t *l4, const l4_task_t *t) {
   return l4->names[t->name_ix].name;
@@ -312,13 +309,24 @@ static void finish(l4_run_t *run, uint32_t ix, lw_status_t status) {
         run->n_terminal++;
         set_error(run, LW_RESOURCE_EXHAUSTED, d->id, "l4: out of memory queueing task %" PRIu64,
                   d->id);
+        run->stop_pending = true;  // pump stops the rest
       }
     }
   }
 }
 
-// After the run failed: tasks not posted are skipped, posted ones are cancelled
-// on their rank.
+static void rank_lost(lw_l4_t *l4, int32_t r, const char *why);
+
+// A message to rank r that MPI did not take (r ended, or the send's deadline passed: the seq is
+// spent either way, so the stream is broken): r is lost.
+static void send_failed(lw_l4_t *l4, int32_t r, const lw_error_t *err) {
+  char name[96], why[2 * LW_ERROR_MESSAGE_BYTES];
+  lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
+  snprintf(why, sizeof(why), "%s: a message to it failed: %s", name, err->message);
+  rank_lost(l4, r, why);
+}
+
+// After the run failed: tasks not posted are skipped, posted ones are cancelled on their rank.
 static void stop_all(lw_l4_t *l4, l4_run_t *run) {
   lw_status_t skip = run->error.code == LW_CANCELLED ? LW_CANCELLED : LW_POISONED;
   for (uint32_t i = 0; i < run->n; ++i) {
@@ -331,8 +339,7 @@ static void stop_all(lw_l4_t *l4, l4_run_t *run) {
           .identity = {.run_id = run->id, .task_id = t->id, .dispatch_id = 0, .generation = 0},
           .frame = t->frame};
       lw_error_t err;
-      (void)lw__l4_send_cancel(l4, t->rank, &c,
-                               &err);  // a lost rank fails the task anyway
+      if (lw__l4_send_cancel(l4, t->rank, &c, &err) != LW_OK) send_failed(l4, t->rank, &err);
     }
   }
   run->n_ready = 0;
@@ -346,19 +353,29 @@ static void fail_task(lw_l4_t *l4, l4_run_t *run, uint32_t ix, lw_status_t code,
   stop_all(l4, run);
 }
 
-// A rank's liveness ended, or it broke the protocol: every task it held fails
-// naming it, and every version only it held is lost. It is never given work
-// again.
+// A rank's liveness ended, or it broke the protocol: every task it held fails naming it, and every
+// version only it held is lost. It is never given work again.
 static void rank_lost(lw_l4_t *l4, int32_t r, const char *why) {
   l4_rank_t *k = &l4->ranks[r];
   if (k->dead) return;
   k->dead = true;
   l4->lost = true;
   snprintf(k->why, sizeof(k->why), "%s", why);
+  lw__l4_comm_peer_lost(l4->comm, r, why);  // every wait on r ends (rank 0's transfers too)
   char lost[LW_ERROR_MESSAGE_BYTES / 2];
-  snprintf(lost, sizeof(lost), "its only copy was on rank %d, which was lost", (int)r);
+  snprintf(lost, sizeof(lost), "its only copy was on %.100s", why);
   for (uint64_t i = 0; i < l4->n_tensors; ++i) {
     if (l4->tensors[i]) drop_holder(l4->tensors[i], r, lost);
+  }
+  // The other ranks watch only the L4: told, a transfer of theirs with r ends (its task fails)
+  // instead of waiting for bytes that never come.
+  lw_l4_move_t notice = {.to_rank = r};
+  for (int32_t o = 1; o < l4->size; ++o) {
+    if (o == r || l4->ranks[o].dead) continue;
+    lw_error_t err;
+    if (lw__l4_send_move(l4, o, LW_L4_WIRE_LOST, &notice, &err) != LW_OK) {
+      send_failed(l4, o, &err);
+    }
   }
   l4_run_t *run = l4->run;
   if (!run) return;
@@ -400,9 +417,17 @@ static lw_status_t start_xfer(lw_l4_t *l4, l4_run_t *run, int32_t to, uint32_t x
   return LW_OK;
 }
 
-// Posts ready task ix on rank r: brings each version it reads that r does not
-// hold, then sends the task. False when r has no free frame (the task stays
+// Posts ready task ix on rank r: the task message first (r starts receiving what it lacks as it
+// reads it), then the MOVEs to the ranks holding those versions, then rank 0's own transfers.
+// Whatever can refuse the task (a lost version, a holder gone) is checked before anything is sent,
+// so a refused task leaves no transfer half-started. False when r has no free frame (the task stays
 // ready).
+typedef struct fetch {
+  uint32_t i;   // the tensor's index in the task
+  int32_t src;  // where its version comes from (0: rank 0's memory)
+  uint16_t xfer;
+} fetch_t;
+
 static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
   l4_rank_t *k = &l4->ranks[r];
   l4_task_t *t = &run->tasks[ix];
@@ -414,10 +439,46 @@ static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
     return true;
   }
   if (k->in_flight >= l4->cfg.max_in_flight) return false;
-  uint32_t frame = 0;
-  while (k->frame_task[frame]) frame++;
   lw_l4_task_t m;
   memset(&m, 0, sizeof(m));
+  fetch_t fetch[LW_MAX_TENSORS];
+  uint32_t n_fetch = 0;
+  for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
+    l4_tensor_t *tn = tensor_by_id(l4, t->tid[i]);
+    lw_l4_tensor_t *d = &m.tensor[i];
+    *d = (lw_l4_tensor_t){.tensor_id = tn->id,
+                          .version = tn->version,
+                          .bytes = tn->bytes,
+                          .home_rank = r,
+                          .tag = (uint8_t)t->args.tensor[i].tag};
+    bool same = false;  // the same tensor read earlier in this task: that fetch serves both
+    for (uint32_t j = 0; j < i; ++j) same = same || t->tid[j] == t->tid[i];
+    if (!tag_reads(d->tag) || same || (tn->holders & bit(r))) continue;
+    if (tn->zero) {
+      d->flags = LW_L4_TENSOR_ZERO;
+      continue;
+    }
+    int32_t src = holder_of(l4, tn);
+    if (src < 0) {
+      snprintf(msg, sizeof(msg),
+               "l4: task %" PRIu64 " (%s) reads tensor %" PRIu64 " version %" PRIu64
+               ", which was lost: %s",
+               t->id, task_name(l4, t), tn->id, tn->version, tn->lost);
+      fail_task(l4, run, ix, LW_FAILED_PRECONDITION, msg);
+      return true;
+    }
+    if (src == 0 && tn->bytes <= LW_L4_INLINE_MAX_BYTES) {
+      d->flags = LW_L4_TENSOR_INLINE;
+      d->data = tn->data;
+      continue;
+    }
+    uint16_t xfer = (uint16_t)(l4->next_xfer++ % LW_L4_XFER_TAGS);
+    d->home_rank = src;
+    d->xfer = xfer;
+    fetch[n_fetch++] = (fetch_t){.i = i, .src = src, .xfer = xfer};
+  }
+  uint32_t frame = 0;
+  while (k->frame_task[frame]) frame++;
   m.identity = (lw_mb_identity_t){
       .run_id = run->id, .task_id = t->id, .dispatch_id = ++l4->next_dispatch, .generation = 0};
   m.frame = frame;
@@ -430,79 +491,11 @@ static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
   m.n_scalars = t->args.n_scalars;
   memcpy(m.scalar, t->args.scalar, sizeof(m.scalar));
   lw_error_t err;
-  lw__error_clear(&err);
-  uint64_t added = 0;  // holder bits set for this post, undone if it fails
-  lw_status_t st = LW_OK;
-  for (uint32_t i = 0; i < m.n_tensors && st == LW_OK; ++i) {
-    l4_tensor_t *tn = tensor_by_id(l4, t->tid[i]);
-    lw_l4_tensor_t *d = &m.tensor[i];
-    *d = (lw_l4_tensor_t){.tensor_id = tn->id,
-                          .version = tn->version,
-                          .bytes = tn->bytes,
-                          .home_rank = r,
-                          .tag = (uint8_t)t->args.tensor[i].tag};
-    tn->ever |= bit(r);
-    if (!tag_reads(d->tag) || (tn->holders & bit(r))) continue;
-    if (tn->zero) {
-      d->flags = LW_L4_TENSOR_ZERO;
-      continue;
-    }
-    int32_t src = holder_of(l4, tn);
-    if (src < 0) {
-      st = lw__error_set(&err, LW_FAILED_PRECONDITION, -1, t->id,
-                         "l4: task %" PRIu64 " (%s) reads tensor %" PRIu64 " version %" PRIu64
-                         ", which was lost: %s",
-                         t->id, task_name(l4, t), tn->id, tn->version, tn->lost);
-      break;
-    }
-    if (src == 0 && tn->bytes <= LW_L4_INLINE_MAX_BYTES) {
-      d->flags = LW_L4_TENSOR_INLINE;
-      d->data = tn->data;
-    } else {
-      uint16_t xfer = (uint16_t)(l4->next_xfer++ % LW_L4_XFER_TAGS);
-      d->home_rank = src;
-      d->xfer = xfer;
-      if (src == 0) {
-        st = start_xfer(l4, run, r, xfer, tn->data, tn->bytes, true, &err);
-      } else {
-        lw_l4_move_t mv = {.tensor_id = tn->id,
-                           .version = tn->version,
-                           .bytes = tn->bytes,
-                           .to_rank = r,
-                           .xfer = xfer};
-        st = lw__l4_send_move(l4, src, LW_L4_WIRE_MOVE, &mv, &err);
-        if (st != LW_OK) {
-          char name[96];
-          lw__l4_comm_peer_name(l4->comm, src, name, sizeof(name));
-          lw__error_set(&err, LW_UNAVAILABLE, -1, t->id,
-                        "l4: task %" PRIu64 " (%s) reads tensor %" PRIu64
-                        " from %s, which could not be told to send it: %s",
-                        t->id, task_name(l4, t), tn->id, name, err.message);
-        }
-      }
-    }
-    if (st == LW_OK && !(tn->holders & bit(r))) {
-      tn->holders |= bit(r);
-      added |= 1ull << i;
-      t->fetched |= 1u << i;
-    }
-  }
-  if (st == LW_OK) {
-    st = lw__l4_send_task(l4, r, &m, &err);
-    if (st != LW_OK) {
-      char name[96];
-      lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
-      lw__error_set(&err, LW_UNAVAILABLE, -1, t->id,
-                    "l4: task %" PRIu64 " (%s) not posted to %s: %s", t->id, task_name(l4, t), name,
-                    err.message);
-    }
-  }
-  if (st != LW_OK) {
-    for (uint32_t i = 0; i < m.n_tensors; ++i) {
-      if (added & (1ull << i)) tensor_by_id(l4, t->tid[i])->holders &= ~bit(r);
-    }
-    t->fetched = 0;
-    fail_task(l4, run, ix, st, err.message);
+  if (lw__l4_send_task(l4, r, &m, &err) != LW_OK) {
+    send_failed(l4, r, &err);  // fails what r held; this task was not posted
+    snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) not posted to %s", t->id,
+             task_name(l4, t), k->why);
+    fail_task(l4, run, ix, LW_UNAVAILABLE, msg);
     return true;
   }
   t->state = T_POSTED;
@@ -510,6 +503,30 @@ static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
   t->frame = frame;
   k->frame_task[frame] = ix + 1;
   k->in_flight++;
+  for (uint32_t i = 0; i < t->args.n_tensors; ++i) tensor_by_id(l4, t->tid[i])->ever |= bit(r);
+  // r now waits for each fetch; a holder that cannot be told to send is lost, which tells r (LOST),
+  // so r's wait ends and the task fails naming it.
+  for (uint32_t f = 0; f < n_fetch; ++f) {
+    l4_tensor_t *tn = tensor_by_id(l4, t->tid[fetch[f].i]);
+    lw_status_t st;
+    if (fetch[f].src == 0) {
+      st = start_xfer(l4, run, r, fetch[f].xfer, tn->data, tn->bytes, true, &err);
+      if (st != LW_OK) send_failed(l4, r, &err);
+    } else {
+      lw_l4_move_t mv = {.tensor_id = tn->id,
+                         .version = tn->version,
+                         .bytes = tn->bytes,
+                         .to_rank = r,
+                         .xfer = fetch[f].xfer};
+      st = lw__l4_send_move(l4, fetch[f].src, LW_L4_WIRE_MOVE, &mv, &err);
+      if (st != LW_OK) send_failed(l4, fetch[f].src, &err);
+    }
+    if (st == LW_OK && !k->dead && !(tn->holders & bit(r))) {
+      tn->holders |= bit(r);
+      t->fetched |= 1u << fetch[f].i;
+      t->src[fetch[f].i] = (int8_t)fetch[f].src;
+    }
+  }
   return true;
 }
 
@@ -522,14 +539,16 @@ static int32_t ranks_with_room(const lw_l4_t *l4) {
   return n;
 }
 
-// Posts ready tasks in the order they became ready, each where it is placed now; one whose
-// rank is full waits its turn. Stops looking once no live rank has room (a long ready list
-// is not walked on every pass while every frame is busy).
+// Posts ready tasks in the order they became ready, each where it is placed now; one whose rank is
+// full waits its turn. Stops looking once no live rank has room (a long ready list is not walked on
+// every pass while every frame is busy).
 static bool dispatch(lw_l4_t *l4, l4_run_t *run) {
   bool moved = false;
   uint32_t keep = 0, i = 0;
   int32_t room = ranks_with_room(l4);
-  for (; i < run->n_ready && room > 0; ++i) {
+  bool none_live = true;  // then every ready task fails, naming a lost rank
+  for (int32_t r = 1; r < l4->size; ++r) none_live = none_live && l4->ranks[r].dead;
+  for (; i < run->n_ready && (room > 0 || none_live); ++i) {
     uint32_t ix = run->ready[i];
     if (run->failed || run->tasks[ix].state != T_READY) continue;
     int32_t r = place(l4, &run->tasks[ix]);
@@ -579,7 +598,6 @@ static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d
       p++;
       if (v == tn->version) continue;  // the same tensor written twice by this task
       tn->version = v;
-      tn->written_run = run->id;
       tn->holders = bit(r);
       tn->home = r;
       tn->zero = false;
@@ -597,8 +615,15 @@ static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d
     }
   }
   char msg[3 * LW_ERROR_MESSAGE_BYTES];
-  snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) on %s: %s", t->id, task_name(l4, t), name,
-           d->error[0] ? d->error : lw_status_name(d->status));
+  // A version it waited for from a rank since lost: that rank's loss, as the L4 knows it.
+  const char *because = "";
+  for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
+    if ((t->fetched & (1u << i)) && t->src[i] > 0 && l4->ranks[t->src[i]].dead) {
+      because = l4->ranks[t->src[i]].why;
+    }
+  }
+  snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) on %s: %s%s%s", t->id, task_name(l4, t),
+           name, d->error[0] ? d->error : lw_status_name(d->status), *because ? "; " : "", because);
   fail_task(l4, run, ix, d->status, msg);
 }
 
@@ -626,6 +651,11 @@ static bool pump(lw_l4_t *l4, l4_run_t *run) {
     stop_all(l4, run);
     moved = true;
   }
+  if (run->stop_pending) {
+    run->stop_pending = false;
+    stop_all(l4, run);
+    moved = true;
+  }
   for (int32_t r = 1; r < l4->size; ++r) {
     char why[LW_ERROR_MESSAGE_BYTES];
     if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
@@ -645,7 +675,10 @@ static bool pump(lw_l4_t *l4, l4_run_t *run) {
     moved = true;
     if (st != LW_OK) {
       if (from > 0) {
-        rank_lost(l4, from, err.message);
+        char name[96], why[2 * LW_ERROR_MESSAGE_BYTES];
+        lw__l4_comm_peer_name(l4->comm, from, name, sizeof(name));
+        snprintf(why, sizeof(why), "%s broke the protocol: %s", name, err.message);
+        rank_lost(l4, from, why);
       } else {
         set_error(run, st, 0, "%s", err.message);
         stop_all(l4, run);
@@ -669,53 +702,81 @@ static bool pump(lw_l4_t *l4, l4_run_t *run) {
   return moved;
 }
 
-// After a successful run: the last version of every tensor with rank-0 memory
-// that the run wrote comes home.
+// After a successful run: the current version of every tensor with rank-0 memory that rank 0 does
+// not hold comes home (a receive into that memory, then a MOVE to its holder). Rank 0 holds it only
+// once its transfer ended OK; one that did not fails the run naming the tensor and the rank. A
+// version already lost (reported by the run that lost it) stays lost.
+typedef struct homecoming {
+  lw_l4_xfer_t *x;
+  l4_tensor_t *tn;
+  int32_t src;
+} homecoming_t;
+
 static void fetch_results(lw_l4_t *l4, l4_run_t *run) {
-  uint32_t first = run->n_xfers;
-  for (uint64_t i = 0; i < l4->n_tensors && !run->failed; ++i) {
-    l4_tensor_t *tn = l4->tensors[i];
-    if (!tn || !tn->data || tn->written_run != run->id || (tn->holders & bit(0))) continue;
-    int32_t src = holder_of(l4, tn);
-    lw_error_t err;
-    lw_status_t st = LW_OK;
-    if (src <= 0) {
-      st =
-          lw__error_set(&err, LW_UNAVAILABLE, -1, 0,
-                        "l4: tensor %" PRIu64 " version %" PRIu64 " cannot come back to rank 0: %s",
-                        tn->id, tn->version, tn->lost);
-    } else {
-      uint16_t xfer = (uint16_t)(l4->next_xfer++ % LW_L4_XFER_TAGS);
-      lw_l4_move_t mv = {.tensor_id = tn->id,
-                         .version = tn->version,
-                         .bytes = tn->bytes,
-                         .to_rank = 0,
-                         .xfer = xfer};
-      st = start_xfer(l4, run, src, xfer, tn->data, tn->bytes, false, &err);
-      if (st == LW_OK) st = lw__l4_send_move(l4, src, LW_L4_WIRE_MOVE, &mv, &err);
-      if (st == LW_OK) tn->holders |= bit(0);  // undone below if the run fails
-    }
-    if (st != LW_OK) set_error(run, st, 0, "%s", err.message);
+  homecoming_t *h = calloc(l4->n_tensors ? l4->n_tensors : 1, sizeof(*h));
+  if (!h) {
+    set_error(run, LW_RESOURCE_EXHAUSTED, 0, "l4: out of memory bringing results back");
+    return;
   }
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < l4->n_tensors; ++i) {
+    l4_tensor_t *tn = l4->tensors[i];
+    if (!tn || !tn->data || tn->zero || (tn->holders & bit(0)) || !tn->holders) continue;
+    int32_t src = holder_of(l4, tn);
+    if (src <= 0) continue;
+    uint16_t xfer = (uint16_t)(l4->next_xfer++ % LW_L4_XFER_TAGS);
+    lw_error_t err;
+    lw_l4_xfer_t *x = NULL;
+    if (lw__l4_comm_xfer_start(l4->comm, false, src, xfer, tn->data, (size_t)tn->bytes, &x, &err) !=
+        LW_OK) {
+      set_error(run, err.code, 0, "l4: tensor %" PRIu64 " cannot come back to rank 0: %.200s",
+                tn->id, err.message);
+      continue;
+    }
+    h[n++] = (homecoming_t){.x = x, .tn = tn, .src = src};
+    lw_l4_move_t mv = {.tensor_id = tn->id,
+                       .version = tn->version,
+                       .bytes = tn->bytes,
+                       .to_rank = 0,
+                       .xfer = xfer};
+    if (lw__l4_send_move(l4, src, LW_L4_WIRE_MOVE, &mv, &err) != LW_OK) {
+      send_failed(l4, src, &err);  // marks src ended: the receive above ends with it
+    }
+  }
+  uint64_t left = n;
   uint32_t round = 0;
-  while (run->n_xfers > 0) {
+  while (left > 0) {
     for (int32_t r = 1; r < l4->size; ++r) {
       char why[LW_ERROR_MESSAGE_BYTES];
       if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
         rank_lost(l4, r, why);
-        set_error(run, LW_UNAVAILABLE, 0, "l4: results of run %" PRIu64 " not brought back: %s",
-                  run->id, why);
       }
     }
-    if (!poll_xfers(l4, run)) lw__l4_nap(&round, NAP_CAP_NS);
-  }
-  (void)first;
-  if (run->failed) {
-    for (uint64_t i = 0; i < l4->n_tensors; ++i) {
-      l4_tensor_t *tn = l4->tensors[i];
-      if (tn && tn->data && tn->holders != bit(0)) tn->holders &= ~bit(0);
+    bool moved = false;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!h[i].x) continue;
+      lw_error_t err;
+      lw_status_t st = lw__l4_comm_xfer_test(l4->comm, h[i].x, &err);
+      if (st == LW_NOT_FOUND) continue;
+      h[i].x = NULL;
+      left--;
+      moved = true;
+      if (st == LW_OK) {
+        h[i].tn->holders |= bit(0);
+      } else {
+        set_error(run, st, 0,
+                  "l4: tensor %" PRIu64 " version %" PRIu64
+                  " did not come back to rank 0 from rank %d: %.180s",
+                  h[i].tn->id, h[i].tn->version, (int)h[i].src, err.message);
+      }
+    }
+    if (moved) {
+      round = 0;
+    } else {
+      lw__l4_nap(&round, NAP_CAP_NS);
     }
   }
+  free(h);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -753,6 +814,10 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
     return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_submit: rank %d (1..%d, or LW_L4_ANY_RANK)",
                     (int)rank, (int)l4->size - 1);
   }
+  if (cfg && cfg->timeout_ns < 0) {
+    return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_submit: timeout_ns %" PRId64 " (>= 0; 0: none)",
+                    cfg->timeout_ns);
+  }
   if (rank != LW_L4_ANY_RANK && l4->ranks[rank].dead) {
     return lw__fail(LW_UNAVAILABLE, "lw_l4_submit: %s", l4->ranks[rank].why);
   }
@@ -785,8 +850,8 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
   t->timeout_ns = cfg ? cfg->timeout_ns : 0;
   memcpy(t->tid, tid, sizeof(tid));
   run->n++;
-  // Dependencies (orch.h): a read waits for the last writer; a write for the
-  // last writer and every read since it.
+  // Dependencies (orch.h): a read waits for the last writer; a write for the last writer and every
+  // read since it.
   for (uint32_t i = 0; i < args->n_tensors; ++i) {
     uint32_t tag = args->tensor[i].tag;
     if (tag == LW_TAG_NO_DEP) continue;

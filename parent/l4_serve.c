@@ -1,20 +1,17 @@
-// parent/l4_serve.c — an L3 rank of the L4 worker (lanework/l4.h, lw_l4_serve):
-// takes the L4's tasks, brings the tensor versions they read, runs each as one
-// run of the rank's L3 worker, answers with its completion; sends the versions
-// it holds to other ranks when the L4 says so (MOVE), forgets tensors (FREE),
-// cancels (CANCEL).
+// parent/l4_serve.c — an L3 rank of the L4 worker (lanework/l4.h, lw_l4_serve): takes the L4's
+// tasks, brings the tensor versions they read, runs each as one run of the rank's L3 worker,
+// answers with its completion; sends the versions it holds to other ranks when the L4 says so
+// (MOVE), forgets tensors (FREE), cancels (CANCEL).
 //
-// One thread, never blocked in MPI: each pass takes every message there is,
-// looks once at each transfer and each task, and naps briefly when nothing
-// moved. A transfer the L4 told this rank of is always completed (or its peer
-// lost) before the task that needed it finishes, even a cancelled one: an
-// abandoned transfer would leave its other side waiting, and its tag could
-// later match another.
+// One thread, never blocked in MPI: each pass takes every message there is, looks once at each
+// transfer and each task, and naps briefly when nothing moved. A transfer the L4 told this rank of
+// is always completed (or its peer lost) before the task that needed it finishes, even a cancelled
+// one: an abandoned transfer would leave its other side waiting, and its tag could later match
+// another.
 //
-// A rank's tensors live in its L3 worker's arena, one buffer per tensor holding
-// one version at a time (`valid`, `version`), or receiving one (`rx`). The L4's
-// dependencies guarantee that a buffer is never received into or written while
-// a task of this rank reads another version of it.
+// A rank's tensors live in its L3 worker's arena, one buffer per tensor holding one version at a
+// time (`valid`, `version`), or receiving one (`rx`). The L4's dependencies guarantee that a buffer
+// is never received into or written while a task of this rank reads another version of it.
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,13 +52,13 @@ typedef struct rt_task {
   struct rt_task *next;
 } rt_task_t;
 
-// One L3 run of the kernel tasks that became ready in one pass (or of one L3 orch function's
-// task). Its tasks finish together, when the run's handle does: a run's handle is how the L3
-// API reports, and handles of one worker finish in submission order anyway.
+// One L3 run of the kernel tasks that became ready in one pass (or of one L3 orch function's task).
+// Its tasks finish together, when the run's handle does: a run's handle is how the L3 API reports,
+// and handles of one worker finish in submission order anyway.
 #define BATCH_MAX 64
-// While a batch runs, or while TASK messages keep coming, kernel tasks that became ready wait
-// at most this long for more to join them: under load one L3 run carries many tasks (a run
-// costs several times a task in it), and alone a task starts after one quiet pass.
+// While a batch runs, or while TASK messages keep coming, kernel tasks that became ready wait at
+// most this long for more to join them: under load one L3 run carries many tasks (a run costs
+// several times a task in it), and alone a task starts after one quiet pass.
 #define HOLD_NS 50000
 typedef struct rt_batch {
   lw_handle_t *h;
@@ -100,8 +97,8 @@ static rt_tensor_t *tensor_get(srv_t *s, uint64_t id) {
   return id >= 1 && id <= s->cap_tensors ? s->tensors[id - 1] : NULL;
 }
 
-// The rank's buffer for tensor id of `bytes`, made on first use. NULL when the
-// arena is full (or the L4 named the tensor with another size: *mismatch).
+// The rank's buffer for tensor id of `bytes`, made on first use. NULL when the arena is full (or
+// the L4 named the tensor with another size: *mismatch).
 static rt_tensor_t *tensor_make(srv_t *s, uint64_t id, uint64_t bytes, bool *mismatch) {
   *mismatch = false;
   if (id < 1 || id > (1ull << 40)) return NULL;
@@ -186,8 +183,7 @@ static lw_status_t send_done(srv_t *s, const rt_task_t *rt, lw_status_t status, 
   return lw__l4_send_done(s->l4, &d, err);
 }
 
-// A receive that cannot go into the task's buffer still completes, into a
-// scratch buffer.
+// A receive that cannot go into the task's buffer still completes, into a scratch buffer.
 static void receive_discarded(srv_t *s, const lw_l4_tensor_t *x) {
   void *scratch = malloc(x->bytes ? (size_t)x->bytes : 1);
   lw_l4_xfer_t *rx = NULL;
@@ -301,19 +297,25 @@ static lw_status_t on_task(srv_t *s, const lw_l4_task_t *m, lw_error_t *err) {
   return LW_OK;
 }
 
-// Whether every version rt reads is here: 1 yes, 0 not yet, -1 never (rt->early
-// says why).
+// Whether every version rt reads is here: 1 yes, 0 not yet, -1 never (rt->early says why). A
+// receive the task waits on ends first even when the task already failed (or was cancelled):
+// answered earlier, the task would free its tensor's buffer for the next one while MPI still writes
+// into it.
 static int inputs_ready(srv_t *s, rt_task_t *rt) {
+  for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
+    const lw_l4_tensor_t *x = &rt->t.tensor[i];
+    rt_tensor_t *t = tensor_get(s, x->tensor_id);
+    if (tag_reads(x->tag) && t && t->rx && t->incoming_version == x->version) return 0;
+  }
   if (rt->early != LW_OK) return -1;
   for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
     const lw_l4_tensor_t *x = &rt->t.tensor[i];
     if (!tag_reads(x->tag)) continue;
     rt_tensor_t *t = tensor_get(s, x->tensor_id);
     if (t->valid && t->version == x->version) continue;
-    if (t->rx && t->incoming_version == x->version) return 0;
     if (t->rx_error[0]) {
-      early_fail(rt, LW_UNAVAILABLE, "tensor %" PRIu64 " never arrived: %s", x->tensor_id,
-                 t->rx_error);
+      early_fail(rt, LW_UNAVAILABLE, "rank %d: tensor %" PRIu64 " never arrived: %s",
+                 (int)s->l4->rank, x->tensor_id, t->rx_error);
     } else {
       early_fail(
           rt, LW_INTERNAL,
@@ -369,8 +371,8 @@ static lw_status_t on_move(srv_t *s, const lw_l4_move_t *m, lw_error_t *err) {
     s->moves = w;
     return LW_OK;
   }
-  // The reader would wait for bytes that never come: the protocol is broken,
-  // and this rank leaves (the L4 sees it lost and fails what it held).
+  // The reader would wait for bytes that never come: the protocol is broken, and this rank leaves
+  // (the L4 sees it lost and fails what it held).
   return lw__error_set(err, LW_INTERNAL, -1, 0,
                        "l4 rank %d: the L4 asked it to send tensor %" PRIu64 " version %" PRIu64
                        " (%" PRIu64 " bytes), which it does not hold",
@@ -383,8 +385,8 @@ static void on_cancel(srv_t *s, const lw_l4_cancel_t *c) {
         rt->t.identity.run_id != c->identity.run_id) {
       continue;
     }
-    // Its whole L3 run stops: the L4 cancels a task only when its run failed, which stops
-    // every task of that run anyway.
+    // Its whole L3 run stops: the L4 cancels a task only when its run failed, which stops every
+    // task of that run anyway.
     rt->cancelled = true;
     if (rt->batch) (void)lw_handle_cancel(rt->batch->h);
   }
@@ -452,8 +454,7 @@ static lw_status_t poll_receives(srv_t *s, bool *moved, lw_error_t *err) {
   return LW_OK;
 }
 
-// Finishes rt: its DONE goes to the L4 and the rank's copies follow what it
-// did.
+// Finishes rt: its DONE goes to the L4 and the rank's copies follow what it did.
 static lw_status_t complete(srv_t *s, rt_task_t *rt, lw_status_t status, const char *text,
                             uint64_t queue_ns, uint64_t kernel_ns, lw_error_t *err) {
   for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
@@ -501,8 +502,8 @@ static lw_status_t answer(srv_t *s, rt_batch_t *b, lw_error_t *err) {
   for (uint32_t i = 0; i < b->n; ++i) {
     rt_task_t *rt = b->task[i];
     bool orch = rt->name->kind == LW_L4_TASK_ORCH;
-    // A kernel task's own outcome is its report; a task the run never submitted (a submit
-    // before it failed) and an L3 orch function's task take the run's.
+    // A kernel task's own outcome is its report; a task the run never submitted (a submit before it
+    // failed) and an L3 orch function's task take the run's.
     lw_status_t ts = !orch && i < n ? rep[i].status : rs;
     char text[2 * LW_ERROR_MESSAGE_BYTES];
     if (ts == LW_OK) {
@@ -522,8 +523,8 @@ static lw_status_t answer(srv_t *s, rt_batch_t *b, lw_error_t *err) {
 
 static lw_status_t poll_tasks(srv_t *s, bool *moved, lw_error_t *err) {
   lw_status_t st = LW_OK;
-  // Kernel tasks whose inputs are here: launched together, now if no batch runs, else once
-  // the oldest waited HOLD_NS or a batch is full.
+  // Kernel tasks whose inputs are here: launched together, now if no batch runs, else once the
+  // oldest waited HOLD_NS or a batch is full.
   uint32_t n_ready = 0;
   int64_t oldest = INT64_MAX, now = 0;
   for (rt_task_t *rt = s->tasks; rt && st == LW_OK; rt = rt->next) {
@@ -559,6 +560,11 @@ static lw_status_t poll_tasks(srv_t *s, bool *moved, lw_error_t *err) {
   rt_batch_t *next = NULL;
   for (rt_task_t *rt = s->tasks; rt && n_ready > 0 && st == LW_OK; rt = rt->next) {
     if (rt->batch || rt->early != LW_OK || !rt->ready_ns) continue;
+    if (rt->cancelled) {  // cancelled while held back for a batch: answered below
+      rt->early = LW_CANCELLED;
+      done_text(rt->early_text, "cancelled before it started");
+      continue;
+    }
     if (!next && !(next = calloc(1, sizeof(*next)))) {
       return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4 rank: out of memory");
     }
@@ -590,7 +596,7 @@ static lw_status_t poll_tasks(srv_t *s, bool *moved, lw_error_t *err) {
         lw_handle_release(b->h);
         free(b);
       }
-    } else if (!b && rt->early != LW_OK) {
+    } else if (!b && rt->early != LW_OK && inputs_ready(s, rt) < 0) {
       st = complete(s, rt, rt->early, rt->early_text, 0, 0, err);
       over = true;
     }
@@ -619,6 +625,12 @@ static lw_status_t on_message(srv_t *s, const lw_l4_wire_msg_t *msg, lw_error_t 
     case LW_L4_WIRE_CANCEL:
       on_cancel(s, &msg->u.cancel);
       return LW_OK;
+    case LW_L4_WIRE_LOST: {
+      char why[96];
+      snprintf(why, sizeof(why), "rank %d was lost (the L4 said so)", (int)msg->u.move.to_rank);
+      lw__l4_comm_peer_lost(s->l4->comm, msg->u.move.to_rank, why);
+      return LW_OK;
+    }
     default:
       return lw__error_set(err, LW_INTERNAL, -1, 0,
                            "l4 rank %d: the L4 sent a message of kind %u, which ranks do not take",
@@ -626,20 +638,29 @@ static lw_status_t on_message(srv_t *s, const lw_l4_wire_msg_t *msg, lw_error_t 
   }
 }
 
-// Leaving: every L3 run still going is cancelled and waited for (bounded),
-// every handle released, every buffer not under a transfer freed.
+// Leaving: every L3 run still going is cancelled and waited for (bounded), every handle released,
+// every buffer not under a transfer freed.
 static void srv_free(srv_t *s) {
   int64_t deadline = lw__now_ns() + EXIT_WAIT_NS;
   for (rt_task_t *rt = s->tasks; rt; rt = rt->next) {
     if (rt->batch) (void)lw_handle_cancel(rt->batch->h);
   }
-  while (s->tasks) {
+  // Every L3 run ends before any task of it is freed (its orch function reads them). One that does
+  // not end in time keeps its tasks and its tensors' buffers (leaked, not freed under a running
+  // kernel); the worker's destroy ends it.
+  bool all_ended = true;
+  for (rt_task_t *rt = s->tasks; rt; rt = rt->next) {
+    if (!rt->batch) continue;
+    int64_t left = deadline - lw__now_ns();
+    if (lw_handle_wait(rt->batch->h, left > 0 ? left : 0) == LW_DEADLINE_EXCEEDED) {
+      all_ended = false;
+    }
+  }
+  while (s->tasks && all_ended) {
     rt_task_t *rt = s->tasks;
     s->tasks = rt->next;
     rt_batch_t *b = rt->batch;
     if (b && --b->members == 0) {  // the batch goes with its last task
-      int64_t left = deadline - lw__now_ns();
-      (void)lw_handle_wait(b->h, left > 0 ? left : 0);
       lw_handle_release(b->h);
       free(b);
     }
@@ -660,9 +681,9 @@ static void srv_free(srv_t *s) {
     if (!t) continue;
     if (t->rx) {
       lw__l4_comm_xfer_abandon(s->l4->comm, t->rx);
-      // The buffer is in the arena, which goes with the worker: MPI is told to
-      // drop the receive above; a peer that could still write it is gone.
-    } else {
+      // The buffer is in the arena, which goes with the worker: MPI is told to drop the receive
+      // above; a peer that could still write it is gone.
+    } else if (all_ended) {
       lw_worker_free(s->l4->l3, t->buf);
     }
     free(t);

@@ -288,10 +288,11 @@ lw_status_t lw__l4_wire_move_encode(lw_l4_wire_kind_t kind, const lw_l4_move_t *
                                     int32_t from_rank, uint64_t seq, void *buf, size_t cap,
                                     size_t *out_bytes, lw_error_t *err) {
   *out_bytes = 0;
-  if (kind != LW_L4_WIRE_MOVE && kind != LW_L4_WIRE_FREE) {
+  if (kind != LW_L4_WIRE_MOVE && kind != LW_L4_WIRE_FREE && kind != LW_L4_WIRE_LOST) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "l4 move encode: kind %d", (int)kind);
   }
-  if (kind == LW_L4_WIRE_MOVE && m->to_rank < 0) {
+  if ((kind == LW_L4_WIRE_MOVE && m->to_rank < 0) ||
+      (kind == LW_L4_WIRE_LOST && m->to_rank < 1)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "l4 move encode: to rank %d",
                          (int)m->to_rank);
   }
@@ -299,11 +300,12 @@ lw_status_t lw__l4_wire_move_encode(lw_l4_wire_kind_t kind, const lw_l4_move_t *
   LW_RETURN_IF_ERROR(room(bytes, cap, "l4 move encode", err));
   writer_t w = {.p = buf};
   put_header(&w, kind, bytes, from_rank, seq);
-  put_u64(&w, m->tensor_id);
-  put_u64(&w, kind == LW_L4_WIRE_MOVE ? m->version : 0);
-  put_u64(&w, kind == LW_L4_WIRE_MOVE ? m->bytes : 0);
-  put_u32(&w, kind == LW_L4_WIRE_MOVE ? (uint32_t)m->to_rank : 0);
-  put_u32(&w, kind == LW_L4_WIRE_MOVE ? m->xfer : 0);
+  bool move = kind == LW_L4_WIRE_MOVE;
+  put_u64(&w, kind == LW_L4_WIRE_LOST ? 0 : m->tensor_id);
+  put_u64(&w, move ? m->version : 0);
+  put_u64(&w, move ? m->bytes : 0);
+  put_u32(&w, kind == LW_L4_WIRE_FREE ? 0 : (uint32_t)m->to_rank);
+  put_u32(&w, move ? m->xfer : 0);
   *out_bytes = w.at;
   return LW_OK;
 }
@@ -473,7 +475,8 @@ lw_status_t lw__l4_wire_decode(const void *buf, size_t bytes, int32_t from_rank,
       }
       break;
     case LW_L4_WIRE_MOVE:
-    case LW_L4_WIRE_FREE: {
+    case LW_L4_WIRE_FREE:
+    case LW_L4_WIRE_LOST: {
       lw_l4_move_t *m = &out->u.move;
       m->tensor_id = get_u64(&r);
       m->version = get_u64(&r);
@@ -488,6 +491,10 @@ lw_status_t lw__l4_wire_decode(const void *buf, size_t bytes, int32_t from_rank,
       }
       if (h->kind == LW_L4_WIRE_FREE && (m->version || m->bytes || m->to_rank || xfer)) {
         return violation(err, from_rank, seq, "a free with more than a tensor id");
+      }
+      if (h->kind == LW_L4_WIRE_LOST &&
+          (m->tensor_id || m->version || m->bytes || xfer || m->to_rank < 1)) {
+        return violation(err, from_rank, seq, "a lost-rank notice with more than a rank >= 1");
       }
       break;
     }

@@ -20,7 +20,8 @@
 //   MOVE    (the L4 to a rank holding a tensor) send version `version` of tensor `tensor_id`
 //           (`bytes`) to rank `to_rank` as transfer `xfer` (lw__l4_comm_xfer_start): the bytes
 //           go rank to rank, never through the L4;
-//   FREE    (the L4 to a rank) forget tensor `tensor_id`: no task of it runs there any more.
+//   FREE    (the L4 to a rank) forget tensor `tensor_id`: no task of it runs there any more;
+//   LOST    (the L4 to a rank) rank `to_rank` is lost: a transfer with it will never end.
 // Decode checks everything before it returns (magic, version, kind, sizes that tile the
 // message exactly, counts within bounds, the name and error text terminated and printable,
 // tags known, inline only within the bound, the expected sender and seq): the peer is another
@@ -55,6 +56,7 @@ typedef enum lw_l4_wire_kind {
   LW_L4_WIRE_CANCEL = 3,
   LW_L4_WIRE_MOVE = 4,
   LW_L4_WIRE_FREE = 5,
+  LW_L4_WIRE_LOST = 6,
 } lw_l4_wire_kind_t;
 
 typedef enum lw_l4_task_kind {
@@ -124,7 +126,7 @@ typedef struct lw_l4_cancel {
   uint32_t frame;
 } lw_l4_cancel_t;
 
-// MOVE and FREE (FREE uses tensor_id only; the rest is 0).
+// MOVE, FREE and LOST (FREE uses tensor_id only, LOST to_rank only: the rest is 0).
 typedef struct lw_l4_move {
   uint64_t tensor_id;
   uint64_t version;
@@ -140,7 +142,7 @@ typedef struct lw_l4_wire_msg {
     lw_l4_task_t task;
     lw_l4_done_t done;
     lw_l4_cancel_t cancel;
-    lw_l4_move_t move;  // MOVE, FREE
+    lw_l4_move_t move;  // MOVE, FREE, LOST
   } u;
 } lw_l4_wire_msg_t;
 
@@ -163,7 +165,7 @@ LW_MUST_USE lw_status_t lw__l4_wire_cancel_encode(const lw_l4_cancel_t *c, int32
                                                   uint64_t seq, void *buf, size_t cap,
                                                   size_t *out_bytes, lw_error_t *err);
 
-// kind LW_L4_WIRE_MOVE or LW_L4_WIRE_FREE.
+// kind LW_L4_WIRE_MOVE, LW_L4_WIRE_FREE or LW_L4_WIRE_LOST.
 LW_MUST_USE lw_status_t lw__l4_wire_move_encode(lw_l4_wire_kind_t kind, const lw_l4_move_t *m,
                                                 int32_t from_rank, uint64_t seq, void *buf,
                                                 size_t cap, size_t *out_bytes, lw_error_t *err);

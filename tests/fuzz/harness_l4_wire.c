@@ -44,7 +44,8 @@ static void round_trip(const lw_l4_wire_msg_t *m, int32_t from, uint64_t seq) {
     case LW_L4_WIRE_TASK: cap = lw__l4_wire_task_bytes(&m->u.task); break;
     case LW_L4_WIRE_DONE: cap = lw__l4_wire_done_bytes(&m->u.done); break;
     case LW_L4_WIRE_MOVE:
-    case LW_L4_WIRE_FREE: cap = lw__l4_wire_move_bytes(); break;
+    case LW_L4_WIRE_FREE:
+    case LW_L4_WIRE_LOST: cap = lw__l4_wire_move_bytes(); break;
     default: cap = lw__l4_wire_cancel_bytes(); break;
   }
   uint8_t *buf = malloc(cap);
@@ -58,6 +59,7 @@ static void round_trip(const lw_l4_wire_msg_t *m, int32_t from, uint64_t seq) {
     case LW_L4_WIRE_DONE: st = lw__l4_wire_done_encode(&m->u.done, from, seq, buf, cap, &n, &err); break;
     case LW_L4_WIRE_MOVE:
     case LW_L4_WIRE_FREE:
+    case LW_L4_WIRE_LOST:
       st = lw__l4_wire_move_encode((lw_l4_wire_kind_t)m->header.kind, &m->u.move, from, seq, buf,
                                    cap, &n, &err);
       break;
@@ -85,7 +87,8 @@ static void round_trip(const lw_l4_wire_msg_t *m, int32_t from, uint64_t seq) {
     LW_FUZZ_CHECK(a->queue_ns == b->queue_ns && strcmp(a->error, b->error) == 0);
     LW_FUZZ_CHECK(a->n_produced == b->n_produced);
     LW_FUZZ_CHECK(same_tensors(a->produced, b->produced, a->n_produced));
-  } else if (m->header.kind == LW_L4_WIRE_MOVE || m->header.kind == LW_L4_WIRE_FREE) {
+  } else if (m->header.kind == LW_L4_WIRE_MOVE || m->header.kind == LW_L4_WIRE_FREE ||
+             m->header.kind == LW_L4_WIRE_LOST) {
     const lw_l4_move_t *a = &m->u.move, *b = &again.u.move;
     LW_FUZZ_CHECK(a->tensor_id == b->tensor_id && a->version == b->version);
     LW_FUZZ_CHECK(a->bytes == b->bytes && a->to_rank == b->to_rank && a->xfer == b->xfer);
@@ -110,7 +113,7 @@ int lw_fuzz_l4_wire(const uint8_t *data, size_t size) {
   lw__fuzz_poison_error(&err);
   lw_status_t st = lw__l4_wire_decode(buf, size, p.from_rank, p.seq, &m, &err);
   if (st == LW_OK) {
-    LW_FUZZ_CHECK(m.header.kind >= LW_L4_WIRE_TASK && m.header.kind <= LW_L4_WIRE_FREE);
+    LW_FUZZ_CHECK(m.header.kind >= LW_L4_WIRE_TASK && m.header.kind <= LW_L4_WIRE_LOST);
     LW_FUZZ_CHECK(m.header.bytes == size);
     if (m.header.kind == LW_L4_WIRE_TASK) {
       LW_FUZZ_CHECK(m.u.task.n_tensors <= LW_MAX_TENSORS && m.u.task.n_scalars <= LW_MAX_SCALARS);
@@ -126,6 +129,8 @@ int lw_fuzz_l4_wire(const uint8_t *data, size_t size) {
       LW_FUZZ_CHECK(m.u.move.to_rank >= 0);
     } else if (m.header.kind == LW_L4_WIRE_FREE) {
       LW_FUZZ_CHECK(m.u.move.version == 0 && m.u.move.bytes == 0 && m.u.move.to_rank == 0);
+    } else if (m.header.kind == LW_L4_WIRE_LOST) {
+      LW_FUZZ_CHECK(m.u.move.tensor_id == 0 && m.u.move.bytes == 0 && m.u.move.to_rank >= 1);
     } else {
       LW_FUZZ_CHECK(m.u.cancel.frame < LW_MB_TASK_FRAMES);
     }

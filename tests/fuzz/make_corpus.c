@@ -560,6 +560,9 @@ static void l4_wire_seeds(void) {
   l4_seed("free", 0, 11, buf, n);
   buf[32 + 8] = 1;  // a free that names a version
   l4_seed("free_with_a_version", 0, 11, buf, n);
+  lw_l4_move_t lost = {.to_rank = 2};
+  check(lw__l4_wire_move_encode(LW_L4_WIRE_LOST, &lost, 0, 12, buf, sizeof(buf), &n, &err), &err);
+  l4_seed("lost", 0, 12, buf, n);
 }
 
 int main(int argc, char **argv) {

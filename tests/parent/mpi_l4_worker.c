@@ -1,6 +1,6 @@
-// tests/parent/mpi_l4_worker.c — the L4 worker (lanework/l4.h) under a real
-// mpirun -np 3, run by tests/parent/run_mpi.sh. Rank 0 is the L4, ranks 1 and 2
-// serve. What is checked is chosen by the environment:
+// tests/parent/mpi_l4_worker.c — the L4 worker (lanework/l4.h) under a real mpirun -np 3, run by
+// tests/parent/run_mpi.sh. Rank 0 is the L4, ranks 1 and 2 serve. What is checked is chosen by the
+// environment:
 //   LW_L4_TEST_CASE=dag     a DAG across both ranks whose results are exact
 //   only if every
 //                           read-after-write, write-after-read and
@@ -77,8 +77,7 @@ static void reg(lw_l4_t *l4, const char *name, lw_callable_handle_t *out) {
   if (st != LW_OK) die(name);
 }
 
-// An L3 orch function registered by name: vector_add of its three tensors on
-// the rank's L3.
+// An L3 orch function registered by name: vector_add of its three tensors on the rank's L3.
 static lw_status_t orch_vadd(lw_orch_t *o, void *user) {
   const lw_kernel_args_t *k = user;
   extern lw_callable_handle_t g_l3_vadd;
@@ -99,9 +98,8 @@ static void register_all(lw_l4_t *l4, names_t *n) {
   reg(l4, "noop", &n->noop);
   if (lw_l4_register_orch(l4, "orch_vadd", orch_vadd, &n->orch_vadd) != LW_OK) die("orch_vadd");
   if (g_rank > 0) {
-    // The L3 orch function submits the rank's own vector_add: the handle
-    // lw_l4_register made on this rank's worker is internal, so register it
-    // here once more (same digest, same slot).
+    // The L3 orch function submits the rank's own vector_add: the handle lw_l4_register made on
+    // this rank's worker is internal, so register it here once more (same digest, same slot).
     char path[512];
     snprintf(path, sizeof(path), "%s/vector_add.so", LW_KERNEL_DIR);
     lw_callable_t c;
@@ -155,15 +153,13 @@ static lw_status_t dag_orch(lw_l4_orch_t *o, void *user) {
   add(&a, c->t[A], bytes, LW_TAG_INPUT);
   add(&a, c->t[C], bytes, LW_TAG_OUTPUT);
   submit(c, c->n->vadd, &a, 1);
-  // 4: C = A + C on rank 2: after 3 (write-after-write, read-after-write across
-  // ranks).
+  // 4: C = A + C on rank 2: after 3 (write-after-write, read-after-write across ranks).
   lw_args_init(&a);
   add(&a, c->t[A], bytes, LW_TAG_INPUT);
   add(&a, c->t[C], bytes, LW_TAG_INOUT);
   (void)lw_args_add_f32(&a, 1.0f);
   submit(c, c->n->saxpy, &a, 2);
-  // 5: E = D + Z on E's home (rank 1): D moves 2 -> 1, Z is all zeros (nothing
-  // moves).
+  // 5: E = D + Z on E's home (rank 1): D moves 2 -> 1, Z is all zeros (nothing moves).
   lw_args_init(&a);
   add(&a, c->t[D], bytes, LW_TAG_INPUT);
   add(&a, c->t[Z], bytes, LW_TAG_INPUT);
@@ -175,8 +171,7 @@ static lw_status_t dag_orch(lw_l4_orch_t *o, void *user) {
   add(&a, c->t[A], bytes, LW_TAG_INPUT);
   add(&a, c->t[F], bytes, LW_TAG_OUTPUT);
   submit(c, c->n->orch_vadd, &a, 2);
-  // 256 independent y = 3 x + y on small tensors (inline), spread over both
-  // ranks.
+  // 256 independent y = 3 x + y on small tensors (inline), spread over both ranks.
   for (int i = 0; i < MANY; ++i) {
     lw_args_init(&a);
     add(&a, c->many_x[i], SMALL * sizeof(float), LW_TAG_INPUT);
@@ -260,8 +255,7 @@ static int run_dag(lw_l4_t *l4, names_t *n) {
     bad = 1;
   }
   if (bad) return 1;
-  // A second run reads the results where they are and rank 0's copy changed in
-  // between.
+  // A second run reads the results where they are and rank 0's copy changed in between.
   d[0] = 100.0f;
   if (lw_l4_tensor_written(l4, c.t[D]) != LW_OK) die("written");
   if (lw_l4_run(l4, dag_orch, &c, &rep) != LW_OK) die("second dag run");
@@ -296,8 +290,8 @@ static lw_status_t fail_orch(lw_l4_orch_t *o, void *user) {
     lw_l4_cancel(f->l4);
     return LW_OK;
   }
-  // x gets a version on rank 1 only; then fail writes it there and fails, which
-  // loses it; its reader is skipped.
+  // x gets a version on rank 1 only; then fail writes it there and fails, which loses it; its
+  // reader is skipped.
   lw_args_init(&a);
   add(&a, f->x, 64, LW_TAG_OUTPUT);
   if (lw_l4_submit(o, f->n->noop, &a, NULL, 1) != LW_OK) die("submit writer");
@@ -344,8 +338,7 @@ static int run_fail(lw_l4_t *l4, names_t *n, bool cancel) {
         want_ok);
     return 1;
   }
-  // The failed writer's tensor is lost (its only copy was on the failed
-  // writer's rank).
+  // The failed writer's tensor is lost (its only copy was on the failed writer's rank).
   int32_t where = 0;
   if (!cancel && (lw_l4_tensor_where(l4, f.x, &where, NULL) != LW_OK || where != -1)) {
     say("FAILED the failed writer's tensor is said to be on rank %d", (int)where);
@@ -357,8 +350,38 @@ static int run_fail(lw_l4_t *l4, names_t *n, bool cancel) {
   return 0;
 }
 
-// A fault run: a long task on every rank, then the fault lands in the chosen
-// rank.
+// The move fault: X's only copy is on rank 1, which stops (its fault thread, at 1.5 s); a task on
+// rank 2 reads X once rank 1 stopped, before the L4 can know (2 s of silence).
+typedef struct move_ctx {
+  names_t *n;
+  void *x;
+  int32_t rank;
+  lw_tag_t tag;
+} move_ctx_t;
+
+static lw_status_t move_orch(lw_l4_orch_t *o, void *user) {
+  move_ctx_t *m = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  add(&a, m->x, 4u << 20, m->tag);
+  return lw_l4_submit(o, m->n->noop, &a, NULL, m->rank);
+}
+
+static int run_move_fault(lw_l4_t *l4, names_t *n) {
+  move_ctx_t m = {.n = n, .rank = 1, .tag = LW_TAG_OUTPUT};
+  if (lw_l4_tensor_create(l4, NULL, 4u << 20, 1, &m.x) != LW_OK) die("tensor_create");
+  lw_run_report_t rep;
+  if (lw_l4_run(l4, move_orch, &m, &rep) != LW_OK) die("writer run");
+  struct timespec ts = {1, 800000000};  // rank 1 is stopped by then, not yet found hung
+  nanosleep(&ts, NULL);
+  m.rank = 2;
+  m.tag = LW_TAG_INPUT;
+  lw_status_t st = lw_l4_run(l4, move_orch, &m, &rep);
+  say("run: %s: %s", lw_status_name(st), rep.error.message);
+  return st == LW_OK;
+}
+
+// A fault run: a long task on every rank, then the fault lands in the chosen rank.
 static lw_status_t long_orch(lw_l4_orch_t *o, void *user) {
   fail_ctx_t *f = user;
   lw_args_t a;
@@ -411,7 +434,9 @@ int main(int argc, char **argv) {
     return st == LW_OK ? 0 : 4;
   }
   int bad = 0;
-  if (g_fault_rank >= 0) {
+  if (g_fault_rank >= 0 && strcmp(g_case, "move") == 0) {
+    bad = run_move_fault(l4, &n);
+  } else if (g_fault_rank >= 0) {
     fail_ctx_t fc = {.n = &n, .l4 = l4};
     lw_run_report_t rep;
     lw_status_t st = lw_l4_run(l4, long_orch, &fc, &rep);

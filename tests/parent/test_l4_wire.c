@@ -381,11 +381,25 @@ Test(l4_wire, a_move_and_a_free_round_trip_and_lies_are_refused, .timeout = 10) 
   memcpy(buf + sizeof(lw_l4_wire_header_t) + 8, &v, sizeof(v));
   cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 5, &m, &err), LW_INTERNAL);
   cr_assert(has(err.message, "a free with more than a tensor id"), "%s", err.message);
+  // A lost-rank notice names a rank >= 1 and nothing else.
+  lw_l4_move_t lost = {.to_rank = 2};
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_LOST, &lost, 0, 6, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_OK);
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 6, &m, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(m.header.kind, LW_L4_WIRE_LOST);
+  cr_assert_eq(m.u.move.to_rank, 2);
+  memcpy(buf + sizeof(lw_l4_wire_header_t), &v, sizeof(v));
+  cr_assert_eq(lw__l4_wire_decode(buf, bytes, 0, 6, &m, &err), LW_INTERNAL);
+  lost.to_rank = 0;
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_LOST, &lost, 0, 6, buf, sizeof(buf), &bytes,
+                                       &err),
+               LW_INVALID_ARGUMENT);
   // Every cut of a move is refused.
-  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 6, buf, sizeof(buf), &bytes,
+  cr_assert_eq(lw__l4_wire_move_encode(LW_L4_WIRE_MOVE, &mv, 0, 7, buf, sizeof(buf), &bytes,
                                        &err),
                LW_OK);
   for (size_t cut = 0; cut < bytes; ++cut) {
-    cr_assert_neq(lw__l4_wire_decode(buf, cut, 0, 6, &m, &err), LW_OK, "cut at %zu", cut);
+    cr_assert_neq(lw__l4_wire_decode(buf, cut, 0, 7, &m, &err), LW_OK, "cut at %zu", cut);
   }
 }
