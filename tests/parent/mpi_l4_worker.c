@@ -128,7 +128,8 @@ static void submit(ctx_t *c, lw_callable_handle_t h, lw_args_t *a, int32_t rank)
   if (lw_l4_submit((lw_l4_orch_t *)c->t[15], h, a, NULL, rank) != LW_OK) die("submit");
 }
 
-enum { A, B, C, D, E, Z, F };
+enum { A, B, C, D, E, Z, F, G, H, I };
+#define INLINE_N 4096  // floats: 16 KiB, the most that rides inside a task message
 
 static lw_status_t dag_orch(lw_l4_orch_t *o, void *user) {
   ctx_t *c = user;
@@ -171,6 +172,13 @@ static lw_status_t dag_orch(lw_l4_orch_t *o, void *user) {
   add(&a, c->t[A], bytes, LW_TAG_INPUT);
   add(&a, c->t[F], bytes, LW_TAG_OUTPUT);
   submit(c, c->n->orch_vadd, &a, 2);
+  // 7: I = G + H on rank 1 with G and H inside the task message (two 16 KiB tensors: a message
+  // larger than the transport sends at once).
+  lw_args_init(&a);
+  add(&a, c->t[G], INLINE_N * sizeof(float), LW_TAG_INPUT);
+  add(&a, c->t[H], INLINE_N * sizeof(float), LW_TAG_INPUT);
+  add(&a, c->t[I], INLINE_N * sizeof(float), LW_TAG_OUTPUT);
+  submit(c, c->n->vadd, &a, 1);
   // 256 independent y = 3 x + y on small tensors (inline), spread over both ranks.
   for (int i = 0; i < MANY; ++i) {
     lw_args_init(&a);
@@ -194,10 +202,17 @@ static int check(const char *what, const float *v, size_t n, float (*want)(size_
 static float want_c(size_t i) { return 3.0f * (float)i; }
 static float want_d(size_t i) { return 2.0f * 3.0f * (float)i + 1.0f; }
 static float want_f(size_t i) { return 2.0f * (float)i; }
+static float want_i(size_t i) { return (float)i + 0.5f; }
 
 static int run_dag(lw_l4_t *l4, names_t *n) {
   static float a[N], b[N], cc[N], d[N], e[N], f[N];
   static float mx[MANY][SMALL], my[MANY][SMALL];
+  static float g[INLINE_N], h[INLINE_N], out_i[INLINE_N];
+  for (size_t i = 0; i < INLINE_N; ++i) {
+    g[i] = (float)i;
+    h[i] = 0.5f;
+    out_i[i] = -1.0f;
+  }
   for (size_t i = 0; i < N; ++i) {
     a[i] = (float)i;
     b[i] = 2.0f * (float)i;
@@ -214,7 +229,10 @@ static int run_dag(lw_l4_t *l4, names_t *n) {
       lw_l4_tensor_create(l4, d, bytes, 2, &c.t[D]) != LW_OK ||
       lw_l4_tensor_create(l4, e, bytes, 1, &c.t[E]) != LW_OK ||
       lw_l4_tensor_create(l4, NULL, bytes, 2, &c.t[Z]) != LW_OK ||
-      lw_l4_tensor_create(l4, f, bytes, 2, &c.t[F]) != LW_OK) {
+      lw_l4_tensor_create(l4, f, bytes, 2, &c.t[F]) != LW_OK ||
+      lw_l4_tensor_create(l4, g, sizeof(g), 1, &c.t[G]) != LW_OK ||
+      lw_l4_tensor_create(l4, h, sizeof(h), 1, &c.t[H]) != LW_OK ||
+      lw_l4_tensor_create(l4, out_i, sizeof(out_i), 1, &c.t[I]) != LW_OK) {
     die("tensor_create");
   }
   for (int i = 0; i < MANY; ++i) {
@@ -230,7 +248,7 @@ static int run_dag(lw_l4_t *l4, names_t *n) {
   lw_run_report_t rep;
   if (lw_l4_run(l4, dag_orch, &c, &rep) != LW_OK) die("dag run");
   int bad = check("C", cc, N, want_c) + check("D", d, N, want_d) + check("E", e, N, want_d) +
-            check("F", f, N, want_f);
+            check("F", f, N, want_f) + check("I", out_i, INLINE_N, want_i);
   for (int i = 0; i < MANY && !bad; ++i) {
     for (int k = 0; k < SMALL; ++k) {
       if (my[i][k] != 3.0f * (float)(i + k) + (float)k) {
@@ -259,11 +277,11 @@ static int run_dag(lw_l4_t *l4, names_t *n) {
   d[0] = 100.0f;
   if (lw_l4_tensor_written(l4, c.t[D]) != LW_OK) die("written");
   if (lw_l4_run(l4, dag_orch, &c, &rep) != LW_OK) die("second dag run");
-  if (rep.n_tasks != 6 + MANY || rep.n_completed != rep.n_tasks) {
+  if (rep.n_tasks != 7 + MANY || rep.n_completed != rep.n_tasks) {
     say("FAILED second run: %u of %u tasks completed", rep.n_completed, rep.n_tasks);
     return 1;
   }
-  for (int i = 0; i < 16 && i < 7; ++i) {
+  for (int i = 0; i <= I; ++i) {
     if (lw_l4_tensor_free(l4, c.t[i]) != LW_OK) die("free");
   }
   say("ok dag: %u tasks, results exact, C version %llu on rank %d", rep.n_tasks,
