@@ -31,7 +31,7 @@
 
 typedef struct bench {
   lw_l4_t *l4;
-  lw_callable_handle_t noop, spin;
+  lw_callable_handle_t noop, sleep;
   void *big;
   int32_t rank;  // where the one task goes
   uint32_t n;    // how many
@@ -151,7 +151,7 @@ static lw_status_t long_orch(lw_l4_orch_t *o, void *user) {
   lw_args_t a;
   lw_args_init(&a);
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, 60ull * 1000000ull));  // 60 s unless cancelled
-  return lw_l4_submit(o, b->spin, &a, NULL, 2);
+  return lw_l4_submit(o, b->sleep, &a, NULL, 2);
 }
 
 static void fault(bench_t *b, bool stop) {
@@ -187,7 +187,7 @@ int lw__bench_l4_tasks(int *argc, char ***argv, const char *mode) {
   if (lw_l4_create(argc, argv, &cfg, &b.l4) != LW_OK) fail("lw_l4_create");
   int64_t startup = lw__now_ns() - t0;
   reg(b.l4, "noop", &b.noop);
-  reg(b.l4, "spin", &b.spin);
+  reg(b.l4, "sleep", &b.sleep);
   int32_t rank = lw_l4_rank(b.l4);
   bool stop = strcmp(mode, "tasks-hung") == 0;
   bool faulty = stop || strcmp(mode, "tasks-death") == 0;

@@ -64,7 +64,7 @@ static void die(const char *what) {
 }
 
 typedef struct names {
-  lw_callable_handle_t vadd, saxpy, fail, spin, noop, orch_vadd;
+  lw_callable_handle_t vadd, saxpy, fail, sleep, noop, orch_vadd;
 } names_t;
 
 static void reg(lw_l4_t *l4, const char *name, lw_callable_handle_t *out) {
@@ -94,7 +94,7 @@ static void register_all(lw_l4_t *l4, names_t *n) {
   reg(l4, "vector_add", &n->vadd);
   reg(l4, "saxpy", &n->saxpy);
   reg(l4, "fail", &n->fail);
-  reg(l4, "spin", &n->spin);
+  reg(l4, "sleep", &n->sleep);
   reg(l4, "noop", &n->noop);
   if (lw_l4_register_orch(l4, "orch_vadd", orch_vadd, &n->orch_vadd) != LW_OK) die("orch_vadd");
   if (g_rank > 0) {
@@ -303,7 +303,7 @@ static lw_status_t fail_orch(lw_l4_orch_t *o, void *user) {
   lw_args_init(&a);
   add(&a, f->w, 64, LW_TAG_OUTPUT);
   (void)lw_args_add_scalar(&a, 60ull * 1000000ull);  // 60 s
-  if (lw_l4_submit(o, f->n->spin, &a, NULL, 2) != LW_OK) die("submit spin");
+  if (lw_l4_submit(o, f->n->sleep, &a, NULL, 2) != LW_OK) die("submit sleep");
   if (f->cancel_self) {
     lw_l4_cancel(f->l4);
     return LW_OK;
@@ -406,7 +406,7 @@ static lw_status_t long_orch(lw_l4_orch_t *o, void *user) {
   for (int32_t r = 1; r <= 2; ++r) {
     lw_args_init(&a);
     (void)lw_args_add_scalar(&a, 30ull * 1000000ull);  // 30 s, unless cancelled
-    if (lw_l4_submit(o, f->n->spin, &a, NULL, r) != LW_OK) die("submit spin");
+    if (lw_l4_submit(o, f->n->sleep, &a, NULL, r) != LW_OK) die("submit sleep");
   }
   return LW_OK;
 }
