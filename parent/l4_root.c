@@ -891,7 +891,13 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
     t->state = T_READY;
     run->ready[run->n_ready++] = me;
   }
-  (void)pump(l4, run);
+  // A burst of submits posts as it goes; completions, ends and the rest are looked at every 16
+  // submits, or at once when no rank has a free frame (then they are what frees one).
+  if ((run->n & 15u) == 0 || ranks_with_room(l4) == 0) {
+    (void)pump(l4, run);
+  } else {
+    (void)dispatch(l4, run);
+  }
   return LW_OK;
 }
 
