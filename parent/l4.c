@@ -192,6 +192,14 @@ lw_status_t lw_l4_create(int *argc, char ***argv, const lw_l4_config_t *cfg, lw_
     return lw__last_error_store(&err);
   }
   l4->next_home = 1;
+  if (lw__l4_runs_initialize(l4, &err) != LW_OK) {
+    if (l4->l3) lw_worker_destroy(l4->l3);
+    lw__l4_comm_close(l4->comm, false);
+    free(l4->send_seq);
+    free(l4->recv_seq);
+    free(l4);
+    return lw__last_error_store(&err);
+  }
   *out = l4;
   return LW_OK;
 }
@@ -285,6 +293,7 @@ int lw_l4_destroy(lw_l4_t *l4) {
     lw_l4_end_t end = r == l4->rank ? 0 : lw__l4_comm_peer_end(l4->comm, r);
     if (end != 0 && (l4->rank == 0 || end != LW_L4_END_GOODBYE)) l4->lost = true;
   }
+  lw__l4_runs_deinitialize(l4);  // queued runs cancelled, the one in progress stopped
   if (l4->l3) lw_worker_destroy(l4->l3);
   if (l4->rank == 0) lw__l4_root_free(l4);
   bool finalized = lw__l4_comm_close(l4->comm, !l4->lost);

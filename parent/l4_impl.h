@@ -6,6 +6,7 @@
 #ifndef LANEWORK_PARENT_L4_IMPL_H_
 #define LANEWORK_PARENT_L4_IMPL_H_
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include "lanework/l4.h"
 #include "parent/l4_mpi.h"
 #include "parent/l4_wire.h"
+#include "parent/thread.h"
 
 // A registered name: a chip callable or an L3 orch function.
 typedef struct l4_name {
@@ -39,8 +41,9 @@ struct lw_l4 {
   uint32_t n_names, cap_names;
   uint64_t *send_seq;  // per peer: the last seq sent on our stream to it
   uint64_t *recv_seq;  // per peer: the last seq received from it
-  _Atomic int cancel;  // lw_l4_cancel: the run in progress should stop
-  bool lost;           // a peer was lost (its liveness ended while we needed it)
+  // lw_l4_cancel calls so far: a run submitted before the latest one stops.
+  _Atomic uint64_t cancel_epoch;
+  bool lost;  // a peer was lost (its liveness ended while we needed it)
   // Rank 0.
   l4_tensor_t **tensors;  // by id - 1 (NULL once freed)
   uint64_t n_tensors, cap_tensors;
@@ -48,7 +51,18 @@ struct lw_l4 {
   uint32_t next_xfer;
   int32_t next_home;  // round-robin for LW_L4_ANY_RANK
   uint64_t next_run_id, next_dispatch;
-  l4_run_t *run;
+  l4_run_t *run;  // the run in progress (state_mu)
+  // Runs (parent/l4_runs.c). state_mu is held by the thread running a run for the whole run,
+  // and by a tensor call from any other thread, so those wait for the run; the run's own
+  // thread (its orch function) calls them without it. q_mu (a leaf, never held while taking
+  // state_mu) guards the queue of submitted runs and the runner's state.
+  pthread_mutex_t state_mu;
+  pthread_t run_thread;  // the thread running l4->run (valid while l4->run)
+  pthread_mutex_t q_mu;
+  pthread_cond_t q_cv;
+  struct l4_op *q_head, **q_tail;
+  bool q_stopping;
+  lw_thread_t runner;  // started by the first run
 };
 
 // The L4's nap while nothing moves: yield first, then sleep, doubling up to cap_ns.
@@ -68,6 +82,19 @@ lw_status_t lw__l4_recv(lw_l4_t *l4, int32_t from, int32_t *out_from, void **buf
 
 // parent/l4_serve.c: ranks >= 1.
 lw_status_t lw__l4_serve(lw_l4_t *l4, lw_error_t *err);
+// parent/l4_root.c: runs fn as run number next_run_id + 1, with state_mu held (or on the run's
+// own thread), to its end and its results' return; *out is its report, the return its status.
+// epoch: cancel_epoch when it was submitted; handle: its handle (NULL: none).
+lw_status_t lw__l4_run_one(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, uint64_t epoch,
+                           const lw_handle_t *handle, lw_run_report_t *out);
+// parent/l4_runs.c: takes state_mu unless this thread runs the run in progress; returns
+// whether it took it (give that to unlock).
+bool lw__l4_state_lock(lw_l4_t *l4);
+void lw__l4_state_unlock(lw_l4_t *l4, bool locked);
+// parent/l4_runs.c: the run queue's and the runner's initialize/deinitialize (deinitialize
+// cancels what is queued, stops the run in progress and joins the runner).
+lw_status_t lw__l4_runs_initialize(lw_l4_t *l4, lw_error_t *err);
+void lw__l4_runs_deinitialize(lw_l4_t *l4);
 // parent/l4.c: rank 0's teardown of its tensors and run state.
 void lw__l4_root_free(lw_l4_t *l4);
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "lanes/error.h"
+#include "lanes/handle_impl.h"
 #include "lanes/sys.h"
 #include "lanework/orch.h"
 #include "parent/l4_impl.h"
@@ -81,6 +82,8 @@ struct l4_run {
   uint32_t *ready;  // task indices ready to post, in the order they became ready
   uint32_t n_ready, cap_ready;
   uint32_t n_terminal, n_ok;
+  uint64_t epoch;             // lw_l4_cancel calls before it was submitted
+  const lw_handle_t *handle;  // its handle (a cancel through it stops the run)
   bool failed;
   bool stop_pending;     // failed where stop_all could not run: pump runs it
   lw_error_t error;      // the first error
@@ -155,34 +158,35 @@ static int32_t next_live_rank(lw_l4_t *l4) {
   return 1;
 }
 
-lw_status_t lw_l4_tensor_create(lw_l4_t *l4, void *data, uint64_t bytes, int32_t home_rank,
-                                void **out) {
-  lw_error_t root_err;
-  if (root_only(l4, "lw_l4_tensor_create", &root_err) != LW_OK) {
-    return lw__last_error_store(&root_err);
-  }
-  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_tensor_create: out is NULL");
+static lw_status_t l4_tensor_create_locked(lw_l4_t *l4, void *data, uint64_t bytes,
+                                           int32_t home_rank, void **out, lw_error_t *err) {
+  LW_RETURN_IF_ERROR(root_only(l4, "lw_l4_tensor_create", err));
+  if (!out)
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "lw_l4_tensor_create: out is NULL");
   *out = NULL;
   if (bytes == 0 || bytes > (uint64_t)INT32_MAX) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "lw_l4_tensor_create: %" PRIu64 " bytes (1..%d: MPI counts in int)", bytes,
-                    INT32_MAX);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "lw_l4_tensor_create: %" PRIu64 " bytes (1..%d: MPI counts in int)", bytes,
+                         INT32_MAX);
   }
   if (home_rank != LW_L4_ANY_RANK && (home_rank < 1 || home_rank >= l4->size)) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "lw_l4_tensor_create: home rank %d (1..%d, or LW_L4_ANY_RANK)", (int)home_rank,
-                    (int)l4->size - 1);
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "lw_l4_tensor_create: home rank %d (1..%d, or LW_L4_ANY_RANK)",
+                         (int)home_rank, (int)l4->size - 1);
   }
-  if (!ensure_ranks(l4)) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_tensor_create: memory");
+  if (!ensure_ranks(l4))
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "lw_l4_tensor_create: memory");
   if (l4->n_tensors == l4->cap_tensors) {
     uint64_t cap = l4->cap_tensors ? l4->cap_tensors * 2 : 64;
     l4_tensor_t **t = realloc(l4->tensors, cap * sizeof(*t));
-    if (!t) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_tensor_create: out of memory");
+    if (!t)
+      return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "lw_l4_tensor_create: out of memory");
     l4->tensors = t;
     l4->cap_tensors = cap;
   }
   l4_tensor_t *t = calloc(1, sizeof(*t));
-  if (!t) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_tensor_create: out of memory");
+  if (!t)
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "lw_l4_tensor_create: out of memory");
   t->id = l4->n_tensors + 1;
   t->data = data;
   t->bytes = bytes;
@@ -192,6 +196,16 @@ lw_status_t lw_l4_tensor_create(lw_l4_t *l4, void *data, uint64_t bytes, int32_t
   l4->tensors[l4->n_tensors++] = t;
   *out = token_of(t->id);
   return LW_OK;
+}
+
+lw_status_t lw_l4_tensor_create(lw_l4_t *l4, void *data, uint64_t bytes, int32_t home_rank,
+                                void **out) {
+  bool locked = l4 ? lw__l4_state_lock(l4) : false;
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_status_t st = l4_tensor_create_locked(l4, data, bytes, home_rank, out, &err);
+  if (l4) lw__l4_state_unlock(l4, locked);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
 }
 
 static lw_status_t between_runs(lw_l4_t *l4, void *token, const char *what, l4_tensor_t **out,
@@ -207,15 +221,12 @@ static lw_status_t between_runs(lw_l4_t *l4, void *token, const char *what, l4_t
   return LW_OK;
 }
 
-lw_status_t lw_l4_tensor_written(lw_l4_t *l4, void *token) {
+static lw_status_t l4_tensor_written_locked(lw_l4_t *l4, void *token, lw_error_t *err) {
   l4_tensor_t *t = NULL;
-  lw_error_t err;
-  if (between_runs(l4, token, "lw_l4_tensor_written", &t, &err) != LW_OK) {
-    return lw__last_error_store(&err);
-  }
+  LW_RETURN_IF_ERROR(between_runs(l4, token, "lw_l4_tensor_written", &t, err));
   if (!t->data) {
-    return lw__fail(LW_FAILED_PRECONDITION,
-                    "lw_l4_tensor_written: tensor %" PRIu64 " has no rank-0 memory", t->id);
+    return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                         "lw_l4_tensor_written: tensor %" PRIu64 " has no rank-0 memory", t->id);
   }
   t->version++;
   t->holders = bit(0);
@@ -224,22 +235,38 @@ lw_status_t lw_l4_tensor_written(lw_l4_t *l4, void *token) {
   return LW_OK;
 }
 
-lw_status_t lw_l4_tensor_free(lw_l4_t *l4, void *token) {
+lw_status_t lw_l4_tensor_written(lw_l4_t *l4, void *token) {
+  bool locked = l4 ? lw__l4_state_lock(l4) : false;
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_status_t st = l4_tensor_written_locked(l4, token, &err);
+  if (l4) lw__l4_state_unlock(l4, locked);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
+}
+
+static lw_status_t l4_tensor_free_locked(lw_l4_t *l4, void *token, lw_error_t *err) {
   if (!token) return LW_OK;
   l4_tensor_t *t = NULL;
-  lw_error_t err;
-  if (between_runs(l4, token, "lw_l4_tensor_free", &t, &err) != LW_OK) {
-    return lw__last_error_store(&err);
-  }
+  LW_RETURN_IF_ERROR(between_runs(l4, token, "lw_l4_tensor_free", &t, err));
   lw_l4_move_t m = {.tensor_id = t->id};
+  lw_error_t sent;
   for (int32_t r = 1; r < l4->size; ++r) {
     if (!(t->ever & bit(r)) || l4->ranks[r].dead) continue;
-    if (lw__l4_send_move(l4, r, LW_L4_WIRE_FREE, &m, &err) != LW_OK) send_failed(l4, r, &err);
+    if (lw__l4_send_move(l4, r, LW_L4_WIRE_FREE, &m, &sent) != LW_OK) send_failed(l4, r, &sent);
   }
   l4->tensors[t->id - 1] = NULL;
   free(t->readers);
   free(t);
   return LW_OK;
+}
+
+lw_status_t lw_l4_tensor_free(lw_l4_t *l4, void *token) {
+  bool locked = l4 ? lw__l4_state_lock(l4) : false;
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_status_t st = l4_tensor_free_locked(l4, token, &err);
+  if (l4) lw__l4_state_unlock(l4, locked);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
 }
 
 static int32_t holder_of(const lw_l4_t *l4, const l4_tensor_t *t) {
@@ -250,16 +277,25 @@ static int32_t holder_of(const lw_l4_t *l4, const l4_tensor_t *t) {
   return t->holders & bit(0) ? 0 : -1;
 }
 
-lw_status_t lw_l4_tensor_where(lw_l4_t *l4, void *token, int32_t *rank, uint64_t *version) {
-  lw_error_t root_err;
-  if (root_only(l4, "lw_l4_tensor_where", &root_err) != LW_OK) {
-    return lw__last_error_store(&root_err);
-  }
+static lw_status_t l4_tensor_where_locked(lw_l4_t *l4, void *token, int32_t *rank,
+                                          uint64_t *version, lw_error_t *err) {
+  LW_RETURN_IF_ERROR(root_only(l4, "lw_l4_tensor_where", err));
   l4_tensor_t *t = tensor_of(l4, token);
-  if (!t) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_tensor_where: not a tensor of this L4");
+  if (!t)
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "lw_l4_tensor_where: not a tensor of this L4");
   if (rank) *rank = t->zero ? 0 : holder_of(l4, t);
   if (version) *version = t->version;
   return LW_OK;
+}
+
+lw_status_t lw_l4_tensor_where(lw_l4_t *l4, void *token, int32_t *rank, uint64_t *version) {
+  bool locked = l4 ? lw__l4_state_lock(l4) : false;
+  lw_error_t err;
+  lw__error_clear(&err);
+  lw_status_t st = l4_tensor_where_locked(l4, token, rank, version, &err);
+  if (l4) lw__l4_state_unlock(l4, locked);
+  return st == LW_OK ? LW_OK : lw__last_error_store(&err);
 }
 
 // A rank stopped holding t's version: it is lost when nobody else holds it.
@@ -646,8 +682,11 @@ static bool poll_xfers(lw_l4_t *l4, l4_run_t *run) {
 // One look at everything: cancel, ranks' ends, transfers, posting, completions.
 static bool pump(lw_l4_t *l4, l4_run_t *run) {
   bool moved = false;
-  if (atomic_load_explicit(&l4->cancel, memory_order_relaxed) && !run->failed) {
-    set_error(run, LW_CANCELLED, 0, "l4: run %" PRIu64 " cancelled (lw_l4_cancel)", run->id);
+  bool by_handle = run->handle && lw__handle_cancel_requested(run->handle);
+  if (!run->failed &&
+      (by_handle || atomic_load_explicit(&l4->cancel_epoch, memory_order_relaxed) > run->epoch)) {
+    set_error(run, LW_CANCELLED, 0, "l4: run %" PRIu64 " cancelled (%s)", run->id,
+              by_handle ? "lw_handle_cancel" : "lw_l4_cancel");
     stop_all(l4, run);
     moved = true;
   }
@@ -903,10 +942,6 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
 
 uint64_t lw_l4_last_task(const lw_l4_orch_t *o) { return o ? o->last_task : 0; }
 
-void lw_l4_cancel(lw_l4_t *l4) {
-  if (l4) atomic_store_explicit(&l4->cancel, 1, memory_order_relaxed);
-}
-
 static void run_free(l4_run_t *run) {
   for (uint32_t i = 0; i < run->n; ++i) free(run->tasks[i].dependents);
   free(run->tasks);
@@ -915,20 +950,17 @@ static void run_free(l4_run_t *run) {
   free(run);
 }
 
-lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, lw_run_report_t *out) {
-  lw_error_t root_err;
-  if (root_only(l4, "lw_l4_run", &root_err) != LW_OK) return lw__last_error_store(&root_err);
-  if (!fn) return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_run: fn is NULL");
-  if (l4->run) {
-    return lw__fail(LW_FAILED_PRECONDITION,
-                    "lw_l4_run: a run is in progress (one at a time; not from "
-                    "an orch function)");
+lw_status_t lw__l4_run_one(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, uint64_t epoch,
+                           const lw_handle_t *handle, lw_run_report_t *out) {
+  memset(out, 0, sizeof(*out));
+  l4_run_t *run = ensure_ranks(l4) ? calloc(1, sizeof(*run)) : NULL;
+  if (!run) {
+    out->status = lw__error_set(&out->error, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
+    return out->status;
   }
-  if (!ensure_ranks(l4)) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_run: out of memory");
-  l4_run_t *run = calloc(1, sizeof(*run));
-  if (!run) return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_run: out of memory");
   run->id = ++l4->next_run_id;
-  atomic_store_explicit(&l4->cancel, 0, memory_order_relaxed);
+  run->epoch = epoch;
+  run->handle = handle;
   l4->run = run;
   int64_t start = lw__now_ns();
   lw_l4_orch_t o = {.l4 = l4, .run = run};
@@ -957,11 +989,10 @@ lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, lw_run_report_t
   } else {
     lw__error_clear(&rep.error);
   }
-  if (out) *out = rep;
+  *out = rep;
   l4->run = NULL;
   run_free(run);
-  if (rep.status != LW_OK) return lw__last_error_store(&rep.error);
-  return LW_OK;
+  return rep.status;
 }
 
 void lw__l4_root_free(lw_l4_t *l4) {

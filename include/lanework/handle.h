@@ -40,6 +40,7 @@ typedef enum lw_handle_kind {
   LW_HANDLE_UNREGISTER = 2,
   LW_HANDLE_RUN = 3,         // an L2 run of one kernel
   LW_HANDLE_WORKER_RUN = 4,  // an L3 run of an orch function
+  LW_HANDLE_L4_RUN = 5,      // an L4 run (lanework/l4.h, lw_l4_run_async)
 } lw_handle_kind_t;
 
 // True once the operation finished (successfully or not). Acquire: after it returns true the

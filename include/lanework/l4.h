@@ -26,8 +26,9 @@
 // (POISONED) and every posted one is cancelled on its rank. A rank whose L4 dies leaves lw_l4_serve
 // with UNAVAILABLE naming it.
 //
-// Threads: lw_l4_create, lw_l4_serve, lw_l4_run, the tensor calls and lw_l4_destroy from one thread
-// (a program's main thread, typically); lw_l4_cancel from any thread, also inside a signal handler.
+// Threads: lw_l4_create, lw_l4_serve and lw_l4_destroy from one thread (a program's main thread,
+// typically); runs, the tensor calls and handles from any thread of rank 0; lw_l4_cancel from any
+// thread, also inside a signal handler.
 // Built only where Open MPI is found, in its own library (lw_l4_mpi): a program that does not use
 // the L4 does not link MPI.
 #ifndef LANEWORK_L4_H_
@@ -38,6 +39,7 @@
 #include "lanework/args.h"
 #include "lanework/callable.h"
 #include "lanework/config.h"
+#include "lanework/handle.h"
 #include "lanework/status.h"
 #include "lanework/worker.h"
 
@@ -122,14 +124,27 @@ LW_API LW_MUST_USE lw_status_t lw_l4_tensor_where(lw_l4_t *l4, void *tensor, int
 
 typedef lw_status_t (*lw_l4_orch_fn)(lw_l4_orch_t *orch, void *user);
 
-// Rank 0: runs fn(orch, user) here and waits for all its tasks (and, when it succeeded, for its
-// results on rank 0). The report is lw_worker_run's (wall_ns from fn's start to the end). One run
-// at a time.
+// Rank 0: queues a run of fn(orch, user) and returns its handle (lanework/handle.h: wait,
+// cancel, release). Runs go one at a time in submission order on the L4's run thread (started
+// by the first run); a run's handle finishes once all its tasks finished and, when it
+// succeeded, its results are on rank 0 (lw_l4_handle_report: lw_worker_run's report, wall_ns
+// from fn's start). lw_handle_cancel stops that run (queued: it finishes CANCELLED without
+// running). The tensor calls of this header wait for a run in progress when made from another
+// thread, and may be made from the orch function itself (lw_l4_tensor_create there; the
+// between-runs calls refuse FAILED_PRECONDITION).
+LW_API LW_MUST_USE lw_status_t lw_l4_run_async(lw_l4_t *l4, lw_l4_orch_fn fn, void *user,
+                                               lw_handle_t **out);
+// The report of a finished L4 run handle. INVALID_ARGUMENT for another kind of handle,
+// FAILED_PRECONDITION while it runs.
+LW_API LW_MUST_USE lw_status_t lw_l4_handle_report(const lw_handle_t *h, lw_run_report_t *out);
+// Rank 0: lw_l4_run_async and a wait for it: returns the run's status, its report in *out (may
+// be NULL). From an orch function of this L4: FAILED_PRECONDITION (it would wait for itself).
 LW_API LW_MUST_USE lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *user,
                                          lw_run_report_t *out);
-// Cancels the run in progress: it finishes CANCELLED (tasks not posted are skipped, posted ones are
-// cancelled on their ranks). Any thread; async-signal-safe. No run: nothing happens. A run whose
-// tasks all finished and whose results are coming back to rank 0 is not stopped any more.
+// Cancels every run submitted before this call, running or queued: each finishes CANCELLED
+// (tasks not posted are skipped, posted ones are cancelled on their ranks; a queued run does not
+// start). Any thread; async-signal-safe. A run whose tasks all finished and whose results are
+// coming back to rank 0 is not stopped any more.
 LW_API void lw_l4_cancel(lw_l4_t *l4);
 
 // Inside an L4 orch function: one task of the callable or L3 orch function c (lw_l4_register*) on

@@ -13,6 +13,10 @@
 //   a long task on
 //                           rank 2 is cancelled there, the error names the
 //                           rank, host and pid; the next run works
+//   LW_L4_TEST_CASE=async   three runs queued with lw_l4_run_async: the first (a 60 s task) and
+//                           the second (queued behind it) cancelled through their handles, the
+//                           third runs; each handle finishes with its own outcome, in order, and
+//                           lw_l4_run from inside an orch function is refused
 //   LW_L4_TEST_CASE=cancel  lw_l4_cancel with a long task running on a rank:
 //   CANCELLED, and
 //                           the next run works
@@ -368,6 +372,68 @@ static int run_fail(lw_l4_t *l4, names_t *n, bool cancel) {
   return 0;
 }
 
+// The async case's runs: a long sleep on rank 1, one that must never start, and a short one that
+// also checks that lw_l4_run from an orch function is refused.
+static lw_status_t long_sleep_orch(lw_l4_orch_t *o, void *user) {
+  fail_ctx_t *f = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  (void)lw_args_add_scalar(&a, 60ull * 1000000ull);  // 60 s unless cancelled
+  return lw_l4_submit(o, f->n->sleep, &a, NULL, 1);
+}
+
+static int g_never_ran;
+static lw_status_t never_orch(lw_l4_orch_t *o, void *user) {
+  (void)o;
+  (void)user;
+  g_never_ran = 1;
+  return LW_OK;
+}
+
+static lw_status_t nested_orch(lw_l4_orch_t *o, void *user) {
+  fail_ctx_t *f = user;
+  if (lw_l4_run(f->l4, never_orch, NULL, NULL) != LW_FAILED_PRECONDITION) {
+    say("FAILED lw_l4_run from an orch function was not refused");
+    return LW_INTERNAL;
+  }
+  return one_noop(o, user);
+}
+
+static int run_async(lw_l4_t *l4, names_t *n) {
+  fail_ctx_t f = {.n = n, .l4 = l4};
+  if (lw_l4_tensor_create(l4, NULL, 64, 2, &f.q) != LW_OK) die("tensor_create");
+  lw_handle_t *h[3] = {NULL, NULL, NULL};
+  if (lw_l4_run_async(l4, long_sleep_orch, &f, &h[0]) != LW_OK ||
+      lw_l4_run_async(l4, never_orch, &f, &h[1]) != LW_OK ||
+      lw_l4_run_async(l4, nested_orch, &f, &h[2]) != LW_OK) {
+    die("run_async");
+  }
+  if (lw_handle_cancel(h[1]) != LW_OK) die("cancel queued");
+  if (lw_handle_wait(h[0], 0) != LW_DEADLINE_EXCEEDED) {
+    say("FAILED the 60 s run finished at once");
+    return 1;
+  }
+  if (lw_handle_cancel(h[0]) != LW_OK) die("cancel running");
+  lw_status_t want[3] = {LW_CANCELLED, LW_CANCELLED, LW_OK};
+  for (int i = 0; i < 3; ++i) {
+    lw_status_t st = lw_handle_wait(h[i], 60ll * 1000000000ll);
+    lw_run_report_t rep;
+    if (lw_l4_handle_report(h[i], &rep) != LW_OK) die("handle_report");
+    if (st != want[i] || rep.status != want[i]) {
+      say("FAILED run %d gave %s (%s), %s expected", i + 1, lw_status_name(st), rep.error.message,
+          lw_status_name(want[i]));
+      return 1;
+    }
+    if (i == 1 && (rep.n_tasks != 0 || g_never_ran)) {
+      say("FAILED the run cancelled while queued ran");
+      return 1;
+    }
+    lw_handle_release(h[i]);
+  }
+  say("ok async: running and queued runs cancelled through their handles, the third ran");
+  return 0;
+}
+
 // The move fault: X's only copy is on rank 1, which stops (its fault thread, at 1.5 s); a task on
 // rank 2 reads X once rank 1 stopped, before the L4 can know (2 s of silence).
 typedef struct move_ctx {
@@ -462,6 +528,8 @@ int main(int argc, char **argv) {
     bad = st == LW_OK;
   } else if (strcmp(g_case, "fail") == 0) {
     bad = run_fail(l4, &n, false);
+  } else if (strcmp(g_case, "async") == 0) {
+    bad = run_async(l4, &n);
   } else if (strcmp(g_case, "cancel") == 0) {
     bad = run_fail(l4, &n, true);
   } else {
