@@ -57,7 +57,6 @@ struct lw_l4 {
   // thread (its orch function) calls them without it. q_mu (a leaf, never held while taking
   // state_mu) guards the queue of submitted runs and the runner's state.
   pthread_mutex_t state_mu;
-  pthread_t run_thread;  // the thread running l4->run (valid while l4->run)
   pthread_mutex_t q_mu;
   pthread_cond_t q_cv;
   struct l4_op *q_head, **q_tail;

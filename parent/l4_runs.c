@@ -27,10 +27,12 @@ typedef struct l4_op {
 static void op_destroy(lw_handle_t *h) { free(h); }
 static const lw_handle_ops_t g_op_ops = {.cancel = NULL, .destroy = op_destroy};
 
+// The L4 whose run this thread is running (its orch function calls the tensor calls with
+// state_mu already held by this thread).
+static _Thread_local const lw_l4_t *tl_running;
+
 bool lw__l4_state_lock(lw_l4_t *l4) {
-  // Read without state_mu: only the run's own thread can find itself here, and for it these
-  // were written by itself.
-  if (l4->run && pthread_equal(l4->run_thread, pthread_self())) return false;
+  if (tl_running == l4) return false;
   pthread_mutex_lock(&l4->state_mu);
   return true;
 }
@@ -65,9 +67,10 @@ static void *runner_main(void *arg) {
       finish_op(op, LW_CANCELLED, &err);
     } else {
       pthread_mutex_lock(&l4->state_mu);
-      l4->run_thread = pthread_self();
+      tl_running = l4;
       lw_run_report_t rep;
       lw_status_t st = lw__l4_run_one(l4, op->fn, op->user, op->epoch, &op->handle, &rep);
+      tl_running = NULL;
       pthread_mutex_unlock(&l4->state_mu);
       op->report = rep;
       finish_op(op, st, &rep.error);
@@ -142,7 +145,7 @@ lw_status_t lw_l4_run_async(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, lw_handle
 }
 
 lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, lw_run_report_t *out) {
-  if (l4 && l4->runner.started && pthread_equal(l4->runner.thread, pthread_self())) {
+  if (l4 && tl_running == l4) {
     return lw__fail(LW_FAILED_PRECONDITION,
                     "lw_l4_run: called from an L4 orch function (it would wait for itself; "
                     "lw_l4_run_async queues a run after this one)");
