@@ -17,6 +17,12 @@
 //                           the second (queued behind it) cancelled through their handles, the
 //                           third runs; each handle finishes with its own outcome, in order, and
 //                           lw_l4_run from inside an orch function is refused
+//   LW_L4_TEST_CASE=args    every refusal says what was wrong: a name taken twice, a tensor of
+//                           0 bytes or a bad home, serving on rank 0, a submit with a handle
+//                           lw_l4_register did not give, a token that is not a tensor, the wrong
+//                           size, a bad rank, a negative timeout; a between-runs call during a
+//                           run; a report of a handle of another kind; each refused call changes
+//                           nothing and the run goes on
 //   LW_L4_TEST_CASE=cancel  lw_l4_cancel with a long task running on a rank:
 //   CANCELLED, and
 //                           the next run works
@@ -434,6 +440,90 @@ static int run_async(lw_l4_t *l4, names_t *n) {
   return 0;
 }
 
+// The args case.
+static int g_refusals;
+static void refused(lw_status_t got, lw_status_t want, const char *needle, const char *what) {
+  const char *msg = lw_last_error()->message;
+  if (got != want || !strstr(msg, needle)) {
+    say("FAILED %s: %s (%s), expected %s naming '%s'", what, lw_status_name(got), msg,
+        lw_status_name(want), needle);
+    _exit(2);
+  }
+  g_refusals++;
+}
+
+typedef struct args_ctx {
+  lw_l4_t *l4;
+  names_t *n;
+  void *t;
+} args_ctx_t;
+
+static lw_status_t args_orch(lw_l4_orch_t *o, void *user) {
+  args_ctx_t *c = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  add(&a, c->t, 64, LW_TAG_OUTPUT);
+  lw_callable_handle_t bogus = {.id = 12345};
+  refused(lw_l4_submit(o, bogus, &a, NULL, 1), LW_NOT_FOUND, "is not one lw_l4_register gave",
+          "an unknown handle");
+  refused(lw_l4_submit(o, c->n->noop, &a, NULL, 7), LW_INVALID_ARGUMENT, "rank 7 (1..2",
+          "a rank out of range");
+  lw_run_config_t rc;
+  lw_run_config_default(&rc);
+  rc.timeout_ns = -5;
+  refused(lw_l4_submit(o, c->n->noop, &a, &rc, 1), LW_INVALID_ARGUMENT, "timeout_ns -5",
+          "a negative timeout");
+  lw_args_t wrong;
+  lw_args_init(&wrong);
+  add(&wrong, c->t, 32, LW_TAG_OUTPUT);
+  refused(lw_l4_submit(o, c->n->noop, &wrong, NULL, 1), LW_INVALID_ARGUMENT,
+          "is 64 bytes, the args say 32", "the wrong size");
+  static float plain[16];
+  lw_args_init(&wrong);
+  add(&wrong, plain, sizeof(plain), LW_TAG_INPUT);
+  refused(lw_l4_submit(o, c->n->noop, &wrong, NULL, 1), LW_INVALID_ARGUMENT,
+          "is not a token of lw_l4_tensor_create", "plain memory as a tensor");
+  refused(lw_l4_tensor_free(c->l4, c->t), LW_FAILED_PRECONDITION, "a run is in progress",
+          "a free during the run");
+  if (lw_l4_last_task(o) != 0) {
+    say("FAILED a refused submit counted as a task");
+    _exit(2);
+  }
+  return lw_l4_submit(o, c->n->noop, &a, NULL, LW_L4_ANY_RANK);
+}
+
+static int run_args(lw_l4_t *l4, names_t *n) {
+  lw_callable_handle_t again;
+  lw_callable_t none = {0};
+  refused(lw_l4_register(l4, "noop", &none, &again), LW_ALREADY_EXISTS, "'noop' is already",
+          "a name taken twice");
+  refused(lw_l4_register(l4, "has space", &none, &again), LW_INVALID_ARGUMENT,
+          "printable bytes without spaces", "a name with a space");
+  void *t = NULL;
+  refused(lw_l4_tensor_create(l4, NULL, 0, 1, &t), LW_INVALID_ARGUMENT, "0 bytes",
+          "a tensor of no bytes");
+  refused(lw_l4_tensor_create(l4, NULL, 64, 9, &t), LW_INVALID_ARGUMENT, "home rank 9",
+          "a home rank out of range");
+  refused(lw_l4_serve(l4), LW_FAILED_PRECONDITION, "rank 0 is the L4", "serving on rank 0");
+  args_ctx_t c = {.l4 = l4, .n = n};
+  if (lw_l4_tensor_create(l4, NULL, 64, 1, &c.t) != LW_OK) die("tensor_create");
+  lw_run_report_t rep;
+  if (lw_l4_run(l4, args_orch, &c, &rep) != LW_OK || rep.n_tasks != 1 || rep.n_completed != 1) {
+    say("FAILED the run after the refusals: %s, %u of %u tasks", rep.error.message, rep.n_completed,
+        rep.n_tasks);
+    return 1;
+  }
+  lw_handle_t *h = NULL;
+  if (lw_l4_run_async(l4, args_orch, &c, &h) != LW_OK) die("run_async");
+  (void)lw_handle_wait(h, LW_WAIT_FOREVER);
+  lw_run_report_t r2;
+  refused(lw_l4_handle_report(NULL, &r2), LW_INVALID_ARGUMENT, "not an L4 run handle",
+          "a report of no handle");
+  lw_handle_release(h);
+  say("ok args: %d refusals, each naming what was wrong", g_refusals);
+  return 0;
+}
+
 // The move fault: X's only copy is on rank 1, which stops (its fault thread, at 1.5 s); a task on
 // rank 2 reads X once rank 1 stopped, before the L4 can know (2 s of silence).
 typedef struct move_ctx {
@@ -528,6 +618,8 @@ int main(int argc, char **argv) {
     bad = st == LW_OK;
   } else if (strcmp(g_case, "fail") == 0) {
     bad = run_fail(l4, &n, false);
+  } else if (strcmp(g_case, "args") == 0) {
+    bad = run_args(l4, &n);
   } else if (strcmp(g_case, "async") == 0) {
     bad = run_async(l4, &n);
   } else if (strcmp(g_case, "cancel") == 0) {
