@@ -144,6 +144,15 @@ lw_status_t lw_l4_create(int *argc, char ***argv, const lw_l4_config_t *cfg, lw_
     free(l4);
     return lw__last_error_store(&err);
   }
+  if (l4->cfg.l3.struct_size != sizeof(lw_worker_config_t)) {
+    // The embedded worker config fixes the offsets of every field after it.
+    lw__error_set(&err, LW_INVALID_ARGUMENT, -1, 0,
+                  "lw_l4_create: lw_l4_config_t.l3.struct_size is %u, this library's "
+                  "lw_worker_config_t has %zu bytes (set the config with lw_l4_config_default)",
+                  l4->cfg.l3.struct_size, sizeof(lw_worker_config_t));
+    free(l4);
+    return lw__last_error_store(&err);
+  }
   if (l4->cfg.max_in_flight < 1 || l4->cfg.max_in_flight > LW_L4_MAX_IN_FLIGHT ||
       l4->cfg.startup_timeout_ns <= 0 || l4->cfg.message_timeout_ns <= 0) {
     lw__error_set(&err, LW_INVALID_ARGUMENT, -1, 0,

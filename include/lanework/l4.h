@@ -29,8 +29,8 @@
 // Threads: lw_l4_create, lw_l4_serve and lw_l4_destroy from one thread (a program's main thread,
 // typically); runs, the tensor calls and handles from any thread of rank 0; lw_l4_cancel from any
 // thread, also inside a signal handler.
-// Built only where Open MPI is found, in its own library (lw_l4_mpi): a program that does not use
-// the L4 does not link MPI.
+// Built only where Open MPI is found, in its own library (liblanework_l4.a, CMake target
+// lanework::l4; docs/packaging.md): a program that does not use the L4 does not link MPI.
 #ifndef LANEWORK_L4_H_
 #define LANEWORK_L4_H_
 
@@ -55,7 +55,9 @@ typedef struct lw_l4_orch lw_l4_orch_t;
 #define LW_L4_MAX_IN_FLIGHT 128  // tasks posted to one rank at once, at most
 #define LW_L4_EXIT_PEER_LOST 3   // lw_l4_destroy's status when a rank or the L4 was lost
 
-// Grows like the structs of config.h: struct_size first, set by the _default function.
+// Grows like the structs of config.h: struct_size first, set by the _default function. The L3
+// worker's config is embedded, so its layout is part of this struct's: l3.struct_size must be
+// sizeof(lw_worker_config_t) (the _default function sets it), as worker.h's chip template.
 typedef struct lw_l4_config {
   uint32_t struct_size;        // sizeof(lw_l4_config_t); set by lw_l4_config_default
   uint32_t max_in_flight;      // tasks posted to one rank at once
