@@ -64,7 +64,8 @@ struct lw_l4 {
   lw_thread_t runner;  // started by the first run
 };
 
-// The L4's nap while nothing moves: yield first, then sleep, doubling up to cap_ns.
+// The L4's nap while nothing moves (*round = 0 after each progress): yield for the first 200 us,
+// then sleep, doubling from 10 us up to cap_ns.
 void lw__l4_nap(uint32_t *round, int64_t cap_ns);
 
 // Sends an encoded message to `to` with the next seq of that stream (encode is called with it). The
