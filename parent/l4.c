@@ -59,6 +59,32 @@ void lw__l4_nap(uint32_t *round, int64_t cap_ns) {
   struct timespec ts = {0, (long)ns};
   nanosleep(&ts, NULL);
 }
+bool lw__l4_grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return true;
+  uint32_t c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, (size_t)c * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = c;
+  return true;
+}
+
+bool lw__l4_xfers_poll(lw_l4_comm_t *c, lw_l4_xfer_t **xfers, uint32_t *n) {
+  bool ended = false;
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < *n; ++i) {
+    lw_error_t err;
+    if (lw__l4_comm_xfer_test(c, xfers[i], &err) == LW_NOT_FOUND) {
+      xfers[keep++] = xfers[i];
+    } else {
+      ended = true;
+    }
+  }
+  *n = keep;
+  return ended;
+}
+
 // Encodes into a buffer of `bytes` (on the stack when small) and sends it on `to`'s stream.
 typedef lw_status_t (*encode_fn)(const void *what, int32_t from, uint64_t seq, void *buf,
                                  size_t cap, size_t *out, lw_error_t *err);

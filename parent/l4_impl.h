@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lanework/l4.h"
@@ -63,6 +64,22 @@ struct lw_l4 {
   bool q_stopping;
   lw_thread_t runner;  // started by the first run
 };
+
+// What a task does with a tensor of tag (lw_tag_t): reads it (every tag but OUTPUT: NO_DEP reads
+// the current version with no ordering), writes it (OUTPUT, INOUT, OUTPUT_EXISTING).
+static inline bool lw__l4_tag_reads(uint32_t tag) { return tag != LW_TAG_OUTPUT; }
+static inline bool lw__l4_tag_writes(uint32_t tag) {
+  return tag == LW_TAG_OUTPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING;
+}
+
+// Makes room for need elements of elem bytes in *p (capacity *cap, doubling from 16). False when
+// out of memory (*p and *cap unchanged).
+bool lw__l4_grow(void **p, uint32_t *cap, uint32_t need, size_t elem);
+
+// Looks once at each transfer of xfers[0 .. *n - 1] and keeps the ones still under way (in
+// order); the others ended (done, or their peer lost: its tasks fail elsewhere). Whether any
+// ended.
+bool lw__l4_xfers_poll(lw_l4_comm_t *c, lw_l4_xfer_t **xfers, uint32_t *n);
 
 // The L4's nap while nothing moves (*round = 0 after each progress): yield for the first 200 us,
 // then sleep, doubling from 10 us up to cap_ns.

@@ -67,7 +67,6 @@ typedef struct l4_task {
   uint32_t fetched;            // bit i: tensor i's version was brought to the rank for it
   int8_t src[LW_MAX_TENSORS];  // where each fetched version came from
   bool cancel_sent;
-  lw_status_t status;
   int64_t timeout_ns;
   lw_args_t args;  // tensor data are tokens
   uint64_t tid[LW_MAX_TENSORS];
@@ -99,22 +98,7 @@ struct lw_l4_orch {
 
 static void send_failed(lw_l4_t *l4, int32_t r, const lw_error_t *err);
 
-static bool tag_reads(uint32_t tag) { return tag != LW_TAG_OUTPUT; }
-static bool tag_writes(uint32_t tag) {
-  return tag == LW_TAG_OUTPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING;
-}
 static uint64_t bit(int32_t r) { return 1ull << (unsigned)r; }
-
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
-  if (need <= *cap) return true;
-  uint32_t c = *cap ? *cap : 16;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, (size_t)c * elem);
-  if (!q) return false;
-  *p = q;
-  *cap = c;
-  return true;
-}
 
 static bool ensure_ranks(lw_l4_t *l4) {
   if (!l4->ranks) l4->ranks = calloc((size_t)l4->size, sizeof(*l4->ranks));
@@ -128,16 +112,13 @@ static bool ensure_ranks(lw_l4_t *l4) {
 
 static void *token_of(uint64_t id) { return (void *)(uintptr_t)((id << 8) | TOKEN_TAG); }
 
-static l4_tensor_t *tensor_of(lw_l4_t *l4, const void *token) {
-  uintptr_t v = (uintptr_t)token;
-  if ((v & 0xffu) != TOKEN_TAG) return NULL;
-  uint64_t id = (uint64_t)(v >> 8);
-  if (id < 1 || id > l4->n_tensors) return NULL;
-  return l4->tensors[id - 1];
-}
-
 static l4_tensor_t *tensor_by_id(lw_l4_t *l4, uint64_t id) {
   return id >= 1 && id <= l4->n_tensors ? l4->tensors[id - 1] : NULL;
+}
+
+static l4_tensor_t *tensor_of(lw_l4_t *l4, const void *token) {
+  uintptr_t v = (uintptr_t)token;
+  return (v & 0xffu) == TOKEN_TAG ? tensor_by_id(l4, (uint64_t)(v >> 8)) : NULL;
 }
 
 static lw_status_t root_only(const lw_l4_t *l4, const char *what, lw_error_t *err) {
@@ -304,8 +285,8 @@ static void drop_holder(l4_tensor_t *t, int32_t r, const char *why) {
   if (!t->holders && !t->zero && !t->lost[0]) snprintf(t->lost, sizeof(t->lost), "%s", why);
 }
 
-// --------------------------------------------------------------------------------------------- The
-// run: failing, finishing tasks
+// ---------------------------------------------------------------------------------------------
+// The run: failing, finishing tasks
 
 static const char *task_name(const lw_l4_t *l4, const l4_task_t *t) {
   return l4->names[t->name_ix].name;
@@ -329,7 +310,6 @@ static void finish(l4_run_t *run, uint32_t ix, lw_status_t status) {
   l4_task_t *t = &run->tasks[ix];
   if (t->state == T_DONE) return;
   t->state = T_DONE;
-  t->status = status;
   run->n_terminal++;
   if (status != LW_OK) return;
   run->n_ok++;
@@ -337,11 +317,10 @@ static void finish(l4_run_t *run, uint32_t ix, lw_status_t status) {
     l4_task_t *d = &run->tasks[t->dependents[i]];
     if (d->state == T_WAIT && --d->deps_left == 0) {
       d->state = T_READY;
-      if (grow((void **)&run->ready, &run->cap_ready, run->n_ready + 1, sizeof(uint32_t))) {
+      if (lw__l4_grow((void **)&run->ready, &run->cap_ready, run->n_ready + 1, sizeof(uint32_t))) {
         run->ready[run->n_ready++] = t->dependents[i];
       } else {
         d->state = T_DONE;  // out of memory: counted failed (set_error below names it)
-        d->status = LW_RESOURCE_EXHAUSTED;
         run->n_terminal++;
         set_error(run, LW_RESOURCE_EXHAUSTED, d->id, "l4: out of memory queueing task %" PRIu64,
                   d->id);
@@ -427,13 +406,40 @@ static void rank_lost(lw_l4_t *l4, int32_t r, const char *why) {
   }
 }
 
+// Every live rank whose liveness ended since the last look is lost. Whether any was.
+static bool watch_ranks(lw_l4_t *l4) {
+  bool any = false;
+  for (int32_t r = 1; r < l4->size; ++r) {
+    char why[LW_ERROR_MESSAGE_BYTES];
+    if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
+      rank_lost(l4, r, why);
+      any = true;
+    }
+  }
+  return any;
+}
+
+// Rank r sent what the protocol does not allow (what says what): it is lost, named.
+static void broke_protocol(lw_l4_t *l4, int32_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void broke_protocol(lw_l4_t *l4, int32_t r, const char *fmt, ...) {
+  char name[96], what[LW_ERROR_MESSAGE_BYTES], why[2 * LW_ERROR_MESSAGE_BYTES];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
+  snprintf(why, sizeof(why), "%s broke the protocol: %s", name, what);
+  rank_lost(l4, r, why);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Posting
 
 static int32_t place(lw_l4_t *l4, const l4_task_t *t) {
   if (t->want_rank != LW_L4_ANY_RANK) return t->want_rank;
   for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
-    if (tag_writes(t->args.tensor[i].tag)) return tensor_by_id(l4, t->tid[i])->home;
+    if (lw__l4_tag_writes(t->args.tensor[i].tag)) return tensor_by_id(l4, t->tid[i])->home;
   }
   for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
     int32_t h = holder_of(l4, tensor_by_id(l4, t->tid[i]));
@@ -444,7 +450,7 @@ static int32_t place(lw_l4_t *l4, const l4_task_t *t) {
 
 static lw_status_t start_xfer(lw_l4_t *l4, l4_run_t *run, int32_t to, uint32_t xfer, void *buf,
                               uint64_t bytes, bool send, lw_error_t *err) {
-  if (!grow((void **)&run->xfers, &run->cap_xfers, run->n_xfers + 1, sizeof(*run->xfers))) {
+  if (!lw__l4_grow((void **)&run->xfers, &run->cap_xfers, run->n_xfers + 1, sizeof(*run->xfers))) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4: out of memory");
   }
   lw_l4_xfer_t *x = NULL;
@@ -489,7 +495,7 @@ static bool post(lw_l4_t *l4, l4_run_t *run, uint32_t ix, int32_t r) {
                           .tag = (uint8_t)t->args.tensor[i].tag};
     bool same = false;  // the same tensor read earlier in this task: that fetch serves both
     for (uint32_t j = 0; j < i; ++j) same = same || t->tid[j] == t->tid[i];
-    if (!tag_reads(d->tag) || same || (tn->holders & bit(r))) continue;
+    if (!lw__l4_tag_reads(d->tag) || same || (tn->holders & bit(r))) continue;
     if (tn->zero) {
       d->flags = LW_L4_TENSOR_ZERO;
       continue;
@@ -610,15 +616,10 @@ static bool dispatch(lw_l4_t *l4, l4_run_t *run) {
 static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d) {
   l4_rank_t *k = &l4->ranks[r];
   uint32_t ix = k->frame_task[d->frame];
-  char name[96];
-  lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
   if (!ix || d->identity.run_id != run->id || run->tasks[ix - 1].id != d->identity.task_id) {
-    char why[LW_ERROR_MESSAGE_BYTES];
-    snprintf(why, sizeof(why),
-             "%s broke the protocol: a completion of task %" PRIu64 " of run %" PRIu64
-             " in frame %u, which holds %s",
-             name, d->identity.task_id, d->identity.run_id, d->frame, ix ? "another task" : "none");
-    rank_lost(l4, r, why);
+    broke_protocol(
+        l4, r, "a completion of task %" PRIu64 " of run %" PRIu64 " in frame %u, which holds %s",
+        d->identity.task_id, d->identity.run_id, d->frame, ix ? "another task" : "none");
     return;
   }
   ix -= 1;
@@ -628,7 +629,7 @@ static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d
   if (d->status == LW_OK) {
     uint32_t p = 0;
     for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
-      if (!tag_writes(t->args.tensor[i].tag)) continue;
+      if (!lw__l4_tag_writes(t->args.tensor[i].tag)) continue;
       l4_tensor_t *tn = tensor_by_id(l4, t->tid[i]);
       uint64_t v = p < d->n_produced ? d->produced[p].version : tn->version + 1;
       p++;
@@ -646,11 +647,12 @@ static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d
   snprintf(lost, sizeof(lost), "task %" PRIu64 " (%s) that wrote it on rank %d failed", t->id,
            task_name(l4, t), (int)r);
   for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
-    if (tag_writes(t->args.tensor[i].tag) || (t->fetched & (1u << i))) {
+    if (lw__l4_tag_writes(t->args.tensor[i].tag) || (t->fetched & (1u << i))) {
       drop_holder(tensor_by_id(l4, t->tid[i]), r, lost);
     }
   }
-  char msg[3 * LW_ERROR_MESSAGE_BYTES];
+  char name[96], msg[3 * LW_ERROR_MESSAGE_BYTES];
+  lw__l4_comm_peer_name(l4->comm, r, name, sizeof(name));
   // A version it waited for from a rank since lost: that rank's loss, as the L4 knows it.
   const char *because = "";
   for (uint32_t i = 0; i < t->args.n_tensors; ++i) {
@@ -661,22 +663,6 @@ static void on_done(lw_l4_t *l4, l4_run_t *run, int32_t r, const lw_l4_done_t *d
   snprintf(msg, sizeof(msg), "l4: task %" PRIu64 " (%s) on %s: %s%s%s", t->id, task_name(l4, t),
            name, d->error[0] ? d->error : lw_status_name(d->status), *because ? "; " : "", because);
   fail_task(l4, run, ix, d->status, msg);
-}
-
-static bool poll_xfers(lw_l4_t *l4, l4_run_t *run) {
-  bool moved = false;
-  uint32_t keep = 0;
-  for (uint32_t i = 0; i < run->n_xfers; ++i) {
-    lw_error_t err;
-    lw_status_t st = lw__l4_comm_xfer_test(l4->comm, run->xfers[i], &err);
-    if (st == LW_NOT_FOUND) {
-      run->xfers[keep++] = run->xfers[i];
-    } else {
-      moved = true;  // done, or its peer ended (rank_lost fails what it held)
-    }
-  }
-  run->n_xfers = keep;
-  return moved;
 }
 
 // One look at everything: cancel, ranks' ends, transfers, posting, completions.
@@ -695,14 +681,8 @@ static bool pump(lw_l4_t *l4, l4_run_t *run) {
     stop_all(l4, run);
     moved = true;
   }
-  for (int32_t r = 1; r < l4->size; ++r) {
-    char why[LW_ERROR_MESSAGE_BYTES];
-    if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
-      rank_lost(l4, r, why);
-      moved = true;
-    }
-  }
-  if (poll_xfers(l4, run)) moved = true;
+  if (watch_ranks(l4)) moved = true;
+  if (lw__l4_xfers_poll(l4->comm, run->xfers, &run->n_xfers)) moved = true;
   if (dispatch(l4, run)) moved = true;
   for (;;) {
     void *buf = NULL;
@@ -714,10 +694,7 @@ static bool pump(lw_l4_t *l4, l4_run_t *run) {
     moved = true;
     if (st != LW_OK) {
       if (from > 0) {
-        char name[96], why[2 * LW_ERROR_MESSAGE_BYTES];
-        lw__l4_comm_peer_name(l4->comm, from, name, sizeof(name));
-        snprintf(why, sizeof(why), "%s broke the protocol: %s", name, err.message);
-        rank_lost(l4, from, why);
+        broke_protocol(l4, from, "%s", err.message);
       } else {
         set_error(run, st, 0, "%s", err.message);
         stop_all(l4, run);
@@ -729,12 +706,7 @@ static bool pump(lw_l4_t *l4, l4_run_t *run) {
     } else if (msg.header.kind == LW_L4_WIRE_DONE) {
       on_done(l4, run, from, &msg.u.done);
     } else {
-      char why[LW_ERROR_MESSAGE_BYTES];
-      char name[96];
-      lw__l4_comm_peer_name(l4->comm, from, name, sizeof(name));
-      snprintf(why, sizeof(why), "%s broke the protocol: it sent a message of kind %u to the L4",
-               name, (unsigned)msg.header.kind);
-      rank_lost(l4, from, why);
+      broke_protocol(l4, from, "it sent a message of kind %u to the L4", (unsigned)msg.header.kind);
     }
     free(buf);
   }
@@ -785,12 +757,7 @@ static void fetch_results(lw_l4_t *l4, l4_run_t *run) {
   uint64_t left = n;
   uint32_t round = 0;
   while (left > 0) {
-    for (int32_t r = 1; r < l4->size; ++r) {
-      char why[LW_ERROR_MESSAGE_BYTES];
-      if (!l4->ranks[r].dead && lw__l4_comm_peer_ended(l4->comm, r, why, sizeof(why))) {
-        rank_lost(l4, r, why);
-      }
-    }
+    (void)watch_ranks(l4);  // a source lost ends its transfer below
     bool moved = false;
     for (uint64_t i = 0; i < n; ++i) {
       if (!h[i].x) continue;
@@ -825,7 +792,8 @@ static void fetch_results(lw_l4_t *l4, l4_run_t *run) {
 static void add_edge(l4_run_t *run, uint32_t dep, uint32_t me) {
   l4_task_t *d = &run->tasks[dep];
   if (d->state == T_DONE) return;
-  if (!grow((void **)&d->dependents, &d->cap_dependents, d->n_dependents + 1, sizeof(uint32_t))) {
+  if (!lw__l4_grow((void **)&d->dependents, &d->cap_dependents, d->n_dependents + 1,
+                   sizeof(uint32_t))) {
     set_error(run, LW_RESOURCE_EXHAUSTED, me + 1, "l4: out of memory recording a dependency");
     return;
   }
@@ -875,7 +843,7 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
     }
     tid[i] = tn->id;
   }
-  if (!grow((void **)&run->tasks, &run->cap, run->n + 1, sizeof(l4_task_t))) {
+  if (!lw__l4_grow((void **)&run->tasks, &run->cap, run->n + 1, sizeof(l4_task_t))) {
     return lw__fail(LW_RESOURCE_EXHAUSTED, "lw_l4_submit: out of memory");
   }
   uint32_t me = run->n;
@@ -901,13 +869,14 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
       tn->n_readers = 0;
     }
     if (tn->last_writer && tn->last_writer - 1 != me) add_edge(run, tn->last_writer - 1, me);
-    if (tag_writes(tag)) {
+    if (lw__l4_tag_writes(tag)) {
       for (uint32_t k = 0; k < tn->n_readers; ++k) {
         if (tn->readers[k] != me) add_edge(run, tn->readers[k], me);
       }
       tn->last_writer = me + 1;
       tn->n_readers = 0;
-    } else if (grow((void **)&tn->readers, &tn->cap_readers, tn->n_readers + 1, sizeof(uint32_t))) {
+    } else if (lw__l4_grow((void **)&tn->readers, &tn->cap_readers, tn->n_readers + 1,
+                           sizeof(uint32_t))) {
       tn->readers[tn->n_readers++] = me;
     } else {
       set_error(run, LW_RESOURCE_EXHAUSTED, me + 1, "l4: out of memory recording a reader");
@@ -921,7 +890,7 @@ lw_status_t lw_l4_submit(lw_l4_orch_t *o, lw_callable_handle_t c, const lw_args_
     return LW_OK;
   }
   if (t->deps_left == 0) {
-    if (!grow((void **)&run->ready, &run->cap_ready, run->n_ready + 1, sizeof(uint32_t))) {
+    if (!lw__l4_grow((void **)&run->ready, &run->cap_ready, run->n_ready + 1, sizeof(uint32_t))) {
       set_error(run, LW_RESOURCE_EXHAUSTED, t->id, "l4: out of memory queueing a task");
       finish(run, me, LW_RESOURCE_EXHAUSTED);
       stop_all(l4, run);

@@ -44,7 +44,6 @@ typedef struct rt_task {
   lw_args_t args;          // the rank's buffers
   lw_kernel_args_t kargs;  // the same, for an L3 orch function
   struct rt_batch *batch;  // the L3 run it is part of, once launched
-  uint32_t index;          // its place in that run (its L3 task id - 1)
   int64_t ready_ns;        // when its inputs were all here (0: not yet)
   bool cancelled;
   lw_status_t early;  // a failure found before launch (LW_OK: none)
@@ -73,6 +72,11 @@ typedef struct rt_move {
   struct rt_move *next;
 } rt_move_t;
 
+typedef struct rt_discard {
+  lw_l4_xfer_t *rx;
+  void *scratch;
+} rt_discard_t;
+
 typedef struct srv {
   lw_l4_t *l4;
   uint32_t n_batches;     // L3 runs under way
@@ -83,15 +87,9 @@ typedef struct srv {
   rt_move_t *moves;   // MOVEs waiting for the version they send to arrive
   lw_l4_xfer_t **tx;  // sends under way
   uint32_t n_tx, cap_tx;
-  void **discard;  // buffers of receives whose task could not keep them
-  lw_l4_xfer_t **discard_rx;
+  struct rt_discard *discard;  // receives whose task could not keep them, into scratch buffers
   uint32_t n_discard, cap_discard;
 } srv_t;
-
-static bool tag_reads(uint32_t tag) { return tag != LW_TAG_OUTPUT; }
-static bool tag_writes(uint32_t tag) {
-  return tag == LW_TAG_OUTPUT || tag == LW_TAG_INOUT || tag == LW_TAG_OUTPUT_EXISTING;
-}
 
 static rt_tensor_t *tensor_get(srv_t *s, uint64_t id) {
   return id >= 1 && id <= s->cap_tensors ? s->tensors[id - 1] : NULL;
@@ -140,18 +138,6 @@ static void tensor_drop(srv_t *s, uint64_t id) {
   s->tensors[id - 1] = NULL;
 }
 
-static bool push_ptr(void ***arr, uint32_t *n, uint32_t *cap, void *p) {
-  if (*n == *cap) {
-    uint32_t c = *cap ? *cap * 2 : 16;
-    void **q = realloc(*arr, c * sizeof(*q));
-    if (!q) return false;
-    *arr = q;
-    *cap = c;
-  }
-  (*arr)[(*n)++] = p;
-  return true;
-}
-
 // Text fit for a DONE: bounded and printable.
 static void done_text(char *out, const char *in) {
   size_t i = 0;
@@ -175,7 +161,7 @@ static lw_status_t send_done(srv_t *s, const rt_task_t *rt, lw_status_t status, 
   if (status == LW_OK) {
     for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
       const lw_l4_tensor_t *x = &rt->t.tensor[i];
-      if (!tag_writes(x->tag)) continue;
+      if (!lw__l4_tag_writes(x->tag)) continue;
       d.produced[d.n_produced++] = (lw_l4_tensor_t){
           .tensor_id = x->tensor_id, .version = x->version + 1, .bytes = x->bytes, .home_rank = -1};
     }
@@ -183,28 +169,22 @@ static lw_status_t send_done(srv_t *s, const rt_task_t *rt, lw_status_t status, 
   return lw__l4_send_done(s->l4, &d, err);
 }
 
-// A receive that cannot go into the task's buffer still completes, into a scratch buffer.
+// A receive that cannot go into the task's buffer still completes, into a scratch buffer (out of
+// memory for either: nothing is received, and the sender's side ends with this rank or at close).
 static void receive_discarded(srv_t *s, const lw_l4_tensor_t *x) {
+  if (!lw__l4_grow((void **)&s->discard, &s->cap_discard, s->n_discard + 1, sizeof(*s->discard))) {
+    return;
+  }
   void *scratch = malloc(x->bytes ? (size_t)x->bytes : 1);
   lw_l4_xfer_t *rx = NULL;
   lw_error_t err;
-  if (scratch && lw__l4_comm_xfer_start(s->l4->comm, false, x->home_rank, x->xfer, scratch,
-                                        (size_t)x->bytes, &rx, &err) == LW_OK) {
-    uint32_t n = s->n_discard, cap = s->cap_discard;
-    if (push_ptr((void ***)&s->discard_rx, &n, &cap, rx)) {
-      uint32_t n2 = s->n_discard, cap2 = s->cap_discard;
-      if (push_ptr(&s->discard, &n2, &cap2, scratch)) {
-        s->n_discard = n;
-        s->cap_discard = cap;
-        return;
-      }
-    }
-    lw__l4_comm_xfer_abandon(s->l4->comm, rx);
-    return;  // scratch stays with MPI
+  if (!scratch || lw__l4_comm_xfer_start(s->l4->comm, false, x->home_rank, x->xfer, scratch,
+                                         (size_t)x->bytes, &rx, &err) != LW_OK) {
+    free(scratch);
+    return;
   }
-  free(scratch);
+  s->discard[s->n_discard++] = (rt_discard_t){.rx = rx, .scratch = scratch};
 }
-
 static void early_fail(rt_task_t *rt, lw_status_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void early_fail(rt_task_t *rt, lw_status_t code, const char *fmt, ...) {
@@ -240,7 +220,8 @@ static lw_status_t on_task(srv_t *s, const lw_l4_task_t *m, lw_error_t *err) {
     lw_l4_tensor_t *x = &rt->t.tensor[i];
     const void *inline_data = x->data;
     x->data = NULL;
-    bool remote = tag_reads(x->tag) && !(x->flags & (LW_L4_TENSOR_INLINE | LW_L4_TENSOR_ZERO)) &&
+    bool remote = lw__l4_tag_reads(x->tag) &&
+                  !(x->flags & (LW_L4_TENSOR_INLINE | LW_L4_TENSOR_ZERO)) &&
                   x->home_rank != l4->rank;
     bool mismatch = false;
     rt_tensor_t *t = tensor_make(s, x->tensor_id, x->bytes, &mismatch);
@@ -261,7 +242,7 @@ static lw_status_t on_task(srv_t *s, const lw_l4_task_t *m, lw_error_t *err) {
         (lw_args_tensor_t){.data = t->buf, .bytes = x->bytes, .tag = (lw_tag_t)x->tag};
     rt->kargs.tensor[i].data = t->buf;
     rt->kargs.tensor[i].bytes = x->bytes;
-    if (!tag_reads(x->tag)) continue;
+    if (!lw__l4_tag_reads(x->tag)) continue;
     if (x->flags & LW_L4_TENSOR_ZERO) {
       if (!(t->valid && t->version == x->version)) memset(t->buf, 0, (size_t)x->bytes);
       t->valid = true;
@@ -305,12 +286,12 @@ static int inputs_ready(srv_t *s, rt_task_t *rt) {
   for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
     const lw_l4_tensor_t *x = &rt->t.tensor[i];
     rt_tensor_t *t = tensor_get(s, x->tensor_id);
-    if (tag_reads(x->tag) && t && t->rx && t->incoming_version == x->version) return 0;
+    if (lw__l4_tag_reads(x->tag) && t && t->rx && t->incoming_version == x->version) return 0;
   }
   if (rt->early != LW_OK) return -1;
   for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
     const lw_l4_tensor_t *x = &rt->t.tensor[i];
-    if (!tag_reads(x->tag)) continue;
+    if (!lw__l4_tag_reads(x->tag)) continue;
     rt_tensor_t *t = tensor_get(s, x->tensor_id);
     if (t->valid && t->version == x->version) continue;
     if (t->rx_error[0]) {
@@ -351,10 +332,11 @@ static lw_status_t start_move(srv_t *s, const lw_l4_move_t *m, rt_tensor_t *t, l
                              &e) != LW_OK) {
     return LW_OK;  // the reader is gone: the L4 fails its task
   }
-  if (!push_ptr((void ***)&s->tx, &s->n_tx, &s->cap_tx, tx)) {
+  if (!lw__l4_grow((void **)&s->tx, &s->cap_tx, s->n_tx + 1, sizeof(*s->tx))) {
     lw__l4_comm_xfer_abandon(s->l4->comm, tx);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "l4 rank: out of memory");
   }
+  s->tx[s->n_tx++] = tx;
   return LW_OK;
 }
 
@@ -423,30 +405,19 @@ static lw_status_t poll_receives(srv_t *s, bool *moved, lw_error_t *err) {
           return ms;
         }
       }
-      free(w);  // a version that never came is sent by nobody: its reader's task
-                // fails
+      free(w);  // a version that never came is sent by nobody: its reader's task fails
     }
     if (t->free_after_rx) tensor_drop(s, id);
   }
+  if (lw__l4_xfers_poll(s->l4->comm, s->tx, &s->n_tx)) *moved = true;
   uint32_t keep = 0;
-  for (uint32_t i = 0; i < s->n_tx; ++i) {
-    lw_error_t e;
-    if (lw__l4_comm_xfer_test(s->l4->comm, s->tx[i], &e) == LW_NOT_FOUND) {
-      s->tx[keep++] = s->tx[i];
-    } else {
-      *moved = true;
-    }
-  }
-  s->n_tx = keep;
-  keep = 0;
   for (uint32_t i = 0; i < s->n_discard; ++i) {
     lw_error_t e;
-    lw_status_t st = lw__l4_comm_xfer_test(s->l4->comm, s->discard_rx[i], &e);
+    lw_status_t st = lw__l4_comm_xfer_test(s->l4->comm, s->discard[i].rx, &e);
     if (st == LW_NOT_FOUND) {
-      s->discard_rx[keep] = s->discard_rx[i];
       s->discard[keep++] = s->discard[i];
     } else {
-      if (st == LW_OK) free(s->discard[i]);  // otherwise MPI keeps it until close
+      if (st == LW_OK) free(s->discard[i].scratch);  // otherwise MPI keeps it until close
       *moved = true;
     }
   }
@@ -460,7 +431,7 @@ static lw_status_t complete(srv_t *s, rt_task_t *rt, lw_status_t status, const c
   for (uint32_t i = 0; i < rt->t.n_tensors; ++i) {
     const lw_l4_tensor_t *x = &rt->t.tensor[i];
     rt_tensor_t *t = tensor_get(s, x->tensor_id);
-    if (!t || !tag_writes(x->tag)) continue;
+    if (!t || !lw__l4_tag_writes(x->tag)) continue;
     t->valid = status == LW_OK;  // a failed writer may have left anything there
     t->version = x->version + 1;
   }
@@ -470,7 +441,6 @@ static lw_status_t complete(srv_t *s, rt_task_t *rt, lw_status_t status, const c
 static lw_status_t launch(srv_t *s, rt_batch_t *b, lw_error_t *err) {
   for (uint32_t i = 0; i < b->n; ++i) {
     b->task[i]->batch = b;
-    b->task[i]->index = i;
   }
   b->members = b->n;
   if (lw_worker_run_async(s->l4->l3, batch_orch, b, &b->h) == LW_OK) {
@@ -673,8 +643,7 @@ static void srv_free(srv_t *s) {
   }
   for (uint32_t i = 0; i < s->n_tx; ++i) lw__l4_comm_xfer_abandon(s->l4->comm, s->tx[i]);
   for (uint32_t i = 0; i < s->n_discard; ++i) {
-    lw__l4_comm_xfer_abandon(s->l4->comm,
-                             s->discard_rx[i]);  // its scratch stays with MPI
+    lw__l4_comm_xfer_abandon(s->l4->comm, s->discard[i].rx);  // its scratch stays with MPI
   }
   for (uint64_t id = 1; id <= s->cap_tensors; ++id) {
     rt_tensor_t *t = s->tensors[id - 1];
@@ -691,7 +660,6 @@ static void srv_free(srv_t *s) {
   free(s->tensors);
   free(s->tx);
   free(s->discard);
-  free(s->discard_rx);
 }
 
 lw_status_t lw__l4_serve(lw_l4_t *l4, lw_error_t *err) {

@@ -100,11 +100,6 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static void serve(lw_l4_comm_t *c) {
   int32_t me = lw__l4_comm_rank(c);
   uint8_t *tensor = malloc(TENSOR_BYTES);
@@ -187,7 +182,7 @@ static void run_figures(lw_l4_comm_t *c, int64_t startup_ns) {
     }
     per[b] = (double)(lw__now_ns() - t0) / 1e3 / IN_FLIGHT;
   }
-  qsort(per, BURSTS, sizeof(double), cmp_double);
+  qsort(per, BURSTS, sizeof(double), lw__bench_l4_cmp_double);
   // A 4 MB tensor from rank 1 to rank 2, directly: rank 0 asks, rank 2 says when it arrived.
   double gbs[TENSOR_MOVES];
   for (int i = 0; i < TENSOR_MOVES; ++i) {
@@ -200,7 +195,7 @@ static void run_figures(lw_l4_comm_t *c, int64_t startup_ns) {
     if (m.u.done.identity.task_id != TENSOR_BYTES) die("tensor size", NULL);
     gbs[i] = (double)TENSOR_BYTES / (double)(lw__now_ns() - t0);
   }
-  qsort(gbs, TENSOR_MOVES, sizeof(double), cmp_double);
+  qsort(gbs, TENSOR_MOVES, sizeof(double), lw__bench_l4_cmp_double);
   int64_t t_close = lw__now_ns();
   bool finalized = lw__l4_comm_close(c, true);
   double shutdown_ms = (double)(lw__now_ns() - t_close) / 1e6;

@@ -107,13 +107,7 @@ static void figures(bench_t *b, int64_t startup_ns) {
     int64_t t = run(b) - rtt[ROUND_TRIPS / 2];
     gbs[i] = t > 0 ? (double)BIG / (double)t : 0.0;
   }
-  for (int i = 1; i < MOVES; ++i) {  // sort (few)
-    for (int k = i; k > 0 && gbs[k] < gbs[k - 1]; --k) {
-      double x = gbs[k];
-      gbs[k] = gbs[k - 1];
-      gbs[k - 1] = x;
-    }
-  }
+  qsort(gbs, MOVES, sizeof(gbs[0]), lw__bench_l4_cmp_double);
   if (lw_l4_tensor_free(b->l4, b->big) != LW_OK) fail("free");
   int64_t t_close = lw__now_ns();
   int rc = lw_l4_destroy(b->l4);
