@@ -87,10 +87,12 @@ static void reg(lw_l4_t *l4, const char *name, lw_callable_handle_t *out) {
   if (st != LW_OK) die(name);
 }
 
+// vector_add on this rank's own L3 worker (ranks >= 1), for orch_vadd.
+static lw_callable_handle_t g_l3_vadd;
+
 // An L3 orch function registered by name: vector_add of its three tensors on the rank's L3.
 static lw_status_t orch_vadd(lw_orch_t *o, void *user) {
   const lw_kernel_args_t *k = user;
-  extern lw_callable_handle_t g_l3_vadd;
   lw_args_t a;
   lw_args_init(&a);
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->tensor[0].data, k->tensor[0].bytes, LW_TAG_INPUT));
@@ -98,7 +100,6 @@ static lw_status_t orch_vadd(lw_orch_t *o, void *user) {
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, k->tensor[2].data, k->tensor[2].bytes, LW_TAG_OUTPUT));
   return lw_orch_submit_next_level(o, g_l3_vadd, &a, NULL, LW_ANY_CHIP);
 }
-lw_callable_handle_t g_l3_vadd;
 
 static void register_all(lw_l4_t *l4, names_t *n) {
   reg(l4, "vector_add", &n->vadd);
@@ -126,6 +127,7 @@ static void register_all(lw_l4_t *l4, names_t *n) {
 typedef struct ctx {
   lw_l4_t *l4;
   names_t *n;
+  lw_l4_orch_t *o;  // the run's, while dag_orch submits
   void *t[16];
   void *many_x[MANY], *many_y[MANY];
 } ctx_t;
@@ -135,7 +137,7 @@ static void add(lw_args_t *a, void *t, uint64_t bytes, lw_tag_t tag) {
 }
 
 static void submit(ctx_t *c, lw_callable_handle_t h, lw_args_t *a, int32_t rank) {
-  if (lw_l4_submit((lw_l4_orch_t *)c->t[15], h, a, NULL, rank) != LW_OK) die("submit");
+  if (lw_l4_submit(c->o, h, a, NULL, rank) != LW_OK) die("submit");
 }
 
 enum { A, B, C, D, E, Z, F, G, H, I };
@@ -143,7 +145,7 @@ enum { A, B, C, D, E, Z, F, G, H, I };
 
 static lw_status_t dag_orch(lw_l4_orch_t *o, void *user) {
   ctx_t *c = user;
-  c->t[15] = o;
+  c->o = o;
   const uint64_t bytes = N * sizeof(float);
   lw_args_t a;
   // 1: C = A + B (on C's home, rank 1; A and B come from rank 0, transferred).
