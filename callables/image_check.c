@@ -829,6 +829,58 @@ lw_status_t lw__image_check_cubin(const uint8_t *p, size_t bytes, const char *na
   return check_sections(&im);
 }
 
+int lw__image_cubin_has_kernel(const uint8_t *p, size_t bytes, const char *entry, char *kernels,
+                               size_t kernels_bytes) {
+  if (kernels_bytes > 0) kernels[0] = '\0';
+  if (!lw__image_is_cubin(p, bytes) || bytes < sizeof(Elf64_Ehdr)) return -1;
+  elf_image_t im = {.p = p, .bytes = bytes};
+  memcpy(&im.eh, p, sizeof im.eh);
+  const Elf64_Ehdr *eh = &im.eh;
+  if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB) return -1;
+  uint64_t end = 0, table = 0;
+  if (eh->e_shoff == 0 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+      !in_image(&im, eh->e_shoff, sizeof(Elf64_Shdr), &end)) {
+    return -1;
+  }
+  Elf64_Shdr s0 = shdr_at(&im, 0);
+  uint64_t shnum = eh->e_shnum != 0 ? eh->e_shnum : s0.sh_size;
+  uint64_t shstrndx = eh->e_shstrndx == SHN_XINDEX ? s0.sh_link : eh->e_shstrndx;
+  if (__builtin_mul_overflow(shnum, (uint64_t)sizeof(Elf64_Shdr), &table) ||
+      !in_image(&im, eh->e_shoff, table, &end) || shstrndx == SHN_UNDEF || shstrndx >= shnum) {
+    return -1;
+  }
+  Elf64_Shdr names = shdr_at(&im, shstrndx);
+  if (names.sh_type != SHT_STRTAB || !in_image(&im, names.sh_offset, names.sh_size, &end)) {
+    return -1;
+  }
+  static const char kText[] = ".text.";
+  const size_t text_len = sizeof(kText) - 1, entry_len = strlen(entry);
+  size_t used = 0;
+  bool cut = false;
+  for (uint64_t i = 1; i < shnum; ++i) {
+    Elf64_Shdr sh = shdr_at(&im, i);
+    if (sh.sh_name >= names.sh_size) continue;
+    const char *s = (const char *)p + names.sh_offset + sh.sh_name;
+    const char *nul = memchr(s, 0, (size_t)(names.sh_size - sh.sh_name));
+    if (nul == NULL || (size_t)(nul - s) <= text_len || memcmp(s, kText, text_len) != 0) continue;
+    const char *fn = s + text_len;
+    size_t fn_len = (size_t)(nul - fn);
+    if (fn_len == entry_len && memcmp(fn, entry, entry_len) == 0) return 1;
+    if (cut || kernels_bytes == 0) continue;
+    int n = snprintf(kernels + used, kernels_bytes - used, "%s%.*s", used ? ", " : "",
+                     (int)fn_len, fn);
+    if (n < 0 || (size_t)n >= kernels_bytes - used) {
+      cut = true;  // the list ends with what fitted
+      kernels[used] = '\0';
+      snprintf(kernels + used, kernels_bytes - used, "%s", used ? ", ..." : "...");
+    } else {
+      used += (size_t)n;
+    }
+  }
+  if (kernels_bytes > 0 && kernels[0] == '\0') snprintf(kernels, kernels_bytes, "none");
+  return 0;
+}
+
 // The fat binary container: a 16-byte header, then entries (each a header and its payload)
 // that tile the fatSize bytes after the header exactly.
 #define LW_FATBIN_MAGIC 0xBA55ED50u

@@ -111,6 +111,16 @@ LW_MUST_USE lw_status_t lw__image_check_ptx(const uint8_t *src, size_t bytes, co
 LW_MUST_USE lw_status_t lw__image_check_cubin(const uint8_t *p, size_t bytes, const char *name,
                                               lw_error_t *err);
 
+// Whether the CUBIN p holds a kernel named entry: a section named ".text.<entry>", the code
+// section a CUBIN gives each of its functions (what cuModuleGetFunction finds is among them).
+// Returns 1 when it does; 0 when it does not, with the names its ".text." sections give written
+// to kernels (", "-separated, cut to fit kernels_bytes, "none" when there are none); -1 when
+// the bytes are no ELF whose section names can be read inside them (nothing is said then: the
+// driver's load decides). Reads only inside [p, p + bytes); for a CUBIN from NVRTC or
+// nvJitLink as for one a register was given.
+int lw__image_cubin_has_kernel(const uint8_t *p, size_t bytes, const char *entry, char *kernels,
+                               size_t kernels_bytes);
+
 // A CUDA fat binary (what nvcc -fatbin writes): the little-endian word 0xBA55ED50, version 1,
 // a header size of at least 16 bytes, header + fatSize (the u64 at offset 8) inside the image;
 // the entries after the header (each a u16 kind, a u16 version, a u32 header size of at least

@@ -74,6 +74,7 @@
 
 #include "child/backend.h"
 #include "child/cuda_api.h"
+#include "callables/image_check.h"
 #include "child/kernel_cuda_header.h"
 #include "lanes/error.h"
 #include "lanes/spin.h"
@@ -681,6 +682,17 @@ static lw_status_t cuda_load(void *device, const lw_backend_image_t *img, void *
   }
   if (st == LW_OK && !m->image) {
     st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "cuda: out of memory");
+  }
+  // A missing kernel fails the register, not the first run: a CUBIN names each of its
+  // functions' code (a fat binary or PTX for the driver's JIT is looked into at load).
+  char kernels[160];
+  if (st == LW_OK && lw__image_cubin_has_kernel(m->image, m->image_bytes, m->entry, kernels,
+                                                sizeof(kernels)) == 0) {
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                       "cuda: callable %s has no kernel '%s' (extern \"C\" __global__); its "
+                       "%s holds: %s",
+                       img->name, m->entry,
+                       img->format == LW_IMAGE_CUBIN ? "CUBIN" : "compiled CUBIN", kernels);
   }
   if (t0) {
     lw__trace_span(LW_TRACE_COMPILE, t0, lw__now_ns(), 0, 0, d->device_id, st, img->name);

@@ -31,7 +31,7 @@ extern char **environ;
 static struct {
   pthread_once_t once;
   char path[PATH_MAX];  // "" when none was found
-  char tried[768];      // the paths looked at, for the error
+  char tried[2048];     // the paths looked at, for the error
 } g_helper = {.once = PTHREAD_ONCE_INIT};
 
 // Appends s to the string in dst (cap bytes), cut to fit.
@@ -47,9 +47,40 @@ static bool try_path(const char *p) {
   if (g_helper.tried[0] != '\0') append(g_helper.tried, sizeof(g_helper.tried), ", ");
   append(g_helper.tried, sizeof(g_helper.tried), p);
   if (strlen(p) >= sizeof(g_helper.path) || access(p, X_OK) != 0) return false;
+  // The path without its "..": what `lanework info` and the errors show. A symlink stays one.
+  char *dir = strdup(p), *slash = dir != NULL ? strrchr(dir, '/') : NULL;
+  char real[PATH_MAX];
   g_helper.path[0] = '\0';
-  append(g_helper.path, sizeof(g_helper.path), p);
+  if (slash != NULL && slash != dir && (*slash = '\0', realpath(dir, real) != NULL) &&
+      strlen(real) + 1 + strlen(slash + 1) < sizeof(g_helper.path)) {
+    append(g_helper.path, sizeof(g_helper.path), real);
+    append(g_helper.path, sizeof(g_helper.path), "/");
+    append(g_helper.path, sizeof(g_helper.path), slash + 1);
+  } else {
+    append(g_helper.path, sizeof(g_helper.path), p);
+  }
+  free(dir);
   return true;
+}
+
+// Tries the helper's places relative to the folder of file (a library or the program).
+static bool try_beside(const char *file) {
+  char dir[PATH_MAX] = "";
+  append(dir, sizeof(dir), file);
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL) return false;
+  *slash = '\0';
+  // <prefix>/lib, <prefix>/lib/<multiarch>, a bundle's bin/ (and a build tree's root).
+  const char *rel[] = {"/../libexec/lanework/", "/../../libexec/lanework/", "/libexec/lanework/",
+                       "/"};
+  for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); ++i) {
+    char p[PATH_MAX] = "";
+    append(p, sizeof(p), dir);
+    append(p, sizeof(p), rel[i]);
+    append(p, sizeof(p), LW_FS_HELPER_NAME);
+    if (try_path(p)) return true;
+  }
+  return false;
 }
 
 static void find_helper(void) {
@@ -58,27 +89,29 @@ static void find_helper(void) {
     (void)try_path(env);  // when set, nothing else is tried
     return;
   }
+  // Beside the object this code is in: liblanework.so's file, or, linked statically, what the
+  // loader names the program: its argv[0], which may hold no folder (a program exec'd through
+  // /proc/self/exe under another name) or one relative to a folder since left.
   Dl_info info;
-  if (dladdr((const void *)find_helper, &info) != 0 && info.dli_fname != NULL) {
-    char dir[PATH_MAX] = "";
-    append(dir, sizeof(dir), info.dli_fname);
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL) {
-      *slash = '\0';
-      // <prefix>/lib, <prefix>/lib/<multiarch>, a bundle's bin/ (and a build tree's root).
-      const char *rel[] = {"/../libexec/lanework/", "/../../libexec/lanework/",
-                           "/libexec/lanework/", "/"};
-      for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); ++i) {
-        char p[PATH_MAX] = "";
-        append(p, sizeof(p), dir);
-        append(p, sizeof(p), rel[i]);
-        append(p, sizeof(p), LW_FS_HELPER_NAME);
-        if (try_path(p)) return;
-      }
-    }
+  if (dladdr((const void *)find_helper, &info) != 0 && info.dli_fname != NULL &&
+      info.dli_fname[0] == '/' && try_beside(info.dli_fname)) {
+    return;
+  }
+  // Beside the running program's real file, whatever its argv[0] says.
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    if (try_beside(exe)) return;
   }
   if (try_path(LW_FORKSERVER_BUILD_PATH)) return;
   (void)try_path(LW_FORKSERVER_INSTALL_PATH);
+}
+
+const char *lw__fs_helper_path(const char **tried) {
+  pthread_once(&g_helper.once, find_helper);
+  if (tried != NULL) *tried = g_helper.tried;
+  return g_helper.path[0] != '\0' ? g_helper.path : NULL;
 }
 
 pid_t lw__fs_helper_spawn(int req_fd, char *detail, size_t detail_bytes) {

@@ -10,10 +10,12 @@
 //   any thread of a multi-threaded program, whatever locks other threads hold.
 //
 // Where the helper is: $LW_FORKSERVER_EXE when set; else next to the object that holds this
-// code (<dir>/../libexec/lanework/, <dir>/../../libexec/lanework/ for a multiarch libdir,
-// <dir>/libexec/lanework/ or <dir>/, for a relocated
-// package or a bundle); else the build tree's copy; else the installed one
-// (<libexecdir>/lanework/lanework-forkserver). The helper checks that the request is of its own
+// code, then next to the running program's real file (/proc/self/exe: a static link whose
+// argv[0] names no folder, e.g. a program that re-executed itself), each at
+// <dir>/../libexec/lanework/, <dir>/../../libexec/lanework/ (a multiarch libdir),
+// <dir>/libexec/lanework/ and <dir>/ (a relocated package or a bundle); else the build tree's
+// copy; else the installed one (<libexecdir>/lanework/lanework-forkserver). The helper checks
+// that the request is of its own
 // protocol version (LW_FS_REQ_VERSION) and refuses another.
 #ifndef LANEWORK_PARENT_FS_HELPER_H_
 #define LANEWORK_PARENT_FS_HELPER_H_
@@ -32,6 +34,10 @@ extern "C" {
 // and returns its pid (a quiet child: reap it with waitpid(pid, .., __WALL)), or -errno with
 // detail saying what failed (which paths were tried when none exists).
 pid_t lw__fs_helper_spawn(int req_fd, char *detail, size_t detail_bytes);
+
+// The helper this process starts, as found above (looked for once per process), or NULL when
+// none was; *tried (when not NULL) gets the paths looked at, in order. Thread-safe.
+const char *lw__fs_helper_path(const char **tried);
 
 // The helper's main (parent/forkserver_exe.c): reads one request from fd 3, forks the server,
 // exits. main_fn is the children's main. Returns the process exit status.

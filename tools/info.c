@@ -13,6 +13,7 @@
 #include "lanework/kernel.h"
 #include "lanework/lanework.h"
 #include "mailbox/mailbox.h"
+#include "parent/fs_helper.h"
 #include "tools/cli.h"
 #include "tools/tool.h"
 
@@ -283,6 +284,13 @@ static int info_json(const kernel_dir_t *k, const numa_node_t *nodes, int n_node
   lw__json_kv_int(&j, "images", k->images);
   lw__json_kv_string(&j, "problem", k->why);
   lw__json_end_object(&j);
+  const char *tried = NULL;
+  const char *helper = lw__fs_helper_path(&tried);
+  lw__json_key(&j, "forkserver");
+  lw__json_begin_object(&j);
+  lw__json_kv_string(&j, "path", helper);
+  lw__json_kv_string(&j, "tried", tried);
+  lw__json_end_object(&j);
   lw__json_key(&j, "limits");
   lw__json_begin_object(&j);
   lw__json_kv_uint(&j, "max_params", LW_MAX_PARAMS);
@@ -331,6 +339,15 @@ int lw__tool_info(int argc, char **argv) {
                        : "set LW_KERNEL_DIR to the folder of the built kernels");
   } else {
     printf("kernels:    %s (%d image%s)\n", k.path, k.images, k.images == 1 ? "" : "s");
+  }
+  const char *tried = NULL;
+  const char *helper = lw__fs_helper_path(&tried);
+  if (helper != NULL) {
+    printf("forkserver: %s\n", helper);
+  } else {
+    printf("forkserver: not found (tried: %s; set LW_FORKSERVER_EXE to its path): an L3 worker "
+           "cannot start its chip children\n",
+           tried);
   }
   printf("cpus:       %ld online\n", sysconf(_SC_NPROCESSORS_ONLN));
   if (n_nodes == 0) {

@@ -152,6 +152,50 @@ Test(image_cuda, what_nvcc_writes_is_detected_and_accepted) {
 
 // ---- CUBIN -----------------------------------------------------------------------------------
 
+// Reads a committed seed of tests/fuzz/corpus/image_check into buf; returns its size.
+static size_t read_seed(const char *file, uint8_t *buf, size_t cap) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/image_check/%s", LW_FUZZ_CORPUS_DIR, file);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  size_t n = fread(buf, 1, cap, f);
+  fclose(f);
+  cr_assert(n > 0 && n < cap, "%s: %zu bytes", path, n);
+  return n;
+}
+
+// A register of a CUBIN (given, or out of NVRTC or nvJitLink) whose kernel is not in it fails
+// there, naming the kernels it has, before any run loads it.
+Test(image_cuda, a_cubins_kernels_are_found_by_their_code_sections_and_a_missing_one_is_named) {
+  uint8_t buf[16384];
+  char kernels[64];
+  size_t n = read_seed("nvcc_empty_sm90.cubin", buf, sizeof buf);
+  cr_assert_eq(lw__image_cubin_has_kernel(buf, n, "lw_kernel_main", kernels, sizeof kernels), 1);
+  cr_assert_eq(lw__image_cubin_has_kernel(buf, n, "lw_kernel", kernels, sizeof kernels), 0);
+  cr_assert_str_eq(kernels, "lw_kernel_main");
+  // A prefix or an extension of a kernel's name is another name.
+  cr_assert_eq(lw__image_cubin_has_kernel(buf, n, "lw_kernel_main2", kernels, sizeof kernels), 0);
+  // The test's own CUBIN, made with a long kernel name: the list is cut to fit and says so.
+  uint8_t mine[1024];
+  size_t m = lw_test_cubin_make_named(mine, sizeof mine, "a_kernel_with_a_long_long_name");
+  cr_assert_gt(m, 0);
+  cr_assert_eq(lw__image_cubin_has_kernel(mine, m, "k", kernels, 16), 0);
+  cr_assert_str_eq(kernels, "...");
+  cr_assert_eq(lw__image_cubin_has_kernel(mine, m, "a_kernel_with_a_long_long_name", kernels,
+                                          sizeof kernels),
+               1);
+  // Bytes that are no CUBIN, or one whose section table is cut off: nothing is said (-1).
+  cr_assert_eq(lw__image_cubin_has_kernel((const uint8_t *)"FAKECUBIN", 9, "k", kernels,
+                                          sizeof kernels),
+               -1);
+  for (size_t cut = 0; cut < m; cut += 7) {
+    int r = lw__image_cubin_has_kernel(mine, cut, "a_kernel_with_a_long_long_name", kernels,
+                                       sizeof kernels);
+    cr_assert(r == -1 || r == 1, "cut at %zu: %d", cut, r);
+  }
+}
+
+
 static void put_eh(uint8_t *p, const Elf64_Ehdr *eh) { memcpy(p, eh, sizeof *eh); }
 
 Test(image_cuda, a_cubin_is_never_taken_or_checked_as_a_host_elf) {

@@ -277,6 +277,27 @@ Test(cuda_fake, a_missing_kernel_or_a_wrong_parameter_count_fails_the_first_run_
                      "%s", lw_last_error()->message);
 }
 
+// A CUBIN (given, or what NVRTC and nvJitLink write: real ones are CUBINs, the fake's are
+// not) is looked into at register: a kernel it does not hold fails the register, naming the
+// ones it does, and nothing reaches the driver. (A fat binary or PTX for the driver's JIT is
+// looked into at load: the test above.)
+Test(cuda_fake, a_cubin_without_the_kernel_fails_the_register_naming_the_kernels_it_holds) {
+  uint8_t cubin[CT_CUBIN_BYTES];
+  lw_callable_t b = {.name = "cubin_empty", .format = LW_IMAGE_CUBIN, .entry = "vector_add"};
+  b.image = cubin;
+  b.image_bytes = ct_cubin(cubin, "empty");
+  lw_callable_handle_t h;
+  cr_assert_eq(lw_chip_register(chip, &b, &h), LW_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(lw_last_error()->message,
+                            "callable cubin_empty has no kernel 'vector_add' (extern \"C\" "
+                            "__global__); its CUBIN holds: empty"),
+                     "%s", lw_last_error()->message);
+  cr_assert_eq(ct_count("module_load"), 0, "the driver never got it");
+  b.entry = "empty";
+  LW_ASSERT_OK(lw_chip_register(chip, &b, &h));
+  LW_ASSERT_OK(lw_chip_run(chip, h, NULL, NULL, NULL));
+}
+
 Test(cuda_fake, unloads_happen_on_the_run_lane_or_at_close_never_on_the_register_lane) {
   lw_callable_handle_t a = reg("a", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
   lw_callable_handle_t b = reg("b", CT_SOURCE_ALL "// b\n", "empty", 0, NULL, NULL);

@@ -395,6 +395,8 @@ Test(cli, info_json_lists_versions_backends_numa_kernel_folder_and_limits) {
   cr_assert_eq(json_integer_value(json_object_get(limits, "max_params")), LW_MAX_PARAMS);
   cr_assert_eq(json_integer_value(json_object_get(limits, "max_tensors")), LW_MAX_TENSORS);
   cr_assert_eq(json_integer_value(json_object_get(limits, "max_chips")), LW_MAX_CHIPS);
+  json_t *fs = json_object_get(v, "forkserver");
+  cr_assert_str_eq(json_string_value(json_object_get(fs, "path")), LW_FORKSERVER_PATH);
   json_decref(v);
   result_free(&r);
 }
@@ -429,6 +431,62 @@ Test(cli, info_text_names_the_versions_and_the_kernel_folder) {
   cr_assert_not_null(strstr(r.out, want), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "limits:     32 params"), "%s", r.out);
   result_free(&r);
+}
+
+// Copies the file at from to to (mode 0755).
+static void copy_file(const char *from, const char *to) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  cr_assert_geq(in, 0, "open %s: %s", from, strerror(errno));
+  int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  cr_assert_geq(out, 0, "open %s: %s", to, strerror(errno));
+  char buf[1 << 16];
+  for (ssize_t n; (n = read(in, buf, sizeof(buf))) != 0;) {
+    cr_assert_gt(n, 0, "read %s: %s", from, strerror(errno));
+    cr_assert_eq(write(out, buf, (size_t)n), n, "write %s: %s", to, strerror(errno));
+  }
+  close(in);
+  close(out);
+}
+
+// A bundle (scripts/gpu-check pack) puts the program and the helper side by side in bin/, and
+// `lanework bench` re-executes itself through /proc/self/exe with argv[0] "lanework", a name
+// with no folder: the helper is still found beside the program's real file, before the build
+// tree's copy (which would hide a bundle's missing helper on the machine that built it).
+Test(cli, info_finds_the_forkserver_beside_a_program_whose_argv0_names_no_folder,
+     .timeout = 60) {
+  char dir[] = "/tmp/lw-cli-bundle-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char exe[sizeof(dir) + 32], helper[sizeof(dir) + 32];
+  snprintf(exe, sizeof(exe), "%s/lanework", dir);
+  snprintf(helper, sizeof(helper), "%s/lanework-forkserver", dir);
+  copy_file(LW_TOOL_PATH, exe);
+  cr_assert_eq(symlink(LW_FORKSERVER_PATH, helper), 0, "%s", strerror(errno));
+  FILE *out = tmpfile();
+  cr_assert_not_null(out);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(fileno(out), 1);
+    setenv("LW_KERNEL_DIR", LW_KERNEL_DIR, 1);
+    unsetenv("LW_FORKSERVER_EXE");
+    char *argv[] = {(char *)"lanework", (char *)"info", (char *)"--json", NULL};
+    execv(exe, argv);
+    _exit(127);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+  char *text = lw_test_read_all(out);
+  fclose(out);
+  json_t *v = parse_line(last_line(text));
+  json_t *fs = json_object_get(v, "forkserver");
+  cr_assert_str_eq(json_string_value(json_object_get(fs, "path")), helper, "tried: %s",
+                   json_string_value(json_object_get(fs, "tried")));
+  json_decref(v);
+  free(text);
+  cr_assert_eq(unlink(helper), 0);
+  cr_assert_eq(unlink(exe), 0);
+  cr_assert_eq(rmdir(dir), 0);
 }
 
 // lanework info lists what a cuda chip would open, through the test double of the driver
