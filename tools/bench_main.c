@@ -29,6 +29,7 @@ enum {
   K_PIN,
   K_NO_PIN,
   K_STAGES,
+  K_REGISTER_MS,
   K_SERIAL,
   K_STALL,
   K_LOAD,
@@ -79,6 +80,10 @@ static const lw_cli_opt_t overlap_opts[] = {
     {.name = "stages", .kind = LW_CLI_INT, .min = 1, .max = 256, .metavar = "N", .def = "64",
      .key = K_STAGES, .only_with = "opencl|cuda",
      .help = "C2 = big_program built with -DSTAGES=N (cuda:\n-DKERNELS=N, 8..200)"},
+    {.name = "register-ms", .kind = LW_CLI_INT, .min = 0, .max = 60000, .metavar = "N",
+     .def = "500", .key = K_REGISTER_MS, .only_with = "cuda",
+     .help = "C2 made heavier (-DWEIGHT) until a register\ntakes at least N ms; 0: C2 as "
+             "it is"},
     OPT_END,
 };
 
@@ -280,6 +285,7 @@ static int bench_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_
     case K_PIN: o->pin = 1; break;
     case K_NO_PIN: o->pin = 0; break;
     case K_STAGES: o->stages = v->n; break;
+    case K_REGISTER_MS: o->register_ms = v->n; break;
     case K_SERIAL: o->serial = true; break;
     case K_STALL: o->stall_control = true; break;
     case K_LOAD: o->load = (int)v->n; break;
@@ -357,8 +363,8 @@ int lw__tool_bench(int argc, char **argv) {
     bench_list(stderr);
     return 2;
   }
-  lw_bench_opts_t o = {.trials = 5, .level = b->default_level, .pin = -1, .backend = "sim",
-                       .task_us = 2000};
+  lw_bench_opts_t o = {.trials = 5,       .level = b->default_level, .pin = -1,
+                       .register_ms = -1, .backend = "sim",           .task_us = 2000};
   parse_state_t s = {.cmd = &b->cmd, .o = &o};
   // A re-exec (lw__bench_reexec_with_env) needs the words as given; getopt_long reorders its
   // argv, so it parses a copy.

@@ -34,6 +34,12 @@ typedef struct lw_overlap_workload {
   int register_samples;
   double target_factor, target_floor_us, target_cap_us;
   double rel_tol;  // a check's rel_err above this fails the bench
+  // The register C2 must at least take, before C1 is scaled to it (--register-ms overrides):
+  // while the median register is shorter, c2_heavier makes C2 heavier (register_us what it
+  // took, want_us what is wanted) and it is measured again; c2_heavier says false when C2 is
+  // at its heaviest. 0 / NULL: C2 as it is.
+  double register_floor_us;
+  bool (*c2_heavier)(void *s, double register_us, double want_us);
   // The workload's state: open loads C1 and C2 (o: --stages and the like); alloc gives it its
   // tensors in the chip's memory, filled with inputs; close frees them (d may be NULL when
   // alloc never ran) and the state.

@@ -7,6 +7,7 @@
 // Where the levels differ by design (an L2 run is one kernel; an L3 run is a DAG whose handle
 // also waits for earlier runs), the case says so and checks each level's rule.
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,25 @@ Test(conformance, register_finishes_while_a_run_holds_the_run_lane) {
   lw_handle_release(run);
 }
 
+// Lets the register held on path go (conf_kernel_load, CONF_K_HOLD). The sim's hold waits for
+// the file to exist. An OpenCL or CUDA compiler's read of the FIFO blocks in its open until a
+// writer opens the path; and a compiler may open an include more than once (NVIDIA's OpenCL
+// compiler does: its second open of a FIFO whose writer had come and gone blocked for good).
+// So an empty regular file takes the FIFO's place while the writer still holds it open: an
+// open that is waiting proceeds and reads an empty file when the writer closes, and every later
+// open finds the regular file and reads nothing at once.
+static void release_hold(const char *path) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "open %s for writing: %s", path, strerror(errno));
+  char empty[96];
+  snprintf(empty, sizeof(empty), "%s.empty", path);
+  FILE *e = fopen(empty, "w");
+  cr_assert_not_null(e, "create %s: %s", empty, strerror(errno));
+  fclose(e);
+  cr_assert_eq(rename(empty, path), 0, "rename %s over %s: %s", empty, path, strerror(errno));
+  fclose(f);
+}
+
 Test(conformance, run_finishes_while_a_register_holds_the_register_lane) {
   lw_callable_handle_t hr = reg(CONF_K_RECORD);
   conf_log_t *log = conf_alloc(sizeof(*log));
@@ -234,9 +254,7 @@ Test(conformance, run_finishes_while_a_register_holds_the_register_lane) {
   expect_chip_usable(hr, log, 7);
   cr_assert_eq(log_count(log), 2);
   cr_assert_not(lw_handle_done(r), "the register finished before the test released it");
-  FILE *f = fopen(path, "w");
-  cr_assert_not_null(f);
-  fclose(f);
+  release_hold(path);
   expect_ok(r, "held register");
   cr_assert_eq(unlink(path), 0);
   lw_handle_release(r);

@@ -9,7 +9,10 @@
 // + (k % 3) (opencl/big_program.cl's stage).
 // Signature: IN in (float[n]), OUT out (float[n]), SCALAR n (unsigned long long).
 // Launch: 1 dimension, global >= n. Build option -DKERNELS=k (8..200, default
-// 200) compiles the first k stages only: a smaller, faster register.
+// 200) compiles the first k stages only: a smaller, faster register. Build option
+// -DWEIGHT=w (1..4096, default 1) makes each lw_big_<k> kernel apply its stage w times,
+// unrolled: w times the code to compile, a slower register (the bench grows it until a
+// register takes as long as it wants); lw_kernel_main and its results do not change.
 #include "lanework/kernel_cuda.h"
 
 #ifndef KERNELS
@@ -17,6 +20,12 @@
 #endif
 #if KERNELS < 8 || KERNELS > 200
 #error "KERNELS must be 8..200"
+#endif
+#ifndef WEIGHT
+#define WEIGHT 1
+#endif
+#if WEIGHT < 1 || WEIGHT > 4096
+#error "WEIGHT must be 1..4096"
 #endif
 
 // This thread's element.
@@ -27,7 +36,10 @@ __device__ float lw_big_stage_000(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_000(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_000(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_000(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_001(float x) {
   float y = x * 1.0009765625f;
@@ -35,7 +47,10 @@ __device__ float lw_big_stage_001(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_001(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_001(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_001(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_002(float x) {
   float y = x * 1.001953125f;
@@ -43,7 +58,10 @@ __device__ float lw_big_stage_002(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_002(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_002(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_002(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_003(float x) {
   float y = x * 1.0029296875f;
@@ -51,7 +69,10 @@ __device__ float lw_big_stage_003(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_003(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_003(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_003(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_004(float x) {
   float y = x * 1.00390625f;
@@ -59,7 +80,10 @@ __device__ float lw_big_stage_004(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_004(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_004(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_004(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_005(float x) {
   float y = x * 1.0048828125f;
@@ -67,7 +91,10 @@ __device__ float lw_big_stage_005(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_005(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_005(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_005(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_006(float x) {
   float y = x * 1.005859375f;
@@ -75,7 +102,10 @@ __device__ float lw_big_stage_006(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_006(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_006(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_006(y);
+  out[LW_I] = y;
 }
 __device__ float lw_big_stage_007(float x) {
   float y = x * 1.0068359375f;
@@ -83,7 +113,10 @@ __device__ float lw_big_stage_007(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_007(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_007(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_007(y);
+  out[LW_I] = y;
 }
 #if KERNELS > 8
 __device__ float lw_big_stage_008(float x) {
@@ -92,7 +125,10 @@ __device__ float lw_big_stage_008(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_008(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_008(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_008(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 9
@@ -102,7 +138,10 @@ __device__ float lw_big_stage_009(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_009(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_009(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_009(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 10
@@ -112,7 +151,10 @@ __device__ float lw_big_stage_010(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_010(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_010(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_010(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 11
@@ -122,7 +164,10 @@ __device__ float lw_big_stage_011(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_011(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_011(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_011(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 12
@@ -132,7 +177,10 @@ __device__ float lw_big_stage_012(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_012(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_012(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_012(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 13
@@ -142,7 +190,10 @@ __device__ float lw_big_stage_013(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_013(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_013(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_013(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 14
@@ -152,7 +203,10 @@ __device__ float lw_big_stage_014(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_014(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_014(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_014(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 15
@@ -162,7 +216,10 @@ __device__ float lw_big_stage_015(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_015(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_015(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_015(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 16
@@ -172,7 +229,10 @@ __device__ float lw_big_stage_016(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_016(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_016(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_016(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 17
@@ -182,7 +242,10 @@ __device__ float lw_big_stage_017(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_017(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_017(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_017(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 18
@@ -192,7 +255,10 @@ __device__ float lw_big_stage_018(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_018(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_018(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_018(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 19
@@ -202,7 +268,10 @@ __device__ float lw_big_stage_019(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_019(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_019(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_019(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 20
@@ -212,7 +281,10 @@ __device__ float lw_big_stage_020(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_020(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_020(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_020(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 21
@@ -222,7 +294,10 @@ __device__ float lw_big_stage_021(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_021(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_021(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_021(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 22
@@ -232,7 +307,10 @@ __device__ float lw_big_stage_022(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_022(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_022(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_022(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 23
@@ -242,7 +320,10 @@ __device__ float lw_big_stage_023(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_023(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_023(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_023(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 24
@@ -252,7 +333,10 @@ __device__ float lw_big_stage_024(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_024(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_024(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_024(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 25
@@ -262,7 +346,10 @@ __device__ float lw_big_stage_025(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_025(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_025(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_025(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 26
@@ -272,7 +359,10 @@ __device__ float lw_big_stage_026(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_026(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_026(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_026(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 27
@@ -282,7 +372,10 @@ __device__ float lw_big_stage_027(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_027(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_027(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_027(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 28
@@ -292,7 +385,10 @@ __device__ float lw_big_stage_028(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_028(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_028(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_028(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 29
@@ -302,7 +398,10 @@ __device__ float lw_big_stage_029(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_029(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_029(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_029(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 30
@@ -312,7 +411,10 @@ __device__ float lw_big_stage_030(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_030(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_030(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_030(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 31
@@ -322,7 +424,10 @@ __device__ float lw_big_stage_031(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_031(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_031(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_031(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 32
@@ -332,7 +437,10 @@ __device__ float lw_big_stage_032(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_032(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_032(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_032(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 33
@@ -342,7 +450,10 @@ __device__ float lw_big_stage_033(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_033(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_033(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_033(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 34
@@ -352,7 +463,10 @@ __device__ float lw_big_stage_034(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_034(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_034(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_034(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 35
@@ -362,7 +476,10 @@ __device__ float lw_big_stage_035(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_035(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_035(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_035(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 36
@@ -372,7 +489,10 @@ __device__ float lw_big_stage_036(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_036(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_036(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_036(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 37
@@ -382,7 +502,10 @@ __device__ float lw_big_stage_037(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_037(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_037(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_037(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 38
@@ -392,7 +515,10 @@ __device__ float lw_big_stage_038(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_038(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_038(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_038(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 39
@@ -402,7 +528,10 @@ __device__ float lw_big_stage_039(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_039(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_039(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_039(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 40
@@ -412,7 +541,10 @@ __device__ float lw_big_stage_040(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_040(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_040(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_040(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 41
@@ -422,7 +554,10 @@ __device__ float lw_big_stage_041(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_041(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_041(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_041(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 42
@@ -432,7 +567,10 @@ __device__ float lw_big_stage_042(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_042(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_042(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_042(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 43
@@ -442,7 +580,10 @@ __device__ float lw_big_stage_043(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_043(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_043(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_043(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 44
@@ -452,7 +593,10 @@ __device__ float lw_big_stage_044(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_044(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_044(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_044(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 45
@@ -462,7 +606,10 @@ __device__ float lw_big_stage_045(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_045(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_045(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_045(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 46
@@ -472,7 +619,10 @@ __device__ float lw_big_stage_046(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_046(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_046(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_046(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 47
@@ -482,7 +632,10 @@ __device__ float lw_big_stage_047(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_047(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_047(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_047(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 48
@@ -492,7 +645,10 @@ __device__ float lw_big_stage_048(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_048(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_048(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_048(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 49
@@ -502,7 +658,10 @@ __device__ float lw_big_stage_049(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_049(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_049(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_049(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 50
@@ -512,7 +671,10 @@ __device__ float lw_big_stage_050(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_050(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_050(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_050(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 51
@@ -522,7 +684,10 @@ __device__ float lw_big_stage_051(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_051(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_051(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_051(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 52
@@ -532,7 +697,10 @@ __device__ float lw_big_stage_052(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_052(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_052(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_052(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 53
@@ -542,7 +710,10 @@ __device__ float lw_big_stage_053(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_053(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_053(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_053(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 54
@@ -552,7 +723,10 @@ __device__ float lw_big_stage_054(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_054(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_054(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_054(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 55
@@ -562,7 +736,10 @@ __device__ float lw_big_stage_055(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_055(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_055(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_055(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 56
@@ -572,7 +749,10 @@ __device__ float lw_big_stage_056(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_056(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_056(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_056(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 57
@@ -582,7 +762,10 @@ __device__ float lw_big_stage_057(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_057(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_057(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_057(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 58
@@ -592,7 +775,10 @@ __device__ float lw_big_stage_058(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_058(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_058(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_058(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 59
@@ -602,7 +788,10 @@ __device__ float lw_big_stage_059(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_059(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_059(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_059(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 60
@@ -612,7 +801,10 @@ __device__ float lw_big_stage_060(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_060(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_060(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_060(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 61
@@ -622,7 +814,10 @@ __device__ float lw_big_stage_061(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_061(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_061(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_061(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 62
@@ -632,7 +827,10 @@ __device__ float lw_big_stage_062(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_062(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_062(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_062(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 63
@@ -642,7 +840,10 @@ __device__ float lw_big_stage_063(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_063(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_063(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_063(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 64
@@ -652,7 +853,10 @@ __device__ float lw_big_stage_064(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_064(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_064(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_064(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 65
@@ -662,7 +866,10 @@ __device__ float lw_big_stage_065(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_065(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_065(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_065(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 66
@@ -672,7 +879,10 @@ __device__ float lw_big_stage_066(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_066(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_066(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_066(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 67
@@ -682,7 +892,10 @@ __device__ float lw_big_stage_067(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_067(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_067(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_067(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 68
@@ -692,7 +905,10 @@ __device__ float lw_big_stage_068(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_068(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_068(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_068(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 69
@@ -702,7 +918,10 @@ __device__ float lw_big_stage_069(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_069(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_069(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_069(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 70
@@ -712,7 +931,10 @@ __device__ float lw_big_stage_070(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_070(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_070(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_070(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 71
@@ -722,7 +944,10 @@ __device__ float lw_big_stage_071(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_071(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_071(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_071(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 72
@@ -732,7 +957,10 @@ __device__ float lw_big_stage_072(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_072(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_072(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_072(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 73
@@ -742,7 +970,10 @@ __device__ float lw_big_stage_073(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_073(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_073(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_073(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 74
@@ -752,7 +983,10 @@ __device__ float lw_big_stage_074(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_074(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_074(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_074(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 75
@@ -762,7 +996,10 @@ __device__ float lw_big_stage_075(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_075(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_075(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_075(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 76
@@ -772,7 +1009,10 @@ __device__ float lw_big_stage_076(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_076(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_076(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_076(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 77
@@ -782,7 +1022,10 @@ __device__ float lw_big_stage_077(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_077(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_077(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_077(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 78
@@ -792,7 +1035,10 @@ __device__ float lw_big_stage_078(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_078(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_078(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_078(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 79
@@ -802,7 +1048,10 @@ __device__ float lw_big_stage_079(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_079(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_079(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_079(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 80
@@ -812,7 +1061,10 @@ __device__ float lw_big_stage_080(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_080(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_080(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_080(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 81
@@ -822,7 +1074,10 @@ __device__ float lw_big_stage_081(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_081(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_081(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_081(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 82
@@ -832,7 +1087,10 @@ __device__ float lw_big_stage_082(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_082(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_082(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_082(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 83
@@ -842,7 +1100,10 @@ __device__ float lw_big_stage_083(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_083(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_083(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_083(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 84
@@ -852,7 +1113,10 @@ __device__ float lw_big_stage_084(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_084(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_084(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_084(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 85
@@ -862,7 +1126,10 @@ __device__ float lw_big_stage_085(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_085(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_085(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_085(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 86
@@ -872,7 +1139,10 @@ __device__ float lw_big_stage_086(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_086(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_086(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_086(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 87
@@ -882,7 +1152,10 @@ __device__ float lw_big_stage_087(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_087(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_087(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_087(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 88
@@ -892,7 +1165,10 @@ __device__ float lw_big_stage_088(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_088(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_088(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_088(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 89
@@ -902,7 +1178,10 @@ __device__ float lw_big_stage_089(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_089(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_089(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_089(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 90
@@ -912,7 +1191,10 @@ __device__ float lw_big_stage_090(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_090(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_090(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_090(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 91
@@ -922,7 +1204,10 @@ __device__ float lw_big_stage_091(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_091(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_091(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_091(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 92
@@ -932,7 +1217,10 @@ __device__ float lw_big_stage_092(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_092(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_092(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_092(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 93
@@ -942,7 +1230,10 @@ __device__ float lw_big_stage_093(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_093(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_093(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_093(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 94
@@ -952,7 +1243,10 @@ __device__ float lw_big_stage_094(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_094(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_094(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_094(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 95
@@ -962,7 +1256,10 @@ __device__ float lw_big_stage_095(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_095(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_095(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_095(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 96
@@ -972,7 +1269,10 @@ __device__ float lw_big_stage_096(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_096(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_096(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_096(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 97
@@ -982,7 +1282,10 @@ __device__ float lw_big_stage_097(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_097(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_097(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_097(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 98
@@ -992,7 +1295,10 @@ __device__ float lw_big_stage_098(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_098(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_098(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_098(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 99
@@ -1002,7 +1308,10 @@ __device__ float lw_big_stage_099(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_099(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_099(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_099(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 100
@@ -1012,7 +1321,10 @@ __device__ float lw_big_stage_100(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_100(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_100(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_100(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 101
@@ -1022,7 +1334,10 @@ __device__ float lw_big_stage_101(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_101(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_101(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_101(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 102
@@ -1032,7 +1347,10 @@ __device__ float lw_big_stage_102(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_102(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_102(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_102(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 103
@@ -1042,7 +1360,10 @@ __device__ float lw_big_stage_103(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_103(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_103(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_103(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 104
@@ -1052,7 +1373,10 @@ __device__ float lw_big_stage_104(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_104(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_104(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_104(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 105
@@ -1062,7 +1386,10 @@ __device__ float lw_big_stage_105(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_105(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_105(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_105(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 106
@@ -1072,7 +1399,10 @@ __device__ float lw_big_stage_106(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_106(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_106(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_106(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 107
@@ -1082,7 +1412,10 @@ __device__ float lw_big_stage_107(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_107(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_107(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_107(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 108
@@ -1092,7 +1425,10 @@ __device__ float lw_big_stage_108(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_108(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_108(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_108(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 109
@@ -1102,7 +1438,10 @@ __device__ float lw_big_stage_109(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_109(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_109(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_109(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 110
@@ -1112,7 +1451,10 @@ __device__ float lw_big_stage_110(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_110(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_110(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_110(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 111
@@ -1122,7 +1464,10 @@ __device__ float lw_big_stage_111(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_111(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_111(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_111(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 112
@@ -1132,7 +1477,10 @@ __device__ float lw_big_stage_112(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_112(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_112(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_112(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 113
@@ -1142,7 +1490,10 @@ __device__ float lw_big_stage_113(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_113(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_113(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_113(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 114
@@ -1152,7 +1503,10 @@ __device__ float lw_big_stage_114(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_114(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_114(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_114(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 115
@@ -1162,7 +1516,10 @@ __device__ float lw_big_stage_115(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_115(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_115(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_115(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 116
@@ -1172,7 +1529,10 @@ __device__ float lw_big_stage_116(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_116(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_116(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_116(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 117
@@ -1182,7 +1542,10 @@ __device__ float lw_big_stage_117(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_117(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_117(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_117(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 118
@@ -1192,7 +1555,10 @@ __device__ float lw_big_stage_118(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_118(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_118(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_118(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 119
@@ -1202,7 +1568,10 @@ __device__ float lw_big_stage_119(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_119(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_119(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_119(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 120
@@ -1212,7 +1581,10 @@ __device__ float lw_big_stage_120(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_120(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_120(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_120(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 121
@@ -1222,7 +1594,10 @@ __device__ float lw_big_stage_121(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_121(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_121(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_121(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 122
@@ -1232,7 +1607,10 @@ __device__ float lw_big_stage_122(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_122(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_122(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_122(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 123
@@ -1242,7 +1620,10 @@ __device__ float lw_big_stage_123(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_123(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_123(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_123(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 124
@@ -1252,7 +1633,10 @@ __device__ float lw_big_stage_124(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_124(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_124(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_124(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 125
@@ -1262,7 +1646,10 @@ __device__ float lw_big_stage_125(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_125(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_125(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_125(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 126
@@ -1272,7 +1659,10 @@ __device__ float lw_big_stage_126(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_126(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_126(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_126(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 127
@@ -1282,7 +1672,10 @@ __device__ float lw_big_stage_127(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_127(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_127(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_127(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 128
@@ -1292,7 +1685,10 @@ __device__ float lw_big_stage_128(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_128(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_128(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_128(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 129
@@ -1302,7 +1698,10 @@ __device__ float lw_big_stage_129(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_129(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_129(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_129(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 130
@@ -1312,7 +1711,10 @@ __device__ float lw_big_stage_130(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_130(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_130(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_130(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 131
@@ -1322,7 +1724,10 @@ __device__ float lw_big_stage_131(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_131(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_131(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_131(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 132
@@ -1332,7 +1737,10 @@ __device__ float lw_big_stage_132(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_132(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_132(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_132(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 133
@@ -1342,7 +1750,10 @@ __device__ float lw_big_stage_133(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_133(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_133(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_133(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 134
@@ -1352,7 +1763,10 @@ __device__ float lw_big_stage_134(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_134(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_134(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_134(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 135
@@ -1362,7 +1776,10 @@ __device__ float lw_big_stage_135(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_135(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_135(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_135(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 136
@@ -1372,7 +1789,10 @@ __device__ float lw_big_stage_136(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_136(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_136(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_136(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 137
@@ -1382,7 +1802,10 @@ __device__ float lw_big_stage_137(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_137(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_137(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_137(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 138
@@ -1392,7 +1815,10 @@ __device__ float lw_big_stage_138(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_138(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_138(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_138(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 139
@@ -1402,7 +1828,10 @@ __device__ float lw_big_stage_139(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_139(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_139(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_139(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 140
@@ -1412,7 +1841,10 @@ __device__ float lw_big_stage_140(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_140(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_140(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_140(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 141
@@ -1422,7 +1854,10 @@ __device__ float lw_big_stage_141(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_141(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_141(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_141(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 142
@@ -1432,7 +1867,10 @@ __device__ float lw_big_stage_142(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_142(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_142(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_142(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 143
@@ -1442,7 +1880,10 @@ __device__ float lw_big_stage_143(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_143(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_143(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_143(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 144
@@ -1452,7 +1893,10 @@ __device__ float lw_big_stage_144(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_144(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_144(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_144(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 145
@@ -1462,7 +1906,10 @@ __device__ float lw_big_stage_145(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_145(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_145(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_145(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 146
@@ -1472,7 +1919,10 @@ __device__ float lw_big_stage_146(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_146(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_146(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_146(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 147
@@ -1482,7 +1932,10 @@ __device__ float lw_big_stage_147(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_147(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_147(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_147(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 148
@@ -1492,7 +1945,10 @@ __device__ float lw_big_stage_148(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_148(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_148(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_148(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 149
@@ -1502,7 +1958,10 @@ __device__ float lw_big_stage_149(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_149(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_149(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_149(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 150
@@ -1512,7 +1971,10 @@ __device__ float lw_big_stage_150(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_150(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_150(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_150(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 151
@@ -1522,7 +1984,10 @@ __device__ float lw_big_stage_151(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_151(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_151(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_151(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 152
@@ -1532,7 +1997,10 @@ __device__ float lw_big_stage_152(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_152(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_152(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_152(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 153
@@ -1542,7 +2010,10 @@ __device__ float lw_big_stage_153(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_153(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_153(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_153(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 154
@@ -1552,7 +2023,10 @@ __device__ float lw_big_stage_154(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_154(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_154(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_154(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 155
@@ -1562,7 +2036,10 @@ __device__ float lw_big_stage_155(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_155(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_155(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_155(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 156
@@ -1572,7 +2049,10 @@ __device__ float lw_big_stage_156(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_156(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_156(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_156(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 157
@@ -1582,7 +2062,10 @@ __device__ float lw_big_stage_157(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_157(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_157(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_157(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 158
@@ -1592,7 +2075,10 @@ __device__ float lw_big_stage_158(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_158(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_158(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_158(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 159
@@ -1602,7 +2088,10 @@ __device__ float lw_big_stage_159(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_159(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_159(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_159(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 160
@@ -1612,7 +2101,10 @@ __device__ float lw_big_stage_160(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_160(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_160(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_160(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 161
@@ -1622,7 +2114,10 @@ __device__ float lw_big_stage_161(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_161(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_161(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_161(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 162
@@ -1632,7 +2127,10 @@ __device__ float lw_big_stage_162(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_162(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_162(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_162(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 163
@@ -1642,7 +2140,10 @@ __device__ float lw_big_stage_163(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_163(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_163(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_163(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 164
@@ -1652,7 +2153,10 @@ __device__ float lw_big_stage_164(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_164(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_164(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_164(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 165
@@ -1662,7 +2166,10 @@ __device__ float lw_big_stage_165(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_165(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_165(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_165(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 166
@@ -1672,7 +2179,10 @@ __device__ float lw_big_stage_166(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_166(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_166(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_166(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 167
@@ -1682,7 +2192,10 @@ __device__ float lw_big_stage_167(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_167(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_167(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_167(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 168
@@ -1692,7 +2205,10 @@ __device__ float lw_big_stage_168(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_168(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_168(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_168(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 169
@@ -1702,7 +2218,10 @@ __device__ float lw_big_stage_169(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_169(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_169(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_169(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 170
@@ -1712,7 +2231,10 @@ __device__ float lw_big_stage_170(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_170(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_170(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_170(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 171
@@ -1722,7 +2244,10 @@ __device__ float lw_big_stage_171(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_171(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_171(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_171(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 172
@@ -1732,7 +2257,10 @@ __device__ float lw_big_stage_172(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_172(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_172(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_172(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 173
@@ -1742,7 +2270,10 @@ __device__ float lw_big_stage_173(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_173(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_173(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_173(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 174
@@ -1752,7 +2283,10 @@ __device__ float lw_big_stage_174(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_174(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_174(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_174(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 175
@@ -1762,7 +2296,10 @@ __device__ float lw_big_stage_175(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_175(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_175(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_175(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 176
@@ -1772,7 +2309,10 @@ __device__ float lw_big_stage_176(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_176(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_176(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_176(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 177
@@ -1782,7 +2322,10 @@ __device__ float lw_big_stage_177(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_177(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_177(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_177(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 178
@@ -1792,7 +2335,10 @@ __device__ float lw_big_stage_178(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_178(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_178(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_178(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 179
@@ -1802,7 +2348,10 @@ __device__ float lw_big_stage_179(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_179(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_179(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_179(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 180
@@ -1812,7 +2361,10 @@ __device__ float lw_big_stage_180(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_180(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_180(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_180(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 181
@@ -1822,7 +2374,10 @@ __device__ float lw_big_stage_181(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_181(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_181(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_181(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 182
@@ -1832,7 +2387,10 @@ __device__ float lw_big_stage_182(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_182(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_182(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_182(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 183
@@ -1842,7 +2400,10 @@ __device__ float lw_big_stage_183(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_183(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_183(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_183(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 184
@@ -1852,7 +2413,10 @@ __device__ float lw_big_stage_184(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_184(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_184(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_184(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 185
@@ -1862,7 +2426,10 @@ __device__ float lw_big_stage_185(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_185(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_185(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_185(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 186
@@ -1872,7 +2439,10 @@ __device__ float lw_big_stage_186(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_186(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_186(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_186(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 187
@@ -1882,7 +2452,10 @@ __device__ float lw_big_stage_187(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_187(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_187(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_187(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 188
@@ -1892,7 +2465,10 @@ __device__ float lw_big_stage_188(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_188(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_188(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_188(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 189
@@ -1902,7 +2478,10 @@ __device__ float lw_big_stage_189(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_189(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_189(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_189(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 190
@@ -1912,7 +2491,10 @@ __device__ float lw_big_stage_190(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_190(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_190(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_190(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 191
@@ -1922,7 +2504,10 @@ __device__ float lw_big_stage_191(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_191(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_191(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_191(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 192
@@ -1932,7 +2517,10 @@ __device__ float lw_big_stage_192(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_192(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_192(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_192(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 193
@@ -1942,7 +2530,10 @@ __device__ float lw_big_stage_193(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_193(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_193(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_193(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 194
@@ -1952,7 +2543,10 @@ __device__ float lw_big_stage_194(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_194(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_194(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_194(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 195
@@ -1962,7 +2556,10 @@ __device__ float lw_big_stage_195(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_195(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_195(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_195(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 196
@@ -1972,7 +2569,10 @@ __device__ float lw_big_stage_196(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_196(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_196(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_196(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 197
@@ -1982,7 +2582,10 @@ __device__ float lw_big_stage_197(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_197(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_197(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_197(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 198
@@ -1992,7 +2595,10 @@ __device__ float lw_big_stage_198(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_198(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_198(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_198(y);
+  out[LW_I] = y;
 }
 #endif
 #if KERNELS > 199
@@ -2002,7 +2608,10 @@ __device__ float lw_big_stage_199(float x) {
   return y;
 }
 extern "C" __global__ void lw_big_199(const float *in, float *out, unsigned long long n) {
-  if (LW_I < n) out[LW_I] = lw_big_stage_199(in[LW_I]);
+  if (LW_I >= n) return;
+  float y = in[LW_I];
+  _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_199(y);
+  out[LW_I] = y;
 }
 #endif
 extern "C" __global__ void lw_kernel_main(const float *in, float *out, unsigned long long n) {

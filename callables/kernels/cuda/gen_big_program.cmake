@@ -11,6 +11,7 @@ if(NOT OUT)
 endif()
 set(kernels 200)
 set(main_stages 8)
+set(max_weight 4096)
 math(EXPR last_main "${main_stages} - 1")
 
 string(CONCAT text
@@ -25,7 +26,10 @@ string(CONCAT text
   "// + (k % 3) (opencl/big_program.cl's stage).\n"
   "// Signature: IN in (float[n]), OUT out (float[n]), SCALAR n (unsigned long long).\n"
   "// Launch: 1 dimension, global >= n. Build option -DKERNELS=k (${main_stages}..${kernels}, default\n"
-  "// ${kernels}) compiles the first k stages only: a smaller, faster register.\n"
+  "// ${kernels}) compiles the first k stages only: a smaller, faster register. Build option\n"
+  "// -DWEIGHT=w (1..${max_weight}, default 1) makes each lw_big_<k> kernel apply its stage w times,\n"
+  "// unrolled: w times the code to compile, a slower register (the bench grows it until a\n"
+  "// register takes as long as it wants); lw_kernel_main and its results do not change.\n"
   "#include \"lanework/kernel_cuda.h\"\n"
   "\n"
   "#ifndef KERNELS\n"
@@ -33,6 +37,12 @@ string(CONCAT text
   "#endif\n"
   "#if KERNELS < ${main_stages} || KERNELS > ${kernels}\n"
   "#error \"KERNELS must be ${main_stages}..${kernels}\"\n"
+  "#endif\n"
+  "#ifndef WEIGHT\n"
+  "#define WEIGHT 1\n"
+  "#endif\n"
+  "#if WEIGHT < 1 || WEIGHT > ${max_weight}\n"
+  "#error \"WEIGHT must be 1..${max_weight}\"\n"
   "#endif\n"
   "\n"
   "// This thread's element.\n"
@@ -74,7 +84,10 @@ foreach(k RANGE ${last})
     "  return y;\n"
     "}\n"
     "extern \"C\" __global__ void lw_big_${id}(const float *in, float *out, unsigned long long n) {\n"
-    "  if (LW_I < n) out[LW_I] = lw_big_stage_${id}(in[LW_I]);\n"
+    "  if (LW_I >= n) return;\n"
+    "  float y = in[LW_I];\n"
+    "  _Pragma(\"unroll\") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_${id}(y);\n"
+    "  out[LW_I] = y;\n"
     "}\n")
   if(k GREATER_EQUAL main_stages)
     string(APPEND text "#endif\n")
