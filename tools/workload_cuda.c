@@ -108,14 +108,17 @@ static lw_status_t ov_open(const lw_bench_opts_t *o, void **out) {
   return LW_OK;
 }
 
-// A register of C2 took register_us; want_us is wanted. NVRTC's time grows about linearly with
-// the code it compiles, so WEIGHT is scaled by want / took with a margin, at least doubled, at
-// most C2_MAX_WEIGHT.
+// A register of C2 took register_us; want_us is wanted. WEIGHT doubles, at most: NVRTC's time
+// may grow faster than the code it compiles (ptxas on long unrolled kernels), and a register
+// far past the floor would make C1, calibrated to 1.5 times it, and every trial that long.
+// Half the remaining factor when that is less than 2 (the floor is near).
 static bool ov_c2_heavier(void *p, double register_us, double want_us) {
   overlap_cuda_t *s = p;
   if (s->weight >= C2_MAX_WEIGHT) return false;
-  double f = register_us > 0 ? 1.25 * want_us / register_us : 2.0;
-  long next = (long)ceil((double)s->weight * (f > 2.0 ? f : 2.0));
+  double f = register_us > 0 ? want_us / register_us : 2.0;
+  f = fmin(2.0, 1.0 + (f - 1.0) * 1.5);  // near the floor: a little past it
+  long next = (long)ceil((double)s->weight * f);
+  if (next <= s->weight) next = s->weight + 1;
   s->weight = next < C2_MAX_WEIGHT ? next : C2_MAX_WEIGHT;
   set_c2_options(s);
   return true;

@@ -1,9 +1,9 @@
 // tools/workload_opencl.c — what the benches run on an `opencl` chip (bench_backend.h): the
 // OpenCL C kernels of <kernel dir>/opencl, device 0. Built only where LW_HAVE_OPENCL is.
 //
-// Every program build is cold: PoCL's on-disk program cache is off (POCL_KERNEL_CACHE=0 in the
-// backend's environment, so the dispatcher re-executes the program with it), and C2 is
-// unregistered after every use.
+// Every program build is cold: PoCL's and NVIDIA's on-disk program caches are off
+// (POCL_KERNEL_CACHE=0 and CUDA_CACHE_DISABLE=1 in the backend's environment, so the
+// dispatcher re-executes the program with them), and C2 is unregistered after every use.
 //
 // overlap: C2 = big_program.cl (-DSTAGES=64 unless --stages): its register is a real device
 //          compile. C1 = repeat_vector_add.cl, a kernel that has already run (PoCL compiles a
@@ -158,8 +158,8 @@ static void ov_describe(void *p, long repeat, FILE *f) {
   fprintf(f,
           "  C1 = opencl/repeat_vector_add (%u work-items, repeat_count=%ld, warm), C2 = "
           "opencl/big_program (%u work-items, %zu-byte source, -DSTAGES=%ld)\n"
-          "  builds cold (POCL_KERNEL_CACHE=0: PoCL's on-disk program cache is off); run(C2) is "
-          "C2's first enqueue (PoCL generates its machine code then)\n",
+          "  builds cold (POCL_KERNEL_CACHE=0, CUDA_CACHE_DISABLE=1: no on-disk program cache); "
+          "run(C2) is C2's first enqueue (PoCL generates its machine code then)\n",
           C1_ELEMS, repeat, C2_ELEMS, s->c2.image_bytes, s->stages);
 }
 
@@ -167,6 +167,7 @@ static void ov_json(void *p, lw_json_t *j) {
   overlap_ocl_t *s = p;
   lw__json_kv_string(j, "builds", "cold");
   lw__json_kv_int(j, "pocl_kernel_cache", 0);
+  lw__json_kv_int(j, "cuda_cache_disable", 1);
   lw__json_kv_int(j, "c2_stages", s->stages);
 }
 
@@ -373,7 +374,10 @@ static const lw_dispatch_workload_t kDispatchOcl = {
     .load = false,
 };
 
-static const char *const kEnvOcl[][2] = {{"POCL_KERNEL_CACHE", "0"}, {NULL, NULL}};
+// PoCL's program cache and NVIDIA's (~/.nv/ComputeCache, which made a repeated build of
+// big_program take 3-4 ms on an H200's host: a cache hit, not a compile) off.
+static const char *const kEnvOcl[][2] = {
+    {"POCL_KERNEL_CACHE", "0"}, {"CUDA_CACHE_DISABLE", "1"}, {NULL, NULL}};
 
 const lw_bench_backend_t lw__bench_backend_opencl = {
     .name = "opencl",
