@@ -50,10 +50,16 @@
 //
 // Completion and cancel: the run lane spins on cuStreamQuery with the one spin policy
 // (lanes/spin.h), then naps LW_CUDA_NAP_NS between queries, checking the run's cancel word
-// each time. The run's stop reaches a CUDA kernel through one word of mapped pinned host
-// memory per chip: the backend writes 0 to it before each launch and 1 when the run's cancel
-// is requested, and stores its device address into the module's `lw__cuda_stop` global
-// (lanework/kernel_cuda.h, lw_cuda_should_stop()) after loading a module that has one. A run
+// each time. The run's stop reaches a CUDA kernel through one word per chip, whose device
+// address the backend stores into the module's `lw__cuda_stop` global (lanework/kernel_cuda.h,
+// lw_cuda_should_stop()) after loading a module that has one; the backend makes it 0 before
+// each launch and 1 when the run's cancel is requested. Where the word lives is
+// LW_CUDA_STOP's: `host` (the default) is mapped pinned host memory the run lane stores to,
+// which every poll reads across the bus; `device` is device memory, reset by a 4-byte copy on
+// the chip's stream before the launch and set by one on a stream of its own (a copy engine
+// runs it beside the kernel), so polls read device memory. On an H200 a host-memory stop took
+// 7-8 ms to end a kernel of ~8 waves of blocks (docs/cuda.md): the reads of ~1,000 resident
+// blocks queue on the bus, and every later wave reads once more. A run
 // whose stop was requested reports LW_KERNEL_CANCELLED, so the chip ends it CANCELLED or
 // DEADLINE_EXCEEDED (DESIGN §4.2). Kernel time comes from two events around the launch.
 //
@@ -108,9 +114,14 @@ typedef struct cuda_device {
   lw_cu_context_t ctx;
   lw_cu_stream_t stream;
   lw_cu_event_t ev_start, ev_end;
-  // The chip's stop word: pinned, mapped host memory (stop_host) and its device address.
+  // The chip's stop word (LW_CUDA_STOP): stop_dev is the address kernels read. host: it maps
+  // stop_host[0], the word itself, which the run lane stores to. device: it is device memory
+  // (cuMemAlloc) and stop_host holds the copies' sources, {0, 1}; stop_stream carries the
+  // copy that sets it.
   volatile uint32_t *stop_host;
   lw_cu_deviceptr_t stop_dev;
+  bool stop_in_device;
+  lw_cu_stream_t stop_stream;
   int cc_major, cc_minor;
   char arch[16];  // "sm_90"
   char name[CUDA_NAME_BYTES];
@@ -276,6 +287,11 @@ static void cuda_close(void *device) {
       free(u);
     }
     d->unloads = NULL;
+    if (d->stop_stream) {
+      (void)d->api->cuStreamSynchronize(d->stop_stream);
+      (void)d->api->cuStreamDestroy(d->stop_stream);
+    }
+    if (d->stop_in_device && d->stop_dev) (void)d->api->cuMemFree(d->stop_dev);
     if (d->stop_host) (void)d->api->cuMemFreeHost((void *)d->stop_host);
     if (d->ev_start) (void)d->api->cuEventDestroy(d->ev_start);
     if (d->ev_end) (void)d->api->cuEventDestroy(d->ev_end);
@@ -300,6 +316,11 @@ static lw_status_t cuda_open(const lw_chip_config_t *cfg, void **out_device, lw_
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "cuda: LW_CUDA_TENSORS=%s: expected copy or mapped", mode);
   }
+  const char *stop = getenv("LW_CUDA_STOP");
+  if (stop && *stop && strcmp(stop, "host") != 0 && strcmp(stop, "device") != 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "cuda: LW_CUDA_STOP=%s: expected host or device", stop);
+  }
   lw_cu_device_t dev = 0;
   LW_RETURN_IF_ERROR(pick_device(api, cfg->device_id, &dev, err));
 
@@ -310,6 +331,7 @@ static lw_status_t cuda_open(const lw_chip_config_t *cfg, void **out_device, lw_
   d->device_id = cfg->device_id;
   d->dev = dev;
   d->tensors_mapped = mode && strcmp(mode, "mapped") == 0;
+  d->stop_in_device = stop && strcmp(stop, "device") == 0;
   if (api->cuDeviceGetName(d->name, sizeof(d->name), dev) != LW_CU_SUCCESS) d->name[0] = '\0';
   d->name[sizeof(d->name) - 1] = '\0';
   int can_map = 0;
@@ -353,13 +375,28 @@ static lw_status_t cuda_open(const lw_chip_config_t *cfg, void **out_device, lw_
   }
   if (r == LW_CU_SUCCESS) {
     step = "cuMemHostAlloc of the stop word";
-    r = api->cuMemHostAlloc(&word, sizeof(uint32_t),
+    r = api->cuMemHostAlloc(&word, 2 * sizeof(uint32_t),
                             LW_CU_MEMHOSTALLOC_DEVICEMAP | LW_CU_MEMHOSTALLOC_PORTABLE);
     if (r == LW_CU_SUCCESS) {
       d->stop_host = word;
-      *d->stop_host = 0;
-      step = "cuMemHostGetDevicePointer of the stop word";
-      r = api->cuMemHostGetDevicePointer(&d->stop_dev, word, 0);
+      d->stop_host[0] = 0;
+      d->stop_host[1] = 1;
+      if (!d->stop_in_device) {
+        step = "cuMemHostGetDevicePointer of the stop word";
+        r = api->cuMemHostGetDevicePointer(&d->stop_dev, word, 0);
+      }
+    }
+  }
+  if (r == LW_CU_SUCCESS && d->stop_in_device) {
+    step = "cuMemAlloc of the stop word";
+    r = api->cuMemAlloc(&d->stop_dev, sizeof(uint32_t));
+    if (r == LW_CU_SUCCESS) {
+      step = "cuMemcpyHtoD of the stop word";
+      r = api->cuMemcpyHtoD(d->stop_dev, (const void *)&d->stop_host[0], sizeof(uint32_t));
+    }
+    if (r == LW_CU_SUCCESS) {
+      step = "cuStreamCreate of the stop stream";
+      r = api->cuStreamCreate(&d->stop_stream, LW_CU_STREAM_NON_BLOCKING);
     }
   }
   if (d->ctx) (void)api->cuCtxSetCurrent(NULL);  // pops the new context off this thread
@@ -967,14 +1004,24 @@ static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
   lw_cu_result_t r;
   while ((r = d->api->cuStreamQuery(d->stream)) == LW_CU_ERROR_NOT_READY) {
     if (!stopped && lw__cancel_is_requested(run->cancel_word, run->generation)) {
-      // The kernel polls the word through the bus (lw_cuda_should_stop); release orders
-      // nothing on the host side but keeps the store from being deferred.
-      __atomic_store_n(d->stop_host, 1u, __ATOMIC_RELEASE);
+      if (d->stop_in_device) {
+        // Beside the kernel, on a stream of its own. Failed, the kernel runs to its end (or
+        // until its child is killed at L3): the run still ends CANCELLED.
+        (void)d->api->cuMemcpyHtoDAsync(d->stop_dev, (const void *)&d->stop_host[1],
+                                        sizeof(uint32_t), d->stop_stream);
+      } else {
+        // The kernel polls the word through the bus (lw_cuda_should_stop); release orders
+        // nothing on the host side but keeps the store from being deferred.
+        __atomic_store_n(&d->stop_host[0], 1u, __ATOMIC_RELEASE);
+      }
       stopped = true;
       lw__spin_reset(&spin);  // the kernel should end within microseconds now
     }
     if (lw__spin_step(&spin) == LW__SPIN_BLOCK) nap(CUDA_NAP_NS);
   }
+  // The copy that set the word has landed before the next run's reset is queued (else it
+  // could land after it and stop that run).
+  if (stopped && d->stop_in_device) (void)d->api->cuStreamSynchronize(d->stop_stream);
   *out_stopped = stopped || lw__cancel_is_requested(run->cancel_word, run->generation);
   return r;
 }
@@ -1004,9 +1051,19 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
   }
 
   // A stop left from an earlier run must not stop this one.
-  __atomic_store_n(d->stop_host, 0u, __ATOMIC_RELEASE);
   const char *step = "cuEventRecord";
-  lw_cu_result_t r = api->cuEventRecord(d->ev_start, d->stream);
+  lw_cu_result_t r = LW_CU_SUCCESS;
+  if (d->stop_in_device) {
+    step = "resetting the stop word";
+    r = api->cuMemcpyHtoDAsync(d->stop_dev, (const void *)&d->stop_host[0], sizeof(uint32_t),
+                               d->stream);
+  } else {
+    __atomic_store_n(&d->stop_host[0], 0u, __ATOMIC_RELEASE);
+  }
+  if (r == LW_CU_SUCCESS) {
+    step = "cuEventRecord";
+    r = api->cuEventRecord(d->ev_start, d->stream);
+  }
   int64_t t_launch = lw__trace_on() ? lw__now_ns() : 0;
   if (r == LW_CU_SUCCESS) {
     step = "cuLaunchKernel";

@@ -49,6 +49,12 @@ static const char *tensors_mode(void) {
   return m && *m ? m : "copy";
 }
 
+// "host" or "device": where the chips of this process keep their stop word (LW_CUDA_STOP).
+static const char *stop_word_place(void) {
+  const char *m = getenv("LW_CUDA_STOP");
+  return m && *m ? m : "host";
+}
+
 // ---------------------------------------------------------------------------------------------
 // overlap
 
@@ -291,9 +297,11 @@ static void ca_describe(void *p, FILE *f) {
   lw_repeat_cancel_t *s = p;
   fprintf(f,
           "  kernel: cuda/repeat_vector_add, %u threads x %llu steps (an uncancelled run ~%.0f "
-          "ms on this device, calibrated), polling the stop word per block; escalation: "
-          "cuda/hang, one thread that never polls; tensors: %s (the output live, mapped)\n",
-          LW_RC_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3, tensors_mode());
+          "ms on this device, calibrated), polling the stop word (in %s memory, LW_CUDA_STOP) "
+          "per block; escalation: cuda/hang, one thread that never polls; tensors: %s (the "
+          "output live, mapped)\n",
+          LW_RC_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3, stop_word_place(),
+          tensors_mode());
 }
 
 static void ca_json(void *p, lw_json_t *j) {
@@ -301,6 +309,7 @@ static void ca_json(void *p, lw_json_t *j) {
   lw__json_kv_uint(j, "threads", LW_RC_ITEMS);
   lw__json_kv_uint(j, "steps", s->steps);
   lw__json_kv_fixed(j, "uncancelled_run_us", s->full_us, 1);
+  lw__json_kv_string(j, "stop_word", stop_word_place());
   lw__json_kv_string(j, "tensors", tensors_mode());
 }
 

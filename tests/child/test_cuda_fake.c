@@ -170,6 +170,47 @@ Test(cuda_fake, a_deadline_stops_a_polling_kernel_and_ends_deadline_exceeded) {
                lw_last_error()->message);
 }
 
+// LW_CUDA_STOP=device: the word in device memory, set by a copy on a stream of its own while
+// the kernel runs and reset on the chip's stream before each launch. A cancel still ends the
+// polling kernel, twice; the next run is not stopped by the word a cancel left (it runs until
+// its deadline); and the chip closes with nothing left.
+Test(cuda_fake, a_stop_word_in_device_memory_ends_a_polling_kernel_and_is_reset_for_the_next) {
+  lw_chip_close(chip);
+  setenv("LW_CUDA_STOP", "device", 1);
+  open_chip();
+  unsetenv("LW_CUDA_STOP");
+  lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
+  for (int round = 0; round < 2; ++round) {
+    lw_handle_t *h = NULL;
+    LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
+    while (ct_count("launch") < round + 1) usleep(200);
+    LW_ASSERT_OK(lw_handle_cancel(h));
+    cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED, "round %d: %s", round,
+                 lw_handle_error(h)->message);
+    lw_handle_release(h);
+  }
+  lw_run_config_t rc;
+  lw_run_config_default(&rc);
+  rc.timeout_ns = 50 * 1000 * 1000;
+  cr_assert_eq(lw_chip_run(chip, k, NULL, &rc, NULL), LW_DEADLINE_EXCEEDED,
+               "a run after the cancels polls a word that was reset: %s",
+               lw_last_error()->message);
+}
+
+Test(cuda_fake, an_unknown_stop_word_place_fails_open_naming_it) {
+  lw_chip_close(chip);
+  chip = NULL;
+  setenv("LW_CUDA_STOP", "gpu", 1);
+  lw_chip_config_t cfg;
+  lw_chip_config_default(&cfg);
+  snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
+  lw_status_t st = lw_chip_open(&cfg, &chip);
+  unsetenv("LW_CUDA_STOP");
+  cr_assert_eq(st, LW_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(lw_last_error()->message, "LW_CUDA_STOP=gpu: expected host or device"),
+                     "%s", lw_last_error()->message);
+}
+
 Test(cuda_fake, a_register_completes_while_a_kernel_runs) {
   lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
   lw_handle_t *run = NULL;
