@@ -45,7 +45,12 @@ void lw_l4_config_default_sized(lw_l4_config_t *c, uint32_t struct_size) {
 
 static _Thread_local int64_t tl_idle_since;
 
-void lw__l4_nap(uint32_t *round, int64_t cap_ns) {
+void lw__l4_nap(uint32_t *round, int64_t cap_ns, bool busy) {
+  if (busy) {
+    *round = 0;  // the yields before any sleep count from the transfers' end
+    sched_yield();
+    return;
+  }
   uint32_t r = (*round)++;
   int64_t now = lw__now_ns();
   if (r == 0) tl_idle_since = now;
@@ -59,6 +64,7 @@ void lw__l4_nap(uint32_t *round, int64_t cap_ns) {
   struct timespec ts = {0, (long)ns};
   nanosleep(&ts, NULL);
 }
+
 bool lw__l4_grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
   if (need <= *cap) return true;
   uint32_t c = *cap ? *cap : 16;

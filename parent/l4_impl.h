@@ -82,8 +82,12 @@ bool lw__l4_grow(void **p, uint32_t *cap, uint32_t need, size_t elem);
 bool lw__l4_xfers_poll(lw_l4_comm_t *c, lw_l4_xfer_t **xfers, uint32_t *n);
 
 // The L4's nap while nothing moves (*round = 0 after each progress): yield for the first 200 us,
-// then sleep, doubling from 10 us up to cap_ns.
-void lw__l4_nap(uint32_t *round, int64_t cap_ns);
+// then sleep, doubling from 10 us up to cap_ns. With transfers under way (busy) it only
+// yields: Open MPI moves a large message only inside MPI calls on both sides (vader's copy
+// in/out goes one 32 KB fragment a call; its single copy waits for the receiver's match), so a
+// sleeping side stalls the transfer (4 MB between two ranks took 44 ms with fragments and
+// naps; a yield gives a process that shares the CPU its turn all the same).
+void lw__l4_nap(uint32_t *round, int64_t cap_ns, bool busy);
 
 // Sends an encoded message to `to` with the next seq of that stream (encode is called with it). The
 // caller's error names what failed.

@@ -89,9 +89,11 @@ void lw__l4_comm_peer_name(lw_l4_comm_t *c, int32_t rank, char *out, size_t out_
 }
 
 // Waiting without blocking in MPI: yield for the first rounds, then nap, doubling up to 1 ms.
-static void nap(uint32_t *round) {
+// A tensor transfer only yields (busy): Open MPI moves its fragments only inside MPI calls
+// (lw__l4_nap in l4_impl.h says what a nap costs one).
+static void nap(uint32_t *round, bool busy) {
   uint32_t r = (*round)++;
-  if (r < 32) {
+  if (busy || r < 32) {
     sched_yield();
     return;
   }
@@ -112,7 +114,7 @@ static lw_status_t mpi_failed(lw_error_t *err, const char *what, int rc) {
 // (DEADLINE_EXCEEDED) or peer's end (UNAVAILABLE naming it; peer < 0: none watched).
 static lw_status_t wait_request(lw_l4_comm_t *c, MPI_Request *req, int32_t peer,
                                 int64_t deadline_ns, const char *what, MPI_Status *out_status,
-                                lw_error_t *err) {
+                                bool transfer, lw_error_t *err) {
   uint32_t round = 0;
   for (;;) {
     int done = 0;
@@ -127,7 +129,7 @@ static lw_status_t wait_request(lw_l4_comm_t *c, MPI_Request *req, int32_t peer,
       return lw__error_set(err, LW_DEADLINE_EXCEEDED, -1, 0, "l4: %s: not done by its deadline",
                            what);
     }
-    nap(&round);
+    nap(&round, transfer);
   }
 }
 
@@ -171,7 +173,7 @@ static lw_status_t hand_out_address(lw_l4_comm_t *c, int64_t deadline, lw_error_
     if (rc != MPI_SUCCESS) return mpi_failed(err, "sending the liveness address", rc);
     char what[64];
     snprintf(what, sizeof(what), "sending the liveness address to rank %d", (int)r);
-    lw_status_t st = wait_request(c, &req, -1, deadline, what, NULL, err);
+    lw_status_t st = wait_request(c, &req, -1, deadline, what, NULL, false, err);
     if (st != LW_OK) return st;
   }
   return lw__l4_watch_wait_ready(c->watch, deadline, err);
@@ -185,11 +187,11 @@ static lw_status_t take_address(lw_l4_comm_t *c, const lw_l4_comm_config_t *cfg,
                      MPI_COMM_WORLD, &req);
   if (rc != MPI_SUCCESS) return mpi_failed(err, "receiving the liveness address", rc);
   lw_status_t st = wait_request(c, &req, -1, cfg->startup_deadline_ns,
-                                "receiving the L4's liveness address", NULL, err);
+                                "receiving the L4's liveness address", NULL, false, err);
   if (st != LW_OK) {
     // The receive stays posted into a buffer on this stack: leave MPI no way to write it.
     MPI_Cancel(&req);
-    (void)wait_request(c, &req, -1, lw__now_ns() + 100000000LL, "cancel", NULL,
+    (void)wait_request(c, &req, -1, lw__now_ns() + 100000000LL, "cancel", NULL, false,
                        &(lw_error_t){0});
     return st;
   }
@@ -296,7 +298,7 @@ lw_status_t lw__l4_comm_send(lw_l4_comm_t *c, int32_t to, const void *buf, size_
   }
   char what[48];
   snprintf(what, sizeof(what), "send to rank %d", (int)to);
-  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, NULL, err);
+  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, NULL, false, err);
   if (st == LW_OK) {
     free(copy);
   } else {
@@ -324,7 +326,7 @@ lw_status_t lw__l4_comm_send_tensor(lw_l4_comm_t *c, int32_t to, const void *buf
   if (rc != MPI_SUCCESS) return mpi_failed(err, "MPI_Isend of a tensor", rc);
   char what[48];
   snprintf(what, sizeof(what), "tensor send to rank %d", (int)to);
-  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, NULL, err);
+  lw_status_t st = wait_request(c, &req, to, deadline_ns, what, NULL, true, err);
   if (st != LW_OK) keep(c, &c->sends_borrowed, req, NULL);  // buf is the caller's
   return st;
 }
@@ -338,7 +340,7 @@ lw_status_t lw__l4_comm_recv_tensor(lw_l4_comm_t *c, int32_t from, void *buf, si
   char what[48];
   snprintf(what, sizeof(what), "tensor receive from rank %d", (int)from);
   MPI_Status status;
-  lw_status_t st = wait_request(c, &req, from, deadline_ns, what, &status, err);
+  lw_status_t st = wait_request(c, &req, from, deadline_ns, what, &status, true, err);
   if (st != LW_OK) {
     // A receive can be cancelled; if MPI cannot say it was, buf stays the caller's to keep.
     (void)MPI_Cancel(&req);
@@ -447,7 +449,7 @@ static lw_status_t receive_matched(lw_l4_comm_t *c, MPI_Message *msg, const MPI_
   }
   char what[64];
   snprintf(what, sizeof(what), "receive from rank %d", (int)status->MPI_SOURCE);
-  lw_status_t st = wait_request(c, &req, watch, deadline_ns, what, NULL, err);
+  lw_status_t st = wait_request(c, &req, watch, deadline_ns, what, NULL, false, err);
   if (st != LW_OK) {
     keep(c, &c->zombies, req, buf);  // MPI may still write it
     return st;
@@ -495,7 +497,7 @@ lw_status_t lw__l4_comm_recv(lw_l4_comm_t *c, int32_t from, int32_t *out_from, v
                            why);
     }
     if (deadline_ns == 0 || lw__now_ns() >= deadline_ns) return LW_NOT_FOUND;
-    nap(&round);
+    nap(&round, false);
   }
 }
 

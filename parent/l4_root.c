@@ -779,7 +779,7 @@ static void fetch_results(lw_l4_t *l4, l4_run_t *run) {
     if (moved) {
       round = 0;
     } else {
-      lw__l4_nap(&round, NAP_CAP_NS);
+      lw__l4_nap(&round, NAP_CAP_NS, left > 0);
     }
   }
   free(h);
@@ -944,7 +944,7 @@ lw_status_t lw__l4_run_one(lw_l4_t *l4, lw_l4_orch_fn fn, void *user, uint64_t e
     if (pump(l4, run)) {
       round = 0;
     } else {
-      lw__l4_nap(&round, NAP_CAP_NS);
+      lw__l4_nap(&round, NAP_CAP_NS, run->n_xfers > 0);
     }
   }
   if (!run->failed) fetch_results(l4, run);

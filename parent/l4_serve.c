@@ -374,13 +374,17 @@ static void on_cancel(srv_t *s, const lw_l4_cancel_t *c) {
   }
 }
 
-static lw_status_t poll_receives(srv_t *s, bool *moved, lw_error_t *err) {
+static lw_status_t poll_receives(srv_t *s, bool *moved, bool *busy, lw_error_t *err) {
+  *busy = false;
   for (uint64_t id = 1; id <= s->cap_tensors; ++id) {
     rt_tensor_t *t = s->tensors[id - 1];
     if (!t || !t->rx) continue;
     lw_error_t e;
     lw_status_t st = lw__l4_comm_xfer_test(s->l4->comm, t->rx, &e);
-    if (st == LW_NOT_FOUND) continue;
+    if (st == LW_NOT_FOUND) {
+      *busy = true;
+      continue;
+    }
     *moved = true;
     t->rx = NULL;
     if (st == LW_OK) {
@@ -422,6 +426,7 @@ static lw_status_t poll_receives(srv_t *s, bool *moved, lw_error_t *err) {
     }
   }
   s->n_discard = keep;
+  if (s->n_tx > 0 || s->n_discard > 0) *busy = true;
   return LW_OK;
 }
 
@@ -690,7 +695,8 @@ lw_status_t lw__l4_serve(lw_l4_t *l4, lw_error_t *err) {
         break;
       }
     }
-    if (st == LW_OK) st = poll_receives(&s, &moved, err);
+    bool busy = false;
+    if (st == LW_OK) st = poll_receives(&s, &moved, &busy, err);
     if (st == LW_OK) st = poll_tasks(&s, &moved, err);
     if (st != LW_OK) break;
     lw_l4_end_t end = lw__l4_comm_peer_end(l4->comm, 0);
@@ -707,7 +713,7 @@ lw_status_t lw__l4_serve(lw_l4_t *l4, lw_error_t *err) {
     if (moved) {
       round = 0;
     } else {
-      lw__l4_nap(&round, NAP_CAP_NS);
+      lw__l4_nap(&round, NAP_CAP_NS, busy);
     }
   }
   srv_free(&s);
