@@ -210,6 +210,19 @@ typedef struct stream {
   bool stop;
 } stream_t;
 
+// A copy as a device's copy engine makes it: aligned 32-bit words are stored whole (a kernel
+// on another stream may poll one, as lw_cuda_should_stop polls a stop word in device memory,
+// LW_CUDA_STOP=device), the rest byte by byte.
+static void copy_words(void *dst, const void *src, size_t bytes) {
+  if (((uintptr_t)dst | (uintptr_t)src | bytes) % 4 != 0) {
+    memcpy(dst, src, bytes);
+    return;
+  }
+  uint32_t *d = dst;
+  const uint32_t *from = src;
+  for (size_t i = 0; i < bytes / 4; ++i) __atomic_store_n(&d[i], from[i], __ATOMIC_RELEASE);
+}
+
 static void op_run(stream_t *s, op_t *op) {
   if (op->kind == OP_KERNEL) {
     // A context with a sticky error runs nothing more.
@@ -217,7 +230,7 @@ static void op_run(stream_t *s, op_t *op) {
   } else if (op->kind == OP_EVENT) {
     atomic_store(&op->event->at_ns, now_ns());
   } else if (atomic_load(&s->ctx->sticky) == 0) {
-    memcpy(op->dst, op->src, op->bytes);
+    copy_words(op->dst, op->src, op->bytes);
   }
 }
 
