@@ -14,7 +14,8 @@
 // seconds; a skipped step its reason; a passed test step its Criterion counts (all passing,
 // none failing); a passed json step its bench's own JSON object, and a bench step of a device
 // backend (bench_<bench>_opencl..., bench_<bench>_cuda...) that backend's; a step that did not
-// pass the end of its output. The counts must match the steps. The machine says whether the
+// pass the end of its output; a step that ran left none of the bundle's programs running
+// (left_behind 0). The counts must match the steps. The machine says whether the
 // cuda steps could run (machine.cuda.ready) and, when not, why. Prints what differs and exits
 // 1; exits 0 when all holds.
 #include <jansson.h>
@@ -63,6 +64,12 @@ static void check_step(const json_t *s, const char *name) {
     fail("step %s: seconds is not a number >= 0", name);
   }
   if (passed && json_integer_value(rc) != 0) fail("step %s: passed with exit code != 0", name);
+  // What a step left running (gpu-check kills it): a step that ran leaves nothing of the
+  // bundle's (its chip children and zygotes end with their program).
+  const json_t *left = json_object_get(s, "left_behind");
+  if (!skipped && (!json_is_integer(left) || json_integer_value(left) != 0)) {
+    fail("step %s: left_behind is not 0 (the log names what it left running)", name);
+  }
   if (!passed && !skipped && !json_is_string(json_object_get(s, "stderr_tail"))) {
     fail("step %s (%s) has no stderr_tail", name, status);
   }
