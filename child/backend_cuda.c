@@ -78,9 +78,9 @@
 #include <strings.h>
 #include <time.h>
 
+#include "callables/image_check.h"
 #include "child/backend.h"
 #include "child/cuda_api.h"
-#include "callables/image_check.h"
 #include "child/kernel_cuda_header.h"
 #include "lanes/error.h"
 #include "lanes/spin.h"
@@ -1003,7 +1003,11 @@ static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
   bool stopped = false;
   lw_cu_result_t r;
   while ((r = d->api->cuStreamQuery(d->stream)) == LW_CU_ERROR_NOT_READY) {
-    if (!stopped && lw__cancel_is_requested(run->cancel_word, run->generation)) {
+    // In device memory the word is set only once the chip's stream is past this run's reset
+    // (ev_start follows it): a copy on another stream is not ordered after it, and landing
+    // first, it would be undone.
+    if (!stopped && lw__cancel_is_requested(run->cancel_word, run->generation) &&
+        (!d->stop_in_device || d->api->cuEventQuery(d->ev_start) != LW_CU_ERROR_NOT_READY)) {
       if (d->stop_in_device) {
         // Beside the kernel, on a stream of its own. Failed, the kernel runs to its end (or
         // until its child is killed at L3): the run still ends CANCELLED.
