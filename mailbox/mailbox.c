@@ -363,7 +363,13 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   t->identity = post->identity;
   t->callable = post->callable;
   t->timeout_ns = post->timeout_ns;
-  t->args = post->args;
+  // Only the slots the post uses: the child reads no further (decode stops at the counts), and
+  // a line the parent does not write is one the child's cache keeps (docs/protocol.md).
+  t->args.n_tensors = post->args.n_tensors;
+  t->args.n_scalars = post->args.n_scalars;
+  memcpy(t->args.tensor, post->args.tensor, sizeof(t->args.tensor[0]) * post->args.n_tensors);
+  memcpy(t->args.scalar, post->args.scalar, sizeof(t->args.scalar[0]) * post->args.n_scalars);
+  t->args.launch = post->args.launch;
   // Relaxed: the READY publication below orders these for the child.
   atomic_store_explicit(&t->cancel_requested, 0, memory_order_relaxed);
   atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
@@ -371,7 +377,12 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   t->kernel_rc = 0;
   t->kernel_ns = 0;
   t->queue_ns = 0;
-  memset(&t->result_error, 0, sizeof(t->result_error));
+  // The error up to its (empty) message: the bytes after a NUL are stale by contract, and
+  // zeroing all 272 would write five lines the child last wrote.
+  t->result_error.code = LW_OK;
+  t->result_error.worker_id = 0;
+  t->result_error.task_id = 0;
+  t->result_error.message[0] = '\0';
   uint32_t expected = LW_MB_TASK_IDLE;
   // Release: the payload above is visible to a child that acquires TASK_READY. A failure here
   // means the child touched an IDLE frame: report it, never overwrite.

@@ -346,6 +346,51 @@ Test(mailbox_task, a_short_message_after_a_long_one_reads_alone, .timeout = 10) 
   free(mb);
 }
 
+// A post writes the argument slots it uses and no others (docs/protocol.md: the rest are
+// stale), so a frame keeps an earlier post's tensors and scalars beyond the counts, and the
+// child's take reads exactly the counts.
+Test(mailbox_task, a_post_writes_only_the_argument_slots_it_uses_and_take_reads_no_further,
+     .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_mb_arena_t a = arena_view();
+  lw_error_t err;
+  lw_mb_task_post_t wide = task_post(1, 1);
+  wide.args.n_tensors = 3;
+  for (uint32_t i = 0; i < 3; ++i) {
+    wide.args.tensor[i].offset = 64 * (i + 1);
+    wide.args.tensor[i].bytes = 32;
+  }
+  wide.args.n_scalars = 4;
+  for (uint32_t i = 0; i < 4; ++i) wide.args.scalar[i] = 0x5000 + i;
+  cr_assert_eq(lw__mailbox_post_task(mb, 0, &wide, &err), LW_OK, "%s", err.message);
+  lw_mb_task_taken_t t;
+  cr_assert_eq(lw__mailbox_take_task(mb, 0, &a, &t, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(t.args.n_tensors, 3u);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, 0, &err), LW_OK, "%s", err.message);
+  lw_mb_task_result_t r = result_of(LW_OK, "");
+  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
+  lw_mb_task_result_t out;
+  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &wide.identity, &out, &err), LW_OK, "%s",
+               err.message);
+
+  lw_mb_task_post_t narrow = task_post(2, 2);  // 1 tensor at 64, 2 scalars
+  cr_assert_eq(lw__mailbox_post_task(mb, 0, &narrow, &err), LW_OK, "%s", err.message);
+  const lw_mb_args_t *in_frame = &mb->task[0].args;
+  cr_assert_eq(in_frame->n_tensors, 1u);
+  cr_assert_eq(in_frame->tensor[2].offset, 192u, "slot 2 was not written: the earlier post's");
+  cr_assert_eq(in_frame->scalar[3], 0x5003u, "scalar 3 was not written: the earlier post's");
+  memset(&t, 0x7f, sizeof(t));
+  cr_assert_eq(lw__mailbox_take_task(mb, 0, &a, &t, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(t.args.n_tensors, 1u);
+  cr_assert_eq(t.args.tensor[0].data, (void *)(g_arena + 64));
+  cr_assert_null(t.args.tensor[1].data, "the take sees no slot past the count");
+  cr_assert_eq(t.args.tensor[2].bytes, 0u);
+  cr_assert_eq(t.args.n_scalars, 2u);
+  cr_assert_eq(t.args.scalar[1], 0xabcdu);
+  cr_assert_eq(t.args.scalar[3], 0u);
+  free(mb);
+}
+
 Test(mailbox_task, take_task_rejects_an_unknown_kind_and_bad_args, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_mb_arena_t a = arena_view();
