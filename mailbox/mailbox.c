@@ -373,16 +373,10 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   // Relaxed: the READY publication below orders these for the child.
   atomic_store_explicit(&t->cancel_requested, 0, memory_order_relaxed);
   atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
-  t->result_status = LW_OK;
-  t->kernel_rc = 0;
-  t->kernel_ns = 0;
-  t->queue_ns = 0;
-  // The error up to its (empty) message: the bytes after a NUL are stale by contract, and
-  // zeroing all 272 would write five lines the child last wrote.
-  t->result_error.code = LW_OK;
-  t->result_error.worker_id = 0;
-  t->result_error.task_id = 0;
-  t->result_error.message[0] = '\0';
+  // The result fields are left as the last task left them: the child writes every one of them
+  // before it moves the frame to a terminal state (lw__mailbox_task_complete), the only state
+  // in which the parent reads them, so resetting them here would only write three lines the
+  // child last wrote.
   uint32_t expected = LW_MB_TASK_IDLE;
   // Release: the payload above is visible to a child that acquires TASK_READY. A failure here
   // means the child touched an IDLE frame: report it, never overwrite.

@@ -90,11 +90,25 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
   cr_assert_eq(frame_state(mb, frame), (uint32_t)LW_MB_TASK_IDLE);
   cr_assert(lw__mailbox_task_transition_legal(want_final, LW_MB_TASK_IDLE));
 
-  // The frame is reusable, and the next post starts from a clean result.
+  // The frame is reusable; the post leaves the last result as it was (only the child writes
+  // result fields), and the next task's result replaces it whole.
   lw_mb_task_post_t p2 = task_post(2, 6);
   cr_assert_eq(lw__mailbox_post_task(mb, frame, &p2, &err), LW_OK, "%s", err.message);
-  cr_assert_eq(mb->task[frame].result_status, LW_OK);
-  cr_assert_eq(mb->task[frame].result_error.message[0], '\0');
+  cr_assert_eq(mb->task[frame].result_status, (int32_t)st);
+  lw_mb_task_taken_t t2;
+  cr_assert_eq(lw__mailbox_take_task(mb, frame, &a, &t2, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_task_set_running(mb, frame, &err), LW_OK, "%s", err.message);
+  lw_mb_task_result_t r2 = result_of(LW_OK, "");
+  r2.kernel_ns = 99;
+  cr_assert_eq(lw__mailbox_task_complete(mb, frame, &r2, &err), LW_OK, "%s", err.message);
+  lw_mb_task_result_t out2;
+  cr_assert_eq(lw__mailbox_consume_task(mb, frame, &p2.identity, &out2, &err), LW_OK, "%s",
+               err.message);
+  cr_assert_eq(out2.status, LW_OK);
+  cr_assert_eq(out2.kernel_rc, 0);
+  cr_assert_eq(out2.kernel_ns, 99u);
+  cr_assert_str_eq(out2.error.message, "", "nothing of the earlier message is left");
+  cr_assert_eq(out2.error.code, LW_OK);
   free(mb);
 }
 
