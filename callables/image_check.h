@@ -115,8 +115,8 @@ LW_MUST_USE lw_status_t lw__image_check_cubin(const uint8_t *p, size_t bytes, co
 // section a CUBIN gives each of its functions (what cuModuleGetFunction finds is among them).
 // Returns 1 when it does; 0 when it does not, with the names its ".text." sections give written
 // to kernels (", "-separated, cut to fit kernels_bytes, "none" when there are none); -1 when
-// the bytes are no ELF whose section names can be read inside them (nothing is said then: the
-// driver's load decides). Reads only inside [p, p + bytes); for a CUBIN from NVRTC or
+// the bytes fail lw__image_check_cubin or name no section names table (nothing is said then:
+// the driver's load decides). Reads only inside [p, p + bytes); for a CUBIN from NVRTC or
 // nvJitLink as for one a register was given.
 int lw__image_cubin_has_kernel(const uint8_t *p, size_t bytes, const char *entry, char *kernels,
                                size_t kernels_bytes);

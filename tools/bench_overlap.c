@@ -215,7 +215,9 @@ static lw_status_t calibrate(bench_t *b, long *repeat, double *out_target_us) {
   LW_RETURN_IF_ERROR(scale_c1(b, w->target_floor_us, repeat));
   double reg[8], median = 0;
   int n = w->register_samples < 8 ? w->register_samples : 8;
-  double floor_us = b->o->register_ms >= 0 ? (double)b->o->register_ms * 1e3 : w->register_floor_us;
+  double floor_us =
+      b->o->register_ms >= 0 ? (double)b->o->register_ms * 1e3 : w->register_floor_us;
+  b->register_floor_us = floor_us;
   // The first register of C2 in a process also loads its compiler (NVRTC and its builtins,
   // an OpenCL driver's compiler): seconds once, seen on an H200's host, where a register then
   // takes ~30 ms. Not a figure of the register the trials hide, so it is not measured.
@@ -236,7 +238,6 @@ static lw_status_t calibrate(bench_t *b, long *repeat, double *out_target_us) {
       LW_RETURN_IF_ERROR(b->d->unregister(b->d, h2));
     }
     median = lw__bench_median(reg, (size_t)n);
-    b->register_floor_us = floor_us;
     b->register_floor_met = median >= floor_us;
     if (b->register_floor_met || !w->c2_heavier) break;
     lw__bench_progress("C2's register took %.0f ms, less than %.0f ms: a heavier C2", median / 1e3,

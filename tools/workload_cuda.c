@@ -42,18 +42,18 @@
 static const uint8_t kVaddDirs[5] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR,
                                      LW_PARAM_SCALAR};
 
-// "copy" or "mapped": what the chips of this process do with tensors (the backend refuses
-// other values at open).
-static const char *tensors_mode(void) {
-  const char *m = getenv("LW_CUDA_TENSORS");
-  return m && *m ? m : "copy";
+// The environment variable's value, or dflt when it is unset or empty (as the backend reads it).
+static const char *env_or(const char *name, const char *dflt) {
+  const char *m = getenv(name);
+  return m && *m ? m : dflt;
 }
 
+// "copy" or "mapped": what the chips of this process do with tensors (the backend refuses
+// other values at open).
+static const char *tensors_mode(void) { return env_or("LW_CUDA_TENSORS", "copy"); }
+
 // "host" or "device": where the chips of this process keep their stop word (LW_CUDA_STOP).
-static const char *stop_word_place(void) {
-  const char *m = getenv("LW_CUDA_STOP");
-  return m && *m ? m : "host";
-}
+static const char *stop_word_place(void) { return env_or("LW_CUDA_STOP", "host"); }
 
 // ---------------------------------------------------------------------------------------------
 // overlap
@@ -117,12 +117,12 @@ static lw_status_t ov_open(const lw_bench_opts_t *o, void **out) {
 // A register of C2 took register_us; want_us is wanted. WEIGHT doubles, at most: NVRTC's time
 // may grow faster than the code it compiles (ptxas on long unrolled kernels), and a register
 // far past the floor would make C1, calibrated to 1.5 times it, and every trial that long.
-// Half the remaining factor when that is less than 2 (the floor is near).
+// Near the floor (a factor f under 2 left), 1 + 1.5 (f - 1): a little past it.
 static bool ov_c2_heavier(void *p, double register_us, double want_us) {
   overlap_cuda_t *s = p;
   if (s->weight >= C2_MAX_WEIGHT) return false;
   double f = register_us > 0 ? want_us / register_us : 2.0;
-  f = fmin(2.0, 1.0 + (f - 1.0) * 1.5);  // near the floor: a little past it
+  f = fmin(2.0, 1.0 + (f - 1.0) * 1.5);
   long next = (long)ceil((double)s->weight * f);
   if (next <= s->weight) next = s->weight + 1;
   s->weight = next < C2_MAX_WEIGHT ? next : C2_MAX_WEIGHT;

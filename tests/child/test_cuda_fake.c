@@ -11,11 +11,16 @@
 
 static lw_chip_t *chip;
 
-static void open_chip(void) {
+// Opens chip on the cuda backend (device 0).
+static lw_status_t try_open(void) {
   lw_chip_config_t cfg;
   lw_chip_config_default(&cfg);
   snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
-  lw_status_t st = lw_chip_open(&cfg, &chip);
+  return lw_chip_open(&cfg, &chip);
+}
+
+static void open_chip(void) {
+  lw_status_t st = try_open();
   cr_assert_eq(st, LW_OK, "open: %s", lw_last_error()->message);
 }
 
@@ -110,10 +115,7 @@ Test(cuda_fake, an_unknown_tensor_mode_fails_open_naming_it) {
   lw_chip_close(chip);
   chip = NULL;
   setenv("LW_CUDA_TENSORS", "zero-copy", 1);
-  lw_chip_config_t cfg;
-  lw_chip_config_default(&cfg);
-  snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
-  cr_assert_eq(lw_chip_open(&cfg, &chip), LW_INVALID_ARGUMENT);
+  cr_assert_eq(try_open(), LW_INVALID_ARGUMENT);
   cr_assert_not_null(strstr(lw_last_error()->message, "LW_CUDA_TENSORS=zero-copy"));
 }
 
@@ -201,10 +203,7 @@ Test(cuda_fake, an_unknown_stop_word_place_fails_open_naming_it) {
   lw_chip_close(chip);
   chip = NULL;
   setenv("LW_CUDA_STOP", "gpu", 1);
-  lw_chip_config_t cfg;
-  lw_chip_config_default(&cfg);
-  snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
-  lw_status_t st = lw_chip_open(&cfg, &chip);
+  lw_status_t st = try_open();
   unsetenv("LW_CUDA_STOP");
   cr_assert_eq(st, LW_INVALID_ARGUMENT);
   cr_assert_not_null(strstr(lw_last_error()->message, "LW_CUDA_STOP=gpu: expected host or device"),
