@@ -11,38 +11,40 @@
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "parent/callables.h"
-#include "parent/worker_impl.h"
+#include "parent/endpoint.h"
+#include "parent/arena.h"
+#include "parent/forkserver.h"
 
 // ---------------------------------------------------------------------------------------------
-// Callable table (w->mu held)
+// Callable table (calls->mu held)
 
-static lw_wcallable_t *wc_lookup(lw_worker_t *w, lw_callable_handle_t h) {
+static lw_wcallable_t *wc_lookup(lw_callables_t *calls, lw_callable_handle_t h) {
   uint32_t index;
-  if (lw__handle_table_lookup(&w->calls.ids, h.id, &index) != LW_OK) return NULL;
-  return &w->calls.table[index];
+  if (lw__handle_table_lookup(&calls->ids, h.id, &index) != LW_OK) return NULL;
+  return &calls->table[index];
 }
 
 // A zeroed slot (state FREE until the caller sets it) with a fresh id, or NULL when the table
 // is full.
-static lw_wcallable_t *wc_alloc(lw_worker_t *w) {
+static lw_wcallable_t *wc_alloc(lw_callables_t *calls) {
   uint32_t index;
   uint64_t id;
-  if (lw__handle_table_alloc(&w->calls.ids, &index, &id) != LW_OK) return NULL;
-  lw_wcallable_t *c = &w->calls.table[index];
+  if (lw__handle_table_alloc(&calls->ids, &index, &id) != LW_OK) return NULL;
+  lw_wcallable_t *c = &calls->table[index];
   memset(c, 0, sizeof(*c));
   c->id = id;
   return c;
 }
 
 // A chip callable pending unregister whose image, entry, signature, format and build options
-// are those of c (image: c's copy in the arena), or NULL (w->mu held). Only an exact byte match
+// are those of c (image: c's copy in the arena), or NULL (calls->mu held). Only an exact byte match
 // counts: the same kernel compressed differently is left to the chip child's digest check.
-static const lw_wcallable_t *wc_find_same_dying(lw_worker_t *w, const lw_callable_t *c,
+static const lw_wcallable_t *wc_find_same_dying(lw_callables_t *calls, const lw_callable_t *c,
                                                 const void *image) {
   const char *entry = c->entry ? c->entry : LW_DEFAULT_ENTRY;
   const char *options = c->build_options ? c->build_options : "";
   for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
-    const lw_wcallable_t *d = &w->calls.table[i];
+    const lw_wcallable_t *d = &calls->table[i];
     if (d->kind != LW_WC_CHIP || d->state != LW_WC_UNREGISTERING || !d->image) continue;
     if (d->image_bytes != c->image_bytes || d->n_params != c->n_params ||
         d->format != c->format || strcmp(d->entry, entry) != 0 ||
@@ -55,9 +57,9 @@ static const lw_wcallable_t *wc_find_same_dying(lw_worker_t *w, const lw_callabl
   return NULL;
 }
 
-static void wc_release(lw_worker_t *w, lw_wcallable_t *c) {
-  if (c->image) lw__arena_free(&w->arena, c->image);
-  lw__handle_table_release(&w->calls.ids, (uint32_t)(c - w->calls.table));
+static void wc_release(lw_callables_t *calls, lw_wcallable_t *c) {
+  if (c->image) lw__arena_free(calls->arena, c->image);
+  lw__handle_table_release(&calls->ids, (uint32_t)(c - calls->table));
   memset(c, 0, sizeof(*c));
 }
 
@@ -68,19 +70,19 @@ static void wop_destroy(lw_handle_t *h) { free(h); }
 static lw_status_t wop_cancel(lw_handle_t *h);
 static const lw_handle_ops_t wop_ops = {.cancel = wop_cancel, .destroy = wop_destroy};
 
-// w->mu held (the serial comes from w->calls.next_control_id).
-static lw_wop_t *wop_new(lw_worker_t *w, lw_wop_kind_t kind, uint32_t wc) {
+// calls->mu held (the serial comes from calls->next_control_id).
+static lw_wop_t *wop_new(lw_callables_t *calls, lw_wop_kind_t kind, uint32_t wc) {
   lw_wop_t *op = calloc(1, sizeof(*op));
   if (!op) return NULL;
-  op->serial = ++w->calls.next_control_id;
+  op->serial = ++calls->next_control_id;
   lw__handle_initialize(&op->handle, kind == LW_WOP_REGISTER ? LW_HANDLE_REGISTER
                                                              : LW_HANDLE_UNREGISTER,
                         &wop_ops);
-  lw__handle_set_notify(&op->handle, lw__worker_notify_user, w);
-  op->w = w;
+  if (calls->notify) lw__handle_set_notify(&op->handle, calls->notify, calls->ctx);
+  op->calls = calls;
   op->kind = kind;
   op->wc = wc;
-  op->pending = w->cfg.n_chips;
+  op->pending = calls->n_chips;
   return op;
 }
 
@@ -91,7 +93,7 @@ static uint64_t op_control_id(const lw_wop_t *op, uint32_t chip) {
   return (op->serial << 8) | chip;
 }
 
-// The generation of the endpoint's current child (w->mu held; post_mu nests inside it).
+// The generation of the endpoint's current child (calls->mu held; post_mu nests inside it).
 static uint64_t ep_generation(lw_endpoint_t *ep) {
   pthread_mutex_lock(&ep->post_mu);
   uint64_t g = ep->generation;
@@ -107,17 +109,17 @@ static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t valu
   if (st == LW_OK) {
     op->ok[chip] = true;
     op->local[chip] = value;
-    op->gen[chip] = ep_generation(&op->w->eps[chip]);
+    op->gen[chip] = ep_generation(&op->calls->eps[chip]);
   } else if (op->status == LW_OK) {
     op->status = st;
     const char *what = op->kind == LW_WOP_REGISTER ? "register" : "unregister";
     lw__error_set(&op->error, st, (int32_t)chip, 0, "chip %u: %s of %s failed: %s", chip, what,
-                  op->w->calls.table[op->wc].name, err ? err->message : lw_status_name(st));
+                  op->calls->table[op->wc].name, err ? err->message : lw_status_name(st));
   }
 }
 
-static void ops_unlink(lw_worker_t *w, lw_wop_t *op) {
-  for (lw_wop_t **pp = &w->calls.ops; *pp; pp = &(*pp)->next_pending) {
+static void ops_unlink(lw_callables_t *calls, lw_wop_t *op) {
+  for (lw_wop_t **pp = &calls->ops; *pp; pp = &(*pp)->next_pending) {
     if (*pp == op) {
       *pp = op->next_pending;
       return;
@@ -125,16 +127,16 @@ static void ops_unlink(lw_worker_t *w, lw_wop_t *op) {
   }
 }
 
-bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_status_t st,
+bool lw__wop_report(lw_callables_t *calls, uint32_t chip, uint64_t control_id, lw_status_t st,
                     uint64_t value, const lw_error_t *err, lw_wop_t **out_op) {
   *out_op = NULL;
   // Matched against the id this op posted to *this* chip: a control id the child made up (or
   // one naming another chip) matches nothing.
-  for (lw_wop_t *op = w->calls.ops; op; op = op->next_pending) {
+  for (lw_wop_t *op = calls->ops; op; op = op->next_pending) {
     if (op->sub || op_control_id(op, chip) != control_id) continue;
     op_record(op, chip, st, value, err);
     if (op->pending == 0) {
-      ops_unlink(w, op);
+      ops_unlink(calls, op);
       *out_op = op;
       return true;
     }
@@ -144,14 +146,14 @@ bool lw__wop_report(lw_worker_t *w, uint32_t chip, uint64_t control_id, lw_statu
 }
 
 // A deferred unregister is not posted yet (it stays deferred until the scheduler takes it off
-// w->calls.due_unregisters to post it): the chips still have the callable (a respawned chip gets it
+// calls->due_unregisters to post it): the chips still have the callable (a respawned chip gets it
 // in its replay) and are told once its last queued task was posted.
-static bool op_deferred(const lw_worker_t *w, const lw_wop_t *op) {
-  return w->calls.table[op->wc].deferred_unregister == op;
+static bool op_deferred(const lw_callables_t *calls, const lw_wop_t *op) {
+  return calls->table[op->wc].deferred_unregister == op;
 }
 
-void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_wop_t **done) {
-  lw_wop_t *op = w->calls.ops;
+void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *err, lw_wop_t **done) {
+  lw_wop_t *op = calls->ops;
   while (op) {
     lw_wop_t *next = op->next_pending;
     if (op->kind == LW_WOP_REGISTER && op->reported[chip] && op->ok[chip]) {
@@ -164,16 +166,16 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
         lw__error_set(&op->error, err->code, (int32_t)chip, 0,
                       "chip %u: register of %s failed: the child died after taking it, before "
                       "every chip had: %s",
-                      chip, w->calls.table[op->wc].name, err->message);
+                      chip, calls->table[op->wc].name, err->message);
       }
     }
-    if (!op->sub && !op_deferred(w, op) && !op->reported[chip]) {
+    if (!op->sub && !op_deferred(calls, op) && !op->reported[chip]) {
       // An unregister is done on a chip that died: nothing of the callable is left there (the
       // replay skips callables being unregistered).
       bool gone_is_done = op->kind == LW_WOP_UNREGISTER || op->kind == LW_WOP_ROLLBACK;
       op_record(op, chip, gone_is_done ? LW_OK : err->code, 0, err);
       if (op->pending == 0) {
-        ops_unlink(w, op);
+        ops_unlink(calls, op);
         op->next_done = *done;
         *done = op;
       }
@@ -182,26 +184,26 @@ void lw__wop_fail_chip(lw_worker_t *w, uint32_t chip, const lw_error_t *err, lw_
   }
 }
 
-// A sub callable's unregister is done: no task references the callable any more (w->mu held).
-static void sub_unregister_done(lw_worker_t *w, lw_wcallable_t *c, lw_wop_t *op) {
-  atomic_fetch_add_explicit(&w->calls.sub_unregisters, 1, memory_order_relaxed);  // a counter
-  ops_unlink(w, op);
-  wc_release(w, c);
-  w->calls.live_ops--;
-  pthread_cond_broadcast(&w->idle_cv);
-  // Finishing only stores the result, wakes waiters and writes the event fd: fine under w->mu.
+// A sub callable's unregister is done: no task references the callable any more (calls->mu held).
+static void sub_unregister_done(lw_callables_t *calls, lw_wcallable_t *c, lw_wop_t *op) {
+  atomic_fetch_add_explicit(&calls->sub_unregisters, 1, memory_order_relaxed);  // a counter
+  ops_unlink(calls, op);
+  wc_release(calls, c);
+  calls->live_ops--;
+  pthread_cond_broadcast(calls->idle_cv);
+  // Finishing only stores the result, wakes waiters and writes the event fd: fine under calls->mu.
   (void)lw__handle_finish(&op->handle, LW_OK, NULL);
   lw__handle_unref(&op->handle);
 }
 
-// Takes n pins from the token holder's credit for h, without w->mu; false when there is no
+// Takes n pins from the token holder's credit for h, without calls->mu; false when there is no
 // such credit or not n pins left in it (an unregister may have taken it back meanwhile).
-static bool credit_take(lw_worker_t *w, lw_callable_handle_t h, bool want_sub, uint32_t n,
+static bool credit_take(lw_callables_t *calls, lw_callable_handle_t h, bool want_sub, uint32_t n,
                         uint32_t *out_wc, uint64_t *out_id) {
   for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) {
-    lw_pin_credit_t *pc = &w->calls.credit[i];
+    lw_pin_credit_t *pc = &calls->credit[i];
     if (pc->id != h.id || pc->id == 0 || pc->sub != want_sub) continue;
-    // Relaxed: the pins were counted under w->mu, which this thread held when it filled the
+    // Relaxed: the pins were counted under calls->mu, which this thread held when it filled the
     // entry; an unregister's exchange and these compare-and-swaps are on one atomic.
     uint32_t have = atomic_load_explicit(&pc->n, memory_order_relaxed);
     while (have >= n) {
@@ -217,48 +219,48 @@ static bool credit_take(lw_worker_t *w, lw_callable_handle_t h, bool want_sub, u
   return false;
 }
 
-void lw__wc_unpin_n(lw_worker_t *w, uint32_t wc, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) lw__wc_unpin(w, wc);
+void lw__wc_unpin_n(lw_callables_t *calls, uint32_t wc, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) lw__wc_unpin(calls, wc);
 }
 
-// Empties credit entry pc, dropping the pins left in it (w->mu held).
-static void credit_drop(lw_worker_t *w, lw_pin_credit_t *pc) {
+// Empties credit entry pc, dropping the pins left in it (calls->mu held).
+static void credit_drop(lw_callables_t *calls, lw_pin_credit_t *pc) {
   if (pc->id == 0) return;
   uint32_t left = atomic_exchange_explicit(&pc->n, 0, memory_order_relaxed);
   uint32_t wc = pc->wc;
   pc->id = 0;
-  lw__wc_unpin_n(w, wc, left);
+  lw__wc_unpin_n(calls, wc, left);
 }
 
-// An unregister of table index wc begins (w->mu held): the credit left for it goes back, so
+// An unregister of table index wc begins (calls->mu held): the credit left for it goes back, so
 // its pins count only tasks. The entry itself stays (only the token holder fills or empties
 // entries); its n is 0, so the next submit of the callable takes the locked path and fails.
-static void credit_take_back(lw_worker_t *w, uint32_t wc) {
+static void credit_take_back(lw_callables_t *calls, uint32_t wc) {
   for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) {
-    lw_pin_credit_t *pc = &w->calls.credit[i];
+    lw_pin_credit_t *pc = &calls->credit[i];
     if (pc->id == 0 || pc->wc != wc) continue;
     uint32_t left = atomic_exchange_explicit(&pc->n, 0, memory_order_relaxed);
-    w->calls.table[wc].pins -= left;  // the caller looks at pins == 0 next
+    calls->table[wc].pins -= left;  // the caller looks at pins == 0 next
   }
 }
 
-void lw__wc_credit_return_all(lw_worker_t *w) {
-  w->calls.credit_misses = 0;
+void lw__wc_credit_return_all(lw_callables_t *calls) {
+  calls->credit_misses = 0;
   bool any = false;
-  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) any |= w->calls.credit[i].id != 0;
+  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) any |= calls->credit[i].id != 0;
   if (!any) return;
-  pthread_mutex_lock(&w->mu);
-  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) credit_drop(w, &w->calls.credit[i]);
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_lock(calls->mu);
+  for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) credit_drop(calls, &calls->credit[i]);
+  pthread_mutex_unlock(calls->mu);
 }
 
-lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool want_sub,
+lw_status_t lw__wc_pin_for_tasks(lw_callables_t *calls, lw_callable_handle_t h, bool want_sub,
                                  uint32_t n, uint32_t *out_wc, uint64_t *out_id,
                                  lw_error_t *err) {
-  if (credit_take(w, h, want_sub, n, out_wc, out_id)) return LW_OK;
+  if (credit_take(calls, h, want_sub, n, out_wc, out_id)) return LW_OK;
   lw_status_t st = LW_OK;
-  pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = wc_lookup(w, h);
+  pthread_mutex_lock(calls->mu);
+  lw_wcallable_t *c = wc_lookup(calls, h);
   if (!c) {
     st = lw__error_set(err, LW_NOT_FOUND, -1, 0, "orch: unknown or released callable handle 0x%llx",
                        (unsigned long long)h.id);
@@ -272,28 +274,28 @@ lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool wa
     st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "orch: %s is a %s callable; use %s", c->name,
                        c->kind == LW_WC_SUB ? "sub" : "chip",
                        c->kind == LW_WC_SUB ? "lw_orch_submit_sub" : "lw_orch_submit_next_level");
-  } else if (w->calls.credit_misses++ == 0) {
+  } else if (calls->credit_misses++ == 0) {
     // The orch function's first pin under the lock: no credit yet. A run of one task (the
-    // L3 round trip) then takes w->mu once, as without credits, and has none to give back.
+    // L3 round trip) then takes calls->mu once, as without credits, and has none to give back.
     c->pins += n;
-    *out_wc = (uint32_t)(c - w->calls.table);
+    *out_wc = (uint32_t)(c - calls->table);
     *out_id = c->id;
   } else {
-    uint32_t wc = (uint32_t)(c - w->calls.table);
+    uint32_t wc = (uint32_t)(c - calls->table);
     // Refill: this callable's entry if it has one, else an empty one, else the first (its
     // pins go back).
     lw_pin_credit_t *pc = NULL;
     for (uint32_t i = 0; i < LW_PIN_CREDITS && !pc; ++i) {
-      if (w->calls.credit[i].id == c->id) pc = &w->calls.credit[i];
+      if (calls->credit[i].id == c->id) pc = &calls->credit[i];
     }
     for (uint32_t i = 0; i < LW_PIN_CREDITS && !pc; ++i) {
-      if (w->calls.credit[i].id == 0) pc = &w->calls.credit[i];
+      if (calls->credit[i].id == 0) pc = &calls->credit[i];
     }
     if (!pc) {
-      pc = &w->calls.credit[w->calls.credit_victim];
-      w->calls.credit_victim = (w->calls.credit_victim + 1) % LW_PIN_CREDITS;
+      pc = &calls->credit[calls->credit_victim];
+      calls->credit_victim = (calls->credit_victim + 1) % LW_PIN_CREDITS;
     }
-    credit_drop(w, pc);
+    credit_drop(calls, pc);
     c->pins += n + LW_PIN_CREDIT_BATCH;
     pc->id = c->id;
     pc->wc = wc;
@@ -302,48 +304,48 @@ lw_status_t lw__wc_pin_for_tasks(lw_worker_t *w, lw_callable_handle_t h, bool wa
     *out_wc = wc;
     *out_id = c->id;
   }
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(calls->mu);
   return st;
 }
 
-void lw__wc_unpin(lw_worker_t *w, uint32_t wc) {
-  lw_wcallable_t *c = &w->calls.table[wc];
+void lw__wc_unpin(lw_callables_t *calls, uint32_t wc) {
+  lw_wcallable_t *c = &calls->table[wc];
   if (c->pins == 0 || --c->pins > 0 || !c->deferred_unregister) return;
   lw_wop_t *op = c->deferred_unregister;
   if (c->kind == LW_WC_SUB) {
     c->deferred_unregister = NULL;
-    sub_unregister_done(w, c, op);
+    sub_unregister_done(calls, c, op);
     return;
   }
   // Still deferred (see op_deferred) until the scheduler takes it to post it.
-  op->next_done = w->calls.due_unregisters;
-  w->calls.due_unregisters = op;
-  lw__worker_kick(w);
+  op->next_done = calls->due_unregisters;
+  calls->due_unregisters = op;
+  if (calls->kick) calls->kick(calls->ctx);
 }
 
 // Posts the op's command to every chip (no lock held). A chip that answers with a
 // synchronous failure is recorded at once; the others report through their completion rings.
 static void wop_post(lw_wop_t *op) {
-  lw_worker_t *w = op->w;
-  lw_wcallable_t *c = &w->calls.table[op->wc];
+  lw_callables_t *calls = op->calls;
+  lw_wcallable_t *c = &calls->table[op->wc];
   // The op may complete (every chip reported, or died) while this loop still runs: keep it
   // alive until the loop is done with it.
   lw__handle_ref(&op->handle);
-  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
-    lw_endpoint_t *ep = &w->eps[i];
+  for (uint32_t i = 0; i < calls->n_chips; ++i) {
+    lw_endpoint_t *ep = &calls->eps[i];
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     char name[LW_CALLABLE_NAME_BYTES], entry[LW_CALLABLE_NAME_BYTES];
     char build_options[LW_MAX_BUILD_OPTIONS_BYTES];
-    // Read under w->mu while the op is still pending: the callable's slot is released only
+    // Read under calls->mu while the op is still pending: the callable's slot is released only
     // when the op completes, so nothing read here can belong to another callable.
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(calls->mu);
     if (op->pending == 0) {
-      pthread_mutex_unlock(&w->mu);
+      pthread_mutex_unlock(calls->mu);
       break;  // completed meanwhile (every chip reported or died)
     }
     if (op->reported[i]) {
-      pthread_mutex_unlock(&w->mu);
+      pthread_mutex_unlock(calls->mu);
       continue;  // this chip died before it was told: its report is in already
     }
     p.control_id = op_control_id(op, i);
@@ -368,7 +370,7 @@ static void wop_post(lw_wop_t *op) {
       generation = ep->generation;
       pthread_mutex_unlock(&ep->post_mu);
       p.command = LW_MB_CMD_REGISTER;
-      p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
+      p.image_offset = (uint64_t)((uint8_t *)c->image - calls->arena->base);
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
@@ -379,7 +381,7 @@ static void wop_post(lw_wop_t *op) {
       // Nothing to undo on this chip; this may be the last report the op waited for.
       op_record(op, i, LW_OK, 0, NULL);
       if (op->pending == 0) {
-        ops_unlink(w, op);
+        ops_unlink(calls, op);
         skipped_last = op;
       }
       skip = true;
@@ -397,7 +399,7 @@ static void wop_post(lw_wop_t *op) {
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
       generation = op->kind == LW_WOP_ROLLBACK ? op->gen[i] : c->gen[i];
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(calls->mu);
     if (skip) {
       if (skipped_last) lw__wop_complete(skipped_last);
       continue;
@@ -416,17 +418,17 @@ static void wop_post(lw_wop_t *op) {
       // As in lw__wop_fail_chip: a chip that is down has nothing of the callable left, and a
       // respawn replays only callables that are live.
       st = LW_OK;
-      pthread_mutex_lock(&w->mu);
+      pthread_mutex_lock(calls->mu);
       lw_wop_t *done = NULL;
-      bool complete = lw__wop_report(w, i, p.control_id, LW_OK, 0, NULL, &done);
-      pthread_mutex_unlock(&w->mu);
+      bool complete = lw__wop_report(calls, i, p.control_id, LW_OK, 0, NULL, &done);
+      pthread_mutex_unlock(calls->mu);
       if (complete) lw__wop_complete(done);
     }
     if (st != LW_OK) {
       lw_wop_t *done = NULL;
-      pthread_mutex_lock(&w->mu);
-      bool complete = lw__wop_report(w, i, p.control_id, st, 0, &err, &done);
-      pthread_mutex_unlock(&w->mu);
+      pthread_mutex_lock(calls->mu);
+      bool complete = lw__wop_report(calls, i, p.control_id, st, 0, &err, &done);
+      pthread_mutex_unlock(calls->mu);
       if (complete) lw__wop_complete(done);
     }
   }
@@ -440,11 +442,11 @@ void lw__wop_start_unregister(lw_wop_t *op) { wop_post(op); }
 // fails CANCELLED and is rolled back on the chips where it had finished.
 static lw_status_t wop_cancel(lw_handle_t *h) {
   lw_wop_t *op = (lw_wop_t *)h;
-  lw_worker_t *w = op->w;
-  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
-    pthread_mutex_lock(&w->mu);
+  lw_callables_t *calls = op->calls;
+  for (uint32_t i = 0; i < calls->n_chips; ++i) {
+    pthread_mutex_lock(calls->mu);
     bool waiting = !op->reported[i] && !lw_handle_done(h);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(calls->mu);
     if (!waiting) continue;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
@@ -453,7 +455,7 @@ static lw_status_t wop_cancel(lw_handle_t *h) {
     lw_mb_control_ack_t ack;
     lw_error_t err;
     // A chip that died reports on its own; a command already finished is simply not found.
-    lw_status_t ignored = lw__ep_control(&w->eps[i], &p, &ack, &err);
+    lw_status_t ignored = lw__ep_control(&calls->eps[i], &p, &ack, &err);
     (void)ignored;
   }
   return LW_OK;
@@ -462,29 +464,29 @@ static lw_status_t wop_cancel(lw_handle_t *h) {
 // Counts a chip register op's outcome for lw_worker_stats (relaxed: counters only): a success
 // once for the worker (every chip child has the callable), a failure on the chip its error
 // names.
-static void count_register(lw_worker_t *w, const lw_wop_t *op) {
+static void count_register(lw_callables_t *calls, const lw_wop_t *op) {
   if (op->status == LW_OK) {
-    atomic_fetch_add_explicit(&w->calls.chip_registers, 1, memory_order_relaxed);
-  } else if (op->error.worker_id >= 0 && (uint32_t)op->error.worker_id < w->cfg.n_chips) {
-    atomic_fetch_add_explicit(&w->calls.register_failures[op->error.worker_id], 1,
+    atomic_fetch_add_explicit(&calls->chip_registers, 1, memory_order_relaxed);
+  } else if (op->error.worker_id >= 0 && (uint32_t)op->error.worker_id < calls->n_chips) {
+    atomic_fetch_add_explicit(&calls->register_failures[op->error.worker_id], 1,
                               memory_order_relaxed);
   }
 }
 
 void lw__wop_complete(lw_wop_t *op) {
-  lw_worker_t *w = op->w;
+  lw_callables_t *calls = op->calls;
   if (op->kind == LW_WOP_ROLLBACK) {
     // The callable slot was kept until every chip undid its register.
-    pthread_mutex_lock(&w->mu);
-    wc_release(w, &w->calls.table[op->wc]);
-    w->calls.live_ops--;
-    pthread_cond_broadcast(&w->idle_cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(calls->mu);
+    wc_release(calls, &calls->table[op->wc]);
+    calls->live_ops--;
+    pthread_cond_broadcast(calls->idle_cv);
+    pthread_mutex_unlock(calls->mu);
     lw__handle_unref(&op->handle);
     return;
   }
-  pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = &w->calls.table[op->wc];
+  pthread_mutex_lock(calls->mu);
+  lw_wcallable_t *c = &calls->table[op->wc];
   lw_wop_t *rollback = NULL;
   if (op->kind == LW_WOP_REGISTER) {
     // A chip whose child took the register and was replaced before the register completes
@@ -494,8 +496,8 @@ void lw__wop_complete(lw_wop_t *op) {
     // as when the chip dies while the register is pending.
     // Every chip is checked, also once the register failed: a rollback must not name, on a
     // chip, a local id of a child that is gone.
-    for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
-      if (!op->ok[i] || op->gen[i] == ep_generation(&w->eps[i])) continue;
+    for (uint32_t i = 0; i < calls->n_chips; ++i) {
+      if (!op->ok[i] || op->gen[i] == ep_generation(&calls->eps[i])) continue;
       op->ok[i] = false;  // nothing of it is left on that chip
       if (op->status != LW_OK) continue;
       op->status = LW_CHILD_EXITED;
@@ -504,7 +506,7 @@ void lw__wop_complete(lw_wop_t *op) {
                     "completed; its new child does not have it",
                     i, c->name);
     }
-    count_register(w, op);
+    count_register(calls, op);
     if (op->status == LW_OK) {
       memcpy(c->local, op->local, sizeof(c->local));
       memcpy(c->gen, op->gen, sizeof(c->gen));
@@ -512,28 +514,28 @@ void lw__wop_complete(lw_wop_t *op) {
       op->handle.callable.id = c->id;
     } else {
       bool any_ok = false;
-      for (uint32_t i = 0; i < w->cfg.n_chips; ++i) any_ok |= op->ok[i];
-      if (any_ok && (rollback = wop_new(w, LW_WOP_ROLLBACK, op->wc)) != NULL) {
+      for (uint32_t i = 0; i < calls->n_chips; ++i) any_ok |= op->ok[i];
+      if (any_ok && (rollback = wop_new(calls, LW_WOP_ROLLBACK, op->wc)) != NULL) {
         memcpy(rollback->ok, op->ok, sizeof(op->ok));
         memcpy(rollback->local, op->local, sizeof(op->local));
         memcpy(rollback->gen, op->gen, sizeof(op->gen));
-        rollback->next_pending = w->calls.ops;
-        w->calls.ops = rollback;
-        w->calls.live_ops++;
+        rollback->next_pending = calls->ops;
+        calls->ops = rollback;
+        calls->live_ops++;
         // No caller holds a rollback's handle: the caller reference is dropped once it has
         // been posted, so that a chip death completing it meanwhile cannot free it under
         // wop_post.
       } else {
-        wc_release(w, c);
+        wc_release(calls, c);
       }
     }
   } else {
-    atomic_fetch_add_explicit(&w->calls.chip_unregisters, 1, memory_order_relaxed);
-    wc_release(w, c);
+    atomic_fetch_add_explicit(&calls->chip_unregisters, 1, memory_order_relaxed);
+    wc_release(calls, c);
   }
-  w->calls.live_ops--;
-  pthread_cond_broadcast(&w->idle_cv);
-  pthread_mutex_unlock(&w->mu);
+  calls->live_ops--;
+  pthread_cond_broadcast(calls->idle_cv);
+  pthread_mutex_unlock(calls->mu);
   (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
   lw__handle_unref(&op->handle);
   if (rollback) {
@@ -542,55 +544,51 @@ void lw__wop_complete(lw_wop_t *op) {
   }
 }
 
-lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_handle_t **out) {
-  if (out) *out = NULL;
-  if (!w || !c || !out) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker_register: worker, callable and out must be set");
+lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callable_t *c,
+                                        lw_handle_t **out, lw_error_t *err) {
+  if (atomic_load(calls->stopping)) {
+    return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "worker: shutting down");
   }
-  if (atomic_load(&w->stopping)) return lw__fail(LW_UNAVAILABLE, "worker: shutting down");
-  lw_error_t err;
-  if (lw__callable_validate(c, &err) != LW_OK) return lw__last_error_store(&err);
+  LW_RETURN_IF_ERROR(lw__callable_validate(c, err));
   // The image's bytes are checked here, as the format they are (callables/image_check.h),
   // before anything is sent to a chip child: a bad image fails this call with the reason, and
   // no child ever maps it (a truncated ELF image would kill each child that did with SIGBUS).
   // The chip children check again before they load.
   lw_image_bytes_t plain;
   lw_image_format_t format;
-  if (lw__image_decode_format(c->image, c->image_bytes, c->name, c->format, &plain, &format,
-                              &err) != LW_OK) {
-    return lw__last_error_store(&err);
-  }
+  LW_RETURN_IF_ERROR(
+      lw__image_decode_format(c->image, c->image_bytes, c->name, c->format, &plain, &format, err));
   lw__image_bytes_release(&plain);
-  void *image = lw__arena_alloc(&w->arena, c->image_bytes);
+  void *image = lw__arena_alloc(calls->arena, c->image_bytes);
   if (!image) {
-    return lw__fail(LW_RESOURCE_EXHAUSTED,
-                    "worker_register %s: a %zu-byte image does not fit the shared arena",
-                    c->name ? c->name : "callable", c->image_bytes);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker_register %s: a %zu-byte image does not fit the shared arena",
+                         c->name ? c->name : "callable", c->image_bytes);
   }
   memcpy(image, c->image, c->image_bytes);
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(calls->mu);
   // The same image whose unregister waits for queued tasks: refused here, as the chip child
   // refuses it once that unregister reached it. Deciding in the parent makes the answer the
   // same whatever the scheduler has posted yet.
-  const lw_wcallable_t *dying = wc_find_same_dying(w, c, image);
+  const lw_wcallable_t *dying = wc_find_same_dying(calls, c, image);
   if (dying) {
-    lw_error_t why;
-    lw__error_set(&why, LW_FAILED_PRECONDITION, -1, 0,
-                  "worker_register: callable %s: pending unregister (a same-image register "
-                  "must wait until its queued tasks ran and it is freed)",
-                  dying->name);
-    pthread_mutex_unlock(&w->mu);
-    lw__arena_free(&w->arena, image);
-    return lw__last_error_store(&why);
+    lw_status_t st = lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
+                                   "worker_register: callable %s: pending unregister (a "
+                                   "same-image register must wait until its queued tasks ran "
+                                   "and it is freed)",
+                                   dying->name);
+    pthread_mutex_unlock(calls->mu);
+    lw__arena_free(calls->arena, image);
+    return st;
   }
-  lw_wcallable_t *wc = wc_alloc(w);
-  lw_wop_t *op = wc ? wop_new(w, LW_WOP_REGISTER, (uint32_t)(wc - w->calls.table)) : NULL;
+  lw_wcallable_t *wc = wc_alloc(calls);
+  lw_wop_t *op = wc ? wop_new(calls, LW_WOP_REGISTER, (uint32_t)(wc - calls->table)) : NULL;
   if (!op) {
-    if (wc) wc_release(w, wc);
-    pthread_mutex_unlock(&w->mu);
-    lw__arena_free(&w->arena, image);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_register: callable table is full (%d)",
-                    LW_MAX_CALLABLES);
+    if (wc) wc_release(calls, wc);
+    pthread_mutex_unlock(calls->mu);
+    lw__arena_free(calls->arena, image);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         "worker_register: callable table is full (%d)", LW_MAX_CALLABLES);
   }
   wc->state = LW_WC_REGISTERING;
   wc->kind = LW_WC_CHIP;
@@ -604,150 +602,121 @@ lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_
   wc->image = image;
   wc->image_bytes = c->image_bytes;
   // Listed before any post: a child may report before its ack is even read.
-  op->next_pending = w->calls.ops;
-  w->calls.ops = op;
-  w->calls.live_ops++;
-  pthread_mutex_unlock(&w->mu);
+  op->next_pending = calls->ops;
+  calls->ops = op;
+  calls->live_ops++;
+  pthread_mutex_unlock(calls->mu);
   wop_post(op);
   *out = &op->handle;
   return LW_OK;
 }
 
-lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c, lw_callable_handle_t *out) {
-  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_register: out must be set");
-  out->id = 0;
-  lw_handle_t *h = NULL;
-  LW_RETURN_IF_ERROR(lw_worker_register_async(w, c, &h));
-  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
-  if (st == LW_OK) *out = h->callable;
-  lw_handle_release(h);
-  return st;
+// Unregisters a sub callable (calls->mu held; unlocks it). The same rule as for chip
+// callables: the callable is tombstoned at once (tasks submitted from now on fail
+// FAILED_PRECONDITION "pending unregister"), and its slot and id are freed only when no task
+// that references it is queued, posted or running any more; the op finishes then. The function
+// stays in every sub child's table (indices are never reused), but no task can name it again.
+static lw_status_t sub_unregister(lw_callables_t *calls, lw_wcallable_t *c, lw_handle_t **out,
+                                  lw_error_t *err) {
+  if (c->state != LW_WC_LIVE) {
+    lw_status_t st = lw__error_set(
+        err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s", c->name,
+        c->state == LW_WC_UNREGISTERING ? "already being unregistered" : "still registering");
+    pthread_mutex_unlock(calls->mu);
+    return st;
+  }
+  lw_wop_t *op = wop_new(calls, LW_WOP_UNREGISTER, (uint32_t)(c - calls->table));
+  if (!op) {
+    pthread_mutex_unlock(calls->mu);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_unregister: out of memory");
+  }
+  op->sub = true;
+  op->pending = 0;  // no chip takes part
+  c->state = LW_WC_UNREGISTERING;
+  credit_take_back(calls, (uint32_t)(c - calls->table));
+  op->next_pending = calls->ops;  // listed so that destroy finishes it if it is still waiting
+  calls->ops = op;
+  calls->live_ops++;
+  if (c->pins == 0) {
+    sub_unregister_done(calls, c, op);
+  } else {
+    c->deferred_unregister = op;  // lw__wc_unpin finishes it
+  }
+  pthread_mutex_unlock(calls->mu);
+  *out = &op->handle;
+  return LW_OK;
 }
 
-lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, lw_handle_t **out) {
-  if (out) *out = NULL;
-  if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker and out must be set");
-  pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = wc_lookup(w, h);
+lw_status_t lw__callables_unregister_async(lw_callables_t *calls, lw_callable_handle_t h,
+                                          bool subs_too, lw_handle_t **out, lw_error_t *err) {
+  pthread_mutex_lock(calls->mu);
+  lw_wcallable_t *c = wc_lookup(calls, h);
+  if (c && c->kind == LW_WC_SUB && subs_too) return sub_unregister(calls, c, out, err);
   lw_status_t st = LW_OK;
   if (!c) {
-    st = lw__fail(LW_NOT_FOUND, "worker_unregister: unknown or released callable handle 0x%llx",
-                  (unsigned long long)h.id);
+    st = lw__error_set(err, LW_NOT_FOUND, -1, 0,
+                       "worker_unregister: unknown or released callable handle 0x%llx",
+                       (unsigned long long)h.id);
   } else if (c->kind != LW_WC_CHIP) {
-    st = lw__fail(LW_INVALID_ARGUMENT,
-                  "worker_unregister_async: %s is a sub callable; register_async and "
-                  "unregister_async accept chip callables only",
-                  c->name);
+    st = lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                       "worker_unregister_async: %s is a sub callable; register_async and "
+                       "unregister_async accept chip callables only",
+                       c->name);
   } else if (c->state != LW_WC_LIVE) {
-    st = lw__fail(LW_FAILED_PRECONDITION, "worker_unregister: %s is %s", c->name,
-                  c->state == LW_WC_UNREGISTERING ? "already being unregistered"
-                                                  : "still registering");
+    st = lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s",
+                       c->name,
+                       c->state == LW_WC_UNREGISTERING ? "already being unregistered"
+                                                       : "still registering");
   }
   lw_wop_t *op = NULL;
   if (st == LW_OK) {
-    op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->calls.table));
-    if (!op) st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_unregister: out of memory");
+    op = wop_new(calls, LW_WOP_UNREGISTER, (uint32_t)(c - calls->table));
+    if (!op) {
+      st = lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_unregister: out of memory");
+    }
   }
   if (st != LW_OK) {
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(calls->mu);
     return st;
   }
   // Tombstone: tasks submitted from now on fail "pending unregister". Tasks already accepted
   // but not dispatched hold pins; the children are told only once those are posted, so on
   // every child the unregister is applied after the runs that use the callable pinned it.
   c->state = LW_WC_UNREGISTERING;
-  credit_take_back(w, (uint32_t)(c - w->calls.table));
-  op->next_pending = w->calls.ops;
-  w->calls.ops = op;
-  w->calls.live_ops++;
+  credit_take_back(calls, (uint32_t)(c - calls->table));
+  op->next_pending = calls->ops;
+  calls->ops = op;
+  calls->live_ops++;
   bool post_now = c->pins == 0;
   if (!post_now) c->deferred_unregister = op;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(calls->mu);
   if (post_now) wop_post(op);
   *out = &op->handle;
   return LW_OK;
 }
 
-// Unregisters a sub callable (w->mu held; unlocks it). The same rule as for chip callables:
-// the callable is tombstoned at once (tasks submitted from now on fail FAILED_PRECONDITION
-// "pending unregister"), and its slot and id are freed only when no task that references it
-// is queued, posted or running any more; the call returns then. The function stays in every
-// sub child's table (indices are never reused), but no task can name it again. An error found
-// before the op starts fills err; the op's own outcome is the wait's status.
-static lw_status_t sub_unregister(lw_worker_t *w, lw_wcallable_t *c, lw_error_t *err) {
-  if (c->state != LW_WC_LIVE) {
-    lw_status_t st = lw__error_set(
-        err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s", c->name,
-        c->state == LW_WC_UNREGISTERING ? "already being unregistered" : "still registering");
-    pthread_mutex_unlock(&w->mu);
-    return st;
-  }
-  lw_wop_t *op = wop_new(w, LW_WOP_UNREGISTER, (uint32_t)(c - w->calls.table));
-  if (!op) {
-    pthread_mutex_unlock(&w->mu);
-    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_unregister: out of memory");
-  }
-  op->sub = true;
-  op->pending = 0;  // no chip takes part
-  c->state = LW_WC_UNREGISTERING;
-  credit_take_back(w, (uint32_t)(c - w->calls.table));
-  op->next_pending = w->calls.ops;  // listed so that destroy finishes it if it is still waiting
-  w->calls.ops = op;
-  w->calls.live_ops++;
-  if (c->pins == 0) {
-    sub_unregister_done(w, c, op);
-  } else {
-    c->deferred_unregister = op;  // lw__wc_unpin finishes it
-  }
-  pthread_mutex_unlock(&w->mu);
-  lw_status_t st = lw_handle_wait(&op->handle, LW_WAIT_FOREVER);
-  lw_handle_release(&op->handle);
-  return st;
-}
-
-lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
-  if (!w) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker is NULL");
-  pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = wc_lookup(w, h);
-  if (c && c->kind == LW_WC_SUB) {
-    // err is filled only for an error found before the op started; a failed wait for the op
-    // (lw_handle_wait, public) has set the last error itself.
-    lw_error_t err;
-    lw__error_clear(&err);
-    lw_status_t st = sub_unregister(w, c, &err);
-    if (err.code != LW_OK) lw__last_error_store(&err);
-    return st;
-  }
-  pthread_mutex_unlock(&w->mu);
-  lw_handle_t *hd = NULL;
-  LW_RETURN_IF_ERROR(lw_worker_unregister_async(w, h, &hd));
-  lw_status_t st = lw_handle_wait(hd, LW_WAIT_FOREVER);
-  lw_handle_release(hd);
-  return st;
-}
-
-// Makes room for one more entry in the sub function table (w->mu held).
-static bool sub_table_reserve(lw_worker_t *w) {
-  if (w->calls.n_sub_fns % 16 != 0) return true;
-  uint32_t cap = w->calls.n_sub_fns + 16;
-  lw_sub_fn *fns = realloc(w->calls.sub_fns, cap * sizeof(*fns));
-  if (fns) w->calls.sub_fns = fns;
-  char(*names)[LW_CALLABLE_NAME_BYTES] = realloc(w->calls.sub_names, cap * sizeof(*names));
-  if (names) w->calls.sub_names = names;
-  uint32_t *tags = realloc(w->calls.sub_tags, cap * sizeof(*tags));
-  if (tags) w->calls.sub_tags = tags;
+// Makes room for one more entry in the sub function table (calls->mu held).
+static bool sub_table_reserve(lw_callables_t *calls) {
+  if (calls->n_sub_fns % 16 != 0) return true;
+  uint32_t cap = calls->n_sub_fns + 16;
+  lw_sub_fn *fns = realloc(calls->sub_fns, cap * sizeof(*fns));
+  if (fns) calls->sub_fns = fns;
+  char(*names)[LW_CALLABLE_NAME_BYTES] = realloc(calls->sub_names, cap * sizeof(*names));
+  if (names) calls->sub_names = names;
+  uint32_t *tags = realloc(calls->sub_tags, cap * sizeof(*tags));
+  if (tags) calls->sub_tags = tags;
   return fns && names && tags;
 }
 
-// Undoes REGISTER_SUB on the sub children that took it (w->calls.sub_mu held). Each took it as its
+// Undoes REGISTER_SUB on the sub children that took it (calls->sub_mu held). Each took it as its
 // last entry (sub_mu keeps every other table change out), which the sub child drops on
 // UNREGISTER of that index. A child that cannot drop it is killed: its respawn replays
-// w->calls.sub_fns, so its table comes back in step.
-static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index,
+// calls->sub_fns, so its table comes back in step.
+static void sub_rollback(lw_callables_t *calls, const bool *took, const uint64_t *index,
                          const uint64_t *gen) {
-  for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
+  for (uint32_t i = 0; i < calls->n_subs; ++i) {
     if (!took[i]) continue;
-    lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    lw_endpoint_t *ep = &calls->eps[calls->n_chips + i];
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_UNREGISTER;
@@ -762,59 +731,56 @@ static void sub_rollback(lw_worker_t *w, const bool *took, const uint64_t *index
   }
 }
 
-lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *name,
-                                   lw_callable_handle_t *out) {
-  if (out) out->id = 0;
-  if (!w || !fn || !out) {
-    return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
-  }
+lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, const char *name,
+                                       lw_callable_handle_t *out, lw_error_t *err) {
+  out->id = 0;
   // Sub children are copies of the zygote (docs/processes.md): only code it has is callable.
-  if (w->fs_subs != NULL && !lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
-    return lw__fail(LW_INVALID_ARGUMENT,
-                    "worker_register_sub %s: function %p is not in code mapped when lanework's "
-                    "zygote was made (lw_init or the first create): sub children are copies of "
-                    "it, without libraries opened later",
-                    name ? name : "sub", (void *)(uintptr_t)fn);
+  if (calls->n_subs > 0 && !lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "worker_register_sub %s: function %p is not in code mapped when "
+                         "lanework's zygote was made (lw_init or the first create): sub "
+                         "children are copies of it, without libraries opened later",
+                         name ? name : "sub", (void *)(uintptr_t)fn);
   }
   // One table change at a time: two broadcasts interleaving over the sub children would give
   // the functions different indices on different children. The replay of a respawned sub child
   // takes the same lock.
-  pthread_mutex_lock(&w->calls.sub_mu);
-  pthread_mutex_lock(&w->mu);
-  lw_wcallable_t *c = wc_alloc(w);
-  if (!c || !sub_table_reserve(w)) {
-    if (c) wc_release(w, c);
-    pthread_mutex_unlock(&w->mu);
-    pthread_mutex_unlock(&w->calls.sub_mu);
-    return lw__fail(LW_RESOURCE_EXHAUSTED, c ? "worker_register_sub: out of memory"
-                                             : "worker_register_sub: callable table is full");
+  pthread_mutex_lock(&calls->sub_mu);
+  pthread_mutex_lock(calls->mu);
+  lw_wcallable_t *c = wc_alloc(calls);
+  if (!c || !sub_table_reserve(calls)) {
+    if (c) wc_release(calls, c);
+    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->sub_mu);
+    return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
+                         c ? "worker_register_sub: out of memory"
+                           : "worker_register_sub: callable table is full");
   }
   c->state = LW_WC_REGISTERING;
   c->kind = LW_WC_SUB;
   c->fn = fn;
   snprintf(c->name, sizeof(c->name), "%s", name ? name : "sub");
-  uint64_t index = w->calls.n_sub_fns;
+  uint64_t index = calls->n_sub_fns;
   // Never 0, and unique while fewer than 2^32 sub callables were registered (sub indices are
   // never reused, so the tables would run out of memory long before).
-  uint32_t tag = ++w->calls.last_sub_tag;
-  if (tag == 0) tag = ++w->calls.last_sub_tag;
+  uint32_t tag = ++calls->last_sub_tag;
+  if (tag == 0) tag = ++calls->last_sub_tag;
   c->sub_tag = tag;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(calls->mu);
 
   lw_status_t st = LW_OK;
-  lw_error_t err;
   bool took[LW_MAX_SUBS] = {false};
   uint64_t took_index[LW_MAX_SUBS] = {0};
   uint64_t took_gen[LW_MAX_SUBS] = {0};
   uint32_t at = 0;  // the sub child being asked (the one that failed, when st is an error)
-  for (uint32_t i = 0; i < w->cfg.n_subs && st == LW_OK; ++i) {
+  for (uint32_t i = 0; i < calls->n_subs && st == LW_OK; ++i) {
     at = i;
-    lw_endpoint_t *ep = &w->eps[w->cfg.n_chips + i];
+    lw_endpoint_t *ep = &calls->eps[calls->n_chips + i];
     pthread_mutex_lock(&ep->post_mu);
     uint64_t gen = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
     // A child whose table is not in step (being respawned, or failed for good) is skipped: its
-    // replay, which waits for sub_mu, replays w->calls.sub_fns with this function in it.
+    // replay, which waits for sub_mu, replays calls->sub_fns with this function in it.
     if (atomic_load(&ep->state) != LW_EP_READY || gen != ep->sub_synced_gen) continue;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
@@ -825,14 +791,14 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     lw_mb_control_ack_t ack;
     // Bound to the child checked above: a successor started meanwhile is not in step yet (its
     // replay waits for sub_mu) and must not take the function out of order.
-    st = lw__ep_control_gen(ep, gen, &p, &ack, &err);
+    st = lw__ep_control_gen(ep, gen, &p, &ack, err);
     if (st == LW_CHILD_EXITED) {
       st = LW_OK;  // died meanwhile: its replay brings it in step, as above
       continue;
     }
     if (st == LW_OK && ack.status != LW_OK) {
       st = ack.status;
-      err = ack.error;
+      if (err) *err = ack.error;
       continue;
     }
     if (st != LW_OK) continue;
@@ -841,39 +807,49 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
     took_gen[i] = gen;
     // Every sub child receives the same registrations in the same order, so the indices agree.
     if (ack.value != index) {
-      st = lw__error_set(&err, LW_INTERNAL, (int32_t)i, 0, "sub %u: gave index %llu, expected %llu",
+      st = lw__error_set(err, LW_INTERNAL, (int32_t)i, 0, "sub %u: gave index %llu, expected %llu",
                          i, (unsigned long long)ack.value, (unsigned long long)index);
     }
   }
-  if (st != LW_OK) sub_rollback(w, took, took_index, took_gen);
-  pthread_mutex_lock(&w->mu);
+  if (st != LW_OK) sub_rollback(calls, took, took_index, took_gen);
+  pthread_mutex_lock(calls->mu);
   if (st == LW_OK) {
     // Remembered in order for a respawned sub child; the index is the position.
     c->sub_index = index;
-    w->calls.sub_fns[index] = fn;
-    snprintf(w->calls.sub_names[index], LW_CALLABLE_NAME_BYTES, "%s", c->name);
-    w->calls.sub_tags[index] = tag;
-    w->calls.n_sub_fns++;
+    calls->sub_fns[index] = fn;
+    snprintf(calls->sub_names[index], LW_CALLABLE_NAME_BYTES, "%s", c->name);
+    calls->sub_tags[index] = tag;
+    calls->n_sub_fns++;
     c->state = LW_WC_LIVE;
     *out = (lw_callable_handle_t){c->id};
-    atomic_fetch_add_explicit(&w->calls.sub_registers, 1, memory_order_relaxed);  // a counter
+    atomic_fetch_add_explicit(&calls->sub_registers, 1, memory_order_relaxed);  // a counter
   } else {
-    atomic_fetch_add_explicit(&w->calls.register_failures[w->cfg.n_chips + at], 1,
+    atomic_fetch_add_explicit(&calls->register_failures[calls->n_chips + at], 1,
                               memory_order_relaxed);  // a counter only
-    wc_release(w, c);
+    wc_release(calls, c);
   }
-  pthread_mutex_unlock(&w->mu);
-  pthread_mutex_unlock(&w->calls.sub_mu);
-  if (st != LW_OK) return lw__last_error_store(&err);
-  return LW_OK;
+  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->sub_mu);
+  return st;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Lifecycle
 
-lw_status_t lw__callables_initialize(lw_callables_t *calls, lw_error_t *err) {
+lw_status_t lw__callables_initialize(lw_callables_t *calls, const lw_callables_links_t *links,
+                                     lw_error_t *err) {
   // calls is zeroed already (the worker's calloc): the table is 1 MiB that a memset here would
   // make resident for nothing.
+  calls->mu = links->mu;
+  calls->idle_cv = links->idle_cv;
+  calls->eps = links->eps;
+  calls->n_chips = links->n_chips;
+  calls->n_subs = links->n_subs;
+  calls->arena = links->arena;
+  calls->stopping = links->stopping;
+  calls->kick = links->kick;
+  calls->notify = links->notify;
+  calls->ctx = links->ctx;
   pthread_mutex_init(&calls->sub_mu, NULL);
   calls->initialized = true;
   if (lw__handle_table_initialize(&calls->ids, LW_MAX_CALLABLES) != LW_OK) {
@@ -899,17 +875,17 @@ void lw__callables_deinitialize(lw_callables_t *calls) {
 // ---------------------------------------------------------------------------------------------
 // Teardown
 
-void lw__callables_fail_ops(lw_worker_t *w, const lw_error_t *error) {
+void lw__callables_fail_ops(lw_callables_t *calls, const lw_error_t *error) {
   lw_error_t err = *error;
   // No thread of this worker is left: no lock needed.
-  while (w->calls.ops) {
-    lw_wop_t *op = w->calls.ops;
-    w->calls.ops = op->next_pending;
+  while (calls->ops) {
+    lw_wop_t *op = calls->ops;
+    calls->ops = op->next_pending;
     if (op->sub) {
       op->status = LW_UNAVAILABLE;
       op->error = err;
     } else {
-      for (uint32_t i = 0; i < w->cfg.n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
+      for (uint32_t i = 0; i < calls->n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
     }
     if (op->kind != LW_WOP_ROLLBACK) {
       (void)lw__handle_finish(&op->handle, op->status, &op->error);

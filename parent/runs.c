@@ -282,7 +282,7 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
   lw__orch_call_guarded(&call, &w->runs.orch_frame);
   (void)lw__run_orch_drainer_drop(w);
   w->runs.orch_done = NULL;
-  lw__wc_credit_return_all(w);  // before `done`: an unregister waiting on the pins proceeds
+  lw__wc_credit_return_all(&w->calls);  // before `done`: an unregister waiting on the pins proceeds
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
@@ -394,7 +394,7 @@ static void orch_frame_gone(lw_worker_t *w) {
   lw_dag_cmd_t *done = w->runs.orch_done;
   w->runs.orch_done = NULL;
   pthread_mutex_unlock(&w->runs.mu);
-  lw__wc_credit_return_all(w);  // the function's credit: this thread holds the token
+  lw__wc_credit_return_all(&w->calls);  // the function's credit: this thread holds the token
   (void)lw__run_orch_drainer_drop(w);  // its drainer role went with the frame too
   if (done) {
     done->status = LW_FAILED_PRECONDITION;

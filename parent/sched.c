@@ -139,7 +139,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
       }
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
-      if (lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
+      if (lw__wop_report(&w->calls, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
                          &op)) {
         op->next_done = pw->ops;
         pw->ops = op;
@@ -228,7 +228,7 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
   // A chip task's pin goes with its post: the child applies posts in sequence order, so an
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).
-  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(w, t->wc);
+  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(&w->calls, t->wc);
   int64_t t_post = lw__trace_on() ? lw__now_ns() : 0;
   lw_status_t posted = post_task(w, ep, t, c, &err);
   if (t_post) {
@@ -689,7 +689,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
     lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
-    lw__wop_fail_chip(w, ep->index, &err, &pw->ops);
+    lw__wop_fail_chip(&w->calls, ep->index, &err, &pw->ops);
   }
   pthread_mutex_unlock(&w->mu);
   flush(w, pw);

@@ -58,7 +58,7 @@ static lw_status_t await_control(lw_worker_t *w, lw_endpoint_t *ep, uint64_t con
         lw_wop_t *op = NULL;
         c.error.worker_id = (int32_t)ep->index;
         pthread_mutex_lock(&w->mu);
-        bool done = lw__wop_report(w, ep->index, c.control_id, (lw_status_t)c.status,
+        bool done = lw__wop_report(&w->calls, ep->index, c.control_id, (lw_status_t)c.status,
                                    c.value, &c.error, &op);
         pthread_mutex_unlock(&w->mu);
         if (done) lw__wop_complete(op);
@@ -123,7 +123,7 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     if (st == LW_OK) st = await_control(w, ep, p.control_id, &local, err);
     pthread_mutex_lock(&w->mu);
     if (st != LW_OK) {
-      lw__wc_unpin(w, i);  // the replay's pin
+      lw__wc_unpin(&w->calls, i);  // the replay's pin
       pthread_mutex_unlock(&w->mu);
       return st;
     }
@@ -137,7 +137,7 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     pthread_mutex_lock(&ep->post_mu);
     c->gen[ep->index] = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
-    lw__wc_unpin(w, i);  // the replay's pin: a deferred unregister may now be posted
+    lw__wc_unpin(&w->calls, i);  // the replay's pin: a deferred unregister may now be posted
     pthread_mutex_unlock(&w->mu);
   }
   return LW_OK;
@@ -254,7 +254,7 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
     // unregister of a callable the replay had given it (posted before it took work) is done.
     lw_wop_t *done = NULL;
     pthread_mutex_lock(&w->mu);
-    lw__wop_fail_chip(w, ep->index, err, &done);
+    lw__wop_fail_chip(&w->calls, ep->index, err, &done);
     pthread_mutex_unlock(&w->mu);
     while (done) {
       lw_wop_t *next = done->next_done;

@@ -133,7 +133,7 @@ void lw_worker_cancel_all(lw_worker_t *w) {
 // for its whole pass, destroy takes it around the DAG calls it makes.
 static void dag_unpin(void *ctx, uint32_t wc, uint64_t wc_id) {
   lw_worker_t *w = ctx;
-  if (w->calls.table[wc].id == wc_id) lw__wc_unpin(w, wc);
+  if (w->calls.table[wc].id == wc_id) lw__wc_unpin(&w->calls, wc);
 }
 
 static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
@@ -162,6 +162,9 @@ static void dag_stop(void *ctx) {
 // The endpoints' kick (a protocol violation found outside the scheduler: it owns the kill).
 static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
 
+// The callables' kick (an unregister became due: the scheduler posts it).
+static void calls_kick(void *ctx) { lw__worker_kick(ctx); }
+
 // Child slot s's trace area.
 static lw_trace_area_t *worker_trace_area(lw_worker_t *w, uint32_t s) {
   return (lw_trace_area_t *)(w->traces + LW_TRACE_AREA_BYTES * s);
@@ -169,6 +172,69 @@ static lw_trace_area_t *worker_trace_area(lw_worker_t *w, uint32_t s) {
 
 static bool dag_other_chip_free(void *ctx, int32_t chip) {
   return lw__sched_other_chip_free(ctx, chip);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callables (the work is parent/callables.c's)
+
+lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !c || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_register: worker, callable and out must be set");
+  }
+  lw_error_t err;
+  if (lw__callables_register_async(&w->calls, c, out, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c, lw_callable_handle_t *out) {
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_register: out must be set");
+  out->id = 0;
+  lw_handle_t *h = NULL;
+  LW_RETURN_IF_ERROR(lw_worker_register_async(w, c, &h));
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);
+  if (st == LW_OK) *out = h->callable;
+  lw_handle_release(h);
+  return st;
+}
+
+lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!w || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker and out must be set");
+  }
+  lw_error_t err;
+  if (lw__callables_unregister_async(&w->calls, h, false, out, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_handle_t h) {
+  if (!w) return lw__fail(LW_INVALID_ARGUMENT, "worker_unregister: worker is NULL");
+  lw_handle_t *op = NULL;
+  lw_error_t err;
+  if (lw__callables_unregister_async(&w->calls, h, true, &op, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  lw_status_t st = lw_handle_wait(op, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
+  lw_handle_release(op);
+  return st;
+}
+
+lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *name,
+                                   lw_callable_handle_t *out) {
+  if (out) out->id = 0;
+  if (!w || !fn || !out) {
+    return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
+  }
+  lw_error_t err;
+  if (lw__callables_register_sub(&w->calls, fn, name, out, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  return LW_OK;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,7 +357,6 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                 .drain_until = lw__sched_drain_until};
   lw__runs_initialize(&w->runs, &runs_hooks);
   if ((st = lw__supervisor_initialize(&w->sup, w->n_children, &err)) != LW_OK) goto fail_err;
-  if ((st = lw__callables_initialize(&w->calls, &err)) != LW_OK) goto fail_err;
 
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
   if ((st = lw__arena_initialize(&w->arena, cfg->arena_bytes, &err)) != LW_OK) goto fail_err;
@@ -333,6 +398,17 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail_err;
   }
   w->dag_ready = true;
+  lw_callables_links_t calls_links = {.mu = &w->mu,
+                                      .idle_cv = &w->idle_cv,
+                                      .eps = w->eps,
+                                      .n_chips = cfg->n_chips,
+                                      .n_subs = cfg->n_subs,
+                                      .arena = &w->arena,
+                                      .stopping = &w->stopping,
+                                      .kick = calls_kick,
+                                      .notify = lw__worker_notify_user,
+                                      .ctx = w};
+  if ((st = lw__callables_initialize(&w->calls, &calls_links, &err)) != LW_OK) goto fail_err;
   if ((st = lw__sched_initialize(&w->sched, w->n_children, &err)) != LW_OK) goto fail_err;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
@@ -577,7 +653,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   // Anything still waiting (a child died mid-register, a hung kernel) is failed now.
   lw_error_t err;
   lw__error_set(&err, LW_UNAVAILABLE, -1, 0, "worker destroyed before the operation finished");
-  lw__callables_fail_ops(w, &err);
+  lw__callables_fail_ops(&w->calls, &err);
   // (A deferred unregister is on w->calls.ops too, so the loop above finished it.)
   lw__callables_deinitialize(&w->calls);
   // The children are gone: what their areas still hold joins the session, then they go.
