@@ -13,32 +13,32 @@
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
+#include "mailbox/mailbox.h"
 #include "parent/callables.h"
 #include "parent/dag.h"
 #include "parent/runs.h"
-#include "parent/worker_impl.h"
 
 // Checks one task and fills its description (all but the callable). No lock is taken.
 static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker,
                             const lw_args_t *args, int64_t timeout_ns, lw_dag_task_desc_t *out,
                             lw_error_t *err) {
-  lw_worker_t *w = o->w;
+  lw_runs_t *runs = o->runs;
   lw_args_t empty;
   if (!args) {
     lw_args_init(&empty);
     args = &empty;
   }
   LW_RETURN_IF_ERROR(lw__args_check(args, err));  // counts, tags, launch geometry
-  if (kind == LW_MB_TASK_KERNEL && (worker < LW_ANY_CHIP || worker >= (int32_t)w->cfg.n_chips)) {
+  if (kind == LW_MB_TASK_KERNEL && (worker < LW_ANY_CHIP || worker >= (int32_t)runs->n_chips)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)", worker,
-                         w->cfg.n_chips - 1);
+                         runs->n_chips - 1);
   }
-  if (kind == LW_MB_TASK_SUB && w->cfg.n_subs == 0) {
+  if (kind == LW_MB_TASK_SUB && runs->n_subs == 0) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: submit_sub on a worker with no sub children");
   }
-  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, &w->mb_arena, &out->args, err));
+  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, runs->mb_arena, &out->args, err));
   out->kind = kind;
   out->worker = worker;
   out->timeout_ns = timeout_ns;
@@ -69,10 +69,10 @@ static lw_status_t check_run_live(const lw_orch_t *o, lw_error_t *err) {
   return LW_OK;
 }
 
-static void unpin_all(lw_worker_t *w, uint32_t wc, uint32_t n) {
-  pthread_mutex_lock(&w->mu);
-  lw__wc_unpin_n(&w->calls, wc, n);
-  pthread_mutex_unlock(&w->mu);
+static void unpin_all(lw_callables_t *calls, uint32_t wc, uint32_t n) {
+  pthread_mutex_lock(calls->mu);
+  lw__wc_unpin_n(calls, wc, n);
+  pthread_mutex_unlock(calls->mu);
 }
 
 typedef struct slots_wait {
@@ -94,18 +94,18 @@ static bool slots_free(void *ctx) {
 // the task itself will once accepted.
 static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle_t c,
                              bool want_sub, lw_error_t *err) {
-  lw_worker_t *w = o->w;
+  lw_runs_t *runs = o->runs;
   uint32_t wc = 0;
   uint64_t wc_id = 0;
   lw_status_t st = check_run_live(o, err);
-  if (st == LW_OK) st = lw__wc_pin_for_tasks(&w->calls, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
+  if (st == LW_OK) st = lw__wc_pin_for_tasks(runs->calls, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
   if (st != LW_OK) {
     free(cmd);
     return st;
   }
   // The counts against the callable's signature, for every member before any is posted, so a
   // group is refused whole. The pins keep the slot (and its signature, fixed once live) here.
-  const lw_wcallable_t *callable = &w->calls.table[wc];
+  const lw_wcallable_t *callable = &runs->calls->table[wc];
   for (uint32_t i = 0; i < cmd->n_tasks && st == LW_OK; ++i) {
     st = lw__signature_check_counts(callable->name, callable->n_params, callable->param_dirs,
                                     cmd->task[i].args.n_tensors, cmd->task[i].args.n_scalars,
@@ -116,18 +116,18 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
                     i, inner.message);
     }
   }
-  slots_wait_t want = {&w->dag, cmd->n_tasks};
-  if (st == LW_OK && !lw__dag_try_reserve(&w->dag, cmd->n_tasks) &&
-      !(w->runs.drain_until && w->runs.drain_until(w, slots_free, &want))) {
+  slots_wait_t want = {runs->dag, cmd->n_tasks};
+  if (st == LW_OK && !lw__dag_try_reserve(runs->dag, cmd->n_tasks) &&
+      !(runs->drain_until && runs->drain_until(runs->ctx, slots_free, &want))) {
     // The ring is full: slots come back as tasks retire, which needs their completions
     // drained. This thread drained them itself while it spun (drain_until); now it sleeps, so
     // it hands the rings back to the scheduler meanwhile (its drainer role).
-    bool held = lw__run_orch_drainer_drop(w);
-    st = lw__dag_reserve(&w->dag, cmd->n_tasks, err);
-    if (held) lw__run_orch_drainer_take(w);
+    bool held = lw__run_orch_drainer_drop(runs);
+    st = lw__dag_reserve(runs->dag, cmd->n_tasks, err);
+    if (held) lw__run_orch_drainer_take(runs);
   }
   if (st != LW_OK) {
-    unpin_all(w, wc, cmd->n_tasks);
+    unpin_all(runs->calls, wc, cmd->n_tasks);
     free(cmd);
     return st;
   }
@@ -147,7 +147,7 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   bool traced = lw__trace_on();
   // Cut to the trace's name size (the precision says so, for gcc's truncation check too).
   if (traced) snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, callable->name);
-  lw__dag_post(&w->dag, cmd);
+  lw__dag_post(runs->dag, cmd);
   if (traced) {
     int64_t t1 = lw__now_ns();
     for (uint32_t i = 0; i < n; ++i) {
@@ -198,16 +198,16 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
                                             const int32_t *worker_ids, int n) {
   lw_error_t err;
   if (check_orch(o, &err) != LW_OK) return lw__last_error_store(&err);
-  lw_worker_t *w = o->w;
+  lw_runs_t *runs = o->runs;
   if (n <= 0 || !args || !worker_ids) {
     return lw__fail(LW_INVALID_ARGUMENT, "orch: a group needs n > 0, args and worker_ids");
   }
-  if ((uint32_t)n > w->cfg.n_chips * LW_MB_TASK_FRAMES || (uint32_t)n > w->cfg.task_ring) {
+  if ((uint32_t)n > runs->n_chips * LW_MB_TASK_FRAMES || (uint32_t)n > runs->task_ring) {
     return lw__fail(LW_INVALID_ARGUMENT,
                     "orch: a group of %d tasks can never launch at once (at most %u: %u chips x "
                     "%u frames, and a task ring of %u)",
-                    n, w->cfg.n_chips * LW_MB_TASK_FRAMES, w->cfg.n_chips, LW_MB_TASK_FRAMES,
-                    w->cfg.task_ring);
+                    n, runs->n_chips * LW_MB_TASK_FRAMES, runs->n_chips, LW_MB_TASK_FRAMES,
+                    runs->task_ring);
   }
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(LW_DAG_CMD_GROUP, o->run, (uint32_t)n);
   if (!cmd) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
@@ -220,7 +220,7 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
     }
     // A chip runs at most LW_MB_TASK_FRAMES posted tasks: more members on one chip could never
     // launch together, and the group would block every later group forever.
-    if (worker_ids[i] < (int32_t)w->cfg.n_chips &&
+    if (worker_ids[i] < (int32_t)runs->n_chips &&
         ++per_chip[worker_ids[i]] > LW_MB_TASK_FRAMES) {
       free(cmd);
       return lw__fail(LW_INVALID_ARGUMENT,
@@ -243,7 +243,7 @@ uint64_t lw_orch_last_task(const lw_orch_t *o) { return o ? o->last_task : 0; }
 static lw_status_t post_scope(lw_orch_t *o, lw_dag_cmd_kind_t kind, lw_error_t *err) {
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(kind, o->run, 0);
   if (!cmd) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
-  lw__dag_post(&o->w->dag, cmd);
+  lw__dag_post(o->runs->dag, cmd);
   return LW_OK;
 }
 

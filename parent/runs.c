@@ -14,20 +14,30 @@
 #include "parent/runs.h"
 #include "parent/task_reports.h"
 #include "parent/thread.h"
-#include "parent/worker_impl.h"
+#include "parent/callables.h"
 
 // ---------------------------------------------------------------------------------------------
 // Lifecycle
 
-void lw__runs_initialize(lw_runs_t *runs, const lw_runs_hooks_t *hooks) {
+void lw__runs_initialize(lw_runs_t *runs, const lw_runs_links_t *links) {
   memset(runs, 0, sizeof(*runs));
   pthread_mutex_init(&runs->mu, NULL);
   // Monotonic: deadlines come from lw__now_ns, and a wall-clock step must not move a wait.
   lw__cond_init_monotonic(&runs->cv);
-  runs->before_wait = hooks->before_wait;
-  runs->drainer_enter = hooks->drainer_enter;
-  runs->drainer_leave = hooks->drainer_leave;
-  runs->drain_until = hooks->drain_until;
+  runs->dag = links->dag;
+  runs->calls = links->calls;
+  runs->mb_arena = links->mb_arena;
+  runs->n_chips = links->n_chips;
+  runs->n_subs = links->n_subs;
+  runs->task_ring = links->task_ring;
+  runs->stopping = links->stopping;
+  runs->live = links->live;
+  runs->notify = links->notify;
+  runs->before_wait = links->before_wait;
+  runs->drainer_enter = links->drainer_enter;
+  runs->drainer_leave = links->drainer_leave;
+  runs->drain_until = links->drain_until;
+  runs->ctx = links->ctx;
   runs->initialized = true;
 }
 
@@ -45,7 +55,7 @@ static lw_status_t run_cancel(lw_handle_t *h) {
   lw_run_t *run = (lw_run_t *)h;
   // The flag (set by lw_handle_cancel before this call) is read by the orchestrator before it
   // starts the run and by the DAG's owner, which sweeps the run's queued tasks out at once.
-  lw__dag_note_stop(&run->w->dag);
+  lw__dag_note_stop(run->runs->dag);
   return LW_OK;
 }
 
@@ -79,58 +89,55 @@ static void run_build_report(lw_run_t *run) {
 // Finishes the handle of a settled run whose predecessors' handles all finished (no lock
 // held).
 static void run_finish_handle(lw_run_t *run) {
-  lw_worker_t *w = run->w;
+  lw_runs_t *runs = run->runs;
   lw_run_report_t *r = &run->report;
   // Counted before the handle finishes, so a caller that waited for it sees the count.
-  atomic_fetch_add_explicit(r->status == LW_OK          ? &w->runs.n_ok
-                            : r->status == LW_CANCELLED ? &w->runs.n_cancelled
-                                                        : &w->runs.n_failed,
+  atomic_fetch_add_explicit(r->status == LW_OK          ? &runs->n_ok
+                            : r->status == LW_CANCELLED ? &runs->n_cancelled
+                                                        : &runs->n_failed,
                             1, memory_order_relaxed);
   (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
-  pthread_mutex_lock(&w->mu);
-  w->live_runs--;
-  pthread_cond_broadcast(&w->idle_cv);
-  pthread_mutex_unlock(&w->mu);
+  if (runs->live) runs->live(runs->ctx, -1);
   lw__handle_unref(&run->handle);
 }
 
-// Every run gets its id and its place in the unfinished list together (w->runs.mu held), so
+// Every run gets its id and its place in the unfinished list together (runs->mu held), so
 // the list is in id order, which is submission order.
-static void run_take_id(lw_worker_t *w, lw_run_t *run) {
-  run->run_id = ++w->runs.next_id;
+static void run_take_id(lw_runs_t *runs, lw_run_t *run) {
+  run->run_id = ++runs->next_id;
   run->next_unfinished = NULL;
-  if (w->runs.unfinished_tail) {
-    w->runs.unfinished_tail->next_unfinished = run;
+  if (runs->unfinished_tail) {
+    runs->unfinished_tail->next_unfinished = run;
   } else {
-    w->runs.unfinished_head = run;
+    runs->unfinished_head = run;
   }
-  w->runs.unfinished_tail = run;
+  runs->unfinished_tail = run;
 }
 
 void lw__run_complete(lw_run_t *run) {
-  lw_worker_t *w = run->w;
+  lw_runs_t *runs = run->runs;
   // Run handles finish in submission order, so a sync lw_worker_run (which waits for its own
   // handle) never returns before an earlier run_async handle has finished. One thread at a
   // time finishes handles from the head of the list; a run settling while another thread does
   // so is left to that thread, which looks at the head again after each handle.
   run_build_report(run);
-  pthread_mutex_lock(&w->runs.mu);
+  pthread_mutex_lock(&runs->mu);
   run->settled = true;
-  if (w->runs.finishing) {
-    pthread_mutex_unlock(&w->runs.mu);
+  if (runs->finishing) {
+    pthread_mutex_unlock(&runs->mu);
     return;
   }
-  w->runs.finishing = true;
-  while (w->runs.unfinished_head && w->runs.unfinished_head->settled) {
-    lw_run_t *r = w->runs.unfinished_head;
-    w->runs.unfinished_head = r->next_unfinished;
-    if (!w->runs.unfinished_head) w->runs.unfinished_tail = NULL;
-    pthread_mutex_unlock(&w->runs.mu);
+  runs->finishing = true;
+  while (runs->unfinished_head && runs->unfinished_head->settled) {
+    lw_run_t *r = runs->unfinished_head;
+    runs->unfinished_head = r->next_unfinished;
+    if (!runs->unfinished_head) runs->unfinished_tail = NULL;
+    pthread_mutex_unlock(&runs->mu);
     run_finish_handle(r);  // may free r
-    pthread_mutex_lock(&w->runs.mu);
+    pthread_mutex_lock(&runs->mu);
   }
-  w->runs.finishing = false;
-  pthread_mutex_unlock(&w->runs.mu);
+  runs->finishing = false;
+  pthread_mutex_unlock(&runs->mu);
 }
 
 lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
@@ -145,82 +152,62 @@ lw_status_t lw_handle_run_report(const lw_handle_t *h, lw_run_report_t *out) {
   return LW_OK;
 }
 
-static lw_status_t run_create(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_t **out,
+static lw_status_t run_create(lw_runs_t *runs, lw_orch_fn fn, void *user, lw_run_t **out,
                               lw_error_t *err) {
   *out = NULL;
-  if (!w || !fn) {
+  if (!runs || !fn) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "worker_run: worker and orch function must be set");
   }
-  if (atomic_load(&w->stopping)) {
+  if (atomic_load(runs->stopping)) {
     return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "worker: shutting down");
   }
   lw_run_t *run = calloc(1, sizeof(*run));
   if (!run) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_run: out of memory");
   lw__handle_initialize(&run->handle, LW_HANDLE_WORKER_RUN, &run_ops);
-  lw__handle_set_notify(&run->handle, lw__worker_notify_user, w);
-  run->w = w;
+  if (runs->notify) lw__handle_set_notify(&run->handle, runs->notify, runs->ctx);
+  run->runs = runs;
   run->fn = fn;
   run->user = user;
   lw__error_clear(&run->error);
-  pthread_mutex_lock(&w->mu);
-  w->live_runs++;
-  pthread_mutex_unlock(&w->mu);
+  if (runs->live) runs->live(runs->ctx, +1);
   *out = run;
   return LW_OK;
 }
 
-static void run_enqueue(lw_worker_t *w, lw_run_t *run) {
-  pthread_mutex_lock(&w->runs.mu);
-  run_take_id(w, run);
-  if (w->runs.q_tail) {
-    w->runs.q_tail->next = run;
+static void run_enqueue(lw_runs_t *runs, lw_run_t *run) {
+  pthread_mutex_lock(&runs->mu);
+  run_take_id(runs, run);
+  if (runs->q_tail) {
+    runs->q_tail->next = run;
   } else {
-    w->runs.q_head = run;
+    runs->q_head = run;
   }
-  w->runs.q_tail = run;
-  pthread_cond_broadcast(&w->runs.cv);
-  pthread_mutex_unlock(&w->runs.mu);
+  runs->q_tail = run;
+  pthread_cond_broadcast(&runs->cv);
+  pthread_mutex_unlock(&runs->mu);
 }
 
 // Whether this thread holds w's orchestrator token: it runs an orch function of w further up
 // its stack, or it did and that function never returned (one relaxed load: only this thread
 // stores its own id there, and clears it before it moves on).
-static bool token_is_mine(const lw_worker_t *w) {
-  return w && atomic_load_explicit(&w->runs.orch_holder, memory_order_relaxed) ==
+static bool token_is_mine(const lw_runs_t *runs) {
+  return runs && atomic_load_explicit(&runs->orch_holder, memory_order_relaxed) ==
                   (uintptr_t)pthread_self();
 }
 
-static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err);
+static lw_status_t check_own_token(lw_runs_t *runs, bool sync, lw_error_t *err);
 
-lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
-  if (out) *out = NULL;
-  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_run_async: out must be set");
+lw_status_t lw__runs_start(lw_runs_t *runs, lw_orch_fn fn, void *user, bool sync,
+                           lw_handle_t **out, lw_error_t *err) {
+  *out = NULL;
+  if (token_is_mine(runs)) LW_RETURN_IF_ERROR(check_own_token(runs, sync, err));
   lw_run_t *run = NULL;
-  lw_error_t err;
-  if (token_is_mine(w) && check_own_token(w, false, &err) != LW_OK) {
-    return lw__last_error_store(&err);
-  }
-  if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
-  run_enqueue(w, run);
+  LW_RETURN_IF_ERROR(run_create(runs, fn, user, &run, err));
+  if (!sync || !lw__orch_try_inline(runs, run)) run_enqueue(runs, run);
+  if (sync && runs->before_wait) runs->before_wait(runs->ctx, &run->handle);
   *out = &run->handle;
   return LW_OK;
-}
-
-lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
-  lw_run_t *run = NULL;
-  lw_error_t err;
-  if (token_is_mine(w) && check_own_token(w, true, &err) != LW_OK) {
-    return lw__last_error_store(&err);
-  }
-  if (run_create(w, fn, user, &run, &err) != LW_OK) return lw__last_error_store(&err);
-  if (!lw__orch_try_inline(w, run)) run_enqueue(w, run);
-  lw_handle_t *h = &run->handle;
-  if (w->runs.before_wait) w->runs.before_wait(w, h);
-  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
-  if (out) *out = run->report;
-  lw_handle_release(h);
-  return st;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,23 +221,23 @@ static void run_not_started(lw_run_t *run, const char *why) {
   lw__run_complete(run);
 }
 
-void lw__run_orch_drainer_take(lw_worker_t *w) {
-  if (!w->runs.drainer_enter) return;
-  w->runs.drainer_enter(w);
-  w->runs.orch_draining = true;
+void lw__run_orch_drainer_take(lw_runs_t *runs) {
+  if (!runs->drainer_enter) return;
+  runs->drainer_enter(runs->ctx);
+  runs->orch_draining = true;
 }
 
-bool lw__run_orch_drainer_drop(lw_worker_t *w) {
-  if (!w->runs.orch_draining) return false;
-  w->runs.orch_draining = false;
-  w->runs.drainer_leave(w);
+bool lw__run_orch_drainer_drop(lw_runs_t *runs) {
+  if (!runs->orch_draining) return false;
+  runs->orch_draining = false;
+  runs->drainer_leave(runs->ctx);
   return true;
 }
 
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
-// (w->runs.orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
-static void execute_run(lw_worker_t *w, lw_run_t *run) {
-  if (atomic_load(&w->stopping)) {
+// (runs->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
+static void execute_run(lw_runs_t *runs, lw_run_t *run) {
+  if (atomic_load(runs->stopping)) {
     run_not_started(run, "cancelled: the worker was destroyed before it started");
     return;
   }
@@ -269,20 +256,20 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
     lw__run_complete(run);
     return;
   }
-  lw_orch_t o = {w, run, 0, 0, 0};
+  lw_orch_t o = {runs, run, 0, 0, 0};
   run->t_start = lw__now_ns();
-  atomic_fetch_add_explicit(&w->runs.n_started, 1, memory_order_relaxed);  // a counter only
+  atomic_fetch_add_explicit(&runs->n_started, 1, memory_order_relaxed);  // a counter only
   // The token holder's own fields: should the function never return (a longjmp), whoever
   // finds its frame gone posts `done` (orch_frame_gone).
-  w->runs.orch_done = done;
+  runs->orch_done = done;
   lw__orch_call_t call = {.fn = run->fn, .o = &o, .user = run->user};
   // The function's thread drains the rings in a pass after each submit: the scheduler need
   // not spin beside it, nor the children ring it (lw__sched_drainer_enter).
-  lw__run_orch_drainer_take(w);
-  lw__orch_call_guarded(&call, &w->runs.orch_frame);
-  (void)lw__run_orch_drainer_drop(w);
-  w->runs.orch_done = NULL;
-  lw__wc_credit_return_all(&w->calls);  // before `done`: an unregister waiting on the pins proceeds
+  lw__run_orch_drainer_take(runs);
+  lw__orch_call_guarded(&call, &runs->orch_frame);
+  (void)lw__run_orch_drainer_drop(runs);
+  runs->orch_done = NULL;
+  lw__wc_credit_return_all(runs->calls);  // before `done`: an unregister waiting on the pins proceeds
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
@@ -306,52 +293,52 @@ static void execute_run(lw_worker_t *w, lw_run_t *run) {
                   "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
                   lw_status_name(st), last.code == st ? last.message : "");
   }
-  lw__dag_post(&w->dag, done);
+  lw__dag_post(runs->dag, done);
 }
 
-// Takes the token for run (w->runs.mu held) on this thread.
-static void take_token(lw_worker_t *w, lw_run_t *run, bool inline_run) {
-  w->runs.orch_busy = true;
-  w->runs.orch_run = run;
-  w->runs.orch_inline = inline_run;
-  w->runs.orch_done = NULL;
-  w->runs.orch_frame = 0;
-  atomic_store_explicit(&w->runs.orch_holder, (uintptr_t)pthread_self(), memory_order_relaxed);
+// Takes the token for run (runs->mu held) on this thread.
+static void take_token(lw_runs_t *runs, lw_run_t *run, bool inline_run) {
+  runs->orch_busy = true;
+  runs->orch_run = run;
+  runs->orch_inline = inline_run;
+  runs->orch_done = NULL;
+  runs->orch_frame = 0;
+  atomic_store_explicit(&runs->orch_holder, (uintptr_t)pthread_self(), memory_order_relaxed);
 }
 
-static void release_token(lw_worker_t *w) {
-  pthread_mutex_lock(&w->runs.mu);
-  w->runs.orch_busy = false;
-  w->runs.orch_run = NULL;
-  w->runs.orch_done = NULL;
-  w->runs.orch_frame = 0;
-  atomic_store_explicit(&w->runs.orch_holder, 0, memory_order_relaxed);
+static void release_token(lw_runs_t *runs) {
+  pthread_mutex_lock(&runs->mu);
+  runs->orch_busy = false;
+  runs->orch_run = NULL;
+  runs->orch_done = NULL;
+  runs->orch_frame = 0;
+  atomic_store_explicit(&runs->orch_holder, 0, memory_order_relaxed);
   // Wake the orchestrator only when a run waits for the token (or destroy waits for it):
   // waking it after every inline run would cost a futex round trip per run for nothing.
-  if (w->runs.q_head || atomic_load(&w->stopping)) pthread_cond_broadcast(&w->runs.cv);
-  pthread_mutex_unlock(&w->runs.mu);
+  if (runs->q_head || atomic_load(runs->stopping)) pthread_cond_broadcast(&runs->cv);
+  pthread_mutex_unlock(&runs->mu);
 }
 
 static void *orch_main(void *arg) {
-  lw_worker_t *w = arg;
+  lw_runs_t *runs = arg;
   lw__trace_role("orchestrator", -1);
   for (;;) {
-    pthread_mutex_lock(&w->runs.mu);
+    pthread_mutex_lock(&runs->mu);
     // The token keeps one orch function at a time: an inline sync run may hold it.
-    while ((!w->runs.q_head || w->runs.orch_busy) && !(atomic_load(&w->stopping) && !w->runs.orch_busy)) {
-      pthread_cond_wait(&w->runs.cv, &w->runs.mu);
+    while ((!runs->q_head || runs->orch_busy) && !(atomic_load(runs->stopping) && !runs->orch_busy)) {
+      pthread_cond_wait(&runs->cv, &runs->mu);
     }
-    lw_run_t *run = w->runs.q_head;
+    lw_run_t *run = runs->q_head;
     if (run) {
-      w->runs.q_head = run->next;
-      if (!w->runs.q_head) w->runs.q_tail = NULL;
+      runs->q_head = run->next;
+      if (!runs->q_head) runs->q_tail = NULL;
       run->next = NULL;
-      take_token(w, run, false);
+      take_token(runs, run, false);
     }
-    pthread_mutex_unlock(&w->runs.mu);
+    pthread_mutex_unlock(&runs->mu);
     if (!run) break;
-    execute_run(w, run);
-    release_token(w);
+    execute_run(runs, run);
+    release_token(runs);
   }
   return NULL;
 }
@@ -360,17 +347,17 @@ static void *orch_main(void *arg) {
 // right here on the caller's thread (no hand-off to the orchestrator thread). FIFO order
 // holds: the token is taken under the run-queue lock, only when the queue is empty. Returns
 // false (nothing done) otherwise.
-bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
-  pthread_mutex_lock(&w->runs.mu);
-  bool mine = !w->runs.q_head && !w->runs.orch_busy && !atomic_load(&w->stopping);
+bool lw__orch_try_inline(lw_runs_t *runs, lw_run_t *run) {
+  pthread_mutex_lock(&runs->mu);
+  bool mine = !runs->q_head && !runs->orch_busy && !atomic_load(runs->stopping);
   if (mine) {
-    take_token(w, run, true);
-    run_take_id(w, run);
+    take_token(runs, run, true);
+    run_take_id(runs, run);
   }
-  pthread_mutex_unlock(&w->runs.mu);
+  pthread_mutex_unlock(&runs->mu);
   if (!mine) return false;
-  execute_run(w, run);
-  release_token(w);
+  execute_run(runs, run);
+  release_token(runs);
   return true;
 }
 
@@ -388,23 +375,23 @@ bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run) {
 // returned FAILED_PRECONDITION (what it submitted is stopped, each task ends once), the
 // token is given back, and the reference of the lw_worker_run whose frame went with it is
 // dropped. The caller holds no lock.
-static void orch_frame_gone(lw_worker_t *w) {
-  pthread_mutex_lock(&w->runs.mu);
-  lw_run_t *run = w->runs.orch_run;
-  lw_dag_cmd_t *done = w->runs.orch_done;
-  w->runs.orch_done = NULL;
-  pthread_mutex_unlock(&w->runs.mu);
-  lw__wc_credit_return_all(&w->calls);  // the function's credit: this thread holds the token
-  (void)lw__run_orch_drainer_drop(w);  // its drainer role went with the frame too
+static void orch_frame_gone(lw_runs_t *runs) {
+  pthread_mutex_lock(&runs->mu);
+  lw_run_t *run = runs->orch_run;
+  lw_dag_cmd_t *done = runs->orch_done;
+  runs->orch_done = NULL;
+  pthread_mutex_unlock(&runs->mu);
+  lw__wc_credit_return_all(runs->calls);  // the function's credit: this thread holds the token
+  (void)lw__run_orch_drainer_drop(runs);  // its drainer role went with the frame too
   if (done) {
     done->status = LW_FAILED_PRECONDITION;
     lw__error_set(&done->error, LW_FAILED_PRECONDITION, -1, 0,
                   "run %llu: its orch function never returned (a longjmp out of it?); the run "
                   "was stopped (docs/api.md, \"Exceptions and longjmp\")",
                   (unsigned long long)run->run_id);
-    lw__dag_post(&w->dag, done);
+    lw__dag_post(runs->dag, done);
   }
-  release_token(w);
+  release_token(runs);
   lw__handle_unref(&run->handle);
 }
 
@@ -415,16 +402,16 @@ static void orch_frame_gone(lw_worker_t *w) {
 // given back, and this call fails saying so (the next one runs). When the frame cannot be
 // found either way (orch_guard.h), a sync run is refused as well (it would wait forever in
 // both cases); run_async queues.
-static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err) {
-  pthread_mutex_lock(&w->runs.mu);
-  bool inline_run = w->runs.orch_inline;
-  uint64_t run_id = w->runs.orch_run ? w->runs.orch_run->run_id : 0;
-  pthread_mutex_unlock(&w->runs.mu);
+static lw_status_t check_own_token(lw_runs_t *runs, bool sync, lw_error_t *err) {
+  pthread_mutex_lock(&runs->mu);
+  bool inline_run = runs->orch_inline;
+  uint64_t run_id = runs->orch_run ? runs->orch_run->run_id : 0;
+  pthread_mutex_unlock(&runs->mu);
   const char *what = sync ? "worker_run" : "worker_run_async";
   lw__orch_frame_state_t frame =
-      inline_run ? lw__orch_frame_state(w->runs.orch_frame) : LW__ORCH_FRAME_LIVE;
+      inline_run ? lw__orch_frame_state(runs->orch_frame) : LW__ORCH_FRAME_LIVE;
   if (frame == LW__ORCH_FRAME_GONE) {
-    orch_frame_gone(w);
+    orch_frame_gone(runs);
     return lw__error_set(err, LW_FAILED_PRECONDITION, -1, 0,
                          "%s: the orch function of run %llu, called on this thread, never "
                          "returned (a longjmp out of it?); that run was stopped, so nothing was "
@@ -447,35 +434,35 @@ static lw_status_t check_own_token(lw_worker_t *w, bool sync, lw_error_t *err) {
                        (unsigned long long)run_id);
 }
 
-lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err) {
-  return lw__thread_start(&w->runs.orch, "lw-orch", "orchestrator", orch_main, w, err);
+lw_status_t lw__orch_start(lw_runs_t *runs, lw_error_t *err) {
+  return lw__thread_start(&runs->orch, "lw-orch", "orchestrator", orch_main, runs, err);
 }
 
 // Wakes the orchestrator to see `stopping` (set by destroy before lw__orch_stop).
 static void orch_wake(void *ctx) {
-  lw_worker_t *w = ctx;
-  pthread_mutex_lock(&w->runs.mu);
-  pthread_cond_broadcast(&w->runs.cv);
-  pthread_mutex_unlock(&w->runs.mu);
+  lw_runs_t *runs = ctx;
+  pthread_mutex_lock(&runs->mu);
+  pthread_cond_broadcast(&runs->cv);
+  pthread_mutex_unlock(&runs->mu);
 }
 
-void lw__orch_stop(lw_worker_t *w) {
-  if (!w->runs.orch.started) return;
+void lw__orch_stop(lw_runs_t *runs) {
+  if (!runs->orch.started) return;
   // Destroy runs alone on the worker, so an inline orch function that still holds the token
   // was left without returning: on another thread, or on this one with its frame gone (a
   // destroy from inside the function itself cannot work either way; only a frame seen live
   // is left alone).
-  pthread_mutex_lock(&w->runs.mu);
-  bool left = w->runs.orch_busy && w->runs.orch_inline;
-  uint64_t run_id = left ? w->runs.orch_run->run_id : 0;
-  pthread_mutex_unlock(&w->runs.mu);
-  if (left && (!token_is_mine(w) ||
-               lw__orch_frame_state(w->runs.orch_frame) != LW__ORCH_FRAME_LIVE)) {
+  pthread_mutex_lock(&runs->mu);
+  bool left = runs->orch_busy && runs->orch_inline;
+  uint64_t run_id = left ? runs->orch_run->run_id : 0;
+  pthread_mutex_unlock(&runs->mu);
+  if (left && (!token_is_mine(runs) ||
+               lw__orch_frame_state(runs->orch_frame) != LW__ORCH_FRAME_LIVE)) {
     lw__log(LW_LOG_WARN,
             "worker_destroy: the orch function of run %llu never returned (a longjmp out of "
             "it?); the run ends FAILED_PRECONDITION (docs/api.md, \"Exceptions and longjmp\")",
             (unsigned long long)run_id);
-    orch_frame_gone(w);
+    orch_frame_gone(runs);
   }
-  lw__thread_stop(&w->runs.orch, orch_wake, w);
+  lw__thread_stop(&runs->orch, orch_wake, runs);
 }

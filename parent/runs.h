@@ -1,10 +1,10 @@
 // parent/runs.h — runs and the orchestrator (parent/runs.c).
 // Owns: run objects (lw_run_t: the handle, its counters, its first error, its report); the
-// run queue (w->runs.q_head/tail, run_cv), run ids (w->runs.next_id) and the list of unfinished
-// runs (w->runs.unfinished_head/tail, finishing_runs), all under w->runs.mu; the orchestrator
-// thread (w->runs.orch, parent/thread.h) and the token that keeps one orch function at a time
-// (w->runs.orch_busy, under w->runs.mu).
-// A run: lw_worker_run(_async) creates it (w->live_runs, under w->mu) -> it gets its id as it
+// run queue (runs->q_head/tail, run_cv), run ids (runs->next_id) and the list of unfinished
+// runs (runs->unfinished_head/tail, finishing_runs), all under runs->mu; the orchestrator
+// thread (runs->orch, parent/thread.h) and the token that keeps one orch function at a time
+// (runs->orch_busy, under runs->mu).
+// A run: lw_worker_run(_async) creates it (the worker counts it live through the live hook) -> it gets its id as it
 // is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its orch
 // function runs with the token -> settled once every task is terminal and the function
 // returned (lw__run_complete) -> its handle finishes once every earlier run's has (run-id
@@ -23,11 +23,11 @@
 // wait for itself.
 // Threads: the counters and the error of a run (n_tasks, n_terminal, failed, cancelled, ...)
 // are the DAG owner's (parent/dag.h); a submitter reads only failed_pub. settled and
-// next_unfinished are under w->runs.mu; the report is written by the thread that settles the
+// next_unfinished are under runs->mu; the report is written by the thread that settles the
 // run, before its handle may finish. The token holder hands the run's end to the DAG (an
 // ORCH_DONE command behind the run's submits); cancelling a run handle (any thread) only bumps
 // the DAG's stop_seq and rings its doorbell.
-// Locks: w->mu -> w->runs.mu, never the reverse; lw__run_complete is called with no lock held
+// Locks: the dispatch lock (the scheduler's pass) -> runs->mu, never the reverse; lw__run_complete is called with no lock held
 // and finishes handles with none held.
 #ifndef LANEWORK_PARENT_RUNS_H_
 #define LANEWORK_PARENT_RUNS_H_
@@ -42,18 +42,21 @@
 #include "lanework/worker.h"
 #include "parent/thread.h"
 
-typedef struct lw_worker lw_worker_t;
 typedef struct lw_run lw_run_t;
+typedef struct lw_runs lw_runs_t;
+typedef struct lw_dag lw_dag_t;
+typedef struct lw_callables lw_callables_t;
+typedef struct lw_mb_arena lw_mb_arena_t;
 struct lw_dag_cmd;
 
 struct lw_run {
   lw_handle_t handle;  // first
-  lw_worker_t *w;
+  lw_runs_t *runs;
   lw_orch_fn fn;
   void *user;
   uint64_t run_id;
   lw_run_t *next;      // run queue link
-  // Run handles finish in run-id order (w->runs.mu): settled = every task is terminal and the
+  // Run handles finish in run-id order (runs->mu): settled = every task is terminal and the
   // orch function returned; the handle finishes once every earlier run's handle has.
   lw_run_t *next_unfinished;
   bool settled;
@@ -77,7 +80,7 @@ struct lw_run {
 };
 
 struct lw_orch {
-  lw_worker_t *w;
+  lw_runs_t *runs;  // its worker's (the orch calls reach the DAG and the callables through it)
   lw_run_t *run;
   uint32_t scope_depth;  // scopes open (the DAG's tensor map applies them in order)
   // Tasks posted so far and the id of the last submit's (first) task: the owner numbers a
@@ -87,13 +90,49 @@ struct lw_orch {
   uint64_t last_task;
 };
 
-// The worker's runs (w->runs), all under mu: the FIFO run queue (q_head/q_tail, linked by
+// The worker's runs (the worker's runs), all under mu: the FIFO run queue (q_head/q_tail, linked by
 // lw_run_t.next, cv signalled when a run is queued or the token is free), run ids, the list of
 // runs whose handles have not finished (in id order; one thread at a time, `finishing`,
 // finishes handles from its head), and the orchestrator thread with the token that keeps one
 // orch function at a time (orch_busy).
-typedef struct lw_runs {
+// What the runs work with, given by the worker at initialize and fixed from then on (none of it
+// is owned here). The scheduler's calls come as hooks, so that runs.c does not call into the
+// scheduler, which calls back into runs.c; each hook may be NULL (nothing, false).
+typedef struct lw_runs_links {
+  lw_dag_t *dag;                  // the DAG: submits, scopes and a run's end are posted to it
+  lw_callables_t *calls;          // submits pin callables (parent/callables.h)
+  const lw_mb_arena_t *mb_arena;  // arguments are encoded against it
+  uint32_t n_chips, n_subs, task_ring;  // the worker's configuration (submit checks)
+  const _Atomic bool *stopping;   // the worker is being destroyed: no new run
+  // A run was created (+1) or its handle finished (-1): the worker counts live runs (destroy
+  // waits for none).
+  void (*live)(void *ctx, int delta);
+  void (*notify)(void *ctx, lw_handle_t *h);  // a run's handle finished (the user's event fd)
+  // What a sync run does before it waits for its handle (the scheduler's drain).
+  void (*before_wait)(void *ctx, lw_handle_t *h);
+  // Around an orch function (its thread drains the rings in a pass after each submit).
+  void (*drainer_enter)(void *ctx);
+  void (*drainer_leave)(void *ctx);
+  // Drains until done(done_ctx) or it would wait long (then false).
+  bool (*drain_until)(void *ctx, bool (*done)(void *done_ctx), void *done_ctx);
+  void *ctx;                      // for every hook
+} lw_runs_links_t;
+
+struct lw_runs {
   bool initialized;  // lw__runs_initialize ran (create/destroy only)
+  // The links (lw_runs_links_t), copied at initialize.
+  lw_dag_t *dag;
+  lw_callables_t *calls;
+  const lw_mb_arena_t *mb_arena;
+  uint32_t n_chips, n_subs, task_ring;
+  const _Atomic bool *stopping;
+  void (*live)(void *ctx, int delta);
+  void (*notify)(void *ctx, lw_handle_t *h);
+  void (*before_wait)(void *ctx, lw_handle_t *h);
+  void (*drainer_enter)(void *ctx);
+  void (*drainer_leave)(void *ctx);
+  bool (*drain_until)(void *ctx, bool (*done)(void *done_ctx), void *done_ctx);
+  void *ctx;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   lw_run_t *q_head, *q_tail;
@@ -120,29 +159,10 @@ typedef struct lw_runs {
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot): orch
   // functions started, and run handles finished by their status.
   _Atomic uint64_t n_started, n_ok, n_failed, n_cancelled;
-  // What a sync lw_worker_run does before it waits for its handle (set once at create; the
-  // scheduler's drain, lw__sched_wait_draining, installed by worker.c so that runs.c does not
-  // call into the scheduler, which calls back into runs.c).
-  void (*before_wait)(lw_worker_t *w, lw_handle_t *h);
-  // Around an orch function (its thread drains the rings in a pass after each submit): the
-  // scheduler's lw__sched_drainer_enter / _leave, installed the same way. NULL: nothing.
-  void (*drainer_enter)(lw_worker_t *w);
-  void (*drainer_leave)(lw_worker_t *w);
-  // lw__sched_drain_until, installed the same way (NULL: nothing, false).
-  bool (*drain_until)(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
-} lw_runs_t;
-
-// The scheduler's calls a run needs (installed by lw_worker_create; parent/sched.h), so that
-// runs.c does not call into the scheduler, which calls back into runs.c. Each may be NULL.
-typedef struct lw_runs_hooks {
-  void (*before_wait)(lw_worker_t *w, lw_handle_t *h);
-  void (*drainer_enter)(lw_worker_t *w);
-  void (*drainer_leave)(lw_worker_t *w);
-  bool (*drain_until)(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
-} lw_runs_hooks_t;
+};
 
 // Sets up an empty run queue with its lock and condvar, and the hooks.
-void lw__runs_initialize(lw_runs_t *runs, const lw_runs_hooks_t *hooks);
+void lw__runs_initialize(lw_runs_t *runs, const lw_runs_links_t *links);
 // Destroys the lock and the condvar (no thread uses runs any more; fine on a zeroed one).
 void lw__runs_deinitialize(lw_runs_t *runs);
 
@@ -150,19 +170,26 @@ void lw__runs_deinitialize(lw_runs_t *runs);
 // starts, given back when it ends (or its frame is found gone), and given up around a sleep
 // that needs the rings drained (a full task ring). drop returns whether it held the role (take
 // it back only then). Token holder only, no lock held.
-void lw__run_orch_drainer_take(lw_worker_t *w);
-bool lw__run_orch_drainer_drop(lw_worker_t *w);
+void lw__run_orch_drainer_take(lw_runs_t *runs);
+bool lw__run_orch_drainer_drop(lw_runs_t *runs);
 
+// Creates a run of fn(user) (lw_worker_run / lw_worker_run_async, worker.c): sync runs it
+// inline when it can (lw__orch_try_inline), else queues it, and does the before_wait hook;
+// *out is its handle, with the caller's reference, to wait on. A call from the thread that
+// holds the token is checked first (a sync run from inside an orch function is refused; an
+// orch function left by a longjmp is ended, and the call fails saying so).
+LW_MUST_USE lw_status_t lw__runs_start(lw_runs_t *runs, lw_orch_fn fn, void *user, bool sync,
+                                       lw_handle_t **out, lw_error_t *err);
 // Starts the orchestrator thread (lw_worker_create).
-LW_MUST_USE lw_status_t lw__orch_start(lw_worker_t *w, lw_error_t *err);
+LW_MUST_USE lw_status_t lw__orch_start(lw_runs_t *runs, lw_error_t *err);
 // lw_worker_run's fast path: runs run's orch function on the caller's thread when no run is
-// queued or holds the token (the token is taken under w->runs.mu, so FIFO order holds).
+// queued or holds the token (the token is taken under runs->mu, so FIFO order holds).
 // Returns false, having done nothing, otherwise.
-bool lw__orch_try_inline(lw_worker_t *w, lw_run_t *run);
-// Wakes and joins the orchestrator thread (lw_worker_destroy, with w->stopping set). Nothing
+bool lw__orch_try_inline(lw_runs_t *runs, lw_run_t *run);
+// Wakes and joins the orchestrator thread (lw_worker_destroy, with stopping set). Nothing
 // when it never started. An inline orch function that still holds the token was left by a
 // longjmp (destroy runs alone on the worker): its run is ended failed first.
-void lw__orch_stop(lw_worker_t *w);
+void lw__orch_stop(lw_runs_t *runs);
 // A run is settled: every task is terminal and its orch function returned (no lock held).
 // Its handle finishes now if every earlier run's handle has finished, else right after the
 // last of them: run handles finish in submission (run-id) order.

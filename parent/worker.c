@@ -174,6 +174,48 @@ static bool dag_other_chip_free(void *ctx, int32_t chip) {
   return lw__sched_other_chip_free(ctx, chip);
 }
 
+// The runs' hooks (parent/runs.h): the live count destroy waits on, and the scheduler's drain.
+static void runs_live(void *ctx, int delta) {
+  lw_worker_t *w = ctx;
+  pthread_mutex_lock(&w->mu);
+  w->live_runs += (uint32_t)delta;
+  // Whoever finishes a run broadcasts idle_cv under w->mu, so no wake-up is lost.
+  if (delta < 0) pthread_cond_broadcast(&w->idle_cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static void runs_before_wait(void *ctx, lw_handle_t *h) { lw__sched_wait_draining(ctx, h); }
+static void runs_drainer_enter(void *ctx) { lw__sched_drainer_enter(ctx); }
+static void runs_drainer_leave(void *ctx) { lw__sched_drainer_leave(ctx); }
+static bool runs_drain_until(void *ctx, bool (*done)(void *done_ctx), void *done_ctx) {
+  return lw__sched_drain_until(ctx, done, done_ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs (the work is parent/runs.c's)
+
+lw_status_t lw_worker_run_async(lw_worker_t *w, lw_orch_fn fn, void *user, lw_handle_t **out) {
+  if (out) *out = NULL;
+  if (!out) return lw__fail(LW_INVALID_ARGUMENT, "worker_run_async: out must be set");
+  lw_error_t err;
+  if (lw__runs_start(w ? &w->runs : NULL, fn, user, false, out, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  return LW_OK;
+}
+
+lw_status_t lw_worker_run(lw_worker_t *w, lw_orch_fn fn, void *user, lw_run_report_t *out) {
+  lw_handle_t *h = NULL;
+  lw_error_t err;
+  if (lw__runs_start(w ? &w->runs : NULL, fn, user, true, &h, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  lw_status_t st = lw_handle_wait(h, LW_WAIT_FOREVER);  // leaves a failure in lw_last_error
+  if (out) *out = ((const lw_run_t *)h)->report;
+  lw_handle_release(h);
+  return st;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Callables (the work is parent/callables.c's)
 
@@ -351,11 +393,21 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   // (each deinitialize accepts a component that was never initialized). The scheduler's calls
   // reach runs.c through hooks, so that runs.c does not call into the scheduler, which calls
   // back into runs.c.
-  lw_runs_hooks_t runs_hooks = {.before_wait = lw__sched_wait_draining,
-                                .drainer_enter = lw__sched_drainer_enter,
-                                .drainer_leave = lw__sched_drainer_leave,
-                                .drain_until = lw__sched_drain_until};
-  lw__runs_initialize(&w->runs, &runs_hooks);
+  lw_runs_links_t runs_links = {.dag = &w->dag,
+                                .calls = &w->calls,
+                                .mb_arena = &w->mb_arena,
+                                .n_chips = cfg->n_chips,
+                                .n_subs = cfg->n_subs,
+                                .task_ring = cfg->task_ring,
+                                .stopping = &w->stopping,
+                                .live = runs_live,
+                                .notify = lw__worker_notify_user,
+                                .before_wait = runs_before_wait,
+                                .drainer_enter = runs_drainer_enter,
+                                .drainer_leave = runs_drainer_leave,
+                                .drain_until = runs_drain_until,
+                                .ctx = w};
+  lw__runs_initialize(&w->runs, &runs_links);
   if ((st = lw__supervisor_initialize(&w->sup, w->n_children, &err)) != LW_OK) goto fail_err;
 
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
@@ -502,7 +554,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   }
   if ((st = lw__supervisor_start(w, &err)) != LW_OK) goto fail_err;
   if ((st = lw__sched_start(w, &err)) != LW_OK) goto fail_err;
-  if ((st = lw__orch_start(w, &err)) != LW_OK) goto fail_err;
+  if ((st = lw__orch_start(&w->runs, &err)) != LW_OK) goto fail_err;
   *out = w;
   return LW_OK;
 
@@ -605,7 +657,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   atomic_store(&w->stopping, true);
   // 1. Cancel: queued runs never start, running kernels see their cancel words.
   if (w->sched.thread.started) lw_worker_cancel_all(w);
-  lw__orch_stop(w);
+  lw__orch_stop(&w->runs);
   // 2. Let cancelled work and callable ops drain while the scheduler still runs: cooperative
   //    kernels stop at once, and the scheduler kills the child of one that ignores its cancel
   //    word after cancel_grace_ns (its run finishes CANCELLED, "ignored cancellation").

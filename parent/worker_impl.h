@@ -1,7 +1,7 @@
 // parent/worker_impl.h — struct lw_worker, which wires the parent's components together, and
 // the few calls of the worker itself (wake.c) that the components not yet converted use:
 // waking the scheduler, notifying the user, the heartbeat period, a child's mailbox. Included
-// by worker.c and wake.c, and (until each takes its own struct) by orch.c, runs.c,
+// by worker.c and wake.c, and (until each takes its own struct) by
 // sched.c and supervise.c: the layering check (tests/layering) refuses any other file.
 // Components, each with its own header stating its contract (what it owns, lifecycle, which
 // thread calls what, which lock guards what):

@@ -274,9 +274,10 @@ typedef struct failing_orch_job {
 // Waits until the parent has retired n completed tasks of this run (it counted them).
 static void wait_completed(lw_orch_t *o, uint32_t n) {
   for (;;) {
-    pthread_mutex_lock(&o->w->mu);
+    // The DAG changes under the worker's dispatch lock (its owner's pass holds it).
+    pthread_mutex_lock(o->runs->calls->mu);
     uint32_t done = o->run->n_completed;
-    pthread_mutex_unlock(&o->w->mu);
+    pthread_mutex_unlock(o->runs->calls->mu);
     if (done >= n) return;
     lw_test_sleep_us(100);
   }
