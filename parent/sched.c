@@ -694,7 +694,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   pthread_mutex_unlock(&w->mu);
   flush(w, pw);
   // The supervisor thread respawns it; the scheduler goes on serving the other children.
-  lw__supervisor_queue(w, ep);
+  lw__supervisor_queue(&w->sup, ep);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "lanes/error.h"
@@ -19,26 +18,27 @@
 #include "lanes/trace.h"
 #include "parent/callables.h"
 #include "parent/supervise.h"
-#include "parent/worker_impl.h"
+#include "parent/arena.h"
+#include "parent/endpoint.h"
 
 #define REPLAY_TIMEOUT_NS (60ll * 1000 * 1000 * 1000)
 
 // Records a death; true when the child died respawn_max times within the window.
-static bool crash_loop(lw_worker_t *w, lw_endpoint_t *ep, int64_t now) {
-  lw_sup_child_t *sc = &w->sup.child[ep->slot];
+static bool crash_loop(lw_supervisor_t *sup, lw_endpoint_t *ep, int64_t now) {
+  lw_sup_child_t *sc = &sup->child[ep->slot];
   sc->deaths[sc->n_deaths % LW_SUP_DEATH_LOG] = now;
   sc->n_deaths++;
-  uint32_t max = w->cfg.respawn_max;
+  uint32_t max = sup->respawn_max;
   if (max == 0) return false;  // no bound
   if (max > LW_SUP_DEATH_LOG) max = LW_SUP_DEATH_LOG;
   if (sc->n_deaths < max) return false;
   int64_t oldest = sc->deaths[(sc->n_deaths - max) % LW_SUP_DEATH_LOG];
-  return now - oldest <= w->cfg.respawn_window_ns;
+  return now - oldest <= sup->respawn_window_ns;
 }
 
 // Waits for the completion of control_id on ep's ring (nothing else is in flight on a child
 // that was just started).
-static lw_status_t await_control(lw_worker_t *w, lw_endpoint_t *ep, uint64_t control_id,
+static lw_status_t await_control(lw_supervisor_t *sup, lw_endpoint_t *ep, uint64_t control_id,
                                  uint64_t *out_value, lw_error_t *err) {
   int64_t deadline = lw__now_ns() + REPLAY_TIMEOUT_NS;
   for (;;) {
@@ -57,10 +57,10 @@ static lw_status_t await_control(lw_worker_t *w, lw_endpoint_t *ep, uint64_t con
       if (c.kind == LW_MB_COMPLETION_CONTROL) {
         lw_wop_t *op = NULL;
         c.error.worker_id = (int32_t)ep->index;
-        pthread_mutex_lock(&w->mu);
-        bool done = lw__wop_report(&w->calls, ep->index, c.control_id, (lw_status_t)c.status,
+        pthread_mutex_lock(sup->dispatch_mu);
+        bool done = lw__wop_report(sup->calls, ep->index, c.control_id, (lw_status_t)c.status,
                                    c.value, &c.error, &op);
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_unlock(sup->dispatch_mu);
         if (done) lw__wop_complete(op);
       }
       continue;
@@ -83,10 +83,10 @@ static lw_status_t await_control(lw_worker_t *w, lw_endpoint_t *ep, uint64_t con
   }
 }
 
-static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
+static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
   for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
-    pthread_mutex_lock(&w->mu);
-    lw_wcallable_t *c = &w->calls.table[i];
+    pthread_mutex_lock(sup->dispatch_mu);
+    lw_wcallable_t *c = &sup->calls->table[i];
     // A callable whose unregister is deferred still has queued tasks that will be posted here:
     // the new child needs it until that unregister is posted.
     bool live = (c->state == LW_WC_LIVE ||
@@ -102,7 +102,7 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       c->pins++;
       p.command = LW_MB_CMD_REGISTER;
       p.control_id = ((uint64_t)0xfe << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
-      p.image_offset = (uint64_t)((uint8_t *)c->image - w->arena.base);
+      p.image_offset = (uint64_t)((uint8_t *)c->image - sup->arena->base);
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
@@ -111,7 +111,7 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       p.format = c->format;
       p.build_options = c->build_options;
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(sup->dispatch_mu);
     if (!live) continue;
     lw_mb_control_ack_t ack;
     uint64_t local = 0;
@@ -120,11 +120,11 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
       *err = ack.error;
       st = ack.status;
     }
-    if (st == LW_OK) st = await_control(w, ep, p.control_id, &local, err);
-    pthread_mutex_lock(&w->mu);
+    if (st == LW_OK) st = await_control(sup, ep, p.control_id, &local, err);
+    pthread_mutex_lock(sup->dispatch_mu);
     if (st != LW_OK) {
-      lw__wc_unpin(&w->calls, i);  // the replay's pin
-      pthread_mutex_unlock(&w->mu);
+      lw__wc_unpin(sup->calls, i);  // the replay's pin
+      pthread_mutex_unlock(sup->dispatch_mu);
       return st;
     }
     // The replay's pin kept the slot (no other callable can have taken it) and kept any
@@ -137,24 +137,24 @@ static lw_status_t replay_chip(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     pthread_mutex_lock(&ep->post_mu);
     c->gen[ep->index] = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
-    lw__wc_unpin(&w->calls, i);  // the replay's pin: a deferred unregister may now be posted
-    pthread_mutex_unlock(&w->mu);
+    lw__wc_unpin(sup->calls, i);  // the replay's pin: a deferred unregister may now be posted
+    pthread_mutex_unlock(sup->dispatch_mu);
   }
   return LW_OK;
 }
 
-// Replays the sub function table in order, holding w->calls.sub_mu so that no register_sub changes
+// Replays the sub function table in order, holding sup->calls->sub_mu so that no register_sub changes
 // the table meanwhile; the child counts as in step only once all of it was replayed.
-static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
-  pthread_mutex_lock(&w->calls.sub_mu);
+static lw_status_t replay_subs(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
+  pthread_mutex_lock(&sup->calls->sub_mu);
   lw_status_t st = LW_OK;
-  for (uint32_t i = 0; i < w->calls.n_sub_fns && st == LW_OK; ++i) {
+  for (uint32_t i = 0; i < sup->calls->n_sub_fns && st == LW_OK; ++i) {
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_REGISTER_SUB;
-    p.control_id = w->calls.sub_tags[i];
-    p.target = (uint64_t)(uintptr_t)w->calls.sub_fns[i];
-    p.name = w->calls.sub_names[i];
+    p.control_id = sup->calls->sub_tags[i];
+    p.target = (uint64_t)(uintptr_t)sup->calls->sub_fns[i];
+    p.name = sup->calls->sub_names[i];
     lw_mb_control_ack_t ack;
     st = lw__ep_control(ep, &p, &ack, err);
     if (st == LW_OK && ack.status != LW_OK) {
@@ -171,15 +171,15 @@ static lw_status_t replay_subs(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *er
     ep->sub_synced_gen = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
   }
-  pthread_mutex_unlock(&w->calls.sub_mu);
+  pthread_mutex_unlock(&sup->calls->sub_mu);
   return st;
 }
 
-static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
+static void fail_for_good(lw_supervisor_t *sup, lw_endpoint_t *ep, const char *why) {
   char name[32];
   // A destroy that meets a child waiting for its respawn ends it as planned: worth a line at
   // INFO, not a warning to the user who asked for the destroy.
-  bool shutting_down = atomic_load(&w->stopping);
+  bool shutting_down = atomic_load(sup->stopping);
   lw__log(shutting_down ? LW_LOG_INFO : LW_LOG_WARN,
           "%s: failed for good (%s); its tasks fail at once",
           lw__ep_name(ep, name, sizeof(name)), why);
@@ -202,48 +202,47 @@ static void fail_for_good(lw_worker_t *w, lw_endpoint_t *ep, const char *why) {
   memcpy(both + at, why, tail);
   both[at + tail] = '\0';
   lw__ep_set_exit_desc(ep, both);
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(sup->dispatch_mu);
   atomic_store(&ep->state, LW_EP_DEAD);
   ep->accepting = false;
-  pthread_mutex_unlock(&w->mu);
-  lw__worker_kick(w);  // the dispatcher fails what waits for this chip
+  pthread_mutex_unlock(sup->dispatch_mu);
+  sup->kick(sup->ctx);  // the dispatcher fails what waits for this chip
 }
 
 // One attempt: a fresh mailbox, a new child, INIT_READY, the replay.
-static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *err) {
+static lw_status_t respawn_once(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
   atomic_store(&ep->state, LW_EP_RESPAWNING);
   // A control round trip still running on the dead child sees RESPAWNING within one wait slice
   // and gives up; taking its lock (and the post lock) keeps it out of the mailbox reset.
   pthread_mutex_lock(&ep->ctl_mu);
   pthread_mutex_lock(&ep->post_mu);
-  lw__mailbox_initialize(ep->mb, ep->kind, ep->index, w->arena.bytes);
+  lw__mailbox_initialize(ep->mb, ep->kind, ep->index, sup->arena->bytes);
   // A destroy that began meanwhile set the shutdown word under this lock before the reset, or
   // sets it after: either way the new child sees it.
-  if (atomic_load(&w->stopping)) atomic_store(&ep->mb->header.shutdown, 1);
+  if (atomic_load(sup->stopping)) atomic_store(&ep->mb->header.shutdown, 1);
   // The new child starts with a clean record: the old one's violation was reported at its death.
   atomic_store(&ep->violated, false);
-  ep->mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
+  ep->mb->header.heartbeat_period_ns = (uint64_t)sup->heartbeat_period_ns;
   ep->mb->header.spin_budget_ns = (uint64_t)lw__spin_budget_ns();
   pthread_mutex_unlock(&ep->post_mu);
   pthread_mutex_unlock(&ep->ctl_mu);
   // The dead child's events are drained and its rings freed for the new one.
   lw__trace_area_reset(ep->trace);
-  int64_t deadline = lw__deadline_after(w->cfg.startup_timeout_ns);
+  int64_t deadline = lw__deadline_after(sup->startup_timeout_ns);
   lw_status_t st = lw__ep_spawn(ep, deadline, err);
   if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, err);  // sets READY
   if (st == LW_OK) {
-    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(w, ep, err) : replay_subs(w, ep, err);
+    st = ep->kind == LW_MB_CHILD_CHIP ? replay_chip(sup, ep, err) : replay_subs(sup, ep, err);
   }
   // Only a child that took its replay joins the scheduler's epoll set: until then its death
   // is this thread's business (the replay sees it), not the scheduler's.
   if (st == LW_OK) {
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
-    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) != 0) {
+    if (!sup->watch(sup->ctx, ep, true)) {
       st = lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0, "epoll_ctl failed");
     }
   }
   if (st != LW_OK && ep->pidfd >= 0) {
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+    (void)sup->watch(sup->ctx, ep, false);
     lw__ep_kill(ep);
     close(ep->pidfd);
     ep->pidfd = -1;
@@ -253,9 +252,9 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
     // what it was told is answered here, as lw__wop_fail_chip does for any death: an
     // unregister of a callable the replay had given it (posted before it took work) is done.
     lw_wop_t *done = NULL;
-    pthread_mutex_lock(&w->mu);
-    lw__wop_fail_chip(&w->calls, ep->index, err, &done);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(sup->dispatch_mu);
+    lw__wop_fail_chip(sup->calls, ep->index, err, &done);
+    pthread_mutex_unlock(sup->dispatch_mu);
     while (done) {
       lw_wop_t *next = done->next_done;
       lw__wop_complete(done);
@@ -265,25 +264,25 @@ static lw_status_t respawn_once(lw_worker_t *w, lw_endpoint_t *ep, lw_error_t *e
   return st;
 }
 
-void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
-  if (!w->cfg.respawn) {
-    fail_for_good(w, ep, "respawn is off");
+void lw__ep_respawn(lw_supervisor_t *sup, lw_endpoint_t *ep) {
+  if (!sup->respawn) {
+    fail_for_good(sup, ep, "respawn is off");
     return;
   }
   for (;;) {
-    if (atomic_load(&w->stopping)) {
-      fail_for_good(w, ep, "the worker is shutting down");
+    if (atomic_load(sup->stopping)) {
+      fail_for_good(sup, ep, "the worker is shutting down");
       return;
     }
-    if (crash_loop(w, ep, lw__now_ns())) {
+    if (crash_loop(sup, ep, lw__now_ns())) {
       char why[64];
-      snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", w->cfg.respawn_max,
-               (long long)(w->cfg.respawn_window_ns / 1000000));
-      fail_for_good(w, ep, why);
+      snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", sup->respawn_max,
+               (long long)(sup->respawn_window_ns / 1000000));
+      fail_for_good(sup, ep, why);
       return;
     }
     lw_error_t err;
-    lw_status_t st = respawn_once(w, ep, &err);
+    lw_status_t st = respawn_once(sup, ep, &err);
     if (st == LW_OK) break;
     // The new child died too (killed again, or crashed while starting): another death that
     // counts toward the crash-loop bound. Anything else will not get better by retrying.
@@ -294,18 +293,18 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
       char why[sizeof(ep->exit_desc)];
       snprintf(why, sizeof(why), "%s%.*s", kPrefix, (int)(sizeof(why) - sizeof(kPrefix)),
                err.message);
-      fail_for_good(w, ep, why);
+      fail_for_good(sup, ep, why);
       return;
     }
   }
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(sup->dispatch_mu);
   // The new child's pidfd is in the scheduler's epoll set since respawn_once: if the child
   // died already, on_child_death took the endpoint back (RESPAWNING) and queued another
   // respawn. Taking work now would let tasks be posted into a mailbox that respawn resets.
   bool alive = atomic_load(&ep->state) == LW_EP_READY;
   uint32_t respawns = 0;
   if (alive) {
-    respawns = ++w->sup.child[ep->slot].respawns;
+    respawns = ++sup->child[ep->slot].respawns;
     atomic_fetch_add_explicit(&ep->stats.respawns, 1, memory_order_relaxed);  // a counter only
     // Recorded before the endpoint takes work again: a caller that sees it accepting (and
     // stops the session after its next run) finds the respawn in the trace, before the new
@@ -313,51 +312,65 @@ void lw__ep_respawn(lw_worker_t *w, lw_endpoint_t *ep) {
     lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     ep->accepting = true;
   }
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(sup->dispatch_mu);
   if (alive) {
     char name[32];
     lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
             lw__ep_name(ep, name, sizeof(name)), respawns);
-    lw__worker_kick(w);
+    sup->kick(sup->ctx);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The supervisor thread: respawns children whose death the scheduler reported.
 
-void lw__supervisor_queue(lw_worker_t *w, lw_endpoint_t *ep) {
-  pthread_mutex_lock(&w->sup.mu);
-  w->sup.child[ep->slot].pending = true;
-  pthread_cond_signal(&w->sup.cv);
-  pthread_mutex_unlock(&w->sup.mu);
+void lw__supervisor_queue(lw_supervisor_t *sup, lw_endpoint_t *ep) {
+  pthread_mutex_lock(&sup->mu);
+  sup->child[ep->slot].pending = true;
+  pthread_cond_signal(&sup->cv);
+  pthread_mutex_unlock(&sup->mu);
 }
 
 static void *supervisor_main(void *arg) {
-  lw_worker_t *w = arg;
+  lw_supervisor_t *sup = arg;
   lw__trace_role("supervisor", -1);
-  pthread_mutex_lock(&w->sup.mu);
+  pthread_mutex_lock(&sup->mu);
   for (;;) {
     uint32_t slot = UINT32_MAX;
-    for (uint32_t s = 0; s < w->n_children && slot == UINT32_MAX; ++s) {
-      if (w->sup.child[s].pending) slot = s;
+    for (uint32_t s = 0; s < sup->n_children && slot == UINT32_MAX; ++s) {
+      if (sup->child[s].pending) slot = s;
     }
     if (slot == UINT32_MAX) {
-      if (w->sup.exit) break;
-      pthread_cond_wait(&w->sup.cv, &w->sup.mu);
+      if (sup->exit) break;
+      pthread_cond_wait(&sup->cv, &sup->mu);
       continue;
     }
-    w->sup.child[slot].pending = false;
-    pthread_mutex_unlock(&w->sup.mu);
-    lw__ep_respawn(w, &w->eps[slot]);
-    pthread_mutex_lock(&w->sup.mu);
+    sup->child[slot].pending = false;
+    pthread_mutex_unlock(&sup->mu);
+    lw__ep_respawn(sup, &sup->eps[slot]);
+    pthread_mutex_lock(&sup->mu);
   }
-  pthread_mutex_unlock(&w->sup.mu);
+  pthread_mutex_unlock(&sup->mu);
   return NULL;
 }
 
-lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, uint32_t n_children,
+lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, const lw_supervisor_links_t *links,
                                       lw_error_t *err) {
   memset(sup, 0, sizeof(*sup));
+  sup->dispatch_mu = links->dispatch_mu;
+  sup->calls = links->calls;
+  sup->eps = links->eps;
+  sup->arena = links->arena;
+  sup->respawn = links->respawn;
+  sup->respawn_max = links->respawn_max;
+  sup->respawn_window_ns = links->respawn_window_ns;
+  sup->startup_timeout_ns = links->startup_timeout_ns;
+  sup->heartbeat_period_ns = links->heartbeat_period_ns;
+  sup->stopping = links->stopping;
+  sup->kick = links->kick;
+  sup->watch = links->watch;
+  sup->ctx = links->ctx;
+  uint32_t n_children = links->n_children;
   pthread_mutex_init(&sup->mu, NULL);
   lw__cond_init_monotonic(&sup->cv);
   sup->initialized = true;
@@ -378,20 +391,20 @@ void lw__supervisor_deinitialize(lw_supervisor_t *sup) {
   sup->initialized = false;
 }
 
-lw_status_t lw__supervisor_start(lw_worker_t *w, lw_error_t *err) {
-  return lw__thread_start(&w->sup.thread, "lw-supervise", "supervisor", supervisor_main, w,
+lw_status_t lw__supervisor_start(lw_supervisor_t *sup, lw_error_t *err) {
+  return lw__thread_start(&sup->thread, "lw-supervise", "supervisor", supervisor_main, sup,
                           err);
 }
 
 // Tells the supervisor to leave once its queue is empty (a respawn under way sees `stopping`).
 static void supervisor_wake(void *ctx) {
-  lw_worker_t *w = ctx;
-  pthread_mutex_lock(&w->sup.mu);
-  w->sup.exit = true;
-  pthread_cond_signal(&w->sup.cv);
-  pthread_mutex_unlock(&w->sup.mu);
+  lw_supervisor_t *sup = ctx;
+  pthread_mutex_lock(&sup->mu);
+  sup->exit = true;
+  pthread_cond_signal(&sup->cv);
+  pthread_mutex_unlock(&sup->mu);
 }
 
-void lw__supervisor_stop(lw_worker_t *w) {
-  lw__thread_stop(&w->sup.thread, supervisor_wake, w);
+void lw__supervisor_stop(lw_supervisor_t *sup) {
+  lw__thread_stop(&sup->thread, supervisor_wake, sup);
 }

@@ -162,6 +162,15 @@ static void dag_stop(void *ctx) {
 // The endpoints' kick (a protocol violation found outside the scheduler: it owns the kill).
 static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
 
+// The supervisor's watch: a respawned child's pidfd joins (or leaves) the scheduler's epoll
+// set, whose events name the child's slot.
+static bool sup_watch(void *ctx, lw_endpoint_t *ep, bool on) {
+  lw_worker_t *w = ctx;
+  if (!on) return epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL) == 0;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
+  return epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) == 0;
+}
+
 // The callables' kick (an unregister became due: the scheduler posts it).
 static void calls_kick(void *ctx) { lw__worker_kick(ctx); }
 
@@ -408,7 +417,6 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                 .drain_until = runs_drain_until,
                                 .ctx = w};
   lw__runs_initialize(&w->runs, &runs_links);
-  if ((st = lw__supervisor_initialize(&w->sup, w->n_children, &err)) != LW_OK) goto fail_err;
 
   // 1. Shared memory, mapped before the fork server so every child has it at this address.
   if ((st = lw__arena_initialize(&w->arena, cfg->arena_bytes, &err)) != LW_OK) goto fail_err;
@@ -461,6 +469,21 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                       .notify = lw__worker_notify_user,
                                       .ctx = w};
   if ((st = lw__callables_initialize(&w->calls, &calls_links, &err)) != LW_OK) goto fail_err;
+  lw_supervisor_links_t sup_links = {.dispatch_mu = &w->mu,
+                                     .calls = &w->calls,
+                                     .eps = w->eps,
+                                     .n_children = w->n_children,
+                                     .arena = &w->arena,
+                                     .respawn = cfg->respawn,
+                                     .respawn_max = cfg->respawn_max,
+                                     .respawn_window_ns = cfg->respawn_window_ns,
+                                     .startup_timeout_ns = cfg->startup_timeout_ns,
+                                     .heartbeat_period_ns = lw__heartbeat_period_ns(w),
+                                     .stopping = &w->stopping,
+                                     .kick = ep_kick,
+                                     .watch = sup_watch,
+                                     .ctx = w};
+  if ((st = lw__supervisor_initialize(&w->sup, &sup_links, &err)) != LW_OK) goto fail_err;
   if ((st = lw__sched_initialize(&w->sched, w->n_children, &err)) != LW_OK) goto fail_err;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
@@ -552,7 +575,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: eventfd failed");
     goto fail;
   }
-  if ((st = lw__supervisor_start(w, &err)) != LW_OK) goto fail_err;
+  if ((st = lw__supervisor_start(&w->sup, &err)) != LW_OK) goto fail_err;
   if ((st = lw__sched_start(w, &err)) != LW_OK) goto fail_err;
   if ((st = lw__orch_start(&w->runs, &err)) != LW_OK) goto fail_err;
   *out = w;
@@ -685,7 +708,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   }
   lw__sched_stop(w);
   // After the scheduler: nothing reports deaths any more. A respawn under way sees stopping.
-  lw__supervisor_stop(w);
+  lw__supervisor_stop(&w->sup);
   if (w->epoll_fd >= 0) close(w->epoll_fd);
   w->epoll_fd = -1;
   // 4. No thread of this worker is left: whatever run is still unfinished is finished now.

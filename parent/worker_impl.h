@@ -2,7 +2,7 @@
 // the few calls of the worker itself (wake.c) that the components not yet converted use:
 // waking the scheduler, notifying the user, the heartbeat period, a child's mailbox. Included
 // by worker.c and wake.c, and (until each takes its own struct) by
-// sched.c and supervise.c: the layering check (tests/layering) refuses any other file.
+// sched.c: the layering check (tests/layering) refuses any other file.
 // Components, each with its own header stating its contract (what it owns, lifecycle, which
 // thread calls what, which lock guards what):
 //   arena.h       the shared-arena allocator (arena.c)

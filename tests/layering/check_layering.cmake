@@ -49,8 +49,7 @@ set(LW_WORKER_IMPL_USERS parent/worker.c parent/wake.c)
 # components through it (w->calls, w->eps, w->dag, w->runs, w->mu). They go from this list as
 # each component's calls take its own struct; the list only ever shrinks.
 #   sched.c:     the pass walks w->eps, w->dag, w->calls, w->runs under w->mu
-#   supervise.c: the replay reads w->calls and w->arena under w->mu
-set(LW_WORKER_IMPL_EXCEPTIONS parent/sched.c parent/supervise.c)
+set(LW_WORKER_IMPL_EXCEPTIONS parent/sched.c)
 
 set(_modules lanes callables mailbox child parent)
 # Rank: higher numbers are higher layers; used to name a violation "higher layer".
