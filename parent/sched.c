@@ -6,7 +6,7 @@
 // child's pidfd (death) and the fork server's socket.
 //
 // Sleeping without losing a wake-up: the scheduler stores `sleeping = 1` (seq_cst) in every
-// mailbox's parent line and in w->sched.sleeping, then re-checks the rings and kick_seq, and
+// mailbox's parent line and in sched->sleeping, then re-checks the rings and kick_seq, and
 // only then calls epoll_wait. A child pushes its completion (release) and then loads the
 // sleeping flag (seq_cst): either the scheduler's re-check sees the entry or the child sees
 // the flag and writes the eventfd. Threads that kick use kick_seq the same way.
@@ -29,15 +29,16 @@
 #include "parent/sched.h"
 #include "parent/supervise.h"
 #include "parent/task_reports.h"
-#include "parent/worker_impl.h"
+#include "parent/endpoint.h"
+#include "parent/forkserver.h"
 
 #define TAG_WAKE 0xffffffffu
 #define TAG_FS 0xfffffffeu
 #define TAG_FS_SUBS 0xfffffffdu
 
-// The scheduler's record of ep's child (w->sched.child, parent/sched.h).
-static inline lw_sched_child_t *sched_child(lw_worker_t *w, const lw_endpoint_t *ep) {
-  return &w->sched.child[ep->slot];
+// The scheduler's record of ep's child (sched->child, parent/sched.h).
+static inline lw_sched_child_t *sched_child(lw_sched_t *sched, const lw_endpoint_t *ep) {
+  return &sched->child[ep->slot];
 }
 
 // What a pass found under w->mu and hands on once the lock is dropped. Intrusive lists, so
@@ -50,18 +51,18 @@ typedef struct pending_work {
 
 // Takes the deferred unregisters whose last pin went (w->mu held). From here on they count as
 // posted: a chip death reports on them, and a respawn no longer replays their callable.
-static void take_due_unregisters(lw_worker_t *w, pending_work_t *pw) {
-  while (w->calls.due_unregisters) {
-    lw_wop_t *op = w->calls.due_unregisters;
-    w->calls.due_unregisters = op->next_done;
-    w->calls.table[op->wc].deferred_unregister = NULL;
+static void take_due_unregisters(lw_sched_t *sched, pending_work_t *pw) {
+  while (sched->calls->due_unregisters) {
+    lw_wop_t *op = sched->calls->due_unregisters;
+    sched->calls->due_unregisters = op->next_done;
+    sched->calls->table[op->wc].deferred_unregister = NULL;
     op->next_done = pw->unregisters;
     pw->unregisters = op;
   }
 }
 
-static void flush(lw_worker_t *w, pending_work_t *pw) {
-  (void)w;
+static void flush(lw_sched_t *sched, pending_work_t *pw) {
+  (void)sched;
   while (pw->finished) {
     lw_run_t *next = pw->finished->next;
     lw__run_complete(pw->finished);
@@ -90,7 +91,7 @@ static void kill_child(lw_endpoint_t *ep) {
 // scheduler may use the pidfd). Its death fails what it held, naming the violation, and hands
 // it to the supervisor. Never re-reading the bad ring is what lets the scheduler sleep until
 // that death arrives.
-static void break_child(lw_worker_t *w, lw_endpoint_t *ep, const lw_error_t *why) {
+static void break_child(lw_sched_t *sched, lw_endpoint_t *ep, const lw_error_t *why) {
   char name[32];
   lw__log(LW_LOG_WARN, "%s: protocol violation, the child is killed: %s",
           lw__ep_name(ep, name, sizeof(name)), why ? why->message : "found by a control");
@@ -100,13 +101,13 @@ static void break_child(lw_worker_t *w, lw_endpoint_t *ep, const lw_error_t *why
     (void)lw__ep_violation(ep, why->message, &ignored);  // records the reason, kicks
   }
   ep->accepting = false;
-  sched_child(w, ep)->broken = true;
+  sched_child(sched, ep)->broken = true;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Completions (w->mu held)
 
-static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
+static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t *pw) {
   bool progress = false;
   // A broken child's ring is never read again, not even after its death: it holds garbage.
   if (atomic_load(&ep->violated)) return false;
@@ -123,7 +124,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     if (st == LW_NOT_FOUND) break;
     progress = true;
     if (st != LW_OK) {
-      break_child(w, ep, &err);
+      break_child(sched, ep, &err);
       break;
     }
     if (c.kind == LW_MB_COMPLETION_CONTROL) {
@@ -134,29 +135,29 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
                       "a sub child's ring holds a control report (control %llu); sub children "
                       "answer controls in the control frame only",
                       (unsigned long long)c.control_id);
-        break_child(w, ep, &err);
+        break_child(sched, ep, &err);
         break;
       }
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
-      if (lw__wop_report(&w->calls, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
+      if (lw__wop_report(sched->calls, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
                          &op)) {
         op->next_done = pw->ops;
         pw->ops = op;
       }
       continue;
     }
-    lw_sched_child_t *sc = sched_child(w, ep);
+    lw_sched_child_t *sc = sched_child(sched, ep);
     lw_task_t *t = sc->frame_task[c.frame];
     lw_mb_task_result_t r;
     if (!t) {
       lw__error_set(&err, LW_INTERNAL, (int32_t)ep->index, 0,
                     "a completion names task frame %u, which holds no task", c.frame);
-      break_child(w, ep, &err);
+      break_child(sched, ep, &err);
       break;
     }
     if (lw__ep_take_result(ep, c.frame, &t->identity, &r, &err) != LW_OK) {
-      break_child(w, ep, &err);
+      break_child(sched, ep, &err);
       break;
     }
     sc->frame_task[c.frame] = NULL;
@@ -164,7 +165,7 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     r.error.worker_id = (int32_t)ep->index;
     r.error.task_id = t->task_id;
     lw__task_report_child_times(t->run, t->task_id, r.queue_ns, r.kernel_ns);
-    lw__task_finish(&w->dag, t, r.status, &r.error, &pw->finished);
+    lw__task_finish(sched->dag, t, r.status, &r.error, &pw->finished);
   }
   return progress;
 }
@@ -175,9 +176,9 @@ static bool drain_endpoint(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
 // Posts t into a free frame of ep's child (the caller checked the child's busy count) and
 // records it there. The frame search starts at the one after the last frame posted: tasks
 // mostly end in the order they were posted, so that one is usually free.
-static lw_status_t post_task(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t,
+static lw_status_t post_task(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t,
                              const lw_wcallable_t *c, lw_error_t *err) {
-  lw_sched_child_t *sc = sched_child(w, ep);
+  lw_sched_child_t *sc = sched_child(sched, ep);
   uint32_t frame = sc->next_frame, looked = 0;
   while (looked < LW_MB_TASK_FRAMES && sc->frame_task[frame]) {
     frame = (frame + 1) % LW_MB_TASK_FRAMES;
@@ -208,8 +209,8 @@ static lw_status_t post_task(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t,
   return LW_OK;
 }
 
-static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
-  lw_wcallable_t *c = &w->calls.table[t->wc];
+static void post(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
+  lw_wcallable_t *c = &sched->calls->table[t->wc];
   lw_error_t err;
   if (c->id != t->wc_id) {
     // The pins keep a slot from being reused while a task references it, so this cannot
@@ -219,32 +220,32 @@ static void post(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t
                   "refused rather than run other code",
                   (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
                   (unsigned long long)t->wc_id, (unsigned long long)c->id);
-    lw__task_finish(&w->dag, t, LW_INTERNAL, &err, &pw->finished);
+    lw__task_finish(sched->dag, t, LW_INTERNAL, &err, &pw->finished);
     return;
   }
-  lw__dag_task_launch_on(&w->dag, t, ep->kind == LW_MB_CHILD_CHIP ? (int32_t)ep->index : -1,
+  lw__dag_task_launch_on(sched->dag, t, ep->kind == LW_MB_CHILD_CHIP ? (int32_t)ep->index : -1,
                          &pw->finished);
-  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index, lw__dag_now(&w->dag));
+  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index, lw__dag_now(sched->dag));
   // A chip task's pin goes with its post: the child applies posts in sequence order, so an
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).
-  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(&w->calls, t->wc);
+  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(sched->calls, t->wc);
   int64_t t_post = lw__trace_on() ? lw__now_ns() : 0;
-  lw_status_t posted = post_task(w, ep, t, c, &err);
+  lw_status_t posted = post_task(sched, ep, t, c, &err);
   if (t_post) {
     lw__trace_span(LW_TRACE_DISPATCH, t_post, lw__now_ns(), t->run->run_id, t->task_id,
-                   (int32_t)ep->index, posted, w->calls.table[t->wc].name);
+                   (int32_t)ep->index, posted, sched->calls->table[t->wc].name);
   }
   if (posted != LW_OK) {
     // A violation found by the post: no more posts to this child (the scheduler kills it).
-    if (atomic_load(&ep->violated)) break_child(w, ep, NULL);
+    if (atomic_load(&ep->violated)) break_child(sched, ep, NULL);
     err.worker_id = (int32_t)ep->index;
     err.task_id = t->task_id;
-    lw__task_finish(&w->dag, t, err.code, &err, &pw->finished);
+    lw__task_finish(sched->dag, t, err.code, &err, &pw->finished);
   }
 }
 
-static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
+static void fail_down(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
   lw_error_t err;
   char name[32], desc[192] = "";
   if (ep) lw__ep_exit_desc(ep, desc, sizeof(desc));
@@ -253,13 +254,13 @@ static void fail_down(lw_worker_t *w, lw_endpoint_t *ep, lw_task_t *t, pending_w
                 ep ? lw__ep_name(ep, name, sizeof(name)) : "every child",
                 desc[0] ? desc : "no child alive",
                 (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
-                w->calls.table[t->wc].name);
-  lw__task_finish(&w->dag, t, LW_CHILD_EXITED, &err, &pw->finished);
+                sched->calls->table[t->wc].name);
+  lw__task_finish(sched->dag, t, LW_CHILD_EXITED, &err, &pw->finished);
 }
 
-static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
+static bool skip_if_stopped(lw_sched_t *sched, lw_task_t *t, pending_work_t *pw) {
   if (!lw__run_stopped(t->run)) return false;
-  lw__task_skip(&w->dag, t, &pw->finished);
+  lw__task_skip(sched->dag, t, &pw->finished);
   return true;
 }
 
@@ -272,53 +273,53 @@ static bool skip_if_stopped(lw_worker_t *w, lw_task_t *t, pending_work_t *pw) {
 #define UNPINNED_DEPTH 16u
 _Static_assert(UNPINNED_DEPTH <= LW_MB_TASK_FRAMES, "a chip's frames hold the unpinned depth");
 
-static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
+static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
   bool progress = false;
-  uint32_t n_chips = w->cfg.n_chips;
+  uint32_t n_chips = sched->n_chips;
   for (uint32_t i = 0; i < n_chips; ++i) {
-    lw_endpoint_t *ep = &w->eps[i];
-    lw_task_queue_t *q = &w->dag.chip_q[i];
+    lw_endpoint_t *ep = &sched->eps[i];
+    lw_task_queue_t *q = &sched->dag->chip_q[i];
     bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
     if (!dead && !ep->accepting) continue;  // respawning: its tasks wait for it
-    const lw_sched_child_t *sc = &w->sched.child[i];
+    const lw_sched_child_t *sc = &sched->child[i];
     while (q->head && (dead || (ep->accepting && sc->busy < LW_MB_TASK_FRAMES))) {
       lw_task_t *t = lw__dag_queue_pop(q);
       progress = true;
-      if (skip_if_stopped(w, t, pw)) continue;
+      if (skip_if_stopped(sched, t, pw)) continue;
       if (dead) {
-        fail_down(w, ep, t, pw);
+        fail_down(sched, ep, t, pw);
         continue;
       }
-      post(w, ep, t, pw);
+      post(sched, ep, t, pw);
     }
   }
-  while (w->dag.any_q.head) {
+  while (sched->dag->any_q.head) {
     lw_endpoint_t *best = NULL;
     uint32_t best_busy = 0;
     bool any_alive = false;
     for (uint32_t i = 0; i < n_chips; ++i) {
-      lw_endpoint_t *ep = &w->eps[i];
+      lw_endpoint_t *ep = &sched->eps[i];
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;  // a respawning chip will take work again
       if (!ep->accepting) continue;
-      uint32_t busy = w->sched.child[i].busy;
+      uint32_t busy = sched->child[i].busy;
       if (busy < UNPINNED_DEPTH && (!best || busy < best_busy)) {
         best = ep;
         best_busy = busy;
       }
     }
     if (!best && any_alive) break;
-    lw_task_t *t = lw__dag_queue_pop(&w->dag.any_q);
+    lw_task_t *t = lw__dag_queue_pop(&sched->dag->any_q);
     progress = true;
-    if (skip_if_stopped(w, t, pw)) continue;
+    if (skip_if_stopped(sched, t, pw)) continue;
     if (!best) {
-      fail_down(w, NULL, t, pw);
+      fail_down(sched, NULL, t, pw);
       continue;
     }
-    post(w, best, t, pw);
+    post(sched, best, t, pw);
   }
-  while (w->dag.groups_head) {
-    lw_group_t *g = w->dag.groups_head;
+  while (sched->dag->groups_head) {
+    lw_group_t *g = sched->dag->groups_head;
     uint32_t need[LW_MAX_CHIPS] = {0};
     bool stopped = false, dead = false, fits = true;
     for (uint32_t i = 0; i < g->n; ++i) {
@@ -328,17 +329,17 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
     }
     for (uint32_t c = 0; c < n_chips; ++c) {
       if (!need[c]) continue;
-      if (atomic_load(&w->eps[c].state) == LW_EP_DEAD) dead = true;
-      if (!w->eps[c].accepting || w->sched.child[c].busy + need[c] > LW_MB_TASK_FRAMES) {
+      if (atomic_load(&sched->eps[c].state) == LW_EP_DEAD) dead = true;
+      if (!sched->eps[c].accepting || sched->child[c].busy + need[c] > LW_MB_TASK_FRAMES) {
         fits = false;
       }
     }
     if (!stopped && !dead && !fits) break;  // FIFO: later groups wait behind this one
-    (void)lw__dag_group_pop(&w->dag);
+    (void)lw__dag_group_pop(sched->dag);
     progress = true;
     // Copy the members: finishing the last one frees the group.
     uint32_t n = g->n;
-    lw_task_t **members = w->sched.group_members;
+    lw_task_t **members = sched->group_members;
     memcpy(members, g->members, n * sizeof(lw_task_t *));
     for (uint32_t i = 0; i < n; ++i) {
       lw_task_t *t = members[i];
@@ -346,36 +347,36 @@ static bool dispatch(lw_worker_t *w, pending_work_t *pw) {
       // rest of its group, which retires them: nothing is left to do for those.
       if (t->state != LW_TS_READY) continue;
       if (stopped) {
-        lw__task_skip(&w->dag, t, &pw->finished);
+        lw__task_skip(sched->dag, t, &pw->finished);
       } else if (dead) {
-        fail_down(w, &w->eps[t->worker], t, pw);
+        fail_down(sched, &sched->eps[t->worker], t, pw);
       } else {
-        post(w, &w->eps[t->worker], t, pw);
+        post(sched, &sched->eps[t->worker], t, pw);
       }
     }
   }
-  while (w->dag.sub_q.head) {
+  while (sched->dag->sub_q.head) {
     lw_endpoint_t *idle = NULL;
     bool any_alive = false;
-    for (uint32_t i = 0; i < w->cfg.n_subs; ++i) {
-      lw_endpoint_t *ep = &w->eps[n_chips + i];
+    for (uint32_t i = 0; i < sched->n_subs; ++i) {
+      lw_endpoint_t *ep = &sched->eps[n_chips + i];
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;
       if (!ep->accepting) continue;
-      if (w->sched.child[n_chips + i].busy == 0) {
+      if (sched->child[n_chips + i].busy == 0) {
         idle = ep;
         break;
       }
     }
     if (!idle && any_alive) break;
-    lw_task_t *t = lw__dag_queue_pop(&w->dag.sub_q);
+    lw_task_t *t = lw__dag_queue_pop(&sched->dag->sub_q);
     progress = true;
-    if (skip_if_stopped(w, t, pw)) continue;
+    if (skip_if_stopped(sched, t, pw)) continue;
     if (!idle) {
-      fail_down(w, NULL, t, pw);
+      fail_down(sched, NULL, t, pw);
       continue;
     }
-    post(w, idle, t, pw);
+    post(sched, idle, t, pw);
   }
   return progress;
 }
@@ -400,18 +401,18 @@ static lw_task_t *next_busy_frame(const lw_sched_child_t *sc, uint32_t *f, uint3
 // failure, cancel_all below) bumps the DAG's stop_seq after it marked its run, and a stopped
 // run's tasks are not posted afterwards (dispatch skips them), so a pass with stop_seq
 // unchanged has nothing to cancel.
-static void apply_cancels(lw_worker_t *w) {
-  uint32_t all = atomic_load(&w->cancel_all_seq);
-  bool cancel_all = all != w->sched.cancel_all_seen;
-  w->sched.cancel_all_seen = all;
+static void apply_cancels(lw_sched_t *sched) {
+  uint32_t all = atomic_load(sched->cancel_all_seq);
+  bool cancel_all = all != sched->cancel_all_seen;
+  sched->cancel_all_seen = all;
   // The runs marked below have their queued tasks swept on the next pass.
-  if (cancel_all) atomic_fetch_add(&w->dag.stop_seq, 1);
-  uint32_t stops = atomic_load(&w->dag.stop_seq);
-  if (stops == w->sched.cancel_stop_seen) return;
-  w->sched.cancel_stop_seen = stops;
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    lw_endpoint_t *ep = &w->eps[s];
-    const lw_sched_child_t *sc = sched_child(w, ep);
+  if (cancel_all) atomic_fetch_add(&sched->dag->stop_seq, 1);
+  uint32_t stops = atomic_load(&sched->dag->stop_seq);
+  if (stops == sched->cancel_stop_seen) return;
+  sched->cancel_stop_seen = stops;
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    lw_endpoint_t *ep = &sched->eps[s];
+    const lw_sched_child_t *sc = sched_child(sched, ep);
     lw_task_t *t;
     for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (cancel_all) atomic_store(&t->run->handle.cancel_requested, 1);
@@ -427,21 +428,21 @@ static void apply_cancels(lw_worker_t *w) {
     // Every run not finished yet: queued ones (the orchestrator cancels them when it takes
     // them) and running ones whose tasks wait in the ready queues for a frame (dispatch skips
     // them), not only those with a task in a frame right now.
-    pthread_mutex_lock(&w->runs.mu);
-    for (lw_run_t *r = w->runs.unfinished_head; r; r = r->next_unfinished) {
+    pthread_mutex_lock(&sched->runs->mu);
+    for (lw_run_t *r = sched->runs->unfinished_head; r; r = r->next_unfinished) {
       atomic_store(&r->handle.cancel_requested, 1);
     }
-    pthread_mutex_unlock(&w->runs.mu);
+    pthread_mutex_unlock(&sched->runs->mu);
   }
 }
 
 // The owner's part of a pass once the inbox is applied: sweep the stopped runs out of the ready
 // queues, dispatch, write the cancel words of stopped runs' tasks in flight (w->mu held; the
 // scheduler's pass and a submitter's assist alike). True when it did something.
-static bool sweep_dispatch_cancel(lw_worker_t *w, pending_work_t *pw) {
-  bool progress = lw__dag_sweep_stopped(&w->dag, &pw->finished);
-  progress |= dispatch(w, pw);
-  apply_cancels(w);
+static bool sweep_dispatch_cancel(lw_sched_t *sched, pending_work_t *pw) {
+  bool progress = lw__dag_sweep_stopped(sched->dag, &pw->finished);
+  progress |= dispatch(sched, pw);
+  apply_cancels(sched);
   return progress;
 }
 
@@ -460,13 +461,13 @@ static bool frame_started(const lw_endpoint_t *ep, uint32_t f) {
 // is never escalated: its child withdraws it when cancelled (lw__mailbox_cancel_task), and a
 // child that stops serving its mailbox is caught by check_liveness. Returns the next time
 // something may be due (LW_DEADLINE_NEVER: nothing).
-static int64_t check_escalations(lw_worker_t *w, int64_t now) {
+static int64_t check_escalations(lw_sched_t *sched, int64_t now) {
   int64_t next = LW_DEADLINE_NEVER;
-  int64_t grace = w->cfg.cancel_grace_ns;
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    lw_endpoint_t *ep = &w->eps[s];
+  int64_t grace = sched->cancel_grace_ns;
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    lw_endpoint_t *ep = &sched->eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting) continue;
-    const lw_sched_child_t *sc = sched_child(w, ep);
+    const lw_sched_child_t *sc = sched_child(sched, ep);
     lw_task_t *t;
     for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (t->escalated != LW_OK) continue;
@@ -518,17 +519,17 @@ static int64_t check_escalations(lw_worker_t *w, int64_t now) {
 // Whether the child owes the parent something its mailbox loop must pick up or serve: a
 // posted task, or an async register/unregister whose end it has not reported (w->mu held). A
 // sub child runs its function on the mailbox loop, so a running sub task does not count.
-static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
+static bool ep_holds_work(lw_sched_t *sched, lw_endpoint_t *ep) {
   if (ep->kind != LW_MB_CHILD_CHIP) {
-    const lw_sched_child_t *sc = sched_child(w, ep);
+    const lw_sched_child_t *sc = sched_child(sched, ep);
     lw_task_t *t;
     for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (atomic_load(&ep->mb->task[f].state) == LW_MB_TASK_READY) return true;
     }
     return false;
   }
-  if (sched_child(w, ep)->busy > 0) return true;
-  for (lw_wop_t *op = w->calls.ops; op; op = op->next_pending) {
+  if (sched_child(sched, ep)->busy > 0) return true;
+  for (lw_wop_t *op = sched->calls->ops; op; op = op->next_pending) {
     if (!op->sub && !op->reported[ep->index]) return true;
   }
   return false;
@@ -538,15 +539,15 @@ static bool ep_holds_work(lw_worker_t *w, lw_endpoint_t *ep) {
 // (SIGSTOP, a wedged mailbox loop): handled like a death, so nothing waits forever on it. The
 // clock starts when the scheduler first sees the child hold work, so an idle child that was
 // stopped is caught once it is given work (w->mu held). Returns the next time to look.
-static int64_t check_liveness(lw_worker_t *w, int64_t now) {
-  int64_t live = w->cfg.liveness_timeout_ns;
+static int64_t check_liveness(lw_sched_t *sched, int64_t now) {
+  int64_t live = sched->liveness_timeout_ns;
   if (live <= 0) return LW_DEADLINE_NEVER;
   int64_t next = LW_DEADLINE_NEVER;
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    lw_endpoint_t *ep = &w->eps[s];
-    lw_sched_child_t *sc = &w->sched.child[s];
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    lw_endpoint_t *ep = &sched->eps[s];
+    lw_sched_child_t *sc = &sched->child[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->pidfd < 0 ||
-        atomic_load(&ep->hb_killed_ms) != 0 || !ep_holds_work(w, ep)) {
+        atomic_load(&ep->hb_killed_ms) != 0 || !ep_holds_work(sched, ep)) {
       sc->hb_watching = false;
       continue;
     }
@@ -570,7 +571,7 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
       continue;
     }
     // Look again a little after the child's next beat is due, or at the deadline.
-    int64_t again = lw__add_ns_sat(now, lw__heartbeat_period_ns(w));
+    int64_t again = lw__add_ns_sat(now, sched->heartbeat_period_ns);
     if (again > due) again = due;
     if (again < next) next = again;
   }
@@ -585,7 +586,7 @@ static int64_t check_liveness(lw_worker_t *w, int64_t now) {
 // between the post and the death: the child's memory is untrusted), else from the post, to the
 // death; with the task's final status and the death on it (lanes/trace.h,
 // lw__trace_area_record_dead_run, which leaves it out when the child recorded the run itself).
-static void trace_dead_run(lw_worker_t *w, lw_endpoint_t *ep, uint32_t f, const lw_task_t *t,
+static void trace_dead_run(lw_sched_t *sched, lw_endpoint_t *ep, uint32_t f, const lw_task_t *t,
                            lw_status_t status, int64_t died_at, const char *desc) {
   if (!lw__trace_on()) return;
   bool chip = ep->kind == LW_MB_CHILD_CHIP;
@@ -594,7 +595,7 @@ static void trace_dead_run(lw_worker_t *w, lw_endpoint_t *ep, uint32_t f, const 
   int64_t started = readable ? (int64_t)atomic_load(&ep->mb->task[f].started_ns) : 0;
   lw_trace_dead_run_t r = {.t1_ns = died_at, .run_id = t->run->run_id, .task_id = t->task_id,
                            .chip = (int32_t)ep->index, .status = status,
-                           .callable = w->calls.table[t->wc].name};
+                           .callable = sched->calls->table[t->wc].name};
   if (started > 0 && started >= posted && started <= died_at) {
     r.t0_ns = started;
     r.start_from = LW_TRACE_START_KERNEL;
@@ -621,7 +622,7 @@ static void trace_dead_run(lw_worker_t *w, lw_endpoint_t *ep, uint32_t f, const 
                                  chip ? "run lane" : "sub loop", &r);
 }
 
-static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw) {
+static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t *pw) {
   if (ep->pidfd < 0) return;  // already handled
   // When the parent learned of the death: the end of the runs it cut short.
   int64_t died_at = lw__now_ns();
@@ -630,23 +631,23 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
   // Names a liveness kill (hb_killed_ms) too; the mark stays until the next spawn.
   lw__ep_describe_exit(ep, desc, sizeof(desc));
   lw__ep_set_exit_desc(ep, desc);
-  epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+  epoll_ctl(sched->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
   close(ep->pidfd);
   ep->pidfd = -1;
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
   lw__log(LW_LOG_WARN, "%s: the child died (%s); its work fails, respawn %s", name, desc,
-          w->cfg.respawn ? "follows" : "is off");
+          sched->respawn ? "follows" : "is off");
   lw__ep_trace(ep, LW_TRACE_DEATH, 0, 0, desc);
-  int64_t grace_ms = w->cfg.cancel_grace_ns / 1000000;
-  pthread_mutex_lock(&w->mu);
+  int64_t grace_ms = sched->cancel_grace_ns / 1000000;
+  pthread_mutex_lock(sched->dispatch_mu);
   ep->accepting = false;
   atomic_store(&ep->state, LW_EP_RESPAWNING);
   // Whatever the child reported before it died still counts (unless it broke the protocol:
   // drain_endpoint then reads nothing).
-  (void)drain_endpoint(w, ep, pw);
+  (void)drain_endpoint(sched, ep, pw);
   // After the drain, which may itself find garbage: the kill is done, the next child is new.
-  lw_sched_child_t *sc = sched_child(w, ep);
+  lw_sched_child_t *sc = sched_child(sched, ep);
   sc->broken = false;
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
     lw_task_t *t = sc->frame_task[f];
@@ -654,7 +655,7 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
     sc->frame_task[f] = NULL;
     sc->busy--;
     lw_error_t err;
-    const char *callable = w->calls.table[t->wc].name;
+    const char *callable = sched->calls->table[t->wc].name;
     unsigned long long tid = t->task_id, rid = t->run->run_id;
     // Whether the task's run had begun, so the death cut it short (its trace span). A mailbox
     // that broke the protocol is not read: its tasks count only when escalated (the parent saw
@@ -683,18 +684,18 @@ static void on_child_death(lw_worker_t *w, lw_endpoint_t *ep, pending_work_t *pw
                     "%s: %s during run of %s (task %llu of run %llu)", name, desc,
                     callable, tid, rid);
     }
-    if (ran) trace_dead_run(w, ep, f, t, err.code, died_at, desc);
-    lw__task_finish(&w->dag, t, err.code, &err, &pw->finished);
+    if (ran) trace_dead_run(sched, ep, f, t, err.code, died_at, desc);
+    lw__task_finish(sched->dag, t, err.code, &err, &pw->finished);
   }
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
     lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
-    lw__wop_fail_chip(&w->calls, ep->index, &err, &pw->ops);
+    lw__wop_fail_chip(sched->calls, ep->index, &err, &pw->ops);
   }
-  pthread_mutex_unlock(&w->mu);
-  flush(w, pw);
+  pthread_mutex_unlock(sched->dispatch_mu);
+  flush(sched, pw);
   // The supervisor thread respawns it; the scheduler goes on serving the other children.
-  lw__supervisor_queue(&w->sup, ep);
+  lw__supervisor_queue(sched->sup, ep);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,10 +709,10 @@ static bool ep_mailbox_live(lw_endpoint_t *ep) {
   return atomic_load(&ep->accepting) && !atomic_load(&ep->violated);
 }
 
-static bool rings_pending(lw_worker_t *w) {
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    if (!ep_mailbox_live(&w->eps[s])) continue;
-    lw_mailbox_t *mb = w->eps[s].mb;
+static bool rings_pending(lw_sched_t *sched) {
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    if (!ep_mailbox_live(&sched->eps[s])) continue;
+    lw_mailbox_t *mb = sched->eps[s].mb;
     if (atomic_load(&mb->ring_head.value) != atomic_load(&mb->ring_tail.value)) return true;
   }
   return false;
@@ -719,25 +720,25 @@ static bool rings_pending(lw_worker_t *w) {
 
 // The children's side of the sleep handshake: 1 asks a child to ring the wake eventfd after it
 // pushed a completion.
-static void set_mailboxes_sleeping(lw_worker_t *w, uint32_t v) {
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    if (ep_mailbox_live(&w->eps[s])) atomic_store(&w->eps[s].mb->parent.sleeping, v);
+static void set_mailboxes_sleeping(lw_sched_t *sched, uint32_t v) {
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    if (ep_mailbox_live(&sched->eps[s])) atomic_store(&sched->eps[s].mb->parent.sleeping, v);
   }
 }
 
-static void set_sleeping(lw_worker_t *w, uint32_t v) {
-  set_mailboxes_sleeping(w, v);
-  atomic_store(&w->sched.sleeping, v);
+static void set_sleeping(lw_sched_t *sched, uint32_t v) {
+  set_mailboxes_sleeping(sched, v);
+  atomic_store(&sched->sleeping, v);
 }
 
 static void *sched_main(void *arg) {
-  lw_worker_t *w = arg;
+  lw_sched_t *sched = arg;
   lw__trace_role("scheduler", -1);
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
-  uint64_t seen_kick = atomic_load(&w->sched.kick_seq);
-  uint32_t seen_cancel = atomic_load(&w->cancel_all_seq);
+  uint64_t seen_kick = atomic_load(&sched->kick_seq);
+  uint32_t seen_cancel = atomic_load(sched->cancel_all_seq);
   // Whether the next pass waits for w->mu. Only the first after a sleep (or at start) does:
   // then deaths, escalations and liveness may be due, which only this thread handles. While it
   // spins, a pass under way on another thread (a submitter's or a waiting caller's assist)
@@ -747,53 +748,53 @@ static void *sched_main(void *arg) {
   bool wait_for_lock = true;
   // When the next escalation or liveness check is due, as of this thread's last pass.
   int64_t next_due = LW_DEADLINE_NEVER;
-  while (!atomic_load(&w->sched.exit)) {
+  while (!atomic_load(&sched->exit)) {
     bool progress = false;
     bool lock_busy = false;  // this round's trylock failed: another thread is in a pass
     if (wait_for_lock) {
-      pthread_mutex_lock(&w->mu);
-    } else if (pthread_mutex_trylock(&w->mu) != 0) {
+      pthread_mutex_lock(sched->dispatch_mu);
+    } else if (pthread_mutex_trylock(sched->dispatch_mu) != 0) {
       lock_busy = true;
       goto idle;
     }
     wait_for_lock = false;
     // The kicks this pass answers: read before it looks at anything, so a kick that comes with
     // a post this pass misses stays unanswered and brings another pass.
-    uint64_t kick = atomic_load(&w->sched.kick_seq);
-    uint32_t cancel_seq = atomic_load(&w->cancel_all_seq);
-    lw__dag_set_owner(&w->dag);  // a submitter may have run the last pass (lw__sched_assist)
+    uint64_t kick = atomic_load(&sched->kick_seq);
+    uint32_t cancel_seq = atomic_load(sched->cancel_all_seq);
+    lw__dag_set_owner(sched->dag);  // a submitter may have run the last pass (lw__sched_assist)
     // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
     // completions: a run's orch error is recorded before the results drained in this pass, so
     // a task still in flight when its orch function failed counts as stopped. This thread is
     // the DAG's owner.
-    progress |= lw__dag_step(&w->dag, &pw.finished);
-    for (uint32_t s = 0; s < w->n_children; ++s) {
-      lw_endpoint_t *ep = &w->eps[s];
+    progress |= lw__dag_step(sched->dag, &pw.finished);
+    for (uint32_t s = 0; s < sched->n_children; ++s) {
+      lw_endpoint_t *ep = &sched->eps[s];
       bool ready = atomic_load(&ep->state) == LW_EP_READY;
       // A violation another thread found (a control round trip): this thread owns the kill.
-      if (ready && ep->accepting && atomic_load(&ep->violated)) break_child(w, ep, NULL);
+      if (ready && ep->accepting && atomic_load(&ep->violated)) break_child(sched, ep, NULL);
       // Until its death is seen; a repeated SIGKILL is harmless and is not progress.
-      if (ready && w->sched.child[s].broken) kill_child(ep);
+      if (ready && sched->child[s].broken) kill_child(ep);
       // A child being respawned is not drained here: its replay reads its ring.
-      if (ready && ep->accepting) progress |= drain_endpoint(w, ep, &pw);
+      if (ready && ep->accepting) progress |= drain_endpoint(sched, ep, &pw);
     }
     if (kick != seen_kick || cancel_seq != seen_cancel) {
       seen_kick = kick;
       seen_cancel = cancel_seq;
       progress = true;
     }
-    progress |= sweep_dispatch_cancel(w, &pw);
+    progress |= sweep_dispatch_cancel(sched, &pw);
     int64_t now = lw__now_ns();
-    next_due = check_escalations(w, now);
-    int64_t live_due = check_liveness(w, now);
+    next_due = check_escalations(sched, now);
+    int64_t live_due = check_liveness(sched, now);
     if (live_due < next_due) next_due = live_due;
-    take_due_unregisters(w, &pw);
-    pthread_mutex_unlock(&w->mu);
-    flush(w, &pw);
+    take_due_unregisters(sched, &pw);
+    pthread_mutex_unlock(sched->dispatch_mu);
+    flush(sched, &pw);
     // While a drainer holds the rings (lw__sched_drainer_enter), it does this loop's work as it
     // arrives: one pass per wake-up (deaths, escalations, what it was kicked for), then sleep,
     // never a run of passes beside it.
-    if (progress && atomic_load(&w->sched.drainers) == 0) {
+    if (progress && atomic_load(&sched->drainers) == 0) {
       lw__spin_reset(&idle);
       continue;
     }
@@ -802,7 +803,7 @@ static void *sched_main(void *arg) {
     // caller draining its own run's completions spins already and does this loop's work: the
     // partner is busy elsewhere (two spinners on a small machine take turns on the CPUs and
     // slow each other), so block at once.
-    if (atomic_load(&w->sched.drainers) == 0 &&
+    if (atomic_load(&sched->drainers) == 0 &&
         lw__spin_step_for(&idle, LW__PARTNER_UNKNOWN) != LW__SPIN_BLOCK) {
       continue;
     }
@@ -811,18 +812,18 @@ static void *sched_main(void *arg) {
     // and a CPU), and the last drainer to leave re-arms them. Dekker on sched.sleeping and
     // drainers (both seq_cst): either this load sees no drainer, and this thread arms the
     // children and re-checks the rings, or the leaving drainer sees this thread asleep.
-    atomic_store(&w->sched.sleeping, 1);
+    atomic_store(&sched->sleeping, 1);
     // Possibly a long sleep (the children armed, up to 100 ms): stored before drainers is
     // read, the other half of the Dekker in drainer_enter (a drainer that arrives now either is
     // seen here, or sees this and kicks, so the sleep is never a long one beside a drainer).
-    atomic_store(&w->sched.long_sleep, 1);
-    bool arm = atomic_load(&w->sched.drainers) == 0;
-    if (!arm) atomic_store(&w->sched.long_sleep, 0);
-    if (arm) set_mailboxes_sleeping(w, 1);
-    if ((arm && rings_pending(w)) || atomic_load(&w->sched.kick_seq) != seen_kick ||
-        atomic_load(&w->cancel_all_seq) != seen_cancel) {
-      atomic_store(&w->sched.long_sleep, 0);
-      set_sleeping(w, 0);
+    atomic_store(&sched->long_sleep, 1);
+    bool arm = atomic_load(&sched->drainers) == 0;
+    if (!arm) atomic_store(&sched->long_sleep, 0);
+    if (arm) set_mailboxes_sleeping(sched, 1);
+    if ((arm && rings_pending(sched)) || atomic_load(&sched->kick_seq) != seen_kick ||
+        atomic_load(sched->cancel_all_seq) != seen_cancel) {
+      atomic_store(&sched->long_sleep, 0);
+      set_sleeping(sched, 0);
       lw__spin_reset(&idle);
       // A kick this thread could not answer because a pass held w->mu: let that pass go on
       // rather than try the lock again at once.
@@ -840,9 +841,9 @@ static void *sched_main(void *arg) {
       int64_t ms = (next_due - lw__now_ns() + 999999) / 1000000;
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
-    int n = epoll_wait(w->epoll_fd, ev, 16, timeout_ms);
-    atomic_store(&w->sched.long_sleep, 0);
-    set_sleeping(w, 0);
+    int n = epoll_wait(sched->epoll_fd, ev, 16, timeout_ms);
+    atomic_store(&sched->long_sleep, 0);
+    set_sleeping(sched, 0);
     wait_for_lock = true;
     // A timeout with nothing to do goes straight back to sleep: no new spin phase.
     if (n > 0) lw__spin_reset(&idle);
@@ -850,84 +851,125 @@ static void *sched_main(void *arg) {
       uint32_t tag = (uint32_t)ev[i].data.u64;
       if (tag == TAG_WAKE) {
         uint64_t v;
-        ssize_t r = read(w->wake_fd, &v, sizeof(v));
+        ssize_t r = read(sched->wake_fd, &v, sizeof(v));
         (void)r;
       } else if (tag == TAG_FS || tag == TAG_FS_SUBS) {
-        lw_forkserver_t *fs = tag == TAG_FS ? w->fs : w->fs_subs;
+        lw_forkserver_t *fs = tag == TAG_FS ? sched->fs : sched->fs_subs;
         if (lw__forkserver_poll_exit(fs, NULL, NULL, NULL) != LW_OK) {
-          epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(fs), NULL);
+          epoll_ctl(sched->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(fs), NULL);
         }
-      } else if (tag < w->n_children) {
-        on_child_death(w, &w->eps[tag], &pw);
+      } else if (tag < sched->n_children) {
+        on_child_death(sched, &sched->eps[tag], &pw);
       }
     }
   }
   return NULL;
 }
 
-static lw_status_t epoll_add(lw_worker_t *w, int fd, uint32_t tag, lw_error_t *err) {
+static lw_status_t epoll_add(lw_sched_t *sched, int fd, uint32_t tag, lw_error_t *err) {
   struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
-  if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+  if (epoll_ctl(sched->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     return lw__error_set(err, LW_INTERNAL, -1, 0, "worker: epoll_ctl failed (errno %d)", errno);
   }
   return LW_OK;
 }
 
-lw_status_t lw__sched_initialize(lw_sched_t *sched, uint32_t n_children, lw_error_t *err) {
-  sched->child = calloc(n_children, sizeof(*sched->child));
+lw_status_t lw__sched_initialize(lw_sched_t *sched, const lw_sched_links_t *links,
+                                 lw_error_t *err) {
+  memset(sched, 0, sizeof(*sched));
+  sched->epoll_fd = -1;
+  sched->dispatch_mu = links->dispatch_mu;
+  sched->dag = links->dag;
+  sched->calls = links->calls;
+  sched->runs = links->runs;
+  sched->sup = links->sup;
+  sched->eps = links->eps;
+  sched->n_chips = links->n_chips;
+  sched->n_subs = links->n_subs;
+  sched->n_children = links->n_chips + links->n_subs;
+  sched->cancel_grace_ns = links->cancel_grace_ns;
+  sched->liveness_timeout_ns = links->liveness_timeout_ns;
+  sched->heartbeat_period_ns = links->heartbeat_period_ns;
+  sched->respawn = links->respawn;
+  sched->wake_fd = links->wake_fd;
+  sched->cancel_all_seq = links->cancel_all_seq;
+  sched->initialized = true;
+  sched->child = calloc(sched->n_children, sizeof(*sched->child));
   if (!sched->child) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
-  sched->n_children = n_children;
   return LW_OK;
 }
 
 void lw__sched_deinitialize(lw_sched_t *sched) {
+  if (!sched->initialized) return;
   free(sched->child);
   sched->child = NULL;
   sched->n_children = 0;
+  if (sched->epoll_fd >= 0) close(sched->epoll_fd);
+  sched->epoll_fd = -1;
+  sched->initialized = false;
 }
 
-bool lw__sched_other_chip_free(lw_worker_t *w, int32_t chip) {
-  for (uint32_t i = 0; i < w->cfg.n_chips; ++i) {
-    const lw_endpoint_t *ep = &w->eps[i];
+void lw__sched_kick(lw_sched_t *sched) {
+  atomic_fetch_add(&sched->kick_seq, 1);
+  // seq_cst pairs with the scheduler's store of sleeping before it re-checks kick_seq.
+  if (atomic_load(&sched->sleeping)) {
+    uint64_t one = 1;
+    ssize_t n = write(sched->wake_fd, &one, sizeof(one));
+    (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
+  }
+}
+
+bool lw__sched_watch(lw_sched_t *sched, lw_endpoint_t *ep, bool on) {
+  if (!on) return epoll_ctl(sched->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL) == 0;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
+  return epoll_ctl(sched->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) == 0;
+}
+
+bool lw__sched_other_chip_free(lw_sched_t *sched, int32_t chip) {
+  for (uint32_t i = 0; i < sched->n_chips; ++i) {
+    const lw_endpoint_t *ep = &sched->eps[i];
     if ((int32_t)i != chip && ep->accepting && atomic_load(&ep->state) == LW_EP_READY &&
-        w->sched.child[i].busy == 0) {
+        sched->child[i].busy == 0) {
       return true;
     }
   }
   return false;
 }
 
-lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err) {
-  w->epoll_fd = lw__forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
-  if (w->epoll_fd < 0) {
+lw_status_t lw__sched_start(lw_sched_t *sched, lw_forkserver_t *fs, lw_forkserver_t *fs_subs,
+                            lw_error_t *err) {
+  sched->fs = fs;
+  sched->fs_subs = fs_subs;
+  sched->epoll_fd = lw__forkserver_fd_above_stdio(epoll_create1(EPOLL_CLOEXEC));
+  if (sched->epoll_fd < 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: epoll_create1 failed");
   }
-  LW_RETURN_IF_ERROR(epoll_add(w, w->wake_fd, TAG_WAKE, err));
-  LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs), TAG_FS, err));
-  if (w->fs_subs) LW_RETURN_IF_ERROR(epoll_add(w, lw__forkserver_fd(w->fs_subs), TAG_FS_SUBS, err));
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    if (w->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(w, w->eps[s].pidfd, s, err));
+  LW_RETURN_IF_ERROR(epoll_add(sched, sched->wake_fd, TAG_WAKE, err));
+  LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs), TAG_FS, err));
+  if (sched->fs_subs) LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs_subs), TAG_FS_SUBS, err));
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    if (sched->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(sched, sched->eps[s].pidfd, s, err));
   }
-  return lw__thread_start(&w->sched.thread, "lw-sched", "scheduler", sched_main, w, err);
+  return lw__thread_start(&sched->thread, "lw-sched", "scheduler", sched_main, sched, err);
 }
 
 // Tells the scheduler to leave and wakes it wherever it sleeps (the eventfd is written even
 // when it is not marked asleep: it may be on its way into epoll_wait).
 static void sched_wake(void *ctx) {
-  lw_worker_t *w = ctx;
-  atomic_store(&w->sched.exit, true);
-  lw__worker_kick(w);
+  lw_sched_t *sched = ctx;
+  atomic_store(&sched->exit, true);
+  lw__sched_kick(sched);
   uint64_t one = 1;
-  ssize_t n = write(w->wake_fd, &one, sizeof(one));
+  ssize_t n = write(sched->wake_fd, &one, sizeof(one));
   (void)n;
 }
 
-void lw__sched_stop(lw_worker_t *w) {
-  lw__thread_stop(&w->sched.thread, sched_wake, w);
+void lw__sched_stop(lw_sched_t *sched) {
+  lw__thread_stop(&sched->thread, sched_wake, sched);
   // The epoll fd stays open: a respawn under way on the supervisor may still add to it.
-  // lw_worker_destroy closes it once the supervisor has stopped.
+  // lw__sched_deinitialize closes it (lw_worker_destroy, once the supervisor has stopped).
 }
 
 // One owner's pass on a thread other than the scheduler's (w->mu taken with trylock, so it
@@ -940,29 +982,29 @@ void lw__sched_stop(lw_worker_t *w) {
 // submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
 // anything. What it leaves to do outside w->mu (runs to complete, ops to complete, unregisters
 // to post) is left in *out for the caller to flush.
-static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress,
+static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
                         pending_work_t *out) {
   memset(out, 0, sizeof(*out));
   if (progress) *progress = false;
-  if (pthread_mutex_trylock(&w->mu) != 0) return false;
+  if (pthread_mutex_trylock(sched->dispatch_mu) != 0) return false;
   // Checked under w->mu: once the scheduler is told to stop, destroy becomes the owner (it
   // takes w->mu after the scheduler left), and no assist may run a pass beside it.
-  if (atomic_load(&w->sched.exit) || (only_if_rings && !rings_pending(w))) {
-    pthread_mutex_unlock(&w->mu);
+  if (atomic_load(&sched->exit) || (only_if_rings && !rings_pending(sched))) {
+    pthread_mutex_unlock(sched->dispatch_mu);
     return false;
   }
-  lw__dag_set_owner(&w->dag);
-  bool did = lw__dag_step(&w->dag, &out->finished);
-  for (uint32_t s = 0; s < w->n_children; ++s) {
-    lw_endpoint_t *ep = &w->eps[s];
-    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || w->sched.child[s].broken) {
+  lw__dag_set_owner(sched->dag);
+  bool did = lw__dag_step(sched->dag, &out->finished);
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    lw_endpoint_t *ep = &sched->eps[s];
+    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || sched->child[s].broken) {
       continue;
     }
-    did |= drain_endpoint(w, ep, out);
+    did |= drain_endpoint(sched, ep, out);
   }
-  did |= sweep_dispatch_cancel(w, out);
-  take_due_unregisters(w, out);
-  pthread_mutex_unlock(&w->mu);
+  did |= sweep_dispatch_cancel(sched, out);
+  take_due_unregisters(sched, out);
+  pthread_mutex_unlock(sched->dispatch_mu);
   if (progress) *progress = did;
   return true;
 }
@@ -971,10 +1013,10 @@ static bool assist_pass(lw_worker_t *w, bool only_if_rings, bool *progress,
 // under way, instead of waiting for the scheduler to get a CPU. Holding w->mu for the pass
 // makes this thread the DAG's one owner until it returns; the scheduler takes ownership back
 // at the start of its next pass.
-bool lw__sched_assist(lw_worker_t *w) {
+bool lw__sched_assist(lw_sched_t *sched) {
   pending_work_t pw;
-  if (!assist_pass(w, false, NULL, &pw)) return false;
-  flush(w, &pw);
+  if (!assist_pass(sched, false, NULL, &pw)) return false;
+  flush(sched, &pw);
   return true;
 }
 
@@ -992,82 +1034,82 @@ static bool caller_drains(void) {
 
 // A drainer arrives: under w->mu, so no child's mailbox is being reset (see assist_pass), the
 // children stop ringing a sleeping scheduler, whose wake-up would only compete with the drain.
-static void drainer_enter(lw_worker_t *w) {
-  pthread_mutex_lock(&w->mu);
-  atomic_fetch_add(&w->sched.drainers, 1);
-  set_mailboxes_sleeping(w, 0);
-  pthread_mutex_unlock(&w->mu);
+static void drainer_enter(lw_sched_t *sched) {
+  pthread_mutex_lock(sched->dispatch_mu);
+  atomic_fetch_add(&sched->drainers, 1);
+  set_mailboxes_sleeping(sched, 0);
+  pthread_mutex_unlock(sched->dispatch_mu);
   // A scheduler in a long sleep (it went to sleep with no drainer: the children armed, up to
   // 100 ms) would now hear of no completion, since the children no longer ring: kick it, so
   // it sleeps again the short way (a look at the rings every millisecond). Dekker with the
   // scheduler's long_sleep store and drainers load, both seq_cst.
-  if (atomic_load(&w->sched.long_sleep)) lw__worker_kick(w);
+  if (atomic_load(&sched->long_sleep)) lw__sched_kick(sched);
 }
 
 // A drainer leaves. The last one out hands the rings back to a sleeping scheduler: arms the
 // children, then looks at the rings once more (the other half of the Dekker in sched_main) and
 // kicks it for what arrived meanwhile.
-static void drainer_leave(lw_worker_t *w) {
-  if (atomic_fetch_sub(&w->sched.drainers, 1) == 1 && atomic_load(&w->sched.sleeping)) {
-    pthread_mutex_lock(&w->mu);
-    set_mailboxes_sleeping(w, 1);
-    bool pending = rings_pending(w);
-    pthread_mutex_unlock(&w->mu);
-    if (pending) lw__worker_kick(w);
+static void drainer_leave(lw_sched_t *sched) {
+  if (atomic_fetch_sub(&sched->drainers, 1) == 1 && atomic_load(&sched->sleeping)) {
+    pthread_mutex_lock(sched->dispatch_mu);
+    set_mailboxes_sleeping(sched, 1);
+    bool pending = rings_pending(sched);
+    pthread_mutex_unlock(sched->dispatch_mu);
+    if (pending) lw__sched_kick(sched);
   }
 }
 
 // What the waiting caller's partners do (lanes/spin.h): a chip whose run lane last pushed a
 // completion from this thread's CPU cannot run while this thread spins there. From the
 // endpoints' copies (push_cpu), not the mailboxes, which a respawn may be resetting.
-static lw__partner_t drain_partner(const lw_worker_t *w) {
+static lw__partner_t drain_partner(const lw_sched_t *sched) {
   int cpu = lw__sys_cpu();
   if (cpu < 0) return LW__PARTNER_UNKNOWN;
-  for (uint32_t s = 0; s < w->cfg.n_chips; ++s) {
-    if (atomic_load_explicit(&w->eps[s].push_cpu, memory_order_relaxed) == cpu) {
+  for (uint32_t s = 0; s < sched->n_chips; ++s) {
+    if (atomic_load_explicit(&sched->eps[s].push_cpu, memory_order_relaxed) == cpu) {
       return LW__PARTNER_SAME_CPU;
     }
   }
   return LW__PARTNER_UNKNOWN;
 }
 
-void lw__sched_drainer_enter(lw_worker_t *w) {
-  if (caller_drains()) drainer_enter(w);
+void lw__sched_drainer_enter(lw_sched_t *sched) {
+  if (caller_drains()) drainer_enter(sched);
 }
 
-void lw__sched_drainer_leave(lw_worker_t *w) {
-  if (caller_drains()) drainer_leave(w);
+void lw__sched_drainer_leave(lw_sched_t *sched) {
+  if (caller_drains()) drainer_leave(sched);
 }
 
 static bool handle_done(void *ctx) { return lw_handle_done(ctx); }
 
-void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h) {
-  (void)lw__sched_drain_until(w, handle_done, h);
+void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h) {
+  (void)lw__sched_drain_until(sched, handle_done, h);
 }
 
-bool lw__sched_drain_until(lw_worker_t *w, bool (*done)(void *ctx), void *ctx) {
+bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx) {
   if (!caller_drains()) return done(ctx);
-  drainer_enter(w);
+  drainer_enter(sched);
   lw__spin_t spin = LW__SPIN_INIT;
   bool ok;
   while (!(ok = done(ctx))) {
     bool progress = false;
     pending_work_t pw;
-    if (assist_pass(w, true, &progress, &pw)) {
+    if (assist_pass(sched, true, &progress, &pw)) {
       // Completing callable ops and posting unregisters may block on a control round trip:
       // not as a drainer, or the scheduler, asleep and not rung meanwhile, would leave other
       // runs' completions to its timeout.
       bool slow = pw.ops || pw.unregisters;
-      if (slow) drainer_leave(w);
-      flush(w, &pw);
-      if (slow) drainer_enter(w);
+      if (slow) drainer_leave(sched);
+      flush(sched, &pw);
+      if (slow) drainer_enter(sched);
     }
     if (progress) {
       lw__spin_reset(&spin);
       continue;
     }
-    if (lw__spin_step_for(&spin, drain_partner(w)) == LW__SPIN_BLOCK) break;
+    if (lw__spin_step_for(&spin, drain_partner(sched)) == LW__SPIN_BLOCK) break;
   }
-  drainer_leave(w);
+  drainer_leave(sched);
   return ok;
 }

@@ -31,8 +31,13 @@
 #include "mailbox/mailbox.h"
 #include "parent/thread.h"
 
-typedef struct lw_worker lw_worker_t;
 typedef struct lw_task lw_task_t;
+typedef struct lw_dag lw_dag_t;
+typedef struct lw_callables lw_callables_t;
+typedef struct lw_runs lw_runs_t;
+typedef struct lw_supervisor lw_supervisor_t;
+typedef struct lw_endpoint lw_endpoint_t;
+typedef struct lw_forkserver lw_forkserver_t;
 
 // The scheduler's record of one child (w->sched.child[slot], slots as in w->eps: chips, then
 // subs), beside the endpoint's mailbox side (parent/endpoint.h). Written only in an owner's
@@ -56,11 +61,48 @@ typedef struct lw_sched_child {
   int64_t hb_seen_at;
 } lw_sched_child_t;
 
-// The scheduler's own state (w->sched). thread: started by lw__sched_start and stopped by
+// What the scheduler works with, given by the worker at initialize and fixed from then on (none
+// of it is owned here).
+typedef struct lw_sched_links {
+  // The worker's dispatch lock: a pass holds it (parent/callables.h: the table and the ops,
+  // the endpoints' accepting flags), which makes the passing thread the DAG's owner.
+  pthread_mutex_t *dispatch_mu;
+  lw_dag_t *dag;              // the DAG this thread owns (parent/dag.h)
+  lw_callables_t *calls;      // reports, pins, due unregisters
+  lw_runs_t *runs;            // cancel_all marks every unfinished run
+  lw_supervisor_t *sup;       // a dead child is handed to it
+  lw_endpoint_t *eps;         // n_chips chip endpoints, then n_subs sub endpoints
+  uint32_t n_chips, n_subs;
+  // The worker's configuration: the cancel grace before an escalation, the liveness timeout
+  // (0: off) and the heartbeat period asked of the children, respawn on/off (for the log).
+  int64_t cancel_grace_ns, liveness_timeout_ns, heartbeat_period_ns;
+  bool respawn;
+  int wake_fd;                // eventfd: children and threads wake the scheduler
+  const _Atomic uint32_t *cancel_all_seq;  // bumped by lw_worker_cancel_all
+} lw_sched_links_t;
+
+// The scheduler's own state (the worker's sched). thread: started by lw__sched_start and stopped by
 // lw__sched_stop only (parent/thread.h). kick_seq and sleeping: the sleep handshake with kicking threads (any
 // thread reads and bumps them, seq_cst). exit: set by lw__sched_stop. cancel_all_seen: the
 // last lw_worker_cancel_all the passes acted on (w->mu held).
 typedef struct lw_sched {
+  bool initialized;  // lw__sched_initialize ran (create/destroy only)
+  // The links (lw_sched_links_t), copied at initialize.
+  pthread_mutex_t *dispatch_mu;
+  lw_dag_t *dag;
+  lw_callables_t *calls;
+  lw_runs_t *runs;
+  lw_supervisor_t *sup;
+  lw_endpoint_t *eps;
+  uint32_t n_chips, n_subs;
+  int64_t cancel_grace_ns, liveness_timeout_ns, heartbeat_period_ns;
+  bool respawn;
+  int wake_fd;
+  const _Atomic uint32_t *cancel_all_seq;
+  // The epoll set (lw__sched_start; closed by lw__sched_deinitialize): the wake eventfd, every
+  // watched child's pidfd (tagged with its slot), the fork servers' sockets (fs, fs_subs).
+  int epoll_fd;
+  lw_forkserver_t *fs, *fs_subs;
   lw_thread_t thread;
   _Atomic bool exit;
   _Atomic uint64_t kick_seq;
@@ -81,22 +123,32 @@ typedef struct lw_sched {
   _Atomic uint32_t drainers;
 } lw_sched_t;
 
-// The per-child records (lw_worker_create, before any child takes work); deinitialize frees
-// them (lw_worker_destroy, once the scheduler stopped; a half-built scheduler is fine).
-LW_MUST_USE lw_status_t lw__sched_initialize(lw_sched_t *sched, uint32_t n_children,
+// The links and the per-child records (lw_worker_create, before any child takes work);
+// deinitialize frees them and closes the epoll set (lw_worker_destroy, once the scheduler and
+// the supervisor stopped; fine on a zeroed or half-built scheduler).
+LW_MUST_USE lw_status_t lw__sched_initialize(lw_sched_t *sched, const lw_sched_links_t *links,
                                              lw_error_t *err);
 void lw__sched_deinitialize(lw_sched_t *sched);
-LW_MUST_USE lw_status_t lw__sched_start(lw_worker_t *w, lw_error_t *err);
+// Makes the epoll set (the wake eventfd, the fork servers' sockets, the pidfd of every child
+// that has one) and starts the thread (lw_worker_create, once the children are READY).
+LW_MUST_USE lw_status_t lw__sched_start(lw_sched_t *sched, lw_forkserver_t *fs,
+                                        lw_forkserver_t *fs_subs, lw_error_t *err);
+// Wakes the scheduler: new work, or something for it to look at (the DAG's doorbell, a kick
+// from any component). Any thread; async-signal-safe (atomics and write(2)).
+void lw__sched_kick(lw_sched_t *sched);
+// The scheduler watches (on) or stops watching (off) ep's pidfd for the child's death: the
+// supervisor's call for a respawned child that took its replay. False when epoll_ctl failed.
+bool lw__sched_watch(lw_sched_t *sched, lw_endpoint_t *ep, bool on);
 // Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
-bool lw__sched_other_chip_free(lw_worker_t *w, int32_t chip);
-void lw__sched_stop(lw_worker_t *w);
+bool lw__sched_other_chip_free(lw_sched_t *sched, int32_t chip);
+void lw__sched_stop(lw_sched_t *sched);
 // Runs one owner's pass on the calling thread (a submitter, right after posting to the DAG's
 // inbox) when no pass is under way: applies the inbox, drains the children's completion
 // rings, sweeps, dispatches. Saves the hand-off to the scheduler thread (and waking it) when
 // the caller can do the work itself. Returns false, having done nothing, when a pass was under
 // way (w->mu busy) or the scheduler is stopping: the caller then kicks the scheduler. No lock
 // held on entry.
-bool lw__sched_assist(lw_worker_t *w);
+bool lw__sched_assist(lw_sched_t *sched);
 
 // A thread that will drain the children's rings itself for a while, in its own passes: a waiting
 // caller (lw__sched_wait_draining) and an orch function's thread, which runs a pass after each
@@ -107,8 +159,8 @@ bool lw__sched_assist(lw_worker_t *w);
 // computing between submits). The last to leave hands the rings back (arms the children and
 // kicks the scheduler for what arrived). Enter and leave in pairs, holding no worker lock; a
 // no-op pair with LW_CALLER_DRAINS=0.
-void lw__sched_drainer_enter(lw_worker_t *w);
-void lw__sched_drainer_leave(lw_worker_t *w);
+void lw__sched_drainer_enter(lw_sched_t *sched);
+void lw__sched_drainer_leave(lw_sched_t *sched);
 
 // Called by a thread about to wait for h (a sync lw_worker_run): while it would spin anyway
 // (lanes/spin.h), it drains the children's completion rings itself and runs the owner's pass
@@ -116,10 +168,10 @@ void lw__sched_drainer_leave(lw_worker_t *w);
 // thread hop fewer per round trip). Returns when h is done or the spin budget is spent; the
 // caller then waits for h as usual. Never blocks on w->mu (trylock). Any thread but the
 // scheduler's, holding no worker lock.
-void lw__sched_wait_draining(lw_worker_t *w, lw_handle_t *h);
+void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h);
 // The same drain until done(ctx) returns true (it may take what it checks, e.g. task-ring
 // slots) or the spin budget is spent; returns done's last answer. The orch function's wait
 // for room in a full task ring.
-bool lw__sched_drain_until(lw_worker_t *w, bool (*done)(void *ctx), void *ctx);
+bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx);
 
 #endif  // LANEWORK_PARENT_SCHED_H_

@@ -16,15 +16,7 @@ int64_t lw__heartbeat_period_ns(const lw_worker_t *w) {
   return p;
 }
 
-void lw__worker_kick(lw_worker_t *w) {
-  atomic_fetch_add(&w->sched.kick_seq, 1);
-  // seq_cst pairs with the scheduler's store of sched_sleeping before it re-checks kick_seq.
-  if (atomic_load(&w->sched.sleeping)) {
-    uint64_t one = 1;
-    ssize_t n = write(w->wake_fd, &one, sizeof(one));
-    (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
-  }
-}
+void lw__worker_kick(lw_worker_t *w) { lw__sched_kick(&w->sched); }
 
 void lw__worker_notify_user(void *ctx, lw_handle_t *h) {
   (void)h;

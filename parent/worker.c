@@ -148,14 +148,16 @@ static void dag_ring(void *ctx) {
   // A pass run here applied the post: the scheduler need not be woken for it (a completion
   // wakes it, through the children's rings, if nobody drains them). A pass under way
   // elsewhere may have missed the post: the kick makes the scheduler look again.
-  if (!lw__sched_assist(ctx)) lw__worker_kick(ctx);
+  lw_worker_t *w = ctx;
+  if (!lw__sched_assist(&w->sched)) lw__worker_kick(w);
 }
 
 // A stop (cancel, failure): the scheduler is always woken, since the stop may start clocks
 // (a cancel's grace before its escalation) that only the scheduler watches.
 static void dag_stop(void *ctx) {
-  lw__worker_kick(ctx);
-  (void)lw__sched_assist(ctx);
+  lw_worker_t *w = ctx;
+  lw__worker_kick(w);
+  (void)lw__sched_assist(&w->sched);
 }
 
 // Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
@@ -166,9 +168,7 @@ static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
 // set, whose events name the child's slot.
 static bool sup_watch(void *ctx, lw_endpoint_t *ep, bool on) {
   lw_worker_t *w = ctx;
-  if (!on) return epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL) == 0;
-  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
-  return epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) == 0;
+  return lw__sched_watch(&w->sched, ep, on);
 }
 
 // The callables' kick (an unregister became due: the scheduler posts it).
@@ -180,7 +180,8 @@ static lw_trace_area_t *worker_trace_area(lw_worker_t *w, uint32_t s) {
 }
 
 static bool dag_other_chip_free(void *ctx, int32_t chip) {
-  return lw__sched_other_chip_free(ctx, chip);
+  lw_worker_t *w = ctx;
+  return lw__sched_other_chip_free(&w->sched, chip);
 }
 
 // The runs' hooks (parent/runs.h): the live count destroy waits on, and the scheduler's drain.
@@ -193,11 +194,13 @@ static void runs_live(void *ctx, int delta) {
   pthread_mutex_unlock(&w->mu);
 }
 
-static void runs_before_wait(void *ctx, lw_handle_t *h) { lw__sched_wait_draining(ctx, h); }
-static void runs_drainer_enter(void *ctx) { lw__sched_drainer_enter(ctx); }
-static void runs_drainer_leave(void *ctx) { lw__sched_drainer_leave(ctx); }
+static void runs_before_wait(void *ctx, lw_handle_t *h) {
+  lw__sched_wait_draining(&((lw_worker_t *)ctx)->sched, h);
+}
+static void runs_drainer_enter(void *ctx) { lw__sched_drainer_enter(&((lw_worker_t *)ctx)->sched); }
+static void runs_drainer_leave(void *ctx) { lw__sched_drainer_leave(&((lw_worker_t *)ctx)->sched); }
 static bool runs_drain_until(void *ctx, bool (*done)(void *done_ctx), void *done_ctx) {
-  return lw__sched_drain_until(ctx, done, done_ctx);
+  return lw__sched_drain_until(&((lw_worker_t *)ctx)->sched, done, done_ctx);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -391,7 +394,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   if (!w) return lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
   w->cfg = *cfg;
   w->n_children = cfg->n_chips + cfg->n_subs;
-  w->wake_fd = w->user_fd = w->epoll_fd = w->mailboxes_fd = w->traces_fd = -1;
+  w->wake_fd = w->user_fd = w->mailboxes_fd = w->traces_fd = -1;
   pthread_mutex_init(&w->mu, NULL);
   // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
   // stretch or cut a wait.
@@ -484,7 +487,21 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                      .watch = sup_watch,
                                      .ctx = w};
   if ((st = lw__supervisor_initialize(&w->sup, &sup_links, &err)) != LW_OK) goto fail_err;
-  if ((st = lw__sched_initialize(&w->sched, w->n_children, &err)) != LW_OK) goto fail_err;
+  lw_sched_links_t sched_links = {.dispatch_mu = &w->mu,
+                                  .dag = &w->dag,
+                                  .calls = &w->calls,
+                                  .runs = &w->runs,
+                                  .sup = &w->sup,
+                                  .eps = w->eps,
+                                  .n_chips = cfg->n_chips,
+                                  .n_subs = cfg->n_subs,
+                                  .cancel_grace_ns = cfg->cancel_grace_ns,
+                                  .liveness_timeout_ns = cfg->liveness_timeout_ns,
+                                  .heartbeat_period_ns = lw__heartbeat_period_ns(w),
+                                  .respawn = cfg->respawn,
+                                  .wake_fd = w->wake_fd,
+                                  .cancel_all_seq = &w->cancel_all_seq};
+  if ((st = lw__sched_initialize(&w->sched, &sched_links, &err)) != LW_OK) goto fail_err;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
@@ -576,7 +593,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail;
   }
   if ((st = lw__supervisor_start(&w->sup, &err)) != LW_OK) goto fail_err;
-  if ((st = lw__sched_start(w, &err)) != LW_OK) goto fail_err;
+  if ((st = lw__sched_start(&w->sched, w->fs, w->fs_subs, &err)) != LW_OK) goto fail_err;
   if ((st = lw__orch_start(&w->runs, &err)) != LW_OK) goto fail_err;
   *out = w;
   return LW_OK;
@@ -706,11 +723,9 @@ void lw_worker_destroy(lw_worker_t *w) {
     }
     (void)wait_idle(w, DESTROY_REAP_NS);
   }
-  lw__sched_stop(w);
+  lw__sched_stop(&w->sched);
   // After the scheduler: nothing reports deaths any more. A respawn under way sees stopping.
   lw__supervisor_stop(&w->sup);
-  if (w->epoll_fd >= 0) close(w->epoll_fd);
-  w->epoll_fd = -1;
   // 4. No thread of this worker is left: whatever run is still unfinished is finished now.
   finish_leftover_runs(w);
   lw__forkserver_stop(w->fs);

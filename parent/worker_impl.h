@@ -1,8 +1,9 @@
 // parent/worker_impl.h — struct lw_worker, which wires the parent's components together, and
-// the few calls of the worker itself (wake.c) that the components not yet converted use:
-// waking the scheduler, notifying the user, the heartbeat period, a child's mailbox. Included
-// by worker.c and wake.c, and (until each takes its own struct) by
-// sched.c: the layering check (tests/layering) refuses any other file.
+// the few calls of the worker itself (wake.c): waking the scheduler, notifying the user, the
+// heartbeat period, a child's mailbox. Included by worker.c and wake.c only: the layering
+// check (tests/layering) refuses any other parent file. Every component takes its own struct,
+// and what it works with of the others comes in its links (lw_<component>_links_t, given at
+// initialize by worker.c): pointers, configuration values and hooks, never the worker.
 // Components, each with its own header stating its contract (what it owns, lifecycle, which
 // thread calls what, which lock guards what):
 //   arena.h       the shared-arena allocator (arena.c)
@@ -119,7 +120,6 @@ struct lw_worker {
   lw_endpoint_t *eps;        // n_children: chips, then subs
   int wake_fd;               // eventfd: children and threads wake the scheduler
   int user_fd;               // eventfd: readable when a handle of this worker finished
-  int epoll_fd;
 
   // The DAG (parent/dag.h): its state is its owner's, the scheduler thread's (destroy's once
   // the scheduler stopped); other threads reach it through its inbox only.

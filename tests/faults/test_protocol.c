@@ -236,7 +236,7 @@ Test(protocol, destroy_finishes_runs_the_scheduler_can_no_longer_finish, .timeou
     if (busy == 2) break;
     lw_test_sleep_us(500);
   }
-  lw__sched_stop(f.w);
+  lw__sched_stop(&f.w->sched);
   fx_destroy(&f);
   for (int i = 0; i < 2; ++i) {
     lw_status_t st = lw_handle_wait(h[i], 5ll * 1000 * 1000 * 1000);

@@ -70,13 +70,13 @@ Test(drainers, a_drainer_arriving_while_the_scheduler_sleeps_long_kicks_it, .tim
     // An idle worker's scheduler spins, then sleeps the long way.
     while (atomic_load(&w->sched.long_sleep) == 0) lw_test_sleep_us(200);
     uint64_t kicks = atomic_load(&w->sched.kick_seq);
-    lw__sched_drainer_enter(w);
+    lw__sched_drainer_enter(&w->sched);
     cr_assert_gt(atomic_load(&w->sched.kick_seq), kicks, "round %d: no kick", round);
     // Woken, it sleeps again the short way while the drainer stays.
     while (!(atomic_load(&w->sched.sleeping) == 1 && atomic_load(&w->sched.long_sleep) == 0)) {
       lw_test_sleep_us(100);
     }
-    lw__sched_drainer_leave(w);
+    lw__sched_drainer_leave(&w->sched);
   }
   destroy_and_check();
 }
