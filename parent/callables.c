@@ -152,7 +152,8 @@ static bool op_deferred(const lw_callables_t *calls, const lw_wop_t *op) {
   return calls->table[op->wc].deferred_unregister == op;
 }
 
-void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *err, lw_wop_t **done) {
+void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *err,
+                       lw_wop_t **done) {
   lw_wop_t *op = calls->ops;
   while (op) {
     lw_wop_t *next = op->next_pending;
@@ -184,13 +185,22 @@ void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *e
   }
 }
 
+// An op finished: one live op fewer, and destroy's wait (on the worker's idle condvar) hears
+// of it. The count is stored before the broadcast under idle_mu, so a waiter that read it
+// before is already waiting when the broadcast comes.
+static void ops_gone(lw_callables_t *calls) {
+  atomic_fetch_sub(&calls->live_ops, 1);
+  pthread_mutex_lock(calls->idle_mu);
+  pthread_cond_broadcast(calls->idle_cv);
+  pthread_mutex_unlock(calls->idle_mu);
+}
+
 // A sub callable's unregister is done: no task references the callable any more (calls->mu held).
 static void sub_unregister_done(lw_callables_t *calls, lw_wcallable_t *c, lw_wop_t *op) {
   atomic_fetch_add_explicit(&calls->sub_unregisters, 1, memory_order_relaxed);  // a counter
   ops_unlink(calls, op);
   wc_release(calls, c);
-  calls->live_ops--;
-  pthread_cond_broadcast(calls->idle_cv);
+  ops_gone(calls);
   // Finishing only stores the result, wakes waiters and writes the event fd: fine under calls->mu.
   (void)lw__handle_finish(&op->handle, LW_OK, NULL);
   lw__handle_unref(&op->handle);
@@ -249,9 +259,9 @@ void lw__wc_credit_return_all(lw_callables_t *calls) {
   bool any = false;
   for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) any |= calls->credit[i].id != 0;
   if (!any) return;
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   for (uint32_t i = 0; i < LW_PIN_CREDITS; ++i) credit_drop(calls, &calls->credit[i]);
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
 }
 
 lw_status_t lw__wc_pin_for_tasks(lw_callables_t *calls, lw_callable_handle_t h, bool want_sub,
@@ -259,7 +269,7 @@ lw_status_t lw__wc_pin_for_tasks(lw_callables_t *calls, lw_callable_handle_t h, 
                                  lw_error_t *err) {
   if (credit_take(calls, h, want_sub, n, out_wc, out_id)) return LW_OK;
   lw_status_t st = LW_OK;
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   lw_wcallable_t *c = wc_lookup(calls, h);
   if (!c) {
     st = lw__error_set(err, LW_NOT_FOUND, -1, 0, "orch: unknown or released callable handle 0x%llx",
@@ -304,7 +314,7 @@ lw_status_t lw__wc_pin_for_tasks(lw_callables_t *calls, lw_callable_handle_t h, 
     *out_wc = wc;
     *out_id = c->id;
   }
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
   return st;
 }
 
@@ -318,8 +328,8 @@ void lw__wc_unpin(lw_callables_t *calls, uint32_t wc) {
     return;
   }
   // Still deferred (see op_deferred) until the scheduler takes it to post it.
-  op->next_done = calls->due_unregisters;
-  calls->due_unregisters = op;
+  op->next_done = atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed);
+  atomic_store_explicit(&calls->due_unregisters, op, memory_order_relaxed);
   if (calls->kick) calls->kick(calls->ctx);
 }
 
@@ -339,13 +349,13 @@ static void wop_post(lw_wop_t *op) {
     char build_options[LW_MAX_BUILD_OPTIONS_BYTES];
     // Read under calls->mu while the op is still pending: the callable's slot is released only
     // when the op completes, so nothing read here can belong to another callable.
-    pthread_mutex_lock(calls->mu);
+    pthread_mutex_lock(&calls->mu);
     if (op->pending == 0) {
-      pthread_mutex_unlock(calls->mu);
+      pthread_mutex_unlock(&calls->mu);
       break;  // completed meanwhile (every chip reported or died)
     }
     if (op->reported[i]) {
-      pthread_mutex_unlock(calls->mu);
+      pthread_mutex_unlock(&calls->mu);
       continue;  // this chip died before it was told: its report is in already
     }
     p.control_id = op_control_id(op, i);
@@ -399,7 +409,7 @@ static void wop_post(lw_wop_t *op) {
       p.target = op->kind == LW_WOP_ROLLBACK ? op->local[i] : c->local[i];
       generation = op->kind == LW_WOP_ROLLBACK ? op->gen[i] : c->gen[i];
     }
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     if (skip) {
       if (skipped_last) lw__wop_complete(skipped_last);
       continue;
@@ -418,17 +428,17 @@ static void wop_post(lw_wop_t *op) {
       // As in lw__wop_fail_chip: a chip that is down has nothing of the callable left, and a
       // respawn replays only callables that are live.
       st = LW_OK;
-      pthread_mutex_lock(calls->mu);
+      pthread_mutex_lock(&calls->mu);
       lw_wop_t *done = NULL;
       bool complete = lw__wop_report(calls, i, p.control_id, LW_OK, 0, NULL, &done);
-      pthread_mutex_unlock(calls->mu);
+      pthread_mutex_unlock(&calls->mu);
       if (complete) lw__wop_complete(done);
     }
     if (st != LW_OK) {
       lw_wop_t *done = NULL;
-      pthread_mutex_lock(calls->mu);
+      pthread_mutex_lock(&calls->mu);
       bool complete = lw__wop_report(calls, i, p.control_id, st, 0, &err, &done);
-      pthread_mutex_unlock(calls->mu);
+      pthread_mutex_unlock(&calls->mu);
       if (complete) lw__wop_complete(done);
     }
   }
@@ -444,9 +454,9 @@ static lw_status_t wop_cancel(lw_handle_t *h) {
   lw_wop_t *op = (lw_wop_t *)h;
   lw_callables_t *calls = op->calls;
   for (uint32_t i = 0; i < calls->n_chips; ++i) {
-    pthread_mutex_lock(calls->mu);
+    pthread_mutex_lock(&calls->mu);
     bool waiting = !op->reported[i] && !lw_handle_done(h);
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     if (!waiting) continue;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
@@ -477,15 +487,14 @@ void lw__wop_complete(lw_wop_t *op) {
   lw_callables_t *calls = op->calls;
   if (op->kind == LW_WOP_ROLLBACK) {
     // The callable slot was kept until every chip undid its register.
-    pthread_mutex_lock(calls->mu);
+    pthread_mutex_lock(&calls->mu);
     wc_release(calls, &calls->table[op->wc]);
-    calls->live_ops--;
-    pthread_cond_broadcast(calls->idle_cv);
-    pthread_mutex_unlock(calls->mu);
+    ops_gone(calls);
+    pthread_mutex_unlock(&calls->mu);
     lw__handle_unref(&op->handle);
     return;
   }
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   lw_wcallable_t *c = &calls->table[op->wc];
   lw_wop_t *rollback = NULL;
   if (op->kind == LW_WOP_REGISTER) {
@@ -521,7 +530,7 @@ void lw__wop_complete(lw_wop_t *op) {
         memcpy(rollback->gen, op->gen, sizeof(op->gen));
         rollback->next_pending = calls->ops;
         calls->ops = rollback;
-        calls->live_ops++;
+        atomic_fetch_add(&calls->live_ops, 1);
         // No caller holds a rollback's handle: the caller reference is dropped once it has
         // been posted, so that a chip death completing it meanwhile cannot free it under
         // wop_post.
@@ -533,9 +542,8 @@ void lw__wop_complete(lw_wop_t *op) {
     atomic_fetch_add_explicit(&calls->chip_unregisters, 1, memory_order_relaxed);
     wc_release(calls, c);
   }
-  calls->live_ops--;
-  pthread_cond_broadcast(calls->idle_cv);
-  pthread_mutex_unlock(calls->mu);
+  ops_gone(calls);
+  pthread_mutex_unlock(&calls->mu);
   (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
   lw__handle_unref(&op->handle);
   if (rollback) {
@@ -566,7 +574,7 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
                          c->name ? c->name : "callable", c->image_bytes);
   }
   memcpy(image, c->image, c->image_bytes);
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   // The same image whose unregister waits for queued tasks: refused here, as the chip child
   // refuses it once that unregister reached it. Deciding in the parent makes the answer the
   // same whatever the scheduler has posted yet.
@@ -577,7 +585,7 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
                                    "same-image register must wait until its queued tasks ran "
                                    "and it is freed)",
                                    dying->name);
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     lw__arena_free(calls->arena, image);
     return st;
   }
@@ -585,7 +593,7 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
   lw_wop_t *op = wc ? wop_new(calls, LW_WOP_REGISTER, (uint32_t)(wc - calls->table)) : NULL;
   if (!op) {
     if (wc) wc_release(calls, wc);
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     lw__arena_free(calls->arena, image);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker_register: callable table is full (%d)", LW_MAX_CALLABLES);
@@ -604,8 +612,8 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
   // Listed before any post: a child may report before its ack is even read.
   op->next_pending = calls->ops;
   calls->ops = op;
-  calls->live_ops++;
-  pthread_mutex_unlock(calls->mu);
+  atomic_fetch_add(&calls->live_ops, 1);
+  pthread_mutex_unlock(&calls->mu);
   wop_post(op);
   *out = &op->handle;
   return LW_OK;
@@ -622,12 +630,12 @@ static lw_status_t sub_unregister(lw_callables_t *calls, lw_wcallable_t *c, lw_h
     lw_status_t st = lw__error_set(
         err, LW_FAILED_PRECONDITION, -1, 0, "worker_unregister: %s is %s", c->name,
         c->state == LW_WC_UNREGISTERING ? "already being unregistered" : "still registering");
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     return st;
   }
   lw_wop_t *op = wop_new(calls, LW_WOP_UNREGISTER, (uint32_t)(c - calls->table));
   if (!op) {
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_unregister: out of memory");
   }
   op->sub = true;
@@ -636,20 +644,20 @@ static lw_status_t sub_unregister(lw_callables_t *calls, lw_wcallable_t *c, lw_h
   credit_take_back(calls, (uint32_t)(c - calls->table));
   op->next_pending = calls->ops;  // listed so that destroy finishes it if it is still waiting
   calls->ops = op;
-  calls->live_ops++;
+  atomic_fetch_add(&calls->live_ops, 1);
   if (c->pins == 0) {
     sub_unregister_done(calls, c, op);
   } else {
     c->deferred_unregister = op;  // lw__wc_unpin finishes it
   }
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
   *out = &op->handle;
   return LW_OK;
 }
 
 lw_status_t lw__callables_unregister_async(lw_callables_t *calls, lw_callable_handle_t h,
                                           bool subs_too, lw_handle_t **out, lw_error_t *err) {
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   lw_wcallable_t *c = wc_lookup(calls, h);
   if (c && c->kind == LW_WC_SUB && subs_too) return sub_unregister(calls, c, out, err);
   lw_status_t st = LW_OK;
@@ -676,7 +684,7 @@ lw_status_t lw__callables_unregister_async(lw_callables_t *calls, lw_callable_ha
     }
   }
   if (st != LW_OK) {
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     return st;
   }
   // Tombstone: tasks submitted from now on fail "pending unregister". Tasks already accepted
@@ -686,10 +694,10 @@ lw_status_t lw__callables_unregister_async(lw_callables_t *calls, lw_callable_ha
   credit_take_back(calls, (uint32_t)(c - calls->table));
   op->next_pending = calls->ops;
   calls->ops = op;
-  calls->live_ops++;
+  atomic_fetch_add(&calls->live_ops, 1);
   bool post_now = c->pins == 0;
   if (!post_now) c->deferred_unregister = op;
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
   if (post_now) wop_post(op);
   *out = &op->handle;
   return LW_OK;
@@ -746,11 +754,11 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
   // the functions different indices on different children. The replay of a respawned sub child
   // takes the same lock.
   pthread_mutex_lock(&calls->sub_mu);
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   lw_wcallable_t *c = wc_alloc(calls);
   if (!c || !sub_table_reserve(calls)) {
     if (c) wc_release(calls, c);
-    pthread_mutex_unlock(calls->mu);
+    pthread_mutex_unlock(&calls->mu);
     pthread_mutex_unlock(&calls->sub_mu);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          c ? "worker_register_sub: out of memory"
@@ -766,7 +774,7 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
   uint32_t tag = ++calls->last_sub_tag;
   if (tag == 0) tag = ++calls->last_sub_tag;
   c->sub_tag = tag;
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
 
   lw_status_t st = LW_OK;
   bool took[LW_MAX_SUBS] = {false};
@@ -812,7 +820,7 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
     }
   }
   if (st != LW_OK) sub_rollback(calls, took, took_index, took_gen);
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   if (st == LW_OK) {
     // Remembered in order for a respawned sub child; the index is the position.
     c->sub_index = index;
@@ -828,7 +836,7 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
                               memory_order_relaxed);  // a counter only
     wc_release(calls, c);
   }
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
   pthread_mutex_unlock(&calls->sub_mu);
   return st;
 }
@@ -840,7 +848,8 @@ lw_status_t lw__callables_initialize(lw_callables_t *calls, const lw_callables_l
                                      lw_error_t *err) {
   // calls is zeroed already (the worker's calloc): the table is 1 MiB that a memset here would
   // make resident for nothing.
-  calls->mu = links->mu;
+  pthread_mutex_init(&calls->mu, NULL);
+  calls->idle_mu = links->idle_mu;
   calls->idle_cv = links->idle_cv;
   calls->eps = links->eps;
   calls->n_chips = links->n_chips;
@@ -869,6 +878,7 @@ void lw__callables_deinitialize(lw_callables_t *calls) {
   calls->sub_tags = NULL;
   calls->n_sub_fns = 0;
   pthread_mutex_destroy(&calls->sub_mu);
+  pthread_mutex_destroy(&calls->mu);
   calls->initialized = false;
 }
 

@@ -1,17 +1,17 @@
 // parent/callables.h — the worker's callable table and the register/unregister op machine
 // (parent/callables.c).
-// Owns (lw_callables_t, the worker's calls): the table and its handle ids, the pins and the deferred
-// unregisters that wait for them (a slot is a tombstone, unregistering, until its last pin
+// Owns (lw_callables_t, the worker's calls): the table and its handle ids, the pins and the
+// deferred unregisters that wait for them (a slot is a tombstone, unregistering, until its last pin
 // goes), the register/unregister ops in flight (ops, due_unregisters, the serials from
 // next_control_id, live_ops), the sub function table every sub child keeps in step (sub_fns,
 // sub_names, sub_tags, n_sub_fns, the tags from last_sub_tag). register_sub checks functions
 // against the zygote's registry of loaded objects (parent/fs_zygote.h).
 // It does the work of lw_worker_register(_async), lw_worker_unregister(_async) and
-// lw_worker_register_sub (whose bodies in worker.c call lw__callables_*): a chip callable is broadcast to every chip child, all or nothing (a
-// partial register is rolled back with an unregister, LW_WOP_ROLLBACK); a sub function is
-// registered on every sub child in the same order (rolled back the same way).
-// Lifecycle: lw__callables_initialize (lw_worker_create, on zeroed memory: sub_mu, the handle
-// ids) -> ... ->
+// lw_worker_register_sub (whose bodies in worker.c call lw__callables_*): a chip callable is
+// broadcast to every chip child, all or nothing (a partial register is rolled back with an
+// unregister, LW_WOP_ROLLBACK); a sub function is registered on every sub child in the same order
+// (rolled back the same way). Lifecycle: lw__callables_initialize (lw_worker_create, on zeroed
+// memory: sub_mu, the handle ids) -> ... ->
 // lw__callables_fail_ops (lw_worker_destroy, once no thread of the worker is left: finishes
 // every op still waiting) -> lw__callables_deinitialize (frees the ids and the sub function
 // table; fine on a zeroed table).
@@ -138,15 +138,16 @@ struct lw_wop {
   lw_wop_t *next_done;
 };
 
-// Pins taken ahead for the orch function that holds the worker's token (parent/orch.c): a
-// submit that takes calls->mu (all but the function's first) pins its callable for
-// LW_PIN_CREDIT_BATCH more tasks than it needs; the next submits of it take their pins from `n` with a compare-and-swap, without
-// calls->mu, which the scheduler's passes hold (on a many-core host a lock per task made the
-// caller and the scheduler sleep on it a quarter of the time). An unregister takes what is
-// left back (an exchange, under calls->mu) before it counts the pins, so a tombstoned callable has
-// no credit and the next submit fails "pending unregister" as before; the token holder gives
-// every credit back when its orch function ends (lw__wc_credit_return_all). id, wc and sub are
-// written under calls->mu by the token holder only, which alone reads them without the lock.
+// Pins taken ahead for the orch function that holds the worker's orchestrator token
+// (parent/orch.c): a submit that takes calls->mu (all but the function's first) pins its
+// callable for LW_PIN_CREDIT_BATCH more tasks than it needs; the next submits of it take their
+// pins from `n` with a compare-and-swap, without calls->mu, which the scheduler's passes take
+// whenever they post (on a many-core host a lock per task made the caller and the scheduler
+// sleep on it a quarter of the time). An unregister takes what is left back (an exchange,
+// under calls->mu) before it counts the pins, so a tombstoned callable has no credit and the
+// next submit fails "pending unregister" as before; the token holder gives every credit back
+// when its orch function ends (lw__wc_credit_return_all). id, wc and sub are written under
+// calls->mu by the token holder only, which alone reads them without the lock.
 #define LW_PIN_CREDITS 4
 #define LW_PIN_CREDIT_BATCH 64
 typedef struct lw_pin_credit {
@@ -159,10 +160,10 @@ typedef struct lw_pin_credit {
 // What the callables work with, given by the worker at initialize (lw_worker_create) and
 // fixed from then on. None of it is owned here.
 typedef struct lw_callables_links {
-  // The worker's dispatch lock: it guards the table and the ops, and the scheduler's pass
-  // holds it while it reads them (parent/sched.h), so a pass sees the table between changes.
-  pthread_mutex_t *mu;
-  pthread_cond_t *idle_cv;  // broadcast under mu when an op finishes (destroy waits on it)
+  // The worker's idle lock and condvar: broadcast when an op finishes (destroy waits on them
+  // for no live op); idle_mu is a leaf, taken under mu.
+  pthread_mutex_t *idle_mu;
+  pthread_cond_t *idle_cv;
   lw_endpoint_t *eps;       // n_chips chip endpoints, then n_subs sub endpoints
   uint32_t n_chips, n_subs;
   lw_arena_t *arena;        // chip images are copied here (the children map it)
@@ -175,8 +176,12 @@ typedef struct lw_callables_links {
 // The worker's callables. Guarded by mu unless said otherwise.
 struct lw_callables {
   bool initialized;          // sub_mu and ids exist (create/destroy only)
+  // The table's lock: it guards the table, the ops and the sub function table (with sub_mu);
+  // the DAG's owner takes it inside its pass (parent/sched.h, lw__sched_pass_hold_calls)
+  // before it reads a callable, reports an op or drops a pin.
+  pthread_mutex_t mu;
   // The links (lw_callables_links_t), copied at initialize.
-  pthread_mutex_t *mu;
+  pthread_mutex_t *idle_mu;
   pthread_cond_t *idle_cv;
   lw_endpoint_t *eps;
   uint32_t n_chips, n_subs;
@@ -191,10 +196,14 @@ struct lw_callables {
   uint32_t last_sub_tag;     // the last sub callable tag handed out
   lw_wop_t *ops;             // register/unregister ops waiting for chip reports
   // Deferred chip unregisters whose pins dropped to 0, linked by next_done: the scheduler
-  // takes them and posts them to the chips (without calls->mu).
-  lw_wop_t *due_unregisters;
+  // takes them (under mu) and posts them to the chips (without mu). Changed under mu only; an
+  // atomic so that a pass may look whether there is any without the lock (relaxed: a push
+  // kicks the scheduler, so one a pass misses brings another pass).
+  lw_wop_t *_Atomic due_unregisters;
   uint64_t next_control_id;  // the last op serial handed out
-  uint32_t live_ops;         // ops not finished (destroy waits for 0 on idle_cv)
+  // Ops not finished (destroy waits for 0 on idle_cv): changed under mu, read by destroy's
+  // wait under idle_mu (an atomic for that read).
+  _Atomic uint32_t live_ops;
   // Every sub function ever registered, in order: replayed to a respawned sub child so its
   // table indices match. sub_mu serializes every change of the sub children's tables (a
   // register_sub broadcast, a replay), so each sub child gets the same functions in the same
@@ -235,7 +244,8 @@ void lw__wop_complete(lw_wop_t *op);
 // fails too: the new child will not have the callable (the replay takes live ones only). Ops
 // that became complete are pushed onto *done (linked by next_done; no bound) for
 // lw__wop_complete without calls->mu.
-void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *err, lw_wop_t **done);
+void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *err,
+                       lw_wop_t **done);
 // Pins the callable behind h n times for tasks about to be submitted: it must be live, and a
 // sub callable exactly when want_sub. Out: its slot and id. Errors name the callable: unknown
 // or released handle (NOT_FOUND), still registering or pending unregister

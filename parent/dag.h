@@ -4,16 +4,16 @@
 // One owner. Every task state change, every ready queue, the tensor map and the counters of
 // the runs in it are changed by one thread at a time, the DAG's owner, and only inside the
 // owner's pass (lw__dag_step, lw__dag_sweep_stopped, the dispatch and finishing calls below).
-// In the worker the owner is the thread running a pass of parent/sched.c, which holds w->mu
-// for it: the scheduler thread, or a submitter that found no pass under way right after it
-// posted (lw__sched_assist, run from the doorbell), and the destroying thread at the end; the
-// thread starting a pass declares itself with lw__dag_set_owner. Other threads never touch
-// that state: they hand the owner work through the DAG's inbox (a lock-free list of commands:
-// submit a task, submit a group, open or close a scope, "the orch function returned") and ring
-// the doorbell (hooks.ring); the owner takes the inbox whole at the start of each pass
-// (lw__dag_step) and applies it in order. This is libuv's model (the loop owns its state and
-// uv_async_send is the one thread-safe door), with one addition: the thread ringing the door
-// may run the loop's pass itself when the loop is between passes, which saves a thread
+// In the worker the owner is the thread running a pass of parent/sched.c, which holds the DAG
+// owner's token (parent/sched.h, pass_mu) for it: the scheduler thread, or a submitter that found
+// no pass under way right after it posted (lw__sched_assist, run from the doorbell), and the
+// destroying thread at the end; the thread starting a pass declares itself with lw__dag_set_owner.
+// Other threads never touch that state: they hand the owner work through the DAG's inbox (a
+// lock-free list of commands: submit a task, submit a group, open or close a scope, "the orch
+// function returned") and ring the doorbell (hooks.ring); the owner takes the inbox whole at the
+// start of each pass (lw__dag_step) and applies it in order. This is libuv's model (the loop owns
+// its state and uv_async_send is the one thread-safe door), with one addition: the thread ringing
+// the door may run the loop's pass itself when the loop is between passes, which saves a thread
 // hand-off when the scheduler is slow to get a CPU.
 //
 // What other threads may call: lw__dag_reserve / lw__dag_unreserve (task-ring back-pressure),
@@ -248,7 +248,8 @@ LW_MUST_USE lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32
 // hooks.unpin). No thread may use the DAG any more.
 void lw__dag_deinitialize(lw_dag_t *d);
 // The calling thread becomes the owner (it must hold whatever serializes passes: in the
-// worker, w->mu). lw__dag_step aborts on any other thread: a broken contract.
+// worker, the DAG owner's token, parent/sched.h). lw__dag_step aborts on any other thread: a broken
+// contract.
 void lw__dag_set_owner(lw_dag_t *d);
 
 // The owner's clock for per-task reports (the time a task was posted, the time it ended): one

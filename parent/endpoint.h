@@ -12,14 +12,15 @@
 // endpoint goes STARTING -> READY, and after a death RESPAWNING -> READY (parent/supervise.h)
 // or DEAD for good.
 // Threads (what each field's comment below says in detail):
-//   - the scheduler (parent/sched.h) posts tasks into frames it chose (lw__ep_post_task, under
-//     w->mu), drains the completion ring, checks death (lw__ep_check_dead: pidfd, scheduler
-//     only) and liveness;
+//   - the scheduler (parent/sched.h) posts tasks into frames it chose (lw__ep_post_task, in
+//     its pass: the DAG owner's token and the callables' lock held), drains the completion
+//     ring, checks death (lw__ep_check_dead: pidfd, scheduler only) and liveness;
 //   - the supervisor (parent/supervise.h) respawns the child (lw__ep_spawn, lw__ep_wait_ready);
-//   - any thread but one holding w->mu runs a control round trip (lw__ep_control*), kills the
+//   - any thread but one in a pass runs a control round trip (lw__ep_control*), kills the
 //     child (lw__ep_kill) or reports a protocol violation (lw__ep_violation).
-// Locks, in this order: w->mu -> ep->post_mu -> ep->desc_mu (a leaf). ep->ctl_mu (one control
-// round trip at a time) is taken without w->mu held; post_mu may be taken under it.
+// Locks, in this order: the DAG owner's token -> the callables' lock (parent/worker_impl.h) ->
+// ep->post_mu -> ep->desc_mu (a leaf). ep->ctl_mu (one control round trip at a time) is taken
+// with neither of the first two held; post_mu may be taken under it.
 #ifndef LANEWORK_PARENT_ENDPOINT_H_
 #define LANEWORK_PARENT_ENDPOINT_H_
 
@@ -47,8 +48,8 @@ typedef enum lw_ep_state {
 // What happened on one child, for lw_worker_stats (parent/stats.c reads them from any thread at
 // any time). Each is bumped once where its event happens, with a relaxed atomic add: they
 // order nothing and are only ever read as a snapshot. The task counters and posted are written
-// with w->mu held (a post, the DAG's finish), so queue_depth_max, a plain maximum kept at each
-// post, has one writer at a time.
+// in a pass, the DAG owner's token held (a post, the DAG's finish), so queue_depth_max, a plain
+// maximum kept at each post, has one writer at a time.
 typedef struct lw_ep_stats {
   _Atomic uint64_t tasks_run, tasks_failed, tasks_cancelled;  // finished after a post here
   // Posted here and ended POISONED without starting (wait elision); they count as the
@@ -128,8 +129,8 @@ struct lw_endpoint {
   int pidfd;                 // scheduler thread only (and create/destroy)
   _Atomic uint32_t state;    // lw_ep_state_t
   // The CPU the child's ring_head said its pusher last ran on, copied by whoever drains the
-  // ring (w->mu held): a spin hint for a waiting caller (parent/sched.c drain_partner), read
-  // without a lock. Never read from the mailbox itself outside w->mu: a respawn resets it.
+  // ring (in a pass): a spin hint for a waiting caller (parent/sched.c drain_partner), read
+  // without a lock. Never read from the mailbox itself outside a pass: a respawn resets it.
   _Atomic int32_t push_cpu;
   uint64_t generation;
   // Sub children: the generation whose function table matches w->calls.sub_fns (under w->calls.sub_mu).
@@ -144,8 +145,8 @@ struct lw_endpoint {
   pthread_mutex_t desc_mu;
   char exit_desc[192];
   // Takes tasks, and the scheduler may touch its mailbox: false from a death (or a protocol
-  // violation) until the new child has every callable again. Written under w->mu; atomic so
-  // the scheduler's sleep bookkeeping can read it without the lock.
+  // violation) until the new child has every callable again. Written under the DAG owner's token;
+  // atomic so the scheduler's sleep bookkeeping can read it without the lock.
   _Atomic bool accepting;
   // The child broke the protocol (garbage in its mailbox or completion ring): nothing reads
   // its mailbox again, it is killed, and the death path fails its work naming the violation
@@ -176,7 +177,7 @@ static inline uint32_t lw__ep_stats_queue_depth(const lw_endpoint_t *ep) {
   uint64_t posted = atomic_load_explicit(&ep->stats.posted, memory_order_relaxed);
   return posted > done ? (uint32_t)(posted - done) : 0;
 }
-// Counts a task posted to ep's child and keeps the depth's maximum (w->mu held: one writer).
+// Counts a task posted to ep's child and keeps the depth's maximum (in a pass: one writer).
 static inline void lw__ep_stats_note_post(lw_endpoint_t *ep) {
   atomic_fetch_add_explicit(&ep->stats.posted, 1, memory_order_relaxed);
   uint32_t depth = lw__ep_stats_queue_depth(ep);
@@ -203,8 +204,8 @@ LW_MUST_USE lw_status_t lw__ep_spawn(lw_endpoint_t *ep, int64_t deadline_ns, lw_
 // Waits for INIT_READY; CHILD_EXITED / UNAVAILABLE / DEADLINE_EXCEEDED with the reason.
 LW_MUST_USE lw_status_t lw__ep_wait_ready(lw_endpoint_t *ep, int64_t deadline_ns,
                                           lw_error_t *err);
-// One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but the
-// one holding w->mu. The child's death while waiting gives CHILD_EXITED; so does a control
+// One control round trip (post, wait for CONTROL_DONE, consume the ack). Any thread but one
+// in a pass. The child's death while waiting gives CHILD_EXITED; so does a control
 // frame or header the child corrupted (a protocol violation: lw__ep_violation).
 LW_MUST_USE static inline lw_status_t lw__ep_control(lw_endpoint_t *ep,
                                                      const lw_mb_control_post_t *post,
@@ -226,7 +227,7 @@ LW_MUST_USE static inline lw_status_t lw__ep_control_gen(lw_endpoint_t *ep, uint
 // chip's child does not take work now. No lock held.
 LW_MUST_USE lw_status_t lw__ep_down_error(lw_endpoint_t *ep, lw_error_t *err);
 // Posts a task into task frame `frame`, which the caller's record says is free (the
-// scheduler's pass, w->mu held). The caller fills p (kind, callable word, timeout, args, and
+// scheduler's pass, the token held). The caller fills p (kind, callable word, timeout, args, and
 // the identity's run_id and task_id); this fills p->seq and the identity's dispatch_id and
 // generation, under post_mu, and counts the post (stats). A frame that is not IDLE, or a
 // header the child overwrote, is a protocol violation: CHILD_EXITED (lw__ep_violation).

@@ -70,9 +70,9 @@ static lw_status_t check_run_live(const lw_orch_t *o, lw_error_t *err) {
 }
 
 static void unpin_all(lw_callables_t *calls, uint32_t wc, uint32_t n) {
-  pthread_mutex_lock(calls->mu);
+  pthread_mutex_lock(&calls->mu);
   lw__wc_unpin_n(calls, wc, n);
-  pthread_mutex_unlock(calls->mu);
+  pthread_mutex_unlock(&calls->mu);
 }
 
 typedef struct slots_wait {
@@ -98,7 +98,8 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   uint32_t wc = 0;
   uint64_t wc_id = 0;
   lw_status_t st = check_run_live(o, err);
-  if (st == LW_OK) st = lw__wc_pin_for_tasks(runs->calls, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
+  if (st == LW_OK)
+    st = lw__wc_pin_for_tasks(runs->calls, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
   if (st != LW_OK) {
     free(cmd);
     return st;

@@ -269,7 +269,8 @@ static void execute_run(lw_runs_t *runs, lw_run_t *run) {
   lw__orch_call_guarded(&call, &runs->orch_frame);
   (void)lw__run_orch_drainer_drop(runs);
   runs->orch_done = NULL;
-  lw__wc_credit_return_all(runs->calls);  // before `done`: an unregister waiting on the pins proceeds
+  // Before `done`: an unregister waiting on the pins proceeds.
+  lw__wc_credit_return_all(runs->calls);
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
@@ -325,7 +326,8 @@ static void *orch_main(void *arg) {
   for (;;) {
     pthread_mutex_lock(&runs->mu);
     // The token keeps one orch function at a time: an inline sync run may hold it.
-    while ((!runs->q_head || runs->orch_busy) && !(atomic_load(runs->stopping) && !runs->orch_busy)) {
+    while ((!runs->q_head || runs->orch_busy) &&
+           !(atomic_load(runs->stopping) && !runs->orch_busy)) {
       pthread_cond_wait(&runs->cv, &runs->mu);
     }
     lw_run_t *run = runs->q_head;

@@ -4,9 +4,9 @@
 // runs (runs->unfinished_head/tail, finishing_runs), all under runs->mu; the orchestrator
 // thread (runs->orch, parent/thread.h) and the token that keeps one orch function at a time
 // (runs->orch_busy, under runs->mu).
-// A run: lw_worker_run(_async) creates it (the worker counts it live through the live hook) -> it gets its id as it
-// is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its orch
-// function runs with the token -> settled once every task is terminal and the function
+// A run: lw_worker_run(_async) creates it (the worker counts it live through the live hook) -> it
+// gets its id as it is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its
+// orch function runs with the token -> settled once every task is terminal and the function
 // returned (lw__run_complete) -> its handle finishes once every earlier run's has (run-id
 // order) -> live_runs drops and idle_cv is broadcast.
 // Lifecycle: lw__runs_initialize (lw_worker_create: the lock, the condvar, the scheduler's
@@ -27,7 +27,8 @@
 // run, before its handle may finish. The token holder hands the run's end to the DAG (an
 // ORCH_DONE command behind the run's submits); cancelling a run handle (any thread) only bumps
 // the DAG's stop_seq and rings its doorbell.
-// Locks: the dispatch lock (the scheduler's pass) -> runs->mu, never the reverse; lw__run_complete is called with no lock held
+// Locks: the DAG owner's token (a pass, parent/sched.h) -> runs->mu, never the reverse;
+// lw__run_complete is called with no lock held
 // and finishes handles with none held.
 #ifndef LANEWORK_PARENT_RUNS_H_
 #define LANEWORK_PARENT_RUNS_H_

@@ -41,7 +41,7 @@ static inline lw_sched_child_t *sched_child(lw_sched_t *sched, const lw_endpoint
   return &sched->child[ep->slot];
 }
 
-// What a pass found under w->mu and hands on once the lock is dropped. Intrusive lists, so
+// What a pass found and hands on once the token is given back. Intrusive lists, so
 // nothing is ever dropped however much completes in one pass.
 typedef struct pending_work {
   lw_run_t *finished;      // runs to complete (linked by next)
@@ -49,12 +49,15 @@ typedef struct pending_work {
   lw_wop_t *unregisters;   // deferred unregisters to post (linked by next_done)
 } pending_work_t;
 
-// Takes the deferred unregisters whose last pin went (w->mu held). From here on they count as
+// Takes the deferred unregisters whose last pin went (the token held). From here on they count as
 // posted: a chip death reports on them, and a respawn no longer replays their callable.
 static void take_due_unregisters(lw_sched_t *sched, pending_work_t *pw) {
-  while (sched->calls->due_unregisters) {
-    lw_wop_t *op = sched->calls->due_unregisters;
-    sched->calls->due_unregisters = op->next_done;
+  lw_callables_t *calls = sched->calls;
+  if (!atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed)) return;
+  lw__sched_pass_hold_calls(sched);
+  lw_wop_t *op;
+  while ((op = atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed)) != NULL) {
+    atomic_store_explicit(&calls->due_unregisters, op->next_done, memory_order_relaxed);
     sched->calls->table[op->wc].deferred_unregister = NULL;
     op->next_done = pw->unregisters;
     pw->unregisters = op;
@@ -85,7 +88,7 @@ static void kill_child(lw_endpoint_t *ep) {
   if (ep->pidfd >= 0) lw__forkserver_kill(ep->fs, ep->index, atomic_load(&ep->pid), ep->pidfd);
 }
 
-// A child that broke the protocol is not trusted again (w->mu held; the scheduler, or a thread
+// A child that broke the protocol is not trusted again (the token held; the scheduler, or a thread
 // dispatching): its mailbox is not read again (accepting = false takes it out of the drain,
 // the sleep check and dispatch), and the scheduler kills it on its next pass (only the
 // scheduler may use the pidfd). Its death fails what it held, naming the violation, and hands
@@ -105,7 +108,7 @@ static void break_child(lw_sched_t *sched, lw_endpoint_t *ep, const lw_error_t *
 }
 
 // ---------------------------------------------------------------------------------------------
-// Completions (w->mu held)
+// Completions (the token held)
 
 static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t *pw) {
   bool progress = false;
@@ -116,7 +119,7 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
                         atomic_load_explicit(&ep->mb->ring_head.cpu, memory_order_relaxed),
                         memory_order_relaxed);
   // At most one ring's worth per pass: a child that keeps refilling its ring (well-formed
-  // entries, but endless) cannot keep the scheduler here under w->mu while submitters wait.
+  // entries, but endless) cannot keep the scheduler here holding the token while submitters wait.
   for (uint32_t n = 0; n < LW_MB_RING_ENTRIES; ++n) {
     lw_mb_completion_t c;
     lw_error_t err;
@@ -140,8 +143,9 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
       }
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
-      if (lw__wop_report(sched->calls, ep->index, c.control_id, (lw_status_t)c.status, c.value, &c.error,
-                         &op)) {
+      lw__sched_pass_hold_calls(sched);
+      if (lw__wop_report(sched->calls, ep->index, c.control_id, (lw_status_t)c.status, c.value,
+                         &c.error, &op)) {
         op->next_done = pw->ops;
         pw->ops = op;
       }
@@ -171,7 +175,7 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Dispatch (w->mu held)
+// Dispatch (the token held)
 
 // Posts t into a free frame of ep's child (the caller checked the child's busy count) and
 // records it there. The frame search starts at the one after the last frame posted: tasks
@@ -210,6 +214,7 @@ static lw_status_t post_task(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t,
 }
 
 static void post(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
+  lw__sched_pass_hold_calls(sched);  // the callable's words, its pin
   lw_wcallable_t *c = &sched->calls->table[t->wc];
   lw_error_t err;
   if (c->id != t->wc_id) {
@@ -246,6 +251,7 @@ static void post(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_wor
 }
 
 static void fail_down(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
+  lw__sched_pass_hold_calls(sched);  // the callable's name
   lw_error_t err;
   char name[32], desc[192] = "";
   if (ep) lw__ep_exit_desc(ep, desc, sizeof(desc));
@@ -383,7 +389,7 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
 
 // The task in a child's next occupied frame at or after *f, with *f left on that frame; NULL
 // once sc->busy of them were found (*found counts them), so a loop over a chip's frames costs
-// what its occupied ones do (w->mu held). Loop:
+// what its occupied ones do (the token held). Loop:
 //   for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f)
 static lw_task_t *next_busy_frame(const lw_sched_child_t *sc, uint32_t *f, uint32_t *found) {
   if (*found >= sc->busy) return NULL;
@@ -437,7 +443,7 @@ static void apply_cancels(lw_sched_t *sched) {
 }
 
 // The owner's part of a pass once the inbox is applied: sweep the stopped runs out of the ready
-// queues, dispatch, write the cancel words of stopped runs' tasks in flight (w->mu held; the
+// queues, dispatch, write the cancel words of stopped runs' tasks in flight (the token held; the
 // scheduler's pass and a submitter's assist alike). True when it did something.
 static bool sweep_dispatch_cancel(lw_sched_t *sched, pending_work_t *pw) {
   bool progress = lw__dag_sweep_stopped(sched->dag, &pw->finished);
@@ -455,7 +461,7 @@ static bool frame_started(const lw_endpoint_t *ep, uint32_t f) {
 #define START_POLL_NS (10ll * 1000 * 1000)
 
 // Kills the children of kernels that ignore their cancel word past the grace period, or run
-// past their timeout plus the grace (w->mu held). Everything is on the parent's clock: a
+// past their timeout plus the grace (the token held). Everything is on the parent's clock: a
 // kernel's time counts from when this thread first saw it running, and the grace from that or
 // the cancel, whichever is later. A task that has not started (queued behind another kernel)
 // is never escalated: its child withdraws it when cancelled (lw__mailbox_cancel_task), and a
@@ -517,7 +523,7 @@ static int64_t check_escalations(lw_sched_t *sched, int64_t now) {
 }
 
 // Whether the child owes the parent something its mailbox loop must pick up or serve: a
-// posted task, or an async register/unregister whose end it has not reported (w->mu held). A
+// posted task, or an async register/unregister whose end it has not reported (the token held). A
 // sub child runs its function on the mailbox loop, so a running sub task does not count.
 static bool ep_holds_work(lw_sched_t *sched, lw_endpoint_t *ep) {
   if (ep->kind != LW_MB_CHILD_CHIP) {
@@ -529,6 +535,10 @@ static bool ep_holds_work(lw_sched_t *sched, lw_endpoint_t *ep) {
     return false;
   }
   if (sched_child(sched, ep)->busy > 0) return true;
+  // No op alive (the count is an atomic): nothing to look for, and no lock to take. An op that
+  // starts right after is seen by the next pass.
+  if (atomic_load_explicit(&sched->calls->live_ops, memory_order_relaxed) == 0) return false;
+  lw__sched_pass_hold_calls(sched);
   for (lw_wop_t *op = sched->calls->ops; op; op = op->next_pending) {
     if (!op->sub && !op->reported[ep->index]) return true;
   }
@@ -538,7 +548,7 @@ static bool ep_holds_work(lw_sched_t *sched, lw_endpoint_t *ep) {
 // Kills a child that holds work while its heartbeat stands still for liveness_timeout_ns
 // (SIGSTOP, a wedged mailbox loop): handled like a death, so nothing waits forever on it. The
 // clock starts when the scheduler first sees the child hold work, so an idle child that was
-// stopped is caught once it is given work (w->mu held). Returns the next time to look.
+// stopped is caught once it is given work (the token held). Returns the next time to look.
 static int64_t check_liveness(lw_sched_t *sched, int64_t now) {
   int64_t live = sched->liveness_timeout_ns;
   if (live <= 0) return LW_DEADLINE_NEVER;
@@ -582,7 +592,7 @@ static int64_t check_liveness(lw_sched_t *sched, int64_t now) {
 // Child death (no lock held on entry)
 
 // The run span the dead child never recorded, for the task in frame f that it had started
-// (w->mu held): from the kernel's start the child stamped (started_ns, used only when it lies
+// (the token held): from the kernel's start the child stamped (started_ns, used only when it lies
 // between the post and the death: the child's memory is untrusted), else from the post, to the
 // death; with the task's final status and the death on it (lanes/trace.h,
 // lw__trace_area_record_dead_run, which leaves it out when the child recorded the run itself).
@@ -640,7 +650,8 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
           sched->respawn ? "follows" : "is off");
   lw__ep_trace(ep, LW_TRACE_DEATH, 0, 0, desc);
   int64_t grace_ms = sched->cancel_grace_ns / 1000000;
-  pthread_mutex_lock(sched->dispatch_mu);
+  lw__sched_pass_lock(sched);
+  lw__sched_pass_hold_calls(sched);  // callable names, the chip's ops
   ep->accepting = false;
   atomic_store(&ep->state, LW_EP_RESPAWNING);
   // Whatever the child reported before it died still counts (unless it broke the protocol:
@@ -692,7 +703,7 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
     lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
     lw__wop_fail_chip(sched->calls, ep->index, &err, &pw->ops);
   }
-  pthread_mutex_unlock(sched->dispatch_mu);
+  lw__sched_pass_unlock(sched);
   flush(sched, pw);
   // The supervisor thread respawns it; the scheduler goes on serving the other children.
   lw__supervisor_queue(sched->sup, ep);
@@ -701,7 +712,7 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
 // ---------------------------------------------------------------------------------------------
 
 // The mailboxes the scheduler may touch: a child being respawned has its mailbox reset by the
-// supervisor (maybe several times, if the new child dies too). Only threads holding w->mu
+// supervisor (maybe several times, if the new child dies too). Only threads holding the token
 // clear accepting (on_child_death before handing the child over; break_child), and the
 // supervisor sets it only after a replay succeeded, so this check cannot race a reset. A
 // broken child's mailbox is not read either: its ring may say anything, forever.
@@ -739,10 +750,10 @@ static void *sched_main(void *arg) {
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
   uint64_t seen_kick = atomic_load(&sched->kick_seq);
   uint32_t seen_cancel = atomic_load(sched->cancel_all_seq);
-  // Whether the next pass waits for w->mu. Only the first after a sleep (or at start) does:
+  // Whether the next pass waits for the token. Only the first after a sleep (or at start) does:
   // then deaths, escalations and liveness may be due, which only this thread handles. While it
   // spins, a pass under way on another thread (a submitter's or a waiting caller's assist)
-  // does the same work, so it takes the lock only when free: a thread that waits for w->mu
+  // does the same work, so it takes the lock only when free: a thread that waits for the token
   // sleeps on its futex, and on a many-core host the scheduler and a submitter did, each
   // time the other held it.
   bool wait_for_lock = true;
@@ -752,8 +763,8 @@ static void *sched_main(void *arg) {
     bool progress = false;
     bool lock_busy = false;  // this round's trylock failed: another thread is in a pass
     if (wait_for_lock) {
-      pthread_mutex_lock(sched->dispatch_mu);
-    } else if (pthread_mutex_trylock(sched->dispatch_mu) != 0) {
+      lw__sched_pass_lock(sched);
+    } else if (!lw__sched_pass_try(sched)) {
       lock_busy = true;
       goto idle;
     }
@@ -789,7 +800,7 @@ static void *sched_main(void *arg) {
     int64_t live_due = check_liveness(sched, now);
     if (live_due < next_due) next_due = live_due;
     take_due_unregisters(sched, &pw);
-    pthread_mutex_unlock(sched->dispatch_mu);
+    lw__sched_pass_unlock(sched);
     flush(sched, &pw);
     // While a drainer holds the rings (lw__sched_drainer_enter), it does this loop's work as it
     // arrives: one pass per wake-up (deaths, escalations, what it was kicked for), then sleep,
@@ -808,7 +819,7 @@ static void *sched_main(void *arg) {
       continue;
     }
     // While a caller drains (lw__sched_wait_draining), completions are its: the children are
-    // not asked to ring (a ring would wake this thread to compete with the caller for w->mu
+    // not asked to ring (a ring would wake this thread to compete with the caller for the token
     // and a CPU), and the last drainer to leave re-arms them. Dekker on sched.sleeping and
     // drainers (both seq_cst): either this load sees no drainer, and this thread arms the
     // children and re-checks the rings, or the leaving drainer sees this thread asleep.
@@ -825,7 +836,7 @@ static void *sched_main(void *arg) {
       atomic_store(&sched->long_sleep, 0);
       set_sleeping(sched, 0);
       lw__spin_reset(&idle);
-      // A kick this thread could not answer because a pass held w->mu: let that pass go on
+      // A kick this thread could not answer because a pass held the token: let that pass go on
       // rather than try the lock again at once.
       if (lock_busy) sched_yield();
       continue;
@@ -878,7 +889,6 @@ lw_status_t lw__sched_initialize(lw_sched_t *sched, const lw_sched_links_t *link
                                  lw_error_t *err) {
   memset(sched, 0, sizeof(*sched));
   sched->epoll_fd = -1;
-  sched->dispatch_mu = links->dispatch_mu;
   sched->dag = links->dag;
   sched->calls = links->calls;
   sched->runs = links->runs;
@@ -893,6 +903,7 @@ lw_status_t lw__sched_initialize(lw_sched_t *sched, const lw_sched_links_t *link
   sched->respawn = links->respawn;
   sched->wake_fd = links->wake_fd;
   sched->cancel_all_seq = links->cancel_all_seq;
+  pthread_mutex_init(&sched->pass_mu, NULL);
   sched->initialized = true;
   sched->child = calloc(sched->n_children, sizeof(*sched->child));
   if (!sched->child) {
@@ -908,7 +919,29 @@ void lw__sched_deinitialize(lw_sched_t *sched) {
   sched->n_children = 0;
   if (sched->epoll_fd >= 0) close(sched->epoll_fd);
   sched->epoll_fd = -1;
+  pthread_mutex_destroy(&sched->pass_mu);
   sched->initialized = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The DAG owner's token
+
+bool lw__sched_pass_try(lw_sched_t *sched) { return pthread_mutex_trylock(&sched->pass_mu) == 0; }
+
+void lw__sched_pass_lock(lw_sched_t *sched) { pthread_mutex_lock(&sched->pass_mu); }
+
+void lw__sched_pass_hold_calls(lw_sched_t *sched) {
+  if (sched->calls_held) return;
+  pthread_mutex_lock(&sched->calls->mu);
+  sched->calls_held = true;
+}
+
+void lw__sched_pass_unlock(lw_sched_t *sched) {
+  if (sched->calls_held) {
+    sched->calls_held = false;
+    pthread_mutex_unlock(&sched->calls->mu);
+  }
+  pthread_mutex_unlock(&sched->pass_mu);
 }
 
 void lw__sched_kick(lw_sched_t *sched) {
@@ -948,7 +981,8 @@ lw_status_t lw__sched_start(lw_sched_t *sched, lw_forkserver_t *fs, lw_forkserve
   }
   LW_RETURN_IF_ERROR(epoll_add(sched, sched->wake_fd, TAG_WAKE, err));
   LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs), TAG_FS, err));
-  if (sched->fs_subs) LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs_subs), TAG_FS_SUBS, err));
+  if (sched->fs_subs)
+    LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs_subs), TAG_FS_SUBS, err));
   for (uint32_t s = 0; s < sched->n_children; ++s) {
     if (sched->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(sched, sched->eps[s].pidfd, s, err));
   }
@@ -972,25 +1006,25 @@ void lw__sched_stop(lw_sched_t *sched) {
   // lw__sched_deinitialize closes it (lw_worker_destroy, once the supervisor has stopped).
 }
 
-// One owner's pass on a thread other than the scheduler's (w->mu taken with trylock, so it
+// One owner's pass on a thread other than the scheduler's (the token taken with trylock, so it
 // never waits for a pass under way): applies the DAG's inbox, drains the completion rings of
 // the children it may read, sweeps and dispatches. Deaths, kills, escalations and liveness stay
 // the scheduler's. A child whose death this thread has not seen may be in its respawn, its
-// mailbox being reset by the supervisor: under w->mu, accepting says its death was not handled
+// mailbox being reset by the supervisor: under the token, accepting says its death was not handled
 // yet, so its respawn has not begun, and its ring may be read. only_if_rings: run the pass only
 // when a ring holds something (a waiting caller's polls: the rest is the scheduler's and the
 // submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
-// anything. What it leaves to do outside w->mu (runs to complete, ops to complete, unregisters
+// anything. What it leaves to do outside the token (runs to complete, ops to complete, unregisters
 // to post) is left in *out for the caller to flush.
 static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
                         pending_work_t *out) {
   memset(out, 0, sizeof(*out));
   if (progress) *progress = false;
-  if (pthread_mutex_trylock(sched->dispatch_mu) != 0) return false;
-  // Checked under w->mu: once the scheduler is told to stop, destroy becomes the owner (it
-  // takes w->mu after the scheduler left), and no assist may run a pass beside it.
+  if (!lw__sched_pass_try(sched)) return false;
+  // Checked under the token: once the scheduler is told to stop, destroy becomes the owner (it
+  // takes the token after the scheduler left), and no assist may run a pass beside it.
   if (atomic_load(&sched->exit) || (only_if_rings && !rings_pending(sched))) {
-    pthread_mutex_unlock(sched->dispatch_mu);
+    lw__sched_pass_unlock(sched);
     return false;
   }
   lw__dag_set_owner(sched->dag);
@@ -1004,13 +1038,13 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
   }
   did |= sweep_dispatch_cancel(sched, out);
   take_due_unregisters(sched, out);
-  pthread_mutex_unlock(sched->dispatch_mu);
+  lw__sched_pass_unlock(sched);
   if (progress) *progress = did;
   return true;
 }
 
 // A submitter that just posted to the DAG's inbox runs one owner's pass itself when no pass is
-// under way, instead of waiting for the scheduler to get a CPU. Holding w->mu for the pass
+// under way, instead of waiting for the scheduler to get a CPU. Holding the token for the pass
 // makes this thread the DAG's one owner until it returns; the scheduler takes ownership back
 // at the start of its next pass.
 bool lw__sched_assist(lw_sched_t *sched) {
@@ -1032,13 +1066,13 @@ static bool caller_drains(void) {
   return v != 0;
 }
 
-// A drainer arrives: under w->mu, so no child's mailbox is being reset (see assist_pass), the
+// A drainer arrives: under the token, so no child's mailbox is being reset (see assist_pass), the
 // children stop ringing a sleeping scheduler, whose wake-up would only compete with the drain.
 static void drainer_enter(lw_sched_t *sched) {
-  pthread_mutex_lock(sched->dispatch_mu);
+  lw__sched_pass_lock(sched);
   atomic_fetch_add(&sched->drainers, 1);
   set_mailboxes_sleeping(sched, 0);
-  pthread_mutex_unlock(sched->dispatch_mu);
+  lw__sched_pass_unlock(sched);
   // A scheduler in a long sleep (it went to sleep with no drainer: the children armed, up to
   // 100 ms) would now hear of no completion, since the children no longer ring: kick it, so
   // it sleeps again the short way (a look at the rings every millisecond). Dekker with the
@@ -1051,10 +1085,10 @@ static void drainer_enter(lw_sched_t *sched) {
 // kicks it for what arrived meanwhile.
 static void drainer_leave(lw_sched_t *sched) {
   if (atomic_fetch_sub(&sched->drainers, 1) == 1 && atomic_load(&sched->sleeping)) {
-    pthread_mutex_lock(sched->dispatch_mu);
+    lw__sched_pass_lock(sched);
     set_mailboxes_sleeping(sched, 1);
     bool pending = rings_pending(sched);
-    pthread_mutex_unlock(sched->dispatch_mu);
+    lw__sched_pass_unlock(sched);
     if (pending) lw__sched_kick(sched);
   }
 }

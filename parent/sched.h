@@ -1,14 +1,14 @@
 // parent/sched.h — the scheduler thread, the worker's progress loop (parent/sched.c).
-// Owns: the scheduler thread and its handshake (w->sched, lw_sched_t below), its epoll set
-// (w->epoll_fd: the wake eventfd, every child's pidfd, the fork server's socket), the sleep
-// handshake with the children and the kicking threads (w->sched.kick_seq, w->sched.sleeping, the
+// Owns: the scheduler thread and its handshake (lw_sched_t below), the DAG owner's token
+// (pass_mu), its epoll set (epoll_fd: the wake eventfd, every child's pidfd, the fork servers'
+// sockets), the sleep handshake with the children and the kicking threads (kick_seq, sleeping, the
 // mailboxes' sleeping flags), and what its passes remember (cancel_all_seen). Its thread is
 // the DAG's owner (parent/dag.h). Each pass drains every child's completion ring, applies the
 // DAG's inbox (lw__dag_step), sweeps the queued tasks of stopped runs, dispatches ready tasks
 // into free task frames (its per-child records, lw_sched_child_t), writes cancel
 // words and escalates kernels that ignore them, watches heartbeats, and notices a child's
 // death: it fails the dead child's work and hands the endpoint to the supervisor
-// (parent/supervise.h). Work found under w->mu (settled runs, complete ops, due unregisters)
+// (parent/supervise.h). Work found in a pass (settled runs, complete ops, due unregisters)
 // is handed on once the lock is dropped.
 // Lifecycle: lw__sched_start (lw_worker_create, once the children are READY) ->
 // lw__sched_stop (lw_worker_destroy, after the children left or were killed: it sets
@@ -16,8 +16,9 @@
 // closed by destroy).
 // Threads: lw__sched_start and lw__sched_stop from create/destroy only. Any thread wakes the
 // scheduler with lw__worker_kick (parent/worker_impl.h), which is also the DAG's doorbell.
-// Locks: a pass takes w->mu (and under it ep->post_mu, ep->desc_mu, w->runs.mu); it takes
-// w->sup.mu and posts controls (ep->ctl_mu) only with w->mu released.
+// Locks: a pass holds the token (pass_mu) and, when it needs the callables, calls->mu under
+// it (and under those ep->post_mu, ep->desc_mu, runs->mu); it takes the supervisor's lock and
+// posts controls (ep->ctl_mu) only with both released.
 #ifndef LANEWORK_PARENT_SCHED_H_
 #define LANEWORK_PARENT_SCHED_H_
 
@@ -39,9 +40,9 @@ typedef struct lw_supervisor lw_supervisor_t;
 typedef struct lw_endpoint lw_endpoint_t;
 typedef struct lw_forkserver lw_forkserver_t;
 
-// The scheduler's record of one child (w->sched.child[slot], slots as in w->eps: chips, then
+// The scheduler's record of one child (sched->child[slot], slots as in the endpoints: chips, then
 // subs), beside the endpoint's mailbox side (parent/endpoint.h). Written only in an owner's
-// pass (w->mu held): the scheduler's, a submitter's or a waiting caller's assist.
+// pass (the token held): the scheduler's, a submitter's or a waiting caller's assist.
 typedef struct lw_sched_child {
   // The task in each task frame, NULL when free; busy counts the non-NULL ones.
   lw_task_t *frame_task[LW_MB_TASK_FRAMES];
@@ -64,10 +65,7 @@ typedef struct lw_sched_child {
 // What the scheduler works with, given by the worker at initialize and fixed from then on (none
 // of it is owned here).
 typedef struct lw_sched_links {
-  // The worker's dispatch lock: a pass holds it (parent/callables.h: the table and the ops,
-  // the endpoints' accepting flags), which makes the passing thread the DAG's owner.
-  pthread_mutex_t *dispatch_mu;
-  lw_dag_t *dag;              // the DAG this thread owns (parent/dag.h)
+  lw_dag_t *dag;              // the DAG whose owner's passes run here (parent/dag.h)
   lw_callables_t *calls;      // reports, pins, due unregisters
   lw_runs_t *runs;            // cancel_all marks every unfinished run
   lw_supervisor_t *sup;       // a dead child is handed to it
@@ -84,11 +82,19 @@ typedef struct lw_sched_links {
 // The scheduler's own state (the worker's sched). thread: started by lw__sched_start and stopped by
 // lw__sched_stop only (parent/thread.h). kick_seq and sleeping: the sleep handshake with kicking threads (any
 // thread reads and bumps them, seq_cst). exit: set by lw__sched_stop. cancel_all_seen: the
-// last lw_worker_cancel_all the passes acted on (w->mu held).
+// last lw_worker_cancel_all the passes acted on (the token held).
 typedef struct lw_sched {
   bool initialized;  // lw__sched_initialize ran (create/destroy only)
+  // The DAG owner's token (lw__sched_pass_lock / _try / _unlock): the thread that holds it is
+  // the DAG's one owner for its pass (the scheduler, a submitter's or a waiting caller's
+  // assist, destroy at the end). It guards the DAG's state, these per-child records, what the
+  // passes remember (cancel_all_seen, cancel_stop_seen, group_members) and the changes of the
+  // endpoints' accepting flags (the supervisor takes it for those).
+  pthread_mutex_t pass_mu;
+  // The holder took the callables' lock in this pass (lw__sched_pass_hold_calls; released with
+  // the token). Token holder only.
+  bool calls_held;
   // The links (lw_sched_links_t), copied at initialize.
-  pthread_mutex_t *dispatch_mu;
   lw_dag_t *dag;
   lw_callables_t *calls;
   lw_runs_t *runs;
@@ -111,9 +117,9 @@ typedef struct lw_sched {
   // that arrives then kicks it (drainer_enter).
   _Atomic uint32_t long_sleep;
   uint32_t cancel_all_seen;
-  // The DAG's stop_seq when the passes last looked for kernels to cancel (w->mu held).
+  // The DAG's stop_seq when the passes last looked for kernels to cancel (the token held).
   uint32_t cancel_stop_seen;
-  // Dispatch's copy of a ready group's members (w->mu held): too large for a submitter's stack.
+  // Dispatch's copy of a ready group's members (the token held): too large for a submitter's stack.
   lw_task_t *group_members[LW_MAX_CHIPS * LW_MB_TASK_FRAMES];
   // One record per child (n_children of them), made by lw__sched_initialize.
   lw_sched_child_t *child;
@@ -133,20 +139,31 @@ void lw__sched_deinitialize(lw_sched_t *sched);
 // that has one) and starts the thread (lw_worker_create, once the children are READY).
 LW_MUST_USE lw_status_t lw__sched_start(lw_sched_t *sched, lw_forkserver_t *fs,
                                         lw_forkserver_t *fs_subs, lw_error_t *err);
+// The DAG owner's token (pass_mu). lock waits for it (the scheduler's first pass after a sleep,
+// the supervisor changing an endpoint's accepting flag, a drainer arriving or leaving,
+// destroy); try takes it only when free (every assist, the scheduler's passes while it spins):
+// false, having done nothing, otherwise. unlock gives it back, and the callables' lock with it
+// when the pass took that. hold_calls takes the callables' lock (calls->mu) once per pass,
+// before the holder reads a callable, reports an op or drops a pin; a pass that posts nothing
+// and meets no control report or error never takes it. Order: the token, then calls->mu.
+bool lw__sched_pass_try(lw_sched_t *sched);
+void lw__sched_pass_lock(lw_sched_t *sched);
+void lw__sched_pass_unlock(lw_sched_t *sched);
+void lw__sched_pass_hold_calls(lw_sched_t *sched);
 // Wakes the scheduler: new work, or something for it to look at (the DAG's doorbell, a kick
 // from any component). Any thread; async-signal-safe (atomics and write(2)).
 void lw__sched_kick(lw_sched_t *sched);
 // The scheduler watches (on) or stops watching (off) ep's pidfd for the child's death: the
 // supervisor's call for a respawned child that took its replay. False when epoll_ctl failed.
 bool lw__sched_watch(lw_sched_t *sched, lw_endpoint_t *ep, bool on);
-// Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
+// Whether a chip other than chip is up and holds no task (the DAG's owner asks, the token held).
 bool lw__sched_other_chip_free(lw_sched_t *sched, int32_t chip);
 void lw__sched_stop(lw_sched_t *sched);
 // Runs one owner's pass on the calling thread (a submitter, right after posting to the DAG's
 // inbox) when no pass is under way: applies the inbox, drains the children's completion
 // rings, sweeps, dispatches. Saves the hand-off to the scheduler thread (and waking it) when
 // the caller can do the work itself. Returns false, having done nothing, when a pass was under
-// way (w->mu busy) or the scheduler is stopping: the caller then kicks the scheduler. No lock
+// way (the token busy) or the scheduler is stopping: the caller then kicks the scheduler. No lock
 // held on entry.
 bool lw__sched_assist(lw_sched_t *sched);
 
@@ -154,7 +171,7 @@ bool lw__sched_assist(lw_sched_t *sched);
 // caller (lw__sched_wait_draining) and an orch function's thread, which runs a pass after each
 // submit (lw__sched_assist). While there is one, the scheduler does not spin beside it and the
 // children do not ring the scheduler's eventfd (a ring per completion would wake it to compete
-// with the drainer for w->mu and a CPU); the scheduler then looks at the rings once a
+// with the drainer for the token and a CPU); the scheduler then looks at the rings once a
 // millisecond, for what arrives while the drainer does something else (an orch function
 // computing between submits). The last to leave hands the rings back (arms the children and
 // kicks the scheduler for what arrived). Enter and leave in pairs, holding no worker lock; a
@@ -166,7 +183,7 @@ void lw__sched_drainer_leave(lw_sched_t *sched);
 // (lanes/spin.h), it drains the children's completion rings itself and runs the owner's pass
 // they lead to, so the run's end does not wait for the scheduler thread to get a CPU (one
 // thread hop fewer per round trip). Returns when h is done or the spin budget is spent; the
-// caller then waits for h as usual. Never blocks on w->mu (trylock). Any thread but the
+// caller then waits for h as usual. Never blocks on the token (try). Any thread but the
 // scheduler's, holding no worker lock.
 void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h);
 // The same drain until done(ctx) returns true (it may take what it checks, e.g. task-ring

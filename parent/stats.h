@@ -4,8 +4,8 @@
 // written there with one relaxed atomic; this file only reads them, from any thread, without a
 // lock (the arena's and the chip registry's own leaf locks are not on any dispatch path).
 // The one thing it adds is the DAG's task_done hook, which the worker wires at create time: it
-// counts a task that reached a child on that child's endpoint (called by the DAG's owner, w->mu
-// held, once per task, with the task's final status).
+// counts a task that reached a child on that child's endpoint (called by the DAG's owner in its
+// pass, once per task, with the task's final status).
 #ifndef LANEWORK_PARENT_STATS_H_
 #define LANEWORK_PARENT_STATS_H_
 

@@ -57,10 +57,10 @@ static lw_status_t await_control(lw_supervisor_t *sup, lw_endpoint_t *ep, uint64
       if (c.kind == LW_MB_COMPLETION_CONTROL) {
         lw_wop_t *op = NULL;
         c.error.worker_id = (int32_t)ep->index;
-        pthread_mutex_lock(sup->dispatch_mu);
+        pthread_mutex_lock(&sup->calls->mu);
         bool done = lw__wop_report(sup->calls, ep->index, c.control_id, (lw_status_t)c.status,
                                    c.value, &c.error, &op);
-        pthread_mutex_unlock(sup->dispatch_mu);
+        pthread_mutex_unlock(&sup->calls->mu);
         if (done) lw__wop_complete(op);
       }
       continue;
@@ -85,7 +85,7 @@ static lw_status_t await_control(lw_supervisor_t *sup, lw_endpoint_t *ep, uint64
 
 static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
   for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
-    pthread_mutex_lock(sup->dispatch_mu);
+    pthread_mutex_lock(&sup->calls->mu);
     lw_wcallable_t *c = &sup->calls->table[i];
     // A callable whose unregister is deferred still has queued tasks that will be posted here:
     // the new child needs it until that unregister is posted.
@@ -111,7 +111,7 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
       p.format = c->format;
       p.build_options = c->build_options;
     }
-    pthread_mutex_unlock(sup->dispatch_mu);
+    pthread_mutex_unlock(&sup->calls->mu);
     if (!live) continue;
     lw_mb_control_ack_t ack;
     uint64_t local = 0;
@@ -121,10 +121,10 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
       st = ack.status;
     }
     if (st == LW_OK) st = await_control(sup, ep, p.control_id, &local, err);
-    pthread_mutex_lock(sup->dispatch_mu);
+    pthread_mutex_lock(&sup->calls->mu);
     if (st != LW_OK) {
       lw__wc_unpin(sup->calls, i);  // the replay's pin
-      pthread_mutex_unlock(sup->dispatch_mu);
+      pthread_mutex_unlock(&sup->calls->mu);
       return st;
     }
     // The replay's pin kept the slot (no other callable can have taken it) and kept any
@@ -138,13 +138,13 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
     c->gen[ep->index] = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
     lw__wc_unpin(sup->calls, i);  // the replay's pin: a deferred unregister may now be posted
-    pthread_mutex_unlock(sup->dispatch_mu);
+    pthread_mutex_unlock(&sup->calls->mu);
   }
   return LW_OK;
 }
 
-// Replays the sub function table in order, holding sup->calls->sub_mu so that no register_sub changes
-// the table meanwhile; the child counts as in step only once all of it was replayed.
+// Replays the sub function table in order, holding sup->calls->sub_mu so that no register_sub
+// changes the table meanwhile; the child counts as in step only once all of it was replayed.
 static lw_status_t replay_subs(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
   pthread_mutex_lock(&sup->calls->sub_mu);
   lw_status_t st = LW_OK;
@@ -202,10 +202,10 @@ static void fail_for_good(lw_supervisor_t *sup, lw_endpoint_t *ep, const char *w
   memcpy(both + at, why, tail);
   both[at + tail] = '\0';
   lw__ep_set_exit_desc(ep, both);
-  pthread_mutex_lock(sup->dispatch_mu);
+  sup->pass_lock(sup->ctx);  // accepting changes under the DAG owner's token
   atomic_store(&ep->state, LW_EP_DEAD);
   ep->accepting = false;
-  pthread_mutex_unlock(sup->dispatch_mu);
+  sup->pass_unlock(sup->ctx);
   sup->kick(sup->ctx);  // the dispatcher fails what waits for this chip
 }
 
@@ -252,9 +252,9 @@ static lw_status_t respawn_once(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_erro
     // what it was told is answered here, as lw__wop_fail_chip does for any death: an
     // unregister of a callable the replay had given it (posted before it took work) is done.
     lw_wop_t *done = NULL;
-    pthread_mutex_lock(sup->dispatch_mu);
+    pthread_mutex_lock(&sup->calls->mu);
     lw__wop_fail_chip(sup->calls, ep->index, err, &done);
-    pthread_mutex_unlock(sup->dispatch_mu);
+    pthread_mutex_unlock(&sup->calls->mu);
     while (done) {
       lw_wop_t *next = done->next_done;
       lw__wop_complete(done);
@@ -297,7 +297,7 @@ void lw__ep_respawn(lw_supervisor_t *sup, lw_endpoint_t *ep) {
       return;
     }
   }
-  pthread_mutex_lock(sup->dispatch_mu);
+  sup->pass_lock(sup->ctx);  // accepting changes under the DAG owner's token
   // The new child's pidfd is in the scheduler's epoll set since respawn_once: if the child
   // died already, on_child_death took the endpoint back (RESPAWNING) and queued another
   // respawn. Taking work now would let tasks be posted into a mailbox that respawn resets.
@@ -312,7 +312,7 @@ void lw__ep_respawn(lw_supervisor_t *sup, lw_endpoint_t *ep) {
     lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     ep->accepting = true;
   }
-  pthread_mutex_unlock(sup->dispatch_mu);
+  sup->pass_unlock(sup->ctx);
   if (alive) {
     char name[32];
     lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
@@ -357,7 +357,6 @@ static void *supervisor_main(void *arg) {
 lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, const lw_supervisor_links_t *links,
                                       lw_error_t *err) {
   memset(sup, 0, sizeof(*sup));
-  sup->dispatch_mu = links->dispatch_mu;
   sup->calls = links->calls;
   sup->eps = links->eps;
   sup->arena = links->arena;
@@ -369,6 +368,8 @@ lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, const lw_supervisor_
   sup->stopping = links->stopping;
   sup->kick = links->kick;
   sup->watch = links->watch;
+  sup->pass_lock = links->pass_lock;
+  sup->pass_unlock = links->pass_unlock;
   sup->ctx = links->ctx;
   uint32_t n_children = links->n_children;
   pthread_mutex_init(&sup->mu, NULL);

@@ -18,10 +18,11 @@
 // the new child for callables the replay gave it). A new child that dies before its replay is
 // complete is never seen by the scheduler: the respawn answers the ops it held
 // (lw__wop_fail_chip).
-// Locks: sup->mu guards each record's pending flag and sup->exit only; it is a leaf (nothing is taken
-// under it, and it is never taken under another lock). A respawn takes ep->ctl_mu ->
-// ep->post_mu to reset the mailbox, then calls->sub_mu (sub replay) or the dispatch lock, each
-// in the worker's order (parent/worker_impl.h).
+// Locks: sup->mu guards each record's pending flag and sup->exit only; it is a leaf (nothing is
+// taken under it, and it is never taken under another lock). A respawn takes ep->ctl_mu ->
+// ep->post_mu to reset the mailbox, then calls->sub_mu (sub replay) or calls->mu (chip replay),
+// each in the worker's order (parent/worker_impl.h); it changes an endpoint's accepting flag
+// under the DAG owner's token (parent/sched.h), with no other lock held.
 #ifndef LANEWORK_PARENT_SUPERVISE_H_
 #define LANEWORK_PARENT_SUPERVISE_H_
 
@@ -52,11 +53,7 @@ typedef struct lw_sup_child {
 // What the supervisor works with, given by the worker at initialize and fixed from then on
 // (none of it is owned here).
 typedef struct lw_supervisor_links {
-  // The worker's dispatch lock: the callable table (the replay reads it, a replay's pin is
-  // dropped under it) and the endpoints' accepting flags (parent/sched.h reads them in its
-  // pass).
-  pthread_mutex_t *dispatch_mu;
-  lw_callables_t *calls;     // replayed into a new child
+  lw_callables_t *calls;     // replayed into a new child (under calls->mu)
   lw_endpoint_t *eps;        // n_children, slots as in the worker
   uint32_t n_children;
   const lw_arena_t *arena;   // a new child's mailbox names the arena's size; images are in it
@@ -70,14 +67,17 @@ typedef struct lw_supervisor_links {
   // The scheduler watches (on) or stops watching (off) the child's pidfd for its death;
   // false when it could not (on only).
   bool (*watch)(void *ctx, lw_endpoint_t *ep, bool on);
-  void *ctx;                     // for kick and watch
+  // Take and give back the DAG owner's token (parent/sched.h), under which an endpoint's
+  // accepting flag changes: the passes that read it see it settled.
+  void (*pass_lock)(void *ctx);
+  void (*pass_unlock)(void *ctx);
+  void *ctx;                     // for every hook
 } lw_supervisor_links_t;
 
 // The supervisor's own state (the worker's sup): its thread, its per-child records, and under
 // mu the exit request.
 typedef struct lw_supervisor {
   // The links (lw_supervisor_links_t), copied at initialize.
-  pthread_mutex_t *dispatch_mu;
   lw_callables_t *calls;
   lw_endpoint_t *eps;
   const lw_arena_t *arena;
@@ -87,6 +87,8 @@ typedef struct lw_supervisor {
   const _Atomic bool *stopping;
   void (*kick)(void *ctx);
   bool (*watch)(void *ctx, lw_endpoint_t *ep, bool on);
+  void (*pass_lock)(void *ctx);
+  void (*pass_unlock)(void *ctx);
   void *ctx;
   lw_thread_t thread;  // parent/thread.h
   pthread_mutex_t mu;

@@ -8,9 +8,9 @@
 // status when the DAG finishes it (before it retires, so before the run can settle); the
 // array is freed with the run (its handle's destroy). The last three calls only touch ids
 // begun before, in that order; a task never posted skips the middle two.
-// Threads and locks: every writer is the DAG's owner inside its pass (w->mu held by the pass,
-// nothing taken here); lw_handle_run_tasks reads only after the run's handle finished
-// (acquire), which the run settling after every task ended orders after the last write.
+// Threads and locks: every writer is the DAG's owner inside its pass (the pass holds the DAG
+// owner's token, nothing taken here); lw_handle_run_tasks reads only after the run's handle
+// finished (acquire), which the run settling after every task ended orders after the last write.
 // Cost: sizeof(lw_task_report_t) = 112 bytes per task, in one array grown by doubling (a
 // realloc now and then on the owner's thread), and three clock reads per task (submit, post,
 // end). Calls nothing in parent/ (a leaf: the DAG, the scheduler and the runs call it).

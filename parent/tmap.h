@@ -24,8 +24,7 @@
 // memory other than the callback contexts, which must outlive it (live_ctx) or the call
 // (edge_ctx).
 // Threads: the map has no lock. One thread at a time may call it. In the worker that is the
-// holder of the orchestrator token (parent/runs.h; the calls are in parent/dag.c and
-// parent/runs.c), and it calls lw__tmap_use, lw__tmap_clear and lw__tmap_scope_end under w->mu
+// DAG's owner inside its pass (parent/dag.c; the DAG owner's token held, parent/sched.h),
 // because the callbacks read and write task state.
 // Bounds: lw__tmap_use costs expected O(1) for a read and O(readers since the last write) for
 // a write; a reader list holds at most about twice the readers still unfinished (a full list

@@ -129,21 +129,26 @@ void lw_worker_cancel_all(lw_worker_t *w) {
 // ---------------------------------------------------------------------------------------------
 // Code mapped at create time (lw_worker_register_sub checks function pointers against it).
 
-// The DAG's hooks (parent/dag.h). The owner calls them with w->mu held: the scheduler holds it
+// The DAG's hooks (parent/dag.h). The owner calls them holding the DAG owner's token (parent/
+// sched.h): the scheduler and the assists for their passes, destroy at the end. Those that read
+// the callables take the callables' lock for the rest of the pass (lw__sched_pass_hold_calls).
 // for its whole pass, destroy takes it around the DAG calls it makes.
 static void dag_unpin(void *ctx, uint32_t wc, uint64_t wc_id) {
   lw_worker_t *w = ctx;
+  lw__sched_pass_hold_calls(&w->sched);
   if (w->calls.table[wc].id == wc_id) lw__wc_unpin(&w->calls, wc);
 }
 
+// The name stays valid until the pass gives the token back (the callables' lock goes with it).
 static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
   lw_worker_t *w = ctx;
+  lw__sched_pass_hold_calls(&w->sched);
   return w->calls.table[wc].id == wc_id ? w->calls.table[wc].name : "a released callable";
 }
 
-// The DAG's doorbell (a post; never rung with w->mu held): one owner's pass right here when
-// none is under way (lw__sched_assist), so a submitter does not wait for the scheduler to get
-// a CPU before its task is dispatched, nor wakes it for nothing.
+// The DAG's doorbell (a post; never rung with the token or the callables' lock held): one owner's
+// pass right here when none is under way (lw__sched_assist), so a submitter does not wait for the
+// scheduler to get a CPU before its task is dispatched, nor wakes it for nothing.
 static void dag_ring(void *ctx) {
   // A pass run here applied the post: the scheduler need not be woken for it (a completion
   // wakes it, through the children's rings, if nobody drains them). A pass under way
@@ -160,7 +165,7 @@ static void dag_stop(void *ctx) {
   (void)lw__sched_assist(&w->sched);
 }
 
-// Whether a chip other than chip is up and holds no task (the DAG's owner asks, w->mu held).
+// Whether a chip other than chip is up and holds no task (the DAG's owner asks, in its pass).
 // The endpoints' kick (a protocol violation found outside the scheduler: it owns the kill).
 static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
 
@@ -170,6 +175,10 @@ static bool sup_watch(void *ctx, lw_endpoint_t *ep, bool on) {
   lw_worker_t *w = ctx;
   return lw__sched_watch(&w->sched, ep, on);
 }
+
+// The supervisor changes an endpoint's accepting flag under the DAG owner's token.
+static void sup_pass_lock(void *ctx) { lw__sched_pass_lock(&((lw_worker_t *)ctx)->sched); }
+static void sup_pass_unlock(void *ctx) { lw__sched_pass_unlock(&((lw_worker_t *)ctx)->sched); }
 
 // The callables' kick (an unregister became due: the scheduler posts it).
 static void calls_kick(void *ctx) { lw__worker_kick(ctx); }
@@ -187,11 +196,11 @@ static bool dag_other_chip_free(void *ctx, int32_t chip) {
 // The runs' hooks (parent/runs.h): the live count destroy waits on, and the scheduler's drain.
 static void runs_live(void *ctx, int delta) {
   lw_worker_t *w = ctx;
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->idle_mu);
   w->live_runs += (uint32_t)delta;
-  // Whoever finishes a run broadcasts idle_cv under w->mu, so no wake-up is lost.
+  // Whoever finishes a run broadcasts idle_cv under idle_mu, so no wake-up is lost.
   if (delta < 0) pthread_cond_broadcast(&w->idle_cv);
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->idle_mu);
 }
 
 static void runs_before_wait(void *ctx, lw_handle_t *h) {
@@ -395,7 +404,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
   w->cfg = *cfg;
   w->n_children = cfg->n_chips + cfg->n_subs;
   w->wake_fd = w->user_fd = w->mailboxes_fd = w->traces_fd = -1;
-  pthread_mutex_init(&w->mu, NULL);
+  pthread_mutex_init(&w->idle_mu, NULL);
   // Monotonic condvars: their deadlines come from lw__now_ns, and a wall-clock step must not
   // stretch or cut a wait.
   lw__cond_init_monotonic(&w->idle_cv);
@@ -461,7 +470,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     goto fail_err;
   }
   w->dag_ready = true;
-  lw_callables_links_t calls_links = {.mu = &w->mu,
+  lw_callables_links_t calls_links = {.idle_mu = &w->idle_mu,
                                       .idle_cv = &w->idle_cv,
                                       .eps = w->eps,
                                       .n_chips = cfg->n_chips,
@@ -472,23 +481,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                       .notify = lw__worker_notify_user,
                                       .ctx = w};
   if ((st = lw__callables_initialize(&w->calls, &calls_links, &err)) != LW_OK) goto fail_err;
-  lw_supervisor_links_t sup_links = {.dispatch_mu = &w->mu,
-                                     .calls = &w->calls,
-                                     .eps = w->eps,
-                                     .n_children = w->n_children,
-                                     .arena = &w->arena,
-                                     .respawn = cfg->respawn,
-                                     .respawn_max = cfg->respawn_max,
-                                     .respawn_window_ns = cfg->respawn_window_ns,
-                                     .startup_timeout_ns = cfg->startup_timeout_ns,
-                                     .heartbeat_period_ns = lw__heartbeat_period_ns(w),
-                                     .stopping = &w->stopping,
-                                     .kick = ep_kick,
-                                     .watch = sup_watch,
-                                     .ctx = w};
-  if ((st = lw__supervisor_initialize(&w->sup, &sup_links, &err)) != LW_OK) goto fail_err;
-  lw_sched_links_t sched_links = {.dispatch_mu = &w->mu,
-                                  .dag = &w->dag,
+  lw_sched_links_t sched_links = {.dag = &w->dag,
                                   .calls = &w->calls,
                                   .runs = &w->runs,
                                   .sup = &w->sup,
@@ -502,6 +495,22 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                   .wake_fd = w->wake_fd,
                                   .cancel_all_seq = &w->cancel_all_seq};
   if ((st = lw__sched_initialize(&w->sched, &sched_links, &err)) != LW_OK) goto fail_err;
+  lw_supervisor_links_t sup_links = {.calls = &w->calls,
+                                     .eps = w->eps,
+                                     .n_children = w->n_children,
+                                     .arena = &w->arena,
+                                     .respawn = cfg->respawn,
+                                     .respawn_max = cfg->respawn_max,
+                                     .respawn_window_ns = cfg->respawn_window_ns,
+                                     .startup_timeout_ns = cfg->startup_timeout_ns,
+                                     .heartbeat_period_ns = lw__heartbeat_period_ns(w),
+                                     .stopping = &w->stopping,
+                                     .kick = ep_kick,
+                                     .watch = sup_watch,
+                                     .pass_lock = sup_pass_lock,
+                                     .pass_unlock = sup_pass_unlock,
+                                     .ctx = w};
+  if ((st = lw__supervisor_initialize(&w->sup, &sup_links, &err)) != LW_OK) goto fail_err;
   for (uint32_t s = 0; s < w->n_children; ++s) {
     bool chip = s < cfg->n_chips;
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
@@ -627,13 +636,14 @@ uint32_t lw_worker_process_ids(const lw_worker_t *w, int32_t *out, uint32_t cap)
 // Waits (bounded) until no run and no callable op is in flight.
 static bool wait_idle(lw_worker_t *w, int64_t timeout_ns) {
   int64_t deadline = lw__now_ns() + timeout_ns;
-  pthread_mutex_lock(&w->mu);
-  // Whoever finishes a run or an op broadcasts idle_cv under w->mu, so no wake-up is lost.
-  while ((w->live_runs > 0 || w->calls.live_ops > 0) && w->sched.thread.started) {
-    if (lw__cond_wait_until(&w->idle_cv, &w->mu, deadline) == ETIMEDOUT) break;
+  pthread_mutex_lock(&w->idle_mu);
+  // Whoever finishes a run or an op broadcasts idle_cv under idle_mu (an op after it stored the
+  // count), so no wake-up is lost.
+  while ((w->live_runs > 0 || atomic_load(&w->calls.live_ops) > 0) && w->sched.thread.started) {
+    if (lw__cond_wait_until(&w->idle_cv, &w->idle_mu, deadline) == ETIMEDOUT) break;
   }
-  bool idle = w->live_runs == 0 && w->calls.live_ops == 0;
-  pthread_mutex_unlock(&w->mu);
+  bool idle = w->live_runs == 0 && atomic_load(&w->calls.live_ops) == 0;
+  pthread_mutex_unlock(&w->idle_mu);
   return idle;
 }
 
@@ -653,14 +663,26 @@ static void describe_leftover(void *ctx, const lw_task_t *t, lw_error_t *err) {
                 w->calls.table[t->wc].name, posted ? " on " : "", name);
 }
 
+// Destroy as the DAG's owner, once the scheduler stopped: it holds the token as a pass does,
+// and the callables' lock for the DAG's hooks and describe_leftover. A worker whose scheduler
+// was never initialized ran no thread: nothing to exclude.
+static void dag_own(lw_worker_t *w) {
+  lw__dag_set_owner(&w->dag);
+  if (!w->sched.initialized) return;
+  lw__sched_pass_lock(&w->sched);
+  lw__sched_pass_hold_calls(&w->sched);
+}
+
+static void dag_disown(lw_worker_t *w) {
+  if (w->sched.initialized) lw__sched_pass_unlock(&w->sched);
+}
+
 static void finish_leftover_runs(lw_worker_t *w) {
   lw_run_t *finished = NULL;
   if (w->dag_ready) {
-    // The scheduler has stopped: this thread is the DAG's owner now.
-    lw__dag_set_owner(&w->dag);
-    pthread_mutex_lock(&w->mu);
+    dag_own(w);
     lw__dag_finish_all(&w->dag, LW_UNAVAILABLE, describe_leftover, w, &finished);
-    pthread_mutex_unlock(&w->mu);
+    dag_disown(w);
   }
   while (finished) {
     lw_run_t *next = finished->next;
@@ -734,9 +756,9 @@ void lw_worker_destroy(lw_worker_t *w) {
   // The DAG first: its last pins go back while the deferred unregisters they hold are still
   // live ops (finish_all emptied the inbox; this only frees).
   if (w->dag_ready) {
-    pthread_mutex_lock(&w->mu);
+    dag_own(w);
     lw__dag_deinitialize(&w->dag);
-    pthread_mutex_unlock(&w->mu);
+    dag_disown(w);
     w->dag_ready = false;
   }
   lw__sched_deinitialize(&w->sched);
@@ -761,7 +783,7 @@ void lw_worker_destroy(lw_worker_t *w) {
   lw__arena_deinitialize(&w->arena);
   lw__supervisor_deinitialize(&w->sup);
   lw__runs_deinitialize(&w->runs);
-  pthread_mutex_destroy(&w->mu);
+  pthread_mutex_destroy(&w->idle_mu);
   pthread_cond_destroy(&w->idle_cv);
   free(w);
 }

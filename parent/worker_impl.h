@@ -34,10 +34,10 @@
 // The struct holds one struct per component (each defined and explained in its header):
 // w->arena, w->eps[] (endpoints), w->calls (callables), w->dag (one owner), w->runs, w->sched,
 // w->sup, w->fs; what is left here is the wiring they share: the configuration, the shared
-// memory, the fds, w->mu (the callables and the endpoints' dispatch state; a scheduler pass
-// holds it) and the counters destroy waits on. The include graph is acyclic: a component header includes no
-// other parent header (but dag.h, which includes tmap.h and runs.h); this one includes those
-// the struct needs, and the .c files include this one and the headers they call into.
+// memory, the fds, and the counters destroy waits on (live_runs under idle_mu). The include
+// graph is acyclic: a component header includes no other parent header (but dag.h, which
+// includes tmap.h and runs.h); this one includes those the struct needs, and the .c files
+// include the headers they call into.
 //
 // Threads:
 //   - the orchestrator thread runs orch functions, one run at a time, in FIFO order; a sync
@@ -46,30 +46,30 @@
 //   - the scheduler thread is the single progress owner and the DAG's owner: it applies the
 //     DAG's inbox, drains every child's completion ring, dispatches ready tasks into free task
 //     frames and notices child death (pidfds); it sleeps in one epoll_wait over the wake
-//     eventfd, the pidfds and the fork server. It holds w->mu for each pass, so a thread
-//     holding w->mu (a test) also sees the DAG between two changes.
+//     eventfd, the pidfds and the fork server. Each pass holds the DAG owner's token
+//     (w->sched.pass_mu, parent/sched.h), which submitters and waiting callers take too for an
+//     assist pass of their own when it is free; a thread holding it (a test) sees the DAG
+//     between two changes.
 //   - the supervisor thread (supervise.c) respawns children the scheduler found dead and replays
 //     their callables, so the scheduler keeps serving the others meanwhile;
 //   - user threads post controls (register/unregister) themselves, under the endpoint's
 //     control mutex; submitting threads (the orchestrator token's holder) hand tasks, scopes
 //     and a run's end to the DAG's inbox and never touch DAG state.
 //
-// Locks (in this order; never the reverse). w->mu is still the world lock of issue 23's
-// step 1: it guards the callable table and ops, the endpoints' accepting flags and the
-// scheduler's per-child records, and it is the DAG owner's pass (sched.c takes it with
-// pthread_mutex_lock in the scheduler's first pass after a sleep, with trylock in its other
-// passes and in every assist). Splitting it needs the pass to take the callable table's own
-// lock per post (the callable word, the pin) and the supervisor/callables paths that read the
-// endpoints' dispatch state to take the scheduler's: not done yet.
-//   w->mu (callables, ops, dispatch; the scheduler's pass)  ->  ep->post_mu (sequence numbers)
-//     ->  ep->desc_mu (exit description, violation reason: a leaf)
-//   ep->ctl_mu (a control round trip) is taken without w->mu held.
-//   w->sub_mu (the sub children's tables) comes before w->mu and ep->ctl_mu.
-//   w->sup.mu (the supervisor's queue) is a leaf, taken with no other lock held.
-//   w->runs.mu guards the run queue and the list of unfinished runs only; it may be taken under
-//   w->mu (cancel_all marks every unfinished run from the scheduler's pass), never the reverse.
-//   The DAG's own locks are leaves: dag->space_mu (back-pressure waiters), taken by a
-//   submitter with no other lock held and by the owner under w->mu.
+// Locks, each owned by one component (in this order; never the reverse):
+//   sched.pass_mu (the DAG owner's token: the DAG, the scheduler's per-child records, the
+//     endpoints' accepting flags; sched.h)  ->  calls.mu (the callable table and the ops;
+//     callables.h; a pass takes it only when it needs the callables,
+//     lw__sched_pass_hold_calls)  ->  ep->post_mu (sequence numbers)  ->  ep->desc_mu (exit
+//     description, violation reason: a leaf)
+//   calls.sub_mu (the sub children's tables) -> calls.mu, and -> ep->ctl_mu; the token is
+//   never taken with sub_mu held.
+//   ep->ctl_mu (a control round trip) is taken with neither the token nor calls.mu held.
+//   runs.mu guards the run queue and the list of unfinished runs only; it may be taken in a
+//   pass (cancel_all marks every unfinished run), never the reverse.
+//   Leaves, taken with nothing taken under them: sup.mu (the supervisor's queue), idle_mu
+//   (live_runs, idle_cv; an op's end broadcasts under calls.mu), the DAG's dag->space_mu
+//   (back-pressure waiters: a submitter with no other lock held, the owner in its pass).
 #ifndef LANEWORK_PARENT_WORKER_IMPL_H_
 #define LANEWORK_PARENT_WORKER_IMPL_H_
 
@@ -126,8 +126,10 @@ struct lw_worker {
   lw_dag_t dag;
   bool dag_ready;            // lw__dag_initialize succeeded
 
-  pthread_mutex_t mu;        // the callable table, the ops, the endpoints' dispatch state
-  pthread_cond_t idle_cv;    // a run or op finished (destroy waits on it)
+  // live_runs, and the condvar a run's or an op's end is broadcast on (destroy waits on it for
+  // no live run and no live op): a leaf.
+  pthread_mutex_t idle_mu;
+  pthread_cond_t idle_cv;
   lw_callables_t calls;      // the callable table and its ops (parent/callables.h)
   uint32_t live_runs;
 

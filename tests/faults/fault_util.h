@@ -67,27 +67,27 @@ static inline lw_callable_handle_t fx_reg(fx_t *f, const char *name) {
 static inline pid_t fx_pid(fx_t *f, uint32_t slot) { return atomic_load(&f->w->eps[slot].pid); }
 
 static inline uint32_t fx_respawns(fx_t *f, uint32_t slot) {
-  pthread_mutex_lock(&f->w->mu);
+  lw__sched_pass_lock(&f->w->sched);
   uint32_t n = (uint32_t)atomic_load(&f->w->eps[slot].stats.respawns);
-  pthread_mutex_unlock(&f->w->mu);
+  lw__sched_pass_unlock(&f->w->sched);
   return n;
 }
 
 // Waits until the child in slot was respawned at least n times and takes work again.
 static inline void fx_wait_respawned(fx_t *f, uint32_t slot, uint32_t n) {
   for (;;) {
-    pthread_mutex_lock(&f->w->mu);
+    lw__sched_pass_lock(&f->w->sched);
     bool ok = atomic_load(&f->w->eps[slot].stats.respawns) >= n && f->w->eps[slot].accepting;
-    pthread_mutex_unlock(&f->w->mu);
+    lw__sched_pass_unlock(&f->w->sched);
     if (ok) return;
     lw_test_sleep_us(500);
   }
 }
 
 static inline bool fx_accepting(fx_t *f, uint32_t slot) {
-  pthread_mutex_lock(&f->w->mu);
+  lw__sched_pass_lock(&f->w->sched);
   bool ok = f->w->eps[slot].accepting;
-  pthread_mutex_unlock(&f->w->mu);
+  lw__sched_pass_unlock(&f->w->sched);
   return ok;
 }
 

@@ -375,9 +375,9 @@ static lw_status_t sweep_b_orch(lw_orch_t *o, void *user) {
 }
 
 static uint32_t chip_queue_len(fx_t *fx, uint32_t chip) {
-  pthread_mutex_lock(&fx->w->mu);
+  lw__sched_pass_lock(&fx->w->sched);
   uint32_t n = fx->w->dag.chip_q[chip].n;
-  pthread_mutex_unlock(&fx->w->mu);
+  lw__sched_pass_unlock(&fx->w->sched);
   return n;
 }
 
@@ -417,7 +417,7 @@ Test(cancel, cancel_of_a_run_whose_task_waits_for_a_busy_chip_finishes_it_at_onc
 // A child killed for its silent heartbeat dies by SIGKILL; whoever notices the death first (the
 // scheduler's pidfd, or a control waiting for its answer, which reads the fork server's exit
 // table) must name the reason, not only the signal. Here the death is described while the
-// scheduler is held off w->mu, so it cannot have handled the death yet.
+// scheduler is held off the token, so it cannot have handled the death yet.
 Test(liveness, a_death_from_a_liveness_kill_is_described_as_such_by_any_observer,
      .timeout = 60) {
   lw_worker_config_t cfg;
@@ -425,13 +425,13 @@ Test(liveness, a_death_from_a_liveness_kill_is_described_as_such_by_any_observer
   cfg.liveness_timeout_ns = 0;  // the test plays the liveness killer itself
   fx_create(&f, &cfg);
   lw_endpoint_t *ep = &f.w->eps[0];
-  pthread_mutex_lock(&f.w->mu);
+  lw__sched_pass_lock(&f.w->sched);
   atomic_store(&ep->hb_killed_ms, 777);
   lw__ep_kill(ep);
   while (!lw__ep_check_dead(ep)) lw_test_sleep_us(200);
   char desc[192];
   lw__ep_describe_exit(ep, desc, sizeof(desc));
-  pthread_mutex_unlock(&f.w->mu);
+  lw__sched_pass_unlock(&f.w->sched);
   ASSERT_MSG_HAS(desc, "no heartbeat for 777 ms");
   ASSERT_MSG_HAS(desc, "killed by SIGKILL");
   fx_wait_respawned(&f, 0, 1);

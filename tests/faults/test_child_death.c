@@ -147,9 +147,9 @@ Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .
   // Wait until the request is posted (the control frame leaves IDLE).
   while (atomic_load(&f.w->eps[0].mb->control.state) != LW_MB_CONTROL_REQUEST) lw_test_sleep_us(200);
   // Order this probe of the mailbox before the respawn that resets it (the scheduler takes
-  // w->mu when it handles the death).
-  pthread_mutex_lock(&f.w->mu);
-  pthread_mutex_unlock(&f.w->mu);
+  // the DAG owner's token when it handles the death).
+  lw__sched_pass_lock(&f.w->sched);
+  lw__sched_pass_unlock(&f.w->sched);
   cr_assert_eq(kill(victim, SIGKILL), 0);
   pthread_join(t, NULL);
   cr_assert_eq(r.st, LW_CHILD_EXITED, "got %s: %s", lw_status_name(r.st), r.message);
@@ -161,14 +161,14 @@ Test(child_death, kill_while_a_control_waits_for_its_answer_fails_the_control, .
   fx_destroy(&f);
 }
 
-// Whether chip's report on the pending register op is in (w->mu).
+// Whether chip's report on the pending register op is in (under the callables' lock).
 static bool register_reported_by(fx_t *fx, uint32_t chip) {
   bool in = false;
-  pthread_mutex_lock(&fx->w->mu);
+  pthread_mutex_lock(&fx->w->calls.mu);
   for (lw_wop_t *op = fx->w->calls.ops; op; op = op->next_pending) {
     if (op->kind == LW_WOP_REGISTER && op->reported[chip]) in = true;
   }
-  pthread_mutex_unlock(&fx->w->mu);
+  pthread_mutex_unlock(&fx->w->calls.mu);
   return in;
 }
 

@@ -230,9 +230,9 @@ Test(protocol, destroy_finishes_runs_the_scheduler_can_no_longer_finish, .timeou
   // when nothing is left to see them through: the scheduler is gone. Destroy must still
   // finish both handles.
   for (;;) {
-    pthread_mutex_lock(&f.w->mu);
+    lw__sched_pass_lock(&f.w->sched);
     uint32_t busy = f.w->sched.child[0].busy;
-    pthread_mutex_unlock(&f.w->mu);
+    lw__sched_pass_unlock(&f.w->sched);
     if (busy == 2) break;
     lw_test_sleep_us(500);
   }
@@ -265,9 +265,9 @@ static void *register_thread(void *arg) {
 static lw_wop_t *wait_listed_op(void) {
   lw_wop_t *op = NULL;
   while (!op) {
-    pthread_mutex_lock(&f.w->mu);
+    pthread_mutex_lock(&f.w->calls.mu);
     op = f.w->calls.ops;
-    pthread_mutex_unlock(&f.w->mu);
+    pthread_mutex_unlock(&f.w->calls.mu);
     if (!op) lw_test_sleep_us(200);
   }
   return op;
@@ -393,9 +393,10 @@ Test(protocol, a_request_left_by_a_control_that_saw_its_child_die_is_no_violatio
   while (atomic_load(&fx_mailbox(&f, 0)->control.state) != LW_MB_CONTROL_REQUEST) {
     lw_test_sleep_us(200);
   }
-  // The scheduler handles a death under w->mu (on_child_death): held here, it cannot, so the
-  // endpoint stays READY with the first request in its frame. Nothing below takes w->mu.
-  pthread_mutex_lock(&f.w->mu);
+  // The scheduler handles a death holding the DAG owner's token (on_child_death): held here, it
+  // cannot, so the endpoint stays READY with the first request in its frame. Nothing below
+  // takes the token.
+  lw__sched_pass_lock(&f.w->sched);
   cr_assert_eq(kill(victim, SIGKILL), 0);
   pthread_join(t, NULL);
   cr_assert_eq(first.st, LW_CHILD_EXITED);
@@ -403,7 +404,7 @@ Test(protocol, a_request_left_by_a_control_that_saw_its_child_die_is_no_violatio
   control_thread_t second = {ep, LW_OK};
   control_in_thread(&second);
   bool violated = atomic_load(&ep->violated);
-  pthread_mutex_unlock(&f.w->mu);
+  lw__sched_pass_unlock(&f.w->sched);
   cr_assert_eq(second.st, LW_CHILD_EXITED);
   cr_assert_not(violated, "the dead child was taken for a protocol violation");
   fx_wait_respawned(&f, 0, 1);

@@ -47,32 +47,32 @@ static lw_callable_t prepare_gate_kernel(const char *path, bool with_param) {
 static void wait_replaying(uint32_t chip, pid_t old) {
   lw_endpoint_t *ep = &f.w->eps[chip];
   for (;;) {
-    pthread_mutex_lock(&f.w->mu);
+    lw__sched_pass_lock(&f.w->sched);
     bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->pid) > 0 &&
                      atomic_load(&ep->state) == LW_EP_READY && !ep->accepting;
-    pthread_mutex_unlock(&f.w->mu);
+    lw__sched_pass_unlock(&f.w->sched);
     if (replaying) return;
     lw_test_sleep_us(100);
   }
 }
 
-// Whether chip's report on the one pending register op is in (w->mu).
+// Whether chip's report on the one pending register op is in (under the callables' lock).
 static bool register_reported_by(uint32_t chip) {
   bool in = false;
-  pthread_mutex_lock(&f.w->mu);
+  pthread_mutex_lock(&f.w->calls.mu);
   for (lw_wop_t *op = f.w->calls.ops; op; op = op->next_pending) {
     if (op->kind == LW_WOP_REGISTER && op->reported[chip]) in = true;
   }
-  pthread_mutex_unlock(&f.w->mu);
+  pthread_mutex_unlock(&f.w->calls.mu);
   return in;
 }
 
 // Waits until no register, unregister or rollback is in flight.
 static void wait_no_ops(void) {
   for (;;) {
-    pthread_mutex_lock(&f.w->mu);
+    pthread_mutex_lock(&f.w->calls.mu);
     bool idle = f.w->calls.live_ops == 0;
-    pthread_mutex_unlock(&f.w->mu);
+    pthread_mutex_unlock(&f.w->calls.mu);
     if (idle) return;
     lw_test_sleep_us(200);
   }

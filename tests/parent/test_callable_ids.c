@@ -48,9 +48,9 @@ Test(callable_ids, a_slot_at_its_last_generation_retires_and_its_ids_stay_unknow
   LW_ASSERT_OK(lw_worker_create(&cfg, &w));
   // 2^32 register/unregister cycles would take hours: slot 0 is moved to its last
   // generation by hand, and the worker's own code runs through the end of it.
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->calls.mu);
   w->calls.ids.slots[0].generation = UINT32_MAX;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->calls.mu);
 
   lw_callable_handle_t a = register_kernel(w, "vector_add");
   cr_assert_eq(a.id, ((uint64_t)UINT32_MAX << 32) | 1, "a = 0x%llx", (unsigned long long)a.id);

@@ -21,10 +21,10 @@ static void make_worker_queue(uint32_t chips, uint32_t subs, uint32_t register_q
 }
 
 static lw_wc_state_t wc_state(lw_callable_handle_t h) {
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->calls.mu);
   lw_wcallable_t *c = &w->calls.table[(h.id & 0xffffffffu) - 1];
   lw_wc_state_t st = c->id == h.id ? c->state : LW_WC_FREE;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->calls.mu);
   return st;
 }
 
@@ -367,10 +367,10 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
   pid_t old = atomic_load(&ep->pid);
   cr_assert_eq(kill(old, SIGKILL), 0);
   for (;;) {
-    pthread_mutex_lock(&w->mu);
+    lw__sched_pass_lock(&w->sched);
     bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
                      !ep->accepting;
-    pthread_mutex_unlock(&w->mu);
+    lw__sched_pass_unlock(&w->sched);
     if (replaying) break;
     lw_test_sleep_us(100);
   }
@@ -386,9 +386,9 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
   // Let the replay finish; the chip works again with what is still registered.
   open_gate_file(path);
   for (;;) {
-    pthread_mutex_lock(&w->mu);
+    lw__sched_pass_lock(&w->sched);
     bool back = atomic_load(&ep->stats.respawns) > 0 && ep->accepting;
-    pthread_mutex_unlock(&w->mu);
+    lw__sched_pass_unlock(&w->sched);
     if (back) break;
     lw_test_sleep_us(100);
   }
@@ -424,17 +424,17 @@ Test(callables, hundred_registers_outstanding_on_a_chip_that_dies_each_finish_on
                  lw_last_error()->message);
     lw_handle_release(h[i]);
   }
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->calls.mu);
   uint32_t live_ops = w->calls.live_ops;
   bool ops_left = w->calls.ops != NULL;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->calls.mu);
   cr_assert_eq(live_ops, 0u);
   cr_assert_not(ops_left);
   // The respawned chip takes registers again.
   for (;;) {
-    pthread_mutex_lock(&w->mu);
+    lw__sched_pass_lock(&w->sched);
     bool back = atomic_load(&w->eps[0].stats.respawns) > 0 && w->eps[0].accepting;
-    pthread_mutex_unlock(&w->mu);
+    lw__sched_pass_unlock(&w->sched);
     if (back) break;
     lw_test_sleep_us(100);
   }
@@ -562,9 +562,9 @@ static void register_sub_with_a_dead_sub_child(bool respawn) {
   // Tasks only once the child is back (or known dead): a task posted to a child that died but
   // was not yet noticed would fail CHILD_EXITED, which is not what this test is about.
   for (bool back = !respawn; !back; lw_test_sleep_us(100)) {
-    pthread_mutex_lock(&w->mu);
+    lw__sched_pass_lock(&w->sched);
     back = atomic_load(&dead->stats.respawns) > 0 && dead->accepting;
-    pthread_mutex_unlock(&w->mu);
+    lw__sched_pass_unlock(&w->sched);
   }
   int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
   cr_assert_not_null(out);
@@ -597,11 +597,11 @@ Test(callables, sub_child_refuses_a_task_whose_function_tag_does_not_match, .tim
   lw_callable_handle_t a, b;
   LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[0], "put_0", &a));
   LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[1], "put_1", &b));
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->calls.mu);
   lw_wcallable_t *wa = &w->calls.table[(a.id & 0xffffffffu) - 1];
   lw_wcallable_t *wb = &w->calls.table[(b.id & 0xffffffffu) - 1];
   wb->sub_index = wa->sub_index;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->calls.mu);
   int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
   cr_assert_not_null(out);
   for (int s = 0; s < 24; ++s) out[s] = -1;
@@ -677,10 +677,10 @@ Test(callables, late_reports_for_finished_ops_never_complete_a_later_op, .timeou
 // what is left.
 
 static uint32_t pins_of(lw_callable_handle_t h) {
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->calls.mu);
   lw_wcallable_t *c = &w->calls.table[(h.id & 0xffffffffu) - 1];
   uint32_t n = c->id == h.id ? c->pins : 0;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->calls.mu);
   return n;
 }
 

@@ -274,10 +274,10 @@ typedef struct failing_orch_job {
 // Waits until the parent has retired n completed tasks of this run (it counted them).
 static void wait_completed(lw_orch_t *o, uint32_t n) {
   for (;;) {
-    // The DAG changes under the worker's dispatch lock (its owner's pass holds it).
-    pthread_mutex_lock(o->runs->calls->mu);
+    // The DAG changes only in a pass of its owner, which holds the token (parent/sched.h).
+    lw__sched_pass_lock(&w->sched);
     uint32_t done = o->run->n_completed;
-    pthread_mutex_unlock(o->runs->calls->mu);
+    lw__sched_pass_unlock(&w->sched);
     if (done >= n) return;
     lw_test_sleep_us(100);
   }

@@ -424,9 +424,9 @@ static int stop_signals_leave_lanework_running(void) {
   pid_t child = atomic_load(&w->eps[0].pid);
   if (kill(child, SIGKILL) != 0) return 15;
   for (;;) {
-    pthread_mutex_lock(&w->mu);
+    lw__sched_pass_lock(&w->sched);
     bool back = atomic_load(&w->eps[0].stats.respawns) >= 1 && w->eps[0].accepting;
-    pthread_mutex_unlock(&w->mu);
+    lw__sched_pass_unlock(&w->sched);
     if (back) break;
     lw_test_sleep_us(1000);
   }

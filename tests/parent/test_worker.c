@@ -336,9 +336,9 @@ Test(worker, group_launches_all_or_nothing, .timeout = 60) {
 
 // Whether a ready group waits in the scheduler's group queue (it waits there for frames).
 static bool group_waits_for_frames(void) {
-  pthread_mutex_lock(&w->mu);
-  bool waits = w->dag.groups_head != NULL;  // the DAG changes under w->mu (its owner holds it)
-  pthread_mutex_unlock(&w->mu);
+  lw__sched_pass_lock(&w->sched);  // the DAG changes only in its owner's pass
+  bool waits = w->dag.groups_head != NULL;
+  lw__sched_pass_unlock(&w->sched);
   return waits;
 }
 
@@ -461,18 +461,18 @@ Test(worker, group_built_on_a_full_ring_waits_for_every_members_dependencies, .t
   lw_test_wait_nonzero(&j.s2->entered);
   lw_run_t *run = (lw_run_t *)h;
   for (;;) {
-    pthread_mutex_lock(&w->mu);
+    lw__sched_pass_lock(&w->sched);
     bool done = run->orch_done;
-    pthread_mutex_unlock(&w->mu);
+    lw__sched_pass_unlock(&w->sched);
     if (done) break;
     lw_test_sleep_us(100);
   }
-  pthread_mutex_lock(&w->mu);
+  lw__sched_pass_lock(&w->sched);
   lw_task_state_t member1 = LW_TS_FREE;
   for (uint32_t i = 0; i < w->dag.n_tasks_cap; ++i) {
     if (w->dag.tasks[i].run == run && w->dag.tasks[i].task_id == 4) member1 = w->dag.tasks[i].state;
   }
-  pthread_mutex_unlock(&w->mu);
+  lw__sched_pass_unlock(&w->sched);
   cr_assert_eq(member1, LW_TS_PENDING, "group member 1 must wait for R (its state: %d)",
                (int)member1);
   cr_assert_eq(log_pos(j.s1, 201), -1, "group member 1 ran before R, which writes its input");
