@@ -62,6 +62,9 @@ struct lw_l4 {
   pthread_cond_t q_cv;
   struct l4_op *q_head, **q_tail;
   bool q_stopping;
+  // A run is being run (q_mu): by the runner, or inline by lw_l4_run on its caller's thread,
+  // which does so only when nothing is queued and nothing runs, so runs keep their order.
+  bool q_busy;
   lw_thread_t runner;  // started by the first run
 };
 

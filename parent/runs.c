@@ -7,6 +7,7 @@
 
 #include "lanes/error.h"
 #include "lanes/log.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
 #include "parent/dag.h"
@@ -184,6 +185,7 @@ static void run_enqueue(lw_runs_t *runs, lw_run_t *run) {
     runs->q_head = run;
   }
   runs->q_tail = run;
+  atomic_fetch_add_explicit(&runs->n_queued, 1, memory_order_relaxed);
   pthread_cond_broadcast(&runs->cv);
   pthread_mutex_unlock(&runs->mu);
 }
@@ -320,10 +322,46 @@ static void release_token(lw_runs_t *runs) {
   pthread_mutex_unlock(&runs->mu);
 }
 
+typedef struct orch_drain {
+  lw_runs_t *runs;
+  lw_handle_t *h;
+} orch_drain_t;
+
+// The drain's condition: the run ended, or another run waits for the orchestrator.
+static bool run_over_or_queued(void *ctx) {
+  orch_drain_t *d = ctx;
+  return lw_handle_done(d->h) ||
+         atomic_load_explicit(&d->runs->n_queued, memory_order_relaxed) > 0 ||
+         atomic_load(d->runs->stopping);
+}
+
+// After an async run's orch function returned, the orchestrator has nothing to do until the
+// next run: it drains the children's rings itself while the run's tasks finish, as a sync
+// caller does before it waits (lw__sched_drain_until: within the spin budget, then it gives
+// up), so the run's end does not wait for the scheduler to be woken. It stops as soon as a run
+// is queued. The caller holds a reference on the handle.
+static void orch_drain(lw_runs_t *runs, lw_run_t *run) {
+  if (!runs->drain_until) return;
+  orch_drain_t d = {runs, &run->handle};
+  (void)runs->drain_until(runs->ctx, run_over_or_queued, &d);
+}
+
+// Spins for the next run before the orchestrator blocks on its condvar (lanes/spin.h): runs
+// that come one after another are taken without a futex wake each. n_queued is a hint read
+// without the lock; the wait below decides under it.
+static void orch_spin(lw_runs_t *runs) {
+  lw__spin_t spin = LW__SPIN_INIT;
+  while (atomic_load_explicit(&runs->n_queued, memory_order_relaxed) == 0 &&
+         !atomic_load(runs->stopping)) {
+    if (lw__spin_step(&spin) == LW__SPIN_BLOCK) return;
+  }
+}
+
 static void *orch_main(void *arg) {
   lw_runs_t *runs = arg;
   lw__trace_role("orchestrator", -1);
   for (;;) {
+    orch_spin(runs);
     pthread_mutex_lock(&runs->mu);
     // The token keeps one orch function at a time: an inline sync run may hold it.
     while ((!runs->q_head || runs->orch_busy) &&
@@ -335,12 +373,16 @@ static void *orch_main(void *arg) {
       runs->q_head = run->next;
       if (!runs->q_head) runs->q_tail = NULL;
       run->next = NULL;
+      atomic_fetch_sub_explicit(&runs->n_queued, 1, memory_order_relaxed);
       take_token(runs, run, false);
     }
     pthread_mutex_unlock(&runs->mu);
     if (!run) break;
+    lw__handle_ref(&run->handle);  // the drain reads it after the user may have released it
     execute_run(runs, run);
     release_token(runs);
+    orch_drain(runs, run);
+    lw__handle_unref(&run->handle);
   }
   return NULL;
 }

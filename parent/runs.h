@@ -137,6 +137,9 @@ struct lw_runs {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   lw_run_t *q_head, *q_tail;
+  // Runs in the queue: changed under mu with the queue, read without it by the orchestrator's
+  // spin and drain (a hint: the queue itself is decided under mu).
+  _Atomic uint32_t n_queued;
   uint64_t next_id;
   lw_run_t *unfinished_head, *unfinished_tail;
   bool finishing;

@@ -692,6 +692,7 @@ static void finish_leftover_runs(lw_worker_t *w) {
   pthread_mutex_lock(&w->runs.mu);
   lw_run_t *queued = w->runs.q_head;
   w->runs.q_head = w->runs.q_tail = NULL;
+  atomic_store(&w->runs.n_queued, 0);
   pthread_mutex_unlock(&w->runs.mu);
   while (queued) {
     lw_run_t *next = queued->next;

@@ -39,6 +39,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,10 +381,16 @@ static int run_fail(lw_l4_t *l4, names_t *n, bool cancel) {
   return 0;
 }
 
+// The order the async case's runs started in, and where the last sync run ran.
+static _Atomic int g_started;
+static int g_nested_at, g_sync_at;
+static pthread_t g_sync_ran_on;
+
 // The async case's runs: a long sleep on rank 1, one that must never start, and a short one that
 // also checks that lw_l4_run from an orch function is refused.
 static lw_status_t long_sleep_orch(lw_l4_orch_t *o, void *user) {
   fail_ctx_t *f = user;
+  ++g_started;
   lw_args_t a;
   lw_args_init(&a);
   (void)lw_args_add_scalar(&a, 60ull * 1000000ull);  // 60 s unless cancelled
@@ -398,8 +405,28 @@ static lw_status_t never_orch(lw_l4_orch_t *o, void *user) {
   return LW_OK;
 }
 
+static lw_status_t sync_orch(lw_l4_orch_t *o, void *user) {
+  (void)o;
+  (void)user;
+  g_sync_at = ++g_started;
+  g_sync_ran_on = pthread_self();
+  return LW_OK;
+}
+
+typedef struct sync_call {
+  lw_l4_t *l4;
+  lw_status_t st;
+} sync_call_t;
+
+static void *sync_call_main(void *arg) {
+  sync_call_t *c = arg;
+  c->st = lw_l4_run(c->l4, sync_orch, NULL, NULL);
+  return NULL;
+}
+
 static lw_status_t nested_orch(lw_l4_orch_t *o, void *user) {
   fail_ctx_t *f = user;
+  g_nested_at = ++g_started;
   if (lw_l4_run(f->l4, never_orch, NULL, NULL) != LW_FAILED_PRECONDITION) {
     say("FAILED lw_l4_run from an orch function was not refused");
     return LW_INTERNAL;
@@ -421,6 +448,10 @@ static int run_async(lw_l4_t *l4, names_t *n) {
     say("FAILED the 60 s run finished at once");
     return 1;
   }
+  // A sync run from another thread while runs are queued: it runs after them, in order.
+  sync_call_t call = {l4, LW_INTERNAL};
+  pthread_t t;
+  if (pthread_create(&t, NULL, sync_call_main, &call) != 0) die("pthread_create");
   if (lw_handle_cancel(h[0]) != LW_OK) die("cancel running");
   lw_status_t want[3] = {LW_CANCELLED, LW_CANCELLED, LW_OK};
   for (int i = 0; i < 3; ++i) {
@@ -438,7 +469,20 @@ static int run_async(lw_l4_t *l4, names_t *n) {
     }
     lw_handle_release(h[i]);
   }
-  say("ok async: running and queued runs cancelled through their handles, the third ran");
+  pthread_join(t, NULL);
+  if (call.st != LW_OK || g_sync_at <= g_nested_at) {
+    say("FAILED the sync run gave %s and started %d-th, the third async run %d-th",
+        lw_status_name(call.st), g_sync_at, g_nested_at);
+    return 1;
+  }
+  // Nothing queued or running now: lw_l4_run runs its run on the calling thread.
+  if (lw_l4_run(l4, sync_orch, NULL, NULL) != LW_OK) die("idle sync run");
+  if (!pthread_equal(g_sync_ran_on, pthread_self())) {
+    say("FAILED a sync run on an idle L4 did not run on the calling thread");
+    return 1;
+  }
+  say("ok async: running and queued runs cancelled through their handles, the third ran; sync "
+      "runs in order, on the caller's thread when idle");
   return 0;
 }
 
