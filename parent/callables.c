@@ -327,7 +327,9 @@ void lw__wc_unpin(lw_callables_t *calls, uint32_t wc) {
     sub_unregister_done(calls, c, op);
     return;
   }
-  // Still deferred (see op_deferred) until the scheduler takes it to post it.
+  // Still deferred (see op_deferred) until the scheduler takes it to post it. Queued once.
+  if (op->due) return;
+  op->due = true;
   op->next_done = atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed);
   atomic_store_explicit(&calls->due_unregisters, op, memory_order_relaxed);
   if (calls->kick) calls->kick(calls->ctx);

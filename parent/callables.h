@@ -34,8 +34,9 @@
 // c->gen[chip] / op->gen[chip], and are posted only bound to it (docs/faults.md, "A
 // child-local callable id belongs to the child that gave it").
 // Locks, in this order: calls->sub_mu (every change of the sub children's tables: register_sub,
-// a sub replay) -> calls->mu (the table, the ops) -> ep->post_mu. ep->ctl_mu (one control round
-// trip) is taken under sub_mu but never under calls->mu.
+// a sub replay) -> calls->mu (the table, the ops) -> ep->post_mu; the DAG owner's token
+// (parent/sched.h) comes before calls->mu and is never taken with it or sub_mu held. ep->ctl_mu
+// (one control round trip) is taken under sub_mu but never under calls->mu.
 #ifndef LANEWORK_PARENT_CALLABLES_H_
 #define LANEWORK_PARENT_CALLABLES_H_
 
@@ -136,6 +137,11 @@ struct lw_wop {
   // In a pending_work_t list of the scheduler (ops to complete, deferred unregisters to post).
   // An op is on at most one such list at a time.
   lw_wop_t *next_done;
+  // A deferred unregister whose callable's last pin went: it is on calls->due_unregisters, or
+  // taken from it to be posted (under calls->mu). From then on its callable has no task left to
+  // run anywhere, so a replay does not give it to a new child (and takes no pin on it), and it
+  // is never queued twice.
+  bool due;
 };
 
 // Pins taken ahead for the orch function that holds the worker's orchestrator token

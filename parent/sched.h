@@ -10,12 +10,13 @@
 // death: it fails the dead child's work and hands the endpoint to the supervisor
 // (parent/supervise.h). Work found in a pass (settled runs, complete ops, due unregisters)
 // is handed on once the lock is dropped.
-// Lifecycle: lw__sched_start (lw_worker_create, once the children are READY) ->
-// lw__sched_stop (lw_worker_destroy, after the children left or were killed: it sets
-// sched_exit, wakes the thread and joins it; the epoll fd stays open for the supervisor and is
-// closed by destroy).
+// Lifecycle: lw__sched_initialize (lw_worker_create, before the DAG: the token, the records) ->
+// lw__sched_start (once the children are READY) -> lw__sched_stop (lw_worker_destroy, after
+// the children left or were killed: it sets exit, wakes the thread and joins it; the epoll fd
+// stays open for the supervisor) -> lw__sched_deinitialize (closes the epoll fd, once the
+// supervisor stopped too).
 // Threads: lw__sched_start and lw__sched_stop from create/destroy only. Any thread wakes the
-// scheduler with lw__worker_kick (parent/worker_impl.h), which is also the DAG's doorbell.
+// scheduler with lw__sched_kick (the worker's kick, which is also the DAG's doorbell).
 // Locks: a pass holds the token (pass_mu) and, when it needs the callables, calls->mu under
 // it (and under those ep->post_mu, ep->desc_mu, runs->mu); it takes the supervisor's lock and
 // posts controls (ep->ctl_mu) only with both released.

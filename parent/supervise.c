@@ -88,9 +88,12 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
     pthread_mutex_lock(&sup->calls->mu);
     lw_wcallable_t *c = &sup->calls->table[i];
     // A callable whose unregister is deferred still has queued tasks that will be posted here:
-    // the new child needs it until that unregister is posted.
+    // the new child needs it until that unregister is posted. Once the unregister is due (its
+    // last pin went), no task of it is left: the new child does not get it, and the unregister,
+    // bound to the children that gave local ids, skips this one.
+    const lw_wop_t *deferred = c->deferred_unregister;
     bool live = (c->state == LW_WC_LIVE ||
-                 (c->state == LW_WC_UNREGISTERING && c->deferred_unregister != NULL)) &&
+                 (c->state == LW_WC_UNREGISTERING && deferred != NULL && !deferred->due)) &&
                 c->kind == LW_WC_CHIP;
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));

@@ -132,7 +132,6 @@ void lw_worker_cancel_all(lw_worker_t *w) {
 // The DAG's hooks (parent/dag.h). The owner calls them holding the DAG owner's token (parent/
 // sched.h): the scheduler and the assists for their passes, destroy at the end. Those that read
 // the callables take the callables' lock for the rest of the pass (lw__sched_pass_hold_calls).
-// for its whole pass, destroy takes it around the DAG calls it makes.
 static void dag_unpin(void *ctx, uint32_t wc, uint64_t wc_id) {
   lw_worker_t *w = ctx;
   lw__sched_pass_hold_calls(&w->sched);
@@ -165,7 +164,6 @@ static void dag_stop(void *ctx) {
   (void)lw__sched_assist(&w->sched);
 }
 
-// Whether a chip other than chip is up and holds no task (the DAG's owner asks, in its pass).
 // The endpoints' kick (a protocol violation found outside the scheduler: it owns the kill).
 static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
 
@@ -188,6 +186,7 @@ static lw_trace_area_t *worker_trace_area(lw_worker_t *w, uint32_t s) {
   return (lw_trace_area_t *)(w->traces + LW_TRACE_AREA_BYTES * s);
 }
 
+// Whether a chip other than chip is up and holds no task (the DAG's owner asks, in its pass).
 static bool dag_other_chip_free(void *ctx, int32_t chip) {
   lw_worker_t *w = ctx;
   return lw__sched_other_chip_free(&w->sched, chip);
@@ -462,14 +461,6 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
     goto fail;
   }
-  lw_dag_hooks_t hooks = {.ctx = w, .unpin = dag_unpin, .callable_name = dag_callable_name,
-                          .ring = dag_ring, .stop = dag_stop, .task_done = lw__stats_task_done,
-                          .other_chip_free = dag_other_chip_free};
-  if ((st = lw__dag_initialize(&w->dag, cfg->task_ring, cfg->n_chips, cfg->submit_timeout_ns,
-                               &hooks, NULL, &err)) != LW_OK) {
-    goto fail_err;
-  }
-  w->dag_ready = true;
   lw_callables_links_t calls_links = {.idle_mu = &w->idle_mu,
                                       .idle_cv = &w->idle_cv,
                                       .eps = w->eps,
@@ -495,6 +486,16 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                   .wake_fd = w->wake_fd,
                                   .cancel_all_seq = &w->cancel_all_seq};
   if ((st = lw__sched_initialize(&w->sched, &sched_links, &err)) != LW_OK) goto fail_err;
+  // The DAG after the scheduler: whoever owns it (a pass, destroy's dag_own) holds the
+  // scheduler's token, and its hooks take the callables' lock through it.
+  lw_dag_hooks_t hooks = {.ctx = w, .unpin = dag_unpin, .callable_name = dag_callable_name,
+                          .ring = dag_ring, .stop = dag_stop, .task_done = lw__stats_task_done,
+                          .other_chip_free = dag_other_chip_free};
+  if ((st = lw__dag_initialize(&w->dag, cfg->task_ring, cfg->n_chips, cfg->submit_timeout_ns,
+                               &hooks, NULL, &err)) != LW_OK) {
+    goto fail_err;
+  }
+  w->dag_ready = true;
   lw_supervisor_links_t sup_links = {.calls = &w->calls,
                                      .eps = w->eps,
                                      .n_children = w->n_children,

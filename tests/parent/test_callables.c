@@ -402,6 +402,96 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
   destroy_and_check();
 }
 
+// A deferred unregister whose callable's last pin goes while its chip is being respawned is due:
+// the replay does not give the callable to the new child (no task of it is left to run there),
+// and the unregister is queued for its post once. (The replay used to pin it, give it to the new
+// child and queue the unregister a second time when it dropped that pin: the queue then linked
+// the op to itself, and the scheduler posted it for ever; or, taken between the two, the slot
+// was freed under the replay's pin.)
+Test(callables, a_due_unregister_is_not_replayed_into_a_respawned_chip_nor_queued_twice,
+     .timeout = 60) {
+  make_worker(1, 0);
+  char path[96];
+  gate_path(path, sizeof(path), "due");
+  open_gate_file(path);
+  // Registered first, so a respawned chip replays it first: without the file it holds the
+  // replay. k and l come after it in the table, in this order.
+  lw_callable_t held = prepare_gate_kernel(path);
+  lw_callable_handle_t g;
+  LW_ASSERT_OK(lw_worker_register(w, &held, &g));
+  lw_callable_handle_t k = wreg("record");
+  lw_callable_handle_t l = wreg("gate");
+  uint32_t wg = (uint32_t)(g.id & 0xffffffffu) - 1, wk = (uint32_t)(k.id & 0xffffffffu) - 1,
+           wl = (uint32_t)(l.id & 0xffffffffu) - 1;
+  cr_assert(wg < wk && wk < wl, "table slots %u %u %u", wg, wk, wl);
+  // A pin of k the test holds, as a queued task would: k's unregister is deferred.
+  pthread_mutex_lock(&w->calls.mu);
+  w->calls.table[wk].pins++;
+  pthread_mutex_unlock(&w->calls.mu);
+  lw_handle_t *unreg = NULL;
+  LW_ASSERT_OK(lw_worker_unregister_async(w, k, &unreg));
+  cr_assert_eq(wc_state(k), LW_WC_UNREGISTERING);
+
+  // Chip 0 dies; its new child is READY and stuck replaying g.
+  unlink(path);
+  lw_endpoint_t *ep = &w->eps[0];
+  pid_t old = atomic_load(&ep->pid);
+  cr_assert_eq(kill(old, SIGKILL), 0);
+  for (;;) {
+    lw__sched_pass_lock(&w->sched);
+    bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
+                     !ep->accepting;
+    lw__sched_pass_unlock(&w->sched);
+    if (replaying) break;
+    lw_test_sleep_us(100);
+  }
+  // From here no pass runs (the test holds the DAG owner's token), so nothing takes the due
+  // unregister off its queue. k's last pin goes: the unregister is due.
+  lw__sched_pass_lock(&w->sched);
+  pthread_mutex_lock(&w->calls.mu);
+  uint64_t l_gen = w->calls.table[wl].gen[0];
+  uint64_t k_gen = w->calls.table[wk].gen[0];
+  lw__wc_unpin(&w->calls, wk);
+  pthread_mutex_unlock(&w->calls.mu);
+  // The replay goes on, past k, to l: l's record names the new child once it has it.
+  open_gate_file(path);
+  bool past_l = false;
+  while (!past_l) {
+    pthread_mutex_lock(&w->calls.mu);
+    past_l = w->calls.table[wl].gen[0] != l_gen;
+    pthread_mutex_unlock(&w->calls.mu);
+    if (!past_l) lw_test_sleep_us(100);
+  }
+  pthread_mutex_lock(&w->calls.mu);
+  lw_wop_t *due = atomic_load(&w->calls.due_unregisters);
+  bool once = due != NULL && due->wc == wk && due->next_done == NULL;
+  uint32_t pins = w->calls.table[wk].pins;
+  bool k_replayed = w->calls.table[wk].gen[0] != k_gen;
+  pthread_mutex_unlock(&w->calls.mu);
+  lw__sched_pass_unlock(&w->sched);
+  cr_assert(once, "the due unregister is not queued exactly once");
+  cr_assert_eq(pins, 0u, "the replay left %u pins on k", pins);
+  cr_assert_not(k_replayed, "the new child was given k, whose unregister was due");
+
+  // The unregister is posted and ends; the chip takes work again with g and l.
+  lw_status_t st = lw_handle_wait(unreg, LW_WAIT_FOREVER);
+  cr_assert_eq(st, LW_OK, "%s: %s", lw_status_name(st), lw_last_error()->message);
+  lw_handle_release(unreg);
+  cr_assert_eq(wc_state(k), LW_WC_FREE);
+  for (;;) {
+    lw__sched_pass_lock(&w->sched);
+    bool back = atomic_load(&ep->stats.respawns) > 0 && ep->accepting;
+    lw__sched_pass_unlock(&w->sched);
+    if (back) break;
+    lw_test_sleep_us(100);
+  }
+  LW_ASSERT_OK(lw_worker_unregister(w, l));
+  LW_ASSERT_OK(lw_worker_unregister(w, g));
+  lw_callable_free_loaded(&held);
+  unlink(path);
+  destroy_and_check();
+}
+
 // ---------------------------------------------------------------------------------------------
 // More than 64 ops completing at once: none is dropped.
 
