@@ -11,6 +11,7 @@
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanework/handle.h"
+#include "parent/fs_zygote.h"
 #include "parent/l4_impl.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -205,6 +206,10 @@ lw_status_t lw_l4_create(int *argc, char ***argv, const lw_l4_config_t *cfg, lw_
     free(l4);
     return lw__last_error_store(&err);
   }
+  // Sub children are copies of the zygote, which can only be made while the process has one
+  // thread: before MPI starts its own (docs/processes.md). Every rank, as the rank is not known
+  // yet; rank 0's stays idle.
+  if (l4->cfg.l3.n_subs > 0) (void)lw__fs_zygote_ensure(NULL, NULL, 0);
   int64_t deadline = lw__now_ns() + l4->cfg.startup_timeout_ns;
   lw_l4_comm_config_t cc = {
       .startup_deadline_ns = deadline, .period_ns = l4->cfg.period_ns, .hung_ns = l4->cfg.hung_ns};
@@ -303,6 +308,27 @@ lw_status_t lw_l4_register(lw_l4_t *l4, const char *name, const lw_callable_t *c
     return lw__last_error_store(&err);
   }
   if (l4->l3) LW_RETURN_IF_ERROR(lw_worker_register(l4->l3, c, &e->l3));
+  out->id = L4_HANDLE_TAG | (uint64_t)++l4->n_names;
+  return LW_OK;
+}
+
+lw_status_t lw_l4_register_sub(lw_l4_t *l4, const char *name, lw_sub_fn fn,
+                               lw_callable_handle_t *out) {
+  if (!l4 || !out || (!fn && l4->rank != 0)) {
+    return lw__fail(LW_INVALID_ARGUMENT, "lw_l4_register_sub: NULL argument");
+  }
+  if (l4->rank != 0 && l4->cfg.l3.n_subs == 0) {
+    return lw__fail(LW_FAILED_PRECONDITION,
+                    "lw_l4_register_sub %s: rank %d's L3 worker has no sub children "
+                    "(lw_l4_config_t.l3.n_subs is 0)",
+                    name ? name : "(NULL)", (int)l4->rank);
+  }
+  l4_name_t *e = NULL;
+  lw_error_t err;
+  if (add_name(l4, name, LW_L4_TASK_SUB, "lw_l4_register_sub", &e, &err) != LW_OK) {
+    return lw__last_error_store(&err);
+  }
+  if (l4->l3) LW_RETURN_IF_ERROR(lw_worker_register_sub(l4->l3, fn, name, &e->l3));
   out->id = L4_HANDLE_TAG | (uint64_t)++l4->n_names;
   return LW_OK;
 }

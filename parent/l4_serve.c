@@ -210,7 +210,11 @@ static lw_status_t on_task(srv_t *s, const lw_l4_task_t *m, lw_error_t *err) {
   }
   if (!rt->name) {
     early_fail(rt, LW_NOT_FOUND, "rank %d has no %s registered as '%s' (register it on every rank)",
-               (int)l4->rank, m->kind == LW_L4_TASK_ORCH ? "orch function" : "callable", m->name);
+               (int)l4->rank,
+               m->kind == LW_L4_TASK_ORCH  ? "orch function"
+               : m->kind == LW_L4_TASK_SUB ? "sub function"
+                                           : "callable",
+               m->name);
   }
   rt->args.n_scalars = m->n_scalars;
   memcpy(rt->args.scalar, m->scalar, sizeof(rt->args.scalar));
@@ -308,7 +312,7 @@ static int inputs_ready(srv_t *s, rt_task_t *rt) {
   return 1;
 }
 
-// The L3 run of a batch: its kernel tasks in order, or its one L3 orch function.
+// The L3 run of a batch: its kernel and sub tasks in order, or its one L3 orch function.
 static lw_status_t batch_orch(lw_orch_t *o, void *user) {
   rt_batch_t *b = user;
   if (b->n == 1 && b->task[0]->name->kind == LW_L4_TASK_ORCH) {
@@ -319,7 +323,11 @@ static lw_status_t batch_orch(lw_orch_t *o, void *user) {
     lw_run_config_t rc;
     lw_run_config_default(&rc);
     rc.timeout_ns = rt->t.timeout_ns;
-    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, rt->name->l3, &rt->args, &rc, rt->t.chip));
+    if (rt->name->kind == LW_L4_TASK_SUB) {
+      LW_RETURN_IF_ERROR(lw_orch_submit_sub(o, rt->name->l3, &rt->args));
+    } else {
+      LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, rt->name->l3, &rt->args, &rc, rt->t.chip));
+    }
   }
   return LW_OK;
 }

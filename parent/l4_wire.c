@@ -137,7 +137,7 @@ static lw_status_t check_task(const lw_l4_task_t *t, lw_status_t code, const cha
     return lw__error_set(err, code, -1, t->identity.task_id, "%s: frame %u (%u frames)", ctx,
                          t->frame, LW_MB_TASK_FRAMES);
   }
-  if (t->kind != LW_L4_TASK_KERNEL && t->kind != LW_L4_TASK_ORCH) {
+  if (t->kind != LW_L4_TASK_KERNEL && t->kind != LW_L4_TASK_ORCH && t->kind != LW_L4_TASK_SUB) {
     return lw__error_set(err, code, -1, t->identity.task_id, "%s: unknown task kind %u", ctx,
                          t->kind);
   }

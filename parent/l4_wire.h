@@ -62,6 +62,7 @@ typedef enum lw_l4_wire_kind {
 typedef enum lw_l4_task_kind {
   LW_L4_TASK_KERNEL = 1,  // a chip callable registered under name on the rank's L3
   LW_L4_TASK_ORCH = 2,    // an L3 orch function registered under name on the rank
+  LW_L4_TASK_SUB = 3,     // a sub function registered under name on the rank's L3
 } lw_l4_task_kind_t;
 
 typedef struct lw_l4_wire_header {

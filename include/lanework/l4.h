@@ -4,8 +4,9 @@
 // Shape: `mpirun -np 1+K prog`. Every rank runs the same program and calls lw_l4_create; rank 0 is
 // the L4: it alone runs orch functions (lw_l4_run) and owns the tensors; ranks 1..K each run an L3
 // worker (lw_worker_create with cfg->l3) and serve the L4's tasks in lw_l4_serve until the L4 ends.
-// Callables and L3 orch functions are referred to across ranks by the names every rank registers
-// them under (lw_l4_register, lw_l4_register_orch), never by pointers.
+// Callables, sub functions and L3 orch functions are referred to across ranks by the names every
+// rank registers them under (lw_l4_register, lw_l4_register_sub, lw_l4_register_orch), never by
+// pointers.
 //
 // Tensors live at L4 level as tokens (lw_l4_tensor_create): each has a home rank and a version. A
 // task runs where the data it writes lives (the home of its first written tensor) unless the submit
@@ -94,6 +95,12 @@ LW_API lw_worker_t *lw_l4_worker(lw_l4_t *l4);
 // handle that lw_l4_submit takes. ALREADY_EXISTS for a name taken on this rank.
 LW_API LW_MUST_USE lw_status_t lw_l4_register(lw_l4_t *l4, const char *name, const lw_callable_t *c,
                                               lw_callable_handle_t *out);
+// Every rank, the same names: a sub function (lw_worker_register_sub: it runs in a sub child of
+// the rank's L3 worker, so cfg->l3.n_subs must be > 0 there, and it must be in the program's own
+// code or a library loaded before lw_l4_create). A task of it takes its tensors and scalars as a
+// kernel task does; the rank names no chip. On rank 0, fn is not called (NULL is allowed there).
+LW_API LW_MUST_USE lw_status_t lw_l4_register_sub(lw_l4_t *l4, const char *name, lw_sub_fn fn,
+                                                  lw_callable_handle_t *out);
 // Every rank, the same names: an L3 orch function. A task of it runs as one L3 run on its rank,
 // fn(orch, user) with user = a const lw_kernel_args_t * holding the task's tensors (in the rank's
 // worker arena, so fn may pass them to lw_args_add_tensor) and scalars. On rank 0, fn is not called
@@ -151,9 +158,9 @@ LW_API LW_MUST_USE lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *us
 // coming back to rank 0 is not stopped any more.
 LW_API void lw_l4_cancel(lw_l4_t *l4);
 
-// Inside an L4 orch function: one task of the callable or L3 orch function c (lw_l4_register*) on
-// rank (1..size-1, or LW_L4_ANY_RANK: the home of the first tensor it writes; a task that writes
-// nothing runs where its first input lives). args' tensors are tokens of lw_l4_tensor_create with
+// Inside an L4 orch function: one task of the callable, sub function or L3 orch function c
+// (lw_l4_register*) on rank (1..size-1, or LW_L4_ANY_RANK: the home of the first tensor it
+// writes; a task that writes nothing runs where its first input lives). args' tensors are tokens of lw_l4_tensor_create with
 // their bytes; their tags give the dependencies. cfg may be NULL (its timeout_ns bounds the task on
 // its rank). Refuses what it can before anything is sent: INVALID_ARGUMENT naming the tensor, the
 // rank or a negative timeout, NOT_FOUND for an unknown callable, UNAVAILABLE for a named rank
