@@ -3,7 +3,9 @@
 // run queue (runs->q_head/tail, run_cv), run ids (runs->next_id) and the list of unfinished
 // runs (runs->unfinished_head/tail, finishing_runs), all under runs->mu; the orchestrator
 // thread (runs->orch, parent/thread.h) and the token that keeps one orch function at a time
-// (runs->orch_busy, under runs->mu).
+// (runs->orch_busy, under runs->mu). Between runs the orchestrator drains the children's rings
+// while its last async run's tasks finish (the drain_until hook, until a run is queued), then
+// spins for the next run (lanes/spin.h; n_queued is its hint), then blocks on cv.
 // A run: lw_worker_run(_async) creates it (the worker counts it live through the live hook) -> it
 // gets its id as it is queued, or as a sync run takes the token inline (lw__orch_try_inline) -> its
 // orch function runs with the token -> settled once every task is terminal and the function
