@@ -1091,12 +1091,16 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
       kernel_ns = (uint64_t)((double)ms * 1e6);
     }
     // Outputs back into host memory (a stopped run's outputs are unspecified: left as they are).
+    bool copies = false;
     for (uint32_t i = 0; i < t.n && !stopped && r == LW_CU_SUCCESS; ++i) {
       if (!t.allocated[i] || t.dir[i] == LW_PARAM_IN) continue;
       step = "copying an output back";
       r = api->cuMemcpyDtoHAsync(t.host[i], t.ptr[i], (size_t)t.bytes[i], d->stream);
+      copies = true;
     }
-    if (r == LW_CU_SUCCESS) r = api->cuStreamSynchronize(d->stream);
+    // The stream was found idle (wait_stream): only copies queued since need waiting for, and a
+    // run without them saves the driver call (the launch+sync floor has two).
+    if (r == LW_CU_SUCCESS && copies) r = api->cuStreamSynchronize(d->stream);
   } else if (!lw__cuda_result_is_sticky(r)) {
     // A launch that failed after copies were queued: they finish before their memory goes.
     (void)api->cuStreamSynchronize(d->stream);

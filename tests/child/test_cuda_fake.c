@@ -353,6 +353,21 @@ Test(cuda_fake, unloads_happen_on_the_run_lane_or_at_close_never_on_the_register
   cr_assert_eq(ct_find("module_unload", NULL, 0, "thread=lw-reg", NULL), -1);
 }
 
+Test(cuda_fake, a_run_with_nothing_to_copy_back_waits_for_its_stream_once) {
+  lw_callable_handle_t e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));  // the first run loads the module
+  int before = ct_count("stream_sync");
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
+  cr_assert_eq(ct_count("stream_sync"), before,
+               "the stream query that saw the kernel end is its only wait: no synchronize");
+  // A run with an output (copied per run, the default) copies it back and waits for that copy.
+  lw_callable_handle_t k = reg("vadd", CT_SOURCE_ALL, "vector_add", 4, ct_vadd_dirs, NULL);
+  run_vadd(k, 64);
+  before = ct_count("stream_sync");
+  run_vadd(k, 64);
+  cr_assert_gt(ct_count("stream_sync"), before, "the output's copy back is waited for");
+}
+
 Test(cuda_fake, a_run_on_the_callers_thread_leaves_its_context_as_it_was) {
   lw_chip_close(chip);
   setenv("LW_L2_RUN_HERE", "1", 1);

@@ -462,6 +462,7 @@ API CUresult cuStreamSynchronize(stream_t *s) {
     lw_fake_cuda_log("no_context", "%s", "cuStreamSynchronize");
     return E_INVALID_CONTEXT;
   }
+  lw_fake_cuda_log("stream_sync", "%s", "");
   pthread_mutex_lock(&s->mu);
   while (s->pending > 0) pthread_cond_wait(&s->cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
