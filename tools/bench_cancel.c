@@ -169,6 +169,7 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
     free(us);
     return 1;
   }
+  if (w->configure) w->configure(b.ws, o);
   lw_bench_chip_opts_t co = {.level = o->level, .backend = w->backend,
                              .arena_bytes = w->arena_bytes, .pin = lw__bench_pin(o),
                              .respawn_unbounded = true};

@@ -34,6 +34,8 @@ typedef struct lw_cancel_workload {
   // State: open loads the kernels; setup registers them on d, allocates their tensors in d's
   // memory and calibrates on d's device; close frees it all (d may be NULL).
   lw_status_t (*open)(void **out);
+  // The options that shape the workload (cancel --threads), after open; NULL: none apply.
+  void (*configure)(void *s, const lw_bench_opts_t *o);
   lw_status_t (*setup)(void *s, lw_bench_chip_t *d);
   // The next cooperative trial's callable and arguments; resets its probes.
   lw_status_t (*arm)(void *s, lw_callable_handle_t *out_h, lw_args_t *out_args);

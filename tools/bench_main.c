@@ -37,6 +37,7 @@ enum {
   K_TRACE,
   K_CHIPS,
   K_TASK_US,
+  K_THREADS,
 };
 
 #define OPT_JSON                                                                     \
@@ -125,6 +126,10 @@ static const lw_cli_opt_t cancel_opts[] = {
      .help = "2: direct chip worker, 3: L3 worker (forked chip\nchild; escalation measured "
              "too)"},
     OPT_PIN,
+    {.name = "threads", .kind = LW_CLI_INT, .min = 0, .max = 1 << 21, .metavar = "N",
+     .def = "0", .key = K_THREADS, .only_with = "cuda",
+     .help = "launch the cancel kernel with N threads, each\nlooping over 2^21 / N elements "
+             "(fewer blocks\npoll the stop word); 0: one per element"},
     OPT_END,
 };
 
@@ -286,6 +291,7 @@ static int bench_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_
     case K_NO_PIN: o->pin = 0; break;
     case K_STAGES: o->stages = v->n; break;
     case K_REGISTER_MS: o->register_ms = v->n; break;
+    case K_THREADS: o->threads = v->n; break;
     case K_SERIAL: o->serial = true; break;
     case K_STALL: o->stall_control = true; break;
     case K_LOAD: o->load = (int)v->n; break;

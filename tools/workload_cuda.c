@@ -276,6 +276,11 @@ static lw_status_t ca_open(void **out) {
                                 kCancelDirs, kHangDirs, LW_TAG_OUTPUT, out);
 }
 
+static void ca_configure(void *p, const lw_bench_opts_t *o) {
+  lw_repeat_cancel_t *s = p;
+  if (o->threads > 0) s->threads = (uint32_t)o->threads;
+}
+
 static bool ca_stopped_early(void *p, char *why, size_t n) {
   lw_repeat_cancel_t *s = p;
   if (s->c[0] == 0) {
@@ -296,17 +301,18 @@ static bool ca_stopped_early(void *p, char *why, size_t n) {
 static void ca_describe(void *p, FILE *f) {
   lw_repeat_cancel_t *s = p;
   fprintf(f,
-          "  kernel: cuda/repeat_vector_add, %u threads x %llu steps (an uncancelled run ~%.0f "
-          "ms on this device, calibrated), polling the stop word (in %s memory, LW_CUDA_STOP) "
-          "per block; escalation: cuda/hang, one thread that never polls; tensors: %s (the "
-          "output live, mapped)\n",
-          LW_RC_ITEMS, (unsigned long long)s->steps, s->full_us / 1e3, stop_word_place(),
-          tensors_mode());
+          "  kernel: cuda/repeat_vector_add, %u elements on %u threads x %llu steps (an "
+          "uncancelled run ~%.0f ms on this device, calibrated), polling the stop word (in %s "
+          "memory, LW_CUDA_STOP) per block; escalation: cuda/hang, one thread that never "
+          "polls; tensors: %s (the output live, mapped)\n",
+          LW_RC_ITEMS, s->threads, (unsigned long long)s->steps, s->full_us / 1e3,
+          stop_word_place(), tensors_mode());
 }
 
 static void ca_json(void *p, lw_json_t *j) {
   lw_repeat_cancel_t *s = p;
-  lw__json_kv_uint(j, "threads", LW_RC_ITEMS);
+  lw__json_kv_uint(j, "elements", LW_RC_ITEMS);
+  lw__json_kv_uint(j, "threads", s->threads);
   lw__json_kv_uint(j, "steps", s->steps);
   lw__json_kv_fixed(j, "uncancelled_run_us", s->full_us, 1);
   lw__json_kv_string(j, "stop_word", stop_word_place());
@@ -319,6 +325,7 @@ static const lw_cancel_workload_t kCancelCuda = {
     .max_pause_us = LW_RC_MAX_PAUSE_US,
     .target_p50_us = 100.0,  // issue 22
     .open = ca_open,
+    .configure = ca_configure,
     .setup = lw__repeat_cancel_setup,
     .arm = lw__repeat_cancel_arm,
     .seen = lw__repeat_cancel_seen,

@@ -36,7 +36,12 @@ double lw__workload_big_stages(float xf, long stages) {
 
 lw_status_t lw__workload_vadd_args(uint32_t *a, uint32_t *b, uint32_t *c, uint32_t n,
                                    uint64_t reps, lw_args_t *out) {
-  const uint64_t g[3] = {n, 0, 0};
+  return lw__workload_vadd_args_threads(a, b, c, n, reps, n, out);
+}
+
+lw_status_t lw__workload_vadd_args_threads(uint32_t *a, uint32_t *b, uint32_t *c, uint32_t n,
+                                           uint64_t reps, uint32_t threads, lw_args_t *out) {
+  const uint64_t g[3] = {threads, 0, 0};
   lw_args_init(out);
   LW_RETURN_IF_ERROR(lw_args_add_tensor(out, a, (uint64_t)n * 4, LW_TAG_INPUT));
   LW_RETURN_IF_ERROR(lw_args_add_tensor(out, b, (uint64_t)n * 4, LW_TAG_INPUT));
@@ -55,6 +60,7 @@ lw_status_t lw__repeat_cancel_open(lw_rc_load_fn load, const uint8_t *vadd_dirs,
   if (!s) return LW_RESOURCE_EXHAUSTED;
   *out = s;
   s->hang_tag = hang_tag;
+  s->threads = LW_RC_ITEMS;
   s->loaded = load("repeat_vector_add", 5, vadd_dirs, &s->k);
   s->hang_loaded = s->loaded && load("hang", 2, hang_dirs, &s->hang);
   return s->hang_loaded ? LW_OK : LW_NOT_FOUND;
@@ -64,7 +70,8 @@ lw_status_t lw__repeat_cancel_open(lw_rc_load_fn load, const uint8_t *vadd_dirs,
 static lw_status_t rc_time(lw_repeat_cancel_t *s, lw_bench_chip_t *d, uint64_t steps,
                            double *us) {
   lw_args_t a;
-  LW_RETURN_IF_ERROR(lw__workload_vadd_args(s->a, s->b, s->c, LW_RC_ITEMS, steps, &a));
+  LW_RETURN_IF_ERROR(
+      lw__workload_vadd_args_threads(s->a, s->b, s->c, LW_RC_ITEMS, steps, s->threads, &a));
   double t0 = lw__bench_now_us();
   LW_RETURN_IF_ERROR(d->run(d, s->h, &a));
   *us = lw__bench_now_us() - t0;
@@ -106,7 +113,7 @@ lw_status_t lw__repeat_cancel_arm(void *p, lw_callable_handle_t *h, lw_args_t *a
   memset(s->c, 0, LW_RC_ITEMS * 4);
   s->hang_armed = false;
   *h = s->h;
-  return lw__workload_vadd_args(s->a, s->b, s->c, LW_RC_ITEMS, s->steps, a);
+  return lw__workload_vadd_args_threads(s->a, s->b, s->c, LW_RC_ITEMS, s->steps, s->threads, a);
 }
 
 lw_status_t lw__repeat_cancel_arm_hang(void *p, lw_callable_handle_t *h, lw_args_t *a) {

@@ -26,6 +26,11 @@ double lw__workload_big_stages(float x, long stages);
 // reps; one dimension of n work-items (threads), the local size left to the backend.
 LW_MUST_USE lw_status_t lw__workload_vadd_args(uint32_t *a, uint32_t *b, uint32_t *c, uint32_t n,
                                                uint64_t reps, lw_args_t *out);
+// The same launched with `threads` work-items (threads <= n: the CUDA kernel's grid-stride loop
+// covers the rest; OpenCL's repeat_vector_add needs one per element).
+LW_MUST_USE lw_status_t lw__workload_vadd_args_threads(uint32_t *a, uint32_t *b, uint32_t *c,
+                                                       uint32_t n, uint64_t reps,
+                                                       uint32_t threads, lw_args_t *out);
 
 // The cancel workload of the device backends (bench_cancel.h): repeat_vector_add over
 // LW_RC_ITEMS elements, a = b = 1, calibrated on the device to an uncancelled run of about
@@ -56,6 +61,7 @@ typedef struct lw_repeat_cancel {
   bool hang_armed;     // the run armed last is hang's
   uint64_t steps;
   double full_us;      // an uncancelled run's length at steps, as calibrated
+  uint32_t threads;    // the kernel's launch: LW_RC_ITEMS, or fewer (a grid-stride loop)
 } lw_repeat_cancel_t;
 
 // A backend's kernel loader (bench.h: lw__bench_load_opencl_kernel, lw__bench_load_cuda_kernel).

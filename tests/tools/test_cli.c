@@ -233,6 +233,9 @@ Test(cli, an_option_of_another_command_or_backend_is_refused_by_name) {
   expect_usage_error(ARGS("bench", "overlap", "--serial", "--stall-control"),
                      "lanework bench overlap: --serial and --stall-control are two negative "
                      "controls; give one of them");
+  expect_usage_error(ARGS("bench", "cancel", "--backend", "opencl", "--threads", "4096"),
+                     "lanework bench cancel: --threads applies only with --backend cuda "
+                     "(this run: opencl)");
   expect_usage_error(ARGS("bench", "dispatch", "--backend", "opencl", "--load", "2"),
                      "lanework bench dispatch: --load applies only with --backend sim");
   expect_usage_error(ARGS("bench", "dispatch", "--load-in-session"),
