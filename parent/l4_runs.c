@@ -1,11 +1,10 @@
 // parent/l4_runs.c — the L4's runs (lanework/l4.h): lw_l4_run_async queues a run and returns its
 // handle; the L4's run thread ("lw-l4-run", started by the first run) runs them one at a time in
 // submission order, each with state_mu held; lw_l4_run runs its run inline on the caller's
-// thread when nothing is queued or running (q_busy keeps the order), else it is a run_async and a
-// wait. Cancel: a
-// handle's cancel stops its run (or, queued, finishes it CANCELLED without running it);
-// lw_l4_cancel stops every run submitted before it, through an epoch counter, so it takes no
-// lock and is async-signal-safe.
+// thread when nothing is queued (after the run in progress; q_busy keeps the order), else it is
+// a run_async and a wait. Cancel: a handle's cancel stops its run (or, queued, finishes it
+// CANCELLED without running it); lw_l4_cancel stops every run submitted before it, through an
+// epoch counter, so it takes no lock and is async-signal-safe.
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
