@@ -147,8 +147,8 @@ LW_API LW_MUST_USE lw_status_t lw_l4_run_async(lw_l4_t *l4, lw_l4_orch_fn fn, vo
 // FAILED_PRECONDITION while it runs.
 LW_API LW_MUST_USE lw_status_t lw_l4_handle_report(const lw_handle_t *h, lw_run_report_t *out);
 // Rank 0: runs fn and waits for the run: returns the run's status, its report in *out (may be
-// NULL). When no run is queued or running it runs on the calling thread (in order all the same);
-// otherwise it is lw_l4_run_async and a wait. From an orch function of this L4:
+// NULL). When no run is queued it runs on the calling thread, after the run in progress if there
+// is one (in order all the same); otherwise it is lw_l4_run_async and a wait. From an orch function of this L4:
 // FAILED_PRECONDITION (it would wait for itself).
 LW_API LW_MUST_USE lw_status_t lw_l4_run(lw_l4_t *l4, lw_l4_orch_fn fn, void *user,
                                          lw_run_report_t *out);
