@@ -143,12 +143,12 @@ Test(cuda_fake, tensors_and_scalars_are_packed_in_signature_order) {
   cr_assert_eq(out[3], (uint64_t)-3, "parameter 4 is scalar 2");
 }
 
-Test(cuda_fake, cancel_of_a_polling_kernel_ends_cancelled_through_the_mapped_word) {
-  lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
+// Two runs of the polling kernel k, each cancelled once the kernel runs (the fake logs its
+// launch; no other kernel is launched meanwhile): both end CANCELLED, while running.
+static void cancel_polling_twice(lw_callable_handle_t k) {
   for (int round = 0; round < 2; ++round) {
     lw_handle_t *h = NULL;
     LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
-    // Cancel only once the kernel runs (the fake logs its launch).
     while (ct_count("launch") < round + 1) usleep(200);
     LW_ASSERT_OK(lw_handle_cancel(h));
     cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED,
@@ -158,6 +158,20 @@ Test(cuda_fake, cancel_of_a_polling_kernel_ends_cancelled_through_the_mapped_wor
                        lw_handle_error(h)->message);
     lw_handle_release(h);
   }
+}
+
+// A run of the polling kernel k with a 50 ms deadline: the deadline stops it. what says why.
+static void poll_until_deadline(lw_callable_handle_t k, const char *what) {
+  lw_run_config_t rc;
+  lw_run_config_default(&rc);
+  rc.timeout_ns = 50 * 1000 * 1000;
+  cr_assert_eq(lw_chip_run(chip, k, NULL, &rc, NULL), LW_DEADLINE_EXCEEDED, "%s: %s", what,
+               lw_last_error()->message);
+}
+
+Test(cuda_fake, cancel_of_a_polling_kernel_ends_cancelled_through_the_mapped_word) {
+  lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
+  cancel_polling_twice(k);
   // The word was reset before the next launch: a run that is not cancelled is not stopped.
   lw_callable_handle_t e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
   LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
@@ -165,11 +179,7 @@ Test(cuda_fake, cancel_of_a_polling_kernel_ends_cancelled_through_the_mapped_wor
 
 Test(cuda_fake, a_deadline_stops_a_polling_kernel_and_ends_deadline_exceeded) {
   lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
-  lw_run_config_t rc;
-  lw_run_config_default(&rc);
-  rc.timeout_ns = 50 * 1000 * 1000;
-  cr_assert_eq(lw_chip_run(chip, k, NULL, &rc, NULL), LW_DEADLINE_EXCEEDED, "%s",
-               lw_last_error()->message);
+  poll_until_deadline(k, "the deadline");
 }
 
 // LW_CUDA_STOP=device: the word in device memory, set by a copy on a stream of its own while
@@ -182,21 +192,8 @@ Test(cuda_fake, a_stop_word_in_device_memory_ends_a_polling_kernel_and_is_reset_
   open_chip();
   unsetenv("LW_CUDA_STOP");
   lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
-  for (int round = 0; round < 2; ++round) {
-    lw_handle_t *h = NULL;
-    LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
-    while (ct_count("launch") < round + 1) usleep(200);
-    LW_ASSERT_OK(lw_handle_cancel(h));
-    cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED, "round %d: %s", round,
-                 lw_handle_error(h)->message);
-    lw_handle_release(h);
-  }
-  lw_run_config_t rc;
-  lw_run_config_default(&rc);
-  rc.timeout_ns = 50 * 1000 * 1000;
-  cr_assert_eq(lw_chip_run(chip, k, NULL, &rc, NULL), LW_DEADLINE_EXCEEDED,
-               "a run after the cancels polls a word that was reset: %s",
-               lw_last_error()->message);
+  cancel_polling_twice(k);
+  poll_until_deadline(k, "a run after the cancels polls a word that was reset");
 }
 
 Test(cuda_fake, an_unknown_stop_word_place_fails_open_naming_it) {

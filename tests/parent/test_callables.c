@@ -51,6 +51,30 @@ static void open_gate_file(const char *path) {
   fclose(f);
 }
 
+// Waits until ep's child is no longer `old` and is READY but does not take work yet: it is
+// taking its replay. (accepting changes under the DAG owner's token.)
+static void wait_replaying(lw_endpoint_t *ep, pid_t old) {
+  for (;;) {
+    lw__sched_pass_lock(&w->sched);
+    bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
+                     !ep->accepting;
+    lw__sched_pass_unlock(&w->sched);
+    if (replaying) return;
+    lw_test_sleep_us(100);
+  }
+}
+
+// Waits until ep's child was respawned at least once and takes work again.
+static void wait_respawned(lw_endpoint_t *ep) {
+  for (;;) {
+    lw__sched_pass_lock(&w->sched);
+    bool back = atomic_load(&ep->stats.respawns) > 0 && ep->accepting;
+    lw__sched_pass_unlock(&w->sched);
+    if (back) return;
+    lw_test_sleep_us(100);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sub callables: unregister tombstones at once and frees only after the queued tasks ran.
 
@@ -366,14 +390,7 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
   lw_endpoint_t *ep = &w->eps[0];
   pid_t old = atomic_load(&ep->pid);
   cr_assert_eq(kill(old, SIGKILL), 0);
-  for (;;) {
-    lw__sched_pass_lock(&w->sched);
-    bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
-                     !ep->accepting;
-    lw__sched_pass_unlock(&w->sched);
-    if (replaying) break;
-    lw_test_sleep_us(100);
-  }
+  wait_replaying(ep, old);
   // The record tasks are dropped undispatched: the unregister is posted now.
   LW_ASSERT_OK(lw_handle_cancel(run));
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
@@ -385,13 +402,7 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
 
   // Let the replay finish; the chip works again with what is still registered.
   open_gate_file(path);
-  for (;;) {
-    lw__sched_pass_lock(&w->sched);
-    bool back = atomic_load(&ep->stats.respawns) > 0 && ep->accepting;
-    lw__sched_pass_unlock(&w->sched);
-    if (back) break;
-    lw_test_sleep_us(100);
-  }
+  wait_respawned(ep);
   memset(mem, 0, 4096);
   atomic_store((_Atomic uint32_t *)mem, 1u);  // gate open: the gate task returns at once
   gate_and_g_job_t k = {j.gate, g, mem};
@@ -437,14 +448,7 @@ Test(callables, a_due_unregister_is_not_replayed_into_a_respawned_chip_nor_queue
   lw_endpoint_t *ep = &w->eps[0];
   pid_t old = atomic_load(&ep->pid);
   cr_assert_eq(kill(old, SIGKILL), 0);
-  for (;;) {
-    lw__sched_pass_lock(&w->sched);
-    bool replaying = atomic_load(&ep->pid) != old && atomic_load(&ep->state) == LW_EP_READY &&
-                     !ep->accepting;
-    lw__sched_pass_unlock(&w->sched);
-    if (replaying) break;
-    lw_test_sleep_us(100);
-  }
+  wait_replaying(ep, old);
   // From here no pass runs (the test holds the DAG owner's token), so nothing takes the due
   // unregister off its queue. k's last pin goes: the unregister is due.
   lw__sched_pass_lock(&w->sched);
@@ -478,13 +482,7 @@ Test(callables, a_due_unregister_is_not_replayed_into_a_respawned_chip_nor_queue
   cr_assert_eq(st, LW_OK, "%s: %s", lw_status_name(st), lw_last_error()->message);
   lw_handle_release(unreg);
   cr_assert_eq(wc_state(k), LW_WC_FREE);
-  for (;;) {
-    lw__sched_pass_lock(&w->sched);
-    bool back = atomic_load(&ep->stats.respawns) > 0 && ep->accepting;
-    lw__sched_pass_unlock(&w->sched);
-    if (back) break;
-    lw_test_sleep_us(100);
-  }
+  wait_respawned(ep);
   LW_ASSERT_OK(lw_worker_unregister(w, l));
   LW_ASSERT_OK(lw_worker_unregister(w, g));
   lw_callable_free_loaded(&held);
@@ -521,13 +519,7 @@ Test(callables, hundred_registers_outstanding_on_a_chip_that_dies_each_finish_on
   cr_assert_eq(live_ops, 0u);
   cr_assert_not(ops_left);
   // The respawned chip takes registers again.
-  for (;;) {
-    lw__sched_pass_lock(&w->sched);
-    bool back = atomic_load(&w->eps[0].stats.respawns) > 0 && w->eps[0].accepting;
-    lw__sched_pass_unlock(&w->sched);
-    if (back) break;
-    lw_test_sleep_us(100);
-  }
+  wait_respawned(&w->eps[0]);
   open_gate_file(path);
   lw_callable_handle_t ok;
   LW_ASSERT_OK(lw_worker_register(w, &c, &ok));
@@ -651,11 +643,7 @@ static void register_sub_with_a_dead_sub_child(bool respawn) {
   for (int k = 0; k < 3; ++k) LW_ASSERT_OK(lw_worker_register_sub(w, put_fns[k], "put", &h[k]));
   // Tasks only once the child is back (or known dead): a task posted to a child that died but
   // was not yet noticed would fail CHILD_EXITED, which is not what this test is about.
-  for (bool back = !respawn; !back; lw_test_sleep_us(100)) {
-    lw__sched_pass_lock(&w->sched);
-    back = atomic_load(&dead->stats.respawns) > 0 && dead->accepting;
-    lw__sched_pass_unlock(&w->sched);
-  }
+  if (respawn) wait_respawned(dead);
   int64_t *out = lw_worker_alloc(w, 24 * sizeof(int64_t));
   cr_assert_not_null(out);
   for (int k = 0; k < 3; ++k) {
