@@ -58,7 +58,7 @@ static const lw_wcallable_t *wc_find_same_dying(lw_callables_t *calls, const lw_
 }
 
 static void wc_release(lw_callables_t *calls, lw_wcallable_t *c) {
-  if (c->image) lw__arena_free(calls->arena, c->image);
+  if (c->image) lw__arena_free(calls->links.arena, c->image);
   lw__handle_table_release(&calls->ids, (uint32_t)(c - calls->table));
   memset(c, 0, sizeof(*c));
 }
@@ -78,11 +78,12 @@ static lw_wop_t *wop_new(lw_callables_t *calls, lw_wop_kind_t kind, uint32_t wc)
   lw__handle_initialize(&op->handle, kind == LW_WOP_REGISTER ? LW_HANDLE_REGISTER
                                                              : LW_HANDLE_UNREGISTER,
                         &wop_ops);
-  if (calls->notify) lw__handle_set_notify(&op->handle, calls->notify, calls->ctx);
+  if (calls->links.notify)
+    lw__handle_set_notify(&op->handle, calls->links.notify, calls->links.ctx);
   op->calls = calls;
   op->kind = kind;
   op->wc = wc;
-  op->pending = calls->n_chips;
+  op->pending = calls->links.n_chips;
   return op;
 }
 
@@ -109,7 +110,7 @@ static void op_record(lw_wop_t *op, uint32_t chip, lw_status_t st, uint64_t valu
   if (st == LW_OK) {
     op->ok[chip] = true;
     op->local[chip] = value;
-    op->gen[chip] = ep_generation(&op->calls->eps[chip]);
+    op->gen[chip] = ep_generation(&op->calls->links.eps[chip]);
   } else if (op->status == LW_OK) {
     op->status = st;
     const char *what = op->kind == LW_WOP_REGISTER ? "register" : "unregister";
@@ -190,9 +191,9 @@ void lw__wop_fail_chip(lw_callables_t *calls, uint32_t chip, const lw_error_t *e
 // before is already waiting when the broadcast comes.
 static void ops_gone(lw_callables_t *calls) {
   atomic_fetch_sub(&calls->live_ops, 1);
-  pthread_mutex_lock(calls->idle_mu);
-  pthread_cond_broadcast(calls->idle_cv);
-  pthread_mutex_unlock(calls->idle_mu);
+  pthread_mutex_lock(calls->links.idle_mu);
+  pthread_cond_broadcast(calls->links.idle_cv);
+  pthread_mutex_unlock(calls->links.idle_mu);
 }
 
 // A sub callable's unregister is done: no task references the callable any more (calls->mu held).
@@ -332,7 +333,7 @@ void lw__wc_unpin(lw_callables_t *calls, uint32_t wc) {
   op->due = true;
   op->next_done = atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed);
   atomic_store_explicit(&calls->due_unregisters, op, memory_order_relaxed);
-  if (calls->kick) calls->kick(calls->ctx);
+  if (calls->links.kick) calls->links.kick(calls->links.ctx);
 }
 
 // Posts the op's command to every chip (no lock held). A chip that answers with a
@@ -343,8 +344,8 @@ static void wop_post(lw_wop_t *op) {
   // The op may complete (every chip reported, or died) while this loop still runs: keep it
   // alive until the loop is done with it.
   lw__handle_ref(&op->handle);
-  for (uint32_t i = 0; i < calls->n_chips; ++i) {
-    lw_endpoint_t *ep = &calls->eps[i];
+  for (uint32_t i = 0; i < calls->links.n_chips; ++i) {
+    lw_endpoint_t *ep = &calls->links.eps[i];
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     char name[LW_CALLABLE_NAME_BYTES], entry[LW_CALLABLE_NAME_BYTES];
@@ -382,7 +383,7 @@ static void wop_post(lw_wop_t *op) {
       generation = ep->generation;
       pthread_mutex_unlock(&ep->post_mu);
       p.command = LW_MB_CMD_REGISTER;
-      p.image_offset = (uint64_t)((uint8_t *)c->image - calls->arena->base);
+      p.image_offset = (uint64_t)((uint8_t *)c->image - calls->links.arena->base);
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
@@ -455,7 +456,7 @@ void lw__wop_start_unregister(lw_wop_t *op) { wop_post(op); }
 static lw_status_t wop_cancel(lw_handle_t *h) {
   lw_wop_t *op = (lw_wop_t *)h;
   lw_callables_t *calls = op->calls;
-  for (uint32_t i = 0; i < calls->n_chips; ++i) {
+  for (uint32_t i = 0; i < calls->links.n_chips; ++i) {
     pthread_mutex_lock(&calls->mu);
     bool waiting = !op->reported[i] && !lw_handle_done(h);
     pthread_mutex_unlock(&calls->mu);
@@ -467,7 +468,7 @@ static lw_status_t wop_cancel(lw_handle_t *h) {
     lw_mb_control_ack_t ack;
     lw_error_t err;
     // A chip that died reports on its own; a command already finished is simply not found.
-    lw_status_t ignored = lw__ep_control(&calls->eps[i], &p, &ack, &err);
+    lw_status_t ignored = lw__ep_control(&calls->links.eps[i], &p, &ack, &err);
     (void)ignored;
   }
   return LW_OK;
@@ -479,7 +480,7 @@ static lw_status_t wop_cancel(lw_handle_t *h) {
 static void count_register(lw_callables_t *calls, const lw_wop_t *op) {
   if (op->status == LW_OK) {
     atomic_fetch_add_explicit(&calls->chip_registers, 1, memory_order_relaxed);
-  } else if (op->error.worker_id >= 0 && (uint32_t)op->error.worker_id < calls->n_chips) {
+  } else if (op->error.worker_id >= 0 && (uint32_t)op->error.worker_id < calls->links.n_chips) {
     atomic_fetch_add_explicit(&calls->register_failures[op->error.worker_id], 1,
                               memory_order_relaxed);
   }
@@ -507,8 +508,8 @@ void lw__wop_complete(lw_wop_t *op) {
     // as when the chip dies while the register is pending.
     // Every chip is checked, also once the register failed: a rollback must not name, on a
     // chip, a local id of a child that is gone.
-    for (uint32_t i = 0; i < calls->n_chips; ++i) {
-      if (!op->ok[i] || op->gen[i] == ep_generation(&calls->eps[i])) continue;
+    for (uint32_t i = 0; i < calls->links.n_chips; ++i) {
+      if (!op->ok[i] || op->gen[i] == ep_generation(&calls->links.eps[i])) continue;
       op->ok[i] = false;  // nothing of it is left on that chip
       if (op->status != LW_OK) continue;
       op->status = LW_CHILD_EXITED;
@@ -525,7 +526,7 @@ void lw__wop_complete(lw_wop_t *op) {
       op->handle.callable.id = c->id;
     } else {
       bool any_ok = false;
-      for (uint32_t i = 0; i < calls->n_chips; ++i) any_ok |= op->ok[i];
+      for (uint32_t i = 0; i < calls->links.n_chips; ++i) any_ok |= op->ok[i];
       if (any_ok && (rollback = wop_new(calls, LW_WOP_ROLLBACK, op->wc)) != NULL) {
         memcpy(rollback->ok, op->ok, sizeof(op->ok));
         memcpy(rollback->local, op->local, sizeof(op->local));
@@ -556,7 +557,7 @@ void lw__wop_complete(lw_wop_t *op) {
 
 lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callable_t *c,
                                         lw_handle_t **out, lw_error_t *err) {
-  if (atomic_load(calls->stopping)) {
+  if (atomic_load(calls->links.stopping)) {
     return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "worker: shutting down");
   }
   LW_RETURN_IF_ERROR(lw__callable_validate(c, err));
@@ -569,7 +570,7 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
   LW_RETURN_IF_ERROR(
       lw__image_decode_format(c->image, c->image_bytes, c->name, c->format, &plain, &format, err));
   lw__image_bytes_release(&plain);
-  void *image = lw__arena_alloc(calls->arena, c->image_bytes);
+  void *image = lw__arena_alloc(calls->links.arena, c->image_bytes);
   if (!image) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker_register %s: a %zu-byte image does not fit the shared arena",
@@ -588,7 +589,7 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
                                    "and it is freed)",
                                    dying->name);
     pthread_mutex_unlock(&calls->mu);
-    lw__arena_free(calls->arena, image);
+    lw__arena_free(calls->links.arena, image);
     return st;
   }
   lw_wcallable_t *wc = wc_alloc(calls);
@@ -596,7 +597,7 @@ lw_status_t lw__callables_register_async(lw_callables_t *calls, const lw_callabl
   if (!op) {
     if (wc) wc_release(calls, wc);
     pthread_mutex_unlock(&calls->mu);
-    lw__arena_free(calls->arena, image);
+    lw__arena_free(calls->links.arena, image);
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0,
                          "worker_register: callable table is full (%d)", LW_MAX_CALLABLES);
   }
@@ -724,9 +725,9 @@ static bool sub_table_reserve(lw_callables_t *calls) {
 // calls->sub_fns, so its table comes back in step.
 static void sub_rollback(lw_callables_t *calls, const bool *took, const uint64_t *index,
                          const uint64_t *gen) {
-  for (uint32_t i = 0; i < calls->n_subs; ++i) {
+  for (uint32_t i = 0; i < calls->links.n_subs; ++i) {
     if (!took[i]) continue;
-    lw_endpoint_t *ep = &calls->eps[calls->n_chips + i];
+    lw_endpoint_t *ep = &calls->links.eps[calls->links.n_chips + i];
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_UNREGISTER;
@@ -745,7 +746,7 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
                                        lw_callable_handle_t *out, lw_error_t *err) {
   out->id = 0;
   // Sub children are copies of the zygote (docs/processes.md): only code it has is callable.
-  if (calls->n_subs > 0 && !lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
+  if (calls->links.n_subs > 0 && !lw__forkserver_zygote_has_code((const void *)(uintptr_t)fn)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "worker_register_sub %s: function %p is not in code mapped when "
                          "lanework's zygote was made (lw_init or the first create): sub "
@@ -783,9 +784,9 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
   uint64_t took_index[LW_MAX_SUBS] = {0};
   uint64_t took_gen[LW_MAX_SUBS] = {0};
   uint32_t at = 0;  // the sub child being asked (the one that failed, when st is an error)
-  for (uint32_t i = 0; i < calls->n_subs && st == LW_OK; ++i) {
+  for (uint32_t i = 0; i < calls->links.n_subs && st == LW_OK; ++i) {
     at = i;
-    lw_endpoint_t *ep = &calls->eps[calls->n_chips + i];
+    lw_endpoint_t *ep = &calls->links.eps[calls->links.n_chips + i];
     pthread_mutex_lock(&ep->post_mu);
     uint64_t gen = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
@@ -834,7 +835,7 @@ lw_status_t lw__callables_register_sub(lw_callables_t *calls, lw_sub_fn fn, cons
     *out = (lw_callable_handle_t){c->id};
     atomic_fetch_add_explicit(&calls->sub_registers, 1, memory_order_relaxed);  // a counter
   } else {
-    atomic_fetch_add_explicit(&calls->register_failures[calls->n_chips + at], 1,
+    atomic_fetch_add_explicit(&calls->register_failures[calls->links.n_chips + at], 1,
                               memory_order_relaxed);  // a counter only
     wc_release(calls, c);
   }
@@ -851,16 +852,7 @@ lw_status_t lw__callables_initialize(lw_callables_t *calls, const lw_callables_l
   // calls is zeroed already (the worker's calloc): the table is 1 MiB that a memset here would
   // make resident for nothing.
   pthread_mutex_init(&calls->mu, NULL);
-  calls->idle_mu = links->idle_mu;
-  calls->idle_cv = links->idle_cv;
-  calls->eps = links->eps;
-  calls->n_chips = links->n_chips;
-  calls->n_subs = links->n_subs;
-  calls->arena = links->arena;
-  calls->stopping = links->stopping;
-  calls->kick = links->kick;
-  calls->notify = links->notify;
-  calls->ctx = links->ctx;
+  calls->links = *links;
   pthread_mutex_init(&calls->sub_mu, NULL);
   calls->initialized = true;
   if (lw__handle_table_initialize(&calls->ids, LW_MAX_CALLABLES) != LW_OK) {
@@ -897,7 +889,7 @@ void lw__callables_fail_ops(lw_callables_t *calls, const lw_error_t *error) {
       op->status = LW_UNAVAILABLE;
       op->error = err;
     } else {
-      for (uint32_t i = 0; i < calls->n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
+      for (uint32_t i = 0; i < calls->links.n_chips; ++i) op_record(op, i, LW_UNAVAILABLE, 0, &err);
     }
     if (op->kind != LW_WOP_ROLLBACK) {
       (void)lw__handle_finish(&op->handle, op->status, &op->error);

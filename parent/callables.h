@@ -186,16 +186,7 @@ struct lw_callables {
   // the DAG's owner takes it inside its pass (parent/sched.h, lw__sched_pass_hold_calls)
   // before it reads a callable, reports an op or drops a pin.
   pthread_mutex_t mu;
-  // The links (lw_callables_links_t), copied at initialize.
-  pthread_mutex_t *idle_mu;
-  pthread_cond_t *idle_cv;
-  lw_endpoint_t *eps;
-  uint32_t n_chips, n_subs;
-  lw_arena_t *arena;
-  const _Atomic bool *stopping;
-  void (*kick)(void *ctx);
-  void (*notify)(void *ctx, lw_handle_t *h);
-  void *ctx;
+  lw_callables_links_t links;  // copied at initialize
   lw_wcallable_t table[LW_MAX_CALLABLES];
   // Handle ids of the table: index i of ids is table[i].
   lw_handle_table_t ids;

@@ -29,16 +29,17 @@ static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker
     args = &empty;
   }
   LW_RETURN_IF_ERROR(lw__args_check(args, err));  // counts, tags, launch geometry
-  if (kind == LW_MB_TASK_KERNEL && (worker < LW_ANY_CHIP || worker >= (int32_t)runs->n_chips)) {
+  if (kind == LW_MB_TASK_KERNEL &&
+      (worker < LW_ANY_CHIP || worker >= (int32_t)runs->links.n_chips)) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: worker_id %d is not a chip (0..%u or LW_ANY_CHIP)", worker,
-                         runs->n_chips - 1);
+                         runs->links.n_chips - 1);
   }
-  if (kind == LW_MB_TASK_SUB && runs->n_subs == 0) {
+  if (kind == LW_MB_TASK_SUB && runs->links.n_subs == 0) {
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "orch: submit_sub on a worker with no sub children");
   }
-  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, runs->mb_arena, &out->args, err));
+  LW_RETURN_IF_ERROR(lw__mailbox_args_encode(args, runs->links.mb_arena, &out->args, err));
   out->kind = kind;
   out->worker = worker;
   out->timeout_ns = timeout_ns;
@@ -99,14 +100,14 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   uint64_t wc_id = 0;
   lw_status_t st = check_run_live(o, err);
   if (st == LW_OK)
-    st = lw__wc_pin_for_tasks(runs->calls, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
+    st = lw__wc_pin_for_tasks(runs->links.calls, c, want_sub, cmd->n_tasks, &wc, &wc_id, err);
   if (st != LW_OK) {
     free(cmd);
     return st;
   }
   // The counts against the callable's signature, for every member before any is posted, so a
   // group is refused whole. The pins keep the slot (and its signature, fixed once live) here.
-  const lw_wcallable_t *callable = &runs->calls->table[wc];
+  const lw_wcallable_t *callable = &runs->links.calls->table[wc];
   for (uint32_t i = 0; i < cmd->n_tasks && st == LW_OK; ++i) {
     st = lw__signature_check_counts(callable->name, callable->n_params, callable->param_dirs,
                                     cmd->task[i].args.n_tensors, cmd->task[i].args.n_scalars,
@@ -117,18 +118,18 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
                     i, inner.message);
     }
   }
-  slots_wait_t want = {runs->dag, cmd->n_tasks};
-  if (st == LW_OK && !lw__dag_try_reserve(runs->dag, cmd->n_tasks) &&
-      !(runs->drain_until && runs->drain_until(runs->ctx, slots_free, &want))) {
+  slots_wait_t want = {runs->links.dag, cmd->n_tasks};
+  if (st == LW_OK && !lw__dag_try_reserve(runs->links.dag, cmd->n_tasks) &&
+      !(runs->links.drain_until && runs->links.drain_until(runs->links.ctx, slots_free, &want))) {
     // The ring is full: slots come back as tasks retire, which needs their completions
     // drained. This thread drained them itself while it spun (drain_until); now it sleeps, so
     // it hands the rings back to the scheduler meanwhile (its drainer role).
     bool held = lw__run_orch_drainer_drop(runs);
-    st = lw__dag_reserve(runs->dag, cmd->n_tasks, err);
+    st = lw__dag_reserve(runs->links.dag, cmd->n_tasks, err);
     if (held) lw__run_orch_drainer_take(runs);
   }
   if (st != LW_OK) {
-    unpin_all(runs->calls, wc, cmd->n_tasks);
+    unpin_all(runs->links.calls, wc, cmd->n_tasks);
     free(cmd);
     return st;
   }
@@ -148,7 +149,7 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   bool traced = lw__trace_on();
   // Cut to the trace's name size (the precision says so, for gcc's truncation check too).
   if (traced) snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, callable->name);
-  lw__dag_post(runs->dag, cmd);
+  lw__dag_post(runs->links.dag, cmd);
   if (traced) {
     int64_t t1 = lw__now_ns();
     for (uint32_t i = 0; i < n; ++i) {
@@ -203,12 +204,13 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
   if (n <= 0 || !args || !worker_ids) {
     return lw__fail(LW_INVALID_ARGUMENT, "orch: a group needs n > 0, args and worker_ids");
   }
-  if ((uint32_t)n > runs->n_chips * LW_MB_TASK_FRAMES || (uint32_t)n > runs->task_ring) {
+  if ((uint32_t)n > runs->links.n_chips * LW_MB_TASK_FRAMES ||
+      (uint32_t)n > runs->links.task_ring) {
     return lw__fail(LW_INVALID_ARGUMENT,
                     "orch: a group of %d tasks can never launch at once (at most %u: %u chips x "
                     "%u frames, and a task ring of %u)",
-                    n, runs->n_chips * LW_MB_TASK_FRAMES, runs->n_chips, LW_MB_TASK_FRAMES,
-                    runs->task_ring);
+                    n, runs->links.n_chips * LW_MB_TASK_FRAMES, runs->links.n_chips,
+                    LW_MB_TASK_FRAMES, runs->links.task_ring);
   }
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(LW_DAG_CMD_GROUP, o->run, (uint32_t)n);
   if (!cmd) return lw__fail(LW_RESOURCE_EXHAUSTED, "orch: out of memory");
@@ -221,7 +223,7 @@ lw_status_t lw_orch_submit_next_level_group(lw_orch_t *o, lw_callable_handle_t c
     }
     // A chip runs at most LW_MB_TASK_FRAMES posted tasks: more members on one chip could never
     // launch together, and the group would block every later group forever.
-    if (worker_ids[i] < (int32_t)runs->n_chips &&
+    if (worker_ids[i] < (int32_t)runs->links.n_chips &&
         ++per_chip[worker_ids[i]] > LW_MB_TASK_FRAMES) {
       free(cmd);
       return lw__fail(LW_INVALID_ARGUMENT,
@@ -244,7 +246,7 @@ uint64_t lw_orch_last_task(const lw_orch_t *o) { return o ? o->last_task : 0; }
 static lw_status_t post_scope(lw_orch_t *o, lw_dag_cmd_kind_t kind, lw_error_t *err) {
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(kind, o->run, 0);
   if (!cmd) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
-  lw__dag_post(o->runs->dag, cmd);
+  lw__dag_post(o->runs->links.dag, cmd);
   return LW_OK;
 }
 

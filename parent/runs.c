@@ -25,20 +25,7 @@ void lw__runs_initialize(lw_runs_t *runs, const lw_runs_links_t *links) {
   pthread_mutex_init(&runs->mu, NULL);
   // Monotonic: deadlines come from lw__now_ns, and a wall-clock step must not move a wait.
   lw__cond_init_monotonic(&runs->cv);
-  runs->dag = links->dag;
-  runs->calls = links->calls;
-  runs->mb_arena = links->mb_arena;
-  runs->n_chips = links->n_chips;
-  runs->n_subs = links->n_subs;
-  runs->task_ring = links->task_ring;
-  runs->stopping = links->stopping;
-  runs->live = links->live;
-  runs->notify = links->notify;
-  runs->before_wait = links->before_wait;
-  runs->drainer_enter = links->drainer_enter;
-  runs->drainer_leave = links->drainer_leave;
-  runs->drain_until = links->drain_until;
-  runs->ctx = links->ctx;
+  runs->links = *links;
   runs->initialized = true;
 }
 
@@ -56,7 +43,7 @@ static lw_status_t run_cancel(lw_handle_t *h) {
   lw_run_t *run = (lw_run_t *)h;
   // The flag (set by lw_handle_cancel before this call) is read by the orchestrator before it
   // starts the run and by the DAG's owner, which sweeps the run's queued tasks out at once.
-  lw__dag_note_stop(run->runs->dag);
+  lw__dag_note_stop(run->runs->links.dag);
   return LW_OK;
 }
 
@@ -98,7 +85,7 @@ static void run_finish_handle(lw_run_t *run) {
                                                         : &runs->n_failed,
                             1, memory_order_relaxed);
   (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
-  if (runs->live) runs->live(runs->ctx, -1);
+  if (runs->links.live) runs->links.live(runs->links.ctx, -1);
   lw__handle_unref(&run->handle);
 }
 
@@ -160,18 +147,18 @@ static lw_status_t run_create(lw_runs_t *runs, lw_orch_fn fn, void *user, lw_run
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "worker_run: worker and orch function must be set");
   }
-  if (atomic_load(runs->stopping)) {
+  if (atomic_load(runs->links.stopping)) {
     return lw__error_set(err, LW_UNAVAILABLE, -1, 0, "worker: shutting down");
   }
   lw_run_t *run = calloc(1, sizeof(*run));
   if (!run) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker_run: out of memory");
   lw__handle_initialize(&run->handle, LW_HANDLE_WORKER_RUN, &run_ops);
-  if (runs->notify) lw__handle_set_notify(&run->handle, runs->notify, runs->ctx);
+  if (runs->links.notify) lw__handle_set_notify(&run->handle, runs->links.notify, runs->links.ctx);
   run->runs = runs;
   run->fn = fn;
   run->user = user;
   lw__error_clear(&run->error);
-  if (runs->live) runs->live(runs->ctx, +1);
+  if (runs->links.live) runs->links.live(runs->links.ctx, +1);
   *out = run;
   return LW_OK;
 }
@@ -207,7 +194,7 @@ lw_status_t lw__runs_start(lw_runs_t *runs, lw_orch_fn fn, void *user, bool sync
   lw_run_t *run = NULL;
   LW_RETURN_IF_ERROR(run_create(runs, fn, user, &run, err));
   if (!sync || !lw__orch_try_inline(runs, run)) run_enqueue(runs, run);
-  if (sync && runs->before_wait) runs->before_wait(runs->ctx, &run->handle);
+  if (sync && runs->links.before_wait) runs->links.before_wait(runs->links.ctx, &run->handle);
   *out = &run->handle;
   return LW_OK;
 }
@@ -224,22 +211,22 @@ static void run_not_started(lw_run_t *run, const char *why) {
 }
 
 void lw__run_orch_drainer_take(lw_runs_t *runs) {
-  if (!runs->drainer_enter) return;
-  runs->drainer_enter(runs->ctx);
+  if (!runs->links.drainer_enter) return;
+  runs->links.drainer_enter(runs->links.ctx);
   runs->orch_draining = true;
 }
 
 bool lw__run_orch_drainer_drop(lw_runs_t *runs) {
   if (!runs->orch_draining) return false;
   runs->orch_draining = false;
-  runs->drainer_leave(runs->ctx);
+  runs->links.drainer_leave(runs->links.ctx);
   return true;
 }
 
 // Calls the run's orch function and settles the run. Whoever holds the orchestrator token
 // (runs->orch_busy) calls this: the orchestrator thread, or a sync lw_worker_run inline.
 static void execute_run(lw_runs_t *runs, lw_run_t *run) {
-  if (atomic_load(runs->stopping)) {
+  if (atomic_load(runs->links.stopping)) {
     run_not_started(run, "cancelled: the worker was destroyed before it started");
     return;
   }
@@ -272,7 +259,7 @@ static void execute_run(lw_runs_t *runs, lw_run_t *run) {
   (void)lw__run_orch_drainer_drop(runs);
   runs->orch_done = NULL;
   // Before `done`: an unregister waiting on the pins proceeds.
-  lw__wc_credit_return_all(runs->calls);
+  lw__wc_credit_return_all(runs->links.calls);
   lw_status_t st = call.threw ? LW_FAILED_PRECONDITION : call.status;
   if (lw__trace_on()) {
     lw__trace_span(LW_TRACE_ORCH, run->t_start, lw__now_ns(), run->run_id, 0, -1, st, "orch");
@@ -296,7 +283,7 @@ static void execute_run(lw_runs_t *runs, lw_run_t *run) {
                   "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
                   lw_status_name(st), last.code == st ? last.message : "");
   }
-  lw__dag_post(runs->dag, done);
+  lw__dag_post(runs->links.dag, done);
 }
 
 // Takes the token for run (runs->mu held) on this thread.
@@ -318,7 +305,7 @@ static void release_token(lw_runs_t *runs) {
   atomic_store_explicit(&runs->orch_holder, 0, memory_order_relaxed);
   // Wake the orchestrator only when a run waits for the token (or destroy waits for it):
   // waking it after every inline run would cost a futex round trip per run for nothing.
-  if (runs->q_head || atomic_load(runs->stopping)) pthread_cond_broadcast(&runs->cv);
+  if (runs->q_head || atomic_load(runs->links.stopping)) pthread_cond_broadcast(&runs->cv);
   pthread_mutex_unlock(&runs->mu);
 }
 
@@ -332,7 +319,7 @@ static bool run_over_or_queued(void *ctx) {
   orch_drain_t *d = ctx;
   return lw_handle_done(d->h) ||
          atomic_load_explicit(&d->runs->n_queued, memory_order_relaxed) > 0 ||
-         atomic_load(d->runs->stopping);
+         atomic_load(d->runs->links.stopping);
 }
 
 // After an async run's orch function returned, the orchestrator has nothing to do until the
@@ -341,9 +328,9 @@ static bool run_over_or_queued(void *ctx) {
 // up), so the run's end does not wait for the scheduler to be woken. It stops as soon as a run
 // is queued. The caller holds a reference on the handle.
 static void orch_drain(lw_runs_t *runs, lw_run_t *run) {
-  if (!runs->drain_until) return;
+  if (!runs->links.drain_until) return;
   orch_drain_t d = {runs, &run->handle};
-  (void)runs->drain_until(runs->ctx, run_over_or_queued, &d);
+  (void)runs->links.drain_until(runs->links.ctx, run_over_or_queued, &d);
 }
 
 // Spins for the next run before the orchestrator blocks on its condvar (lanes/spin.h): runs
@@ -352,7 +339,7 @@ static void orch_drain(lw_runs_t *runs, lw_run_t *run) {
 static void orch_spin(lw_runs_t *runs) {
   lw__spin_t spin = LW__SPIN_INIT;
   while (atomic_load_explicit(&runs->n_queued, memory_order_relaxed) == 0 &&
-         !atomic_load(runs->stopping)) {
+         !atomic_load(runs->links.stopping)) {
     if (lw__spin_step(&spin) == LW__SPIN_BLOCK) return;
   }
 }
@@ -365,7 +352,7 @@ static void *orch_main(void *arg) {
     pthread_mutex_lock(&runs->mu);
     // The token keeps one orch function at a time: an inline sync run may hold it.
     while ((!runs->q_head || runs->orch_busy) &&
-           !(atomic_load(runs->stopping) && !runs->orch_busy)) {
+           !(atomic_load(runs->links.stopping) && !runs->orch_busy)) {
       pthread_cond_wait(&runs->cv, &runs->mu);
     }
     lw_run_t *run = runs->q_head;
@@ -393,7 +380,7 @@ static void *orch_main(void *arg) {
 // false (nothing done) otherwise.
 bool lw__orch_try_inline(lw_runs_t *runs, lw_run_t *run) {
   pthread_mutex_lock(&runs->mu);
-  bool mine = !runs->q_head && !runs->orch_busy && !atomic_load(runs->stopping);
+  bool mine = !runs->q_head && !runs->orch_busy && !atomic_load(runs->links.stopping);
   if (mine) {
     take_token(runs, run, true);
     run_take_id(runs, run);
@@ -425,7 +412,8 @@ static void orch_frame_gone(lw_runs_t *runs) {
   lw_dag_cmd_t *done = runs->orch_done;
   runs->orch_done = NULL;
   pthread_mutex_unlock(&runs->mu);
-  lw__wc_credit_return_all(runs->calls);  // the function's credit: this thread holds the token
+  // The function's credit: this thread holds the token.
+  lw__wc_credit_return_all(runs->links.calls);
   (void)lw__run_orch_drainer_drop(runs);  // its drainer role went with the frame too
   if (done) {
     done->status = LW_FAILED_PRECONDITION;
@@ -433,7 +421,7 @@ static void orch_frame_gone(lw_runs_t *runs) {
                   "run %llu: its orch function never returned (a longjmp out of it?); the run "
                   "was stopped (docs/api.md, \"Exceptions and longjmp\")",
                   (unsigned long long)run->run_id);
-    lw__dag_post(runs->dag, done);
+    lw__dag_post(runs->links.dag, done);
   }
   release_token(runs);
   lw__handle_unref(&run->handle);

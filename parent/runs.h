@@ -123,19 +123,7 @@ typedef struct lw_runs_links {
 
 struct lw_runs {
   bool initialized;  // lw__runs_initialize ran (create/destroy only)
-  // The links (lw_runs_links_t), copied at initialize.
-  lw_dag_t *dag;
-  lw_callables_t *calls;
-  const lw_mb_arena_t *mb_arena;
-  uint32_t n_chips, n_subs, task_ring;
-  const _Atomic bool *stopping;
-  void (*live)(void *ctx, int delta);
-  void (*notify)(void *ctx, lw_handle_t *h);
-  void (*before_wait)(void *ctx, lw_handle_t *h);
-  void (*drainer_enter)(void *ctx);
-  void (*drainer_leave)(void *ctx);
-  bool (*drain_until)(void *ctx, bool (*done)(void *done_ctx), void *done_ctx);
-  void *ctx;
+  lw_runs_links_t links;  // copied at initialize
   pthread_mutex_t mu;
   pthread_cond_t cv;
   lw_run_t *q_head, *q_tail;

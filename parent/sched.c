@@ -52,13 +52,13 @@ typedef struct pending_work {
 // Takes the deferred unregisters whose last pin went (the token held). From here on they count as
 // posted: a chip death reports on them, and a respawn no longer replays their callable.
 static void take_due_unregisters(lw_sched_t *sched, pending_work_t *pw) {
-  lw_callables_t *calls = sched->calls;
+  lw_callables_t *calls = sched->links.calls;
   if (!atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed)) return;
   lw__sched_pass_hold_calls(sched);
   lw_wop_t *op;
   while ((op = atomic_load_explicit(&calls->due_unregisters, memory_order_relaxed)) != NULL) {
     atomic_store_explicit(&calls->due_unregisters, op->next_done, memory_order_relaxed);
-    sched->calls->table[op->wc].deferred_unregister = NULL;
+    sched->links.calls->table[op->wc].deferred_unregister = NULL;
     op->next_done = pw->unregisters;
     pw->unregisters = op;
   }
@@ -144,8 +144,8 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
       lw_wop_t *op = NULL;
       c.error.worker_id = (int32_t)ep->index;
       lw__sched_pass_hold_calls(sched);
-      if (lw__wop_report(sched->calls, ep->index, c.control_id, (lw_status_t)c.status, c.value,
-                         &c.error, &op)) {
+      if (lw__wop_report(sched->links.calls, ep->index, c.control_id, (lw_status_t)c.status,
+                         c.value, &c.error, &op)) {
         op->next_done = pw->ops;
         pw->ops = op;
       }
@@ -169,7 +169,7 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
     r.error.worker_id = (int32_t)ep->index;
     r.error.task_id = t->task_id;
     lw__task_report_child_times(t->run, t->task_id, r.queue_ns, r.kernel_ns);
-    lw__task_finish(sched->dag, t, r.status, &r.error, &pw->finished);
+    lw__task_finish(sched->links.dag, t, r.status, &r.error, &pw->finished);
   }
   return progress;
 }
@@ -215,7 +215,7 @@ static lw_status_t post_task(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t,
 
 static void post(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_work_t *pw) {
   lw__sched_pass_hold_calls(sched);  // the callable's words, its pin
-  lw_wcallable_t *c = &sched->calls->table[t->wc];
+  lw_wcallable_t *c = &sched->links.calls->table[t->wc];
   lw_error_t err;
   if (c->id != t->wc_id) {
     // The pins keep a slot from being reused while a task references it, so this cannot
@@ -225,28 +225,28 @@ static void post(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pending_wor
                   "refused rather than run other code",
                   (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
                   (unsigned long long)t->wc_id, (unsigned long long)c->id);
-    lw__task_finish(sched->dag, t, LW_INTERNAL, &err, &pw->finished);
+    lw__task_finish(sched->links.dag, t, LW_INTERNAL, &err, &pw->finished);
     return;
   }
-  lw__dag_task_launch_on(sched->dag, t, ep->kind == LW_MB_CHILD_CHIP ? (int32_t)ep->index : -1,
-                         &pw->finished);
-  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index, lw__dag_now(sched->dag));
+  lw__dag_task_launch_on(sched->links.dag, t,
+                         ep->kind == LW_MB_CHILD_CHIP ? (int32_t)ep->index : -1, &pw->finished);
+  lw__task_report_posted(t->run, t->task_id, (int32_t)ep->index, lw__dag_now(sched->links.dag));
   // A chip task's pin goes with its post: the child applies posts in sequence order, so an
   // unregister posted from now on reaches it after this task pinned the callable there. A sub
   // task keeps its pin until it is finished (lw__task_finish drops it).
-  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(sched->calls, t->wc);
+  if (t->kind == LW_MB_TASK_KERNEL) lw__wc_unpin(sched->links.calls, t->wc);
   int64_t t_post = lw__trace_on() ? lw__now_ns() : 0;
   lw_status_t posted = post_task(sched, ep, t, c, &err);
   if (t_post) {
     lw__trace_span(LW_TRACE_DISPATCH, t_post, lw__now_ns(), t->run->run_id, t->task_id,
-                   (int32_t)ep->index, posted, sched->calls->table[t->wc].name);
+                   (int32_t)ep->index, posted, sched->links.calls->table[t->wc].name);
   }
   if (posted != LW_OK) {
     // A violation found by the post: no more posts to this child (the scheduler kills it).
     if (atomic_load(&ep->violated)) break_child(sched, ep, NULL);
     err.worker_id = (int32_t)ep->index;
     err.task_id = t->task_id;
-    lw__task_finish(sched->dag, t, err.code, &err, &pw->finished);
+    lw__task_finish(sched->links.dag, t, err.code, &err, &pw->finished);
   }
 }
 
@@ -260,13 +260,13 @@ static void fail_down(lw_sched_t *sched, lw_endpoint_t *ep, lw_task_t *t, pendin
                 ep ? lw__ep_name(ep, name, sizeof(name)) : "every child",
                 desc[0] ? desc : "no child alive",
                 (unsigned long long)t->task_id, (unsigned long long)t->run->run_id,
-                sched->calls->table[t->wc].name);
-  lw__task_finish(sched->dag, t, LW_CHILD_EXITED, &err, &pw->finished);
+                sched->links.calls->table[t->wc].name);
+  lw__task_finish(sched->links.dag, t, LW_CHILD_EXITED, &err, &pw->finished);
 }
 
 static bool skip_if_stopped(lw_sched_t *sched, lw_task_t *t, pending_work_t *pw) {
   if (!lw__run_stopped(t->run)) return false;
-  lw__task_skip(sched->dag, t, &pw->finished);
+  lw__task_skip(sched->links.dag, t, &pw->finished);
   return true;
 }
 
@@ -281,10 +281,10 @@ _Static_assert(UNPINNED_DEPTH <= LW_MB_TASK_FRAMES, "a chip's frames hold the un
 
 static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
   bool progress = false;
-  uint32_t n_chips = sched->n_chips;
+  uint32_t n_chips = sched->links.n_chips;
   for (uint32_t i = 0; i < n_chips; ++i) {
-    lw_endpoint_t *ep = &sched->eps[i];
-    lw_task_queue_t *q = &sched->dag->chip_q[i];
+    lw_endpoint_t *ep = &sched->links.eps[i];
+    lw_task_queue_t *q = &sched->links.dag->chip_q[i];
     bool dead = atomic_load(&ep->state) == LW_EP_DEAD;
     if (!dead && !ep->accepting) continue;  // respawning: its tasks wait for it
     const lw_sched_child_t *sc = &sched->child[i];
@@ -299,12 +299,12 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
       post(sched, ep, t, pw);
     }
   }
-  while (sched->dag->any_q.head) {
+  while (sched->links.dag->any_q.head) {
     lw_endpoint_t *best = NULL;
     uint32_t best_busy = 0;
     bool any_alive = false;
     for (uint32_t i = 0; i < n_chips; ++i) {
-      lw_endpoint_t *ep = &sched->eps[i];
+      lw_endpoint_t *ep = &sched->links.eps[i];
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;  // a respawning chip will take work again
       if (!ep->accepting) continue;
@@ -315,7 +315,7 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
       }
     }
     if (!best && any_alive) break;
-    lw_task_t *t = lw__dag_queue_pop(&sched->dag->any_q);
+    lw_task_t *t = lw__dag_queue_pop(&sched->links.dag->any_q);
     progress = true;
     if (skip_if_stopped(sched, t, pw)) continue;
     if (!best) {
@@ -324,8 +324,8 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
     }
     post(sched, best, t, pw);
   }
-  while (sched->dag->groups_head) {
-    lw_group_t *g = sched->dag->groups_head;
+  while (sched->links.dag->groups_head) {
+    lw_group_t *g = sched->links.dag->groups_head;
     uint32_t need[LW_MAX_CHIPS] = {0};
     bool stopped = false, dead = false, fits = true;
     for (uint32_t i = 0; i < g->n; ++i) {
@@ -335,13 +335,13 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
     }
     for (uint32_t c = 0; c < n_chips; ++c) {
       if (!need[c]) continue;
-      if (atomic_load(&sched->eps[c].state) == LW_EP_DEAD) dead = true;
-      if (!sched->eps[c].accepting || sched->child[c].busy + need[c] > LW_MB_TASK_FRAMES) {
+      if (atomic_load(&sched->links.eps[c].state) == LW_EP_DEAD) dead = true;
+      if (!sched->links.eps[c].accepting || sched->child[c].busy + need[c] > LW_MB_TASK_FRAMES) {
         fits = false;
       }
     }
     if (!stopped && !dead && !fits) break;  // FIFO: later groups wait behind this one
-    (void)lw__dag_group_pop(sched->dag);
+    (void)lw__dag_group_pop(sched->links.dag);
     progress = true;
     // Copy the members: finishing the last one frees the group.
     uint32_t n = g->n;
@@ -353,19 +353,19 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
       // rest of its group, which retires them: nothing is left to do for those.
       if (t->state != LW_TS_READY) continue;
       if (stopped) {
-        lw__task_skip(sched->dag, t, &pw->finished);
+        lw__task_skip(sched->links.dag, t, &pw->finished);
       } else if (dead) {
-        fail_down(sched, &sched->eps[t->worker], t, pw);
+        fail_down(sched, &sched->links.eps[t->worker], t, pw);
       } else {
-        post(sched, &sched->eps[t->worker], t, pw);
+        post(sched, &sched->links.eps[t->worker], t, pw);
       }
     }
   }
-  while (sched->dag->sub_q.head) {
+  while (sched->links.dag->sub_q.head) {
     lw_endpoint_t *idle = NULL;
     bool any_alive = false;
-    for (uint32_t i = 0; i < sched->n_subs; ++i) {
-      lw_endpoint_t *ep = &sched->eps[n_chips + i];
+    for (uint32_t i = 0; i < sched->links.n_subs; ++i) {
+      lw_endpoint_t *ep = &sched->links.eps[n_chips + i];
       if (atomic_load(&ep->state) == LW_EP_DEAD) continue;
       any_alive = true;
       if (!ep->accepting) continue;
@@ -375,7 +375,7 @@ static bool dispatch(lw_sched_t *sched, pending_work_t *pw) {
       }
     }
     if (!idle && any_alive) break;
-    lw_task_t *t = lw__dag_queue_pop(&sched->dag->sub_q);
+    lw_task_t *t = lw__dag_queue_pop(&sched->links.dag->sub_q);
     progress = true;
     if (skip_if_stopped(sched, t, pw)) continue;
     if (!idle) {
@@ -408,16 +408,16 @@ static lw_task_t *next_busy_frame(const lw_sched_child_t *sc, uint32_t *f, uint3
 // run's tasks are not posted afterwards (dispatch skips them), so a pass with stop_seq
 // unchanged has nothing to cancel.
 static void apply_cancels(lw_sched_t *sched) {
-  uint32_t all = atomic_load(sched->cancel_all_seq);
+  uint32_t all = atomic_load(sched->links.cancel_all_seq);
   bool cancel_all = all != sched->cancel_all_seen;
   sched->cancel_all_seen = all;
   // The runs marked below have their queued tasks swept on the next pass.
-  if (cancel_all) atomic_fetch_add(&sched->dag->stop_seq, 1);
-  uint32_t stops = atomic_load(&sched->dag->stop_seq);
+  if (cancel_all) atomic_fetch_add(&sched->links.dag->stop_seq, 1);
+  uint32_t stops = atomic_load(&sched->links.dag->stop_seq);
   if (stops == sched->cancel_stop_seen) return;
   sched->cancel_stop_seen = stops;
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    lw_endpoint_t *ep = &sched->eps[s];
+    lw_endpoint_t *ep = &sched->links.eps[s];
     const lw_sched_child_t *sc = sched_child(sched, ep);
     lw_task_t *t;
     for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
@@ -434,11 +434,11 @@ static void apply_cancels(lw_sched_t *sched) {
     // Every run not finished yet: queued ones (the orchestrator cancels them when it takes
     // them) and running ones whose tasks wait in the ready queues for a frame (dispatch skips
     // them), not only those with a task in a frame right now.
-    pthread_mutex_lock(&sched->runs->mu);
-    for (lw_run_t *r = sched->runs->unfinished_head; r; r = r->next_unfinished) {
+    pthread_mutex_lock(&sched->links.runs->mu);
+    for (lw_run_t *r = sched->links.runs->unfinished_head; r; r = r->next_unfinished) {
       atomic_store(&r->handle.cancel_requested, 1);
     }
-    pthread_mutex_unlock(&sched->runs->mu);
+    pthread_mutex_unlock(&sched->links.runs->mu);
   }
 }
 
@@ -446,7 +446,7 @@ static void apply_cancels(lw_sched_t *sched) {
 // queues, dispatch, write the cancel words of stopped runs' tasks in flight (the token held; the
 // scheduler's pass and a submitter's assist alike). True when it did something.
 static bool sweep_dispatch_cancel(lw_sched_t *sched, pending_work_t *pw) {
-  bool progress = lw__dag_sweep_stopped(sched->dag, &pw->finished);
+  bool progress = lw__dag_sweep_stopped(sched->links.dag, &pw->finished);
   progress |= dispatch(sched, pw);
   apply_cancels(sched);
   return progress;
@@ -469,9 +469,9 @@ static bool frame_started(const lw_endpoint_t *ep, uint32_t f) {
 // something may be due (LW_DEADLINE_NEVER: nothing).
 static int64_t check_escalations(lw_sched_t *sched, int64_t now) {
   int64_t next = LW_DEADLINE_NEVER;
-  int64_t grace = sched->cancel_grace_ns;
+  int64_t grace = sched->links.cancel_grace_ns;
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    lw_endpoint_t *ep = &sched->eps[s];
+    lw_endpoint_t *ep = &sched->links.eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting) continue;
     const lw_sched_child_t *sc = sched_child(sched, ep);
     lw_task_t *t;
@@ -537,9 +537,9 @@ static bool ep_holds_work(lw_sched_t *sched, lw_endpoint_t *ep) {
   if (sched_child(sched, ep)->busy > 0) return true;
   // No op alive (the count is an atomic): nothing to look for, and no lock to take. An op that
   // starts right after is seen by the next pass.
-  if (atomic_load_explicit(&sched->calls->live_ops, memory_order_relaxed) == 0) return false;
+  if (atomic_load_explicit(&sched->links.calls->live_ops, memory_order_relaxed) == 0) return false;
   lw__sched_pass_hold_calls(sched);
-  for (lw_wop_t *op = sched->calls->ops; op; op = op->next_pending) {
+  for (lw_wop_t *op = sched->links.calls->ops; op; op = op->next_pending) {
     if (!op->sub && !op->reported[ep->index]) return true;
   }
   return false;
@@ -550,11 +550,11 @@ static bool ep_holds_work(lw_sched_t *sched, lw_endpoint_t *ep) {
 // clock starts when the scheduler first sees the child hold work, so an idle child that was
 // stopped is caught once it is given work (the token held). Returns the next time to look.
 static int64_t check_liveness(lw_sched_t *sched, int64_t now) {
-  int64_t live = sched->liveness_timeout_ns;
+  int64_t live = sched->links.liveness_timeout_ns;
   if (live <= 0) return LW_DEADLINE_NEVER;
   int64_t next = LW_DEADLINE_NEVER;
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    lw_endpoint_t *ep = &sched->eps[s];
+    lw_endpoint_t *ep = &sched->links.eps[s];
     lw_sched_child_t *sc = &sched->child[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || ep->pidfd < 0 ||
         atomic_load(&ep->hb_killed_ms) != 0 || !ep_holds_work(sched, ep)) {
@@ -581,7 +581,7 @@ static int64_t check_liveness(lw_sched_t *sched, int64_t now) {
       continue;
     }
     // Look again a little after the child's next beat is due, or at the deadline.
-    int64_t again = lw__add_ns_sat(now, sched->heartbeat_period_ns);
+    int64_t again = lw__add_ns_sat(now, sched->links.heartbeat_period_ns);
     if (again > due) again = due;
     if (again < next) next = again;
   }
@@ -605,7 +605,7 @@ static void trace_dead_run(lw_sched_t *sched, lw_endpoint_t *ep, uint32_t f, con
   int64_t started = readable ? (int64_t)atomic_load(&ep->mb->task[f].started_ns) : 0;
   lw_trace_dead_run_t r = {.t1_ns = died_at, .run_id = t->run->run_id, .task_id = t->task_id,
                            .chip = (int32_t)ep->index, .status = status,
-                           .callable = sched->calls->table[t->wc].name};
+                           .callable = sched->links.calls->table[t->wc].name};
   if (started > 0 && started >= posted && started <= died_at) {
     r.t0_ns = started;
     r.start_from = LW_TRACE_START_KERNEL;
@@ -647,9 +647,9 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
   char name[32];
   lw__ep_name(ep, name, sizeof(name));
   lw__log(LW_LOG_WARN, "%s: the child died (%s); its work fails, respawn %s", name, desc,
-          sched->respawn ? "follows" : "is off");
+          sched->links.respawn ? "follows" : "is off");
   lw__ep_trace(ep, LW_TRACE_DEATH, 0, 0, desc);
-  int64_t grace_ms = sched->cancel_grace_ns / 1000000;
+  int64_t grace_ms = sched->links.cancel_grace_ns / 1000000;
   lw__sched_pass_lock(sched);
   lw__sched_pass_hold_calls(sched);  // callable names, the chip's ops
   ep->accepting = false;
@@ -666,7 +666,7 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
     sc->frame_task[f] = NULL;
     sc->busy--;
     lw_error_t err;
-    const char *callable = sched->calls->table[t->wc].name;
+    const char *callable = sched->links.calls->table[t->wc].name;
     unsigned long long tid = t->task_id, rid = t->run->run_id;
     // Whether the task's run had begun, so the death cut it short (its trace span). A mailbox
     // that broke the protocol is not read: its tasks count only when escalated (the parent saw
@@ -696,17 +696,17 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
                     callable, tid, rid);
     }
     if (ran) trace_dead_run(sched, ep, f, t, err.code, died_at, desc);
-    lw__task_finish(sched->dag, t, err.code, &err, &pw->finished);
+    lw__task_finish(sched->links.dag, t, err.code, &err, &pw->finished);
   }
   if (ep->kind == LW_MB_CHILD_CHIP) {
     lw_error_t err;
     lw__error_set(&err, LW_CHILD_EXITED, (int32_t)ep->index, 0, "%s: %s", name, desc);
-    lw__wop_fail_chip(sched->calls, ep->index, &err, &pw->ops);
+    lw__wop_fail_chip(sched->links.calls, ep->index, &err, &pw->ops);
   }
   lw__sched_pass_unlock(sched);
   flush(sched, pw);
   // The supervisor thread respawns it; the scheduler goes on serving the other children.
-  lw__supervisor_queue(sched->sup, ep);
+  lw__supervisor_queue(sched->links.sup, ep);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -722,8 +722,8 @@ static bool ep_mailbox_live(lw_endpoint_t *ep) {
 
 static bool rings_pending(lw_sched_t *sched) {
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    if (!ep_mailbox_live(&sched->eps[s])) continue;
-    lw_mailbox_t *mb = sched->eps[s].mb;
+    if (!ep_mailbox_live(&sched->links.eps[s])) continue;
+    lw_mailbox_t *mb = sched->links.eps[s].mb;
     if (atomic_load(&mb->ring_head.value) != atomic_load(&mb->ring_tail.value)) return true;
   }
   return false;
@@ -733,7 +733,8 @@ static bool rings_pending(lw_sched_t *sched) {
 // pushed a completion.
 static void set_mailboxes_sleeping(lw_sched_t *sched, uint32_t v) {
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    if (ep_mailbox_live(&sched->eps[s])) atomic_store(&sched->eps[s].mb->parent.sleeping, v);
+    if (ep_mailbox_live(&sched->links.eps[s]))
+      atomic_store(&sched->links.eps[s].mb->parent.sleeping, v);
   }
 }
 
@@ -749,7 +750,7 @@ static void *sched_main(void *arg) {
   memset(&pw, 0, sizeof(pw));
   lw__spin_t idle = LW__SPIN_INIT;  // how long the loop has found nothing to do
   uint64_t seen_kick = atomic_load(&sched->kick_seq);
-  uint32_t seen_cancel = atomic_load(sched->cancel_all_seq);
+  uint32_t seen_cancel = atomic_load(sched->links.cancel_all_seq);
   // Whether the next pass waits for the token. Only the first after a sleep (or at start) does:
   // then deaths, escalations and liveness may be due, which only this thread handles. While it
   // spins, a pass under way on another thread (a submitter's or a waiting caller's assist)
@@ -772,15 +773,16 @@ static void *sched_main(void *arg) {
     // The kicks this pass answers: read before it looks at anything, so a kick that comes with
     // a post this pass misses stays unanswered and brings another pass.
     uint64_t kick = atomic_load(&sched->kick_seq);
-    uint32_t cancel_seq = atomic_load(sched->cancel_all_seq);
-    lw__dag_set_owner(sched->dag);  // a submitter may have run the last pass (lw__sched_assist)
+    uint32_t cancel_seq = atomic_load(sched->links.cancel_all_seq);
+    // A submitter may have run the last pass (lw__sched_assist).
+    lw__dag_set_owner(sched->links.dag);
     // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
     // completions: a run's orch error is recorded before the results drained in this pass, so
     // a task still in flight when its orch function failed counts as stopped. This thread is
     // the DAG's owner.
-    progress |= lw__dag_step(sched->dag, &pw.finished);
+    progress |= lw__dag_step(sched->links.dag, &pw.finished);
     for (uint32_t s = 0; s < sched->n_children; ++s) {
-      lw_endpoint_t *ep = &sched->eps[s];
+      lw_endpoint_t *ep = &sched->links.eps[s];
       bool ready = atomic_load(&ep->state) == LW_EP_READY;
       // A violation another thread found (a control round trip): this thread owns the kill.
       if (ready && ep->accepting && atomic_load(&ep->violated)) break_child(sched, ep, NULL);
@@ -832,7 +834,7 @@ static void *sched_main(void *arg) {
     if (!arm) atomic_store(&sched->long_sleep, 0);
     if (arm) set_mailboxes_sleeping(sched, 1);
     if ((arm && rings_pending(sched)) || atomic_load(&sched->kick_seq) != seen_kick ||
-        atomic_load(sched->cancel_all_seq) != seen_cancel) {
+        atomic_load(sched->links.cancel_all_seq) != seen_cancel) {
       atomic_store(&sched->long_sleep, 0);
       set_sleeping(sched, 0);
       lw__spin_reset(&idle);
@@ -862,7 +864,7 @@ static void *sched_main(void *arg) {
       uint32_t tag = (uint32_t)ev[i].data.u64;
       if (tag == TAG_WAKE) {
         uint64_t v;
-        ssize_t r = read(sched->wake_fd, &v, sizeof(v));
+        ssize_t r = read(sched->links.wake_fd, &v, sizeof(v));
         (void)r;
       } else if (tag == TAG_FS || tag == TAG_FS_SUBS) {
         lw_forkserver_t *fs = tag == TAG_FS ? sched->fs : sched->fs_subs;
@@ -870,7 +872,7 @@ static void *sched_main(void *arg) {
           epoll_ctl(sched->epoll_fd, EPOLL_CTL_DEL, lw__forkserver_fd(fs), NULL);
         }
       } else if (tag < sched->n_children) {
-        on_child_death(sched, &sched->eps[tag], &pw);
+        on_child_death(sched, &sched->links.eps[tag], &pw);
       }
     }
   }
@@ -889,20 +891,8 @@ lw_status_t lw__sched_initialize(lw_sched_t *sched, const lw_sched_links_t *link
                                  lw_error_t *err) {
   memset(sched, 0, sizeof(*sched));
   sched->epoll_fd = -1;
-  sched->dag = links->dag;
-  sched->calls = links->calls;
-  sched->runs = links->runs;
-  sched->sup = links->sup;
-  sched->eps = links->eps;
-  sched->n_chips = links->n_chips;
-  sched->n_subs = links->n_subs;
+  sched->links = *links;
   sched->n_children = links->n_chips + links->n_subs;
-  sched->cancel_grace_ns = links->cancel_grace_ns;
-  sched->liveness_timeout_ns = links->liveness_timeout_ns;
-  sched->heartbeat_period_ns = links->heartbeat_period_ns;
-  sched->respawn = links->respawn;
-  sched->wake_fd = links->wake_fd;
-  sched->cancel_all_seq = links->cancel_all_seq;
   pthread_mutex_init(&sched->pass_mu, NULL);
   sched->initialized = true;
   sched->child = calloc(sched->n_children, sizeof(*sched->child));
@@ -932,14 +922,14 @@ void lw__sched_pass_lock(lw_sched_t *sched) { pthread_mutex_lock(&sched->pass_mu
 
 void lw__sched_pass_hold_calls(lw_sched_t *sched) {
   if (sched->calls_held) return;
-  pthread_mutex_lock(&sched->calls->mu);
+  pthread_mutex_lock(&sched->links.calls->mu);
   sched->calls_held = true;
 }
 
 void lw__sched_pass_unlock(lw_sched_t *sched) {
   if (sched->calls_held) {
     sched->calls_held = false;
-    pthread_mutex_unlock(&sched->calls->mu);
+    pthread_mutex_unlock(&sched->links.calls->mu);
   }
   pthread_mutex_unlock(&sched->pass_mu);
 }
@@ -949,7 +939,7 @@ void lw__sched_kick(lw_sched_t *sched) {
   // seq_cst pairs with the scheduler's store of sleeping before it re-checks kick_seq.
   if (atomic_load(&sched->sleeping)) {
     uint64_t one = 1;
-    ssize_t n = write(sched->wake_fd, &one, sizeof(one));
+    ssize_t n = write(sched->links.wake_fd, &one, sizeof(one));
     (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
   }
 }
@@ -961,8 +951,8 @@ bool lw__sched_watch(lw_sched_t *sched, lw_endpoint_t *ep, bool on) {
 }
 
 bool lw__sched_other_chip_free(lw_sched_t *sched, int32_t chip) {
-  for (uint32_t i = 0; i < sched->n_chips; ++i) {
-    const lw_endpoint_t *ep = &sched->eps[i];
+  for (uint32_t i = 0; i < sched->links.n_chips; ++i) {
+    const lw_endpoint_t *ep = &sched->links.eps[i];
     if ((int32_t)i != chip && ep->accepting && atomic_load(&ep->state) == LW_EP_READY &&
         sched->child[i].busy == 0) {
       return true;
@@ -979,12 +969,13 @@ lw_status_t lw__sched_start(lw_sched_t *sched, lw_forkserver_t *fs, lw_forkserve
   if (sched->epoll_fd < 0) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: epoll_create1 failed");
   }
-  LW_RETURN_IF_ERROR(epoll_add(sched, sched->wake_fd, TAG_WAKE, err));
+  LW_RETURN_IF_ERROR(epoll_add(sched, sched->links.wake_fd, TAG_WAKE, err));
   LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs), TAG_FS, err));
   if (sched->fs_subs)
     LW_RETURN_IF_ERROR(epoll_add(sched, lw__forkserver_fd(sched->fs_subs), TAG_FS_SUBS, err));
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    if (sched->eps[s].pidfd >= 0) LW_RETURN_IF_ERROR(epoll_add(sched, sched->eps[s].pidfd, s, err));
+    if (sched->links.eps[s].pidfd >= 0)
+      LW_RETURN_IF_ERROR(epoll_add(sched, sched->links.eps[s].pidfd, s, err));
   }
   return lw__thread_start(&sched->thread, "lw-sched", "scheduler", sched_main, sched, err);
 }
@@ -996,7 +987,7 @@ static void sched_wake(void *ctx) {
   atomic_store(&sched->exit, true);
   lw__sched_kick(sched);
   uint64_t one = 1;
-  ssize_t n = write(sched->wake_fd, &one, sizeof(one));
+  ssize_t n = write(sched->links.wake_fd, &one, sizeof(one));
   (void)n;
 }
 
@@ -1027,10 +1018,10 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
     lw__sched_pass_unlock(sched);
     return false;
   }
-  lw__dag_set_owner(sched->dag);
-  bool did = lw__dag_step(sched->dag, &out->finished);
+  lw__dag_set_owner(sched->links.dag);
+  bool did = lw__dag_step(sched->links.dag, &out->finished);
   for (uint32_t s = 0; s < sched->n_children; ++s) {
-    lw_endpoint_t *ep = &sched->eps[s];
+    lw_endpoint_t *ep = &sched->links.eps[s];
     if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || sched->child[s].broken) {
       continue;
     }
@@ -1099,8 +1090,8 @@ static void drainer_leave(lw_sched_t *sched) {
 static lw__partner_t drain_partner(const lw_sched_t *sched) {
   int cpu = lw__sys_cpu();
   if (cpu < 0) return LW__PARTNER_UNKNOWN;
-  for (uint32_t s = 0; s < sched->n_chips; ++s) {
-    if (atomic_load_explicit(&sched->eps[s].push_cpu, memory_order_relaxed) == cpu) {
+  for (uint32_t s = 0; s < sched->links.n_chips; ++s) {
+    if (atomic_load_explicit(&sched->links.eps[s].push_cpu, memory_order_relaxed) == cpu) {
       return LW__PARTNER_SAME_CPU;
     }
   }

@@ -95,17 +95,7 @@ typedef struct lw_sched {
   // The holder took the callables' lock in this pass (lw__sched_pass_hold_calls; released with
   // the token). Token holder only.
   bool calls_held;
-  // The links (lw_sched_links_t), copied at initialize.
-  lw_dag_t *dag;
-  lw_callables_t *calls;
-  lw_runs_t *runs;
-  lw_supervisor_t *sup;
-  lw_endpoint_t *eps;
-  uint32_t n_chips, n_subs;
-  int64_t cancel_grace_ns, liveness_timeout_ns, heartbeat_period_ns;
-  bool respawn;
-  int wake_fd;
-  const _Atomic uint32_t *cancel_all_seq;
+  lw_sched_links_t links;  // copied at initialize
   // The epoll set (lw__sched_start; closed by lw__sched_deinitialize): the wake eventfd, every
   // watched child's pidfd (tagged with its slot), the fork servers' sockets (fs, fs_subs).
   int epoll_fd;

@@ -28,12 +28,12 @@ static bool crash_loop(lw_supervisor_t *sup, lw_endpoint_t *ep, int64_t now) {
   lw_sup_child_t *sc = &sup->child[ep->slot];
   sc->deaths[sc->n_deaths % LW_SUP_DEATH_LOG] = now;
   sc->n_deaths++;
-  uint32_t max = sup->respawn_max;
+  uint32_t max = sup->links.respawn_max;
   if (max == 0) return false;  // no bound
   if (max > LW_SUP_DEATH_LOG) max = LW_SUP_DEATH_LOG;
   if (sc->n_deaths < max) return false;
   int64_t oldest = sc->deaths[(sc->n_deaths - max) % LW_SUP_DEATH_LOG];
-  return now - oldest <= sup->respawn_window_ns;
+  return now - oldest <= sup->links.respawn_window_ns;
 }
 
 // Waits for the completion of control_id on ep's ring (nothing else is in flight on a child
@@ -57,10 +57,10 @@ static lw_status_t await_control(lw_supervisor_t *sup, lw_endpoint_t *ep, uint64
       if (c.kind == LW_MB_COMPLETION_CONTROL) {
         lw_wop_t *op = NULL;
         c.error.worker_id = (int32_t)ep->index;
-        pthread_mutex_lock(&sup->calls->mu);
-        bool done = lw__wop_report(sup->calls, ep->index, c.control_id, (lw_status_t)c.status,
+        pthread_mutex_lock(&sup->links.calls->mu);
+        bool done = lw__wop_report(sup->links.calls, ep->index, c.control_id, (lw_status_t)c.status,
                                    c.value, &c.error, &op);
-        pthread_mutex_unlock(&sup->calls->mu);
+        pthread_mutex_unlock(&sup->links.calls->mu);
         if (done) lw__wop_complete(op);
       }
       continue;
@@ -85,8 +85,8 @@ static lw_status_t await_control(lw_supervisor_t *sup, lw_endpoint_t *ep, uint64
 
 static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
   for (uint32_t i = 0; i < LW_MAX_CALLABLES; ++i) {
-    pthread_mutex_lock(&sup->calls->mu);
-    lw_wcallable_t *c = &sup->calls->table[i];
+    pthread_mutex_lock(&sup->links.calls->mu);
+    lw_wcallable_t *c = &sup->links.calls->table[i];
     // A callable whose unregister is deferred still has queued tasks that will be posted here:
     // the new child needs it until that unregister is posted. Once the unregister is due (its
     // last pin went), no task of it is left: the new child does not get it, and the unregister,
@@ -105,7 +105,7 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
       c->pins++;
       p.command = LW_MB_CMD_REGISTER;
       p.control_id = ((uint64_t)0xfe << 56) | ((uint64_t)i << 8) | ep->index;  // replay ids
-      p.image_offset = (uint64_t)((uint8_t *)c->image - sup->arena->base);
+      p.image_offset = (uint64_t)((uint8_t *)c->image - sup->links.arena->base);
       p.image_bytes = c->image_bytes;
       p.n_params = c->n_params;
       memcpy(p.param_dirs, c->param_dirs, sizeof(p.param_dirs));
@@ -114,7 +114,7 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
       p.format = c->format;
       p.build_options = c->build_options;
     }
-    pthread_mutex_unlock(&sup->calls->mu);
+    pthread_mutex_unlock(&sup->links.calls->mu);
     if (!live) continue;
     lw_mb_control_ack_t ack;
     uint64_t local = 0;
@@ -124,10 +124,10 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
       st = ack.status;
     }
     if (st == LW_OK) st = await_control(sup, ep, p.control_id, &local, err);
-    pthread_mutex_lock(&sup->calls->mu);
+    pthread_mutex_lock(&sup->links.calls->mu);
     if (st != LW_OK) {
-      lw__wc_unpin(sup->calls, i);  // the replay's pin
-      pthread_mutex_unlock(&sup->calls->mu);
+      lw__wc_unpin(sup->links.calls, i);  // the replay's pin
+      pthread_mutex_unlock(&sup->links.calls->mu);
       return st;
     }
     // The replay's pin kept the slot (no other callable can have taken it) and kept any
@@ -140,24 +140,24 @@ static lw_status_t replay_chip(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
     pthread_mutex_lock(&ep->post_mu);
     c->gen[ep->index] = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
-    lw__wc_unpin(sup->calls, i);  // the replay's pin: a deferred unregister may now be posted
-    pthread_mutex_unlock(&sup->calls->mu);
+    lw__wc_unpin(sup->links.calls, i);  // the replay's pin: a deferred unregister may now be posted
+    pthread_mutex_unlock(&sup->links.calls->mu);
   }
   return LW_OK;
 }
 
-// Replays the sub function table in order, holding sup->calls->sub_mu so that no register_sub
+// Replays the sub function table in order, holding sup->links.calls->sub_mu so that no register_sub
 // changes the table meanwhile; the child counts as in step only once all of it was replayed.
 static lw_status_t replay_subs(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error_t *err) {
-  pthread_mutex_lock(&sup->calls->sub_mu);
+  pthread_mutex_lock(&sup->links.calls->sub_mu);
   lw_status_t st = LW_OK;
-  for (uint32_t i = 0; i < sup->calls->n_sub_fns && st == LW_OK; ++i) {
+  for (uint32_t i = 0; i < sup->links.calls->n_sub_fns && st == LW_OK; ++i) {
     lw_mb_control_post_t p;
     memset(&p, 0, sizeof(p));
     p.command = LW_MB_CMD_REGISTER_SUB;
-    p.control_id = sup->calls->sub_tags[i];
-    p.target = (uint64_t)(uintptr_t)sup->calls->sub_fns[i];
-    p.name = sup->calls->sub_names[i];
+    p.control_id = sup->links.calls->sub_tags[i];
+    p.target = (uint64_t)(uintptr_t)sup->links.calls->sub_fns[i];
+    p.name = sup->links.calls->sub_names[i];
     lw_mb_control_ack_t ack;
     st = lw__ep_control(ep, &p, &ack, err);
     if (st == LW_OK && ack.status != LW_OK) {
@@ -174,7 +174,7 @@ static lw_status_t replay_subs(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_error
     ep->sub_synced_gen = ep->generation;
     pthread_mutex_unlock(&ep->post_mu);
   }
-  pthread_mutex_unlock(&sup->calls->sub_mu);
+  pthread_mutex_unlock(&sup->links.calls->sub_mu);
   return st;
 }
 
@@ -182,7 +182,7 @@ static void fail_for_good(lw_supervisor_t *sup, lw_endpoint_t *ep, const char *w
   char name[32];
   // A destroy that meets a child waiting for its respawn ends it as planned: worth a line at
   // INFO, not a warning to the user who asked for the destroy.
-  bool shutting_down = atomic_load(sup->stopping);
+  bool shutting_down = atomic_load(sup->links.stopping);
   lw__log(shutting_down ? LW_LOG_INFO : LW_LOG_WARN,
           "%s: failed for good (%s); its tasks fail at once",
           lw__ep_name(ep, name, sizeof(name)), why);
@@ -205,11 +205,11 @@ static void fail_for_good(lw_supervisor_t *sup, lw_endpoint_t *ep, const char *w
   memcpy(both + at, why, tail);
   both[at + tail] = '\0';
   lw__ep_set_exit_desc(ep, both);
-  sup->pass_lock(sup->ctx);  // accepting changes under the DAG owner's token
+  sup->links.pass_lock(sup->links.ctx);  // accepting changes under the DAG owner's token
   atomic_store(&ep->state, LW_EP_DEAD);
   ep->accepting = false;
-  sup->pass_unlock(sup->ctx);
-  sup->kick(sup->ctx);  // the dispatcher fails what waits for this chip
+  sup->links.pass_unlock(sup->links.ctx);
+  sup->links.kick(sup->links.ctx);  // the dispatcher fails what waits for this chip
 }
 
 // One attempt: a fresh mailbox, a new child, INIT_READY, the replay.
@@ -219,19 +219,19 @@ static lw_status_t respawn_once(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_erro
   // and gives up; taking its lock (and the post lock) keeps it out of the mailbox reset.
   pthread_mutex_lock(&ep->ctl_mu);
   pthread_mutex_lock(&ep->post_mu);
-  lw__mailbox_initialize(ep->mb, ep->kind, ep->index, sup->arena->bytes);
+  lw__mailbox_initialize(ep->mb, ep->kind, ep->index, sup->links.arena->bytes);
   // A destroy that began meanwhile set the shutdown word under this lock before the reset, or
   // sets it after: either way the new child sees it.
-  if (atomic_load(sup->stopping)) atomic_store(&ep->mb->header.shutdown, 1);
+  if (atomic_load(sup->links.stopping)) atomic_store(&ep->mb->header.shutdown, 1);
   // The new child starts with a clean record: the old one's violation was reported at its death.
   atomic_store(&ep->violated, false);
-  ep->mb->header.heartbeat_period_ns = (uint64_t)sup->heartbeat_period_ns;
+  ep->mb->header.heartbeat_period_ns = (uint64_t)sup->links.heartbeat_period_ns;
   ep->mb->header.spin_budget_ns = (uint64_t)lw__spin_budget_ns();
   pthread_mutex_unlock(&ep->post_mu);
   pthread_mutex_unlock(&ep->ctl_mu);
   // The dead child's events are drained and its rings freed for the new one.
   lw__trace_area_reset(ep->trace);
-  int64_t deadline = lw__deadline_after(sup->startup_timeout_ns);
+  int64_t deadline = lw__deadline_after(sup->links.startup_timeout_ns);
   lw_status_t st = lw__ep_spawn(ep, deadline, err);
   if (st == LW_OK) st = lw__ep_wait_ready(ep, deadline, err);  // sets READY
   if (st == LW_OK) {
@@ -240,12 +240,12 @@ static lw_status_t respawn_once(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_erro
   // Only a child that took its replay joins the scheduler's epoll set: until then its death
   // is this thread's business (the replay sees it), not the scheduler's.
   if (st == LW_OK) {
-    if (!sup->watch(sup->ctx, ep, true)) {
+    if (!sup->links.watch(sup->links.ctx, ep, true)) {
       st = lw__error_set(err, LW_INTERNAL, (int32_t)ep->index, 0, "epoll_ctl failed");
     }
   }
   if (st != LW_OK && ep->pidfd >= 0) {
-    (void)sup->watch(sup->ctx, ep, false);
+    (void)sup->links.watch(sup->links.ctx, ep, false);
     lw__ep_kill(ep);
     close(ep->pidfd);
     ep->pidfd = -1;
@@ -255,9 +255,9 @@ static lw_status_t respawn_once(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_erro
     // what it was told is answered here, as lw__wop_fail_chip does for any death: an
     // unregister of a callable the replay had given it (posted before it took work) is done.
     lw_wop_t *done = NULL;
-    pthread_mutex_lock(&sup->calls->mu);
-    lw__wop_fail_chip(sup->calls, ep->index, err, &done);
-    pthread_mutex_unlock(&sup->calls->mu);
+    pthread_mutex_lock(&sup->links.calls->mu);
+    lw__wop_fail_chip(sup->links.calls, ep->index, err, &done);
+    pthread_mutex_unlock(&sup->links.calls->mu);
     while (done) {
       lw_wop_t *next = done->next_done;
       lw__wop_complete(done);
@@ -268,19 +268,19 @@ static lw_status_t respawn_once(lw_supervisor_t *sup, lw_endpoint_t *ep, lw_erro
 }
 
 void lw__ep_respawn(lw_supervisor_t *sup, lw_endpoint_t *ep) {
-  if (!sup->respawn) {
+  if (!sup->links.respawn) {
     fail_for_good(sup, ep, "respawn is off");
     return;
   }
   for (;;) {
-    if (atomic_load(sup->stopping)) {
+    if (atomic_load(sup->links.stopping)) {
       fail_for_good(sup, ep, "the worker is shutting down");
       return;
     }
     if (crash_loop(sup, ep, lw__now_ns())) {
       char why[64];
-      snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", sup->respawn_max,
-               (long long)(sup->respawn_window_ns / 1000000));
+      snprintf(why, sizeof(why), "crash loop: %u deaths within %lld ms", sup->links.respawn_max,
+               (long long)(sup->links.respawn_window_ns / 1000000));
       fail_for_good(sup, ep, why);
       return;
     }
@@ -300,7 +300,7 @@ void lw__ep_respawn(lw_supervisor_t *sup, lw_endpoint_t *ep) {
       return;
     }
   }
-  sup->pass_lock(sup->ctx);  // accepting changes under the DAG owner's token
+  sup->links.pass_lock(sup->links.ctx);  // accepting changes under the DAG owner's token
   // The new child's pidfd is in the scheduler's epoll set since respawn_once: if the child
   // died already, on_child_death took the endpoint back (RESPAWNING) and queued another
   // respawn. Taking work now would let tasks be posted into a mailbox that respawn resets.
@@ -315,12 +315,12 @@ void lw__ep_respawn(lw_supervisor_t *sup, lw_endpoint_t *ep) {
     lw__ep_trace(ep, LW_TRACE_RESPAWN, 0, 0, "respawned");
     ep->accepting = true;
   }
-  sup->pass_unlock(sup->ctx);
+  sup->links.pass_unlock(sup->links.ctx);
   if (alive) {
     char name[32];
     lw__log(LW_LOG_INFO, "%s: respawned (respawn %u), its callables replayed",
             lw__ep_name(ep, name, sizeof(name)), respawns);
-    sup->kick(sup->ctx);
+    sup->links.kick(sup->links.ctx);
   }
 }
 
@@ -340,7 +340,7 @@ static void *supervisor_main(void *arg) {
   pthread_mutex_lock(&sup->mu);
   for (;;) {
     uint32_t slot = UINT32_MAX;
-    for (uint32_t s = 0; s < sup->n_children && slot == UINT32_MAX; ++s) {
+    for (uint32_t s = 0; s < sup->links.n_children && slot == UINT32_MAX; ++s) {
       if (sup->child[s].pending) slot = s;
     }
     if (slot == UINT32_MAX) {
@@ -350,7 +350,7 @@ static void *supervisor_main(void *arg) {
     }
     sup->child[slot].pending = false;
     pthread_mutex_unlock(&sup->mu);
-    lw__ep_respawn(sup, &sup->eps[slot]);
+    lw__ep_respawn(sup, &sup->links.eps[slot]);
     pthread_mutex_lock(&sup->mu);
   }
   pthread_mutex_unlock(&sup->mu);
@@ -360,29 +360,14 @@ static void *supervisor_main(void *arg) {
 lw_status_t lw__supervisor_initialize(lw_supervisor_t *sup, const lw_supervisor_links_t *links,
                                       lw_error_t *err) {
   memset(sup, 0, sizeof(*sup));
-  sup->calls = links->calls;
-  sup->eps = links->eps;
-  sup->arena = links->arena;
-  sup->respawn = links->respawn;
-  sup->respawn_max = links->respawn_max;
-  sup->respawn_window_ns = links->respawn_window_ns;
-  sup->startup_timeout_ns = links->startup_timeout_ns;
-  sup->heartbeat_period_ns = links->heartbeat_period_ns;
-  sup->stopping = links->stopping;
-  sup->kick = links->kick;
-  sup->watch = links->watch;
-  sup->pass_lock = links->pass_lock;
-  sup->pass_unlock = links->pass_unlock;
-  sup->ctx = links->ctx;
-  uint32_t n_children = links->n_children;
+  sup->links = *links;
   pthread_mutex_init(&sup->mu, NULL);
   lw__cond_init_monotonic(&sup->cv);
   sup->initialized = true;
-  sup->child = calloc(n_children, sizeof(*sup->child));
+  sup->child = calloc(links->n_children, sizeof(*sup->child));
   if (!sup->child) {
     return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "worker: out of memory");
   }
-  sup->n_children = n_children;
   return LW_OK;
 }
 

@@ -77,24 +77,11 @@ typedef struct lw_supervisor_links {
 // The supervisor's own state (the worker's sup): its thread, its per-child records, and under
 // mu the exit request.
 typedef struct lw_supervisor {
-  // The links (lw_supervisor_links_t), copied at initialize.
-  lw_callables_t *calls;
-  lw_endpoint_t *eps;
-  const lw_arena_t *arena;
-  bool respawn;
-  uint32_t respawn_max;
-  int64_t respawn_window_ns, startup_timeout_ns, heartbeat_period_ns;
-  const _Atomic bool *stopping;
-  void (*kick)(void *ctx);
-  bool (*watch)(void *ctx, lw_endpoint_t *ep, bool on);
-  void (*pass_lock)(void *ctx);
-  void (*pass_unlock)(void *ctx);
-  void *ctx;
+  lw_supervisor_links_t links;  // copied at initialize
   lw_thread_t thread;  // parent/thread.h
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  lw_sup_child_t *child;  // n_children records (lw__supervisor_start)
-  uint32_t n_children;
+  lw_sup_child_t *child;  // links.n_children records (lw__supervisor_initialize)
   bool exit;
   bool initialized;       // the lock and condvar exist (create/destroy only)
 } lw_supervisor_t;
