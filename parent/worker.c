@@ -164,8 +164,10 @@ static void dag_stop(void *ctx) {
   (void)lw__sched_assist(&w->sched);
 }
 
-// The endpoints' kick (a protocol violation found outside the scheduler: it owns the kill).
-static void ep_kick(void *ctx) { lw__worker_kick(ctx); }
+// The kick hook of the endpoints (a protocol violation found outside the scheduler: it owns
+// the kill), the callables (an unregister became due: the scheduler posts it) and the
+// supervisor (a child takes work again, or is gone).
+static void kick_hook(void *ctx) { lw__worker_kick(ctx); }
 
 // The supervisor's watch: a respawned child's pidfd joins (or leaves) the scheduler's epoll
 // set, whose events name the child's slot.
@@ -177,9 +179,6 @@ static bool sup_watch(void *ctx, lw_endpoint_t *ep, bool on) {
 // The supervisor changes an endpoint's accepting flag under the DAG owner's token.
 static void sup_pass_lock(void *ctx) { lw__sched_pass_lock(&((lw_worker_t *)ctx)->sched); }
 static void sup_pass_unlock(void *ctx) { lw__sched_pass_unlock(&((lw_worker_t *)ctx)->sched); }
-
-// The callables' kick (an unregister became due: the scheduler posts it).
-static void calls_kick(void *ctx) { lw__worker_kick(ctx); }
 
 // Child slot s's trace area.
 static lw_trace_area_t *worker_trace_area(lw_worker_t *w, uint32_t s) {
@@ -461,6 +460,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     st = lw__fail(LW_RESOURCE_EXHAUSTED, "worker_create: out of memory");
     goto fail;
   }
+  // The heartbeat period asked of every child (their mailboxes'), which the scheduler and the
+  // supervisor also go by.
+  const int64_t heartbeat_ns = lw__heartbeat_period_ns(w);
   lw_callables_links_t calls_links = {.idle_mu = &w->idle_mu,
                                       .idle_cv = &w->idle_cv,
                                       .eps = w->eps,
@@ -468,7 +470,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                       .n_subs = cfg->n_subs,
                                       .arena = &w->arena,
                                       .stopping = &w->stopping,
-                                      .kick = calls_kick,
+                                      .kick = kick_hook,
                                       .notify = lw__worker_notify_user,
                                       .ctx = w};
   if ((st = lw__callables_initialize(&w->calls, &calls_links, &err)) != LW_OK) goto fail_err;
@@ -481,7 +483,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                   .n_subs = cfg->n_subs,
                                   .cancel_grace_ns = cfg->cancel_grace_ns,
                                   .liveness_timeout_ns = cfg->liveness_timeout_ns,
-                                  .heartbeat_period_ns = lw__heartbeat_period_ns(w),
+                                  .heartbeat_period_ns = heartbeat_ns,
                                   .respawn = cfg->respawn,
                                   .wake_fd = w->wake_fd,
                                   .cancel_all_seq = &w->cancel_all_seq};
@@ -504,9 +506,9 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                                      .respawn_max = cfg->respawn_max,
                                      .respawn_window_ns = cfg->respawn_window_ns,
                                      .startup_timeout_ns = cfg->startup_timeout_ns,
-                                     .heartbeat_period_ns = lw__heartbeat_period_ns(w),
+                                     .heartbeat_period_ns = heartbeat_ns,
                                      .stopping = &w->stopping,
-                                     .kick = ep_kick,
+                                     .kick = kick_hook,
                                      .watch = sup_watch,
                                      .pass_lock = sup_pass_lock,
                                      .pass_unlock = sup_pass_unlock,
@@ -517,7 +519,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
     lw_mailbox_t *mb = lw__worker_mailbox(w, s);
     uint32_t index = chip ? s : s - cfg->n_chips;
     lw__mailbox_initialize(mb, chip ? LW_MB_CHILD_CHIP : LW_MB_CHILD_SUB, index, w->arena.bytes);
-    mb->header.heartbeat_period_ns = (uint64_t)lw__heartbeat_period_ns(w);
+    mb->header.heartbeat_period_ns = (uint64_t)heartbeat_ns;
     mb->header.spin_budget_ns = (uint64_t)lw__spin_budget_ns();
     lw_child_env_t *env = &w->envs[s];
     env->mailbox = mb;
@@ -583,7 +585,7 @@ lw_status_t lw_worker_create(const lw_worker_config_t *cfg, lw_worker_t **out) {
                              .trace = worker_trace_area(w, s),
                              .fs = chip ? w->fs : w->fs_subs,
                              .liveness_timeout_ns = cfg->liveness_timeout_ns,
-                             .kick = ep_kick,
+                             .kick = kick_hook,
                              .kick_ctx = w};
     lw__ep_initialize(&w->eps[s], &ep_cfg);
   }
