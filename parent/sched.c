@@ -641,7 +641,7 @@ static void on_child_death(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
   // Names a liveness kill (hb_killed_ms) too; the mark stays until the next spawn.
   lw__ep_describe_exit(ep, desc, sizeof(desc));
   lw__ep_set_exit_desc(ep, desc);
-  epoll_ctl(sched->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL);
+  (void)lw__sched_watch(sched, ep, false);
   close(ep->pidfd);
   ep->pidfd = -1;
   char name[32];
@@ -946,8 +946,7 @@ void lw__sched_kick(lw_sched_t *sched) {
 
 bool lw__sched_watch(lw_sched_t *sched, lw_endpoint_t *ep, bool on) {
   if (!on) return epoll_ctl(sched->epoll_fd, EPOLL_CTL_DEL, ep->pidfd, NULL) == 0;
-  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ep->slot};
-  return epoll_ctl(sched->epoll_fd, EPOLL_CTL_ADD, ep->pidfd, &ev) == 0;
+  return epoll_add(sched, ep->pidfd, ep->slot, NULL) == LW_OK;
 }
 
 bool lw__sched_other_chip_free(lw_sched_t *sched, int32_t chip) {
