@@ -115,12 +115,13 @@ const char *lw__fs_helper_path(const char **tried) {
 }
 
 pid_t lw__fs_helper_spawn(int req_fd, char *detail, size_t detail_bytes) {
-  pthread_once(&g_helper.once, find_helper);
-  if (g_helper.path[0] == '\0') {
+  const char *tried = NULL;
+  const char *path = lw__fs_helper_path(&tried);
+  if (path == NULL) {
     snprintf(detail, detail_bytes,
              "the helper " LW_FS_HELPER_NAME " was not found (tried: %s); set "
              "LW_FORKSERVER_EXE to its path",
-             g_helper.tried);
+             tried);
     return -ENOENT;
   }
   char arg0[] = LW_FS_HELPER_NAME;
@@ -131,10 +132,10 @@ pid_t lw__fs_helper_spawn(int req_fd, char *detail, size_t detail_bytes) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = lw__fs_vfork_exec(g_helper.path, argv, environ, req_fd);
+  pid_t pid = lw__fs_vfork_exec(path, argv, environ, req_fd);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (pid < 0) {
-    snprintf(detail, detail_bytes, "cannot start %s: %s", g_helper.path, strerror(-pid));
+    snprintf(detail, detail_bytes, "cannot start %s: %s", path, strerror(-pid));
   }
   return pid;
 }
