@@ -27,7 +27,9 @@
 // per-run CL_MEM_USE_HOST_PTR buffer over the caller's memory, zero-copy on a CPU device;
 // SCALAR: the next scalar, typed). The NDRange is enqueued in slices along its last dimension
 // (global offsets), each sized to take about LW_OPENCL_SLICE_NS of device time (default 1 ms,
-// adapted from the previous slice's profiled time), and the cancel word is checked between
+// adapted from the previous slice's profiled time; a run starts at the size the module's last
+// run ended with only when its scalars are that run's, since a scalar may set what a
+// work-item costs), and the cancel word is checked between
 // slices: OpenCL cannot stop a running NDRange, so a cancel lands within one slice. Kernels
 // must therefore index with get_global_id() and not stride with get_global_size(), which is
 // the slice's size. Kernel time is the sum of the slices' profiling times. OUT and INOUT
@@ -82,8 +84,13 @@ typedef struct ocl_module {
   char entry[OCL_NAME_BYTES];
   uint32_t n_params;
   uint8_t param_dirs[LW_MAX_PARAMS];
-  // Work-items per slice learned from the previous run (0: not yet): the next run starts there.
+  // Work-items per slice learned from the previous run (0: not yet) and a hash of that run's
+  // scalars: the next run starts there when its scalars hash the same. Other scalars may make
+  // a work-item cost thousands of times more (a loop count), and a slice learned from cheap
+  // work-items would then run for seconds with no cancel point (found on an H100: a run of one
+  // step before a 2 s run of the same kernel made the 2 s run one slice).
   uint64_t slice_items;
+  uint64_t slice_key;
   // Largest work-group lanework picks when the run leaves local sizes to the device.
   size_t wg_cap;
 } ocl_module_t;
@@ -695,6 +702,14 @@ static cl_int wait_event(cl_event ev, uint64_t *out_ns) {
 
 static uint64_t round_down(uint64_t v, uint64_t unit) { return v - v % unit; }
 
+// FNV-1a over a run's scalar count and values: which learned slice size a run may start from.
+static uint64_t scalars_key(const lw_kernel_args_t *args) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  h = (h ^ args->n_scalars) * 0x100000001b3ull;
+  for (uint32_t i = 0; i < args->n_scalars; ++i) h = (h ^ args->scalar[i]) * 0x100000001b3ull;
+  return h;
+}
+
 // Records a finished slice in the trace. The device's profiling clock is not the host's, so the
 // span ends when the host saw the slice complete (t_done, read as its wait returned) and lasts
 // the slice's profiled device time, not starting before its enqueue returned; without a
@@ -756,7 +771,9 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
   }
   uint64_t unit = have_local ? local[sd] : 1;
   uint64_t total = global[sd];
-  uint64_t rows = m->slice_items ? m->slice_items / per_row : OCL_FIRST_SLICE_ITEMS / per_row;
+  uint64_t key = scalars_key(args);
+  uint64_t learned = m->slice_key == key ? m->slice_items : 0;
+  uint64_t rows = learned ? learned / per_row : OCL_FIRST_SLICE_ITEMS / per_row;
   rows = round_down(rows, unit);
   if (rows < unit) rows = unit;
 
@@ -802,7 +819,10 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
       rows = rows * (uint64_t)OCL_SLICE_GROWTH;
     }
   }
-  if (e == CL_SUCCESS) m->slice_items = rows * per_row;
+  if (e == CL_SUCCESS) {
+    m->slice_items = rows * per_row;
+    m->slice_key = key;
+  }
   // Outputs into host memory: a blocking map for reading makes the device's writes visible
   // (zero-copy on a CPU device, a copy back on a discrete GPU). The queue is empty otherwise
   // (every slice was waited for), so only maps need the final finish.

@@ -420,6 +420,37 @@ Test(opencl, cancel_of_a_long_sliced_kernel_finishes_cancelled_between_slices) {
   for (int i = 0; i < 64; ++i) cr_assert_eq(z[i], x[i] + y[i]);
 }
 
+// A run of few, cheap work-items teaches the module a slice as long as the whole range; a run
+// of the same kernel whose scalars make every work-item thousands of times dearer must not
+// start from it (it would be one slice of seconds with no cancel point), but from a small one.
+Test(opencl, a_run_with_other_scalars_starts_from_a_small_slice_and_a_cancel_lands_in_it) {
+  enum { ITEMS = 4096 };
+  lw_callable_handle_t h = reg_spin(chip);
+  spin_words_t w = {0};
+  // The probe: the device time of ITEMS work-items at the usual rounds.
+  lw_run_timing_t t;
+  LW_ASSERT_OK(lw_chip_run(chip, h, spin_args(&w, ITEMS), NULL, &t));
+  cr_assert_gt(t.kernel_wall_ns, 0, "the device profiles its kernels");
+  uint64_t reps = w.args.scalar[1];
+  // One round per work-item: cheap slices, so the module learns one of the whole range.
+  spin_args(&w, ITEMS)->scalar[1] = 1;
+  LW_ASSERT_OK(lw_chip_run(chip, h, &w.args, NULL, NULL));
+  cr_assert_eq(atomic_load(&w.w.last), 1u, "the cheap run ran out");
+  // Rounds for about 2 s over the range: the first slice shows `started`, then the cancel.
+  double scale = 2e9 / (double)t.kernel_wall_ns;
+  uint64_t dear = (uint64_t)((double)reps * (scale > 1 ? scale : 1));
+  lw_handle_t *hd = NULL;
+  spin_args(&w, ITEMS)->scalar[1] = dear;
+  LW_ASSERT_OK(lw_chip_run_async(chip, h, &w.args, NULL, &hd));
+  while (atomic_load(&w.w.started) == 0 && !lw_handle_done(hd)) lw_test_sleep_us(100);
+  LW_ASSERT_OK(lw_handle_cancel(hd));
+  cr_assert_eq(lw_handle_wait(hd, LW_WAIT_FOREVER), LW_CANCELLED, "%s",
+               lw_handle_error(hd)->message);
+  lw_handle_release(hd);
+  cr_assert_eq(atomic_load(&w.w.last), 0u,
+               "the dear run was stopped after a slice of it, not run as one slice to its end");
+}
+
 Test(opencl, a_timeout_stops_a_long_sliced_kernel_with_deadline_exceeded) {
   lw_callable_handle_t h = reg_spin(chip);
   uint64_t n = hold_items(chip, h, false);
