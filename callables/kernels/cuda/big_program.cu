@@ -12,7 +12,9 @@
 // 200) compiles the first k stages only: a smaller, faster register. Build option
 // -DWEIGHT=w (1..4096, default 1) makes each lw_big_<k> kernel apply its stage w times,
 // unrolled: w times the code to compile, a slower register (the bench grows it until a
-// register takes as long as it wants); lw_kernel_main and its results do not change.
+// register takes as long as it wants); lw_kernel_main and its results do not change. The
+// stages are __forceinline__: called, a stage is compiled once however often a kernel
+// applies it (an H100's NVRTC took 31-45 ms for WEIGHT 1, 2 and 4 alike).
 #include "lanework/kernel_cuda.h"
 
 #ifndef KERNELS
@@ -30,7 +32,7 @@
 
 // This thread's element.
 #define LW_I ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x)
-__device__ float lw_big_stage_000(float x) {
+__device__ __forceinline__ float lw_big_stage_000(float x) {
   float y = x * 1.0f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 0.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -41,7 +43,7 @@ extern "C" __global__ void lw_big_000(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_000(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_001(float x) {
+__device__ __forceinline__ float lw_big_stage_001(float x) {
   float y = x * 1.0009765625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 1.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -52,7 +54,7 @@ extern "C" __global__ void lw_big_001(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_001(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_002(float x) {
+__device__ __forceinline__ float lw_big_stage_002(float x) {
   float y = x * 1.001953125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 2.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -63,7 +65,7 @@ extern "C" __global__ void lw_big_002(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_002(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_003(float x) {
+__device__ __forceinline__ float lw_big_stage_003(float x) {
   float y = x * 1.0029296875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 3.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -74,7 +76,7 @@ extern "C" __global__ void lw_big_003(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_003(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_004(float x) {
+__device__ __forceinline__ float lw_big_stage_004(float x) {
   float y = x * 1.00390625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 4.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -85,7 +87,7 @@ extern "C" __global__ void lw_big_004(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_004(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_005(float x) {
+__device__ __forceinline__ float lw_big_stage_005(float x) {
   float y = x * 1.0048828125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 5.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -96,7 +98,7 @@ extern "C" __global__ void lw_big_005(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_005(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_006(float x) {
+__device__ __forceinline__ float lw_big_stage_006(float x) {
   float y = x * 1.005859375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 6.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -107,7 +109,7 @@ extern "C" __global__ void lw_big_006(const float *in, float *out, unsigned long
   _Pragma("unroll") for (int w = 0; w < WEIGHT; ++w) y = lw_big_stage_006(y);
   out[LW_I] = y;
 }
-__device__ float lw_big_stage_007(float x) {
+__device__ __forceinline__ float lw_big_stage_007(float x) {
   float y = x * 1.0068359375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 7.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -119,7 +121,7 @@ extern "C" __global__ void lw_big_007(const float *in, float *out, unsigned long
   out[LW_I] = y;
 }
 #if KERNELS > 8
-__device__ float lw_big_stage_008(float x) {
+__device__ __forceinline__ float lw_big_stage_008(float x) {
   float y = x * 1.0078125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 8.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -132,7 +134,7 @@ extern "C" __global__ void lw_big_008(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 9
-__device__ float lw_big_stage_009(float x) {
+__device__ __forceinline__ float lw_big_stage_009(float x) {
   float y = x * 1.0087890625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 9.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -145,7 +147,7 @@ extern "C" __global__ void lw_big_009(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 10
-__device__ float lw_big_stage_010(float x) {
+__device__ __forceinline__ float lw_big_stage_010(float x) {
   float y = x * 1.009765625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 10.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -158,7 +160,7 @@ extern "C" __global__ void lw_big_010(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 11
-__device__ float lw_big_stage_011(float x) {
+__device__ __forceinline__ float lw_big_stage_011(float x) {
   float y = x * 1.0107421875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 11.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -171,7 +173,7 @@ extern "C" __global__ void lw_big_011(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 12
-__device__ float lw_big_stage_012(float x) {
+__device__ __forceinline__ float lw_big_stage_012(float x) {
   float y = x * 1.01171875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 12.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -184,7 +186,7 @@ extern "C" __global__ void lw_big_012(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 13
-__device__ float lw_big_stage_013(float x) {
+__device__ __forceinline__ float lw_big_stage_013(float x) {
   float y = x * 1.0126953125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 13.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -197,7 +199,7 @@ extern "C" __global__ void lw_big_013(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 14
-__device__ float lw_big_stage_014(float x) {
+__device__ __forceinline__ float lw_big_stage_014(float x) {
   float y = x * 1.013671875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 14.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -210,7 +212,7 @@ extern "C" __global__ void lw_big_014(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 15
-__device__ float lw_big_stage_015(float x) {
+__device__ __forceinline__ float lw_big_stage_015(float x) {
   float y = x * 1.0146484375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 15.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -223,7 +225,7 @@ extern "C" __global__ void lw_big_015(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 16
-__device__ float lw_big_stage_016(float x) {
+__device__ __forceinline__ float lw_big_stage_016(float x) {
   float y = x * 1.015625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 16.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -236,7 +238,7 @@ extern "C" __global__ void lw_big_016(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 17
-__device__ float lw_big_stage_017(float x) {
+__device__ __forceinline__ float lw_big_stage_017(float x) {
   float y = x * 1.0166015625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 17.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -249,7 +251,7 @@ extern "C" __global__ void lw_big_017(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 18
-__device__ float lw_big_stage_018(float x) {
+__device__ __forceinline__ float lw_big_stage_018(float x) {
   float y = x * 1.017578125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 18.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -262,7 +264,7 @@ extern "C" __global__ void lw_big_018(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 19
-__device__ float lw_big_stage_019(float x) {
+__device__ __forceinline__ float lw_big_stage_019(float x) {
   float y = x * 1.0185546875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 19.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -275,7 +277,7 @@ extern "C" __global__ void lw_big_019(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 20
-__device__ float lw_big_stage_020(float x) {
+__device__ __forceinline__ float lw_big_stage_020(float x) {
   float y = x * 1.01953125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 20.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -288,7 +290,7 @@ extern "C" __global__ void lw_big_020(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 21
-__device__ float lw_big_stage_021(float x) {
+__device__ __forceinline__ float lw_big_stage_021(float x) {
   float y = x * 1.0205078125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 21.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -301,7 +303,7 @@ extern "C" __global__ void lw_big_021(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 22
-__device__ float lw_big_stage_022(float x) {
+__device__ __forceinline__ float lw_big_stage_022(float x) {
   float y = x * 1.021484375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 22.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -314,7 +316,7 @@ extern "C" __global__ void lw_big_022(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 23
-__device__ float lw_big_stage_023(float x) {
+__device__ __forceinline__ float lw_big_stage_023(float x) {
   float y = x * 1.0224609375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 23.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -327,7 +329,7 @@ extern "C" __global__ void lw_big_023(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 24
-__device__ float lw_big_stage_024(float x) {
+__device__ __forceinline__ float lw_big_stage_024(float x) {
   float y = x * 1.0234375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 24.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -340,7 +342,7 @@ extern "C" __global__ void lw_big_024(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 25
-__device__ float lw_big_stage_025(float x) {
+__device__ __forceinline__ float lw_big_stage_025(float x) {
   float y = x * 1.0244140625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 25.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -353,7 +355,7 @@ extern "C" __global__ void lw_big_025(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 26
-__device__ float lw_big_stage_026(float x) {
+__device__ __forceinline__ float lw_big_stage_026(float x) {
   float y = x * 1.025390625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 26.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -366,7 +368,7 @@ extern "C" __global__ void lw_big_026(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 27
-__device__ float lw_big_stage_027(float x) {
+__device__ __forceinline__ float lw_big_stage_027(float x) {
   float y = x * 1.0263671875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 27.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -379,7 +381,7 @@ extern "C" __global__ void lw_big_027(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 28
-__device__ float lw_big_stage_028(float x) {
+__device__ __forceinline__ float lw_big_stage_028(float x) {
   float y = x * 1.02734375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 28.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -392,7 +394,7 @@ extern "C" __global__ void lw_big_028(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 29
-__device__ float lw_big_stage_029(float x) {
+__device__ __forceinline__ float lw_big_stage_029(float x) {
   float y = x * 1.0283203125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 29.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -405,7 +407,7 @@ extern "C" __global__ void lw_big_029(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 30
-__device__ float lw_big_stage_030(float x) {
+__device__ __forceinline__ float lw_big_stage_030(float x) {
   float y = x * 1.029296875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 30.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -418,7 +420,7 @@ extern "C" __global__ void lw_big_030(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 31
-__device__ float lw_big_stage_031(float x) {
+__device__ __forceinline__ float lw_big_stage_031(float x) {
   float y = x * 1.0302734375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 31.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -431,7 +433,7 @@ extern "C" __global__ void lw_big_031(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 32
-__device__ float lw_big_stage_032(float x) {
+__device__ __forceinline__ float lw_big_stage_032(float x) {
   float y = x * 1.03125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 32.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -444,7 +446,7 @@ extern "C" __global__ void lw_big_032(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 33
-__device__ float lw_big_stage_033(float x) {
+__device__ __forceinline__ float lw_big_stage_033(float x) {
   float y = x * 1.0322265625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 33.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -457,7 +459,7 @@ extern "C" __global__ void lw_big_033(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 34
-__device__ float lw_big_stage_034(float x) {
+__device__ __forceinline__ float lw_big_stage_034(float x) {
   float y = x * 1.033203125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 34.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -470,7 +472,7 @@ extern "C" __global__ void lw_big_034(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 35
-__device__ float lw_big_stage_035(float x) {
+__device__ __forceinline__ float lw_big_stage_035(float x) {
   float y = x * 1.0341796875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 35.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -483,7 +485,7 @@ extern "C" __global__ void lw_big_035(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 36
-__device__ float lw_big_stage_036(float x) {
+__device__ __forceinline__ float lw_big_stage_036(float x) {
   float y = x * 1.03515625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 36.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -496,7 +498,7 @@ extern "C" __global__ void lw_big_036(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 37
-__device__ float lw_big_stage_037(float x) {
+__device__ __forceinline__ float lw_big_stage_037(float x) {
   float y = x * 1.0361328125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 37.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -509,7 +511,7 @@ extern "C" __global__ void lw_big_037(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 38
-__device__ float lw_big_stage_038(float x) {
+__device__ __forceinline__ float lw_big_stage_038(float x) {
   float y = x * 1.037109375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 38.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -522,7 +524,7 @@ extern "C" __global__ void lw_big_038(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 39
-__device__ float lw_big_stage_039(float x) {
+__device__ __forceinline__ float lw_big_stage_039(float x) {
   float y = x * 1.0380859375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 39.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -535,7 +537,7 @@ extern "C" __global__ void lw_big_039(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 40
-__device__ float lw_big_stage_040(float x) {
+__device__ __forceinline__ float lw_big_stage_040(float x) {
   float y = x * 1.0390625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 40.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -548,7 +550,7 @@ extern "C" __global__ void lw_big_040(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 41
-__device__ float lw_big_stage_041(float x) {
+__device__ __forceinline__ float lw_big_stage_041(float x) {
   float y = x * 1.0400390625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 41.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -561,7 +563,7 @@ extern "C" __global__ void lw_big_041(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 42
-__device__ float lw_big_stage_042(float x) {
+__device__ __forceinline__ float lw_big_stage_042(float x) {
   float y = x * 1.041015625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 42.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -574,7 +576,7 @@ extern "C" __global__ void lw_big_042(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 43
-__device__ float lw_big_stage_043(float x) {
+__device__ __forceinline__ float lw_big_stage_043(float x) {
   float y = x * 1.0419921875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 43.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -587,7 +589,7 @@ extern "C" __global__ void lw_big_043(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 44
-__device__ float lw_big_stage_044(float x) {
+__device__ __forceinline__ float lw_big_stage_044(float x) {
   float y = x * 1.04296875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 44.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -600,7 +602,7 @@ extern "C" __global__ void lw_big_044(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 45
-__device__ float lw_big_stage_045(float x) {
+__device__ __forceinline__ float lw_big_stage_045(float x) {
   float y = x * 1.0439453125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 45.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -613,7 +615,7 @@ extern "C" __global__ void lw_big_045(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 46
-__device__ float lw_big_stage_046(float x) {
+__device__ __forceinline__ float lw_big_stage_046(float x) {
   float y = x * 1.044921875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 46.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -626,7 +628,7 @@ extern "C" __global__ void lw_big_046(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 47
-__device__ float lw_big_stage_047(float x) {
+__device__ __forceinline__ float lw_big_stage_047(float x) {
   float y = x * 1.0458984375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 47.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -639,7 +641,7 @@ extern "C" __global__ void lw_big_047(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 48
-__device__ float lw_big_stage_048(float x) {
+__device__ __forceinline__ float lw_big_stage_048(float x) {
   float y = x * 1.046875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 48.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -652,7 +654,7 @@ extern "C" __global__ void lw_big_048(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 49
-__device__ float lw_big_stage_049(float x) {
+__device__ __forceinline__ float lw_big_stage_049(float x) {
   float y = x * 1.0478515625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 49.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -665,7 +667,7 @@ extern "C" __global__ void lw_big_049(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 50
-__device__ float lw_big_stage_050(float x) {
+__device__ __forceinline__ float lw_big_stage_050(float x) {
   float y = x * 1.048828125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 50.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -678,7 +680,7 @@ extern "C" __global__ void lw_big_050(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 51
-__device__ float lw_big_stage_051(float x) {
+__device__ __forceinline__ float lw_big_stage_051(float x) {
   float y = x * 1.0498046875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 51.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -691,7 +693,7 @@ extern "C" __global__ void lw_big_051(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 52
-__device__ float lw_big_stage_052(float x) {
+__device__ __forceinline__ float lw_big_stage_052(float x) {
   float y = x * 1.05078125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 52.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -704,7 +706,7 @@ extern "C" __global__ void lw_big_052(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 53
-__device__ float lw_big_stage_053(float x) {
+__device__ __forceinline__ float lw_big_stage_053(float x) {
   float y = x * 1.0517578125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 53.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -717,7 +719,7 @@ extern "C" __global__ void lw_big_053(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 54
-__device__ float lw_big_stage_054(float x) {
+__device__ __forceinline__ float lw_big_stage_054(float x) {
   float y = x * 1.052734375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 54.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -730,7 +732,7 @@ extern "C" __global__ void lw_big_054(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 55
-__device__ float lw_big_stage_055(float x) {
+__device__ __forceinline__ float lw_big_stage_055(float x) {
   float y = x * 1.0537109375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 55.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -743,7 +745,7 @@ extern "C" __global__ void lw_big_055(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 56
-__device__ float lw_big_stage_056(float x) {
+__device__ __forceinline__ float lw_big_stage_056(float x) {
   float y = x * 1.0546875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 56.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -756,7 +758,7 @@ extern "C" __global__ void lw_big_056(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 57
-__device__ float lw_big_stage_057(float x) {
+__device__ __forceinline__ float lw_big_stage_057(float x) {
   float y = x * 1.0556640625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 57.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -769,7 +771,7 @@ extern "C" __global__ void lw_big_057(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 58
-__device__ float lw_big_stage_058(float x) {
+__device__ __forceinline__ float lw_big_stage_058(float x) {
   float y = x * 1.056640625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 58.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -782,7 +784,7 @@ extern "C" __global__ void lw_big_058(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 59
-__device__ float lw_big_stage_059(float x) {
+__device__ __forceinline__ float lw_big_stage_059(float x) {
   float y = x * 1.0576171875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 59.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -795,7 +797,7 @@ extern "C" __global__ void lw_big_059(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 60
-__device__ float lw_big_stage_060(float x) {
+__device__ __forceinline__ float lw_big_stage_060(float x) {
   float y = x * 1.05859375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 60.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -808,7 +810,7 @@ extern "C" __global__ void lw_big_060(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 61
-__device__ float lw_big_stage_061(float x) {
+__device__ __forceinline__ float lw_big_stage_061(float x) {
   float y = x * 1.0595703125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 61.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -821,7 +823,7 @@ extern "C" __global__ void lw_big_061(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 62
-__device__ float lw_big_stage_062(float x) {
+__device__ __forceinline__ float lw_big_stage_062(float x) {
   float y = x * 1.060546875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 62.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -834,7 +836,7 @@ extern "C" __global__ void lw_big_062(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 63
-__device__ float lw_big_stage_063(float x) {
+__device__ __forceinline__ float lw_big_stage_063(float x) {
   float y = x * 1.0615234375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 63.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -847,7 +849,7 @@ extern "C" __global__ void lw_big_063(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 64
-__device__ float lw_big_stage_064(float x) {
+__device__ __forceinline__ float lw_big_stage_064(float x) {
   float y = x * 1.0625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 64.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -860,7 +862,7 @@ extern "C" __global__ void lw_big_064(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 65
-__device__ float lw_big_stage_065(float x) {
+__device__ __forceinline__ float lw_big_stage_065(float x) {
   float y = x * 1.0634765625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 65.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -873,7 +875,7 @@ extern "C" __global__ void lw_big_065(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 66
-__device__ float lw_big_stage_066(float x) {
+__device__ __forceinline__ float lw_big_stage_066(float x) {
   float y = x * 1.064453125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 66.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -886,7 +888,7 @@ extern "C" __global__ void lw_big_066(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 67
-__device__ float lw_big_stage_067(float x) {
+__device__ __forceinline__ float lw_big_stage_067(float x) {
   float y = x * 1.0654296875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 67.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -899,7 +901,7 @@ extern "C" __global__ void lw_big_067(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 68
-__device__ float lw_big_stage_068(float x) {
+__device__ __forceinline__ float lw_big_stage_068(float x) {
   float y = x * 1.06640625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 68.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -912,7 +914,7 @@ extern "C" __global__ void lw_big_068(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 69
-__device__ float lw_big_stage_069(float x) {
+__device__ __forceinline__ float lw_big_stage_069(float x) {
   float y = x * 1.0673828125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 69.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -925,7 +927,7 @@ extern "C" __global__ void lw_big_069(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 70
-__device__ float lw_big_stage_070(float x) {
+__device__ __forceinline__ float lw_big_stage_070(float x) {
   float y = x * 1.068359375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 70.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -938,7 +940,7 @@ extern "C" __global__ void lw_big_070(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 71
-__device__ float lw_big_stage_071(float x) {
+__device__ __forceinline__ float lw_big_stage_071(float x) {
   float y = x * 1.0693359375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 71.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -951,7 +953,7 @@ extern "C" __global__ void lw_big_071(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 72
-__device__ float lw_big_stage_072(float x) {
+__device__ __forceinline__ float lw_big_stage_072(float x) {
   float y = x * 1.0703125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 72.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -964,7 +966,7 @@ extern "C" __global__ void lw_big_072(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 73
-__device__ float lw_big_stage_073(float x) {
+__device__ __forceinline__ float lw_big_stage_073(float x) {
   float y = x * 1.0712890625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 73.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -977,7 +979,7 @@ extern "C" __global__ void lw_big_073(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 74
-__device__ float lw_big_stage_074(float x) {
+__device__ __forceinline__ float lw_big_stage_074(float x) {
   float y = x * 1.072265625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 74.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -990,7 +992,7 @@ extern "C" __global__ void lw_big_074(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 75
-__device__ float lw_big_stage_075(float x) {
+__device__ __forceinline__ float lw_big_stage_075(float x) {
   float y = x * 1.0732421875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 75.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1003,7 +1005,7 @@ extern "C" __global__ void lw_big_075(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 76
-__device__ float lw_big_stage_076(float x) {
+__device__ __forceinline__ float lw_big_stage_076(float x) {
   float y = x * 1.07421875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 76.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1016,7 +1018,7 @@ extern "C" __global__ void lw_big_076(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 77
-__device__ float lw_big_stage_077(float x) {
+__device__ __forceinline__ float lw_big_stage_077(float x) {
   float y = x * 1.0751953125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 77.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1029,7 +1031,7 @@ extern "C" __global__ void lw_big_077(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 78
-__device__ float lw_big_stage_078(float x) {
+__device__ __forceinline__ float lw_big_stage_078(float x) {
   float y = x * 1.076171875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 78.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1042,7 +1044,7 @@ extern "C" __global__ void lw_big_078(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 79
-__device__ float lw_big_stage_079(float x) {
+__device__ __forceinline__ float lw_big_stage_079(float x) {
   float y = x * 1.0771484375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 79.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1055,7 +1057,7 @@ extern "C" __global__ void lw_big_079(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 80
-__device__ float lw_big_stage_080(float x) {
+__device__ __forceinline__ float lw_big_stage_080(float x) {
   float y = x * 1.078125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 80.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1068,7 +1070,7 @@ extern "C" __global__ void lw_big_080(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 81
-__device__ float lw_big_stage_081(float x) {
+__device__ __forceinline__ float lw_big_stage_081(float x) {
   float y = x * 1.0791015625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 81.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1081,7 +1083,7 @@ extern "C" __global__ void lw_big_081(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 82
-__device__ float lw_big_stage_082(float x) {
+__device__ __forceinline__ float lw_big_stage_082(float x) {
   float y = x * 1.080078125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 82.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1094,7 +1096,7 @@ extern "C" __global__ void lw_big_082(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 83
-__device__ float lw_big_stage_083(float x) {
+__device__ __forceinline__ float lw_big_stage_083(float x) {
   float y = x * 1.0810546875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 83.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1107,7 +1109,7 @@ extern "C" __global__ void lw_big_083(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 84
-__device__ float lw_big_stage_084(float x) {
+__device__ __forceinline__ float lw_big_stage_084(float x) {
   float y = x * 1.08203125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 84.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1120,7 +1122,7 @@ extern "C" __global__ void lw_big_084(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 85
-__device__ float lw_big_stage_085(float x) {
+__device__ __forceinline__ float lw_big_stage_085(float x) {
   float y = x * 1.0830078125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 85.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1133,7 +1135,7 @@ extern "C" __global__ void lw_big_085(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 86
-__device__ float lw_big_stage_086(float x) {
+__device__ __forceinline__ float lw_big_stage_086(float x) {
   float y = x * 1.083984375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 86.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1146,7 +1148,7 @@ extern "C" __global__ void lw_big_086(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 87
-__device__ float lw_big_stage_087(float x) {
+__device__ __forceinline__ float lw_big_stage_087(float x) {
   float y = x * 1.0849609375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 87.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1159,7 +1161,7 @@ extern "C" __global__ void lw_big_087(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 88
-__device__ float lw_big_stage_088(float x) {
+__device__ __forceinline__ float lw_big_stage_088(float x) {
   float y = x * 1.0859375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 88.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1172,7 +1174,7 @@ extern "C" __global__ void lw_big_088(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 89
-__device__ float lw_big_stage_089(float x) {
+__device__ __forceinline__ float lw_big_stage_089(float x) {
   float y = x * 1.0869140625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 89.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1185,7 +1187,7 @@ extern "C" __global__ void lw_big_089(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 90
-__device__ float lw_big_stage_090(float x) {
+__device__ __forceinline__ float lw_big_stage_090(float x) {
   float y = x * 1.087890625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 90.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1198,7 +1200,7 @@ extern "C" __global__ void lw_big_090(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 91
-__device__ float lw_big_stage_091(float x) {
+__device__ __forceinline__ float lw_big_stage_091(float x) {
   float y = x * 1.0888671875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 91.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1211,7 +1213,7 @@ extern "C" __global__ void lw_big_091(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 92
-__device__ float lw_big_stage_092(float x) {
+__device__ __forceinline__ float lw_big_stage_092(float x) {
   float y = x * 1.08984375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 92.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1224,7 +1226,7 @@ extern "C" __global__ void lw_big_092(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 93
-__device__ float lw_big_stage_093(float x) {
+__device__ __forceinline__ float lw_big_stage_093(float x) {
   float y = x * 1.0908203125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 93.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1237,7 +1239,7 @@ extern "C" __global__ void lw_big_093(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 94
-__device__ float lw_big_stage_094(float x) {
+__device__ __forceinline__ float lw_big_stage_094(float x) {
   float y = x * 1.091796875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 94.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1250,7 +1252,7 @@ extern "C" __global__ void lw_big_094(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 95
-__device__ float lw_big_stage_095(float x) {
+__device__ __forceinline__ float lw_big_stage_095(float x) {
   float y = x * 1.0927734375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 95.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1263,7 +1265,7 @@ extern "C" __global__ void lw_big_095(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 96
-__device__ float lw_big_stage_096(float x) {
+__device__ __forceinline__ float lw_big_stage_096(float x) {
   float y = x * 1.09375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 96.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1276,7 +1278,7 @@ extern "C" __global__ void lw_big_096(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 97
-__device__ float lw_big_stage_097(float x) {
+__device__ __forceinline__ float lw_big_stage_097(float x) {
   float y = x * 1.0947265625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 97.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1289,7 +1291,7 @@ extern "C" __global__ void lw_big_097(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 98
-__device__ float lw_big_stage_098(float x) {
+__device__ __forceinline__ float lw_big_stage_098(float x) {
   float y = x * 1.095703125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 98.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1302,7 +1304,7 @@ extern "C" __global__ void lw_big_098(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 99
-__device__ float lw_big_stage_099(float x) {
+__device__ __forceinline__ float lw_big_stage_099(float x) {
   float y = x * 1.0966796875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 99.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1315,7 +1317,7 @@ extern "C" __global__ void lw_big_099(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 100
-__device__ float lw_big_stage_100(float x) {
+__device__ __forceinline__ float lw_big_stage_100(float x) {
   float y = x * 1.09765625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 100.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1328,7 +1330,7 @@ extern "C" __global__ void lw_big_100(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 101
-__device__ float lw_big_stage_101(float x) {
+__device__ __forceinline__ float lw_big_stage_101(float x) {
   float y = x * 1.0986328125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 101.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1341,7 +1343,7 @@ extern "C" __global__ void lw_big_101(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 102
-__device__ float lw_big_stage_102(float x) {
+__device__ __forceinline__ float lw_big_stage_102(float x) {
   float y = x * 1.099609375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 102.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1354,7 +1356,7 @@ extern "C" __global__ void lw_big_102(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 103
-__device__ float lw_big_stage_103(float x) {
+__device__ __forceinline__ float lw_big_stage_103(float x) {
   float y = x * 1.1005859375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 103.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1367,7 +1369,7 @@ extern "C" __global__ void lw_big_103(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 104
-__device__ float lw_big_stage_104(float x) {
+__device__ __forceinline__ float lw_big_stage_104(float x) {
   float y = x * 1.1015625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 104.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1380,7 +1382,7 @@ extern "C" __global__ void lw_big_104(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 105
-__device__ float lw_big_stage_105(float x) {
+__device__ __forceinline__ float lw_big_stage_105(float x) {
   float y = x * 1.1025390625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 105.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1393,7 +1395,7 @@ extern "C" __global__ void lw_big_105(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 106
-__device__ float lw_big_stage_106(float x) {
+__device__ __forceinline__ float lw_big_stage_106(float x) {
   float y = x * 1.103515625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 106.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1406,7 +1408,7 @@ extern "C" __global__ void lw_big_106(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 107
-__device__ float lw_big_stage_107(float x) {
+__device__ __forceinline__ float lw_big_stage_107(float x) {
   float y = x * 1.1044921875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 107.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1419,7 +1421,7 @@ extern "C" __global__ void lw_big_107(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 108
-__device__ float lw_big_stage_108(float x) {
+__device__ __forceinline__ float lw_big_stage_108(float x) {
   float y = x * 1.10546875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 108.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1432,7 +1434,7 @@ extern "C" __global__ void lw_big_108(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 109
-__device__ float lw_big_stage_109(float x) {
+__device__ __forceinline__ float lw_big_stage_109(float x) {
   float y = x * 1.1064453125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 109.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1445,7 +1447,7 @@ extern "C" __global__ void lw_big_109(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 110
-__device__ float lw_big_stage_110(float x) {
+__device__ __forceinline__ float lw_big_stage_110(float x) {
   float y = x * 1.107421875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 110.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1458,7 +1460,7 @@ extern "C" __global__ void lw_big_110(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 111
-__device__ float lw_big_stage_111(float x) {
+__device__ __forceinline__ float lw_big_stage_111(float x) {
   float y = x * 1.1083984375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 111.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1471,7 +1473,7 @@ extern "C" __global__ void lw_big_111(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 112
-__device__ float lw_big_stage_112(float x) {
+__device__ __forceinline__ float lw_big_stage_112(float x) {
   float y = x * 1.109375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 112.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1484,7 +1486,7 @@ extern "C" __global__ void lw_big_112(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 113
-__device__ float lw_big_stage_113(float x) {
+__device__ __forceinline__ float lw_big_stage_113(float x) {
   float y = x * 1.1103515625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 113.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1497,7 +1499,7 @@ extern "C" __global__ void lw_big_113(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 114
-__device__ float lw_big_stage_114(float x) {
+__device__ __forceinline__ float lw_big_stage_114(float x) {
   float y = x * 1.111328125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 114.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1510,7 +1512,7 @@ extern "C" __global__ void lw_big_114(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 115
-__device__ float lw_big_stage_115(float x) {
+__device__ __forceinline__ float lw_big_stage_115(float x) {
   float y = x * 1.1123046875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 115.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1523,7 +1525,7 @@ extern "C" __global__ void lw_big_115(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 116
-__device__ float lw_big_stage_116(float x) {
+__device__ __forceinline__ float lw_big_stage_116(float x) {
   float y = x * 1.11328125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 116.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1536,7 +1538,7 @@ extern "C" __global__ void lw_big_116(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 117
-__device__ float lw_big_stage_117(float x) {
+__device__ __forceinline__ float lw_big_stage_117(float x) {
   float y = x * 1.1142578125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 117.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1549,7 +1551,7 @@ extern "C" __global__ void lw_big_117(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 118
-__device__ float lw_big_stage_118(float x) {
+__device__ __forceinline__ float lw_big_stage_118(float x) {
   float y = x * 1.115234375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 118.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1562,7 +1564,7 @@ extern "C" __global__ void lw_big_118(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 119
-__device__ float lw_big_stage_119(float x) {
+__device__ __forceinline__ float lw_big_stage_119(float x) {
   float y = x * 1.1162109375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 119.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1575,7 +1577,7 @@ extern "C" __global__ void lw_big_119(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 120
-__device__ float lw_big_stage_120(float x) {
+__device__ __forceinline__ float lw_big_stage_120(float x) {
   float y = x * 1.1171875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 120.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1588,7 +1590,7 @@ extern "C" __global__ void lw_big_120(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 121
-__device__ float lw_big_stage_121(float x) {
+__device__ __forceinline__ float lw_big_stage_121(float x) {
   float y = x * 1.1181640625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 121.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1601,7 +1603,7 @@ extern "C" __global__ void lw_big_121(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 122
-__device__ float lw_big_stage_122(float x) {
+__device__ __forceinline__ float lw_big_stage_122(float x) {
   float y = x * 1.119140625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 122.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1614,7 +1616,7 @@ extern "C" __global__ void lw_big_122(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 123
-__device__ float lw_big_stage_123(float x) {
+__device__ __forceinline__ float lw_big_stage_123(float x) {
   float y = x * 1.1201171875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 123.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1627,7 +1629,7 @@ extern "C" __global__ void lw_big_123(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 124
-__device__ float lw_big_stage_124(float x) {
+__device__ __forceinline__ float lw_big_stage_124(float x) {
   float y = x * 1.12109375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 124.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1640,7 +1642,7 @@ extern "C" __global__ void lw_big_124(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 125
-__device__ float lw_big_stage_125(float x) {
+__device__ __forceinline__ float lw_big_stage_125(float x) {
   float y = x * 1.1220703125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 125.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1653,7 +1655,7 @@ extern "C" __global__ void lw_big_125(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 126
-__device__ float lw_big_stage_126(float x) {
+__device__ __forceinline__ float lw_big_stage_126(float x) {
   float y = x * 1.123046875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 126.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1666,7 +1668,7 @@ extern "C" __global__ void lw_big_126(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 127
-__device__ float lw_big_stage_127(float x) {
+__device__ __forceinline__ float lw_big_stage_127(float x) {
   float y = x * 1.1240234375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 127.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1679,7 +1681,7 @@ extern "C" __global__ void lw_big_127(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 128
-__device__ float lw_big_stage_128(float x) {
+__device__ __forceinline__ float lw_big_stage_128(float x) {
   float y = x * 1.125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 128.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1692,7 +1694,7 @@ extern "C" __global__ void lw_big_128(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 129
-__device__ float lw_big_stage_129(float x) {
+__device__ __forceinline__ float lw_big_stage_129(float x) {
   float y = x * 1.1259765625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 129.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1705,7 +1707,7 @@ extern "C" __global__ void lw_big_129(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 130
-__device__ float lw_big_stage_130(float x) {
+__device__ __forceinline__ float lw_big_stage_130(float x) {
   float y = x * 1.126953125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 130.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1718,7 +1720,7 @@ extern "C" __global__ void lw_big_130(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 131
-__device__ float lw_big_stage_131(float x) {
+__device__ __forceinline__ float lw_big_stage_131(float x) {
   float y = x * 1.1279296875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 131.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1731,7 +1733,7 @@ extern "C" __global__ void lw_big_131(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 132
-__device__ float lw_big_stage_132(float x) {
+__device__ __forceinline__ float lw_big_stage_132(float x) {
   float y = x * 1.12890625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 132.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1744,7 +1746,7 @@ extern "C" __global__ void lw_big_132(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 133
-__device__ float lw_big_stage_133(float x) {
+__device__ __forceinline__ float lw_big_stage_133(float x) {
   float y = x * 1.1298828125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 133.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1757,7 +1759,7 @@ extern "C" __global__ void lw_big_133(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 134
-__device__ float lw_big_stage_134(float x) {
+__device__ __forceinline__ float lw_big_stage_134(float x) {
   float y = x * 1.130859375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 134.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1770,7 +1772,7 @@ extern "C" __global__ void lw_big_134(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 135
-__device__ float lw_big_stage_135(float x) {
+__device__ __forceinline__ float lw_big_stage_135(float x) {
   float y = x * 1.1318359375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 135.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1783,7 +1785,7 @@ extern "C" __global__ void lw_big_135(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 136
-__device__ float lw_big_stage_136(float x) {
+__device__ __forceinline__ float lw_big_stage_136(float x) {
   float y = x * 1.1328125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 136.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1796,7 +1798,7 @@ extern "C" __global__ void lw_big_136(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 137
-__device__ float lw_big_stage_137(float x) {
+__device__ __forceinline__ float lw_big_stage_137(float x) {
   float y = x * 1.1337890625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 137.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1809,7 +1811,7 @@ extern "C" __global__ void lw_big_137(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 138
-__device__ float lw_big_stage_138(float x) {
+__device__ __forceinline__ float lw_big_stage_138(float x) {
   float y = x * 1.134765625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 138.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1822,7 +1824,7 @@ extern "C" __global__ void lw_big_138(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 139
-__device__ float lw_big_stage_139(float x) {
+__device__ __forceinline__ float lw_big_stage_139(float x) {
   float y = x * 1.1357421875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 139.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1835,7 +1837,7 @@ extern "C" __global__ void lw_big_139(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 140
-__device__ float lw_big_stage_140(float x) {
+__device__ __forceinline__ float lw_big_stage_140(float x) {
   float y = x * 1.13671875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 140.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1848,7 +1850,7 @@ extern "C" __global__ void lw_big_140(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 141
-__device__ float lw_big_stage_141(float x) {
+__device__ __forceinline__ float lw_big_stage_141(float x) {
   float y = x * 1.1376953125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 141.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1861,7 +1863,7 @@ extern "C" __global__ void lw_big_141(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 142
-__device__ float lw_big_stage_142(float x) {
+__device__ __forceinline__ float lw_big_stage_142(float x) {
   float y = x * 1.138671875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 142.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1874,7 +1876,7 @@ extern "C" __global__ void lw_big_142(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 143
-__device__ float lw_big_stage_143(float x) {
+__device__ __forceinline__ float lw_big_stage_143(float x) {
   float y = x * 1.1396484375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 143.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1887,7 +1889,7 @@ extern "C" __global__ void lw_big_143(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 144
-__device__ float lw_big_stage_144(float x) {
+__device__ __forceinline__ float lw_big_stage_144(float x) {
   float y = x * 1.140625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 144.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1900,7 +1902,7 @@ extern "C" __global__ void lw_big_144(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 145
-__device__ float lw_big_stage_145(float x) {
+__device__ __forceinline__ float lw_big_stage_145(float x) {
   float y = x * 1.1416015625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 145.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1913,7 +1915,7 @@ extern "C" __global__ void lw_big_145(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 146
-__device__ float lw_big_stage_146(float x) {
+__device__ __forceinline__ float lw_big_stage_146(float x) {
   float y = x * 1.142578125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 146.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1926,7 +1928,7 @@ extern "C" __global__ void lw_big_146(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 147
-__device__ float lw_big_stage_147(float x) {
+__device__ __forceinline__ float lw_big_stage_147(float x) {
   float y = x * 1.1435546875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 147.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1939,7 +1941,7 @@ extern "C" __global__ void lw_big_147(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 148
-__device__ float lw_big_stage_148(float x) {
+__device__ __forceinline__ float lw_big_stage_148(float x) {
   float y = x * 1.14453125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 148.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1952,7 +1954,7 @@ extern "C" __global__ void lw_big_148(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 149
-__device__ float lw_big_stage_149(float x) {
+__device__ __forceinline__ float lw_big_stage_149(float x) {
   float y = x * 1.1455078125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 149.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -1965,7 +1967,7 @@ extern "C" __global__ void lw_big_149(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 150
-__device__ float lw_big_stage_150(float x) {
+__device__ __forceinline__ float lw_big_stage_150(float x) {
   float y = x * 1.146484375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 150.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -1978,7 +1980,7 @@ extern "C" __global__ void lw_big_150(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 151
-__device__ float lw_big_stage_151(float x) {
+__device__ __forceinline__ float lw_big_stage_151(float x) {
   float y = x * 1.1474609375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 151.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -1991,7 +1993,7 @@ extern "C" __global__ void lw_big_151(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 152
-__device__ float lw_big_stage_152(float x) {
+__device__ __forceinline__ float lw_big_stage_152(float x) {
   float y = x * 1.1484375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 152.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2004,7 +2006,7 @@ extern "C" __global__ void lw_big_152(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 153
-__device__ float lw_big_stage_153(float x) {
+__device__ __forceinline__ float lw_big_stage_153(float x) {
   float y = x * 1.1494140625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 153.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2017,7 +2019,7 @@ extern "C" __global__ void lw_big_153(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 154
-__device__ float lw_big_stage_154(float x) {
+__device__ __forceinline__ float lw_big_stage_154(float x) {
   float y = x * 1.150390625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 154.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2030,7 +2032,7 @@ extern "C" __global__ void lw_big_154(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 155
-__device__ float lw_big_stage_155(float x) {
+__device__ __forceinline__ float lw_big_stage_155(float x) {
   float y = x * 1.1513671875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 155.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2043,7 +2045,7 @@ extern "C" __global__ void lw_big_155(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 156
-__device__ float lw_big_stage_156(float x) {
+__device__ __forceinline__ float lw_big_stage_156(float x) {
   float y = x * 1.15234375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 156.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2056,7 +2058,7 @@ extern "C" __global__ void lw_big_156(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 157
-__device__ float lw_big_stage_157(float x) {
+__device__ __forceinline__ float lw_big_stage_157(float x) {
   float y = x * 1.1533203125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 157.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2069,7 +2071,7 @@ extern "C" __global__ void lw_big_157(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 158
-__device__ float lw_big_stage_158(float x) {
+__device__ __forceinline__ float lw_big_stage_158(float x) {
   float y = x * 1.154296875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 158.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2082,7 +2084,7 @@ extern "C" __global__ void lw_big_158(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 159
-__device__ float lw_big_stage_159(float x) {
+__device__ __forceinline__ float lw_big_stage_159(float x) {
   float y = x * 1.1552734375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 159.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2095,7 +2097,7 @@ extern "C" __global__ void lw_big_159(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 160
-__device__ float lw_big_stage_160(float x) {
+__device__ __forceinline__ float lw_big_stage_160(float x) {
   float y = x * 1.15625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 160.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2108,7 +2110,7 @@ extern "C" __global__ void lw_big_160(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 161
-__device__ float lw_big_stage_161(float x) {
+__device__ __forceinline__ float lw_big_stage_161(float x) {
   float y = x * 1.1572265625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 161.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2121,7 +2123,7 @@ extern "C" __global__ void lw_big_161(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 162
-__device__ float lw_big_stage_162(float x) {
+__device__ __forceinline__ float lw_big_stage_162(float x) {
   float y = x * 1.158203125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 162.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2134,7 +2136,7 @@ extern "C" __global__ void lw_big_162(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 163
-__device__ float lw_big_stage_163(float x) {
+__device__ __forceinline__ float lw_big_stage_163(float x) {
   float y = x * 1.1591796875f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 163.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2147,7 +2149,7 @@ extern "C" __global__ void lw_big_163(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 164
-__device__ float lw_big_stage_164(float x) {
+__device__ __forceinline__ float lw_big_stage_164(float x) {
   float y = x * 1.16015625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 164.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2160,7 +2162,7 @@ extern "C" __global__ void lw_big_164(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 165
-__device__ float lw_big_stage_165(float x) {
+__device__ __forceinline__ float lw_big_stage_165(float x) {
   float y = x * 1.1611328125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 165.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2173,7 +2175,7 @@ extern "C" __global__ void lw_big_165(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 166
-__device__ float lw_big_stage_166(float x) {
+__device__ __forceinline__ float lw_big_stage_166(float x) {
   float y = x * 1.162109375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 166.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2186,7 +2188,7 @@ extern "C" __global__ void lw_big_166(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 167
-__device__ float lw_big_stage_167(float x) {
+__device__ __forceinline__ float lw_big_stage_167(float x) {
   float y = x * 1.1630859375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 167.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2199,7 +2201,7 @@ extern "C" __global__ void lw_big_167(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 168
-__device__ float lw_big_stage_168(float x) {
+__device__ __forceinline__ float lw_big_stage_168(float x) {
   float y = x * 1.1640625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 168.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2212,7 +2214,7 @@ extern "C" __global__ void lw_big_168(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 169
-__device__ float lw_big_stage_169(float x) {
+__device__ __forceinline__ float lw_big_stage_169(float x) {
   float y = x * 1.1650390625f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 169.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2225,7 +2227,7 @@ extern "C" __global__ void lw_big_169(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 170
-__device__ float lw_big_stage_170(float x) {
+__device__ __forceinline__ float lw_big_stage_170(float x) {
   float y = x * 1.166015625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 170.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2238,7 +2240,7 @@ extern "C" __global__ void lw_big_170(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 171
-__device__ float lw_big_stage_171(float x) {
+__device__ __forceinline__ float lw_big_stage_171(float x) {
   float y = x * 1.1669921875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 171.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2251,7 +2253,7 @@ extern "C" __global__ void lw_big_171(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 172
-__device__ float lw_big_stage_172(float x) {
+__device__ __forceinline__ float lw_big_stage_172(float x) {
   float y = x * 1.16796875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 172.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2264,7 +2266,7 @@ extern "C" __global__ void lw_big_172(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 173
-__device__ float lw_big_stage_173(float x) {
+__device__ __forceinline__ float lw_big_stage_173(float x) {
   float y = x * 1.1689453125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 173.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2277,7 +2279,7 @@ extern "C" __global__ void lw_big_173(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 174
-__device__ float lw_big_stage_174(float x) {
+__device__ __forceinline__ float lw_big_stage_174(float x) {
   float y = x * 1.169921875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 174.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2290,7 +2292,7 @@ extern "C" __global__ void lw_big_174(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 175
-__device__ float lw_big_stage_175(float x) {
+__device__ __forceinline__ float lw_big_stage_175(float x) {
   float y = x * 1.1708984375f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 175.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2303,7 +2305,7 @@ extern "C" __global__ void lw_big_175(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 176
-__device__ float lw_big_stage_176(float x) {
+__device__ __forceinline__ float lw_big_stage_176(float x) {
   float y = x * 1.171875f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 176.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2316,7 +2318,7 @@ extern "C" __global__ void lw_big_176(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 177
-__device__ float lw_big_stage_177(float x) {
+__device__ __forceinline__ float lw_big_stage_177(float x) {
   float y = x * 1.1728515625f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 177.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2329,7 +2331,7 @@ extern "C" __global__ void lw_big_177(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 178
-__device__ float lw_big_stage_178(float x) {
+__device__ __forceinline__ float lw_big_stage_178(float x) {
   float y = x * 1.173828125f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 178.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2342,7 +2344,7 @@ extern "C" __global__ void lw_big_178(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 179
-__device__ float lw_big_stage_179(float x) {
+__device__ __forceinline__ float lw_big_stage_179(float x) {
   float y = x * 1.1748046875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 179.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2355,7 +2357,7 @@ extern "C" __global__ void lw_big_179(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 180
-__device__ float lw_big_stage_180(float x) {
+__device__ __forceinline__ float lw_big_stage_180(float x) {
   float y = x * 1.17578125f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 180.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2368,7 +2370,7 @@ extern "C" __global__ void lw_big_180(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 181
-__device__ float lw_big_stage_181(float x) {
+__device__ __forceinline__ float lw_big_stage_181(float x) {
   float y = x * 1.1767578125f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 181.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2381,7 +2383,7 @@ extern "C" __global__ void lw_big_181(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 182
-__device__ float lw_big_stage_182(float x) {
+__device__ __forceinline__ float lw_big_stage_182(float x) {
   float y = x * 1.177734375f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 182.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2394,7 +2396,7 @@ extern "C" __global__ void lw_big_182(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 183
-__device__ float lw_big_stage_183(float x) {
+__device__ __forceinline__ float lw_big_stage_183(float x) {
   float y = x * 1.1787109375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 183.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2407,7 +2409,7 @@ extern "C" __global__ void lw_big_183(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 184
-__device__ float lw_big_stage_184(float x) {
+__device__ __forceinline__ float lw_big_stage_184(float x) {
   float y = x * 1.1796875f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 184.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2420,7 +2422,7 @@ extern "C" __global__ void lw_big_184(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 185
-__device__ float lw_big_stage_185(float x) {
+__device__ __forceinline__ float lw_big_stage_185(float x) {
   float y = x * 1.1806640625f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 185.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2433,7 +2435,7 @@ extern "C" __global__ void lw_big_185(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 186
-__device__ float lw_big_stage_186(float x) {
+__device__ __forceinline__ float lw_big_stage_186(float x) {
   float y = x * 1.181640625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 186.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2446,7 +2448,7 @@ extern "C" __global__ void lw_big_186(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 187
-__device__ float lw_big_stage_187(float x) {
+__device__ __forceinline__ float lw_big_stage_187(float x) {
   float y = x * 1.1826171875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 187.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2459,7 +2461,7 @@ extern "C" __global__ void lw_big_187(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 188
-__device__ float lw_big_stage_188(float x) {
+__device__ __forceinline__ float lw_big_stage_188(float x) {
   float y = x * 1.18359375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 188.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2472,7 +2474,7 @@ extern "C" __global__ void lw_big_188(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 189
-__device__ float lw_big_stage_189(float x) {
+__device__ __forceinline__ float lw_big_stage_189(float x) {
   float y = x * 1.1845703125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 189.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2485,7 +2487,7 @@ extern "C" __global__ void lw_big_189(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 190
-__device__ float lw_big_stage_190(float x) {
+__device__ __forceinline__ float lw_big_stage_190(float x) {
   float y = x * 1.185546875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 190.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2498,7 +2500,7 @@ extern "C" __global__ void lw_big_190(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 191
-__device__ float lw_big_stage_191(float x) {
+__device__ __forceinline__ float lw_big_stage_191(float x) {
   float y = x * 1.1865234375f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 191.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2511,7 +2513,7 @@ extern "C" __global__ void lw_big_191(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 192
-__device__ float lw_big_stage_192(float x) {
+__device__ __forceinline__ float lw_big_stage_192(float x) {
   float y = x * 1.1875f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 192.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2524,7 +2526,7 @@ extern "C" __global__ void lw_big_192(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 193
-__device__ float lw_big_stage_193(float x) {
+__device__ __forceinline__ float lw_big_stage_193(float x) {
   float y = x * 1.1884765625f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 193.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2537,7 +2539,7 @@ extern "C" __global__ void lw_big_193(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 194
-__device__ float lw_big_stage_194(float x) {
+__device__ __forceinline__ float lw_big_stage_194(float x) {
   float y = x * 1.189453125f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 194.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2550,7 +2552,7 @@ extern "C" __global__ void lw_big_194(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 195
-__device__ float lw_big_stage_195(float x) {
+__device__ __forceinline__ float lw_big_stage_195(float x) {
   float y = x * 1.1904296875f;
   _Pragma("unroll 1") for (int j = 0; j < 2; ++j) y = y * 0.5f + sinf(y + 195.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2563,7 +2565,7 @@ extern "C" __global__ void lw_big_195(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 196
-__device__ float lw_big_stage_196(float x) {
+__device__ __forceinline__ float lw_big_stage_196(float x) {
   float y = x * 1.19140625f;
   _Pragma("unroll 1") for (int j = 0; j < 3; ++j) y = y * 0.5f + sinf(y + 196.0f) * cosf(x - j) + 1.0f;
   return y;
@@ -2576,7 +2578,7 @@ extern "C" __global__ void lw_big_196(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 197
-__device__ float lw_big_stage_197(float x) {
+__device__ __forceinline__ float lw_big_stage_197(float x) {
   float y = x * 1.1923828125f;
   _Pragma("unroll 1") for (int j = 0; j < 4; ++j) y = y * 0.5f + sinf(y + 197.0f) * cosf(x - j) + 2.0f;
   return y;
@@ -2589,7 +2591,7 @@ extern "C" __global__ void lw_big_197(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 198
-__device__ float lw_big_stage_198(float x) {
+__device__ __forceinline__ float lw_big_stage_198(float x) {
   float y = x * 1.193359375f;
   _Pragma("unroll 1") for (int j = 0; j < 5; ++j) y = y * 0.5f + sinf(y + 198.0f) * cosf(x - j) + 0.0f;
   return y;
@@ -2602,7 +2604,7 @@ extern "C" __global__ void lw_big_198(const float *in, float *out, unsigned long
 }
 #endif
 #if KERNELS > 199
-__device__ float lw_big_stage_199(float x) {
+__device__ __forceinline__ float lw_big_stage_199(float x) {
   float y = x * 1.1943359375f;
   _Pragma("unroll 1") for (int j = 0; j < 6; ++j) y = y * 0.5f + sinf(y + 199.0f) * cosf(x - j) + 1.0f;
   return y;
