@@ -52,13 +52,14 @@
 // (lanes/spin.h), then naps LW_CUDA_NAP_NS between queries, checking the run's cancel word
 // each time. The run's stop reaches a CUDA kernel through one word per chip, whose device
 // address the backend stores into the module's `lw__cuda_stop` global (lanework/kernel_cuda.h,
-// lw_cuda_should_stop()) after loading a module that has one; the backend makes it 0 before
-// each launch and 1 when the run's cancel is requested. Where the word lives is
-// LW_CUDA_STOP's: `host` (the default) is mapped pinned host memory the run lane stores to,
-// which every poll reads across the bus; `device` is device memory, reset by a 4-byte copy on
-// the chip's stream before the launch and set by one on a stream of its own (a copy engine
-// runs it beside the kernel), so polls read device memory. On an H200 a host-memory stop took
-// 7-8 ms to end a kernel of ~8 waves of blocks (docs/cuda.md): the reads of ~1,000 resident
+// lw_cuda_should_stop()) after loading a module that has one; the word is 0 when a launch
+// starts and 1 once the run's cancel is requested. Where the word lives is
+// LW_CUDA_STOP's: `device` (the default) is device memory, set by a 4-byte copy on a stream
+// of its own (a copy engine runs it beside the kernel) and reset by one on the chip's stream
+// before the next launch after a stop, so polls read device memory; `host` is mapped pinned
+// host memory the run lane stores to, which every poll reads across the bus. On an H100 the
+// cancel of a kernel of ~8 waves of blocks took 8.4 ms at the median with the word in host
+// memory and 0.72 ms with it in device memory (docs/cuda.md): host reads of ~1,000 resident
 // blocks queue on the bus, and every later wave reads once more. A run
 // whose stop was requested reports LW_KERNEL_CANCELLED, so the chip ends it CANCELLED or
 // DEADLINE_EXCEEDED (DESIGN §4.2). Kernel time comes from two events around the launch.
@@ -122,6 +123,9 @@ typedef struct cuda_device {
   lw_cu_deviceptr_t stop_dev;
   bool stop_in_device;
   lw_cu_stream_t stop_stream;
+  // device: a stop was sent since the last reset, so the word may be 1 (run lane only). A run
+  // after runs that were not stopped queues no reset: one command less per launch.
+  bool stop_sent;
   int cc_major, cc_minor;
   char arch[16];  // "sm_90"
   char name[CUDA_NAME_BYTES];
@@ -331,7 +335,7 @@ static lw_status_t cuda_open(const lw_chip_config_t *cfg, void **out_device, lw_
   d->device_id = cfg->device_id;
   d->dev = dev;
   d->tensors_mapped = mode && strcmp(mode, "mapped") == 0;
-  d->stop_in_device = stop && strcmp(stop, "device") == 0;
+  d->stop_in_device = !(stop && strcmp(stop, "host") == 0);
   if (api->cuDeviceGetName(d->name, sizeof(d->name), dev) != LW_CU_SUCCESS) d->name[0] = '\0';
   d->name[sizeof(d->name) - 1] = '\0';
   int can_map = 0;
@@ -1013,6 +1017,7 @@ static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
         // until its child is killed at L3): the run still ends CANCELLED.
         (void)d->api->cuMemcpyHtoDAsync(d->stop_dev, (const void *)&d->stop_host[1],
                                         sizeof(uint32_t), d->stop_stream);
+        d->stop_sent = true;
       } else {
         // The kernel polls the word through the bus (lw_cuda_should_stop); release orders
         // nothing on the host side but keeps the store from being deferred.
@@ -1058,9 +1063,12 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
   const char *step = "cuEventRecord";
   lw_cu_result_t r = LW_CU_SUCCESS;
   if (d->stop_in_device) {
-    step = "resetting the stop word";
-    r = api->cuMemcpyHtoDAsync(d->stop_dev, (const void *)&d->stop_host[0], sizeof(uint32_t),
-                               d->stream);
+    if (d->stop_sent) {
+      step = "resetting the stop word";
+      r = api->cuMemcpyHtoDAsync(d->stop_dev, (const void *)&d->stop_host[0], sizeof(uint32_t),
+                                 d->stream);
+      if (r == LW_CU_SUCCESS) d->stop_sent = false;
+    }
   } else {
     __atomic_store_n(&d->stop_host[0], 0u, __ATOMIC_RELEASE);
   }

@@ -53,7 +53,7 @@ static const char *env_or(const char *name, const char *dflt) {
 static const char *tensors_mode(void) { return env_or("LW_CUDA_TENSORS", "copy"); }
 
 // "host" or "device": where the chips of this process keep their stop word (LW_CUDA_STOP).
-static const char *stop_word_place(void) { return env_or("LW_CUDA_STOP", "host"); }
+static const char *stop_word_place(void) { return env_or("LW_CUDA_STOP", "device"); }
 
 // ---------------------------------------------------------------------------------------------
 // overlap

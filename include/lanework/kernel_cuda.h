@@ -14,21 +14,26 @@
 // wrote: the outputs of a stopped run are unspecified and never reported OK (as for
 // lw_kernel_should_stop in lanework/kernel.h).
 //
-// How the stop reaches the device. The backend keeps one stop word per chip in pinned host
-// memory mapped into the device (cuMemHostAlloc, DEVICEMAP), writes it 0 before each launch and
-// non-zero when the running run is asked to stop, and points lw__cuda_stop at its device
-// address (cuModuleGetGlobal on LW_CUDA_STOP_SYMBOL, once, after it loaded the module). A read of
-// the word crosses the bus to host memory (about a microsecond); measured on an H100, host store ->
-// kernel sees it -> stream done took 9 us at the median. Until the backend sets it (a module
-// loaded by something else, a kernel run outside lanework) lw__cuda_stop is NULL and both
-// functions say false.
+// How the stop reaches the device. The backend keeps one stop word per chip, 0 when a launch
+// starts and non-zero once the running run is asked to stop, and points lw__cuda_stop at it
+// (cuModuleGetGlobal on LW_CUDA_STOP_SYMBOL, once, after it loaded the module). By default
+// the word is in device memory, set by a 4-byte copy on a stream of its own that a copy engine
+// runs beside the kernel (LW_CUDA_STOP=device), so a poll reads device memory; with
+// LW_CUDA_STOP=host it is pinned host memory mapped into the device, and every poll crosses
+// the bus. Measured on an H100: one block polling host memory, host store -> stream done 9 us
+// at the median; a kernel of ~8 waves of full blocks cancelled in 8.4 ms with the word in host
+// memory (the resident blocks' reads queue on the bus, every later wave reads once more) and
+// in 0.72 ms in device memory. Until the backend sets it (a module loaded by something else, a
+// kernel run outside lanework) lw__cuda_stop is NULL and both functions say false.
 //
-// Poll at block granularity, not per element: every read is a bus transaction, and hundreds of
-// thousands of threads each reading in a tight loop would load the bus for nothing. Either one
-// thread per block reads it and shares the answer (lw_cuda_block_should_stop does exactly that;
-// every thread of the block must call it together, as it holds two __syncthreads), or each
-// thread reads it once per grid-stride iteration or per chunk of a long loop (a few
-// microseconds of work or more between reads). A kernel that never polls still ends a cancel:
+// Poll at block granularity, not per element: hundreds of thousands of threads each reading in
+// a tight loop load the memory system for nothing. Either one thread per block reads it and
+// shares the answer (lw_cuda_block_should_stop does exactly that; every thread of the block
+// must call it together, as it holds two __syncthreads), or each thread reads it once per
+// grid-stride iteration or per chunk of a long loop. Size a chunk for a full device, not a
+// lone block: a stop lands within the chunk under way, and when every SM is full a thread gets
+// a small share of its SM (on an H100, 2,048 steps of a multiply-add chain took ~17 us in 16
+// blocks and ~1.2 ms with every SM full). A kernel that never polls still ends a cancel:
 // at L3 the worker escalates (DESIGN §4.2) by killing the chip child, which is then respawned
 // with its callables registered again; at L2 the run finishes when the kernel ends.
 //

@@ -169,12 +169,26 @@ static void poll_until_deadline(lw_callable_handle_t k, const char *what) {
                lw_last_error()->message);
 }
 
-Test(cuda_fake, cancel_of_a_polling_kernel_ends_cancelled_through_the_mapped_word) {
+// The default stop word is in device memory: set by a 4-byte copy on a stream of its own while
+// the kernel runs, reset by one on the chip's stream before the next launch, and only after a
+// stop (a run after unstopped runs queues no copy).
+Test(cuda_fake, cancel_of_a_polling_kernel_ends_cancelled_through_the_device_word) {
   lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
-  cancel_polling_twice(k);
-  // The word was reset before the next launch: a run that is not cancelled is not stopped.
   lw_callable_handle_t e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));  // loaded: its lw__cuda_stop set
+  int copies = ct_count("htod_async");
   LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
+  cr_assert_eq(ct_count("htod_async"), copies, "no stop was sent: nothing to reset");
+  cancel_polling_twice(k);
+  // k's load sets its lw__cuda_stop (1 copy); each cancel: the copy that set the word (2);
+  // the second run: the reset of the first's stop (1).
+  cr_assert_eq(ct_count("htod_async"), copies + 4, "a stop copy per cancel, a reset between");
+  // The word is reset before the next launch: a run that is not cancelled is not stopped.
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
+  cr_assert_eq(ct_count("htod_async"), copies + 5, "one reset, then none");
+  poll_until_deadline(k, "a run after the cancels polls a word that was reset");
 }
 
 Test(cuda_fake, a_deadline_stops_a_polling_kernel_and_ends_deadline_exceeded) {
@@ -182,17 +196,20 @@ Test(cuda_fake, a_deadline_stops_a_polling_kernel_and_ends_deadline_exceeded) {
   poll_until_deadline(k, "the deadline");
 }
 
-// LW_CUDA_STOP=device: the word in device memory, set by a copy on a stream of its own while
-// the kernel runs and reset on the chip's stream before each launch. A cancel still ends the
-// polling kernel, twice; the next run is not stopped by the word a cancel left (it runs until
-// its deadline); and the chip closes with nothing left.
-Test(cuda_fake, a_stop_word_in_device_memory_ends_a_polling_kernel_and_is_reset_for_the_next) {
+// LW_CUDA_STOP=host: the word in mapped pinned host memory, stored to by the run lane and
+// reset before each launch with no copy. A cancel still ends the polling kernel, twice; the
+// next run is not stopped by the word a cancel left (it runs until its deadline); and the chip
+// closes with nothing left.
+Test(cuda_fake, a_stop_word_in_mapped_host_memory_ends_a_polling_kernel_and_is_reset_for_the_next) {
   lw_chip_close(chip);
-  setenv("LW_CUDA_STOP", "device", 1);
+  setenv("LW_CUDA_STOP", "host", 1);
   open_chip();
   unsetenv("LW_CUDA_STOP");
   lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
+  int copies = ct_count("htod_async");
   cancel_polling_twice(k);
+  cr_assert_eq(ct_count("htod_async"), copies + 1, "k's load sets its lw__cuda_stop; the host "
+               "word itself takes no copy");
   poll_until_deadline(k, "a run after the cancels polls a word that was reset");
 }
 

@@ -535,6 +535,7 @@ API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 // host-to-device copies at once and queues the device-to-host ones.
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, stream_t *s) {
   NEED_CTX("cuMemcpyHtoDAsync_v2");
+  lw_fake_cuda_log("htod_async", "%zu", bytes);
   op_t *op = calloc(1, sizeof(*op) + bytes);
   op->kind = OP_COPY;
   memcpy(op + 1, src, bytes);
