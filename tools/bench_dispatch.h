@@ -28,7 +28,7 @@ typedef struct lw_dispatch_floor {
   void (*close)(void *f);
 } lw_dispatch_floor_t;
 
-#define LW_DISPATCH_MAX_FLOORS 2
+#define LW_DISPATCH_MAX_FLOORS 3
 
 typedef struct lw_dispatch_workload {
   const char *backend;

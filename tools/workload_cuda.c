@@ -342,13 +342,18 @@ static const lw_cancel_workload_t kCancelCuda = {
 // ---------------------------------------------------------------------------------------------
 // dispatch: the raw floors
 
+// How a floor waits: cuStreamSynchronize; a spin on cuStreamQuery; or the chip's own driver
+// calls, less lanework (two events around the launch, the spin, cuEventElapsedTime).
+typedef enum { FLOOR_SYNC, FLOOR_QUERY, FLOOR_EVENTS } floor_kind_t;
+
 typedef struct floor_cuda {
   const lw_cuda_driver_t *api;
   lw_cu_context_t ctx;
   lw_cu_module_t mod;
   lw_cu_function_t fn;
   lw_cu_stream_t stream;
-  bool query;  // wait by spinning on cuStreamQuery, not with cuStreamSynchronize
+  lw_cu_event_t ev_start, ev_end;  // FLOOR_EVENTS only
+  int kind;                        // floor_kind_t
   char desc[256];
 } floor_cuda_t;
 
@@ -366,6 +371,8 @@ static void floor_close(void *p) {
   if (f->ctx) {
     (void)f->api->cuCtxSetCurrent(f->ctx);
     if (f->stream) (void)f->api->cuStreamDestroy(f->stream);
+    if (f->ev_start) (void)f->api->cuEventDestroy(f->ev_start);
+    if (f->ev_end) (void)f->api->cuEventDestroy(f->ev_end);
     if (f->mod) (void)f->api->cuModuleUnload(f->mod);
     (void)f->api->cuCtxSetCurrent(NULL);
     (void)f->api->cuCtxDestroy(f->ctx);
@@ -414,10 +421,10 @@ static void *compile_empty(const char *arch, size_t *out_bytes) {
   return cubin;
 }
 
-static void *floor_open_kind(bool query) {
+static void *floor_open_kind(floor_kind_t kind) {
   floor_cuda_t *f = calloc(1, sizeof(*f));
   if (!f) return NULL;
-  f->query = query;
+  f->kind = kind;
   lw_error_t err;
   if (lw__cuda_driver(&f->api, NULL, &err) != LW_OK) {
     fprintf(stderr, "lanework bench: floor: %s\n", err.message);
@@ -465,6 +472,11 @@ static void *floor_open_kind(bool query) {
       !cu_ok(api->cuStreamCreate(&f->stream, LW_CU_STREAM_NON_BLOCKING), "cuStreamCreate")) {
     goto fail;
   }
+  if (kind == FLOOR_EVENTS &&
+      (!cu_ok(api->cuEventCreate(&f->ev_start, LW_CU_EVENT_DEFAULT), "cuEventCreate") ||
+       !cu_ok(api->cuEventCreate(&f->ev_end, LW_CU_EVENT_DEFAULT), "cuEventCreate"))) {
+    goto fail;
+  }
   (void)api->cuCtxSetCurrent(NULL);
   snprintf(f->desc, sizeof(f->desc), "CUDA device 0: %s, %s (a context of this process)",
            name[0] ? name : "unnamed", arch);
@@ -474,8 +486,13 @@ fail:
   return NULL;
 }
 
-static void *floor_open_sync(void) { return floor_open_kind(false); }
-static void *floor_open_query(void) { return floor_open_kind(true); }
+static void *floor_open_sync(void) { return floor_open_kind(FLOOR_SYNC); }
+static void *floor_open_query(void) { return floor_open_kind(FLOOR_QUERY); }
+static void *floor_open_events(void) { return floor_open_kind(FLOOR_EVENTS); }
+
+static const char *const kFloorCalls[] = {
+    "cuLaunchKernel + cuStreamSynchronize", "cuLaunchKernel + cuStreamQuery",
+    "cuEventRecord + cuLaunchKernel + cuEventRecord + cuStreamQuery + cuEventElapsedTime"};
 
 static bool floor_sample(void *p, long n, double *v) {
   floor_cuda_t *f = p;
@@ -486,17 +503,24 @@ static bool floor_sample(void *p, long n, double *v) {
   bool ok = true;
   for (long i = 0; i < n && ok; ++i) {
     double t0 = lw__bench_now_us();
-    lw_cu_result_t r = api->cuLaunchKernel(f->fn, 1, 1, 1, 1, 1, 1, 0, f->stream, NULL, NULL);
+    bool events = f->kind == FLOOR_EVENTS;
+    lw_cu_result_t r = events ? api->cuEventRecord(f->ev_start, f->stream) : LW_CU_SUCCESS;
     if (r == LW_CU_SUCCESS) {
-      if (f->query) {
+      r = api->cuLaunchKernel(f->fn, 1, 1, 1, 1, 1, 1, 0, f->stream, NULL, NULL);
+    }
+    if (r == LW_CU_SUCCESS && events) r = api->cuEventRecord(f->ev_end, f->stream);
+    if (r == LW_CU_SUCCESS) {
+      if (f->kind == FLOOR_SYNC) {
+        r = api->cuStreamSynchronize(f->stream);
+      } else {
         while ((r = api->cuStreamQuery(f->stream)) == LW_CU_ERROR_NOT_READY) {
         }
-      } else {
-        r = api->cuStreamSynchronize(f->stream);
       }
     }
+    float ms = 0;
+    if (r == LW_CU_SUCCESS && events) r = api->cuEventElapsedTime(&ms, f->ev_start, f->ev_end);
     v[i] = lw__bench_now_us() - t0;
-    ok = cu_ok(r, f->query ? "cuLaunchKernel + cuStreamQuery" : "cuLaunchKernel + cuStreamSynchronize");
+    ok = cu_ok(r, kFloorCalls[f->kind]);
   }
   (void)api->cuCtxSetCurrent(NULL);
   return ok;
@@ -528,8 +552,18 @@ static const lw_dispatch_workload_t kDispatchCuda = {
                 .open = floor_open_query,
                 .sample = floor_sample,
                 .describe = floor_describe,
+                .close = floor_close},
+               // Not a target: what the chip's driver calls cost by themselves, so that L2
+               // minus this is lanework's own share (the run lane's hand-offs).
+               {.name = "events",
+                .what = "the query floor with the chip's two events and cuEventElapsedTime",
+                .json_p50 = "floor_events_p50_us",
+                .json_p99 = "floor_events_p99_us",
+                .open = floor_open_events,
+                .sample = floor_sample,
+                .describe = floor_describe,
                 .close = floor_close}},
-    .n_floors = 2,
+    .n_floors = 3,
     .launch_floor = 0,
     .l2_target = 1.2,  // issue 22
     .dag = false,
