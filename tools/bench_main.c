@@ -110,6 +110,13 @@ static const lw_cli_opt_t wait_opts[] = {
 
 static const lw_cli_opt_t l4_opts[] = {OPT_JSON, OPT_QUIET, OPT_END};
 
+static const lw_cli_opt_t tensors_opts[] = {
+    OPT_JSON, OPT_QUIET,
+    {.name = "trials", .kind = LW_CLI_INT, .min = 1, .max = 100, .metavar = "N", .def = "10",
+     .key = K_TRIALS, .help = "timed runs of each size in each mode"},
+    OPT_END,
+};
+
 static const lw_cli_opt_t idle_opts[] = {
     OPT_JSON, OPT_QUIET,
     {.name = "seconds", .kind = LW_CLI_INT, .min = 1, .max = 3600, .metavar = "N", .def = "5",
@@ -221,6 +228,12 @@ static const bench_spec_t g_benches[] = {
                "with MPI.",
                l4_opts),
      "remote tasks through the L4 under mpirun (needs MPI)", B_SIM_ONLY, lw__bench_l4, 4},
+    {BENCH_CMD("tensors",
+               "A cuda chip's tensors copied (LW_CUDA_TENSORS=copy) against mapped (=mapped):\n"
+               "vector_add at L2 on 4 KiB to 64 MiB tensors, each mode on a chip of its own\n"
+               "(docs/cuda.md, \"Memory\"). Needs a CUDA device and NVRTC.",
+               tensors_opts),
+     "cuda tensors copied against mapped (cuda only)", B_SIM_ONLY, lw__bench_tensors, 2},
 };
 #define N_BENCHES (sizeof(g_benches) / sizeof(g_benches[0]))
 

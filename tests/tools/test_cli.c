@@ -517,6 +517,7 @@ Test(cli, the_cuda_benches_without_a_driver_name_it_and_exit_1, .timeout = 120) 
       {"bench", "dispatch", "--backend", "cuda", "--quiet", NULL},
       {"bench", "overlap", "--backend", "cuda", "--quiet", NULL},
       {"bench", "cancel", "--backend", "cuda", "--quiet", NULL},
+      {"bench", "tensors", "--quiet", NULL},
   };
   for (size_t i = 0; i < sizeof benches / sizeof benches[0]; ++i) {
     result_t r = run(benches[i]);
