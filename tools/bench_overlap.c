@@ -79,10 +79,11 @@ typedef struct bench {
   bool register_floor_met;   // and whether C2 got there (false: at its heaviest), in the
                              // calibration and in the trials' median register
   double register_calibrated_us;  // the calibration's last median register of C2
+  const char *c2_label;           // C2's name, taken once (w->c2 is called once a register)
 } bench_t;
 
 static const char *c1_name(const bench_t *b) { return b->w->c1(b->ws)->name; }
-static const char *c2_name(const bench_t *b) { return b->w->c2(b->ws)->name; }
+static const char *c2_name(const bench_t *b) { return b->c2_label; }
 
 // The serial arm: run(C1), register(C2), run(C2), one after the other, traced.
 static lw_status_t serial_arm(bench_t *b, const lw_args_t *a1, const lw_args_t *a2,
@@ -221,8 +222,8 @@ static lw_status_t calibrate(bench_t *b, long *repeat, double *out_target_us) {
       b->o->register_ms >= 0 ? (double)b->o->register_ms * 1e3 : w->register_floor_us;
   b->register_floor_us = floor_us;
   // The first register of C2 in a process also loads its compiler (NVRTC and its builtins,
-  // an OpenCL driver's compiler): seconds once, seen on an H200's host, where a register then
-  // takes ~30 ms. Not a figure of the register the trials hide, so it is not measured.
+  // an OpenCL driver's compiler): not a figure of the register the trials hide, so it is not
+  // measured.
   {
     lw_callable_handle_t h2;
     LW_RETURN_IF_ERROR(b->d->register_sync(b->d, w->c2(b->ws), &h2));
@@ -511,6 +512,7 @@ int lw__bench_overlap(const lw_bench_opts_t *o, const lw_overlap_workload_t *w) 
     free(trials);
     return 1;
   }
+  b.c2_label = w->c2(b.ws)->name;
   double t_open = lw__bench_now_us();
   lw_bench_chip_opts_t co = {.level = o->level, .backend = w->backend,
                              .arena_bytes = w->arena_bytes, .pin = lw__bench_pin(o)};

@@ -45,6 +45,9 @@ typedef struct lw_overlap_workload {
   // alloc never ran) and the state.
   lw_status_t (*open)(const lw_bench_opts_t *o, void **out);
   const lw_callable_t *(*c1)(void *s);
+  // C2 for one register: the bench calls it once a register (and once for its name), so a
+  // workload may hand each register a program of its own (cuda: a nonce against NVRTC's
+  // in-process reuse).
   const lw_callable_t *(*c2)(void *s);
   lw_status_t (*alloc)(void *s, lw_bench_chip_t *d);
   lw_status_t (*args_c1)(void *s, long repeat, lw_args_t *out);
