@@ -80,7 +80,7 @@ static const lw_cli_opt_t overlap_opts[] = {
     OPT_PIN,
     {.name = "stages", .kind = LW_CLI_INT, .min = 1, .max = 256, .metavar = "N", .def = "64",
      .key = K_STAGES, .only_with = "opencl|cuda",
-     .help = "C2 = big_program built with -DSTAGES=N (cuda:\n-DKERNELS=N, 8..200, default 16)"},
+     .help = "C2 = big_program built with -DSTAGES=N (cuda:\n-DKERNELS=N, 8..200, default 8)"},
     {.name = "register-ms", .kind = LW_CLI_INT, .min = 0, .max = 60000, .metavar = "N",
      .def = "500", .key = K_REGISTER_MS, .only_with = "cuda",
      .help = "C2 made heavier (-DWEIGHT) until a register\ntakes at least N ms; 0: C2 as "
