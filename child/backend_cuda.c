@@ -62,7 +62,7 @@
 // memory and 0.72 ms with it in device memory (docs/cuda.md): host reads of ~1,000 resident
 // blocks queue on the bus, and every later wave reads once more. A run
 // whose stop was requested reports LW_KERNEL_CANCELLED, so the chip ends it CANCELLED or
-// DEADLINE_EXCEEDED (DESIGN §4.2). Kernel time comes from two events around the launch.
+// DEADLINE_EXCEEDED (DESIGN §4.2). Kernel time: see kernel_time_t.
 //
 // Sticky errors: a CUresult after which the context is unusable (lw__cuda_result_is_sticky)
 // fails its run naming the error and marks the device lost: every later launch fails at once
@@ -108,6 +108,13 @@ typedef struct unload_item {
   struct unload_item *next;
 } unload_item_t;
 
+// How a run's kernel time is taken (LW_CUDA_KERNEL_TIME): two events around the launch and
+// cuEventElapsedTime (device time; 2.8 us a run on an H100: launch + query 9.9 us, with the
+// events 12.7 us), or the host's clock from before the launch to the query that saw the end
+// (at most a few microseconds over the kernel). auto: events while a trace records, the host's
+// clock otherwise.
+typedef enum { KTIME_AUTO = 0, KTIME_EVENTS, KTIME_HOST } kernel_time_t;
+
 typedef struct cuda_device {
   const lw_cuda_driver_t *api;
   int32_t device_id;
@@ -130,6 +137,7 @@ typedef struct cuda_device {
   char arch[16];  // "sm_90"
   char name[CUDA_NAME_BYTES];
   bool tensors_mapped;  // LW_CUDA_TENSORS=mapped
+  kernel_time_t kernel_time;  // LW_CUDA_KERNEL_TIME
   // Unloads queued by the register lane; the run lane and close take them.
   pthread_mutex_t unload_mu;
   unload_item_t *unloads;
@@ -325,6 +333,12 @@ static lw_status_t cuda_open(const lw_chip_config_t *cfg, void **out_device, lw_
     return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
                          "cuda: LW_CUDA_STOP=%s: expected host or device", stop);
   }
+  const char *ktime = getenv("LW_CUDA_KERNEL_TIME");
+  if (ktime && *ktime && strcmp(ktime, "auto") != 0 && strcmp(ktime, "events") != 0 &&
+      strcmp(ktime, "host") != 0) {
+    return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0,
+                         "cuda: LW_CUDA_KERNEL_TIME=%s: expected auto, events or host", ktime);
+  }
   lw_cu_device_t dev = 0;
   LW_RETURN_IF_ERROR(pick_device(api, cfg->device_id, &dev, err));
 
@@ -336,6 +350,9 @@ static lw_status_t cuda_open(const lw_chip_config_t *cfg, void **out_device, lw_
   d->dev = dev;
   d->tensors_mapped = mode && strcmp(mode, "mapped") == 0;
   d->stop_in_device = !(stop && strcmp(stop, "host") == 0);
+  d->kernel_time = !ktime || !*ktime || strcmp(ktime, "auto") == 0 ? KTIME_AUTO
+                   : strcmp(ktime, "events") == 0                  ? KTIME_EVENTS
+                                                                   : KTIME_HOST;
   if (api->cuDeviceGetName(d->name, sizeof(d->name), dev) != LW_CU_SUCCESS) d->name[0] = '\0';
   d->name[sizeof(d->name) - 1] = '\0';
   int can_map = 0;
@@ -1002,16 +1019,16 @@ static lw_status_t geometry(const cuda_module_t *m, const lw_launch_t *l,
 // Waits for the stream with the spin policy, writing the stop word once the run's cancel is
 // requested. Returns the stream's final answer; *out_stopped says whether the stop was sent.
 static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
-                                  bool *out_stopped) {
+                                  bool reset_queued, bool *out_stopped) {
   lw__spin_t spin = LW__SPIN_INIT;
   bool stopped = false;
   lw_cu_result_t r;
   while ((r = d->api->cuStreamQuery(d->stream)) == LW_CU_ERROR_NOT_READY) {
-    // In device memory the word is set only once the chip's stream is past this run's reset
-    // (ev_start follows it): a copy on another stream is not ordered after it, and landing
-    // first, it would be undone.
+    // In device memory the word is set only once the chip's stream is past this run's reset,
+    // where one was queued (ev_start follows it): a copy on another stream is not ordered
+    // after it, and landing first, it would be undone.
     if (!stopped && lw__cancel_is_requested(run->cancel_word, run->generation) &&
-        (!d->stop_in_device || d->api->cuEventQuery(d->ev_start) != LW_CU_ERROR_NOT_READY)) {
+        (!reset_queued || d->api->cuEventQuery(d->ev_start) != LW_CU_ERROR_NOT_READY)) {
       if (d->stop_in_device) {
         // Beside the kernel, on a stream of its own. Failed, the kernel runs to its end (or
         // until its child is killed at L3): the run still ends CANCELLED.
@@ -1062,40 +1079,47 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
   // A stop left from an earlier run must not stop this one.
   const char *step = "cuEventRecord";
   lw_cu_result_t r = LW_CU_SUCCESS;
+  bool reset_queued = false;
   if (d->stop_in_device) {
     if (d->stop_sent) {
       step = "resetting the stop word";
       r = api->cuMemcpyHtoDAsync(d->stop_dev, (const void *)&d->stop_host[0], sizeof(uint32_t),
                                  d->stream);
       if (r == LW_CU_SUCCESS) d->stop_sent = false;
+      reset_queued = true;
     }
   } else {
     __atomic_store_n(&d->stop_host[0], 0u, __ATOMIC_RELEASE);
   }
-  if (r == LW_CU_SUCCESS) {
+  bool traced = lw__trace_on();
+  bool timed = d->kernel_time == KTIME_EVENTS || (d->kernel_time == KTIME_AUTO && traced);
+  // ev_start: the kernel's time, and the mark a stop copy waits for after a reset.
+  if (r == LW_CU_SUCCESS && (timed || reset_queued)) {
     step = "cuEventRecord";
     r = api->cuEventRecord(d->ev_start, d->stream);
   }
-  int64_t t_launch = lw__trace_on() ? lw__now_ns() : 0;
+  int64_t t_launch = lw__now_ns();
   if (r == LW_CU_SUCCESS) {
     step = "cuLaunchKernel";
     r = api->cuLaunchKernel(m->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
                             d->stream, params, NULL);
   }
-  if (r == LW_CU_SUCCESS) {
+  if (r == LW_CU_SUCCESS && timed) {
     step = "cuEventRecord";
     r = api->cuEventRecord(d->ev_end, d->stream);
   }
   bool stopped = false;
   if (r == LW_CU_SUCCESS) {
     step = "the kernel";
-    r = wait_stream(d, run, &stopped);
+    r = wait_stream(d, run, reset_queued, &stopped);
   }
-  int64_t t_done = t_launch ? lw__now_ns() : 0;
+  int64_t t_done = lw__now_ns();
   uint64_t kernel_ns = 0;
   if (r == LW_CU_SUCCESS) {
     float ms = 0;
-    if (api->cuEventElapsedTime(&ms, d->ev_start, d->ev_end) == LW_CU_SUCCESS && ms > 0) {
+    if (!timed) {
+      kernel_ns = (uint64_t)(t_done - t_launch);
+    } else if (api->cuEventElapsedTime(&ms, d->ev_start, d->ev_end) == LW_CU_SUCCESS && ms > 0) {
       kernel_ns = (uint64_t)((double)ms * 1e6);
     }
     // Outputs back into host memory (a stopped run's outputs are unspecified: left as they are).
@@ -1125,7 +1149,7 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
                                   "later run (a chip child restarts)"
                                 : "");
   }
-  if (t_launch) {
+  if (traced) {
     uint64_t threads = (uint64_t)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
     int64_t t0 = kernel_ns > 0 && (int64_t)kernel_ns < t_done - t_launch
                      ? t_done - (int64_t)kernel_ns

@@ -32,7 +32,9 @@ typedef struct lw_handle lw_handle_t;
 typedef struct lw_run_timing {
   uint64_t host_wall_ns;    // from accepting the submit to the handle finishing
   uint64_t queue_ns;        // from accepting the submit to the run lane starting it
-  uint64_t kernel_wall_ns;  // the kernel's own execution (device time for a real chip)
+  uint64_t kernel_wall_ns;  // the kernel's own execution: device time on opencl (profiling);
+                            // on cuda device time by events or the host's clock around the
+                            // launch (LW_CUDA_KERNEL_TIME, docs/cuda.md)
 } lw_run_timing_t;
 
 typedef enum lw_handle_kind {

@@ -213,6 +213,51 @@ Test(cuda_fake, a_stop_word_in_mapped_host_memory_ends_a_polling_kernel_and_is_r
   poll_until_deadline(k, "a run after the cancels polls a word that was reset");
 }
 
+// A run's kernel time (LW_CUDA_KERNEL_TIME): by default (auto) the host's clock, no events,
+// while no trace records, and two events around the launch while one does; `events` always
+// records them, `host` never; each way a run reports a kernel time.
+static int events_of_one_run(lw_callable_handle_t e) {
+  int before = ct_count("event_record");
+  lw_run_timing_t t;
+  LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, &t));
+  cr_assert_gt(t.kernel_wall_ns, 0, "a kernel time either way");
+  return ct_count("event_record") - before;
+}
+
+Test(cuda_fake, kernel_time_takes_events_only_while_a_trace_records_or_when_asked) {
+  lw_callable_handle_t e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
+  cr_assert_eq(events_of_one_run(e), 0, "auto, no trace: the host's clock");
+  char path[] = "/tmp/lw_cuda_fake_trace_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  LW_ASSERT_OK(lw_trace_start(path));
+  cr_assert_eq(events_of_one_run(e), 2, "auto, a trace records: two events");
+  LW_ASSERT_OK(lw_trace_stop(NULL));
+  unlink(path);
+  cr_assert_eq(events_of_one_run(e), 0, "auto after the trace: none again");
+
+  static const char *const modes[2] = {"events", "host"};
+  static const int want[2] = {2, 0};
+  for (int i = 0; i < 2; ++i) {
+    lw_chip_close(chip);
+    setenv("LW_CUDA_KERNEL_TIME", modes[i], 1);
+    open_chip();
+    unsetenv("LW_CUDA_KERNEL_TIME");
+    e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
+    cr_assert_eq(events_of_one_run(e), want[i], "LW_CUDA_KERNEL_TIME=%s", modes[i]);
+  }
+  lw_chip_close(chip);
+  chip = NULL;
+  setenv("LW_CUDA_KERNEL_TIME", "device", 1);
+  lw_status_t st = try_open();
+  unsetenv("LW_CUDA_KERNEL_TIME");
+  cr_assert_eq(st, LW_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(lw_last_error()->message,
+                            "LW_CUDA_KERNEL_TIME=device: expected auto, events or host"),
+                     "%s", lw_last_error()->message);
+}
+
 Test(cuda_fake, an_unknown_stop_word_place_fails_open_naming_it) {
   lw_chip_close(chip);
   chip = NULL;

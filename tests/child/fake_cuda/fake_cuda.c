@@ -483,6 +483,7 @@ API CUresult cuEventDestroy_v2(event_t *e) {
 
 API CUresult cuEventRecord(event_t *e, stream_t *s) {
   NEED_CTX("cuEventRecord");
+  lw_fake_cuda_log("event_record", "%s", "");
   atomic_store(&e->at_ns, 0);
   atomic_store(&e->recorded, true);
   op_t *op = calloc(1, sizeof(*op));
