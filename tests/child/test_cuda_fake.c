@@ -146,10 +146,11 @@ Test(cuda_fake, tensors_and_scalars_are_packed_in_signature_order) {
 // Two runs of the polling kernel k, each cancelled once the kernel runs (the fake logs its
 // launch; no other kernel is launched meanwhile): both end CANCELLED, while running.
 static void cancel_polling_twice(lw_callable_handle_t k) {
+  int launched = ct_count("launch");
   for (int round = 0; round < 2; ++round) {
     lw_handle_t *h = NULL;
     LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
-    while (ct_count("launch") < round + 1) usleep(200);
+    while (ct_count("launch") < launched + round + 1) usleep(200);
     LW_ASSERT_OK(lw_handle_cancel(h));
     cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED,
                  "round %d: a stop requested while the kernel ran: %s", round,
