@@ -98,6 +98,10 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 // How long the run lane naps between stream queries once its spin budget is spent: the worst
 // a cancel or a completion waits to be seen after that.
 #define CUDA_NAP_NS 20000
+// copy: the device buffers kept between runs (see cuda_device_t.spare_ptr): at most this many,
+// this many bytes together; a spare serves a tensor of at least half its size.
+#define CUDA_SPARE_BUFFERS 16
+#define CUDA_SPARE_BYTES (256ull << 20)
 // lanework's build option asking for the driver's PTX JIT (see above).
 #define CUDA_DRIVER_JIT_OPTION "--lw-driver-jit"
 #define CUDA_MAX_OPTIONS 64
@@ -138,6 +142,13 @@ typedef struct cuda_device {
   char name[CUDA_NAME_BYTES];
   bool tensors_mapped;  // LW_CUDA_TENSORS=mapped
   kernel_time_t kernel_time;  // LW_CUDA_KERNEL_TIME
+  // copy: device buffers of finished runs, kept for the next runs' tensors (run lane only;
+  // freed at close). cuMemAlloc and cuMemFree cost tens of microseconds a tensor, and a
+  // cuMemFree waits for the device; a run of the same shapes as the last reuses them all.
+  lw_cu_deviceptr_t spare_ptr[CUDA_SPARE_BUFFERS];
+  uint64_t spare_bytes[CUDA_SPARE_BUFFERS];
+  uint32_t n_spare;
+  uint64_t spare_total;
   // Unloads queued by the register lane; the run lane and close take them.
   pthread_mutex_t unload_mu;
   unload_item_t *unloads;
@@ -285,6 +296,8 @@ static lw_status_t pick_device(const lw_cuda_driver_t *api, int32_t device_id,
   return LW_OK;
 }
 
+static void spares_free(cuda_device_t *d);
+
 static void cuda_close(void *device) {
   cuda_device_t *d = device;
   if (!d) return;
@@ -304,6 +317,7 @@ static void cuda_close(void *device) {
       (void)d->api->cuStreamDestroy(d->stop_stream);
     }
     if (d->stop_in_device && d->stop_dev) (void)d->api->cuMemFree(d->stop_dev);
+    spares_free(d);
     if (d->stop_host) (void)d->api->cuMemFreeHost((void *)d->stop_host);
     if (d->ev_start) (void)d->api->cuEventDestroy(d->ev_start);
     if (d->ev_end) (void)d->api->cuEventDestroy(d->ev_end);
@@ -898,14 +912,60 @@ typedef struct run_tensors {
   void *host[LW_MAX_TENSORS];
   uint64_t bytes[LW_MAX_TENSORS];
   uint8_t dir[LW_MAX_TENSORS];
-  bool allocated[LW_MAX_TENSORS];   // copy: ptr is cuMemAlloc'ed
+  bool allocated[LW_MAX_TENSORS];   // copy: ptr is a device buffer (buffer_take)
+  uint64_t buffer_bytes[LW_MAX_TENSORS];  // and its size, at least bytes
   bool registered[LW_MAX_TENSORS];  // mapped: host was registered by this run
   uint32_t n;
 } run_tensors_t;
 
+// Frees every spare buffer (close, or a cuMemAlloc that found the device full).
+static void spares_free(cuda_device_t *d) {
+  for (uint32_t i = 0; i < d->n_spare; ++i) (void)d->api->cuMemFree(d->spare_ptr[i]);
+  d->n_spare = 0;
+  d->spare_total = 0;
+}
+
+// A device buffer of at least bytes: the smallest spare that fits and is at most twice as big,
+// or a new one (after freeing the spares if the device is full). *out_bytes: its size.
+static lw_cu_result_t buffer_take(cuda_device_t *d, uint64_t bytes, lw_cu_deviceptr_t *out,
+                                  uint64_t *out_bytes) {
+  uint32_t best = UINT32_MAX;
+  for (uint32_t i = 0; i < d->n_spare; ++i) {
+    uint64_t b = d->spare_bytes[i];
+    if (b >= bytes && b / 2 <= bytes && (best == UINT32_MAX || b < d->spare_bytes[best])) best = i;
+  }
+  if (best != UINT32_MAX) {
+    *out = d->spare_ptr[best];
+    *out_bytes = d->spare_bytes[best];
+    d->spare_total -= d->spare_bytes[best];
+    d->n_spare--;
+    d->spare_ptr[best] = d->spare_ptr[d->n_spare];
+    d->spare_bytes[best] = d->spare_bytes[d->n_spare];
+    return LW_CU_SUCCESS;
+  }
+  *out_bytes = bytes;
+  lw_cu_result_t r = d->api->cuMemAlloc(out, (size_t)bytes);
+  if (r == LW_CU_ERROR_OUT_OF_MEMORY && d->n_spare > 0) {
+    spares_free(d);
+    r = d->api->cuMemAlloc(out, (size_t)bytes);
+  }
+  return r;
+}
+
+// Keeps a finished run's buffer as a spare, or frees it when the spares are full.
+static void buffer_give(cuda_device_t *d, lw_cu_deviceptr_t p, uint64_t bytes) {
+  if (d->n_spare < CUDA_SPARE_BUFFERS && d->spare_total + bytes <= CUDA_SPARE_BYTES) {
+    d->spare_ptr[d->n_spare] = p;
+    d->spare_bytes[d->n_spare++] = bytes;
+    d->spare_total += bytes;
+  } else {
+    (void)d->api->cuMemFree(p);
+  }
+}
+
 static void tensors_release(cuda_device_t *d, run_tensors_t *t) {
   for (uint32_t i = 0; i < t->n; ++i) {
-    if (t->allocated[i]) (void)d->api->cuMemFree(t->ptr[i]);
+    if (t->allocated[i]) buffer_give(d, t->ptr[i], t->buffer_bytes[i]);
     if (t->registered[i]) (void)d->api->cuMemHostUnregister(t->host[i]);
   }
   t->n = 0;
@@ -932,7 +992,7 @@ static lw_cu_result_t tensor_add(cuda_device_t *d, run_tensors_t *t, void *host,
     }
     return api->cuMemHostGetDevicePointer(&t->ptr[k], host, 0);
   }
-  lw_cu_result_t r = api->cuMemAlloc(&t->ptr[k], (size_t)bytes);
+  lw_cu_result_t r = buffer_take(d, bytes, &t->ptr[k], &t->buffer_bytes[k]);
   if (r != LW_CU_SUCCESS) return r;
   t->allocated[k] = true;
   if (dir == LW_PARAM_IN || dir == LW_PARAM_INOUT) {

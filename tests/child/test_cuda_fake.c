@@ -119,6 +119,30 @@ Test(cuda_fake, an_unknown_tensor_mode_fails_open_naming_it) {
   cr_assert_not_null(strstr(lw_last_error()->message, "LW_CUDA_TENSORS=zero-copy"));
 }
 
+// Copied tensors (the default): a finished run's device buffers are kept for the next runs, a
+// spare serving a tensor of half its size up to its own; close frees them.
+Test(cuda_fake, copied_tensors_reuse_the_device_buffers_of_earlier_runs_and_close_frees_them) {
+  static const uint8_t dirs[4] = {LW_PARAM_IN, LW_PARAM_IN, LW_PARAM_OUT, LW_PARAM_SCALAR};
+  lw_callable_handle_t k = reg("vadd", CT_SOURCE_ALL, "vector_add", 4, dirs, NULL);
+  int allocs = ct_count("mem_alloc"), frees = ct_count("mem_free");
+  run_vadd(k, 1024);
+  cr_assert_eq(ct_count("mem_alloc"), allocs + 3, "a buffer a tensor");
+  run_vadd(k, 1024);
+  run_vadd(k, 1024);
+  cr_assert_eq(ct_count("mem_alloc"), allocs + 3, "the same shapes reuse them");
+  run_vadd(k, 4096);
+  cr_assert_eq(ct_count("mem_alloc"), allocs + 6, "4 KiB buffers cannot hold 16 KiB tensors");
+  run_vadd(k, 1024);
+  cr_assert_eq(ct_count("mem_alloc"), allocs + 6, "the 4 KiB spares serve 4 KiB tensors");
+  run_vadd(k, 64);
+  cr_assert_eq(ct_count("mem_alloc"), allocs + 9, "a spare serves at most twice its tensor");
+  cr_assert_eq(ct_count("mem_free"), frees, "no buffer was freed while the chip is open");
+  lw_chip_close(chip);
+  chip = NULL;
+  // The 9 spares and the stop word (in device memory by default).
+  cr_assert_eq(ct_count("mem_free"), frees + 10, "close frees every spare");
+}
+
 Test(cuda_fake, tensors_and_scalars_are_packed_in_signature_order) {
   static const uint8_t dirs[5] = {LW_PARAM_OUT, LW_PARAM_SCALAR, LW_PARAM_IN, LW_PARAM_SCALAR,
                                   LW_PARAM_SCALAR};

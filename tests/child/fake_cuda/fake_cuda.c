@@ -509,6 +509,7 @@ API CUresult cuEventElapsedTime_v2(float *ms, event_t *a, event_t *b) {
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
   NEED_CTX("cuMemAlloc_v2");
+  lw_fake_cuda_log("mem_alloc", "%zu", bytes);
   void *m = calloc(1, bytes ? bytes : 1);
   *p = (CUdeviceptr)(uintptr_t)m;
   return OK;
@@ -516,6 +517,7 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
 
 API CUresult cuMemFree_v2(CUdeviceptr p) {
   NEED_CTX("cuMemFree_v2");
+  lw_fake_cuda_log("mem_free", "%s", "");
   free((void *)(uintptr_t)p);
   return OK;
 }
