@@ -101,6 +101,12 @@ typedef struct lw_backend_ops {
   // failed exits LW_CHILD_EXIT_DEVICE_LOST once the task's completion is pushed, so the
   // worker respawns it on a fresh device context. Any thread.
   bool (*device_lost)(void *device);
+  // Optional (NULL: ignored). [base, base + bytes) stays mapped at this address, holding
+  // tensors of later runs, for as long as the device is open (an L3 chip child's view of the
+  // worker's arena): the backend may map it into the device once, at its first use, rather
+  // than each run's tensors in it per run. Called at most once, after open and before any
+  // launch, on the thread that opened the device.
+  void (*host_region)(void *device, void *base, uint64_t bytes);
 } lw_backend_ops_t;
 
 // The backends built into this library (child/backend.c), sim first; their number in *out_n.

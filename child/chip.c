@@ -919,6 +919,10 @@ lw_status_t lw_chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip) {
   return st == LW_OK ? LW_OK : lw__last_error_store(&err);
 }
 
+void lw__chip_set_host_region(lw_chip_t *chip, void *base, uint64_t bytes) {
+  if (chip && chip->backend->host_region) chip->backend->host_region(chip->device, base, bytes);
+}
+
 lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **out_chip, lw_error_t *err) {
   return lw__chip_open_on(cfg, cfg ? cfg->device_id : 0, out_chip, err);
 }

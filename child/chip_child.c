@@ -490,6 +490,8 @@ _Noreturn void lw__chip_child_main(const lw_child_env_t *env) {
     lw__child_publish_init(&c, LW_MB_INIT_FAILED, &err);
     _exit(LW_CHILD_EXIT_START_FAILED);
   }
+  // The arena outlives the chip and holds every task's tensors: a backend may map it once.
+  lw__chip_set_host_region(chip, env->arena.base, env->arena.bytes);
   lw__child_publish_init(&c, LW_MB_INIT_READY, NULL);
 
   run_lane_hook_t hook = {&c, chip};

@@ -137,6 +137,11 @@ LW_MUST_USE lw_status_t lw__chip_open(const lw_chip_config_t *cfg, lw_chip_t **o
 LW_MUST_USE lw_status_t lw__chip_open_on(const lw_chip_config_t *cfg, int32_t device,
                                          lw_chip_t **out_chip, lw_error_t *err);
 
+// Tells the chip's backend that [base, base + bytes) outlives the chip and holds its runs'
+// tensors (lw_backend_ops_t.host_region): the chip child passes the worker's arena. Once, right
+// after the open, before any run.
+void lw__chip_set_host_region(lw_chip_t *chip, void *base, uint64_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,6 +104,22 @@ Test(cuda_l3, a_cuda_chip_runs_a_task_and_the_parent_never_calls_cuda) {
   unlink(ct_log_path);
 }
 
+// Mapped tensors at L3 live in the worker's arena, which outlives the chip child: the child
+// registers the arena once, at the first mapped tensor, not each tensor per run (and leaves
+// it so until it closes, or dies: destroy may kill a child, so that is not asserted).
+Test(cuda_l3, mapped_tensors_in_the_arena_register_it_once_and_not_per_run) {
+  setenv("LW_CUDA_TENSORS", "mapped", 1);
+  make_cuda_worker();
+  unsetenv("LW_CUDA_TENSORS");
+  lw_callable_handle_t k = wreg_cuda("vadd", "vector_add", 4, ct_vadd_dirs);
+  job_t j = new_vadd(k, 3000);
+  for (int i = 0; i < 3; ++i) run_vadd_ok(&j);
+  cr_assert_eq(ct_count("host_register"), 1, "the arena, once");
+  cr_assert_eq(ct_count("host_unregister"), 0, "nothing unregistered while the child runs");
+  destroy_and_check();
+  unlink(ct_log_path);
+}
+
 Test(cuda_l3, a_sticky_error_ends_the_child_which_is_respawned_and_the_next_task_runs) {
   make_cuda_worker();
   lw_callable_handle_t bad = wreg_cuda("bad", "illegal_address", 0, NULL);

@@ -582,6 +582,7 @@ static struct {
 API CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
   (void)flags;
   NEED_CTX("cuMemHostRegister_v2");
+  lw_fake_cuda_log("host_register", "%zu", bytes);
   uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
   CUresult r = E_INVALID_VALUE;
   pthread_mutex_lock(&g_reg_mu);
@@ -605,6 +606,7 @@ out:
 }
 
 API CUresult cuMemHostUnregister(void *p) {
+  lw_fake_cuda_log("host_unregister", "%s", "");
   CUresult r = E_HOST_MEMORY_NOT_REGISTERED;
   pthread_mutex_lock(&g_reg_mu);
   for (int i = 0; i < MAX_REGISTERED; ++i) {
