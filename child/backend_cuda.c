@@ -100,6 +100,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define CUDA_NAP_NS 20000
 // copy: the device buffers kept between runs (see cuda_device_t.spare_ptr): at most this many,
 // this many bytes together; a spare serves a tensor of at least half its size.
+// The largest host region mapped whole (host_region): registering pins every page of it, so
+// a bigger arena (sparse until used) keeps per-run registration.
+#define CUDA_REGION_MAX_BYTES (1ull << 30)
 #define CUDA_SPARE_BUFFERS 16
 #define CUDA_SPARE_BYTES (256ull << 20)
 // lanework's build option asking for the driver's PTX JIT (see above).
@@ -1288,6 +1291,7 @@ static lw_status_t cuda_launch(void *device, void *module, const lw_kernel_args_
 
 static void cuda_host_region(void *device, void *base, uint64_t bytes) {
   cuda_device_t *d = device;
+  if (bytes > CUDA_REGION_MAX_BYTES) return;
   d->region_base = base;
   d->region_bytes = bytes;
   d->region_state = 0;
