@@ -98,11 +98,11 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 // How long the run lane naps between stream queries once its spin budget is spent: the worst
 // a cancel or a completion waits to be seen after that.
 #define CUDA_NAP_NS 20000
-// copy: the device buffers kept between runs (see cuda_device_t.spare_ptr): at most this many,
-// this many bytes together; a spare serves a tensor of at least half its size.
 // The largest host region mapped whole (host_region): registering pins every page of it, so
 // a bigger arena (sparse until used) keeps per-run registration.
 #define CUDA_REGION_MAX_BYTES (1ull << 30)
+// copy: the device buffers kept between runs (see cuda_device_t.spare_ptr): at most this many,
+// this many bytes together; a spare serves a tensor of at least half its size.
 #define CUDA_SPARE_BUFFERS 16
 #define CUDA_SPARE_BYTES (256ull << 20)
 // lanework's build option asking for the driver's PTX JIT (see above).
@@ -118,9 +118,17 @@ typedef struct unload_item {
 // How a run's kernel time is taken (LW_CUDA_KERNEL_TIME): two events around the launch and
 // cuEventElapsedTime (device time; 2.8 us a run on an H100: launch + query 9.9 us, with the
 // events 12.7 us), or the host's clock from before the launch to the query that saw the end
-// (at most a few microseconds over the kernel). auto: events while a trace records, the host's
-// clock otherwise.
+// (over the kernel by the launch's latency and the run lane's polling: it spins the spin
+// budget, then naps CUDA_NAP_NS between queries). auto: events while a trace records or the
+// run copies tensors in (the host's clock would count the copies), the host's clock otherwise.
 typedef enum { KTIME_AUTO = 0, KTIME_EVENTS, KTIME_HOST } kernel_time_t;
+
+// The host region's registration (cuda_device_t.region_base).
+typedef enum {
+  REGION_UNTRIED = 0,  // no tensor in it yet, or no region
+  REGION_MAPPED,       // registered by this device, region_dev valid; unregistered at close
+  REGION_FAILED,       // the registration failed: tensors in it are registered per run
+} region_state_t;
 
 typedef struct cuda_device {
   const lw_cuda_driver_t *api;
@@ -145,19 +153,17 @@ typedef struct cuda_device {
   char name[CUDA_NAME_BYTES];
   bool tensors_mapped;  // LW_CUDA_TENSORS=mapped
   kernel_time_t kernel_time;  // LW_CUDA_KERNEL_TIME
-  // copy: device buffers of finished runs, kept for the next runs' tensors (run lane only;
-  // freed at close). cuMemAlloc and cuMemFree cost tens of microseconds a tensor, and a
-  // cuMemFree waits for the device; a run of the same shapes as the last reuses them all.
   // The host region (host_region: an L3 chip child's arena): registered with the driver at the
   // first mapped or live tensor inside it and kept so until close, where per run each such
   // tensor was registered and unregistered (~90 us at 4 KiB on an H100, more with more pages,
-  // and the handle waits for it). region_state: 0 not tried, 1 registered here (region_dev
-  // valid), 2 found registered already (valid, not ours to unregister), -1 failed (per run
-  // then). Set before any launch; the run lane and close only after.
+  // and the handle waits for it). Set before any launch; the run lane and close only after.
   uint8_t *region_base;
   uint64_t region_bytes;
   lw_cu_deviceptr_t region_dev;
-  int region_state;
+  region_state_t region_state;
+  // copy: device buffers of finished runs, kept for the next runs' tensors (run lane only;
+  // freed at close). cuMemAlloc and cuMemFree cost tens of microseconds a tensor, and a
+  // cuMemFree waits for the device; a run of the same shapes as the last reuses them all.
   lw_cu_deviceptr_t spare_ptr[CUDA_SPARE_BUFFERS];
   uint64_t spare_bytes[CUDA_SPARE_BUFFERS];
   uint32_t n_spare;
@@ -331,7 +337,7 @@ static void cuda_close(void *device) {
     }
     if (d->stop_in_device && d->stop_dev) (void)d->api->cuMemFree(d->stop_dev);
     spares_free(d);
-    if (d->region_state == 1) (void)d->api->cuMemHostUnregister(d->region_base);
+    if (d->region_state == REGION_MAPPED) (void)d->api->cuMemHostUnregister(d->region_base);
     if (d->stop_host) (void)d->api->cuMemFreeHost((void *)d->stop_host);
     if (d->ev_start) (void)d->api->cuEventDestroy(d->ev_start);
     if (d->ev_end) (void)d->api->cuEventDestroy(d->ev_end);
@@ -928,6 +934,7 @@ typedef struct run_tensors {
   uint8_t dir[LW_MAX_TENSORS];
   bool allocated[LW_MAX_TENSORS];   // copy: ptr is a device buffer (buffer_take)
   uint64_t buffer_bytes[LW_MAX_TENSORS];  // and its size, at least bytes
+  bool copied_in;                         // a copy in was queued before the launch
   bool registered[LW_MAX_TENSORS];  // mapped: host was registered by this run
   uint32_t n;
 } run_tensors_t;
@@ -988,27 +995,27 @@ static void tensors_release(cuda_device_t *d, run_tensors_t *t) {
 // Whether [host, host + bytes) lies in the host region and the region is mapped (mapping it
 // now, once, on the run lane with the context current).
 static bool region_holds(cuda_device_t *d, void *host, uint64_t bytes) {
-  uint8_t *p = host;
-  if (!d->region_base || p < d->region_base || bytes > d->region_bytes ||
-      (uint64_t)(p - d->region_base) > d->region_bytes - bytes) {
+  uintptr_t p = (uintptr_t)host, base = (uintptr_t)d->region_base;
+  if (!d->region_base || p < base || bytes > d->region_bytes ||
+      (uint64_t)(p - base) > d->region_bytes - bytes) {
     return false;
   }
-  if (d->region_state == 0) {
+  if (d->region_state == REGION_UNTRIED) {
     const lw_cuda_driver_t *api = d->api;
+    // Registered already (by the program: some part of it, perhaps) is no registration this
+    // device could trust for the whole region: per run then, as at L2.
     lw_cu_result_t r = api->cuMemHostRegister(
         d->region_base, (size_t)d->region_bytes,
         LW_CU_MEMHOSTREGISTER_DEVICEMAP | LW_CU_MEMHOSTREGISTER_PORTABLE);
-    int state = r == LW_CU_SUCCESS                                ? 1
-                : r == LW_CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? 2
-                                                                  : -1;
-    if (state > 0 && api->cuMemHostGetDevicePointer(&d->region_dev, d->region_base, 0) !=
-                         LW_CU_SUCCESS) {
-      if (state == 1) (void)api->cuMemHostUnregister(d->region_base);
-      state = -1;
+    region_state_t state = r == LW_CU_SUCCESS ? REGION_MAPPED : REGION_FAILED;
+    if (state == REGION_MAPPED &&
+        api->cuMemHostGetDevicePointer(&d->region_dev, d->region_base, 0) != LW_CU_SUCCESS) {
+      (void)api->cuMemHostUnregister(d->region_base);
+      state = REGION_FAILED;
     }
     d->region_state = state;
   }
-  return d->region_state > 0;
+  return d->region_state == REGION_MAPPED;
 }
 
 // Makes tensor i of args reachable by the kernel (copied or mapped) as t->ptr[t->n].
@@ -1043,6 +1050,7 @@ static lw_cu_result_t tensor_add(cuda_device_t *d, run_tensors_t *t, void *host,
     // On the chip's stream: ordered before the launch. From pageable memory the call returns
     // once the bytes are staged, so the host may change them afterwards.
     r = api->cuMemcpyHtoDAsync(t->ptr[k], host, (size_t)bytes, d->stream);
+    t->copied_in = true;
   }
   return r;
 }
@@ -1196,7 +1204,8 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
     __atomic_store_n(&d->stop_host[0], 0u, __ATOMIC_RELEASE);
   }
   bool traced = lw__trace_on();
-  bool timed = d->kernel_time == KTIME_EVENTS || (d->kernel_time == KTIME_AUTO && traced);
+  bool timed = d->kernel_time == KTIME_EVENTS ||
+               (d->kernel_time == KTIME_AUTO && (traced || t.copied_in));
   // ev_start: the kernel's time, and the mark a stop copy waits for after a reset.
   if (r == LW_CU_SUCCESS && (timed || reset_queued)) {
     step = "cuEventRecord";
@@ -1235,8 +1244,13 @@ static lw_status_t launch_in_context(cuda_device_t *d, cuda_module_t *m,
       copies = true;
     }
     // The stream was found idle (wait_stream): only copies queued since need waiting for, and a
-    // run without them saves the driver call (the launch+sync floor has two).
-    if (r == LW_CU_SUCCESS && copies) r = api->cuStreamSynchronize(d->stream);
+    // run without them saves the driver call (the launch+sync floor has two). A copy that
+    // failed to queue still waits for those queued before it: into pinned memory they are
+    // asynchronous, and their buffers go back to the spares below.
+    if (copies) {
+      lw_cu_result_t sr = api->cuStreamSynchronize(d->stream);
+      if (r == LW_CU_SUCCESS) r = sr;
+    }
   } else if (!lw__cuda_result_is_sticky(r)) {
     // A launch that failed after copies were queued: they finish before their memory goes.
     (void)api->cuStreamSynchronize(d->stream);
@@ -1294,7 +1308,7 @@ static void cuda_host_region(void *device, void *base, uint64_t bytes) {
   if (bytes > CUDA_REGION_MAX_BYTES) return;
   d->region_base = base;
   d->region_bytes = bytes;
-  d->region_state = 0;
+  d->region_state = REGION_UNTRIED;
 }
 
 static bool cuda_device_lost(void *device) {

@@ -84,13 +84,14 @@ typedef struct ocl_module {
   char entry[OCL_NAME_BYTES];
   uint32_t n_params;
   uint8_t param_dirs[LW_MAX_PARAMS];
-  // Work-items per slice learned from the previous run (0: not yet) and a hash of that run's
-  // scalars: the next run starts there when its scalars hash the same. Other scalars may make
-  // a work-item cost thousands of times more (a loop count), and a slice learned from cheap
+  // Work-items per slice learned from the previous run (0: not yet) and that run's scalars:
+  // the next run starts there when its scalars are the same. Other scalars may make a
+  // work-item cost thousands of times more (a loop count), and a slice learned from cheap
   // work-items would then run for seconds with no cancel point (found on an H100: a run of one
   // step before a 2 s run of the same kernel made the 2 s run one slice).
   uint64_t slice_items;
-  uint64_t slice_key;
+  uint32_t slice_n_scalars;
+  uint64_t slice_scalars[LW_MAX_SCALARS];
   // Largest work-group lanework picks when the run leaves local sizes to the device.
   size_t wg_cap;
 } ocl_module_t;
@@ -702,12 +703,10 @@ static cl_int wait_event(cl_event ev, uint64_t *out_ns) {
 
 static uint64_t round_down(uint64_t v, uint64_t unit) { return v - v % unit; }
 
-// FNV-1a over a run's scalar count and values: which learned slice size a run may start from.
-static uint64_t scalars_key(const lw_kernel_args_t *args) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  h = (h ^ args->n_scalars) * 0x100000001b3ull;
-  for (uint32_t i = 0; i < args->n_scalars; ++i) h = (h ^ args->scalar[i]) * 0x100000001b3ull;
-  return h;
+// Whether a run's scalars are those m's learned slice size came from.
+static bool same_scalars(const ocl_module_t *m, const lw_kernel_args_t *args) {
+  return m->slice_n_scalars == args->n_scalars &&
+         memcmp(m->slice_scalars, args->scalar, sizeof(uint64_t) * args->n_scalars) == 0;
 }
 
 // Records a finished slice in the trace. The device's profiling clock is not the host's, so the
@@ -771,8 +770,7 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
   }
   uint64_t unit = have_local ? local[sd] : 1;
   uint64_t total = global[sd];
-  uint64_t key = scalars_key(args);
-  uint64_t learned = m->slice_key == key ? m->slice_items : 0;
+  uint64_t learned = same_scalars(m, args) ? m->slice_items : 0;
   uint64_t rows = learned ? learned / per_row : OCL_FIRST_SLICE_ITEMS / per_row;
   rows = round_down(rows, unit);
   if (rows < unit) rows = unit;
@@ -821,7 +819,8 @@ static lw_status_t ocl_launch(void *device, void *module, const lw_kernel_args_t
   }
   if (e == CL_SUCCESS) {
     m->slice_items = rows * per_row;
-    m->slice_key = key;
+    m->slice_n_scalars = args->n_scalars;
+    memcpy(m->slice_scalars, args->scalar, sizeof(uint64_t) * args->n_scalars);
   }
   // Outputs into host memory: a blocking map for reading makes the device's writes visible
   // (zero-copy on a CPU device, a copy back on a discrete GPU). The queue is empty otherwise

@@ -9,7 +9,8 @@
 // and for each size runs it once untimed (first touches, the first launch of the size) then
 // --trials times, each checked exactly (c = a + b with a, b small integers: exact in float).
 // Reported per size and mode: the run's p50 and min (lw_chip_run, submit to finished) and the
-// kernel's p50 (its two events); the faster mode by p50.
+// kernel's p50 (its two events: the chips are opened with LW_CUDA_KERNEL_TIME=events); the
+// faster mode by p50.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,9 +89,10 @@ static int one_run(lw_chip_t *chip, lw_callable_handle_t h, bufs_t *t, const cha
 
 // Every size in one mode, on a chip opened with LW_CUDA_TENSORS=mode.
 static int measure_mode(int m, int trials, const lw_callable_t *vadd, cell_t out[SIZES]) {
-  const char *prev = getenv("LW_CUDA_TENSORS");
-  char *saved = prev ? strdup(prev) : NULL;
+  const char *prev = getenv("LW_CUDA_TENSORS"), *prev_time = getenv("LW_CUDA_KERNEL_TIME");
+  char *saved = prev ? strdup(prev) : NULL, *saved_time = prev_time ? strdup(prev_time) : NULL;
   setenv("LW_CUDA_TENSORS", kModes[m], 1);
+  setenv("LW_CUDA_KERNEL_TIME", "events", 1);
   lw_chip_config_t cfg;
   lw_chip_config_default(&cfg);
   snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
@@ -101,6 +103,12 @@ static int measure_mode(int m, int trials, const lw_callable_t *vadd, cell_t out
     free(saved);
   } else {
     unsetenv("LW_CUDA_TENSORS");
+  }
+  if (saved_time) {
+    setenv("LW_CUDA_KERNEL_TIME", saved_time, 1);
+    free(saved_time);
+  } else {
+    unsetenv("LW_CUDA_KERNEL_TIME");
   }
   if (st != LW_OK) return lw__bench_fail("opening a cuda chip", st);
   lw_callable_handle_t h;
@@ -119,7 +127,9 @@ static int measure_mode(int m, int trials, const lw_callable_t *vadd, cell_t out
     lw__bench_progress("%s, %zu-byte tensors", kModes[m], kBytes[s]);
     double w, k;
     rc = one_run(chip, h, &t, kModes[m], &w, &k);  // untimed
-    for (int i = 0; i < trials && rc == 0; ++i) rc = one_run(chip, h, &t, kModes[m], &wall[i], &kern[i]);
+    for (int i = 0; i < trials && rc == 0; ++i) {
+      rc = one_run(chip, h, &t, kModes[m], &wall[i], &kern[i]);
+    }
     if (rc == 0) {
       out[s].p50_us = lw__bench_median(wall, (size_t)trials);
       double lo, hi;

@@ -357,8 +357,9 @@ static const lw_cancel_workload_t kCancelCuda = {
 // ---------------------------------------------------------------------------------------------
 // dispatch: the raw floors
 
-// How a floor waits: cuStreamSynchronize; a spin on cuStreamQuery; or the chip's own driver
-// calls, less lanework (two events around the launch, the spin, cuEventElapsedTime).
+// How a floor waits: cuStreamSynchronize; a spin on cuStreamQuery; or that spin with two events
+// around the launch and cuEventElapsedTime (what a run timed by events adds: a traced run, or
+// LW_CUDA_KERNEL_TIME=events).
 typedef enum { FLOOR_SYNC, FLOOR_QUERY, FLOOR_EVENTS } floor_kind_t;
 
 typedef struct floor_cuda {
@@ -368,7 +369,7 @@ typedef struct floor_cuda {
   lw_cu_function_t fn;
   lw_cu_stream_t stream;
   lw_cu_event_t ev_start, ev_end;  // FLOOR_EVENTS only
-  int kind;                        // floor_kind_t
+  floor_kind_t kind;
   char desc[256];
 } floor_cuda_t;
 
@@ -568,8 +569,8 @@ static const lw_dispatch_workload_t kDispatchCuda = {
                 .sample = floor_sample,
                 .describe = floor_describe,
                 .close = floor_close},
-               // Not a target: what the chip's driver calls cost by themselves, so that L2
-               // minus this is lanework's own share (the run lane's hand-offs).
+               // Not a target: what two events add to a run (an untraced empty run records
+               // none: LW_CUDA_KERNEL_TIME=auto), so events - query is a timed run's extra.
                {.name = "events",
                 .what = "the query floor with the chip's two events and cuEventElapsedTime",
                 .json_p50 = "floor_events_p50_us",
