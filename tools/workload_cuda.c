@@ -81,9 +81,11 @@ typedef struct overlap_cuda {
   char c2_options[PATH_MAX + 80];  // -I... -DKERNELS=N -DWEIGHT=W -DLW_BENCH_NONCE=K
   long kernels;
   long weight;  // -DWEIGHT, grown by ov_c2_heavier until a register takes long enough
-  // A number of its own in every register's options: NVRTC 13.0 compiled a program it had
-  // compiled before in the same process in 34-60 ms against 4.7-14.3 s the first time (an
-  // H100's host), so a C2 registered twice with the same options is no expensive register.
+  // A number of its own in every register's options, which big_program.cu compiles into a
+  // kernel of its own (lw_big_nonce): NVRTC 13.0 compiled a program it had compiled before
+  // in 14-60 ms against 0.9-16 s the first time (an H100's host), also with only an unused
+  // -D option changed, and also in another process: a C2 whose code repeats an earlier one
+  // is no expensive register.
   unsigned long nonce;
   uint32_t *a, *b, *c1_out, *ref1;
   float *x, *c2_out, *first2;
@@ -586,7 +588,11 @@ static const lw_dispatch_workload_t kDispatchCuda = {
     .load = false,
 };
 
-static const char *const kEnvCuda[][2] = {{NULL, NULL}};
+// No on-disk compile cache: an H100 host's NVRTC compiled big_program in 13-37 ms in a second
+// process (the L3 step) for every WEIGHT the first process (the L2 step) had compiled cold in
+// 0.9-16 s. CUDA_CACHE_DISABLE turns the driver's compute cache off; the nonce in C2's code
+// (ov_c2) keeps an in-process reuse from matching too.
+static const char *const kEnvCuda[][2] = {{"CUDA_CACHE_DISABLE", "1"}, {NULL, NULL}};
 
 const lw_bench_backend_t lw__bench_backend_cuda = {
     .name = "cuda",

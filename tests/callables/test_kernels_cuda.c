@@ -89,7 +89,9 @@ Test(kernels_cuda, hang_never_reads_the_stop_word) {
 Test(kernels_cuda, the_big_program_is_two_hundred_kernels_of_cuda_c) {
   size_t n = 0;
   char *src = read_kernel("big_program", &n);
-  cr_assert_eq(count(src, "extern \"C\" __global__ void lw_big_"), 200);
+  // 200 stage kernels and lw_big_nonce (compiled only with -DLW_BENCH_NONCE).
+  cr_assert_eq(count(src, "extern \"C\" __global__ void lw_big_"), 201);
+  cr_assert_eq(count(src, "extern \"C\" __global__ void lw_big_nonce("), 1);
   // Inlined: a stage applied WEIGHT times is WEIGHT times the code to compile.
   cr_assert_eq(count(src, "__device__ __forceinline__ float lw_big_stage_"), 200);
   cr_assert(n > 50000 && n < 100000, "big_program.cu is %zu bytes", n);

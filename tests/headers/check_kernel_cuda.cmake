@@ -46,6 +46,9 @@ foreach(k IN LISTS cu)
 endforeach()
 lw_run("big_program.cu -DKERNELS=8" ${cxx} -DKERNELS=8 -x c++ -fsyntax-only
        ${kernels}/big_program.cu)
+# bench overlap's build (a nonce kernel, an inlined stage applied WEIGHT times).
+lw_run("big_program.cu -DLW_BENCH_NONCE=7 -DWEIGHT=3" ${cxx} -DKERNELS=8 -DWEIGHT=3
+       -DLW_BENCH_NONCE=7 -x c++ -fsyntax-only ${kernels}/big_program.cu)
 # Its guard refuses a size it has no kernels for.
 execute_process(COMMAND ${cxx} -DKERNELS=201 -x c++ -fsyntax-only ${kernels}/big_program.cu
                 RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
