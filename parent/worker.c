@@ -291,6 +291,12 @@ lw_status_t lw_worker_register_sub(lw_worker_t *w, lw_sub_fn fn, const char *nam
   if (!w || !fn || !out) {
     return lw__fail(LW_INVALID_ARGUMENT, "worker_register_sub: worker, fn and out must be set");
   }
+  if (w->cfg.n_subs == 0) {
+    return lw__fail(LW_FAILED_PRECONDITION,
+                    "worker_register_sub %s: the worker has no sub children "
+                    "(lw_worker_config_t.n_subs is 0): the function would have nowhere to run",
+                    name ? name : "(unnamed)");
+  }
   lw_error_t err;
   if (lw__callables_register_sub(&w->calls, fn, name, out, &err) != LW_OK) {
     return lw__last_error_store(&err);

@@ -189,7 +189,8 @@ LW_API LW_MUST_USE lw_status_t lw_worker_unregister(lw_worker_t *w, lw_callable_
 LW_API LW_MUST_USE lw_status_t lw_worker_unregister_async(lw_worker_t *w, lw_callable_handle_t h,
                                                           lw_handle_t **out);
 // Sub callables: fn must be code that was mapped when the worker was created (checked with
-// dladdr); INVALID_ARGUMENT otherwise. name is copied. Safe to call from several threads at
+// dladdr); INVALID_ARGUMENT otherwise. FAILED_PRECONDITION on a worker with no sub children
+// (n_subs 0), naming that. name is copied. Safe to call from several threads at
 // once: registrations are applied one at a time, so every sub child holds the same functions
 // in the same order (a sub child that is down gets the table replayed when it is respawned).
 // On failure no sub child keeps the function.

@@ -156,6 +156,17 @@ static void *unregister_thread(void *arg) {
   return NULL;
 }
 
+Test(callables, register_sub_on_a_worker_without_sub_children_is_refused_naming_n_subs) {
+  make_worker_queue(1, 0, 0);
+  lw_callable_handle_t h = {7};
+  lw_status_t st = lw_worker_register_sub(w, sub_write_111, "write_111", &h);
+  cr_assert_eq(st, LW_FAILED_PRECONDITION, "got %s", lw_status_name(st));
+  cr_assert_not_null(strstr(lw_last_error()->message, "n_subs is 0"), "%s",
+                     lw_last_error()->message);
+  cr_assert_eq(h.id, 0, "no handle");
+  destroy_and_check();
+}
+
 Test(callables, sub_unregister_waits_for_queued_tasks_which_run_the_original_function,
      .timeout = 60) {
   make_worker(1, 2);
