@@ -221,6 +221,41 @@ Test(cuda_fake, a_deadline_stops_a_polling_kernel_and_ends_deadline_exceeded) {
   poll_until_deadline(k, "the deadline");
 }
 
+// The stop word in device memory after a cancelled run: the next launch queues the word's
+// reset on the chip's stream, and a cancel of that run must not send its stop copy (on a
+// stream of its own) before the reset has landed, or the reset undoes it and the kernel never
+// sees the stop. The fake holds the reset; the cancel comes meanwhile; a backend that sent
+// the stop at once would leave the kernel polling a reset word (the fake's poll gives up
+// after 30 s), while the guard sends it after the reset and the run ends CANCELLED at once.
+Test(cuda_fake, a_cancel_while_the_stop_words_reset_is_pending_still_stops_the_kernel) {
+  lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
+  int launched = ct_count("launch");
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
+  while (ct_count("launch") < launched + 1) usleep(200);
+  LW_ASSERT_OK(lw_handle_cancel(h));
+  cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED);
+  lw_handle_release(h);
+
+  char path[512];
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
+  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(lib, "the backend loaded the fake");
+  void (*hold)(int) = (void (*)(int))dlsym(lib, "lw_fake_cuda_hold_zero_word_copies");
+  cr_assert_not_null(hold);
+  hold(1);
+  LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
+  while (ct_count("launch") < launched + 2) usleep(200);  // reset, ev_start, kernel queued
+  LW_ASSERT_OK(lw_handle_cancel(h));
+  usleep(50 * 1000);  // time for a backend without the guard to send its stop early
+  hold(0);
+  // Finite, not timed: the run ends at once with the guard, after ~30 s without it.
+  lw_status_t st = lw_handle_wait(h, 10ll * 1000 * 1000 * 1000);
+  cr_assert_eq(st, LW_CANCELLED, "the held reset's run: %s", lw_status_name(st));
+  lw_handle_release(h);
+  dlclose(lib);
+}
+
 // LW_CUDA_STOP=host: the word in mapped pinned host memory, stored to by the run lane and
 // reset before each launch with no copy. A cancel still ends the polling kernel, twice; the
 // next run is not stopped by the word a cancel left (it runs until its deadline); and the chip

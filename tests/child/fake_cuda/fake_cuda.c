@@ -223,7 +223,20 @@ static void copy_words(void *dst, const void *src, size_t bytes) {
   for (size_t i = 0; i < bytes / 4; ++i) __atomic_store_n(&d[i], from[i], __ATOMIC_RELEASE);
 }
 
+// lw_fake_cuda_hold_zero_word_copies: while set, a stream that reaches a 4-byte copy of the
+// value 0 (the backend's reset of a stop word in device memory) waits there.
+static _Atomic int g_hold_zero_words;
+
+API void lw_fake_cuda_hold_zero_word_copies(int on) { atomic_store(&g_hold_zero_words, on); }
+
 static void op_run(stream_t *s, op_t *op) {
+  if (op->kind == OP_COPY && op->bytes == 4 && op->src &&
+      __atomic_load_n((const uint32_t *)op->src, __ATOMIC_ACQUIRE) == 0) {
+    while (atomic_load(&g_hold_zero_words)) {
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+    }
+  }
   if (op->kind == OP_KERNEL) {
     // A context with a sticky error runs nothing more.
     if (atomic_load(&s->ctx->sticky) == 0) op->launch.f->b->fn(&op->launch);

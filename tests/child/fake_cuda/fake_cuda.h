@@ -25,8 +25,9 @@
 // (a module load of PTX text, which the real driver compiles: kernels are its ".entry name("),
 // module_load (detail: the kernels' names), module_unload, launch (detail: the kernel), compile
 // (the fake NVRTC; detail: its options), link (the fake nvJitLink; detail: its options),
-// no_context (a call that needed a context found none;
-// detail: the call).
+// htod_async (detail: bytes), event_record, mem_alloc (detail: bytes), mem_free,
+// host_register (detail: bytes), host_unregister, stream_sync, no_context (a call that
+// needed a context found none; detail: the call).
 #ifndef LANEWORK_TESTS_FAKE_CUDA_H_
 #define LANEWORK_TESTS_FAKE_CUDA_H_
 
@@ -43,6 +44,9 @@ extern "C" {
 // Exported by libfake_cuda.so for the fake NVRTC: 1 when a context is current on the calling
 // thread, and the event log.
 int lw_fake_cuda_context_current(void);
+// For the tests: while on is non-zero, a stream that reaches a 4-byte host-to-device copy of
+// the value 0 (a stop word's reset) waits there; 0 lets it go.
+void lw_fake_cuda_hold_zero_word_copies(int on);
 void lw_fake_cuda_log(const char *event, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
