@@ -4,6 +4,7 @@
 // the first launch, unloads never on the register lane), results and argument packing, cancel
 // through the mapped stop word, deadlines, sticky errors and failed loads.
 #include <dlfcn.h>
+#include <sys/prctl.h>
 
 #include "child/chip_impl.h"
 #include "lanes/trace.h"
@@ -502,6 +503,24 @@ Test(cuda_fake, a_run_on_the_callers_thread_leaves_its_context_as_it_was) {
   cr_assert_not_null(current);
   cr_assert_eq(current(), 0, "the chip's context is not left current on the caller's thread");
   dlclose(lib);
+}
+
+// A run that waits long enough to nap lowers its thread's timer slack for the naps (a 20 us
+// nap lasted ~100 us with Linux's default 50 us slack) and puts the caller's own back: an L2
+// run on the caller's thread leaves the thread as it found it.
+Test(cuda_fake, a_napping_run_on_the_callers_thread_leaves_its_timer_slack_as_it_was) {
+  lw_chip_close(chip);
+  setenv("LW_L2_RUN_HERE", "1", 1);
+  open_chip();
+  static const uint8_t dirs[1] = {LW_PARAM_SCALAR};
+  lw_callable_handle_t k = reg("sleep", CT_SOURCE_ALL, "sleep_ms", 1, dirs, NULL);
+  cr_assert_eq(prctl(PR_SET_TIMERSLACK, 77000), 0);
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_ASSERT_OK(lw_args_add_scalar(&a, 20));  // 20 ms: far past the spin, so the lane naps
+  LW_ASSERT_OK(lw_chip_run(chip, k, &a, NULL, NULL));
+  cr_assert_eq(prctl(PR_GET_TIMERSLACK), 77000, "the caller's timer slack is back");
+  (void)prctl(PR_SET_TIMERSLACK, 0);  // the default again
 }
 
 Test(cuda_fake, compile_and_load_are_separate_spans_inside_the_register_and_the_first_run) {
