@@ -25,6 +25,39 @@ static void open_chip(void) {
   cr_assert_eq(st, LW_OK, "open: %s", lw_last_error()->message);
 }
 
+// Closes chip and opens it again with name=value in the environment, which the chip and the
+// backend read at open.
+static void reopen_chip_with(const char *name, const char *value) {
+  lw_chip_close(chip);
+  setenv(name, value, 1);
+  open_chip();
+  unsetenv(name);
+}
+
+// Closes chip; an open with name=value in the environment fails INVALID_ARGUMENT with a message
+// holding want.
+static void assert_open_refuses(const char *name, const char *value, const char *want) {
+  lw_chip_close(chip);
+  chip = NULL;
+  setenv(name, value, 1);
+  lw_status_t st = try_open();
+  unsetenv(name);
+  cr_assert_eq(st, LW_INVALID_ARGUMENT, "%s=%s: %s", name, value, lw_status_name(st));
+  cr_assert_not_null(strstr(lw_last_error()->message, want), "%s", lw_last_error()->message);
+}
+
+// A function of the fake driver the backend loaded (a test knob or probe of its own).
+static void *fake_symbol(const char *name) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
+  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(lib, "the backend loaded the fake");
+  void *fn = dlsym(lib, name);
+  cr_assert_not_null(fn, "the fake exports %s", name);
+  dlclose(lib);  // the backend keeps it loaded
+  return fn;
+}
+
 static void setup(void) {
   ct_use_fake(true);
   // Runs go to the run lane, whose thread the events name.
@@ -105,19 +138,13 @@ Test(cuda_fake, register_compiles_off_context_on_the_register_lane_and_the_run_l
 }
 
 Test(cuda_fake, vector_add_results_are_exact_with_mapped_tensors) {
-  lw_chip_close(chip);
-  setenv("LW_CUDA_TENSORS", "mapped", 1);
-  open_chip();
+  reopen_chip_with("LW_CUDA_TENSORS", "mapped");
   lw_callable_handle_t k = reg("vadd", CT_SOURCE_ALL, "vector_add", 4, ct_vadd_dirs, NULL);
   run_vadd(k, 4097);
 }
 
 Test(cuda_fake, an_unknown_tensor_mode_fails_open_naming_it) {
-  lw_chip_close(chip);
-  chip = NULL;
-  setenv("LW_CUDA_TENSORS", "zero-copy", 1);
-  cr_assert_eq(try_open(), LW_INVALID_ARGUMENT);
-  cr_assert_not_null(strstr(lw_last_error()->message, "LW_CUDA_TENSORS=zero-copy"));
+  assert_open_refuses("LW_CUDA_TENSORS", "zero-copy", "LW_CUDA_TENSORS=zero-copy");
 }
 
 // Copied tensors (the default): a finished run's device buffers are kept for the next runs, a
@@ -238,12 +265,7 @@ Test(cuda_fake, a_cancel_while_the_stop_words_reset_is_pending_still_stops_the_k
   cr_assert_eq(lw_handle_wait(h, LW_WAIT_FOREVER), LW_CANCELLED);
   lw_handle_release(h);
 
-  char path[512];
-  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
-  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(lib, "the backend loaded the fake");
-  void (*hold)(int) = (void (*)(int))dlsym(lib, "lw_fake_cuda_hold_zero_word_copies");
-  cr_assert_not_null(hold);
+  void (*hold)(int) = (void (*)(int))fake_symbol("lw_fake_cuda_hold_zero_word_copies");
   hold(1);
   LW_ASSERT_OK(lw_chip_run_async(chip, k, NULL, NULL, &h));
   while (ct_count("launch") < launched + 2) usleep(200);  // reset, ev_start, kernel queued
@@ -254,7 +276,6 @@ Test(cuda_fake, a_cancel_while_the_stop_words_reset_is_pending_still_stops_the_k
   lw_status_t st = lw_handle_wait(h, 10ll * 1000 * 1000 * 1000);
   cr_assert_eq(st, LW_CANCELLED, "the held reset's run: %s", lw_status_name(st));
   lw_handle_release(h);
-  dlclose(lib);
 }
 
 // LW_CUDA_STOP=host: the word in mapped pinned host memory, stored to by the run lane and
@@ -262,10 +283,7 @@ Test(cuda_fake, a_cancel_while_the_stop_words_reset_is_pending_still_stops_the_k
 // next run is not stopped by the word a cancel left (it runs until its deadline); and the chip
 // closes with nothing left.
 Test(cuda_fake, a_stop_word_in_mapped_host_memory_ends_a_polling_kernel_and_is_reset_for_the_next) {
-  lw_chip_close(chip);
-  setenv("LW_CUDA_STOP", "host", 1);
-  open_chip();
-  unsetenv("LW_CUDA_STOP");
+  reopen_chip_with("LW_CUDA_STOP", "host");
   lw_callable_handle_t k = reg("poll", CT_SOURCE_ALL, "poll_stop", 0, NULL, NULL);
   int copies = ct_count("htod_async");
   cancel_polling_twice(k);
@@ -301,33 +319,16 @@ Test(cuda_fake, kernel_time_takes_events_only_while_a_trace_records_or_when_aske
   static const char *const modes[2] = {"events", "host"};
   static const int want[2] = {2, 0};
   for (int i = 0; i < 2; ++i) {
-    lw_chip_close(chip);
-    setenv("LW_CUDA_KERNEL_TIME", modes[i], 1);
-    open_chip();
-    unsetenv("LW_CUDA_KERNEL_TIME");
+    reopen_chip_with("LW_CUDA_KERNEL_TIME", modes[i]);
     e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
     cr_assert_eq(events_of_one_run(e), want[i], "LW_CUDA_KERNEL_TIME=%s", modes[i]);
   }
-  lw_chip_close(chip);
-  chip = NULL;
-  setenv("LW_CUDA_KERNEL_TIME", "device", 1);
-  lw_status_t st = try_open();
-  unsetenv("LW_CUDA_KERNEL_TIME");
-  cr_assert_eq(st, LW_INVALID_ARGUMENT);
-  cr_assert_not_null(strstr(lw_last_error()->message,
-                            "LW_CUDA_KERNEL_TIME=device: expected auto, events or host"),
-                     "%s", lw_last_error()->message);
+  assert_open_refuses("LW_CUDA_KERNEL_TIME", "device",
+                      "LW_CUDA_KERNEL_TIME=device: expected auto, events or host");
 }
 
 Test(cuda_fake, an_unknown_stop_word_place_fails_open_naming_it) {
-  lw_chip_close(chip);
-  chip = NULL;
-  setenv("LW_CUDA_STOP", "gpu", 1);
-  lw_status_t st = try_open();
-  unsetenv("LW_CUDA_STOP");
-  cr_assert_eq(st, LW_INVALID_ARGUMENT);
-  cr_assert_not_null(strstr(lw_last_error()->message, "LW_CUDA_STOP=gpu: expected host or device"),
-                     "%s", lw_last_error()->message);
+  assert_open_refuses("LW_CUDA_STOP", "gpu", "LW_CUDA_STOP=gpu: expected host or device");
 }
 
 Test(cuda_fake, a_register_completes_while_a_kernel_runs) {
@@ -489,29 +490,19 @@ Test(cuda_fake, a_run_with_nothing_to_copy_back_waits_for_its_stream_once) {
 }
 
 Test(cuda_fake, a_run_on_the_callers_thread_leaves_its_context_as_it_was) {
-  lw_chip_close(chip);
-  setenv("LW_L2_RUN_HERE", "1", 1);
-  open_chip();
+  reopen_chip_with("LW_L2_RUN_HERE", "1");
   lw_callable_handle_t e = reg("empty", CT_SOURCE_ALL, "empty", 0, NULL, NULL);
   LW_ASSERT_OK(lw_chip_run(chip, e, NULL, NULL, NULL));
   // The fake the backend loaded, asked about this thread.
-  char path[512];
-  snprintf(path, sizeof(path), "%s/libfake_cuda.so", ct_fake_dir());
-  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(lib, "the backend loaded the fake");
-  int (*current)(void) = (int (*)(void))dlsym(lib, "lw_fake_cuda_context_current");
-  cr_assert_not_null(current);
+  int (*current)(void) = (int (*)(void))fake_symbol("lw_fake_cuda_context_current");
   cr_assert_eq(current(), 0, "the chip's context is not left current on the caller's thread");
-  dlclose(lib);
 }
 
 // A run that waits long enough to nap lowers its thread's timer slack for the naps (a 20 us
 // nap lasted ~100 us with Linux's default 50 us slack) and puts the caller's own back: an L2
 // run on the caller's thread leaves the thread as it found it.
 Test(cuda_fake, a_napping_run_on_the_callers_thread_leaves_its_timer_slack_as_it_was) {
-  lw_chip_close(chip);
-  setenv("LW_L2_RUN_HERE", "1", 1);
-  open_chip();
+  reopen_chip_with("LW_L2_RUN_HERE", "1");
   static const uint8_t dirs[1] = {LW_PARAM_SCALAR};
   lw_callable_handle_t k = reg("sleep", CT_SOURCE_ALL, "sleep_ms", 1, dirs, NULL);
   cr_assert_eq(prctl(PR_SET_TIMERSLACK, 77000), 0);
