@@ -51,6 +51,19 @@ static void open_gate_file(const char *path) {
   fclose(f);
 }
 
+// Registers a prepare_gate kernel on the file path (gate_path(what), created open), into
+// *held (free it with lw_callable_free_loaded). Registered first, a respawned chip replays it
+// first: once the file is gone, it holds that replay.
+static lw_callable_handle_t register_replay_gate(const char *what, char *path, size_t bytes,
+                                                 lw_callable_t *held) {
+  gate_path(path, bytes, what);
+  open_gate_file(path);
+  *held = prepare_gate_kernel(path);
+  lw_callable_handle_t g;
+  LW_ASSERT_OK(lw_worker_register(w, held, &g));
+  return g;
+}
+
 // Waits until ep's child is no longer `old` and is READY but does not take work yet: it is
 // taking its replay. (accepting changes under the DAG owner's token.)
 static void wait_replaying(lw_endpoint_t *ep, pid_t old) {
@@ -378,13 +391,8 @@ Test(callables, deferred_unregister_started_while_its_chip_is_respawned_finishes
      .timeout = 60) {
   make_worker(2, 0);
   char path[96];
-  gate_path(path, sizeof(path), "replay");
-  open_gate_file(path);
-  // Registered first, so a respawned chip replays it first; without the file its prepare hook
-  // holds that replay.
-  lw_callable_t held = prepare_gate_kernel(path);
-  lw_callable_handle_t g;
-  LW_ASSERT_OK(lw_worker_register(w, &held, &g));
+  lw_callable_t held;
+  lw_callable_handle_t g = register_replay_gate("replay", path, sizeof(path), &held);
   uint8_t *mem = lw_worker_alloc(w, 4096);
   cr_assert_not_null(mem);
   memset(mem, 0, 4096);
@@ -434,13 +442,9 @@ Test(callables, a_due_unregister_is_not_replayed_into_a_respawned_chip_nor_queue
      .timeout = 60) {
   make_worker(1, 0);
   char path[96];
-  gate_path(path, sizeof(path), "due");
-  open_gate_file(path);
-  // Registered first, so a respawned chip replays it first: without the file it holds the
-  // replay. k and l come after it in the table, in this order.
-  lw_callable_t held = prepare_gate_kernel(path);
-  lw_callable_handle_t g;
-  LW_ASSERT_OK(lw_worker_register(w, &held, &g));
+  lw_callable_t held;
+  lw_callable_handle_t g = register_replay_gate("due", path, sizeof(path), &held);
+  // k and l come after the gate in the table, in this order.
   lw_callable_handle_t k = wreg("record");
   lw_callable_handle_t l = wreg("gate");
   uint32_t wg = (uint32_t)(g.id & 0xffffffffu) - 1, wk = (uint32_t)(k.id & 0xffffffffu) - 1,
