@@ -87,29 +87,34 @@ static int one_run(lw_chip_t *chip, lw_callable_handle_t h, bufs_t *t, const cha
   return 0;
 }
 
+// Sets name=value for a chip's open and returns what was there (NULL: unset), for env_restore.
+static char *env_swap(const char *name, const char *value) {
+  const char *prev = getenv(name);
+  char *saved = prev ? strdup(prev) : NULL;
+  setenv(name, value, 1);
+  return saved;
+}
+
+static void env_restore(const char *name, char *saved) {
+  if (saved) {
+    setenv(name, saved, 1);
+    free(saved);
+  } else {
+    unsetenv(name);
+  }
+}
+
 // Every size in one mode, on a chip opened with LW_CUDA_TENSORS=mode.
 static int measure_mode(int m, int trials, const lw_callable_t *vadd, cell_t out[SIZES]) {
-  const char *prev = getenv("LW_CUDA_TENSORS"), *prev_time = getenv("LW_CUDA_KERNEL_TIME");
-  char *saved = prev ? strdup(prev) : NULL, *saved_time = prev_time ? strdup(prev_time) : NULL;
-  setenv("LW_CUDA_TENSORS", kModes[m], 1);
-  setenv("LW_CUDA_KERNEL_TIME", "events", 1);
+  char *saved = env_swap("LW_CUDA_TENSORS", kModes[m]);
+  char *saved_time = env_swap("LW_CUDA_KERNEL_TIME", "events");
   lw_chip_config_t cfg;
   lw_chip_config_default(&cfg);
   snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
   lw_chip_t *chip = NULL;
   lw_status_t st = lw_chip_open(&cfg, &chip);
-  if (saved) {
-    setenv("LW_CUDA_TENSORS", saved, 1);
-    free(saved);
-  } else {
-    unsetenv("LW_CUDA_TENSORS");
-  }
-  if (saved_time) {
-    setenv("LW_CUDA_KERNEL_TIME", saved_time, 1);
-    free(saved_time);
-  } else {
-    unsetenv("LW_CUDA_KERNEL_TIME");
-  }
+  env_restore("LW_CUDA_KERNEL_TIME", saved_time);
+  env_restore("LW_CUDA_TENSORS", saved);
   if (st != LW_OK) return lw__bench_fail("opening a cuda chip", st);
   lw_callable_handle_t h;
   int rc = 0;
