@@ -94,7 +94,8 @@ struct lw_chip_run {
   lw_lane_item_t item;
   lw_chip_t *chip;
   lw_cancel_word_t *cancel_word;
-  const _Atomic uint32_t *cancel_flag;
+  const _Atomic uint64_t *cancel_mark;  // see lw_chip_submit_opts_t
+  uint64_t cancel_mark_value;
   _Atomic uint64_t *started_ns;
   lw_status_t (*must_not_start)(void *ctx, lw_error_t *why);  // see lw_chip_submit_opts_t
   void *must_not_start_ctx;
@@ -236,6 +237,12 @@ static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int6
   run_unpin(chip, slot);
 }
 
+// The run's post was cancelled through its frame (seq_cst: the Dekker pairs below).
+static bool run_marked_cancelled(const run_op_t *op) {
+  return op->cancel_mark && op->cancel_mark_value != 0 &&
+         atomic_load(op->cancel_mark) == op->cancel_mark_value;
+}
+
 static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   run_op_t *op = CONTAINER_OF(item, run_op_t, item);
   lw_chip_t *chip = op->chip;
@@ -249,8 +256,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     lw__handle_unref(&op->handle);  // the lane's reference
     return;
   }
-  if (cancelled || lw__handle_cancel_requested(&op->handle) ||
-      (op->cancel_flag && atomic_load(op->cancel_flag))) {
+  if (cancelled || lw__handle_cancel_requested(&op->handle) || run_marked_cancelled(op)) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
                   "chip %d: %s of %s cancelled before it started", dev, label_of(op).text,
                   op->pin.name);
@@ -272,8 +278,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   // Dekker pairs with run_cancel and with lw__mailbox_cancel_task: either the canceller saw
   // RUNNING (or the fresh generation), or we see its flag here.
   atomic_thread_fence(memory_order_seq_cst);
-  if (lw__handle_cancel_requested(&op->handle) ||
-      (op->cancel_flag && atomic_load(op->cancel_flag))) {
+  if (lw__handle_cancel_requested(&op->handle) || run_marked_cancelled(op)) {
     (void)lw__cancel_request(op->cancel_word, gen);
   }
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
@@ -342,7 +347,8 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   if (opts && opts->notify) lw__handle_set_notify(&op->handle, opts->notify, opts->notify_ctx);
   op->chip = chip;
   op->cancel_word = (opts && opts->cancel_word) ? opts->cancel_word : &chip->cancel_word;
-  op->cancel_flag = opts ? opts->cancel_flag : NULL;
+  op->cancel_mark = opts ? opts->cancel_mark : NULL;
+  op->cancel_mark_value = opts ? opts->cancel_mark_value : 0;
   op->started_ns = opts ? opts->started_ns : NULL;
   op->must_not_start = opts ? opts->must_not_start : NULL;
   op->must_not_start_ctx = opts ? opts->notify_ctx : NULL;

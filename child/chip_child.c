@@ -47,6 +47,9 @@ static frame_ctx_t frames[LW_MB_TASK_FRAMES];
 // post (register and unregister controls, more tasks, cancel notices).
 static pthread_mutex_t take_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_seq = 1;  // the next post to serve; written under take_mu
+// The task frame after the last one served (under take_mu): where the parent, which takes its
+// frames in turn, most likely put the next task (lw__mailbox_find_post's hint).
+static uint32_t next_frame_hint = LW_MB_TASK_FRAMES;
 // The run lane is in its idle hook, taking task posts: the mailbox loop then sleeps on the
 // doorbell's loop_word and leaves task posts to it. (A run the loop queues wakes the hook
 // through the lane's own wake-up, lw_lane_idle_t.wake.)
@@ -166,15 +169,18 @@ static void task_done(void *ctx, lw_handle_t *h) {
   // The mailbox loop keeps its reference in fc->run (see frame_ctx_t).
 }
 
-// Forwards the parent's cancel of a frame (its cancel_requested flag) to the frame's run: a run
+// Forwards the parent's cancel of a frame (its cancel_dispatch mark) to the frame's run: a run
 // still queued behind another kernel finishes CANCELLED now, without running; a running one
 // has already had its cancel word set by the parent. Either taker of posts, under take_mu.
 static void forward_cancel(lw_child_ctx_t *c, uint32_t frame) {
   frame_ctx_t *fc = &frames[frame];
   if (!fc->run || fc->cancel_sent) return;
   // seq_cst: pairs with the parent's store in lw__mailbox_cancel_task; either this load sees
-  // the flag or the parent's cancel_seq bump comes after it and wakes the loop again.
-  if (!atomic_load_explicit(&c->mb->task[frame].cancel_requested, memory_order_seq_cst)) return;
+  // the mark or the parent's cancel_seq bump comes after it and wakes the loop again.
+  if (atomic_load_explicit(&c->mb->task[frame].cancel_dispatch, memory_order_seq_cst) !=
+      fc->identity.dispatch_id) {
+    return;
+  }
   fc->cancel_sent = true;
   (void)lw_handle_cancel(fc->run);  // NOT_FOUND when it finished already
 }
@@ -225,7 +231,8 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
   fc->chip_index = dev;
   fc->chip = chip;
   lw_chip_submit_opts_t opts = {.cancel_word = &c->mb->task[frame].cancel,
-                                .cancel_flag = &c->mb->task[frame].cancel_requested,
+                                .cancel_mark = &c->mb->task[frame].cancel_dispatch,
+                                .cancel_mark_value = t.identity.dispatch_id,
                                 .started_ns = &c->mb->task[frame].started_ns,
                                 .notify = task_done,
                                 .notify_ctx = fc,
@@ -350,12 +357,13 @@ static void serve_post_locked(lw_child_ctx_t *c, lw_chip_t *chip, uint64_t seq) 
   uint32_t frame = 0;
   lw_error_t err;
   lw__error_clear(&err);
-  if (lw__mailbox_find_post(c->mb, seq, &is_control, &frame, &err) != LW_OK) {
+  if (lw__mailbox_find_post(c->mb, seq, next_frame_hint, &is_control, &frame, &err) != LW_OK) {
     _exit(LW_CHILD_EXIT_POST_MISSING);  // the parent is broken
   }
   if (is_control) {
     serve_control(c, chip);
   } else {
+    next_frame_hint = (frame + 1) % LW_MB_TASK_FRAMES;
     serve_task(c, chip, frame);
   }
   atomic_store(&next_seq, seq + 1);

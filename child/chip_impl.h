@@ -84,9 +84,11 @@ static inline uint32_t lw__chip_queue_depth(lw_chip_t *chip) {
 // Options of the internal submit paths used by the chip child.
 typedef struct lw_chip_submit_opts {
   lw_cancel_word_t *cancel_word;  // the run's cancel word; NULL: the chip's own
-  // A second cancel signal in shared memory (the task frame's cancel_requested): checked when
-  // the run starts, so a cancel that arrived while it was queued still stops it. May be NULL.
-  const _Atomic uint32_t *cancel_flag;
+  // A second cancel signal in shared memory (the task frame's cancel_dispatch): the run is
+  // cancelled when it holds cancel_mark_value (nonzero: the run's post), checked when the run
+  // starts, so a cancel that arrived while it was queued still stops it. May be NULL.
+  const _Atomic uint64_t *cancel_mark;
+  uint64_t cancel_mark_value;
   // Receives CLOCK_MONOTONIC ns when the kernel starts (the parent's escalation clock).
   _Atomic uint64_t *started_ns;
   lw_handle_notify_fn notify;     // called once when the handle finishes (finishing thread)

@@ -151,15 +151,18 @@ _Noreturn void lw__sub_child_main(const lw_child_env_t *env) {
   lw_error_t err;
   // A sub function runs on this loop, so the heartbeat stands still while one runs; the parent
   // expects it to move only while a post waits here (see sched.c, check_liveness).
+  // The frame after the last task's: where the parent most likely put the next (find_post).
+  uint32_t hint = LW_MB_TASK_FRAMES;
   for (uint64_t seq = 1; lw__child_wait_post(&c, seq, NULL, NULL) == LW_CHILD_WAKE_POST; ++seq) {
     bool is_control = false;
     uint32_t frame = 0;
-    if (lw__mailbox_find_post(c.mb, seq, &is_control, &frame, &err) != LW_OK) {
+    if (lw__mailbox_find_post(c.mb, seq, hint, &is_control, &frame, &err) != LW_OK) {
       _exit(LW_CHILD_EXIT_POST_MISSING);
     }
     if (is_control) {
       serve_control(&c, index);
     } else {
+      hint = (frame + 1) % LW_MB_TASK_FRAMES;
       serve_task(&c, index, frame);
     }
   }

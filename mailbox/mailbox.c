@@ -370,13 +370,12 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   memcpy(t->args.tensor, post->args.tensor, sizeof(t->args.tensor[0]) * post->args.n_tensors);
   memcpy(t->args.scalar, post->args.scalar, sizeof(t->args.scalar[0]) * post->args.n_scalars);
   t->args.launch = post->args.launch;
-  // Relaxed: the READY publication below orders these for the child.
-  atomic_store_explicit(&t->cancel_requested, 0, memory_order_relaxed);
-  atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
-  // The result fields are left as the last task left them: the child writes every one of them
-  // before it moves the frame to a terminal state (lw__mailbox_task_complete), the only state
-  // in which the parent reads them, so resetting them here would only write three lines the
-  // child last wrote.
+  // The cancel line (cancel_dispatch, started_ns) is the child's: a cancel names its post by
+  // dispatch id, and the child zeroed started_ns when the frame's last task ended, so a post
+  // leaves the line in the child's cache. The result fields are left as the last task left
+  // them: the child writes every one of them before it moves the frame to a terminal state
+  // (lw__mailbox_task_complete), the only state in which the parent reads them, so resetting
+  // them here would only write a line the child last wrote.
   uint32_t expected = LW_MB_TASK_IDLE;
   // Release: the payload above is visible to a child that acquires TASK_READY. A failure here
   // means the child touched an IDLE frame: report it, never overwrite.
@@ -443,12 +442,12 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   return LW_OK;
 }
 
-bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame) {
+bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame, uint64_t dispatch_id) {
   if (frame >= LW_MB_TASK_FRAMES) return false;
   lw_cancel_word_t *word = &mb->task[frame].cancel;
   // seq_cst: pairs with the child's fence after lw__cancel_begin: either the starting run sees
-  // the flag, or the load below sees its fresh generation.
-  atomic_store_explicit(&mb->task[frame].cancel_requested, 1, memory_order_seq_cst);
+  // the mark, or the load below sees its fresh generation.
+  atomic_store_explicit(&mb->task[frame].cancel_dispatch, dispatch_id, memory_order_seq_cst);
   uint64_t loaded = atomic_load_explicit(word, memory_order_seq_cst);
   // 0: no run ever began on this frame; odd: the last run was cancelled or has completed
   // (task_complete retires the generation). Only an even, nonzero word is a live run.
@@ -567,13 +566,18 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
                          (unsigned long long)head, (unsigned long long)(head - tail),
                          (unsigned long long)tail, LW_MB_RING_ENTRIES);
   }
-  // The entry's fields, then its error for a control completion only (a task's result is in
-  // its frame; its entry's error bytes are not written by push and are not read here).
+  // A task entry's first line (its result is in its frame: push writes no more of the entry,
+  // and the rest of the copy is zeroed); a control entry's fields and its error.
   const lw_mb_completion_t *slot = &mb->ring[tail % LW_MB_RING_ENTRIES];
-  memcpy(out, slot, offsetof(lw_mb_completion_t, error));
+  memcpy(out, slot, LW_MB_TASK_COMPLETION_BYTES);
   if (out->kind == LW_MB_COMPLETION_CONTROL) {
+    memcpy((char *)out + LW_MB_TASK_COMPLETION_BYTES,
+           (const char *)slot + LW_MB_TASK_COMPLETION_BYTES,
+           offsetof(lw_mb_completion_t, error) - LW_MB_TASK_COMPLETION_BYTES);
     error_copy(&out->error, &slot->error);  // untrusted: terminated
   } else {
+    memset((char *)out + LW_MB_TASK_COMPLETION_BYTES, 0,
+           offsetof(lw_mb_completion_t, error) - LW_MB_TASK_COMPLETION_BYTES);
     error_none(&out->error);
   }
   // Release: the copy above is complete before the child may overwrite the slot.
@@ -599,6 +603,20 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
 // ---------------------------------------------------------------------------------------------
 // Child side
 
+// True with the post when task frame f (any value: out of range is false) holds post seq,
+// checked as the scan checks it: acquire on the state, then the number.
+static bool find_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t f, bool *out_is_control,
+                               uint32_t *out_frame) {
+  if (f >= LW_MB_TASK_FRAMES) return false;
+  const lw_mb_task_t *t = &mb->task[f];
+  if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY || t->seq != seq) {
+    return false;
+  }
+  *out_is_control = false;
+  *out_frame = f;
+  return true;
+}
+
 // The post index's answer for seq (see lw_mb_doorbell_t): true with the post when the slot
 // names a frame that holds post seq, checked as the scan checks it (acquire on the state, then
 // the number). Anything else, a stale or broken slot included, is left to the scan.
@@ -615,18 +633,12 @@ static bool find_post_indexed(lw_mailbox_t *mb, uint64_t seq, bool *out_is_contr
     *out_frame = 0;
     return true;
   }
-  if (slot >= LW_MB_TASK_FRAMES) return false;
-  const lw_mb_task_t *t = &mb->task[slot];
-  if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY || t->seq != seq) {
-    return false;
-  }
-  *out_is_control = false;
-  *out_frame = slot;
-  return true;
+  return find_post_in_frame(mb, seq, slot, out_is_control, out_frame);
 }
 
-lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
-                                 uint32_t *out_frame, lw_error_t *err) {
+lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, uint32_t hint,
+                                  bool *out_is_control, uint32_t *out_frame, lw_error_t *err) {
+  if (find_post_in_frame(mb, seq, hint, out_is_control, out_frame)) return LW_OK;
   if (find_post_indexed(mb, seq, out_is_control, out_frame)) return LW_OK;
   bool found = false;
   bool is_control = false;
@@ -694,9 +706,9 @@ lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   out->kind = (lw_mb_task_kind_t)kind;
   out->callable = t->callable;
   out->timeout_ns = t->timeout_ns;
-  // Decode a private copy, so the checks and the pointers come from the same values.
-  lw_mb_args_t wire = t->args;
-  lw_status_t st = lw__mailbox_args_decode(&wire, arena, &out->args, err);
+  // Decoded in place: decode reads each field of the shared frame once, so its checks and
+  // its pointers come from the same values, and it reads only the slots the counts name.
+  lw_status_t st = lw__mailbox_args_decode(&t->args, arena, &out->args, err);
   if (st != LW_OK && err != NULL) {
     err->task_id = out->identity.task_id;
   }
@@ -755,6 +767,9 @@ lw_status_t lw__mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
   // composes with a racing lw__cancel_request CAS (whichever comes first, the word ends odd).
   // Relaxed: the state CAS below publishes it.
   atomic_fetch_or_explicit(&t->cancel, 1u, memory_order_relaxed);
+  // The frame's next task has not started (the parent reads started_ns as "the kernel began";
+  // its post does not reset it). Relaxed: the state CAS below publishes it.
+  atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
   uint32_t from = state;
   // Release: the result above is visible to a parent that acquires the terminal state.
   if (!atomic_compare_exchange_strong_explicit(&t->state, &from, (uint32_t)final_state,
@@ -869,10 +884,15 @@ lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion
   // Relaxed: the head is written only by the (serialized) producer, i.e. by us.
   uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_relaxed);
   lw__spin_t spin = LW__SPIN_INIT;
+  // The tail this side saw last: while it leaves room, the slot is free (the tail only moves
+  // on), and the parent's tail line is not read.
+  uint64_t tail = mb->ring_head.tail_seen;
   for (;;) {
+    if (head - tail < LW_MB_RING_ENTRIES) break;
     // Acquire: pairs with pop's release of the tail; the parent finished copying the slot
     // we are about to reuse.
-    uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_acquire);
+    tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_acquire);
+    mb->ring_head.tail_seen = tail;
     uint64_t used = head - tail;
     if (used < LW_MB_RING_ENTRIES) break;
     if (used > LW_MB_RING_ENTRIES) {
@@ -893,9 +913,13 @@ lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion
     }
   }
   lw_mb_completion_t *slot = &mb->ring[head % LW_MB_RING_ENTRIES];
-  // The fields, and the error only where the parent reads it (a control's; pop).
-  memcpy(slot, c, offsetof(lw_mb_completion_t, error));
-  if (c->kind == LW_MB_COMPLETION_CONTROL) error_copy(&slot->error, &c->error);
+  // A task's first line; a control's fields and its error (what pop reads of each).
+  if (c->kind == LW_MB_COMPLETION_CONTROL) {
+    memcpy(slot, c, offsetof(lw_mb_completion_t, error));
+    error_copy(&slot->error, &c->error);
+  } else {
+    memcpy(slot, c, LW_MB_TASK_COMPLETION_BYTES);
+  }
   // seq_cst (a release and more): the release publishes the entry to pop's acquire; seq_cst
   // orders this store before the sleeping load below (Dekker pair with the parent's
   // "sleeping = 1, then re-check the ring"), so either the parent sees the entry or we see

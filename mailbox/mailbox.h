@@ -53,10 +53,12 @@ extern "C" {
 #endif
 
 #define LW_MB_MAGIC 0x424d574cu  // "LWMB"
-#define LW_MB_VERSION 7u  // 3: image format, build options, launch geometry; 4: 16 task frames;
-                          // 5: the doorbell's loop_word; 6: the doorbell's post index;
-                          // 7: 128 task frames, 256 ring entries, the post index on its own
-                          // lines
+// The wire format's version. 3: image format, build options, launch geometry; 4: 16 task
+// frames; 5: the doorbell's loop_word; 6: the doorbell's post index; 7: 128 task frames, 256
+// ring entries, the post index on its own lines; 8: fewer lines per task (the args' counts and
+// launch on one line, an OK result on one line, the frame's cancel mark a dispatch id that no
+// post clears, a task completion one line, the pusher's record of the tail).
+#define LW_MB_VERSION 8u
 // A chip child holds up to D posted tasks: enough for the parent to post a long run of tasks
 // (wait elision, DESIGN 4.5) ahead of the run lane, so that neither side waits on the other
 // every task when a CPU is taken from one of them (docs/benchmarks.md).
@@ -124,22 +126,24 @@ typedef struct lw_mb_identity {
 } lw_mb_identity_t;
 _Static_assert(sizeof(lw_mb_identity_t) == 32, "identity layout");
 
-// Args as they cross the mailbox: tensors are arena offsets.
+// Args as they cross the mailbox: tensors are arena offsets. The counts and the launch fill
+// the first 64-byte line, so a task without tensors or scalars moves one line of args.
 typedef struct lw_mb_args {
   uint32_t n_tensors;
   uint32_t n_scalars;
+  lw_launch_t launch;  // launch geometry (lanework/args.h), checked by decode
   struct {
     uint64_t offset;
     uint64_t bytes;
   } tensor[LW_MAX_TENSORS];
   uint64_t scalar[LW_MAX_SCALARS];
-  lw_launch_t launch;  // launch geometry (lanework/args.h), checked by decode
 } lw_mb_args_t;
 _Static_assert(sizeof(lw_launch_t) == 8 + 16 * LW_MAX_LAUNCH_DIMS, "launch layout");
 _Static_assert(sizeof(lw_mb_args_t) ==
                    8 + 16 * LW_MAX_TENSORS + 8 * LW_MAX_SCALARS + sizeof(lw_launch_t),
                "args blob layout");
-_Static_assert(offsetof(lw_mb_args_t, launch) == 392, "launch after the scalars");
+_Static_assert(offsetof(lw_mb_args_t, launch) == 8, "launch beside the counts");
+_Static_assert(offsetof(lw_mb_args_t, tensor) == 64, "counts and launch fill one line");
 
 typedef struct lw_mb_header {
   uint32_t magic;
@@ -173,7 +177,7 @@ typedef struct lw_mb_header {
 typedef struct lw_mb_doorbell {
   lw_waitword_t word;          // bumped after every post; the child sleeps on it
   _Atomic uint64_t post_seq;   // the last sequence number posted
-  // Bumped by lw__mailbox_cancel_task after it set a frame's cancel_requested: wakes the child's
+  // Bumped by lw__mailbox_cancel_task after it set a frame's cancel_dispatch: wakes the child's
   // mailbox loop, which withdraws a cancelled task still queued behind another kernel.
   _Atomic uint64_t cancel_seq;
   // Woken (after the doorbell word) by a control post, a cancel notice and shutdown, never by
@@ -234,26 +238,36 @@ typedef struct lw_mb_task {
   lw_mb_identity_t identity;
   uint64_t callable;
   int64_t timeout_ns;          // 0: none
+  // The child's line: the parent writes it only to cancel (and initialize re-zeroes it), never
+  // to post, so a post moves no line of it.
   alignas(64) lw_cancel_word_t cancel;  // the run's cancel word; the kernel reads it here
-  // Set by the parent's cancel before it tries the word: a run that has not started yet sees it
-  // at its start (the word holds no live generation then). Cleared by post_task.
-  _Atomic uint32_t cancel_requested;
-  uint32_t reserved_pad;
-  // CLOCK_MONOTONIC ns when the kernel started (0: not yet); the parent's escalation clock.
+  // The dispatch_id of the post the parent cancelled (0: none), set by the parent's cancel
+  // before it tries the word: a run that has not started yet sees it at its start (the word
+  // holds no live generation then). A run is cancelled by it only when it names the run's own
+  // post, so a cancel that came after its task ended is never seen by the frame's next task.
+  _Atomic uint64_t cancel_dispatch;
+  // CLOCK_MONOTONIC ns when the kernel started (0: not since the frame's last task ended);
+  // the parent's escalation clock. The child stores 0 before it writes a terminal state.
   _Atomic uint64_t started_ns;
   uint8_t reserved1[40];
   lw_mb_args_t args;
-  // The result, written by the child before the terminal state.
+  // The result, written by the child before the terminal state: the four fields, the error's
+  // code, worker and task and the first 24 bytes of its message share one line, so an OK
+  // result (an empty message) moves one line.
   int32_t result_status;       // lw_status_t
   int32_t kernel_rc;
   uint64_t kernel_ns;
   uint64_t queue_ns;
-  uint8_t reserved2[152];
   // Its message is written up to its NUL; the bytes after it are stale (a reader copies up to
   // the NUL, at most the buffer, and terminates).
   lw_error_t result_error;
+  uint8_t reserved2[152];
 } lw_mb_task_t;
 
+// A TASK entry is its first LW_MB_TASK_COMPLETION_BYTES only (kind, frame, identity): push
+// writes and pop reads no more of it. A CONTROL entry is every field, its error up to the
+// message's NUL.
+#define LW_MB_TASK_COMPLETION_BYTES 64u
 typedef struct lw_mb_completion {
   uint32_t kind;               // lw_mb_completion_kind_t
   uint32_t frame;              // TASK: the frame index
@@ -275,7 +289,12 @@ typedef struct lw_mb_ring_cursor {
   // (lanes/spin.h, LW__PARTNER_SAME_CPU); untrusted like all shared memory, and only ever
   // compared with the reader's own CPU.
   _Atomic int32_t cpu;
-  uint8_t pad[52];
+  uint32_t reserved0;
+  // ring_head only: the tail the pusher last read (its own cache, on the line it writes
+  // anyway). A push reads ring_tail, the line the parent writes at every pop, only when this
+  // one says the ring may be full. Written and read by the pushing side only.
+  uint64_t tail_seen;
+  uint8_t pad[40];
 } lw_mb_ring_cursor_t;
 
 typedef struct lw_mailbox {
@@ -308,13 +327,21 @@ _Static_assert(offsetof(lw_mb_control_t, format) == 368, "format after done_word
 _Static_assert(offsetof(lw_mb_control_t, build_options) == 376, "build options offset");
 _Static_assert(sizeof(lw_mb_task_t) == 1024, "task frame size");
 _Static_assert(offsetof(lw_mb_task_t, result_status) == 576, "result after the args");
+_Static_assert(offsetof(lw_mb_task_t, result_error) == 600 &&
+                   offsetof(lw_mb_task_t, result_error.message) == 616,
+               "an OK result (fields, error header, empty message) is one line");
 _Static_assert(sizeof(lw_mb_completion_t) == 384, "completion entry size");
+_Static_assert(LW_MB_TASK_COMPLETION_BYTES == 64, "a task completion is one line");
+_Static_assert(offsetof(lw_mb_completion_t, identity) + sizeof(lw_mb_identity_t) <=
+                   LW_MB_TASK_COMPLETION_BYTES,
+               "a task completion's fields are on the entry's first line");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
 _Static_assert(offsetof(lw_mb_header_t, spin_budget_ns) == 88, "spin budget offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, poster_cpu) == 32, "poster cpu offset");
 _Static_assert(sizeof(lw_mb_ring_cursor_t) == 64, "ring cursor size");
 _Static_assert(offsetof(lw_mb_ring_cursor_t, cpu) == 8, "ring cursor cpu offset");
+_Static_assert(offsetof(lw_mb_ring_cursor_t, tail_seen) == 16, "pusher's tail cache offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, cancel_seq) == 16, "cancel notice offset");
 _Static_assert(offsetof(lw_mb_doorbell_t, loop_word) == 24, "mailbox loop's word offset");
 _Static_assert(offsetof(lw_mailbox_t, doorbell) == 512, "doorbell offset");
@@ -324,7 +351,7 @@ _Static_assert(sizeof(lw_mb_post_index_t) == LW_MB_POST_SLOTS, "post index size"
 _Static_assert(offsetof(lw_mailbox_t, control) == 896, "control offset");
 _Static_assert(offsetof(lw_mailbox_t, task) == 1920, "task frames offset");
 _Static_assert(offsetof(lw_mb_task_t, cancel) == 64, "cancel word on its own line");
-_Static_assert(offsetof(lw_mb_task_t, cancel_requested) == 72, "cancel flag beside the word");
+_Static_assert(offsetof(lw_mb_task_t, cancel_dispatch) == 72, "cancel mark beside the word");
 _Static_assert(offsetof(lw_mb_task_t, started_ns) == 80, "start time beside the word");
 _Static_assert(offsetof(lw_mailbox_t, ring_head) == 1920 + 1024 * LW_MB_TASK_FRAMES,
                "ring head offset");
@@ -395,12 +422,13 @@ LW_MUST_USE lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t fram
                                                 const lw_mb_identity_t *expected,
                                                 lw_mb_task_result_t *out, lw_error_t *err);
 
-// Cancels the frame's task: sets cancel_requested (seq_cst; a run that has not started sees it
-// when it starts), then sets bit 0 of the cancel word iff it holds a live generation (the
-// running kernel's), then bumps doorbell.cancel_seq and wakes the child, whose mailbox loop
-// finishes a task still queued behind another kernel CANCELLED at once. Returns true when it
-// hit a running kernel. Idempotent.
-bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame);
+// Cancels the frame's task, the post dispatch_id (its identity's): marks the frame with it
+// (cancel_dispatch, seq_cst; a run that has not started sees it when it starts), then sets bit
+// 0 of the cancel word iff it holds a live generation (the running kernel's), then bumps
+// doorbell.cancel_seq and wakes the child, whose mailbox loop finishes a task still queued
+// behind another kernel CANCELLED at once. Returns true when it hit a running kernel.
+// Idempotent.
+bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame, uint64_t dispatch_id);
 
 typedef struct lw_mb_control_post {
   uint64_t seq;
@@ -441,14 +469,18 @@ LW_MUST_USE lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_compl
 // Child side.
 
 // The post with sequence number seq, if it is visible: *out_is_control tells which, *out_frame
-// the task frame. First through the doorbell's post index (one slot, one frame: no scan);
-// when the slot does not lead to post seq, by scanning the control frame and every task frame.
+// the task frame. First in task frame hint (LW_MB_TASK_FRAMES: none), where the caller expects
+// it: the parent takes frames in turn, so the one after the last task frame taken mostly holds
+// the next task, and looking there first reads no line but the frame's own; then through the
+// post index (one slot, one frame: no scan); when neither leads to post seq, by scanning the
+// control frame and every task frame.
 // NOT_FOUND when not posted yet. INTERNAL when the scan finds a frame READY with a sequence
 // number out of order, or one number posted twice (the parent is broken). A post the index
 // leads to is taken without looking at the other frames: a stale or repeated number elsewhere
 // is then not seen by this call.
-LW_MUST_USE lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, bool *out_is_control,
-                                             uint32_t *out_frame, lw_error_t *err);
+LW_MUST_USE lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, uint32_t hint,
+                                              bool *out_is_control, uint32_t *out_frame,
+                                              lw_error_t *err);
 
 // Copies a TASK_READY frame's payload out, decoding and validating the args against the arena.
 typedef struct lw_mb_task_taken {

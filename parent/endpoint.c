@@ -427,8 +427,8 @@ static lw_status_t local_take_result(lw_endpoint_t *ep, uint32_t frame,
   return lw__mailbox_consume_task(ep->mb, frame, expect, out, err);
 }
 
-static bool local_cancel_task(lw_endpoint_t *ep, uint32_t frame) {
-  return lw__mailbox_cancel_task(ep->mb, frame);
+static bool local_cancel_task(lw_endpoint_t *ep, uint32_t frame, uint64_t dispatch_id) {
+  return lw__mailbox_cancel_task(ep->mb, frame, dispatch_id);
 }
 
 static uint64_t local_heartbeat(const lw_endpoint_t *ep) {
@@ -437,11 +437,17 @@ static uint64_t local_heartbeat(const lw_endpoint_t *ep) {
 }
 
 // A chip child stamps started_ns when the kernel starts (only "non-zero" is used: the value is
-// the child's), a sub child takes the frame to TASK_RUNNING right before it calls the function.
+// the child's) and zeroes it before the task's terminal state, so a terminal frame counts as
+// started too (a child that died between the two, or a result not yet drained; a task queued
+// and withdrawn then reads as started, which only words a death's message). A sub child takes
+// the frame to TASK_RUNNING right before it calls the function.
 static bool local_task_started(const lw_endpoint_t *ep, uint32_t frame) {
   const lw_mb_task_t *ft = &ep->mb->task[frame];
-  if (ep->kind == LW_MB_CHILD_SUB) return atomic_load(&ft->state) != LW_MB_TASK_READY;
-  return atomic_load(&ft->started_ns) != 0;
+  uint32_t state = atomic_load(&ft->state);
+  if (ep->kind == LW_MB_CHILD_SUB) return state != LW_MB_TASK_READY;
+  return state != LW_MB_TASK_READY && state != LW_MB_TASK_RUNNING
+             ? state != LW_MB_TASK_IDLE
+             : atomic_load(&ft->started_ns) != 0;
 }
 
 const lw_endpoint_ops_t lw__ep_local_ops = {

@@ -86,8 +86,9 @@ typedef struct lw_endpoint_ops {
   // frame freed; a failure is a protocol violation.
   lw_status_t (*take_result)(lw_endpoint_t *ep, uint32_t frame, const lw_mb_identity_t *expect,
                              lw_mb_task_result_t *out, lw_error_t *err);
-  // Asks the child to stop the task in frame (its cancel word); true when it was asked.
-  bool (*cancel_task)(lw_endpoint_t *ep, uint32_t frame);
+  // Asks the child to stop the task in frame, the post dispatch_id (its identity's): its
+  // cancel word, or its start if it has not started; true when a running kernel was hit.
+  bool (*cancel_task)(lw_endpoint_t *ep, uint32_t frame, uint64_t dispatch_id);
   // Liveness: the child's heartbeat counter (only its movement means anything), and whether
   // the task in frame has started (a chip kernel stamped its start; a sub function was taken).
   uint64_t (*heartbeat)(const lw_endpoint_t *ep);
@@ -246,8 +247,8 @@ static inline lw_status_t lw__ep_take_result(lw_endpoint_t *ep, uint32_t frame,
                                              lw_mb_task_result_t *out, lw_error_t *err) {
   return ep->ops->take_result(ep, frame, expect, out, err);
 }
-static inline bool lw__ep_cancel_task(lw_endpoint_t *ep, uint32_t frame) {
-  return ep->ops->cancel_task(ep, frame);
+static inline bool lw__ep_cancel_task(lw_endpoint_t *ep, uint32_t frame, uint64_t dispatch_id) {
+  return ep->ops->cancel_task(ep, frame, dispatch_id);
 }
 static inline uint64_t lw__ep_heartbeat(const lw_endpoint_t *ep) {
   return ep->ops->heartbeat(ep);

@@ -426,7 +426,7 @@ static void apply_cancels(lw_sched_t *sched) {
       // A cancelled run, or one that failed, stops its kernels still in flight.
       if (t->cancel_at == 0 && (t->run->cancelled || t->run->failed)) {
         t->cancel_at = lw__now_ns();
-        (void)lw__ep_cancel_task(ep, f);
+        (void)lw__ep_cancel_task(ep, f, t->identity.dispatch_id);
       }
     }
   }

@@ -143,7 +143,7 @@ Test(cancel, cancel_of_a_task_the_child_has_not_taken_never_escalates, .timeout 
   lw_mb_task_t *frame = &f.w->eps[0].mb->task[0];
   while (atomic_load(&frame->state) != LW_MB_TASK_READY) lw_test_sleep_us(200);
   LW_ASSERT_OK(lw_handle_cancel(b));
-  while (atomic_load(&frame->cancel_requested) == 0) lw_test_sleep_us(200);
+  while (atomic_load(&frame->cancel_dispatch) == 0) lw_test_sleep_us(200);
   // Well past the grace: a task that never started must not be escalated however long it
   // waits (the old rule counted the grace from the cancel and killed the child here).
   lw_test_sleep_us(3 * 200 * 1000);

@@ -95,6 +95,8 @@ static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
 static void push(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
   atomic_store_explicit(&mb->ring_head.value, p->push_head, memory_order_relaxed);
   atomic_store_explicit(&mb->ring_tail.value, p->push_tail, memory_order_relaxed);
+  // The child's record of the tail says the ring may be full: the push reads the tail.
+  mb->ring_head.tail_seen = p->push_head - LW_MB_RING_ENTRIES;
   lw_mb_completion_t c;
   memset(&c, 0, sizeof(c));
   c.kind = LW_MB_COMPLETION_CONTROL;

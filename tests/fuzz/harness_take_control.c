@@ -118,7 +118,7 @@ int lw_fuzz_take_control(const uint8_t *data, size_t size) {
   bool is_control = false;
   uint32_t found = UINT32_MAX;
   lw__fuzz_poison_error(&err);
-  st = lw__mailbox_find_post(mb, p.next_seq, &is_control, &found, &err);
+  st = lw__mailbox_find_post(mb, p.next_seq, LW_MB_TASK_FRAMES, &is_control, &found, &err);
   if (st == LW_OK) {
     if (is_control) {
       LW_FUZZ_CHECK(control_state(mb) == LW_MB_CONTROL_REQUEST);

@@ -78,8 +78,10 @@ static void complete_and_consume(lw_mailbox_t *mb, uint32_t frame, lw_status_t s
   LW_FUZZ_CHECK(t->result_status == (int32_t)st);
   LW_FUZZ_CHECK(t->result_error.code == st);
   LW_FUZZ_CHECK(lw__fuzz_terminated(t->result_error.message, sizeof(t->result_error.message)));
+  // The frame's next task has not started.
+  LW_FUZZ_CHECK(atomic_load(&t->started_ns) == 0);
   // The run's cancel generation is retired: a late cancel finds nothing live.
-  LW_FUZZ_CHECK(!lw__mailbox_cancel_task(mb, frame));
+  LW_FUZZ_CHECK(!lw__mailbox_cancel_task(mb, frame, posted->dispatch_id));
 
   lw_mb_task_result_t out;
   lw__fuzz_poison_error(&err);
@@ -183,7 +185,10 @@ int lw_fuzz_take_task(const uint8_t *data, size_t size) {
   bool is_control = true;
   uint32_t found = UINT32_MAX;
   lw__fuzz_poison_error(&err);
-  st = lw__mailbox_find_post(mb, p.next_seq, &is_control, &found, &err);
+  // Any hint (the frame looked at first; LW_MB_TASK_FRAMES and beyond: none): what is found
+  // holds the post (checked below).
+  uint32_t hint = (uint32_t)(p.next_seq % (LW_MB_TASK_FRAMES + 2));
+  st = lw__mailbox_find_post(mb, p.next_seq, hint, &is_control, &found, &err);
   // The frame the child takes: the post found, else the overwritten frame anyway.
   uint32_t take = st == LW_OK && !is_control ? found : frame;
   if (st == LW_OK) {

@@ -9,14 +9,15 @@ Test(mailbox_cancel, cancel_sets_bit0_only_for_a_live_even_generation_once, .tim
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
   lw_cancel_word_t *w = &mb->task[1].cancel;
-  cr_assert_not(lw__mailbox_cancel_task(mb, 1), "0: no run ever began");
+  cr_assert_not(lw__mailbox_cancel_task(mb, 1, ident(1).dispatch_id), "0: no run ever began");
   cr_assert_eq(atomic_load(w), 0u);
   post_take_run(mb, 1, 1, 1);
   uint64_t g = lw__cancel_begin(w);  // the run lane starts the run
-  cr_assert(lw__mailbox_cancel_task(mb, 1));
+  cr_assert(lw__mailbox_cancel_task(mb, 1, ident(1).dispatch_id));
   cr_assert_eq(atomic_load(w), g | 1u);
   cr_assert(lw__cancel_is_requested(w, g));
-  cr_assert_not(lw__mailbox_cancel_task(mb, 1), "a second cancel finds bit 0 set");
+  cr_assert_not(lw__mailbox_cancel_task(mb, 1, ident(1).dispatch_id),
+                "a second cancel finds bit 0 set");
   cr_assert_eq(atomic_load(w), g | 1u);
   lw_mb_task_result_t r = result_of(LW_CANCELLED, "cancelled while running");
   cr_assert_eq(lw__mailbox_task_complete(mb, 1, &r, &err), LW_OK);
@@ -41,7 +42,8 @@ Test(mailbox_cancel, cancel_after_completion_finds_no_live_run, .timeout = 10) {
   lw_mb_task_result_t r = result_of(LW_OK, "");
   cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK);
   cr_assert_eq(atomic_load(w), g | 1u, "complete retires the generation");
-  cr_assert_not(lw__mailbox_cancel_task(mb, 0), "a finished run cannot be cancelled");
+  cr_assert_not(lw__mailbox_cancel_task(mb, 0, ident(1).dispatch_id),
+                "a finished run cannot be cancelled");
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_DONE);
   free(mb);
 }

@@ -17,7 +17,9 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
   cr_assert_eq(sizeof(lw_mb_task_t), 1024u);
   cr_assert_eq(sizeof(lw_mb_completion_t), 384u);
   cr_assert_eq(sizeof(lw_mb_args_t), 448u);
-  cr_assert_eq(offsetof(lw_mb_args_t, launch), 392u);
+  cr_assert_eq(offsetof(lw_mb_args_t, launch), 8u);
+  cr_assert_eq(offsetof(lw_mb_args_t, tensor), 64u);
+  cr_assert_eq(offsetof(lw_mb_args_t, scalar), 320u);
   cr_assert_eq(offsetof(lw_mailbox_t, doorbell), 512u);
   cr_assert_eq(offsetof(lw_mailbox_t, parent), 576u);
   cr_assert_eq(offsetof(lw_mailbox_t, post_index), 640u);
@@ -39,8 +41,12 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
   cr_assert_eq(offsetof(lw_mb_task_t, cancel), 64u);
   cr_assert_eq(offsetof(lw_mb_task_t, args), 128u);
   cr_assert_eq(offsetof(lw_mb_task_t, result_status), 576u);
-  cr_assert_eq(offsetof(lw_mb_task_t, result_error), 752u);
+  cr_assert_eq(offsetof(lw_mb_task_t, cancel_dispatch), 72u);
+  cr_assert_eq(offsetof(lw_mb_task_t, started_ns), 80u);
+  cr_assert_eq(offsetof(lw_mb_task_t, result_error), 600u);
   cr_assert_eq(offsetof(lw_mb_completion_t, error), 112u);
+  cr_assert_eq(LW_MB_TASK_COMPLETION_BYTES, 64u);
+  cr_assert_eq(offsetof(lw_mb_ring_cursor_t, tail_seen), 16u);
 }
 
 Test(mailbox_header, initialize_gives_a_valid_header_and_idle_frames, .timeout = 10) {

@@ -43,7 +43,8 @@ static int child_serve(shared_region_t *sh, int efd) {
     }
     bool is_control;
     uint32_t frame;
-    if (lw__mailbox_find_post(mb, seq, &is_control, &frame, &err) != LW_OK) return 12;
+    if (lw__mailbox_find_post(mb, seq, LW_MB_TASK_FRAMES, &is_control, &frame, &err) != LW_OK)
+      return 12;
     if (is_control) {
       lw_mb_control_taken_t t;
       if (lw__mailbox_take_control(mb, &arena, &t, &err) != LW_OK) return 13;

@@ -104,8 +104,10 @@ Test(mailbox_ring, push_to_a_full_ring_is_deadline_exceeded_and_writes_nothing,
   lw_mb_completion_t out;
   cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK);
   cr_assert_eq(out.control_id, 0u, "the oldest entry was not overwritten");
+  cr_assert_eq(mb->ring_head.tail_seen, 0u, "the full ring's pushes read the tail: 0");
   cr_assert_eq(lw__mailbox_push_completion(mb, &extra, lw__now_ns() - 1, &wake, &err), LW_OK,
                "one slot free: the push succeeds even past its deadline");
+  cr_assert_eq(mb->ring_head.tail_seen, 1u, "the full ring made the push read the tail");
   free(mb);
 }
 
@@ -151,9 +153,11 @@ Test(mailbox_ring, corrupt_cursors_are_internal, .timeout = 10) {
   snprintf(want, sizeof(want), "%u entries past tail 0", LW_MB_RING_ENTRIES + 1);
   cr_assert(has(&err, want), "%s", err.message);
   cr_assert_eq(atomic_load(&mb->ring_tail.value), 0u);
-  // A tail ahead of the head (a broken parent) stops the child's push.
+  // A tail ahead of the head (a broken parent) stops the child's push when it reads the tail:
+  // once its own record of the tail (tail_seen) says the ring may be full.
   atomic_store(&mb->ring_head.value, 3u);
   atomic_store(&mb->ring_tail.value, 4u);
+  mb->ring_head.tail_seen = 3u - LW_MB_RING_ENTRIES;
   lw_mb_completion_t c = control_completion(1, 1);
   bool wake;
   cr_assert_eq(lw__mailbox_push_completion(mb, &c, LW_DEADLINE_NEVER, &wake, &err), LW_INTERNAL);

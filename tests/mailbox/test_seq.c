@@ -3,6 +3,9 @@
 // stale or repeated numbers are protocol violations.
 #include "mailbox_test_util.h"
 
+// find_post's hint when the test does not guess a frame.
+#define NO_HINT LW_MB_TASK_FRAMES
+
 // ---------------------------------------------------------------------------------------------
 // Sequence numbers
 
@@ -21,24 +24,24 @@ Test(mailbox_seq, find_post_returns_posts_in_sequence_order_across_control_and_t
   cr_assert_eq(lw__mailbox_post_task(mb, 2, &p4, &err), LW_OK);
   cr_assert_eq(atomic_load(&mb->doorbell.post_seq), 4u);
 
-  cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &frame, &err), LW_OK, "%s",
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, NO_HINT, &is_control, &frame, &err), LW_OK, "%s",
                err.message);
   cr_assert(!is_control && frame == 3);
   cr_assert_eq(lw__mailbox_task_set_running(mb, 3, &err), LW_OK);  // retired before seq 2
-  cr_assert_eq(lw__mailbox_find_post(mb, 2, &is_control, &frame, &err), LW_OK, "%s",
+  cr_assert_eq(lw__mailbox_find_post(mb, 2, NO_HINT, &is_control, &frame, &err), LW_OK, "%s",
                err.message);
   cr_assert(!is_control && frame == 0);
   cr_assert_eq(lw__mailbox_task_set_running(mb, 0, &err), LW_OK);
-  cr_assert_eq(lw__mailbox_find_post(mb, 3, &is_control, &frame, &err), LW_OK, "%s",
+  cr_assert_eq(lw__mailbox_find_post(mb, 3, NO_HINT, &is_control, &frame, &err), LW_OK, "%s",
                err.message);
   cr_assert(is_control);
   lw_mb_control_ack_t ack = {.status = LW_OK};
   cr_assert_eq(lw__mailbox_ack_control(mb, &ack, &err), LW_OK);
-  cr_assert_eq(lw__mailbox_find_post(mb, 4, &is_control, &frame, &err), LW_OK, "%s",
+  cr_assert_eq(lw__mailbox_find_post(mb, 4, NO_HINT, &is_control, &frame, &err), LW_OK, "%s",
                err.message);
   cr_assert(!is_control && frame == 2);
   cr_assert_eq(lw__mailbox_task_set_running(mb, 2, &err), LW_OK);
-  cr_assert_eq(lw__mailbox_find_post(mb, 5, &is_control, &frame, &err), LW_NOT_FOUND);
+  cr_assert_eq(lw__mailbox_find_post(mb, 5, NO_HINT, &is_control, &frame, &err), LW_NOT_FOUND);
   free(mb);
 }
 
@@ -47,10 +50,10 @@ Test(mailbox_seq, a_later_post_does_not_make_the_expected_one_visible, .timeout 
   lw_error_t err;
   bool is_control;
   uint32_t frame;
-  cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &frame, &err), LW_NOT_FOUND);
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, NO_HINT, &is_control, &frame, &err), LW_NOT_FOUND);
   lw_mb_task_post_t p2 = task_post(2, 2);
   cr_assert_eq(lw__mailbox_post_task(mb, 1, &p2, &err), LW_OK);
-  cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &frame, &err), LW_NOT_FOUND,
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, NO_HINT, &is_control, &frame, &err), LW_NOT_FOUND,
                "seq 2 is ahead of 1: wait for 1");
   cr_assert(has(&err, "post 1 is not visible"), "%s", err.message);
   free(mb);
@@ -64,12 +67,12 @@ Test(mailbox_seq, a_ready_frame_with_a_stale_sequence_number_is_internal, .timeo
   lw_mb_task_post_t p = task_post(3, 1);
   cr_assert_eq(lw__mailbox_post_task(mb, 2, &p, &err), LW_OK);
   // The child already applied 1..4; a READY frame numbered 3 is out of order.
-  cr_assert_eq(lw__mailbox_find_post(mb, 5, &is_control, &frame, &err), LW_INTERNAL);
+  cr_assert_eq(lw__mailbox_find_post(mb, 5, NO_HINT, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "task frame 2 is TASK_READY with sequence number 3"), "%s", err.message);
   cr_assert(has(&err, "stale or out of order"), "%s", err.message);
   // The same when the post index's slot of 5 names that frame: the scan still reports it.
   atomic_store(&mb->post_index.frame[5], 2);
-  cr_assert_eq(lw__mailbox_find_post(mb, 5, &is_control, &frame, &err), LW_INTERNAL);
+  cr_assert_eq(lw__mailbox_find_post(mb, 5, NO_HINT, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "task frame 2 is TASK_READY with sequence number 3"), "%s", err.message);
   free(mb);
 }
@@ -81,7 +84,7 @@ Test(mailbox_seq, a_control_request_with_a_stale_sequence_number_is_internal, .t
   uint32_t frame;
   lw_mb_control_post_t c = ping_post(2, 1);
   cr_assert_eq(lw__mailbox_post_control(mb, &c, &err), LW_OK);
-  cr_assert_eq(lw__mailbox_find_post(mb, 3, &is_control, &frame, &err), LW_INTERNAL);
+  cr_assert_eq(lw__mailbox_find_post(mb, 3, NO_HINT, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "control request has sequence number 2"), "%s", err.message);
   free(mb);
 }
@@ -97,7 +100,7 @@ Test(mailbox_seq, a_sequence_number_posted_twice_is_internal, .timeout = 10) {
   // The post index names the later frame; without it (a parent that did not index) the scan
   // sees both.
   atomic_store(&mb->post_index.frame[1], LW_MB_POST_NONE);
-  cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &frame, &err), LW_INTERNAL);
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, NO_HINT, &is_control, &frame, &err), LW_INTERNAL);
   cr_assert(has(&err, "posted twice"), "%s", err.message);
   free(mb);
 }
@@ -131,7 +134,7 @@ Test(mailbox_seq, a_slot_that_does_not_lead_to_the_post_falls_back_to_the_scan, 
     cr_assert_eq(lw__mailbox_post_task(mb, 0, &other, &err), LW_OK);  // frame 0 holds post 9
     cr_assert_eq(lw__mailbox_post_task(mb, 3, &p, &err), LW_OK);
     atomic_store(&mb->post_index.frame[2], bad[i]);
-    cr_assert_eq(lw__mailbox_find_post(mb, 2, &is_control, &frame, &err), LW_OK,
+    cr_assert_eq(lw__mailbox_find_post(mb, 2, NO_HINT, &is_control, &frame, &err), LW_OK,
                  "slot %u: %s", bad[i], err.message);
     cr_assert(!is_control && frame == 3, "slot %u: found %s frame %u", bad[i],
               is_control ? "control" : "task", frame);
@@ -147,7 +150,43 @@ Test(mailbox_seq, an_indexed_post_is_taken_without_looking_at_the_other_frames, 
   lw_mb_task_post_t stale = task_post(1, 1), p = task_post(4, 2);
   cr_assert_eq(lw__mailbox_post_task(mb, 0, &stale, &err), LW_OK);  // a scan would object
   cr_assert_eq(lw__mailbox_post_task(mb, 6, &p, &err), LW_OK);
-  cr_assert_eq(lw__mailbox_find_post(mb, 4, &is_control, &frame, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(lw__mailbox_find_post(mb, 4, NO_HINT, &is_control, &frame, &err), LW_OK, "%s",
+               err.message);
   cr_assert(!is_control && frame == 6);
+  free(mb);
+}
+
+Test(mailbox_seq, find_post_takes_a_hinted_frame_that_holds_the_post_and_looks_further_otherwise,
+     .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  bool is_control;
+  uint32_t frame = 0;
+  lw_mb_task_post_t p1 = task_post(1, 1), p2 = task_post(2, 2);
+  cr_assert_eq(lw__mailbox_post_task(mb, 5, &p1, &err), LW_OK);
+  cr_assert_eq(lw__mailbox_post_task(mb, 6, &p2, &err), LW_OK);
+  // The hint holds post 1: taken there, even with the post index broken.
+  atomic_store(&mb->post_index.frame[1], 9);
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, 5, &is_control, &frame, &err), LW_OK, "%s",
+               err.message);
+  cr_assert(!is_control && frame == 5);
+  // A hint at an idle frame, at a frame holding a later post, or out of range: the scan
+  // finds post 1 (the index still points elsewhere).
+  const uint32_t misses[] = {7, 6, LW_MB_TASK_FRAMES + 3};
+  for (size_t i = 0; i < sizeof(misses) / sizeof(misses[0]); ++i) {
+    frame = 0;
+    cr_assert_eq(lw__mailbox_find_post(mb, 1, misses[i], &is_control, &frame, &err), LW_OK,
+                 "hint %u: %s", misses[i], err.message);
+    cr_assert(!is_control && frame == 5, "hint %u found frame %u", misses[i], frame);
+  }
+  // With the index mended, a wrong hint falls to the index.
+  atomic_store(&mb->post_index.frame[1], 5);
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, 6, &is_control, &frame, &err), LW_OK, "%s",
+               err.message);
+  cr_assert_eq(frame, 5u);
+  // A hint at a frame holding a stale number is not taken; the scan reports it.
+  mb->task[6].seq = 0;
+  cr_assert_eq(lw__mailbox_find_post(mb, 2, 6, &is_control, &frame, &err), LW_INTERNAL);
+  cr_assert(has(&err, "stale or out of order"), "%s", err.message);
   free(mb);
 }

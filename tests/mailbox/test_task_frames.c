@@ -49,8 +49,8 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
 
   bool is_control = true;
   uint32_t found = 99;
-  cr_assert_eq(lw__mailbox_find_post(mb, 1, &is_control, &found, &err), LW_OK, "%s",
-               err.message);
+  cr_assert_eq(lw__mailbox_find_post(mb, 1, LW_MB_TASK_FRAMES, &is_control, &found, &err), LW_OK,
+               "%s", err.message);
   cr_assert_not(is_control);
   cr_assert_eq(found, frame);
 
@@ -227,7 +227,7 @@ Test(mailbox_task, frame_index_out_of_range_is_rejected_everywhere, .timeout = 1
   cr_assert_eq(lw__mailbox_task_set_running(mb, bad, &err), LW_INVALID_ARGUMENT);
   cr_assert_eq(lw__mailbox_task_complete(mb, bad, &r, &err), LW_INVALID_ARGUMENT);
   cr_assert_eq(lw__mailbox_consume_task(mb, bad, &id, &r, &err), LW_INVALID_ARGUMENT);
-  cr_assert_not(lw__mailbox_cancel_task(mb, bad));
+  cr_assert_not(lw__mailbox_cancel_task(mb, bad, id.dispatch_id));
   free(mb);
 }
 

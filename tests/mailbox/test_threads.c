@@ -69,14 +69,17 @@ typedef struct task_thread_ctx {
 static void *task_child_thread(void *arg) {
   task_thread_ctx_t *ctx = arg;
   lw_mb_arena_t a = arena_view();
+  uint32_t hint = LW_MB_TASK_FRAMES;  // the frame after the last one, as a child looks first
   for (uint64_t seq = 1; seq <= ctx->n_tasks; ++seq) {
     bool is_control;
     uint32_t frame;
     lw_error_t err;
     lw_status_t st;
-    while ((st = lw__mailbox_find_post(ctx->mb, seq, &is_control, &frame, &err)) == LW_NOT_FOUND) {
+    while ((st = lw__mailbox_find_post(ctx->mb, seq, hint, &is_control, &frame, &err)) ==
+           LW_NOT_FOUND) {
       sched_yield();
     }
+    hint = (frame + 1) % LW_MB_TASK_FRAMES;
     lw_mb_task_taken_t t;
     if (st != LW_OK || is_control) {
       atomic_store(&ctx->bad_step, 1);

@@ -311,7 +311,7 @@ static lw_status_t failing_orch(lw_orch_t *o, void *user) {
 
 static bool frame_cancel_requested(uint32_t chip) {
   for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) {
-    if (atomic_load(&w->eps[chip].mb->task[f].cancel_requested)) return true;
+    if (atomic_load(&w->eps[chip].mb->task[f].cancel_dispatch)) return true;
   }
   return false;
 }

@@ -156,8 +156,8 @@ Test(stats, a_kernel_finishing_ok_after_its_run_was_cancelled_counts_cancelled, 
   lw_test_wait_nonzero(&j.s->entered);
   LW_ASSERT_OK(lw_handle_cancel(run));
   // The parent wrote the cancel word before the latch opens: cancel_at is set on its pass.
-  while (atomic_load(&f.w->eps[0].mb->task[0].cancel_requested) == 0 &&
-         atomic_load(&f.w->eps[0].mb->task[1].cancel_requested) == 0) {
+  while (atomic_load(&f.w->eps[0].mb->task[0].cancel_dispatch) == 0 &&
+         atomic_load(&f.w->eps[0].mb->task[1].cancel_dispatch) == 0) {
     lw_test_sleep_us(200);
   }
   atomic_store(&j.s->gate, 1);  // the latch returns 0
