@@ -47,18 +47,24 @@ static void wake_parent(lw_child_ctx_t *c) {
   (void)n;
 }
 
-void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
+// Pushes done (push_mu held); true when the parent must be woken.
+static bool push_locked(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
   bool wake = false;
   lw_error_t err;
-  pthread_mutex_lock(&c->push_mu);
   // A push that finds room does not wait: the clock is read for a deadline only when the ring
   // is full (deadline 0 has passed: the first call returns at once instead of waiting).
   lw_status_t st = lw__mailbox_push_completion(c->mb, done, 0, &wake, &err);
   if (st == LW_DEADLINE_EXCEEDED) {
     st = lw__mailbox_push_completion(c->mb, done, lw__now_ns() + PUSH_TIMEOUT_NS, &wake, &err);
   }
-  pthread_mutex_unlock(&c->push_mu);
   if (st != LW_OK) _exit(LW_CHILD_EXIT_RING_STUCK);  // the parent is gone or broken
+  return wake;
+}
+
+void lw__child_push(lw_child_ctx_t *c, const lw_mb_completion_t *done) {
+  pthread_mutex_lock(&c->push_mu);
+  bool wake = push_locked(c, done);
+  pthread_mutex_unlock(&c->push_mu);
   if (wake) wake_parent(c);
 }
 
@@ -67,16 +73,23 @@ void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_iden
   // Copy the identity first: once the frame is terminal the parent may consume it and post
   // the next task into the same frame, which rewrites whatever *id points at.
   const lw_mb_identity_t identity = *id;
-  lw_error_t err;
-  if (lw__mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) {
-    _exit(LW_CHILD_EXIT_FRAME_LOST);
-  }
   lw_mb_completion_t done;
   memset(&done, 0, sizeof(done));
   done.kind = LW_MB_COMPLETION_TASK;
   done.frame = frame;
   done.identity = identity;
-  lw__child_push(c, &done);
+  lw_error_t err;
+  // The lock before the result: taking it is an atomic read-modify-write, a full barrier on
+  // x86, which after the result's stores into the parent's lines would wait for their
+  // transfers; taken first, the push's one barrier (its seq_cst head store) waits for all of
+  // them at once.
+  pthread_mutex_lock(&c->push_mu);
+  if (lw__mailbox_task_complete(c->mb, frame, result, &err) != LW_OK) {
+    _exit(LW_CHILD_EXIT_FRAME_LOST);
+  }
+  bool wake = push_locked(c, &done);
+  pthread_mutex_unlock(&c->push_mu);
+  if (wake) wake_parent(c);
 }
 
 typedef struct post_cond {

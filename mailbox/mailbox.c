@@ -376,13 +376,10 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   // them: the child writes every one of them before it moves the frame to a terminal state
   // (lw__mailbox_task_complete), the only state in which the parent reads them, so resetting
   // them here would only write a line the child last wrote.
-  uint32_t expected = LW_MB_TASK_IDLE;
-  // Release: the payload above is visible to a child that acquires TASK_READY. A failure here
-  // means the child touched an IDLE frame: report it, never overwrite.
-  if (!atomic_compare_exchange_strong_explicit(&t->state, &expected, LW_MB_TASK_READY,
-                                               memory_order_release, memory_order_relaxed)) {
-    return task_state_error(err, LW_INTERNAL, "post_task", frame, "IDLE", expected);
-  }
+  // Release: the payload above is visible to a child that acquires TASK_READY. A store, not a
+  // compare-and-swap: the frame was checked IDLE above, the parent's state (see the header on
+  // state changes).
+  atomic_store_explicit(&t->state, LW_MB_TASK_READY, memory_order_release);
   ring_doorbell(mb, post->seq, (uint8_t)frame);
   return LW_OK;
 }
@@ -432,13 +429,9 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   // code agrees with the status that was validated above.
   error_copy(&out->error, &t->result_error);
   out->error.code = (lw_status_t)status;
-  uint32_t from = state;
-  // Release: the reads above complete before the frame can be posted (and written) again.
-  if (!atomic_compare_exchange_strong_explicit(&t->state, &from, LW_MB_TASK_IDLE,
-                                               memory_order_release, memory_order_relaxed)) {
-    return task_state_error(err, LW_INTERNAL, "consume_task", frame,
-                            lw__mailbox_task_state_name(state), from);
-  }
+  // Release: the reads above complete before the frame can be posted (and written) again. A
+  // store: a terminal frame is the parent's (see the header on state changes).
+  atomic_store_explicit(&t->state, LW_MB_TASK_IDLE, memory_order_release);
   return LW_OK;
 }
 
@@ -717,15 +710,14 @@ lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
 
 lw_status_t lw__mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame, lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "task_set_running", frame);
-  uint32_t expected = LW_MB_TASK_READY;
-  // Release: the child's reads of the payload (take_task) are done before RUNNING is seen.
-  // Acquire on failure: the state reported in the error is the current one.
-  if (!atomic_compare_exchange_strong_explicit(&mb->task[frame].state, &expected,
-                                               LW_MB_TASK_RUNNING, memory_order_release,
-                                               memory_order_acquire)) {
+  uint32_t state = atomic_load_explicit(&mb->task[frame].state, memory_order_acquire);
+  if (state != LW_MB_TASK_READY) {
     return task_state_error(err, LW_FAILED_PRECONDITION, "task_set_running", frame, "TASK_READY",
-                            expected);
+                            state);
   }
+  // Release: the child's reads of the payload (take_task) are done before RUNNING is seen. A
+  // store: a READY frame is the child's (see the header on state changes).
+  atomic_store_explicit(&mb->task[frame].state, LW_MB_TASK_RUNNING, memory_order_release);
   return LW_OK;
 }
 
@@ -756,27 +748,25 @@ lw_status_t lw__mailbox_task_complete(lw_mailbox_t *mb, uint32_t frame,
       final_state = LW_MB_TASK_FAILED;
       break;
   }
+  // Retire the run's generation (set bit 0): from now on lw__mailbox_cancel_task finds no live
+  // run on this frame and returns false, and a late cancel or watchdog misses. An RMW, so it
+  // composes with a racing lw__cancel_request CAS (whichever comes first, the word ends odd).
+  // First, on the child's own line: an RMW is a full barrier on x86, and after the stores into
+  // the parent's lines below it would wait for their transfers. Relaxed: the state store below
+  // publishes it.
+  atomic_fetch_or_explicit(&t->cancel, 1u, memory_order_relaxed);
+  // The frame's next task has not started (the parent reads started_ns as "the kernel began";
+  // its post does not reset it). Relaxed: the state store below publishes it.
+  atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
   t->result_status = (int32_t)result->status;
   t->kernel_rc = result->kernel_rc;
   t->kernel_ns = result->kernel_ns;
   t->queue_ns = result->queue_ns;
   error_copy(&t->result_error, &result->error);
   t->result_error.code = result->status;
-  // Retire the run's generation (set bit 0): from now on lw__mailbox_cancel_task finds no live
-  // run on this frame and returns false, and a late cancel or watchdog misses. An RMW, so it
-  // composes with a racing lw__cancel_request CAS (whichever comes first, the word ends odd).
-  // Relaxed: the state CAS below publishes it.
-  atomic_fetch_or_explicit(&t->cancel, 1u, memory_order_relaxed);
-  // The frame's next task has not started (the parent reads started_ns as "the kernel began";
-  // its post does not reset it). Relaxed: the state CAS below publishes it.
-  atomic_store_explicit(&t->started_ns, 0, memory_order_relaxed);
-  uint32_t from = state;
-  // Release: the result above is visible to a parent that acquires the terminal state.
-  if (!atomic_compare_exchange_strong_explicit(&t->state, &from, (uint32_t)final_state,
-                                               memory_order_release, memory_order_acquire)) {
-    return task_state_error(err, LW_INTERNAL, "task_complete", frame,
-                            lw__mailbox_task_state_name(state), from);
-  }
+  // Release: the result above is visible to a parent that acquires the terminal state. A store:
+  // a READY or RUNNING frame is the child's (see the header on state changes).
+  atomic_store_explicit(&t->state, (uint32_t)final_state, memory_order_release);
   return LW_OK;
 }
 

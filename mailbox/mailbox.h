@@ -28,8 +28,15 @@
 //        -> TASK_DONE | TASK_FAILED | TASK_CANCELLED   child wrote the result first
 //        -> IDLE             parent consumed the result after checking the identity
 // Control frame: IDLE -> CONTROL_REQUEST -> CONTROL_DONE -> IDLE.
-// All state changes are compare-and-swap from the expected state; a failed CAS is a protocol
-// error, never silently ignored.
+// Each state belongs to one side: IDLE and the terminal states to the parent, READY and
+// RUNNING to the child; only the owner writes the frame. A task frame's state change is the
+// owner's check of the state it expects (a wrong one is a protocol error, never silently
+// ignored) and then a release store, not a compare-and-swap: a CAS is a full barrier on x86,
+// which waits for every store still in flight, and right after a post or a result those are
+// cache-line transfers to the other process (a many-core host pays each as a stall). What a
+// CAS would add, catching the other side writing between the check and the store, is a broken
+// peer's race; the identity and state checks of the next step catch a broken peer anyway. The
+// control frame, changed a few times per register, keeps its compare-and-swaps.
 //
 // Sequence numbers: every post (task or control) carries the next number of one per-mailbox
 // counter; the child applies posts strictly in that order.
@@ -493,7 +500,8 @@ typedef struct lw_mb_task_taken {
 LW_MUST_USE lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame,
                                              const lw_mb_arena_t *arena, lw_mb_task_taken_t *out,
                                              lw_error_t *err);
-// TASK_READY -> TASK_RUNNING (CAS). FAILED_PRECONDITION if the frame was not READY.
+// TASK_READY -> TASK_RUNNING (checked, then a release store). FAILED_PRECONDITION if the frame
+// was not READY.
 LW_MUST_USE lw_status_t lw__mailbox_task_set_running(lw_mailbox_t *mb, uint32_t frame,
                                                     lw_error_t *err);
 // Writes the result, then READY|RUNNING -> DONE / FAILED / CANCELLED (from status: OK ->
