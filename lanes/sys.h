@@ -89,6 +89,19 @@ static inline void lw__cpu_relax(void) {
 #endif
 }
 
+// Asks for the cache line holding p in a state this CPU may write (a hint; no fault, no
+// effect on the program's results). For a line of shared memory this thread will read and then
+// write, e.g. a mailbox frame's state: a read alone fetches the line shared, and the write then
+// needs a second round trip to the other process's CPU to take it over; asked for writing
+// first, the line comes over once. x86: PREFETCHW (a NOP on CPUs without it).
+static inline void lw__prefetch_for_write(const void *p) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,8 +4,8 @@
 // Ownership by state. A task frame's payload (seq, identity, kind, callable, timeout, args) is
 // written only by the parent and only while the frame is IDLE; its result only by the child
 // and only while the frame is READY or RUNNING. The state word hands the frame from one
-// process to the other: the writer publishes with a release CAS, the reader acquires the state
-// before touching the fields. Nothing reads a field whose owner may be writing it, so the
+// process to the other: the writer publishes with a release store (the control frame: a
+// release CAS), the reader acquires the state before touching the fields. Nothing reads a field whose owner may be writing it, so the
 // plain (non-atomic) fields never race. The control frame works the same way.
 //
 // Trust. Every field the other process writes is untrusted: states, indices, counts, offsets,
@@ -395,7 +395,9 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
                                     lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "consume_task", frame);
   lw_mb_task_t *t = &mb->task[frame];
-  // Acquire: pairs with task_complete's release CAS; the result below was written before it.
+  // The parent writes this line next (IDLE, then the next post): one transfer, not two.
+  lw__prefetch_for_write(&t->state);
+  // Acquire: pairs with task_complete's release store; the result below was written before it.
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
   if (!task_state_is_terminal(state)) {
     return task_state_error(err, LW_FAILED_PRECONDITION, "consume_task", frame,
@@ -602,6 +604,8 @@ static bool find_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t f, bool 
                                uint32_t *out_frame) {
   if (f >= LW_MB_TASK_FRAMES) return false;
   const lw_mb_task_t *t = &mb->task[f];
+  // The child writes this line next (RUNNING, then the terminal state): one transfer, not two.
+  lw__prefetch_for_write(&t->state);
   if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY || t->seq != seq) {
     return false;
   }
@@ -636,8 +640,9 @@ lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, uint32_t hint,
   bool found = false;
   bool is_control = false;
   uint32_t found_frame = 0;
-  // Acquire on each state: pairs with the post's release CAS, so seq is read only after the
-  // parent finished writing it (and never while the parent may be writing it).
+  // Acquire on each state: pairs with the post's release store (the control frame's: a CAS),
+  // so seq is read only after the parent finished writing it (and never while the parent may
+  // be writing it).
   uint32_t cstate = atomic_load_explicit(&mb->control.state, memory_order_acquire);
   if (cstate == LW_MB_CONTROL_REQUEST) {
     uint64_t cseq = mb->control.seq;
@@ -684,7 +689,7 @@ lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
                                  lw_mb_task_taken_t *out, lw_error_t *err) {
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "take_task", frame);
   lw_mb_task_t *t = &mb->task[frame];
-  // Acquire: pairs with post_task's release CAS; the payload was written before READY.
+  // Acquire: pairs with post_task's release store; the payload was written before READY.
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
   if (state != LW_MB_TASK_READY) {
     return task_state_error(err, LW_FAILED_PRECONDITION, "take_task", frame, "TASK_READY", state);
@@ -699,6 +704,12 @@ lw_status_t lw__mailbox_take_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   out->kind = (lw_mb_task_kind_t)kind;
   out->callable = t->callable;
   out->timeout_ns = t->timeout_ns;
+  // What the child writes when the task ends, the parent's to read last: the result's line and
+  // the completion ring's next slot. Asked for now, they come over while the task runs.
+  lw__prefetch_for_write(&t->result_status);
+  lw__prefetch_for_write(
+      &mb->ring[atomic_load_explicit(&mb->ring_head.value, memory_order_relaxed) %
+                LW_MB_RING_ENTRIES]);
   // Decoded in place: decode reads each field of the shared frame once, so its checks and
   // its pointers come from the same values, and it reads only the slots the counts name.
   lw_status_t st = lw__mailbox_args_decode(&t->args, arena, &out->args, err);
