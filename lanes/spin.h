@@ -4,11 +4,16 @@
 // caller's drain (lw__sched_wait_draining), a chip child's run lane waiting for posts, and a
 // child pushing into a full completion ring (then short naps).
 //
-// The shape (after seed 001 and CUDA.jl's spinning synchronization): LW_SPIN_PAUSES rounds of
-// one cpu pause, for hand-offs that complete within a few hundred nanoseconds; then rounds of
-// sched_yield, which let the thread we wait for run on a busy CPU while staying ready to go on
-// at once, for as long as the spin's time budget; then block. The caller checks its condition
-// after each round.
+// The shape (after seed 001 and CUDA.jl's spinning synchronization): rounds of one cpu pause
+// for about LW_SPIN_PAUSE_NS (at least LW_SPIN_PAUSES of them; the clock is read once every
+// LW_SPIN_PAUSES), for hand-offs that complete within a few microseconds, a process round trip
+// included; then rounds of sched_yield, which let the thread we wait for run on a busy CPU
+// while staying ready to go on at once, for as long as the spin's time budget; then block. The
+// caller checks its condition after each round. The pause phase is time, not a count: a pause
+// takes 25 ns on one CPU (AMD EPYC) and 40-70 ns on another (recent Intel Xeons), and 32 of
+// them, the count this policy once used, ended the pauses 0.8 us into a wait, before an L3
+// round trip's completion could come back, so the waiter paid a sched_yield system call (and
+// noticed the completion only when it returned) in most round trips.
 //
 // The budget is time, not a count of yields (a yield takes 0.2 us on one machine and 2 us on
 // another): what a block costs, measured where it runs. lw__spin_calibrate times futex wakes
@@ -52,8 +57,10 @@
 extern "C" {
 #endif
 
-// Rounds of one cpu pause before the yields.
+// The pause phase: at least LW_SPIN_PAUSES rounds of one cpu pause, and until LW_SPIN_PAUSE_NS
+// have passed since the first LW_SPIN_PAUSES (the clock is read once every LW_SPIN_PAUSES).
 #define LW_SPIN_PAUSES 32
+#define LW_SPIN_PAUSE_NS 4000
 // The yield phase's budget: LW_SPIN_WAKE_FACTOR x the measured wake, within these bounds.
 #define LW_SPIN_WAKE_FACTOR 4
 #define LW_SPIN_MIN_BUDGET_NS 50000
@@ -83,9 +90,11 @@ typedef struct lw__spin {
   int64_t yield_start_ns;  // when the yield phase began; 0 before it
   int64_t budget_ns;       // the yield phase's length; 0: lw__spin_budget_ns() (tests set it)
   int64_t slow_yield_ns;   // LW_SPIN_SLOW_YIELD_NS; tests change it
+  int64_t pause_start_ns;  // the pause phase's first clock read; 0 before it
+  int64_t pause_ns;        // LW_SPIN_PAUSE_NS; tests change it
 } lw__spin_t;
 
-#define LW__SPIN_INIT {0, 0, 0, LW_SPIN_SLOW_YIELD_NS}
+#define LW__SPIN_INIT {0, 0, 0, LW_SPIN_SLOW_YIELD_NS, 0, LW_SPIN_PAUSE_NS}
 // The round number that means "spent".
 #define LW__SPIN_SPENT UINT32_MAX
 
@@ -105,6 +114,19 @@ int64_t lw__spin_wake_ns(void);
 static inline void lw__spin_reset(lw__spin_t *s) {
   s->round = 0;
   s->yield_start_ns = 0;
+  s->pause_start_ns = 0;
+}
+
+// Whether this round still pauses: the pause phase has not reached LW_SPIN_PAUSES rounds, or
+// its time (pause_ns, counted from the clock read at the first LW_SPIN_PAUSES) has not passed.
+// An idle partner gets the minimum: no pause would see it move.
+static inline bool lw__spin_pausing(lw__spin_t *s, lw__partner_t partner) {
+  if (s->round < LW_SPIN_PAUSES) return true;
+  if (partner == LW__PARTNER_IDLE) return false;
+  if (s->round % LW_SPIN_PAUSES != 0) return true;
+  int64_t now = lw__now_ns();
+  if (s->pause_start_ns == 0) s->pause_start_ns = now;
+  return now - s->pause_start_ns < s->pause_ns;
 }
 
 // Performs this round's pause or yield and says which it was, or returns LW__SPIN_BLOCK
@@ -112,8 +134,7 @@ static inline void lw__spin_reset(lw__spin_t *s) {
 // the pauses); it keeps returning LW__SPIN_BLOCK until lw__spin_reset.
 static inline lw__spin_step_t lw__spin_step_for(lw__spin_t *s, lw__partner_t partner) {
   if (s->round == LW__SPIN_SPENT) return LW__SPIN_BLOCK;
-  if (partner == LW__PARTNER_SAME_CPU && s->round < LW_SPIN_PAUSES) s->round = LW_SPIN_PAUSES;
-  if (s->round < LW_SPIN_PAUSES) {
+  if (s->yield_start_ns == 0 && partner != LW__PARTNER_SAME_CPU && lw__spin_pausing(s, partner)) {
     s->round++;
     lw__cpu_relax();
     return LW__SPIN_PAUSED;

@@ -7,6 +7,7 @@ Test(spin, pauses_then_yields_for_its_budget_then_blocks_until_reset, .timeout =
   lw__spin_t s = LW__SPIN_INIT;
   s.slow_yield_ns = INT64_MAX;  // no yield counts as slow, however busy the machine
   s.budget_ns = 2000000;        // 2 ms of yields
+  s.pause_ns = 0;               // the pause phase: LW_SPIN_PAUSES pauses, no more
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < LW_SPIN_PAUSES; ++i) {
       cr_assert_eq(lw__spin_step(&s), LW__SPIN_PAUSED, "round %d step %d", round, i);
@@ -27,6 +28,7 @@ Test(spin, pauses_then_yields_for_its_budget_then_blocks_until_reset, .timeout =
 Test(spin, reset_mid_yield_starts_over_with_pauses) {
   lw__spin_t s = LW__SPIN_INIT;
   s.slow_yield_ns = INT64_MAX;
+  s.pause_ns = 0;
   s.budget_ns = INT64_MAX / 2;
   for (int i = 0; i < LW_SPIN_PAUSES + 5; ++i) (void)lw__spin_step(&s);
   cr_assert_eq(lw__spin_step(&s), LW__SPIN_YIELDED);
@@ -41,6 +43,7 @@ Test(spin, a_slow_yield_ends_the_spin_at_once_and_reset_spins_again) {
   cr_assert_eq(s.slow_yield_ns, LW_SPIN_SLOW_YIELD_NS);
   s.slow_yield_ns = 0;
   s.budget_ns = INT64_MAX / 2;
+  s.pause_ns = 0;
   for (int i = 0; i < LW_SPIN_PAUSES; ++i) cr_assert_eq(lw__spin_step(&s), LW__SPIN_PAUSED);
   cr_assert_eq(lw__spin_step(&s), LW__SPIN_YIELDED);
   cr_assert_eq(lw__spin_step(&s), LW__SPIN_BLOCK, "one slow yield, then block");
@@ -56,8 +59,10 @@ Test(spin, an_idle_partner_blocks_right_after_the_pauses) {
   for (int i = 0; i < LW_SPIN_PAUSES; ++i) {
     cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_IDLE), LW__SPIN_PAUSED);
   }
-  cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_IDLE), LW__SPIN_BLOCK, "no yield at all");
+  cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_IDLE), LW__SPIN_BLOCK,
+               "no yield at all, and no pause past the minimum (the pause time is the default)");
   lw__spin_reset(&s);
+  s.pause_ns = 0;
   for (int i = 0; i < LW_SPIN_PAUSES; ++i) (void)lw__spin_step_for(&s, LW__PARTNER_WORKING);
   cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_WORKING), LW__SPIN_YIELDED,
                "a working partner: yield within the budget");
@@ -71,6 +76,25 @@ Test(spin, a_partner_on_this_cpu_skips_the_pauses_and_yields_for_the_budget) {
                "the first round yields: a pause would only keep the partner off the CPU");
   cr_assert_eq(lw__spin_step_for(&s, LW__PARTNER_UNKNOWN), LW__SPIN_YIELDED,
                "the pauses are behind it once skipped");
+}
+
+// The pause phase is time: with a window no test run reaches it pauses on past the minimum
+// count; with none it yields right after the minimum; a reset starts its clock over.
+Test(spin, the_pauses_last_their_time_not_a_count) {
+  lw__spin_t s = LW__SPIN_INIT;
+  cr_assert_eq(s.pause_ns, LW_SPIN_PAUSE_NS);
+  s.slow_yield_ns = INT64_MAX;
+  s.budget_ns = INT64_MAX / 2;
+  s.pause_ns = INT64_MAX / 2;
+  for (int i = 0; i < 20 * LW_SPIN_PAUSES; ++i) {
+    cr_assert_eq(lw__spin_step(&s), LW__SPIN_PAUSED, "step %d", i);
+  }
+  cr_assert_gt(s.pause_start_ns, 0, "the clock was read");
+  lw__spin_reset(&s);
+  cr_assert_eq(s.pause_start_ns, 0, "a reset starts the pause clock over");
+  s.pause_ns = 0;
+  for (int i = 0; i < LW_SPIN_PAUSES; ++i) cr_assert_eq(lw__spin_step(&s), LW__SPIN_PAUSED);
+  cr_assert_eq(lw__spin_step(&s), LW__SPIN_YIELDED, "no pause time: yields after the minimum");
 }
 
 // The budget comes from a measured futex wake, within its bounds, and stays put afterwards.
