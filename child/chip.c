@@ -276,7 +276,7 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   atomic_store(&op->phase, RUN_RUNNING);
   if (op->started_ns) atomic_store(op->started_ns, (uint64_t)t_start);
   // Dekker pairs with run_cancel and with lw__mailbox_cancel_task: either the canceller saw
-  // RUNNING (or the fresh generation), or we see its flag here.
+  // RUNNING (or the fresh generation), or we see its flag (or the frame's mark) here.
   atomic_thread_fence(memory_order_seq_cst);
   if (lw__handle_cancel_requested(&op->handle) || run_marked_cancelled(op)) {
     (void)lw__cancel_request(op->cancel_word, gen);

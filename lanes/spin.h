@@ -5,11 +5,11 @@
 // child pushing into a full completion ring (then short naps).
 //
 // The shape (after seed 001 and CUDA.jl's spinning synchronization): rounds of one cpu pause
-// for about LW_SPIN_PAUSE_NS (at least LW_SPIN_PAUSES of them; the clock is read once every
-// LW_SPIN_PAUSES), for hand-offs that complete within a few microseconds, a process round trip
-// included; then rounds of sched_yield, which let the thread we wait for run on a busy CPU
-// while staying ready to go on at once, for as long as the spin's time budget; then block. The
-// caller checks its condition after each round. The pause phase is time, not a count: a pause
+// for about LW_SPIN_PAUSE_NS (at least LW_SPIN_PAUSES of them; the clock is read every 16),
+// for hand-offs that complete within a few microseconds, a process round trip included; then
+// rounds of sched_yield, which let the thread we wait for run on a busy CPU while staying ready
+// to go on at once, for as long as the spin's time budget; then block. The caller checks its
+// condition after each round. The pause phase is time, not a count: a pause
 // takes 25 ns on one CPU (AMD EPYC) and 40-70 ns on another (recent Intel Xeons), and 32 of
 // them, the count this policy once used, ended the pauses 0.8 us into a wait, before an L3
 // round trip's completion could come back, so the waiter paid a sched_yield system call (and
@@ -58,9 +58,12 @@ extern "C" {
 #endif
 
 // The pause phase: at least LW_SPIN_PAUSES rounds of one cpu pause, and until LW_SPIN_PAUSE_NS
-// have passed since the first LW_SPIN_PAUSES (the clock is read once every LW_SPIN_PAUSES).
+// have passed since round LW_SPIN_PAUSE_CLOCK_AT (its first clock read; the first few rounds,
+// where most waits end, read no clock), looked at every LW_SPIN_PAUSE_CLOCK_EVERY rounds.
 #define LW_SPIN_PAUSES 32
 #define LW_SPIN_PAUSE_NS 4000
+#define LW_SPIN_PAUSE_CLOCK_AT 8
+#define LW_SPIN_PAUSE_CLOCK_EVERY 16
 // The yield phase's budget: LW_SPIN_WAKE_FACTOR x the measured wake, within these bounds.
 #define LW_SPIN_WAKE_FACTOR 4
 #define LW_SPIN_MIN_BUDGET_NS 50000
@@ -90,7 +93,7 @@ typedef struct lw__spin {
   int64_t yield_start_ns;  // when the yield phase began; 0 before it
   int64_t budget_ns;       // the yield phase's length; 0: lw__spin_budget_ns() (tests set it)
   int64_t slow_yield_ns;   // LW_SPIN_SLOW_YIELD_NS; tests change it
-  int64_t pause_start_ns;  // the pause phase's first clock read; 0 before it
+  int64_t pause_start_ns;  // the pause phase's clock read at round LW_SPIN_PAUSE_CLOCK_AT
   int64_t pause_ns;        // LW_SPIN_PAUSE_NS; tests change it
 } lw__spin_t;
 
@@ -118,15 +121,14 @@ static inline void lw__spin_reset(lw__spin_t *s) {
 }
 
 // Whether this round still pauses: the pause phase has not reached LW_SPIN_PAUSES rounds, or
-// its time (pause_ns, counted from the clock read at the first LW_SPIN_PAUSES) has not passed.
-// An idle partner gets the minimum: no pause would see it move.
+// its time (pause_ns, counted from the clock read at round LW_SPIN_PAUSE_CLOCK_AT) has not
+// passed. An idle partner gets the minimum: no pause would see it move.
 static inline bool lw__spin_pausing(lw__spin_t *s, lw__partner_t partner) {
+  if (s->round == LW_SPIN_PAUSE_CLOCK_AT) s->pause_start_ns = lw__now_ns();
   if (s->round < LW_SPIN_PAUSES) return true;
   if (partner == LW__PARTNER_IDLE) return false;
-  if (s->round % LW_SPIN_PAUSES != 0) return true;
-  int64_t now = lw__now_ns();
-  if (s->pause_start_ns == 0) s->pause_start_ns = now;
-  return now - s->pause_start_ns < s->pause_ns;
+  if (s->round % LW_SPIN_PAUSE_CLOCK_EVERY != 0) return true;
+  return lw__now_ns() - s->pause_start_ns < s->pause_ns;
 }
 
 // Performs this round's pause or yield and says which it was, or returns LW__SPIN_BLOCK

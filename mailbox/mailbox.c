@@ -5,8 +5,10 @@
 // written only by the parent and only while the frame is IDLE; its result only by the child
 // and only while the frame is READY or RUNNING. The state word hands the frame from one
 // process to the other: the writer publishes with a release store (the control frame: a
-// release CAS), the reader acquires the state before touching the fields. Nothing reads a field whose owner may be writing it, so the
-// plain (non-atomic) fields never race. The control frame works the same way.
+// release CAS), the reader acquires the state before touching the fields. Nothing reads a
+// field whose owner may be writing it, so the plain (non-atomic) fields never race. The
+// control frame works the same way. The cancel line's words (cancel, cancel_dispatch) are
+// atomics both sides may write in any state (docs/protocol.md, section 5).
 //
 // Trust. Every field the other process writes is untrusted: states, indices, counts, offsets,
 // statuses and strings are validated before use, and a violation is reported (INTERNAL on the
@@ -447,7 +449,7 @@ bool lw__mailbox_cancel_task(lw_mailbox_t *mb, uint32_t frame, uint64_t dispatch
   // 0: no run ever began on this frame; odd: the last run was cancelled or has completed
   // (task_complete retires the generation). Only an even, nonzero word is a live run.
   bool hit = loaded != 0 && (loaded & 1u) == 0 && lw__cancel_request(word, loaded);
-  // Release: a child that sees the new cancel_seq (acquire) sees cancel_requested too.
+  // Release: a child that sees the new cancel_seq (acquire) sees cancel_dispatch too.
   atomic_fetch_add_explicit(&mb->doorbell.cancel_seq, 1, memory_order_release);
   lw__waitword_wake(&mb->doorbell.word, true);
   lw__waitword_wake(&mb->doorbell.loop_word, true);

@@ -29,7 +29,9 @@
 //        -> IDLE             parent consumed the result after checking the identity
 // Control frame: IDLE -> CONTROL_REQUEST -> CONTROL_DONE -> IDLE.
 // Each state belongs to one side: IDLE and the terminal states to the parent, READY and
-// RUNNING to the child; only the owner writes the frame. A task frame's state change is the
+// RUNNING to the child; only the owner writes the frame's state, payload and result (the cancel
+// line's atomics are the exception: the parent's cancel writes cancel_dispatch and the cancel
+// word in any state). A task frame's state change is the
 // owner's check of the state it expects (a wrong one is a protocol error, never silently
 // ignored) and then a release store, not a compare-and-swap: a CAS is a full barrier on x86,
 // which waits for every store still in flight, and right after a post or a result those are

@@ -437,10 +437,12 @@ static uint64_t local_heartbeat(const lw_endpoint_t *ep) {
 }
 
 // A chip child stamps started_ns when the kernel starts (only "non-zero" is used: the value is
-// the child's) and zeroes it before the task's terminal state, so a terminal frame counts as
-// started too (a child that died between the two, or a result not yet drained; a task queued
-// and withdrawn then reads as started, which only words a death's message). A sub child takes
-// the frame to TASK_RUNNING right before it calls the function.
+// the child's) and zeroes it before the task's terminal state, so a frame whose task ended
+// (its completion not drained yet, or the child died before it pushed it) counts as started
+// too, as it did when the post zeroed started_ns: the death of such a child words the task
+// as cut short by it (a task withdrawn while queued included). Escalation looks at
+// task_ended first. A sub child takes the frame to TASK_RUNNING right before it calls the
+// function.
 static bool local_task_started(const lw_endpoint_t *ep, uint32_t frame) {
   const lw_mb_task_t *ft = &ep->mb->task[frame];
   uint32_t state = atomic_load(&ft->state);
@@ -448,6 +450,11 @@ static bool local_task_started(const lw_endpoint_t *ep, uint32_t frame) {
   return state != LW_MB_TASK_READY && state != LW_MB_TASK_RUNNING
              ? state != LW_MB_TASK_IDLE
              : atomic_load(&ft->started_ns) != 0;
+}
+
+static bool local_task_ended(const lw_endpoint_t *ep, uint32_t frame) {
+  uint32_t state = atomic_load(&ep->mb->task[frame].state);
+  return state == LW_MB_TASK_DONE || state == LW_MB_TASK_FAILED || state == LW_MB_TASK_CANCELLED;
 }
 
 const lw_endpoint_ops_t lw__ep_local_ops = {
@@ -458,5 +465,6 @@ const lw_endpoint_ops_t lw__ep_local_ops = {
     .cancel_task = local_cancel_task,
     .heartbeat = local_heartbeat,
     .task_started = local_task_started,
+    .task_ended = local_task_ended,
     .describe_death = local_describe_death,
 };

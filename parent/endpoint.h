@@ -93,6 +93,9 @@ typedef struct lw_endpoint_ops {
   // the task in frame has started (a chip kernel stamped its start; a sub function was taken).
   uint64_t (*heartbeat)(const lw_endpoint_t *ep);
   bool (*task_started)(const lw_endpoint_t *ep, uint32_t frame);
+  // Whether the child has ended the task in frame (its result is written; the completion that
+  // says so may not be drained yet): nothing of it runs any more.
+  bool (*task_ended)(const lw_endpoint_t *ep, uint32_t frame);
   // The last death of the child, described ("child pid 42 killed by SIGSEGV", ...).
   void (*describe_death)(lw_endpoint_t *ep, char *buf, size_t bytes);
 } lw_endpoint_ops_t;
@@ -255,6 +258,9 @@ static inline uint64_t lw__ep_heartbeat(const lw_endpoint_t *ep) {
 }
 static inline bool lw__ep_task_started(const lw_endpoint_t *ep, uint32_t frame) {
   return ep->ops->task_started(ep, frame);
+}
+static inline bool lw__ep_task_ended(const lw_endpoint_t *ep, uint32_t frame) {
+  return ep->ops->task_ended(ep, frame);
 }
 // True when the child died (pidfd readable). Marks it DEAD.
 bool lw__ep_check_dead(lw_endpoint_t *ep);

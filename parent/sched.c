@@ -478,6 +478,8 @@ static int64_t check_escalations(lw_sched_t *sched, int64_t now) {
     for (uint32_t f = 0, n = 0; (t = next_busy_frame(sc, &f, &n)) != NULL; ++f) {
       if (t->escalated != LW_OK) continue;
       if (!t->cancel_at && t->timeout_ns <= 0) continue;
+      // Ended in the child (its completion is on the way): nothing runs to be stopped.
+      if (lw__ep_task_ended(ep, f)) continue;
       if (!t->seen_started_at) {
         if (!frame_started(ep, f)) {
           if (now + START_POLL_NS < next) next = now + START_POLL_NS;

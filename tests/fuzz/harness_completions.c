@@ -95,8 +95,10 @@ static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
 static void push(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
   atomic_store_explicit(&mb->ring_head.value, p->push_head, memory_order_relaxed);
   atomic_store_explicit(&mb->ring_tail.value, p->push_tail, memory_order_relaxed);
-  // The child's record of the tail says the ring may be full: the push reads the tail.
-  mb->ring_head.tail_seen = p->push_head - LW_MB_RING_ENTRIES;
+  // The child's record of the tail: the tail itself (a push that finds room reads no tail) or,
+  // for odd heads, one that says the ring may be full (the push reads the tail). Either way a
+  // record never runs ahead of the tail, and the outcome below is the same.
+  mb->ring_head.tail_seen = (p->push_head & 1u) ? p->push_head - LW_MB_RING_ENTRIES : p->push_tail;
   lw_mb_completion_t c;
   memset(&c, 0, sizeof(c));
   c.kind = LW_MB_COMPLETION_CONTROL;
