@@ -18,10 +18,18 @@ int64_t lw__heartbeat_period_ns(const lw_worker_t *w) {
 
 void lw__worker_kick(lw_worker_t *w) { lw__sched_kick(&w->sched); }
 
+void lw__worker_write_user_fd(lw_worker_t *w) {
+  uint64_t one = 1;
+  ssize_t n = write(w->user_fd, &one, sizeof(one));
+  (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
+}
+
 void lw__worker_notify_user(void *ctx, lw_handle_t *h) {
   (void)h;
   lw_worker_t *w = ctx;
-  uint64_t one = 1;
-  ssize_t n = write(w->user_fd, &one, sizeof(one));
-  (void)n;
+  // Once pending, it stays so: later finishes skip the store (see worker_impl.h).
+  if (!atomic_load_explicit(&w->user_fd_pending, memory_order_relaxed)) {
+    atomic_store(&w->user_fd_pending, true);
+  }
+  if (atomic_load(&w->user_fd_armed)) lw__worker_write_user_fd(w);
 }

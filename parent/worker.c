@@ -80,7 +80,15 @@ static lw_status_t worker_config_read(const lw_worker_config_t *in, lw_worker_co
   return LW_OK;
 }
 
-int lw_worker_event_fd(lw_worker_t *w) { return w ? w->user_fd : -1; }
+int lw_worker_event_fd(lw_worker_t *w) {
+  if (!w) return -1;
+  // The first call arms the fd; what finished before it makes it readable (worker_impl.h).
+  if (!atomic_load_explicit(&w->user_fd_armed, memory_order_relaxed) &&
+      !atomic_exchange(&w->user_fd_armed, true) && atomic_load(&w->user_fd_pending)) {
+    lw__worker_write_user_fd(w);
+  }
+  return w->user_fd;
+}
 
 lw_status_t lw_worker_stats(lw_worker_t *w, lw_worker_stats_t *out) {
   if (!w || !out) return lw__fail(LW_INVALID_ARGUMENT, "worker_stats: worker and out must be set");

@@ -120,6 +120,12 @@ struct lw_worker {
   lw_endpoint_t *eps;        // n_children: chips, then subs
   int wake_fd;               // eventfd: children and threads wake the scheduler
   int user_fd;               // eventfd: readable when a handle of this worker finished
+  // The user's event fd is written only once somebody asked for it (lw_worker_event_fd):
+  // a write is a system call per finished run. Until then a finish only marks it pending, and
+  // the first lw_worker_event_fd writes once if anything finished. Dekker pair, both seq_cst:
+  // a finish stores pending then loads armed; the arming stores armed then loads pending.
+  _Atomic bool user_fd_armed;
+  _Atomic bool user_fd_pending;
 
   // The DAG (parent/dag.h): its state is its owner's, the scheduler thread's (destroy's once
   // the scheduler stopped); other threads reach it through its inbox only.
@@ -149,7 +155,10 @@ static inline lw_mailbox_t *lw__worker_mailbox(lw_worker_t *w, uint32_t slot) {
 int64_t lw__heartbeat_period_ns(const lw_worker_t *w);
 // Wakes the scheduler: new work, or something for it to look at. Any thread.
 void lw__worker_kick(lw_worker_t *w);
-// Writes the user event fd. Any thread.
+// A handle of the worker finished: writes the user event fd once it is armed, else marks it
+// pending (see user_fd_armed). Any thread.
 void lw__worker_notify_user(void *ctx, lw_handle_t *h);
+// Writes the user event fd (makes it readable). Any thread.
+void lw__worker_write_user_fd(lw_worker_t *w);
 
 #endif  // LANEWORK_PARENT_WORKER_IMPL_H_

@@ -237,7 +237,9 @@ LW_API void lw_worker_free(lw_worker_t *w, void *p);
 // Cancels every queued and running run. Async-signal-safe.
 LW_API void lw_worker_cancel_all(lw_worker_t *w);
 // Readable (EPOLLIN) when any handle of w finished since the last read; read 8 bytes to
-// reset. Owned by the worker: do not close it.
+// reset. Owned by the worker: do not close it. The worker writes it only from the first call
+// on (a write is a system call per finished handle); that call makes it readable if a handle
+// finished before it. Any thread.
 LW_API int lw_worker_event_fd(lw_worker_t *w);
 
 #ifdef __cplusplus

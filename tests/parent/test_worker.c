@@ -1,6 +1,7 @@
 // tests/parent/test_worker.c — the L3 worker: forked children over mailboxes, the DAG engine,
 // register/unregister broadcast, runs, and clean teardown.
 #include <dlfcn.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -11,7 +12,6 @@
 #include "lanework/worker.h"
 #include "parent/worker_impl.h"
 #include "worker_test_util.h"
-
 
 // ---------------------------------------------------------------------------------------------
 
@@ -888,6 +888,30 @@ Test(worker, event_fd_becomes_readable_when_a_handle_finishes, .timeout = 60) {
   }
   close(ep);
   lw_handle_release(h);
+  destroy_and_check();
+}
+
+// The fd is written only once it was asked for; what finished before that makes it readable
+// on the first ask (the run below ended before any call of lw_worker_event_fd).
+Test(worker, event_fd_asked_for_after_a_run_finished_is_readable_at_once, .timeout = 60) {
+  make_worker(1, 0);
+  vadd_job_t j = {wreg("vector_add"), NULL, NULL, NULL, 64, 0};
+  j.a = lw_worker_alloc(w, 256);
+  j.b = lw_worker_alloc(w, 256);
+  j.c = lw_worker_alloc(w, 256);
+  lw_run_report_t rep;
+  LW_ASSERT_OK(lw_worker_run(w, vadd_orch, &j, &rep));
+  cr_assert_not(atomic_load(&w->user_fd_armed), "nobody asked for the fd yet");
+  int efd = lw_worker_event_fd(w);
+  cr_assert_geq(efd, 0);
+  // The run's handle notifies right after it is done, which may be after lw_worker_run
+  // returned: then the notification itself writes the now armed fd. Either way it is written.
+  struct pollfd p = {.fd = efd, .events = POLLIN};
+  cr_assert_eq(poll(&p, 1, 30000), 1, "the finished run never made the fd readable");
+  uint64_t v;
+  cr_assert_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+  cr_assert(atomic_load(&w->user_fd_armed));
+  cr_assert_eq(lw_worker_event_fd(w), efd, "the same fd on every ask");
   destroy_and_check();
 }
 
