@@ -64,7 +64,7 @@ static const char *control_state_name(uint32_t state) {
   return control_state_names[state];
 }
 
-static bool task_state_is_terminal(uint32_t state) {
+bool lw__mailbox_task_state_is_terminal(uint32_t state) {
   return state == LW_MB_TASK_DONE || state == LW_MB_TASK_FAILED ||
          state == LW_MB_TASK_CANCELLED;
 }
@@ -245,9 +245,9 @@ bool lw__mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state
     case LW_MB_TASK_READY:
       // READY -> terminal: the child fails a task it cannot take (bad args, unknown callable)
       // without ever running it.
-      return to == LW_MB_TASK_RUNNING || task_state_is_terminal(to);
+      return to == LW_MB_TASK_RUNNING || lw__mailbox_task_state_is_terminal(to);
     case LW_MB_TASK_RUNNING:
-      return task_state_is_terminal(to);
+      return lw__mailbox_task_state_is_terminal(to);
     case LW_MB_TASK_DONE:
     case LW_MB_TASK_FAILED:
     case LW_MB_TASK_CANCELLED:
@@ -401,7 +401,7 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   lw__prefetch_for_write(&t->state);
   // Acquire: pairs with task_complete's release store; the result below was written before it.
   uint32_t state = atomic_load_explicit(&t->state, memory_order_acquire);
-  if (!task_state_is_terminal(state)) {
+  if (!lw__mailbox_task_state_is_terminal(state)) {
     return task_state_error(err, LW_FAILED_PRECONDITION, "consume_task", frame,
                             "TASK_DONE, TASK_FAILED or TASK_CANCELLED", state);
   }

@@ -383,6 +383,8 @@ LW_MUST_USE lw_status_t lw__mailbox_validate_header(const lw_mailbox_t *mb, lw_e
 // True when from -> to is a legal task frame transition (see the diagram above).
 bool lw__mailbox_task_transition_legal(lw_mb_task_state_t from, lw_mb_task_state_t to);
 const char *lw__mailbox_task_state_name(uint32_t state);
+// True for TASK_DONE, TASK_FAILED and TASK_CANCELLED (any other value, unknown ones too: false).
+bool lw__mailbox_task_state_is_terminal(uint32_t state);
 
 // Arena view used to turn offsets into pointers and check bounds.
 typedef struct lw_mb_arena {

@@ -447,14 +447,14 @@ static bool local_task_started(const lw_endpoint_t *ep, uint32_t frame) {
   const lw_mb_task_t *ft = &ep->mb->task[frame];
   uint32_t state = atomic_load(&ft->state);
   if (ep->kind == LW_MB_CHILD_SUB) return state != LW_MB_TASK_READY;
-  return state != LW_MB_TASK_READY && state != LW_MB_TASK_RUNNING
-             ? state != LW_MB_TASK_IDLE
-             : atomic_load(&ft->started_ns) != 0;
+  if (state == LW_MB_TASK_READY || state == LW_MB_TASK_RUNNING) {
+    return atomic_load(&ft->started_ns) != 0;
+  }
+  return state != LW_MB_TASK_IDLE;  // ended (or a state no child writes)
 }
 
 static bool local_task_ended(const lw_endpoint_t *ep, uint32_t frame) {
-  uint32_t state = atomic_load(&ep->mb->task[frame].state);
-  return state == LW_MB_TASK_DONE || state == LW_MB_TASK_FAILED || state == LW_MB_TASK_CANCELLED;
+  return lw__mailbox_task_state_is_terminal(atomic_load(&ep->mb->task[frame].state));
 }
 
 const lw_endpoint_ops_t lw__ep_local_ops = {
