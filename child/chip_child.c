@@ -47,9 +47,10 @@ static frame_ctx_t frames[LW_MB_TASK_FRAMES];
 // post (register and unregister controls, more tasks, cancel notices).
 static pthread_mutex_t take_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_seq = 1;  // the next post to serve; written under take_mu
-// The task frame after the last one served (under take_mu): where the parent, which takes its
+// The task frame after the last one served (written under take_mu; the run lane's idle hook
+// also reads it without the lock, relaxed, as a guess): where the parent, which takes its
 // frames in turn, most likely put the next task (lw__mailbox_find_post's hint).
-static uint32_t next_frame_hint = LW_MB_TASK_FRAMES;
+static _Atomic uint32_t next_frame_hint = LW_MB_TASK_FRAMES;
 // The run lane is in its idle hook, taking task posts: the mailbox loop then sleeps on the
 // doorbell's loop_word and leaves task posts to it. (A run the loop queues wakes the hook
 // through the lane's own wake-up, lw_lane_idle_t.wake.)
@@ -357,13 +358,14 @@ static void serve_post_locked(lw_child_ctx_t *c, lw_chip_t *chip, uint64_t seq) 
   uint32_t frame = 0;
   lw_error_t err;
   lw__error_clear(&err);
-  if (lw__mailbox_find_post(c->mb, seq, next_frame_hint, &is_control, &frame, &err) != LW_OK) {
+  uint32_t hint = atomic_load_explicit(&next_frame_hint, memory_order_relaxed);
+  if (lw__mailbox_find_post(c->mb, seq, hint, &is_control, &frame, &err) != LW_OK) {
     _exit(LW_CHILD_EXIT_POST_MISSING);  // the parent is broken
   }
   if (is_control) {
     serve_control(c, chip);
   } else {
-    next_frame_hint = (frame + 1) % LW_MB_TASK_FRAMES;
+    atomic_store_explicit(&next_frame_hint, (frame + 1) % LW_MB_TASK_FRAMES, memory_order_relaxed);
     serve_task(c, chip, frame);
   }
   atomic_store(&next_seq, seq + 1);
@@ -462,13 +464,24 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
     on_run_lane_named = true;
   }
   while (!lw__lane_has_work_or_stop(lane) && !atomic_load(&leaving)) {
-    // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
-    // what a lost wake-up could cost.
-    (void)lw__waitword_wait_partner(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
-                                    lw__now_ns() + 1000000000, true, run_lane_partner);
     uint64_t seq = atomic_load(&next_seq);
-    if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) continue;
-    place_run_lane(h->c->mb);
+    // A parent that posts ahead of the run lane has put the next task in the frame after the
+    // last one taken: found there, it is taken at once, without a wait or a read of the
+    // doorbell (whose line the parent writes at every post: one cross-core transfer in each
+    // task's path otherwise). The run lane did not sleep for it, so where it runs is as good
+    // as before (no placement).
+    if (!lw__mailbox_post_in_frame(h->c->mb, seq,
+                                   atomic_load_explicit(&next_frame_hint, memory_order_relaxed))) {
+      // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
+      // what a lost wake-up could cost.
+      (void)lw__waitword_wait_partner(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
+                                      lw__now_ns() + 1000000000, true, run_lane_partner);
+      seq = atomic_load(&next_seq);
+      if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) {
+        continue;
+      }
+      place_run_lane(h->c->mb);
+    }
     pthread_mutex_lock(&take_mu);
     serve_post_locked(h->c, h->chip, seq);
     pthread_mutex_unlock(&take_mu);

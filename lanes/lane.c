@@ -109,6 +109,15 @@ static void wake_lane(lw_lane_t *lane) {
   if (idle != NULL && idle->wake != NULL) idle->wake(idle->ctx);
 }
 
+// After a submit. Not from the lane's own thread (its hook or an item's fn), nor from inside
+// lw__lane_run_here: the lane thread is awake then and checks its queue before it waits again
+// (after the hook or fn returns), and run_here wakes it for what queued meanwhile when its item
+// ends. A wake there would only cost barriers, and the hook's wake (a chip child's run lane
+// queuing the task it took) writes a line another process writes at every post.
+static void wake_lane_after_submit(lw_lane_t *lane) {
+  if (current_lane != lane) wake_lane(lane);
+}
+
 // After an item's fn returned (on the lane thread or in lw__lane_run_here). Frees the capacity
 // slot before signalling the timeline, so that a waiter that sees seq reached also finds its
 // slot free. Release: the slot is reused by the submitter that observes it; seq_cst is
@@ -241,7 +250,7 @@ lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadl
     if (atomic_load_explicit(&lane->in_flight, memory_order_relaxed) < lane->capacity) {
       uint64_t seq = enqueue_locked(lane, item);
       pthread_mutex_unlock(&lane->mu);
-      wake_lane(lane);
+      wake_lane_after_submit(lane);
       if (out_seq != NULL) *out_seq = seq;
       return LW_OK;
     }
@@ -267,7 +276,7 @@ lw_status_t lw__lane_submit(lw_lane_t *lane, lw_lane_item_t *item, int64_t deadl
       }
       pthread_mutex_unlock(&lane->mu);
       if (st == LW_OK) {
-        wake_lane(lane);
+        wake_lane_after_submit(lane);
         if (out_seq != NULL) *out_seq = seq;
         return LW_OK;
       }
@@ -294,7 +303,7 @@ lw_status_t lw__lane_submit_reserved(lw_lane_t *lane, lw_lane_item_t *item, uint
   }
   uint64_t seq = enqueue_locked(lane, item);
   pthread_mutex_unlock(&lane->mu);
-  wake_lane(lane);
+  wake_lane_after_submit(lane);
   if (out_seq != NULL) *out_seq = seq;
   return LW_OK;
 }

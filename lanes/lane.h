@@ -104,7 +104,8 @@ bool lw__lane_run_here(lw_lane_t *lane, lw_lane_item_t *item, uint64_t *out_seq)
 // again. It returns false to have the lane wait as usual on its futex, which submit and
 // destroy wake. A hook that blocks must itself return once lw__lane_has_work_or_stop says
 // true: submit and destroy call wake(ctx) (when set) after they woke the lane's futex, for
-// the hook to wake whatever it sleeps on.
+// the hook to wake whatever it sleeps on. A submit from the lane's own thread (or from inside
+// lw__lane_run_here) wakes neither: the lane thread is awake and checks its queue next.
 typedef struct lw_lane_idle {
   bool (*fn)(void *ctx, lw_lane_t *lane);
   void (*wake)(void *ctx);  // may be NULL: a hook that never blocks

@@ -616,6 +616,12 @@ static bool find_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t f, bool 
   return true;
 }
 
+bool lw__mailbox_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t frame) {
+  bool is_control = false;
+  uint32_t found = 0;
+  return find_post_in_frame(mb, seq, frame, &is_control, &found);
+}
+
 // The post index's answer for seq (see lw_mb_doorbell_t): true with the post when the slot
 // names a frame that holds post seq, checked as the scan checks it (acquire on the state, then
 // the number). Anything else, a stale or broken slot included, is left to the scan.

@@ -489,6 +489,12 @@ LW_MUST_USE lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_compl
 // number out of order, or one number posted twice (the parent is broken). A post the index
 // leads to is taken without looking at the other frames: a stale or repeated number elsewhere
 // is then not seen by this call.
+// True when task frame frame (any value: out of range is false) holds post seq, checked as
+// lw__mailbox_find_post checks a frame (acquire on the state, then the number). It reads the
+// frame's first line only: a taker that expects post seq there looks without reading the
+// doorbell, whose line the parent writes at every post.
+bool lw__mailbox_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t frame);
+
 LW_MUST_USE lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, uint32_t hint,
                                               bool *out_is_control, uint32_t *out_frame,
                                               lw_error_t *err);

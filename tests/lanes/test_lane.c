@@ -486,8 +486,11 @@ typedef struct hook_ctx {
   _Atomic uint32_t on_lane;   // the hook ran on the lane's own thread
   _Atomic uint32_t queued;    // the hook queued its item
   _Atomic uint32_t decline;   // the hook returns false: the lane waits on its own futex
+  _Atomic uint32_t wakes;     // calls of the hook's wake
   lw_lane_t *lane;
 } hook_ctx_t;
+
+static void count_wake(void *ctx) { atomic_fetch_add(&((hook_ctx_t *)ctx)->wakes, 1); }
 
 static bool queue_when_told(void *ctx, lw_lane_t *lane) {
   hook_ctx_t *h = ctx;
@@ -512,7 +515,7 @@ Test(lane, idle_hook_runs_on_the_lane_thread_and_the_item_it_queues_runs_next, .
   h->rec = recorder_create();
   test_gate_init(&h->go);
   cr_assert_eq(lw__lane_create("hook", 4, &h->lane, NULL), LW_OK);
-  lw_lane_idle_t idle = {queue_when_told, NULL, h};
+  lw_lane_idle_t idle = {queue_when_told, count_wake, h};
   lw__lane_set_idle(h->lane, &idle);
   test_wait_nonzero(&h->entered);
   cr_assert_eq(h->rec->n, 0, "nothing runs before the hook queues it");
@@ -522,13 +525,17 @@ Test(lane, idle_hook_runs_on_the_lane_thread_and_the_item_it_queues_runs_next, .
   cr_assert_eq(h->rec->n, 1);
   cr_assert_eq(h->rec->log[0].producer, 7);
   cr_assert(atomic_load(&h->on_lane), "the hook runs on the lane's thread");
-  // A submit from another thread still runs (the hook returns once the lane has work).
+  // The lane thread was awake when it queued: the hook's wake was not called for it.
+  cr_assert_eq(atomic_load(&h->wakes), 0, "a submit from the lane's own thread woke its hook");
+  // A submit from another thread still runs (the hook returns once the lane has work), and
+  // it wakes the hook.
   rec_item_t other;
   rec_item_init(&other, h->rec, 0, 2);
   uint64_t seq = 0;
   cr_assert_eq(lw__lane_submit(h->lane, &other.item, LW_DEADLINE_NEVER, &seq, NULL), LW_OK);
   cr_assert_eq(lw__timeline_wait(lw__lane_timeline(h->lane), seq, LW_DEADLINE_NEVER), LW_OK);
   cr_assert_eq(h->rec->log[1].index, 2);
+  cr_assert_geq(atomic_load(&h->wakes), 1, "a submit from another thread woke the hook");
   // A hook that declines leaves the lane to its futex: destroy still wakes and joins it.
   atomic_store(&h->decline, 1);
   lw__lane_destroy(h->lane, LW_LANE_DRAIN_RUN);

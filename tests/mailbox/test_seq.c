@@ -156,6 +156,25 @@ Test(mailbox_seq, an_indexed_post_is_taken_without_looking_at_the_other_frames, 
   free(mb);
 }
 
+Test(mailbox_seq, post_in_frame_is_true_only_for_a_ready_frame_holding_that_post, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_task_post_t p1 = task_post(1, 1);
+  cr_assert(!lw__mailbox_post_in_frame(mb, 1, 5), "an idle frame holds no post");
+  cr_assert_eq(lw__mailbox_post_task(mb, 5, &p1, &err), LW_OK);
+  // Without the doorbell: the frame alone answers (the post index says nothing here).
+  atomic_store(&mb->post_index.frame[1], 9);
+  atomic_store(&mb->doorbell.post_seq, 0);
+  cr_assert(lw__mailbox_post_in_frame(mb, 1, 5));
+  cr_assert(!lw__mailbox_post_in_frame(mb, 2, 5), "another number");
+  cr_assert(!lw__mailbox_post_in_frame(mb, 1, 4), "another frame");
+  cr_assert(!lw__mailbox_post_in_frame(mb, 1, LW_MB_TASK_FRAMES), "out of range");
+  cr_assert(!lw__mailbox_post_in_frame(mb, 1, UINT32_MAX), "out of range");
+  cr_assert_eq(lw__mailbox_task_set_running(mb, 5, &err), LW_OK);
+  cr_assert(!lw__mailbox_post_in_frame(mb, 1, 5), "taken: RUNNING");
+  free(mb);
+}
+
 Test(mailbox_seq, find_post_takes_a_hinted_frame_that_holds_the_post_and_looks_further_otherwise,
      .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
