@@ -547,21 +547,57 @@ lw_status_t lw__mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *o
   return LW_OK;
 }
 
-lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
-                                      lw_error_t *err) {
-  // Relaxed: the tail is written only by this (the single consuming) thread.
-  uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_relaxed);
-  // seq_cst (acquire and more): the acquire pairs with push's head store, so the entry is
-  // visible; seq_cst makes "store parent.sleeping = 1, then pop" a Dekker pair with push's
-  // "store head, then load sleeping" (no lost wake-up).
+// The entry at the tail carries its mark (acquire: pairs with push's release of it, so the
+// entry's other fields, and what the child wrote before it, are visible).
+static bool tail_marked(const lw_mailbox_t *mb, uint64_t tail) {
+  const lw_mb_completion_t *slot = &mb->ring[tail % LW_MB_RING_ENTRIES];
+  return atomic_load_explicit(&slot->mark, memory_order_acquire) ==
+         lw__mailbox_completion_mark(tail);
+}
+
+// Pop's look at the head, for a tail entry without its mark: NOT_FOUND (empty), OK (the entry
+// came meanwhile: its mark is there now), INTERNAL (corrupt head, or a head past an entry
+// without its mark; *out_consume says whether the entry is consumed).
+static lw_status_t check_head(lw_mailbox_t *mb, uint64_t tail, bool *out_consume, lw_error_t *err) {
+  *out_consume = false;
+  // seq_cst (acquire and more): the acquire pairs with push's head store, so the entry and
+  // its mark are visible; seq_cst makes "store parent.sleeping = 1, then pop" a Dekker pair
+  // with push's "store head, then load sleeping" (no lost wake-up).
   uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_seq_cst);
-  if (head == tail) return LW_NOT_FOUND;
+  // Empty; or the parent is one entry ahead: it took entry tail - 1 by its mark, and the push
+  // that stored the mark has not stored the head yet (never further: a push stores its mark
+  // after the head of the push before it, so the mark's acquire brings that head along).
+  if (head == tail || head + 1 == tail) return LW_NOT_FOUND;
   if (head - tail > LW_MB_RING_ENTRIES) {
     return lw__error_set(err, LW_INTERNAL, -1, 0,
                          "completion ring head %llu is %llu entries past tail %llu "
                          "(ring holds %u)",
                          (unsigned long long)head, (unsigned long long)(head - tail),
                          (unsigned long long)tail, LW_MB_RING_ENTRIES);
+  }
+  // Push stores the mark before the head: a head past the tail means the mark is there.
+  if (tail_marked(mb, tail)) return LW_OK;
+  *out_consume = true;
+  const lw_mb_completion_t *slot = &mb->ring[tail % LW_MB_RING_ENTRIES];
+  return lw__error_set(err, LW_INTERNAL, -1, 0,
+                       "completion %llu has mark %" PRIu32 ", not %" PRIu32
+                       " (the head, %llu, says it was pushed)",
+                       (unsigned long long)tail, atomic_load(&slot->mark),
+                       lw__mailbox_completion_mark(tail), (unsigned long long)head);
+}
+
+static lw_status_t pop(lw_mailbox_t *mb, lw_mb_completion_t *out, bool may_check_head,
+                       lw_error_t *err) {
+  // Relaxed: the tail is written only by this (the single consuming) thread.
+  uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_relaxed);
+  if (!tail_marked(mb, tail)) {
+    if (!may_check_head) return LW_NOT_FOUND;
+    bool consume = false;
+    lw_status_t st = check_head(mb, tail, &consume, err);
+    if (st != LW_OK) {
+      if (consume) atomic_store_explicit(&mb->ring_tail.value, tail + 1, memory_order_release);
+      return st;
+    }
   }
   // A task entry's first line (its result is in its frame: push writes no more of the entry,
   // and the rest of the copy is zeroed); a control entry's fields and its error.
@@ -595,6 +631,23 @@ lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out
       return lw__error_set(err, LW_INTERNAL, -1, 0, "completion %llu has kind %" PRIu32,
                            (unsigned long long)tail, out->kind);
   }
+}
+
+lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out, lw_error_t *err) {
+  return pop(mb, out, true, err);
+}
+
+lw_status_t lw__mailbox_pop_next_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
+                                            lw_error_t *err) {
+  return pop(mb, out, false, err);
+}
+
+bool lw__mailbox_completion_pending(lw_mailbox_t *mb) {
+  uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_acquire);
+  if (tail_marked(mb, tail)) return true;
+  // seq_cst: see check_head (the re-check before a sleep), also for a head one behind.
+  uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_seq_cst);
+  return head != tail && head + 1 != tail;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -922,13 +975,21 @@ lw_status_t lw__mailbox_push_completion(lw_mailbox_t *mb, const lw_mb_completion
     }
   }
   lw_mb_completion_t *slot = &mb->ring[head % LW_MB_RING_ENTRIES];
-  // A task's first line; a control's fields and its error (what pop reads of each).
+  // A task's first line; a control's fields and its error (what pop reads of each). Around the
+  // mark, which the parent may be reading (it holds the slot's last entry's): stored last.
+  const size_t mark_at = offsetof(lw_mb_completion_t, mark), after_mark = mark_at + 4;
+  memcpy(slot, c, mark_at);
   if (c->kind == LW_MB_COMPLETION_CONTROL) {
-    memcpy(slot, c, offsetof(lw_mb_completion_t, error));
+    memcpy((char *)slot + after_mark, (const char *)c + after_mark,
+           offsetof(lw_mb_completion_t, error) - after_mark);
     error_copy(&slot->error, &c->error);
   } else {
-    memcpy(slot, c, LW_MB_TASK_COMPLETION_BYTES);
+    memcpy((char *)slot + after_mark, (const char *)c + after_mark,
+           LW_MB_TASK_COMPLETION_BYTES - after_mark);
   }
+  // Release: a parent that finds this mark at its tail (acquire) has the entry without
+  // reading the head.
+  atomic_store_explicit(&slot->mark, lw__mailbox_completion_mark(head), memory_order_release);
   // seq_cst (a release and more): the release publishes the entry to pop's acquire; seq_cst
   // orders this store before the sleeping load below (Dekker pair with the parent's
   // "sleeping = 1, then re-check the ring"), so either the parent sees the entry or we see

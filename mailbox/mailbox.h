@@ -67,7 +67,7 @@ extern "C" {
 // ring entries, the post index on its own lines; 8: fewer lines per task (the args' counts and
 // launch on one line, an OK result on one line, the frame's cancel mark a dispatch id that no
 // post clears, a task completion one line, the pusher's record of the tail).
-#define LW_MB_VERSION 8u
+#define LW_MB_VERSION 9u
 // A chip child holds up to D posted tasks: enough for the parent to post a long run of tasks
 // (wait elision, DESIGN 4.5) ahead of the run lane, so that neither side waits on the other
 // every task when a CPU is taken from one of them (docs/benchmarks.md).
@@ -273,8 +273,8 @@ typedef struct lw_mb_task {
   uint8_t reserved2[152];
 } lw_mb_task_t;
 
-// A TASK entry is its first LW_MB_TASK_COMPLETION_BYTES only (kind, frame, identity): push
-// writes and pop reads no more of it. A CONTROL entry is every field, its error up to the
+// A TASK entry is its first LW_MB_TASK_COMPLETION_BYTES only (kind, frame, identity, mark):
+// push writes and pop reads no more of it. A CONTROL entry is every field, its error up to the
 // message's NUL.
 #define LW_MB_TASK_COMPLETION_BYTES 64u
 typedef struct lw_mb_completion {
@@ -283,7 +283,12 @@ typedef struct lw_mb_completion {
   lw_mb_identity_t identity;   // TASK: the frame's identity
   uint64_t control_id;         // CONTROL: the id from the request
   int32_t status;              // CONTROL: the command's status
-  uint32_t reserved0;
+  // The entry's ring position plus one, low 32 bits (lw__mailbox_completion_mark): stored by
+  // push after the entry's other fields (release) and before the head, so a parent that finds
+  // the mark it expects at its tail has the entry without reading the head's line, which the
+  // child writes at every push. Never a valid mark before the first push into the slot (the
+  // ring starts zeroed, and position + 1 is 0 only after 2^32 - 1 entries).
+  _Atomic uint32_t mark;
   uint64_t value;              // CONTROL: e.g. the child-local callable id
   uint8_t reserved1[48];
   // CONTROL: why it failed; its message is written up to its NUL. A TASK entry's error bytes
@@ -344,6 +349,10 @@ _Static_assert(LW_MB_TASK_COMPLETION_BYTES == 64, "a task completion is one line
 _Static_assert(offsetof(lw_mb_completion_t, identity) + sizeof(lw_mb_identity_t) <=
                    LW_MB_TASK_COMPLETION_BYTES,
                "a task completion's fields are on the entry's first line");
+_Static_assert(offsetof(lw_mb_completion_t, mark) == 52 &&
+                   offsetof(lw_mb_completion_t, mark) + sizeof(uint32_t) <=
+                       LW_MB_TASK_COMPLETION_BYTES,
+               "the mark is on the entry's first line, with what a task completion says");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat) == 72, "heartbeat offset");
 _Static_assert(offsetof(lw_mb_header_t, heartbeat_period_ns) == 80, "heartbeat period offset");
 _Static_assert(offsetof(lw_mb_header_t, spin_budget_ns) == 88, "spin budget offset");
@@ -470,11 +479,31 @@ typedef struct lw_mb_control_ack {
 LW_MUST_USE lw_status_t lw__mailbox_consume_control(lw_mailbox_t *mb, lw_mb_control_ack_t *out,
                                                    lw_error_t *err);
 
-// Pops one completion (acquire on head), validates kind and indices, advances tail (release).
-// NOT_FOUND when the ring is empty; INTERNAL when the entry is malformed (the child is broken;
-// the entry is still consumed).
+// The mark of the entry at ring position pos (lw_mb_completion_t.mark).
+static inline uint32_t lw__mailbox_completion_mark(uint64_t pos) { return (uint32_t)(pos + 1); }
+
+// Pops one completion, validates kind and indices, advances tail (release). The entry at the
+// tail is taken when it carries its mark (acquire); only when it does not is the head read
+// (seq_cst: the parent's half of the sleep handshake, docs/protocol.md): NOT_FOUND when the
+// ring is empty (the head at the tail, or one behind it: the push of the entry taken last by
+// its mark has not stored the head yet); INTERNAL when the head is corrupt (not consumed) or
+// says the entry is there while its mark is not (consumed). INTERNAL also when the entry is
+// malformed (the child is broken; the entry is still consumed).
 LW_MUST_USE lw_status_t lw__mailbox_pop_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
                                                   lw_error_t *err);
+
+// The same, but for the pops after one that found an entry: without the mark at the tail it
+// answers NOT_FOUND without reading the head (a drain that took what was there stops without a
+// cross-core read). Not before a sleep (no handshake), and not as the only pop of a drain: the
+// head's checks are lw__mailbox_pop_completion's.
+LW_MUST_USE lw_status_t lw__mailbox_pop_next_completion(lw_mailbox_t *mb, lw_mb_completion_t *out,
+                                                        lw_error_t *err);
+
+// Whether the ring holds a completion for the parent, or says so with a head that moved (a
+// broken entry then: the next lw__mailbox_pop_completion reports it). The mark first, then the
+// head (seq_cst: the parent's re-check before it sleeps). Any thread of the parent; a hint
+// unless the caller is the ring's one reader.
+bool lw__mailbox_completion_pending(lw_mailbox_t *mb);
 
 // ---------------------------------------------------------------------------------------------
 // Child side.

@@ -416,9 +416,10 @@ static lw_status_t local_post_task(lw_endpoint_t *ep, uint32_t frame, lw_mb_task
   return LW_OK;
 }
 
-static lw_status_t local_pop_completion(lw_endpoint_t *ep, lw_mb_completion_t *out,
+static lw_status_t local_pop_completion(lw_endpoint_t *ep, bool next, lw_mb_completion_t *out,
                                         lw_error_t *err) {
-  return lw__mailbox_pop_completion(ep->mb, out, err);
+  return next ? lw__mailbox_pop_next_completion(ep->mb, out, err)
+              : lw__mailbox_pop_completion(ep->mb, out, err);
 }
 
 static lw_status_t local_take_result(lw_endpoint_t *ep, uint32_t frame,

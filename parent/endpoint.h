@@ -80,8 +80,11 @@ typedef struct lw_endpoint_ops {
                               const lw_mb_control_post_t *post, lw_mb_control_ack_t *out_ack,
                               lw_error_t *err);
   // The next completion the child reported: OK, NOT_FOUND (none), anything else a protocol
-  // violation (err says what). The reader alone (a pass, or the replay of a new child).
-  lw_status_t (*pop_completion)(lw_endpoint_t *ep, lw_mb_completion_t *out, lw_error_t *err);
+  // violation (err says what). The reader alone (a pass, or the replay of a new child). next:
+  // an earlier pop of the same drain found one, so NOT_FOUND may be answered from the entry
+  // alone, without the checks of the ring's head (lw__mailbox_pop_next_completion).
+  lw_status_t (*pop_completion)(lw_endpoint_t *ep, bool next, lw_mb_completion_t *out,
+                                lw_error_t *err);
   // The result of the task in frame, checked against the identity it was posted with, and the
   // frame freed; a failure is a protocol violation.
   lw_status_t (*take_result)(lw_endpoint_t *ep, uint32_t frame, const lw_mb_identity_t *expect,
@@ -240,9 +243,9 @@ LW_MUST_USE static inline lw_status_t lw__ep_post_task(lw_endpoint_t *ep, uint32
   return ep->ops->post_task(ep, frame, p, err);
 }
 // The next completion of ep's child (see lw_endpoint_ops_t.pop_completion).
-static inline lw_status_t lw__ep_pop_completion(lw_endpoint_t *ep, lw_mb_completion_t *out,
-                                                lw_error_t *err) {
-  return ep->ops->pop_completion(ep, out, err);
+static inline lw_status_t lw__ep_pop_completion(lw_endpoint_t *ep, bool next,
+                                                lw_mb_completion_t *out, lw_error_t *err) {
+  return ep->ops->pop_completion(ep, next, out, err);
 }
 // The result of the task in frame (see lw_endpoint_ops_t.take_result).
 static inline lw_status_t lw__ep_take_result(lw_endpoint_t *ep, uint32_t frame,

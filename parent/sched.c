@@ -114,17 +114,25 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
   bool progress = false;
   // A broken child's ring is never read again, not even after its death: it holds garbage.
   if (atomic_load(&ep->violated)) return false;
-  // A hint only (relaxed, any value): where the child's pusher runs (drain_partner).
-  atomic_store_explicit(&ep->push_cpu,
-                        atomic_load_explicit(&ep->mb->ring_head.cpu, memory_order_relaxed),
-                        memory_order_relaxed);
   // At most one ring's worth per pass: a child that keeps refilling its ring (well-formed
   // entries, but endless) cannot keep the scheduler here holding the token while submitters wait.
+  // The first pop checks the ring's head when the tail holds nothing; the ones after it stop at
+  // the first entry that is not there yet, without reading the head's line (the child writes it
+  // at every push): a drain that finds work moves no line but the entries'.
   for (uint32_t n = 0; n < LW_MB_RING_ENTRIES; ++n) {
     lw_mb_completion_t c;
     lw_error_t err;
-    lw_status_t st = lw__ep_pop_completion(ep, &c, &err);
-    if (st == LW_NOT_FOUND) break;
+    lw_status_t st = lw__ep_pop_completion(ep, n > 0, &c, &err);
+    if (st == LW_NOT_FOUND) {
+      // Nothing at all: the pop read the head's line, where the pusher's CPU is. A hint only
+      // (relaxed, any value) for the waits that follow (drain_partner).
+      if (n == 0) {
+        atomic_store_explicit(&ep->push_cpu,
+                              atomic_load_explicit(&ep->mb->ring_head.cpu, memory_order_relaxed),
+                              memory_order_relaxed);
+      }
+      break;
+    }
     progress = true;
     if (st != LW_OK) {
       break_child(sched, ep, &err);
@@ -725,8 +733,7 @@ static bool ep_mailbox_live(lw_endpoint_t *ep) {
 static bool rings_pending(lw_sched_t *sched) {
   for (uint32_t s = 0; s < sched->n_children; ++s) {
     if (!ep_mailbox_live(&sched->links.eps[s])) continue;
-    lw_mailbox_t *mb = sched->links.eps[s].mb;
-    if (atomic_load(&mb->ring_head.value) != atomic_load(&mb->ring_tail.value)) return true;
+    if (lw__mailbox_completion_pending(sched->links.eps[s].mb)) return true;
   }
   return false;
 }

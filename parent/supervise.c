@@ -43,7 +43,7 @@ static lw_status_t await_control(lw_supervisor_t *sup, lw_endpoint_t *ep, uint64
   int64_t deadline = lw__now_ns() + REPLAY_TIMEOUT_NS;
   for (;;) {
     lw_mb_completion_t c;
-    lw_status_t st = lw__ep_pop_completion(ep, &c, err);
+    lw_status_t st = lw__ep_pop_completion(ep, false, &c, err);
     if (st == LW_OK && c.kind == LW_MB_COMPLETION_CONTROL && c.control_id == control_id) {
       *out_value = c.value;
       if (c.status != LW_OK) {

@@ -310,9 +310,23 @@ static lw_mb_completion_t control_completion(uint64_t control_id, lw_status_t st
   return c;
 }
 
+// The entries as push leaves them: each with the mark of its ring position (from the tail on),
+// but for those listed in unmarked (a bit per entry).
+static void completion_seed_marks(const char *name, const lw_fuzz_completion_params_t *p,
+                                  const lw_mb_completion_t *entries, size_t n, uint32_t unmarked) {
+  lw_mb_completion_t marked[4];
+  if (n > sizeof(marked) / sizeof(marked[0])) abort();
+  for (size_t i = 0; i < n; ++i) {
+    marked[i] = entries[i];
+    uint32_t mark = (unmarked >> i) & 1u ? 0 : lw__mailbox_completion_mark(p->tail + i);
+    atomic_store_explicit(&marked[i].mark, mark, memory_order_relaxed);
+  }
+  write_seed("completions", name, p, sizeof(*p), marked, n * sizeof(*entries));
+}
+
 static void completion_seed(const char *name, const lw_fuzz_completion_params_t *p,
                             const lw_mb_completion_t *entries, size_t n) {
-  write_seed("completions", name, p, sizeof(*p), entries, n * sizeof(*entries));
+  completion_seed_marks(name, p, entries, n, 0);
 }
 
 static void frame_result(lw_fuzz_completion_params_t *p, uint32_t frame, uint64_t n,
@@ -379,7 +393,21 @@ static void completions_seeds(void) {
   p.push_head = 3;
   p.push_tail = 4;
   e[0] = task_completion(9, ident(9));
-  completion_seed("corrupt_cursors", &p, e, 1);
+  completion_seed_marks("corrupt_cursors", &p, e, 1, 1u);
+
+  // The first entry marked but the head not moved yet (a push between its mark and its head);
+  // then a head that announces two entries of which the second has no mark.
+  memset(&p, 0, sizeof(p));
+  p.tail = 40;
+  p.head = 40;
+  p.push_head = 41;
+  p.push_tail = 41;
+  frame_result(&p, 4, 10, LW_MB_TASK_DONE, LW_OK);
+  e[0] = task_completion(4, ident(10));
+  completion_seed("marked_before_the_head", &p, e, 1);
+  p.head = 42;
+  e[1] = control_completion(9, LW_OK, 1, "");
+  completion_seed_marks("head_past_an_unmarked_entry", &p, e, 2, 2u);
 }
 
 // ---------------------------------------------------------------------------------------------

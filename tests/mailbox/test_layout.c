@@ -44,6 +44,7 @@ Test(mailbox_layout, sizes_and_offsets_match_the_protocol_document, .timeout = 1
   cr_assert_eq(offsetof(lw_mb_task_t, cancel_dispatch), 72u);
   cr_assert_eq(offsetof(lw_mb_task_t, started_ns), 80u);
   cr_assert_eq(offsetof(lw_mb_task_t, result_error), 600u);
+  cr_assert_eq(offsetof(lw_mb_completion_t, mark), 52u);
   cr_assert_eq(offsetof(lw_mb_completion_t, error), 112u);
   cr_assert_eq(LW_MB_TASK_COMPLETION_BYTES, 64u);
   cr_assert_eq(offsetof(lw_mb_ring_cursor_t, tail_seen), 16u);
@@ -78,7 +79,7 @@ Test(mailbox_header, validate_names_the_bad_field_and_its_value, .timeout = 10) 
     const char *name;
   } cases[] = {
       {&mb->header.magic, 0x12345678u, "magic"},
-      {&mb->header.version, 9u, "version is 9"},
+      {&mb->header.version, 99u, "version is 99"},
       {&mb->header.total_bytes, 100u, "total_bytes is 100"},
       {&mb->header.n_task_frames, 2u, "n_task_frames is 2"},
       {&mb->header.ring_entries, 63u, "ring_entries is 63"},

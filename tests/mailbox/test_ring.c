@@ -125,8 +125,9 @@ Test(mailbox_ring, malformed_completions_are_rejected_but_consumed, .timeout = 1
   bad[3].status = -1;
   const char *why[] = {"has kind 9", "names task frame 128", "has status 13", "has status -1"};
   for (int i = 0; i < 4; ++i) {
-    // Written the way a broken child would: entry, then head.
+    // Written the way a broken child would: entry, its mark, then head.
     mb->ring[i] = bad[i];
+    atomic_store(&mb->ring[i].mark, lw__mailbox_completion_mark((uint64_t)i));
     atomic_store(&mb->ring_head.value, (uint64_t)i + 1);
   }
   lw_mb_completion_t good = control_completion(5, 6);
@@ -139,6 +140,55 @@ Test(mailbox_ring, malformed_completions_are_rejected_but_consumed, .timeout = 1
   }
   cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
   cr_assert_eq(out.control_id, 5u);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND);
+  free(mb);
+}
+
+// The mark: a pop takes the entry at its tail by its mark, and reads the head only when the
+// mark is not there.
+Test(mailbox_ring, an_entry_with_its_mark_is_popped_before_the_head_moves_and_one_without_is_not,
+     .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  lw_mb_completion_t out;
+  // Entry 0 written with its mark, the head not moved yet (a push between its two stores): the
+  // parent has it.
+  mb->ring[0] = control_completion(7, 8);
+  atomic_store(&mb->ring[0].mark, lw__mailbox_completion_mark(0));
+  cr_assert(lw__mailbox_completion_pending(mb));
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(out.control_id, 7u);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), 1u);
+  // The tail is now one past the head (the push has yet to store it): empty, not corrupt.
+  cr_assert_not(lw__mailbox_completion_pending(mb));
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND, "%s", err.message);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), 1u);
+  // Entry 1 with the mark of another lap (the slot's earlier entry): not there.
+  mb->ring[1] = control_completion(9, 9);
+  atomic_store(&mb->ring[1].mark, lw__mailbox_completion_mark(1 + LW_MB_RING_ENTRIES));
+  atomic_store(&mb->ring_head.value, 1u);
+  cr_assert_not(lw__mailbox_completion_pending(mb));
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND);
+  cr_assert_eq(lw__mailbox_pop_next_completion(mb, &out, &err), LW_NOT_FOUND);
+  // The head says entry 1 was pushed, its mark says not: a pop that may look at the head
+  // reports the broken entry and consumes it; one that may not (the next pop of a drain)
+  // answers NOT_FOUND from the entry alone.
+  atomic_store(&mb->ring_head.value, 2u);
+  cr_assert(lw__mailbox_completion_pending(mb), "the head moved");
+  cr_assert_eq(lw__mailbox_pop_next_completion(mb, &out, &err), LW_NOT_FOUND);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), 1u);
+  cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_INTERNAL);
+  char want[96];
+  snprintf(want, sizeof(want), "completion 1 has mark %u, not 2 (the head, 2, says it was pushed)",
+           lw__mailbox_completion_mark(1 + LW_MB_RING_ENTRIES));
+  cr_assert(has(&err, want), "%s", err.message);
+  cr_assert_eq(atomic_load(&mb->ring_tail.value), 2u, "consumed");
+  // The next pop of a drain takes an entry with its mark like the first.
+  lw_mb_completion_t c = control_completion(11, 12);
+  push_ok(mb, &c);
+  cr_assert_eq(atomic_load(&mb->ring[2].mark), lw__mailbox_completion_mark(2), "push marks");
+  cr_assert_eq(lw__mailbox_pop_next_completion(mb, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(out.control_id, 11u);
   cr_assert_eq(lw__mailbox_pop_completion(mb, &out, &err), LW_NOT_FOUND);
   free(mb);
 }
