@@ -75,9 +75,17 @@ void lw__child_complete_task(lw_child_ctx_t *c, uint32_t frame, const lw_mb_iden
   const lw_mb_identity_t identity = *id;
   lw_mb_completion_t done;
   memset(&done, 0, sizeof(done));
-  done.kind = LW_MB_COMPLETION_TASK;
   done.frame = frame;
   done.identity = identity;
+  // An OK result travels in the entry (the parent then reads no line of the frame); any other
+  // one, with its error, is read from the frame.
+  if (result->status == LW_OK && result->kernel_rc == 0) {
+    done.kind = LW_MB_COMPLETION_TASK_OK;
+    done.kernel_ns = result->kernel_ns;
+    done.queue_ns = result->queue_ns;
+  } else {
+    done.kind = LW_MB_COMPLETION_TASK;
+  }
   lw_error_t err;
   // The lock before the result: taking it is an atomic read-modify-write, a full barrier on
   // x86, which after the result's stores into the parent's lines would wait for their

@@ -392,11 +392,38 @@ static void format_identity(char *buf, size_t n, const lw_mb_identity_t *id) {
            (unsigned long long)id->dispatch_id, (unsigned long long)id->generation);
 }
 
-lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
-                                    const lw_mb_identity_t *expected, lw_mb_task_result_t *out,
-                                    lw_error_t *err) {
+static lw_status_t identity_mismatch(lw_error_t *err, uint32_t frame,
+                                     const lw_mb_identity_t *expected,
+                                     const lw_mb_identity_t *found) {
+  char want[160], got[160];
+  format_identity(want, sizeof(want), expected);
+  format_identity(got, sizeof(got), found);
+  return lw__error_set(err, LW_INTERNAL, -1, expected->task_id,
+                       "identity mismatch on frame %u: expected %s, found %s", frame, want, got);
+}
+
+lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, const lw_mb_completion_t *c,
+                                     const lw_mb_identity_t *expected, lw_mb_task_result_t *out,
+                                     lw_error_t *err) {
+  uint32_t frame = c->frame;
   if (frame >= LW_MB_TASK_FRAMES) return frame_index_error(err, "consume_task", frame);
   lw_mb_task_t *t = &mb->task[frame];
+  if (c->kind == LW_MB_COMPLETION_TASK_OK) {
+    if (memcmp(&c->identity, expected, sizeof(*expected)) != 0) {
+      return identity_mismatch(err, frame, expected, &c->identity);
+    }
+    memset(out, 0, sizeof(*out));
+    out->status = LW_OK;
+    out->kernel_ns = c->kernel_ns;
+    out->queue_ns = c->queue_ns;
+    out->final_state = LW_MB_TASK_DONE;
+    error_none(&out->error);
+    // Release: the reads of the entry are done before the frame can be posted again. A store
+    // without a look at the frame (the transfer of its line this saves is the point): the child
+    // stored DONE before it pushed, and the entry's acquire orders that store before this one.
+    atomic_store_explicit(&t->state, LW_MB_TASK_IDLE, memory_order_release);
+    return LW_OK;
+  }
   // The parent writes this line next (IDLE, then the next post): one transfer, not two.
   lw__prefetch_for_write(&t->state);
   // Acquire: pairs with task_complete's release store; the result below was written before it.
@@ -409,13 +436,7 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
   // checks and the copy still see one consistent set of values.
   lw_mb_identity_t id = t->identity;
   int32_t status = t->result_status;
-  if (memcmp(&id, expected, sizeof(id)) != 0) {
-    char want[160], got[160];
-    format_identity(want, sizeof(want), expected);
-    format_identity(got, sizeof(got), &id);
-    return lw__error_set(err, LW_INTERNAL, -1, expected->task_id,
-                         "identity mismatch on frame %u: expected %s, found %s", frame, want, got);
-  }
+  if (memcmp(&id, expected, sizeof(id)) != 0) return identity_mismatch(err, frame, expected, &id);
   bool consistent = status_is_valid(status) &&
                     (state == LW_MB_TASK_DONE ? status == LW_OK : status != LW_OK);
   if (!consistent) {
@@ -618,6 +639,7 @@ static lw_status_t pop(lw_mailbox_t *mb, lw_mb_completion_t *out, bool may_check
   atomic_store_explicit(&mb->ring_tail.value, tail + 1, memory_order_release);
   switch (out->kind) {
     case LW_MB_COMPLETION_TASK:
+    case LW_MB_COMPLETION_TASK_OK:
       if (out->frame < LW_MB_TASK_FRAMES) return LW_OK;
       return lw__error_set(err, LW_INTERNAL, -1, out->identity.task_id,
                            "completion %llu names task frame %" PRIu32 " (%u frames)",

@@ -122,8 +122,11 @@ typedef enum lw_mb_task_kind {
 } lw_mb_task_kind_t;
 
 typedef enum lw_mb_completion_kind {
-  LW_MB_COMPLETION_TASK = 1,
+  LW_MB_COMPLETION_TASK = 1,  // a task ended: its result is in its frame
   LW_MB_COMPLETION_CONTROL = 2,
+  // A task ended OK (kernel_rc 0): its result is the entry (kernel_ns, queue_ns), and the
+  // parent does not read the frame (one line transfer fewer per task; v9).
+  LW_MB_COMPLETION_TASK_OK = 3,
 } lw_mb_completion_kind_t;
 
 // Who a task is: the parent checks it on every completion.
@@ -273,15 +276,18 @@ typedef struct lw_mb_task {
   uint8_t reserved2[152];
 } lw_mb_task_t;
 
-// A TASK entry is its first LW_MB_TASK_COMPLETION_BYTES only (kind, frame, identity, mark):
-// push writes and pop reads no more of it. A CONTROL entry is every field, its error up to the
-// message's NUL.
+// A TASK or TASK_OK entry is its first LW_MB_TASK_COMPLETION_BYTES only (kind, frame,
+// identity, TASK_OK's times, mark): push writes and pop reads no more of it. A CONTROL entry is
+// every field, its error up to the message's NUL.
 #define LW_MB_TASK_COMPLETION_BYTES 64u
 typedef struct lw_mb_completion {
   uint32_t kind;               // lw_mb_completion_kind_t
-  uint32_t frame;              // TASK: the frame index
-  lw_mb_identity_t identity;   // TASK: the frame's identity
-  uint64_t control_id;         // CONTROL: the id from the request
+  uint32_t frame;              // TASK, TASK_OK: the frame index
+  lw_mb_identity_t identity;   // TASK, TASK_OK: the frame's identity
+  union {
+    uint64_t control_id;  // CONTROL: the id from the request
+    uint64_t kernel_ns;   // TASK_OK: the result's kernel_ns
+  };
   int32_t status;              // CONTROL: the command's status
   // The entry's ring position plus one, low 32 bits (lw__mailbox_completion_mark): stored by
   // push after the entry's other fields (release) and before the head, so a parent that finds
@@ -289,7 +295,10 @@ typedef struct lw_mb_completion {
   // child writes at every push. Never a valid mark before the first push into the slot (the
   // ring starts zeroed, and position + 1 is 0 only after 2^32 - 1 entries).
   _Atomic uint32_t mark;
-  uint64_t value;              // CONTROL: e.g. the child-local callable id
+  union {
+    uint64_t value;     // CONTROL: e.g. the child-local callable id
+    uint64_t queue_ns;  // TASK_OK: the result's queue_ns
+  };
   uint8_t reserved1[48];
   // CONTROL: why it failed; its message is written up to its NUL. A TASK entry's error bytes
   // are not written (stale): its result is in the frame.
@@ -427,9 +436,13 @@ typedef struct lw_mb_task_post {
 LW_MUST_USE lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame,
                                              const lw_mb_task_post_t *post, lw_error_t *err);
 
-// Reads a finished frame: checks it is in a terminal state and that its identity equals
-// expected (a stale or foreign identity is INTERNAL "identity mismatch": the child is broken),
-// copies the result out and sets the frame IDLE (release).
+// The result of the task a TASK or TASK_OK completion c (popped: kind and frame checked)
+// reported, and its frame set IDLE (release). TASK: reads the frame: checks it is in a terminal
+// state and that its identity equals expected (a stale or foreign identity is INTERNAL
+// "identity mismatch": the child is broken) and copies the result out. TASK_OK: the result is
+// the entry's (status OK, kernel_rc 0, its times, final state DONE), its identity checked the
+// same way; the frame is not read (the child made it terminal before it pushed, and c's
+// acquire brought that along), only set IDLE.
 typedef struct lw_mb_task_result {
   lw_status_t status;
   int32_t kernel_rc;
@@ -438,9 +451,9 @@ typedef struct lw_mb_task_result {
   lw_mb_task_state_t final_state;
   lw_error_t error;
 } lw_mb_task_result_t;
-LW_MUST_USE lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, uint32_t frame,
-                                                const lw_mb_identity_t *expected,
-                                                lw_mb_task_result_t *out, lw_error_t *err);
+LW_MUST_USE lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, const lw_mb_completion_t *c,
+                                                 const lw_mb_identity_t *expected,
+                                                 lw_mb_task_result_t *out, lw_error_t *err);
 
 // Cancels the frame's task, the post dispatch_id (its identity's): marks the frame with it
 // (cancel_dispatch, seq_cst; a run that has not started sees it when it starts), then sets bit

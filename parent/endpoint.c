@@ -422,10 +422,10 @@ static lw_status_t local_pop_completion(lw_endpoint_t *ep, bool next, lw_mb_comp
               : lw__mailbox_pop_completion(ep->mb, out, err);
 }
 
-static lw_status_t local_take_result(lw_endpoint_t *ep, uint32_t frame,
+static lw_status_t local_take_result(lw_endpoint_t *ep, const lw_mb_completion_t *c,
                                      const lw_mb_identity_t *expect, lw_mb_task_result_t *out,
                                      lw_error_t *err) {
-  return lw__mailbox_consume_task(ep->mb, frame, expect, out, err);
+  return lw__mailbox_consume_task(ep->mb, c, expect, out, err);
 }
 
 static bool local_cancel_task(lw_endpoint_t *ep, uint32_t frame, uint64_t dispatch_id) {

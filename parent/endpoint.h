@@ -85,10 +85,12 @@ typedef struct lw_endpoint_ops {
   // alone, without the checks of the ring's head (lw__mailbox_pop_next_completion).
   lw_status_t (*pop_completion)(lw_endpoint_t *ep, bool next, lw_mb_completion_t *out,
                                 lw_error_t *err);
-  // The result of the task in frame, checked against the identity it was posted with, and the
-  // frame freed; a failure is a protocol violation.
-  lw_status_t (*take_result)(lw_endpoint_t *ep, uint32_t frame, const lw_mb_identity_t *expect,
-                             lw_mb_task_result_t *out, lw_error_t *err);
+  // The result of the task a popped TASK or TASK_OK completion c reported (in its frame, or
+  // in c itself), checked against the identity it was posted with, and the frame freed; a
+  // failure is a protocol violation.
+  lw_status_t (*take_result)(lw_endpoint_t *ep, const lw_mb_completion_t *c,
+                             const lw_mb_identity_t *expect, lw_mb_task_result_t *out,
+                             lw_error_t *err);
   // Asks the child to stop the task in frame, the post dispatch_id (its identity's): its
   // cancel word, or its start if it has not started; true when a running kernel was hit.
   bool (*cancel_task)(lw_endpoint_t *ep, uint32_t frame, uint64_t dispatch_id);
@@ -247,11 +249,11 @@ static inline lw_status_t lw__ep_pop_completion(lw_endpoint_t *ep, bool next,
                                                 lw_mb_completion_t *out, lw_error_t *err) {
   return ep->ops->pop_completion(ep, next, out, err);
 }
-// The result of the task in frame (see lw_endpoint_ops_t.take_result).
-static inline lw_status_t lw__ep_take_result(lw_endpoint_t *ep, uint32_t frame,
+// The result of the task completion c reported (see lw_endpoint_ops_t.take_result).
+static inline lw_status_t lw__ep_take_result(lw_endpoint_t *ep, const lw_mb_completion_t *c,
                                              const lw_mb_identity_t *expect,
                                              lw_mb_task_result_t *out, lw_error_t *err) {
-  return ep->ops->take_result(ep, frame, expect, out, err);
+  return ep->ops->take_result(ep, c, expect, out, err);
 }
 static inline bool lw__ep_cancel_task(lw_endpoint_t *ep, uint32_t frame, uint64_t dispatch_id) {
   return ep->ops->cancel_task(ep, frame, dispatch_id);

@@ -168,7 +168,7 @@ static bool drain_endpoint(lw_sched_t *sched, lw_endpoint_t *ep, pending_work_t 
       break_child(sched, ep, &err);
       break;
     }
-    if (lw__ep_take_result(ep, c.frame, &t->identity, &r, &err) != LW_OK) {
+    if (lw__ep_take_result(ep, &c, &t->identity, &r, &err) != LW_OK) {
       break_child(sched, ep, &err);
       break;
     }

@@ -18,31 +18,42 @@ static bool state_terminal(uint32_t s) {
   return s == LW_MB_TASK_DONE || s == LW_MB_TASK_FAILED || s == LW_MB_TASK_CANCELLED;
 }
 
-// The parent consumes the frame a TASK completion named.
-static void consume(lw_mailbox_t *mb, uint32_t frame, const lw_mb_identity_t *expected) {
+// The parent takes the result of the task a TASK or TASK_OK completion reported.
+static void consume(lw_mailbox_t *mb, const lw_mb_completion_t *c,
+                    const lw_mb_identity_t *expected) {
+  uint32_t frame = c->frame;
   uint32_t before = frame_state(mb, frame);
   lw_mb_task_t snapshot;
   memcpy(&snapshot, &mb->task[frame], sizeof(snapshot));
   lw_mb_task_result_t out;
   lw_error_t err;
   lw__fuzz_poison_error(&err);
-  lw_status_t st = lw__mailbox_consume_task(mb, frame, expected, &out, &err);
+  lw_status_t st = lw__mailbox_consume_task(mb, c, expected, &out, &err);
   if (st != LW_OK) {
     lw__fuzz_check_error(st, &err);
     LW_FUZZ_CHECK(st == LW_FAILED_PRECONDITION || st == LW_INTERNAL);
-    LW_FUZZ_CHECK(st != LW_FAILED_PRECONDITION || !state_terminal(before));
+    LW_FUZZ_CHECK(st != LW_FAILED_PRECONDITION ||
+                  (c->kind == LW_MB_COMPLETION_TASK && !state_terminal(before)));
     // The frame is left untouched.
     LW_FUZZ_CHECK(memcmp(&snapshot, &mb->task[frame], sizeof(snapshot)) == 0);
     return;
   }
-  LW_FUZZ_CHECK(state_terminal(before));
-  LW_FUZZ_CHECK(memcmp(&snapshot.identity, expected, sizeof(*expected)) == 0);
   LW_FUZZ_CHECK((uint32_t)out.status < (uint32_t)LW_STATUS_COUNT_);
-  LW_FUZZ_CHECK(out.final_state == (lw_mb_task_state_t)before);
   LW_FUZZ_CHECK((out.final_state == LW_MB_TASK_DONE) == (out.status == LW_OK));
   LW_FUZZ_CHECK(out.error.code == out.status);
   LW_FUZZ_CHECK(lw__fuzz_terminated(out.error.message, sizeof(out.error.message)));
   LW_FUZZ_CHECK(frame_state(mb, frame) == LW_MB_TASK_IDLE);
+  if (c->kind == LW_MB_COMPLETION_TASK_OK) {
+    // The entry's result and identity; the frame is not read (only set IDLE).
+    LW_FUZZ_CHECK(memcmp(&c->identity, expected, sizeof(*expected)) == 0);
+    LW_FUZZ_CHECK(out.status == LW_OK && out.kernel_rc == 0);
+    LW_FUZZ_CHECK(out.kernel_ns == c->kernel_ns && out.queue_ns == c->queue_ns);
+    LW_FUZZ_CHECK(out.error.message[0] == '\0');
+    return;
+  }
+  LW_FUZZ_CHECK(state_terminal(before));
+  LW_FUZZ_CHECK(memcmp(&snapshot.identity, expected, sizeof(*expected)) == 0);
+  LW_FUZZ_CHECK(out.final_state == (lw_mb_task_state_t)before);
 }
 
 static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
@@ -89,9 +100,9 @@ static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
     LW_FUZZ_CHECK(marked);
     LW_FUZZ_CHECK(tail1 == tail0 + 1);
     LW_FUZZ_CHECK(lw__fuzz_terminated(c.error.message, sizeof(c.error.message)));
-    if (c.kind == LW_MB_COMPLETION_TASK) {
+    if (c.kind == LW_MB_COMPLETION_TASK || c.kind == LW_MB_COMPLETION_TASK_OK) {
       LW_FUZZ_CHECK(c.frame < LW_MB_TASK_FRAMES);
-      consume(mb, c.frame, &p->expected[c.frame]);
+      consume(mb, &c, &p->expected[c.frame]);
     } else {
       LW_FUZZ_CHECK(c.kind == LW_MB_COMPLETION_CONTROL);
       LW_FUZZ_CHECK((uint32_t)c.status < (uint32_t)LW_STATUS_COUNT_);

@@ -83,9 +83,15 @@ static void complete_and_consume(lw_mailbox_t *mb, uint32_t frame, lw_status_t s
   // The run's cancel generation is retired: a late cancel finds nothing live.
   LW_FUZZ_CHECK(!lw__mailbox_cancel_task(mb, frame, posted->dispatch_id));
 
+  // The frame path (a TASK completion naming the frame), as the parent takes a result that
+  // is not OK.
+  lw_mb_completion_t c;
+  memset(&c, 0, sizeof(c));
+  c.kind = LW_MB_COMPLETION_TASK;
+  c.frame = frame;
   lw_mb_task_result_t out;
   lw__fuzz_poison_error(&err);
-  lw_status_t pst = lw__mailbox_consume_task(mb, frame, posted, &out, &err);
+  lw_status_t pst = lw__mailbox_consume_task(mb, &c, posted, &out, &err);
   LW_FUZZ_CHECK(pst == LW_OK);
   LW_FUZZ_CHECK(out.status == st);
   LW_FUZZ_CHECK(out.error.code == st);

@@ -297,6 +297,15 @@ static lw_mb_completion_t task_completion(uint32_t frame, lw_mb_identity_t id) {
   return c;
 }
 
+static lw_mb_completion_t task_ok_completion(uint32_t frame, lw_mb_identity_t id,
+                                             uint64_t kernel_ns, uint64_t queue_ns) {
+  lw_mb_completion_t c = task_completion(frame, id);
+  c.kind = LW_MB_COMPLETION_TASK_OK;
+  c.kernel_ns = kernel_ns;
+  c.queue_ns = queue_ns;
+  return c;
+}
+
 static lw_mb_completion_t control_completion(uint64_t control_id, lw_status_t st,
                                              uint64_t value, const char *msg) {
   lw_mb_completion_t c;
@@ -350,7 +359,7 @@ static void completions_seeds(void) {
   p.push_tail = 3;
   frame_result(&p, 0, 1, LW_MB_TASK_DONE, LW_OK);
   frame_result(&p, 1, 2, LW_MB_TASK_FAILED, LW_TASK_FAILED);
-  e[0] = task_completion(0, ident(1));
+  e[0] = task_ok_completion(0, ident(1), 1500, 300);
   e[1] = control_completion(102, LW_OK, 5, "");
   e[2] = task_completion(1, ident(2));
   completion_seed("two_tasks_one_register", &p, e, 3);
@@ -385,6 +394,21 @@ static void completions_seeds(void) {
   e[0] = task_completion(0, ident(5));
   e[1] = task_completion(1, ident(6));
   completion_seed("identity_and_status_mismatch", &p, e, 2);
+
+  // An OK entry whose identity is not the one posted on its frame (INTERNAL), then one that
+  // is, over a frame that says something else (not read).
+  memset(&p, 0, sizeof(p));
+  p.tail = 17;
+  p.head = 19;
+  p.push_head = 19;
+  p.push_tail = 19;
+  frame_result(&p, 5, 20, LW_MB_TASK_FAILED, LW_TASK_FAILED);
+  frame_result(&p, 6, 21, LW_MB_TASK_RUNNING, LW_OK);
+  lw_mb_identity_t stale = ident(20);
+  stale.generation = 2;
+  e[0] = task_ok_completion(5, stale, 10, 20);
+  e[1] = task_ok_completion(6, ident(21), 30, 40);
+  completion_seed("ok_entries", &p, e, 2);
 
   // A head 65 entries past the tail, and push cursors with the tail past the head.
   memset(&p, 0, sizeof(p));

@@ -106,6 +106,17 @@ static inline void push_ok(lw_mailbox_t *mb, const lw_mb_completion_t *c) {
                "push: %s", err.message);
 }
 
+// consume_task of the frame path: what a TASK completion naming frame asks for.
+static inline lw_status_t consume_frame(lw_mailbox_t *mb, uint32_t frame,
+                                        const lw_mb_identity_t *expected, lw_mb_task_result_t *out,
+                                        lw_error_t *err) {
+  lw_mb_completion_t c;
+  memset(&c, 0, sizeof(c));
+  c.kind = LW_MB_COMPLETION_TASK;
+  c.frame = frame;
+  return lw__mailbox_consume_task(mb, &c, expected, out, err);
+}
+
 static inline lw_mb_completion_t control_completion(uint64_t id, uint64_t value) {
   lw_mb_completion_t c;
   memset(&c, 0, sizeof(c));

@@ -24,7 +24,7 @@ Test(mailbox_cancel, cancel_sets_bit0_only_for_a_live_even_generation_once, .tim
   cr_assert_eq(frame_state(mb, 1), (uint32_t)LW_MB_TASK_CANCELLED);
   // The post leaves the word alone; the next run gets a fresh, uncancelled generation.
   lw_mb_identity_t id = ident(1);
-  cr_assert_eq(lw__mailbox_consume_task(mb, 1, &id, &r, &err), LW_OK);
+  cr_assert_eq(consume_frame(mb, 1, &id, &r, &err), LW_OK);
   post_take_run(mb, 1, 2, 2);
   cr_assert_eq(atomic_load(w), g | 1u);
   uint64_t g2 = lw__cancel_begin(w);
@@ -62,7 +62,7 @@ Test(mailbox_cancel, a_late_cancel_marks_its_own_post_not_the_frames_next_task, 
   cr_assert_not(lw__mailbox_cancel_task(mb, 2, ident(1).dispatch_id), "late: nothing live");
   cr_assert_eq(atomic_load(&t->cancel_dispatch), ident(1).dispatch_id);
   lw_mb_identity_t id1 = ident(1);
-  cr_assert_eq(lw__mailbox_consume_task(mb, 2, &id1, &r, &err), LW_OK);
+  cr_assert_eq(consume_frame(mb, 2, &id1, &r, &err), LW_OK);
   post_take_run(mb, 2, 2, 2);
   cr_assert_neq(atomic_load(&t->cancel_dispatch), ident(2).dispatch_id,
                 "the next task's post is not marked");

@@ -146,8 +146,7 @@ Test(mailbox_process, forked_child_serves_a_ping_and_a_task_while_the_parent_wai
     atomic_store_explicit(&mb->parent.sleeping, 0, memory_order_relaxed);
   }
   lw_mb_task_result_t r;
-  lw_status_t tst = rst == LW_OK ? lw__mailbox_consume_task(mb, c.frame, &p.identity, &r, &err)
-                                 : rst;
+  lw_status_t tst = rst == LW_OK ? lw__mailbox_consume_task(mb, &c, &p.identity, &r, &err) : rst;
 
   // Reap the child before asserting, so a failed assertion leaks nothing.
   int ws = 0;

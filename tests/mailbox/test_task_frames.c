@@ -78,8 +78,7 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
   cr_assert(lw__mailbox_task_transition_legal(LW_MB_TASK_RUNNING, want_final));
 
   lw_mb_task_result_t out;
-  cr_assert_eq(lw__mailbox_consume_task(mb, frame, &p.identity, &out, &err), LW_OK, "%s",
-               err.message);
+  cr_assert_eq(consume_frame(mb, frame, &p.identity, &out, &err), LW_OK, "%s", err.message);
   cr_assert_eq(out.status, st);
   cr_assert_eq(out.final_state, want_final);
   cr_assert_eq(out.kernel_rc, r.kernel_rc);
@@ -102,8 +101,7 @@ static void walk_one_task(lw_status_t st, lw_mb_task_state_t want_final) {
   r2.kernel_ns = 99;
   cr_assert_eq(lw__mailbox_task_complete(mb, frame, &r2, &err), LW_OK, "%s", err.message);
   lw_mb_task_result_t out2;
-  cr_assert_eq(lw__mailbox_consume_task(mb, frame, &p2.identity, &out2, &err), LW_OK, "%s",
-               err.message);
+  cr_assert_eq(consume_frame(mb, frame, &p2.identity, &out2, &err), LW_OK, "%s", err.message);
   cr_assert_eq(out2.status, LW_OK);
   cr_assert_eq(out2.kernel_rc, 0);
   cr_assert_eq(out2.kernel_ns, 99u);
@@ -138,7 +136,7 @@ Test(mailbox_task, ready_task_the_child_cannot_take_completes_failed_without_run
   cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_FAILED);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &p.identity, &out, &err), LW_OK);
+  cr_assert_eq(consume_frame(mb, 0, &p.identity, &out, &err), LW_OK);
   cr_assert_eq(out.status, LW_INVALID_ARGUMENT);
   free(mb);
 }
@@ -201,10 +199,10 @@ Test(mailbox_task, consume_of_a_running_frame_is_rejected, .timeout = 10) {
   lw_error_t err;
   lw_mb_task_result_t out;
   lw_mb_identity_t id = ident(1);
-  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION,
+  cr_assert_eq(consume_frame(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION,
                "consume of an IDLE frame");
   post_take_run(mb, 0, 1, 1);
-  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION);
+  cr_assert_eq(consume_frame(mb, 0, &id, &out, &err), LW_FAILED_PRECONDITION);
   cr_assert(has(&err, "task frame 0 is TASK_RUNNING"), "%s", err.message);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_RUNNING);
   free(mb);
@@ -226,7 +224,7 @@ Test(mailbox_task, frame_index_out_of_range_is_rejected_everywhere, .timeout = 1
   cr_assert_eq(lw__mailbox_take_task(mb, bad, &a, &t, &err), LW_INVALID_ARGUMENT);
   cr_assert_eq(lw__mailbox_task_set_running(mb, bad, &err), LW_INVALID_ARGUMENT);
   cr_assert_eq(lw__mailbox_task_complete(mb, bad, &r, &err), LW_INVALID_ARGUMENT);
-  cr_assert_eq(lw__mailbox_consume_task(mb, bad, &id, &r, &err), LW_INVALID_ARGUMENT);
+  cr_assert_eq(consume_frame(mb, bad, &id, &r, &err), LW_INVALID_ARGUMENT);
   cr_assert_not(lw__mailbox_cancel_task(mb, bad, id.dispatch_id));
   free(mb);
 }
@@ -279,8 +277,7 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
                                : &want.generation;
     *f += 1;
     lw_mb_task_result_t out;
-    cr_assert_eq(lw__mailbox_consume_task(mb, 1, &want, &out, &err), LW_INTERNAL, "field %d",
-                 field);
+    cr_assert_eq(consume_frame(mb, 1, &want, &out, &err), LW_INTERNAL, "field %d", field);
     cr_assert(has(&err, "identity mismatch on frame 1"), "%s", err.message);
     // The mailbox cannot tell which child it is (the header is child-writable): the caller
     // names it.
@@ -291,7 +288,50 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
   // The right identity still consumes it.
   lw_mb_identity_t id = ident(4);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw__mailbox_consume_task(mb, 1, &id, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(consume_frame(mb, 1, &id, &out, &err), LW_OK, "%s", err.message);
+  free(mb);
+}
+
+// A TASK_OK completion carries the result: consume takes it from the entry and sets the frame
+// IDLE without reading it; its identity is checked like the frame's.
+Test(mailbox_task, an_ok_entry_gives_its_own_result_and_frees_the_frame_unread, .timeout = 10) {
+  lw_mailbox_t *mb = mb_new();
+  lw_error_t err;
+  post_take_run(mb, 1, 1, 4);
+  lw_mb_task_result_t r = result_of(LW_OK, "");
+  cr_assert_eq(lw__mailbox_task_complete(mb, 1, &r, &err), LW_OK);
+  // What the frame says is not what the entry says: the entry's answer comes back.
+  mb->task[1].kernel_ns = 1;
+  mb->task[1].identity.generation += 7;
+  lw_mb_completion_t c;
+  memset(&c, 0, sizeof(c));
+  c.kind = LW_MB_COMPLETION_TASK_OK;
+  c.frame = 1;
+  c.identity = ident(4);
+  c.kernel_ns = 777;
+  c.queue_ns = 88;
+  // A stale identity in the entry: INTERNAL, and the frame is left as it was.
+  lw_mb_identity_t other = ident(5);
+  uint8_t before[sizeof(lw_mb_task_t)];
+  memcpy(before, &mb->task[1], sizeof(before));
+  lw_mb_task_result_t out;
+  cr_assert_eq(lw__mailbox_consume_task(mb, &c, &other, &out, &err), LW_INTERNAL);
+  cr_assert(has(&err, "identity mismatch on frame 1"), "%s", err.message);
+  cr_assert_eq(memcmp(before, &mb->task[1], sizeof(before)), 0, "frame changed");
+  lw_mb_identity_t id = ident(4);
+  memset(&out, 0x5a, sizeof(out));
+  cr_assert_eq(lw__mailbox_consume_task(mb, &c, &id, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(out.status, LW_OK);
+  cr_assert_eq(out.kernel_rc, 0);
+  cr_assert_eq(out.kernel_ns, 777u);
+  cr_assert_eq(out.queue_ns, 88u);
+  cr_assert_eq(out.final_state, LW_MB_TASK_DONE);
+  cr_assert_eq(out.error.code, LW_OK);
+  cr_assert_str_eq(out.error.message, "");
+  cr_assert_eq(frame_state(mb, 1), (uint32_t)LW_MB_TASK_IDLE);
+  // Free for the next post.
+  lw_mb_task_post_t p = task_post(2, 9);
+  cr_assert_eq(lw__mailbox_post_task(mb, 1, &p, &err), LW_OK, "%s", err.message);
   free(mb);
 }
 
@@ -314,7 +354,7 @@ Test(mailbox_task, consume_rejects_a_result_status_inconsistent_with_the_state,
     // Forge what a broken child could write.
     atomic_store(&mb->task[0].state, bad[i].state);
     mb->task[0].result_status = bad[i].status;
-    cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_INTERNAL, "case %zu", i);
+    cr_assert_eq(consume_frame(mb, 0, &id, &out, &err), LW_INTERNAL, "case %zu", i);
     cr_assert(has(&err, "result status"), "%s", err.message);
     cr_assert_eq(frame_state(mb, 0), bad[i].state, "case %zu: frame left as it was", i);
   }
@@ -331,7 +371,7 @@ Test(mailbox_task, consume_terminates_an_unterminated_error_message, .timeout = 
   mb->task[0].result_error.code = (lw_status_t)999;
   lw_mb_identity_t id = ident(1);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
+  cr_assert_eq(consume_frame(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
   cr_assert_eq(strlen(out.error.message), LW_ERROR_MESSAGE_BYTES - 1u);
   cr_assert_eq(out.error.code, LW_TASK_FAILED, "the code follows the validated status");
   free(mb);
@@ -353,7 +393,7 @@ Test(mailbox_task, a_short_message_after_a_long_one_reads_alone, .timeout = 10) 
     lw_mb_identity_t id = ident(i + 1);
     lw_mb_task_result_t out;
     memset(&out, 'g', sizeof(out));  // whatever the caller's buffer held
-    cr_assert_eq(lw__mailbox_consume_task(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
+    cr_assert_eq(consume_frame(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
     cr_assert_str_eq(out.error.message, msgs[i], "round %llu", (unsigned long long)i);
     cr_assert_eq(out.error.code, r.status);
   }
@@ -384,8 +424,7 @@ Test(mailbox_task, a_post_writes_only_the_argument_slots_it_uses_and_take_reads_
   lw_mb_task_result_t r = result_of(LW_OK, "");
   cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
   lw_mb_task_result_t out;
-  cr_assert_eq(lw__mailbox_consume_task(mb, 0, &wide.identity, &out, &err), LW_OK, "%s",
-               err.message);
+  cr_assert_eq(consume_frame(mb, 0, &wide.identity, &out, &err), LW_OK, "%s", err.message);
 
   lw_mb_task_post_t narrow = task_post(2, 2);  // 1 tensor at 64, 2 scalars
   cr_assert_eq(lw__mailbox_post_task(mb, 0, &narrow, &err), LW_OK, "%s", err.message);

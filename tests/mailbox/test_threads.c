@@ -147,7 +147,7 @@ Test(mailbox_threads, task_round_trips_between_threads_carry_payload_and_result,
     uint64_t n = c.identity.run_id - 100;
     lw_mb_identity_t want = ident(n);
     lw_mb_task_result_t r;
-    if (lw__mailbox_consume_task(ctx.mb, c.frame, &want, &r, &err) != LW_OK ||
+    if (lw__mailbox_consume_task(ctx.mb, &c, &want, &r, &err) != LW_OK ||
         r.kernel_rc != (int32_t)(n * 3) || r.kernel_ns != want.task_id) {
       ok = false;
       break;
