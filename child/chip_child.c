@@ -470,8 +470,9 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
     // doorbell (whose line the parent writes at every post: one cross-core transfer in each
     // task's path otherwise). The run lane did not sleep for it, so where it runs is as good
     // as before (no placement).
-    if (!lw__mailbox_post_in_frame(h->c->mb, seq,
-                                   atomic_load_explicit(&next_frame_hint, memory_order_relaxed))) {
+    bool ahead = lw__mailbox_post_in_frame(
+        h->c->mb, seq, atomic_load_explicit(&next_frame_hint, memory_order_relaxed));
+    if (!ahead) {
       // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
       // what a lost wake-up could cost.
       (void)lw__waitword_wait_partner(&h->c->mb->doorbell.word, run_lane_should_wake, &rw,
@@ -485,6 +486,14 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
     pthread_mutex_lock(&take_mu);
     serve_post_locked(h->c, h->chip, seq);
     pthread_mutex_unlock(&take_mu);
+    // The parent is ahead (its post was there before the run lane looked): the next one is
+    // likely posted already too, in the frame after. Its lines are asked for now, to come
+    // over while this task runs. Not when the run lane had to wait: the parent may be
+    // writing that frame right now, and taking its line away would cost it a transfer.
+    if (ahead) {
+      lw__mailbox_prefetch_post(h->c->mb,
+                                atomic_load_explicit(&next_frame_hint, memory_order_relaxed));
+    }
   }
   atomic_store(&run_lane_taking, false);
   return true;

@@ -422,6 +422,10 @@ lw_status_t lw__mailbox_consume_task(lw_mailbox_t *mb, const lw_mb_completion_t 
     // without a look at the frame (the transfer of its line this saves is the point): the child
     // stored DONE before it pushed, and the entry's acquire orders that store before this one.
     atomic_store_explicit(&t->state, LW_MB_TASK_IDLE, memory_order_release);
+    // The parent posts into its frames in turn, so mostly into this one next: the args' first
+    // line (the counts, always written) is asked for now, beside the state's line the store
+    // above asks for, so the post's barrier finds both here.
+    lw__prefetch_for_write(&t->args);
     return LW_OK;
   }
   // The parent writes this line next (IDLE, then the next post): one transfer, not two.
@@ -689,6 +693,12 @@ static bool find_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t f, bool 
   *out_is_control = false;
   *out_frame = f;
   return true;
+}
+
+void lw__mailbox_prefetch_post(const lw_mailbox_t *mb, uint32_t frame) {
+  if (frame >= LW_MB_TASK_FRAMES) return;
+  lw__prefetch_for_write(&mb->task[frame].state);
+  __builtin_prefetch(&mb->task[frame].args, 0, 3);
 }
 
 bool lw__mailbox_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t frame) {

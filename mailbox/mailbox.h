@@ -531,6 +531,12 @@ bool lw__mailbox_completion_pending(lw_mailbox_t *mb);
 // number out of order, or one number posted twice (the parent is broken). A post the index
 // leads to is taken without looking at the other frames: a stale or repeated number elsewhere
 // is then not seen by this call.
+// Asks for task frame frame's first line (for writing: the taker stores RUNNING there) and the
+// args' first line (for reading) to come over now (out of range: nothing). A hint with no
+// effect on what the mailbox holds: for a taker that expects its next post there while it runs
+// the current one (docs/protocol.md, §4).
+void lw__mailbox_prefetch_post(const lw_mailbox_t *mb, uint32_t frame);
+
 // True when task frame frame (any value: out of range is false) holds post seq, checked as
 // lw__mailbox_find_post checks a frame (acquire on the state, then the number). It reads the
 // frame's first line only: a taker that expects post seq there looks without reading the
