@@ -104,6 +104,9 @@ struct lw_chip_run {
   int64_t timeout_ns;
   uint64_t run_id;
   uint64_t l3_run_id;  // the L3 run this task belongs to (0 at L2); for traces
+  // When the run was accepted (CLOCK_MONOTONIC ns); 0 for a run prepared on the run lane's own
+  // thread (a chip child's run lane serving a post in its idle hook): its lane was idle, so it
+  // starts next, and its start stands for its submit (one clock read fewer per task).
   int64_t t_submit;
   // RUN_QUEUED -> RUN_STARTING -> RUN_RUNNING -> RUN_FINISHED, or RUN_QUEUED -> RUN_WITHDRAWN
   // when a cancel finishes the run while it still waits on the lane.
@@ -163,6 +166,11 @@ static run_label_t label_of(const run_op_t *op) {
   return l;
 }
 
+// The run's submit time (op->t_submit, or now for a run the run lane prepared itself).
+static int64_t submit_time(const run_op_t *op, int64_t now) {
+  return op->t_submit ? op->t_submit : now;
+}
+
 static lw_status_t run_cancel(lw_handle_t *h) {
   run_op_t *op = (run_op_t *)h;
   // A run still waiting behind another run's kernel is finished right here, CANCELLED, so its
@@ -181,7 +189,8 @@ static lw_status_t run_cancel(lw_handle_t *h) {
     lw__error_set(&err, LW_CANCELLED, dev, op->run_id,
                   "chip %d: %s of %s cancelled before it started", dev, label_of(op).text,
                   op->pin.name);
-    op->handle.timing.host_wall_ns = (uint64_t)(lw__now_ns() - op->t_submit);
+    int64_t now = lw__now_ns();
+    op->handle.timing.host_wall_ns = (uint64_t)(now - submit_time(op, now));
     lw_chip_t *chip = op->chip;
     uint32_t slot = op->pin.slot;
     count_run(chip, LW_CANCELLED);
@@ -214,6 +223,7 @@ static void run_unpin(lw_chip_t *chip, uint32_t slot) {
 static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int64_t t_start,
                        uint64_t kernel_ns, int64_t end_ns) {
   int64_t now = end_ns ? end_ns : lw__now_ns();
+  if (op->t_submit == 0) op->t_submit = t_start ? t_start : now;
   if (lw__trace_on() && t_start) {
     uint64_t run, task;
     trace_ids(op, &run, &task);
@@ -352,7 +362,7 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   op->started_ns = opts ? opts->started_ns : NULL;
   op->must_not_start = opts ? opts->must_not_start : NULL;
   op->must_not_start_ctx = opts ? opts->notify_ctx : NULL;
-  op->t_submit = lw__now_ns();
+  op->t_submit = lw__lane_is_current(chip->run_lane) ? 0 : lw__now_ns();
   op->timeout_ns = timeout_ns;
   op->run_id = (opts && opts->task_id) ? opts->task_id
                                        : atomic_fetch_add(&chip->next_run_id, 1) + 1;

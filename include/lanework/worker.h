@@ -126,7 +126,8 @@ typedef struct lw_task_report {
   uint32_t reserved;
   uint64_t submit_ns;   // when the orch function submitted it (absolute)
   uint64_t wait_ns;     // submit -> dispatch, in the parent: dependencies and free task frames
-  uint64_t queue_ns;    // in the child: handed to its run lane -> kernel start
+  uint64_t queue_ns;    // in the child: handed to its run lane -> kernel start (0 when the
+                        // run lane, idle, took the task itself: it starts at once)
   uint64_t kernel_ns;   // kernel start -> end, measured by the child
   uint64_t host_ns;     // dispatch -> the parent saw the completion: the whole round trip
   char callable[LW_TASK_CALLABLE_BYTES];  // the callable's name, truncated, NUL-terminated
