@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lanes/spin.h"
+#include "lanes/sys.h"
 #include "lanework/worker.h"
 #include "tools/dispatch_l3.h"
 
@@ -104,6 +105,47 @@ static int measure(sides_t *s, long per_round, double **v, phase_t *p, const cha
 // the kernel's autogroup scheduling (on by default), CPU time is shared fairly between
 // sessions first and among a session's threads second. in_session keeps them in the
 // benchmark's session instead, the case of a program that oversubscribes its own CPUs.
+// What a task's own steps cost on this machine, beside the cross-core figures: the clock the
+// lanes read a few times per task (a VM's clocksource can make it a system call) and the
+// spin's pause. Medians of 9 batches.
+typedef struct machine {
+  double clock_ns, pause_ns;
+  char clocksource[32];
+} machine_t;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void machine_measure(machine_t *m) {
+  enum { BATCHES = 9, CLOCK_READS = 20000, PAUSES = 2000 };
+  double c[BATCHES], p[BATCHES];
+  for (int b = 0; b < BATCHES; ++b) {
+    int64_t t0 = lw__now_ns();
+    for (int i = 0; i < CLOCK_READS; ++i) (void)lw__now_ns();  // a call into another file
+    int64_t t1 = lw__now_ns();
+    for (int i = 0; i < PAUSES; ++i) lw__cpu_relax();
+    int64_t t2 = lw__now_ns();
+    c[b] = (double)(t1 - t0) / CLOCK_READS;
+    p[b] = (double)(t2 - t1) / PAUSES;
+  }
+  qsort(c, BATCHES, sizeof(c[0]), cmp_double);
+  qsort(p, BATCHES, sizeof(p[0]), cmp_double);
+  m->clock_ns = c[BATCHES / 2];
+  m->pause_ns = p[BATCHES / 2];
+  snprintf(m->clocksource, sizeof(m->clocksource), "unknown");
+  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f) {
+    char line[32];
+    if (fgets(line, sizeof(line), f)) {
+      line[strcspn(line, "\n")] = '\0';
+      if (line[0]) snprintf(m->clocksource, sizeof(m->clocksource), "%s", line);
+    }
+    fclose(f);
+  }
+}
+
 static int load_start(int n, pid_t *pids, bool in_session) {
   for (int i = 0; i < n; ++i) {
     pids[i] = fork();
@@ -390,6 +432,10 @@ int lw__bench_dispatch(const lw_bench_opts_t *o, const lw_dispatch_workload_t *w
   printf("spin policy: a futex wake costs %.1f us here; waits spin up to %.1f us before they "
          "block (lanes/spin.h)\n",
          (double)lw__spin_wake_ns() / 1e3, (double)lw__spin_budget_ns() / 1e3);
+  machine_t mach;
+  machine_measure(&mach);
+  printf("machine: a clock read %.1f ns (clocksource %s), a spin pause %.1f ns\n", mach.clock_ns,
+         mach.clocksource, mach.pause_ns);
   print_phase(&s, "quiet: empty kernel", &quiet, total);
   if (o->load > 0) {
     char when[128];
@@ -406,6 +452,9 @@ int lw__bench_dispatch(const lw_bench_opts_t *o, const lw_dispatch_workload_t *w
     lw__json_kv_int(&j, "rounds", ROUNDS);
     lw__json_kv_fixed(&j, "spin_wake_us", (double)lw__spin_wake_ns() / 1e3, 3);
     lw__json_kv_fixed(&j, "spin_budget_us", (double)lw__spin_budget_ns() / 1e3, 3);
+    lw__json_kv_fixed(&j, "clock_read_ns", mach.clock_ns, 1);
+    lw__json_kv_string(&j, "clocksource", mach.clocksource);
+    lw__json_kv_fixed(&j, "pause_ns", mach.pause_ns, 1);
     json_phase(&j, &s, &quiet);
     if (w->load) lw__json_kv_int(&j, "load", o->load);
     if (o->load > 0) {
