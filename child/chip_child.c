@@ -400,10 +400,16 @@ static lw__partner_t run_lane_partner(const void *ctx) {
 // place it anywhere later. Two syscalls per move; a move the kernel undoes costs them again
 // only after as many posts. Not when that CPU is the only one allowed (a pinned chip, a
 // taskset of one). LW_RUN_LANE_MOVE=0 turns it off (for comparisons), =N moves after N posts.
+// Posts taken without a wait (the parent ahead) are looked at one in RUN_LANE_PLACE_EVERY,
+// counting for that many: the look reads the doorbell's line, which the parent writes at every
+// post, and the two can share a CPU that way too (the parent posts ahead while the run lane
+// waits for the CPU, which then finds every post there).
 #define RUN_LANE_MOVE_AFTER 64
+#define RUN_LANE_PLACE_EVERY 8
 
 static int move_after = -1;   // run lane thread only; -1: not read yet
 static int same_cpu_posts;    // run lane thread only
+static uint32_t unplaced_takes;  // run lane thread only: posts taken without a wait, unlooked
 
 static void move_off_cpu(int cpu) {
   cpu_set_t all, without;
@@ -417,8 +423,9 @@ static void move_off_cpu(int cpu) {
   if (sched_setaffinity(0, sizeof(all), &all) != 0) (void)sched_setaffinity(0, sizeof(all), &all);
 }
 
-// Called by the run lane for each post it takes.
-static void place_run_lane(const lw_mailbox_t *mb) {
+// Called by the run lane for the posts it takes: n of them (one, or RUN_LANE_PLACE_EVERY taken
+// without a wait).
+static void place_run_lane(const lw_mailbox_t *mb, int n) {
   if (move_after < 0) {
     const char *e = getenv("LW_RUN_LANE_MOVE");
     move_after = e && *e ? atoi(e) : RUN_LANE_MOVE_AFTER;
@@ -431,7 +438,8 @@ static void place_run_lane(const lw_mailbox_t *mb) {
     same_cpu_posts = 0;
     return;
   }
-  if (++same_cpu_posts < move_after) return;
+  same_cpu_posts += n;
+  if (same_cpu_posts < move_after) return;
   same_cpu_posts = 0;
   move_off_cpu(me);
 }
@@ -469,9 +477,13 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
     // last one taken: found there, it is taken at once, without a wait or a read of the
     // doorbell (whose line the parent writes at every post: one cross-core transfer in each
     // task's path otherwise). The run lane did not sleep for it, so where it runs is as good
-    // as before (no placement).
+    // as before, but for the case where the two share a CPU (see place_run_lane).
     bool ahead = lw__mailbox_post_in_frame(
         h->c->mb, seq, atomic_load_explicit(&next_frame_hint, memory_order_relaxed));
+    if (ahead && ++unplaced_takes == RUN_LANE_PLACE_EVERY) {
+      unplaced_takes = 0;
+      place_run_lane(h->c->mb, RUN_LANE_PLACE_EVERY);
+    }
     if (!ahead) {
       // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
       // what a lost wake-up could cost.
@@ -481,7 +493,7 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
       if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) {
         continue;
       }
-      place_run_lane(h->c->mb);
+      place_run_lane(h->c->mb, 1);
     }
     pthread_mutex_lock(&take_mu);
     serve_post_locked(h->c, h->chip, seq);
