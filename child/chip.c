@@ -104,9 +104,8 @@ struct lw_chip_run {
   int64_t timeout_ns;
   uint64_t run_id;
   uint64_t l3_run_id;  // the L3 run this task belongs to (0 at L2); for traces
-  // When the run was accepted (CLOCK_MONOTONIC ns); 0 for a run prepared on the run lane's own
-  // thread (a chip child's run lane serving a post in its idle hook): its lane was idle, so it
-  // starts next, and its start stands for its submit (one clock read fewer per task).
+  // When the run was accepted (CLOCK_MONOTONIC ns); 0 for a run that starts next
+  // (lw_chip_submit_opts_t.starts_next): its start stands for its submit.
   int64_t t_submit;
   // RUN_QUEUED -> RUN_STARTING -> RUN_RUNNING -> RUN_FINISHED, or RUN_QUEUED -> RUN_WITHDRAWN
   // when a cancel finishes the run while it still waits on the lane.
@@ -166,7 +165,7 @@ static run_label_t label_of(const run_op_t *op) {
   return l;
 }
 
-// The run's submit time (op->t_submit, or now for a run the run lane prepared itself).
+// The run's submit time (op->t_submit, or now for a run that was to start next).
 static int64_t submit_time(const run_op_t *op, int64_t now) {
   return op->t_submit ? op->t_submit : now;
 }
@@ -362,7 +361,7 @@ lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,
   op->started_ns = opts ? opts->started_ns : NULL;
   op->must_not_start = opts ? opts->must_not_start : NULL;
   op->must_not_start_ctx = opts ? opts->notify_ctx : NULL;
-  op->t_submit = lw__lane_is_current(chip->run_lane) ? 0 : lw__now_ns();
+  op->t_submit = opts && opts->starts_next ? 0 : lw__now_ns();
   op->timeout_ns = timeout_ns;
   op->run_id = (opts && opts->task_id) ? opts->task_id
                                        : atomic_fetch_add(&chip->next_run_id, 1) + 1;

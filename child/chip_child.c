@@ -239,7 +239,11 @@ static void serve_task(lw_child_ctx_t *c, lw_chip_t *chip, uint32_t frame) {
                                 .notify_ctx = fc,
                                 .must_not_start = task_must_not_start,
                                 .task_id = t.identity.task_id,
-                                .l3_run_id = t.identity.run_id};
+                                .l3_run_id = t.identity.run_id,
+                                // Every task enqueue of this child is made under take_mu, which
+                                // the caller holds: an empty lane stays empty until this run.
+                                .starts_next = lw__lane_is_current(chip->run_lane) &&
+                                               !lw__lane_has_work_or_stop(chip->run_lane)};
   lw_chip_run_t *run = NULL;
   lw_status_t st = lw__chip_run_prepare(chip, (lw_callable_handle_t){t.callable}, &t.args,
                                         t.timeout_ns, &opts, &run, &err);

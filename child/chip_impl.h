@@ -99,6 +99,9 @@ typedef struct lw_chip_submit_opts {
   lw_status_t (*must_not_start)(void *ctx, lw_error_t *why);
   uint64_t task_id;               // for messages
   uint64_t l3_run_id;             // for messages: non-zero when the run is an L3 task
+  // run: the caller is the run lane's own thread and the lane holds nothing queued, so the run
+  // starts next: its start stands for its submit time (one clock read fewer; queue_ns 0).
+  bool starts_next;
   bool borrow_image;              // register: the image outlives the register (no copy)
   // register: bumped while the submit waits for room on a full register lane, so a mailbox
   // loop waiting there still shows its liveness heartbeat (mailbox.h). May be NULL.

@@ -361,7 +361,7 @@ lw_status_t lw__mailbox_post_task(lw_mailbox_t *mb, uint32_t frame, const lw_mb_
   // The frame is IDLE: only the parent writes it now. The cancel word is left alone: the
   // run lane stores a fresh generation at run start (lw__cancel_begin).
   t->kind = (uint32_t)post->kind;
-  t->seq = post->seq;
+  atomic_store_explicit(&t->seq, post->seq, memory_order_relaxed);
   t->identity = post->identity;
   t->callable = post->callable;
   t->timeout_ns = post->timeout_ns;
@@ -687,7 +687,8 @@ static bool find_post_in_frame(lw_mailbox_t *mb, uint64_t seq, uint32_t f, bool 
   const lw_mb_task_t *t = &mb->task[f];
   // The child writes this line next (RUNNING, then the terminal state): one transfer, not two.
   lw__prefetch_for_write(&t->state);
-  if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY || t->seq != seq) {
+  if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY ||
+      atomic_load_explicit(&t->seq, memory_order_relaxed) != seq) {
     return false;
   }
   *out_is_control = false;
@@ -750,7 +751,7 @@ lw_status_t lw__mailbox_find_post(lw_mailbox_t *mb, uint64_t seq, uint32_t hint,
   for (uint32_t i = 0; i < LW_MB_TASK_FRAMES; ++i) {
     const lw_mb_task_t *t = &mb->task[i];
     if (atomic_load_explicit(&t->state, memory_order_acquire) != LW_MB_TASK_READY) continue;
-    uint64_t tseq = t->seq;
+    uint64_t tseq = atomic_load_explicit(&t->seq, memory_order_relaxed);
     if (tseq < seq) {
       return lw__error_set(err, LW_INTERNAL, -1, t->identity.task_id,
                            "task frame %u is TASK_READY with sequence number %llu, "

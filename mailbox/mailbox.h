@@ -246,7 +246,10 @@ typedef struct lw_mb_control {
 typedef struct lw_mb_task {
   _Atomic uint32_t state;      // lw_mb_task_state_t
   uint32_t kind;               // lw_mb_task_kind_t
-  uint64_t seq;
+  // Atomic (relaxed; the state's acquire orders it): a child thread may look at a frame
+  // without taking it (the run lane's idle hook), while the task there is taken, ends and the
+  // parent posts the next one.
+  _Atomic uint64_t seq;
   lw_mb_identity_t identity;
   uint64_t callable;
   int64_t timeout_ns;          // 0: none

@@ -44,8 +44,14 @@ static void consume(lw_mailbox_t *mb, const lw_mb_completion_t *c,
   LW_FUZZ_CHECK(lw__fuzz_terminated(out.error.message, sizeof(out.error.message)));
   LW_FUZZ_CHECK(frame_state(mb, frame) == LW_MB_TASK_IDLE);
   if (c->kind == LW_MB_COMPLETION_TASK_OK) {
-    // The entry's result and identity; the frame is not read (only set IDLE).
+    // The entry's result and identity; the frame is not read, only set IDLE: every other byte
+    // is as it was.
     LW_FUZZ_CHECK(memcmp(&c->identity, expected, sizeof(*expected)) == 0);
+    lw_mb_task_t after;
+    memcpy(&after, &mb->task[frame], sizeof(after));
+    atomic_store_explicit(&after.state, atomic_load_explicit(&snapshot.state, memory_order_relaxed),
+                          memory_order_relaxed);
+    LW_FUZZ_CHECK(memcmp(&after, &snapshot, sizeof(after)) == 0);
     LW_FUZZ_CHECK(out.status == LW_OK && out.kernel_rc == 0);
     LW_FUZZ_CHECK(out.kernel_ns == c->kernel_ns && out.queue_ns == c->queue_ns);
     LW_FUZZ_CHECK(out.error.message[0] == '\0');
@@ -57,6 +63,10 @@ static void consume(lw_mailbox_t *mb, const lw_mb_completion_t *c,
 }
 
 static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
+  // The frames the parent holds a task on (as the scheduler's frame_task): each is consumed
+  // once; a second completion for it is the scheduler's to refuse, never consumed again.
+  bool held[LW_MB_TASK_FRAMES];
+  for (uint32_t f = 0; f < LW_MB_TASK_FRAMES; ++f) held[f] = true;
   // Every pop either advances the tail or stops the loop, so 2R + 2 pops drain any ring. As
   // the scheduler drains: the first pop may look at the head, the ones after it may not.
   for (uint32_t n = 0; n < 2 * LW_MB_RING_ENTRIES + 2; ++n) {
@@ -64,6 +74,9 @@ static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
     uint64_t head0 = atomic_load(&mb->ring_head.value);
     bool marked = atomic_load(&mb->ring[tail0 % LW_MB_RING_ENTRIES].mark) ==
                   lw__mailbox_completion_mark(tail0);
+    // The re-check before a sleep: the mark, else a head that moved (not one behind).
+    LW_FUZZ_CHECK(lw__mailbox_completion_pending(mb) ==
+                  (marked || (head0 != tail0 && head0 + 1 != tail0)));
     lw_mb_completion_t c;
     memset(&c, 0x3c, sizeof(c));
     lw_error_t err;
@@ -102,6 +115,8 @@ static void drain(lw_mailbox_t *mb, const lw_fuzz_completion_params_t *p) {
     LW_FUZZ_CHECK(lw__fuzz_terminated(c.error.message, sizeof(c.error.message)));
     if (c.kind == LW_MB_COMPLETION_TASK || c.kind == LW_MB_COMPLETION_TASK_OK) {
       LW_FUZZ_CHECK(c.frame < LW_MB_TASK_FRAMES);
+      if (!held[c.frame]) continue;
+      held[c.frame] = false;
       consume(mb, &c, &p->expected[c.frame]);
     } else {
       LW_FUZZ_CHECK(c.kind == LW_MB_COMPLETION_CONTROL);
