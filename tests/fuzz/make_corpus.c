@@ -347,16 +347,23 @@ static void frame_result(lw_fuzz_completion_params_t *p, uint32_t frame, uint64_
   p->frame[frame].same_identity = 1;
 }
 
+// A fresh params block with the ring's cursors: the parent's (head, tail) and those the
+// child's push then sees.
+static void ring_params(lw_fuzz_completion_params_t *p, uint64_t tail, uint64_t head,
+                        uint64_t push_tail, uint64_t push_head) {
+  memset(p, 0, sizeof(*p));
+  p->tail = tail;
+  p->head = head;
+  p->push_tail = push_tail;
+  p->push_head = push_head;
+}
+
 static void completions_seeds(void) {
   lw_fuzz_completion_params_t p;
   lw_mb_completion_t e[4];
 
   // Two finished tasks and a register's completion.
-  memset(&p, 0, sizeof(p));
-  p.tail = 0;
-  p.head = 3;
-  p.push_head = 3;
-  p.push_tail = 3;
+  ring_params(&p, 0, 3, 3, 3);
   frame_result(&p, 0, 1, LW_MB_TASK_DONE, LW_OK);
   frame_result(&p, 1, 2, LW_MB_TASK_FAILED, LW_TASK_FAILED);
   e[0] = task_ok_completion(0, ident(1), 1500, 300);
@@ -365,13 +372,10 @@ static void completions_seeds(void) {
   completion_seed("two_tasks_one_register", &p, e, 3);
 
   // Entries across the ring's wrap; the push then finds the ring full.
-  memset(&p, 0, sizeof(p));
+  ring_params(&p, 2 * LW_MB_RING_ENTRIES - 2, 2 * LW_MB_RING_ENTRIES + 2, 10,
+              10 + LW_MB_RING_ENTRIES);
   p.header_xor[3] = LW_MB_CHILD_CHIP ^ LW_MB_CHILD_SUB;  // sub child 1
   p.header_xor[4] = 1;
-  p.tail = 2 * LW_MB_RING_ENTRIES - 2;
-  p.head = p.tail + 4;
-  p.push_tail = 10;
-  p.push_head = 10 + LW_MB_RING_ENTRIES;
   frame_result(&p, 2, 3, LW_MB_TASK_CANCELLED, LW_CANCELLED);
   frame_result(&p, 3, 4, LW_MB_TASK_CANCELLED, LW_DEADLINE_EXCEEDED);
   e[0] = task_completion(2, ident(3));
@@ -381,11 +385,7 @@ static void completions_seeds(void) {
   completion_seed("wrapping_ring_full_push", &p, e, 4);
 
   // A stale identity, and a DONE frame with a failure status: both INTERNAL.
-  memset(&p, 0, sizeof(p));
-  p.tail = 5;
-  p.head = 7;
-  p.push_head = 7;
-  p.push_tail = 5;
+  ring_params(&p, 5, 7, 5, 7);
   frame_result(&p, 0, 5, LW_MB_TASK_DONE, LW_OK);
   p.frame[0].same_identity = 0;
   p.frame[0].identity = ident(5);
@@ -397,11 +397,7 @@ static void completions_seeds(void) {
 
   // An OK entry whose identity is not the one posted on its frame (INTERNAL), then one that
   // is, over a frame that says something else (not read).
-  memset(&p, 0, sizeof(p));
-  p.tail = 17;
-  p.head = 19;
-  p.push_head = 19;
-  p.push_tail = 19;
+  ring_params(&p, 17, 19, 19, 19);
   frame_result(&p, 5, 20, LW_MB_TASK_FAILED, LW_TASK_FAILED);
   frame_result(&p, 6, 21, LW_MB_TASK_RUNNING, LW_OK);
   lw_mb_identity_t stale = ident(20);
@@ -411,21 +407,13 @@ static void completions_seeds(void) {
   completion_seed("ok_entries", &p, e, 2);
 
   // A head 65 entries past the tail, and push cursors with the tail past the head.
-  memset(&p, 0, sizeof(p));
-  p.tail = 100;
-  p.head = 100 + LW_MB_RING_ENTRIES + 1;
-  p.push_head = 3;
-  p.push_tail = 4;
+  ring_params(&p, 100, 100 + LW_MB_RING_ENTRIES + 1, 4, 3);
   e[0] = task_completion(9, ident(9));
   completion_seed_marks("corrupt_cursors", &p, e, 1, 1u);
 
   // The first entry marked but the head not moved yet (a push between its mark and its head);
   // then a head that announces two entries of which the second has no mark.
-  memset(&p, 0, sizeof(p));
-  p.tail = 40;
-  p.head = 40;
-  p.push_head = 41;
-  p.push_tail = 41;
+  ring_params(&p, 40, 40, 41, 41);
   frame_result(&p, 4, 10, LW_MB_TASK_DONE, LW_OK);
   e[0] = task_completion(4, ident(10));
   completion_seed("marked_before_the_head", &p, e, 1);
