@@ -18,6 +18,7 @@
 #include "lanes/sys.h"
 #include "lanework/worker.h"
 #include "tools/dispatch_l3.h"
+#include "tools/tool.h"
 
 #define ROUNDS 10
 #define WARMUP 200
@@ -100,11 +101,6 @@ static int measure(sides_t *s, long per_round, double **v, phase_t *p, const cha
   return 0;
 }
 
-// n processes that spin until killed: the "CPUs busy with other work" of issue 8's table.
-// Each starts a session of its own (setsid), as another program on the machine would be: with
-// the kernel's autogroup scheduling (on by default), CPU time is shared fairly between
-// sessions first and among a session's threads second. in_session keeps them in the
-// benchmark's session instead, the case of a program that oversubscribes its own CPUs.
 // What a task's own steps cost on this machine, beside the cross-core figures: the clock the
 // lanes read a few times per task (a VM's clocksource can make it a system call) and the
 // spin's pause. Medians of 9 batches.
@@ -112,11 +108,6 @@ typedef struct machine {
   double clock_ns, pause_ns;
   char clocksource[32];
 } machine_t;
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static void machine_measure(machine_t *m) {
   enum { BATCHES = 9, CLOCK_READS = 20000, PAUSES = 2000 };
@@ -130,22 +121,18 @@ static void machine_measure(machine_t *m) {
     c[b] = (double)(t1 - t0) / CLOCK_READS;
     p[b] = (double)(t2 - t1) / PAUSES;
   }
-  qsort(c, BATCHES, sizeof(c[0]), cmp_double);
-  qsort(p, BATCHES, sizeof(p[0]), cmp_double);
-  m->clock_ns = c[BATCHES / 2];
-  m->pause_ns = p[BATCHES / 2];
-  snprintf(m->clocksource, sizeof(m->clocksource), "unknown");
-  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
-  if (f) {
-    char line[32];
-    if (fgets(line, sizeof(line), f)) {
-      line[strcspn(line, "\n")] = '\0';
-      if (line[0]) snprintf(m->clocksource, sizeof(m->clocksource), "%s", line);
-    }
-    fclose(f);
-  }
+  m->clock_ns = lw__bench_median(c, BATCHES);
+  m->pause_ns = lw__bench_median(p, BATCHES);
+  lw__tool_read_line("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                     m->clocksource, sizeof(m->clocksource));
+  if (!m->clocksource[0]) snprintf(m->clocksource, sizeof(m->clocksource), "unknown");
 }
 
+// n processes that spin until killed: the "CPUs busy with other work" of issue 8's table.
+// Each starts a session of its own (setsid), as another program on the machine would be: with
+// the kernel's autogroup scheduling (on by default), CPU time is shared fairly between
+// sessions first and among a session's threads second. in_session keeps them in the
+// benchmark's session instead, the case of a program that oversubscribes its own CPUs.
 static int load_start(int n, pid_t *pids, bool in_session) {
   for (int i = 0; i < n; ++i) {
     pids[i] = fork();

@@ -72,8 +72,7 @@ static void kernel_dir_check(kernel_dir_t *k) {
   closedir(d);
 }
 
-// The first line of a small /sys file, without its newline; "" when it cannot be read.
-static void read_line(const char *path, char *buf, size_t size) {
+void lw__tool_read_line(const char *path, char *buf, size_t size) {
   buf[0] = '\0';
   FILE *f = fopen(path, "r");
   if (!f) return;
@@ -101,7 +100,7 @@ static int numa_nodes(numa_node_t *out, int cap) {
     char path[128];
     snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
     out[n].node = node;
-    read_line(path, out[n].cpus, sizeof(out[n].cpus));
+    lw__tool_read_line(path, out[n].cpus, sizeof(out[n].cpus));
     ++n;
   }
   closedir(d);

@@ -3,6 +3,8 @@
 #ifndef LANEWORK_TOOLS_TOOL_H_
 #define LANEWORK_TOOLS_TOOL_H_
 
+#include <stddef.h>
+
 // The "schema_version" of every JSON object the program prints (bench --json, info --json):
 // raised when a field documented as stable (docs/benchmarks.md) changes meaning or goes away.
 // 2: the benches' JSON comes from one driver per bench over every backend (the opencl
@@ -19,5 +21,9 @@ int lw__tool_trace(int argc, char **argv);  // tools/trace_svg.c: `trace svg`
 // tree's folder for the build tree's binary, else the installed folder found relative to the
 // program itself (<bindir>/../<libdir>/lanework/kernels).
 const char *lw__tool_kernel_dir(void);
+
+// The first line of a small /sys file, without its newline; "" when it cannot be read
+// (tools/info.c).
+void lw__tool_read_line(const char *path, char *buf, size_t size);
 
 #endif  // LANEWORK_TOOLS_TOOL_H_
