@@ -222,7 +222,7 @@ static void run_unpin(lw_chip_t *chip, uint32_t slot) {
 static void run_finish(run_op_t *op, lw_status_t st, const lw_error_t *err, int64_t t_start,
                        uint64_t kernel_ns, int64_t end_ns) {
   int64_t now = end_ns ? end_ns : lw__now_ns();
-  if (op->t_submit == 0) op->t_submit = t_start ? t_start : now;
+  op->t_submit = submit_time(op, t_start ? t_start : now);
   if (lw__trace_on() && t_start) {
     uint64_t run, task;
     trace_ids(op, &run, &task);

@@ -580,6 +580,12 @@ static bool tail_marked(const lw_mailbox_t *mb, uint64_t tail) {
          lw__mailbox_completion_mark(tail);
 }
 
+// The head says the ring holds nothing for the parent: it is at the tail, or one behind it, the
+// parent having taken entry tail - 1 by its mark before the push that stored the mark stored
+// the head (never further: a push stores its mark after the head of the push before it, so
+// the mark's acquire brings that head along).
+static bool head_at_tail(uint64_t head, uint64_t tail) { return head == tail || head + 1 == tail; }
+
 // Pop's look at the head, for a tail entry without its mark: NOT_FOUND (empty), OK (the entry
 // came meanwhile: its mark is there now), INTERNAL (corrupt head, or a head past an entry
 // without its mark; *out_consume says whether the entry is consumed).
@@ -589,10 +595,7 @@ static lw_status_t check_head(lw_mailbox_t *mb, uint64_t tail, bool *out_consume
   // its mark are visible; seq_cst makes "store parent.sleeping = 1, then pop" a Dekker pair
   // with push's "store head, then load sleeping" (no lost wake-up).
   uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_seq_cst);
-  // Empty; or the parent is one entry ahead: it took entry tail - 1 by its mark, and the push
-  // that stored the mark has not stored the head yet (never further: a push stores its mark
-  // after the head of the push before it, so the mark's acquire brings that head along).
-  if (head == tail || head + 1 == tail) return LW_NOT_FOUND;
+  if (head_at_tail(head, tail)) return LW_NOT_FOUND;
   if (head - tail > LW_MB_RING_ENTRIES) {
     return lw__error_set(err, LW_INTERNAL, -1, 0,
                          "completion ring head %llu is %llu entries past tail %llu "
@@ -671,9 +674,8 @@ lw_status_t lw__mailbox_pop_next_completion(lw_mailbox_t *mb, lw_mb_completion_t
 bool lw__mailbox_completion_pending(lw_mailbox_t *mb) {
   uint64_t tail = atomic_load_explicit(&mb->ring_tail.value, memory_order_acquire);
   if (tail_marked(mb, tail)) return true;
-  // seq_cst: see check_head (the re-check before a sleep), also for a head one behind.
-  uint64_t head = atomic_load_explicit(&mb->ring_head.value, memory_order_seq_cst);
-  return head != tail && head + 1 != tail;
+  // seq_cst: see check_head (the re-check before a sleep).
+  return !head_at_tail(atomic_load_explicit(&mb->ring_head.value, memory_order_seq_cst), tail);
 }
 
 // ---------------------------------------------------------------------------------------------
