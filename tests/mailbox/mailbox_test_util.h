@@ -99,6 +99,15 @@ static inline void post_take_run(lw_mailbox_t *mb, uint32_t frame, uint64_t seq,
   cr_assert_eq(lw__mailbox_task_set_running(mb, frame, &err), LW_OK, "run: %s", err.message);
 }
 
+// post_take_run, then the child completes the task with status st and message msg.
+static inline void post_run_complete(lw_mailbox_t *mb, uint32_t frame, uint64_t seq, uint64_t n,
+                                     lw_status_t st, const char *msg) {
+  post_take_run(mb, frame, seq, n);
+  lw_error_t err;
+  lw_mb_task_result_t r = result_of(st, msg);
+  cr_assert_eq(lw__mailbox_task_complete(mb, frame, &r, &err), LW_OK, "complete: %s", err.message);
+}
+
 static inline void push_ok(lw_mailbox_t *mb, const lw_mb_completion_t *c) {
   bool wake = true;
   lw_error_t err;

@@ -180,9 +180,7 @@ Test(mailbox_task, complete_on_an_idle_frame_is_rejected_and_writes_nothing, .ti
   cr_assert_eq(mb->task[0].result_status, 0);
   cr_assert_eq(mb->task[0].result_error.message[0], '\0');
   // A completed frame cannot be completed again either.
-  post_take_run(mb, 0, 1, 1);
-  lw_mb_task_result_t ok = result_of(LW_OK, "");
-  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &ok, &err), LW_OK);
+  post_run_complete(mb, 0, 1, 1, LW_OK, "");
   cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_FAILED_PRECONDITION);
   cr_assert_eq(frame_state(mb, 0), (uint32_t)LW_MB_TASK_DONE);
   cr_assert_eq(mb->task[0].result_status, LW_OK);
@@ -264,9 +262,7 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
      .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
-  post_take_run(mb, 1, 1, 4);
-  lw_mb_task_result_t r = result_of(LW_OK, "");
-  cr_assert_eq(lw__mailbox_task_complete(mb, 1, &r, &err), LW_OK);
+  post_run_complete(mb, 1, 1, 4, LW_OK, "");
   uint8_t before[sizeof(lw_mb_task_t)];
   memcpy(before, &mb->task[1], sizeof(before));
   for (int field = 0; field < 4; ++field) {
@@ -297,9 +293,7 @@ Test(mailbox_task, consume_with_a_stale_identity_is_internal_and_leaves_the_fram
 Test(mailbox_task, an_ok_entry_gives_its_own_result_and_frees_the_frame_unread, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
-  post_take_run(mb, 1, 1, 4);
-  lw_mb_task_result_t r = result_of(LW_OK, "");
-  cr_assert_eq(lw__mailbox_task_complete(mb, 1, &r, &err), LW_OK);
+  post_run_complete(mb, 1, 1, 4, LW_OK, "");
   // What the frame says is not what the entry says: the entry's answer comes back.
   mb->task[1].kernel_ns = 1;
   mb->task[1].identity.generation += 7;
@@ -364,9 +358,7 @@ Test(mailbox_task, consume_rejects_a_result_status_inconsistent_with_the_state,
 Test(mailbox_task, consume_terminates_an_unterminated_error_message, .timeout = 10) {
   lw_mailbox_t *mb = mb_new();
   lw_error_t err;
-  post_take_run(mb, 0, 1, 1);
-  lw_mb_task_result_t r = result_of(LW_TASK_FAILED, "");
-  cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK);
+  post_run_complete(mb, 0, 1, 1, LW_TASK_FAILED, "");
   memset(mb->task[0].result_error.message, 'x', LW_ERROR_MESSAGE_BYTES);  // forged
   mb->task[0].result_error.code = (lw_status_t)999;
   lw_mb_identity_t id = ident(1);
@@ -387,15 +379,14 @@ Test(mailbox_task, a_short_message_after_a_long_one_reads_alone, .timeout = 10) 
   long_msg[sizeof(long_msg) - 1] = '\0';
   const char *msgs[] = {long_msg, "short", ""};
   for (uint64_t i = 0; i < 3; ++i) {
-    post_take_run(mb, 0, i + 1, i + 1);
-    lw_mb_task_result_t r = result_of(i == 2 ? LW_OK : LW_TASK_FAILED, msgs[i]);
-    cr_assert_eq(lw__mailbox_task_complete(mb, 0, &r, &err), LW_OK, "%s", err.message);
+    lw_status_t st = i == 2 ? LW_OK : LW_TASK_FAILED;
+    post_run_complete(mb, 0, i + 1, i + 1, st, msgs[i]);
     lw_mb_identity_t id = ident(i + 1);
     lw_mb_task_result_t out;
     memset(&out, 'g', sizeof(out));  // whatever the caller's buffer held
     cr_assert_eq(consume_frame(mb, 0, &id, &out, &err), LW_OK, "%s", err.message);
     cr_assert_str_eq(out.error.message, msgs[i], "round %llu", (unsigned long long)i);
-    cr_assert_eq(out.error.code, r.status);
+    cr_assert_eq(out.error.code, st);
   }
   free(mb);
 }
