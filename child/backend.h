@@ -96,6 +96,10 @@ typedef struct lw_backend_ops {
                                              const lw_kernel_args_t *args,
                                              const lw_backend_run_t *run,
                                              lw_backend_launch_result_t *out, lw_error_t *err);
+  // Optional (NULL: nothing). Called on the run lane after each run finished and its handle
+  // completed (at L3: its completion pushed), before the lane takes the next item: work a run
+  // leaves that its result need not wait for (cuda: unregistering host memory).
+  void (*after_run)(void *device);
   // Optional (NULL: never). True once the device can no longer run anything (a sticky CUDA
   // error): every later launch fails at once, and a chip child that sees it after a task
   // failed exits LW_CHILD_EXIT_DEVICE_LOST once the task's completion is pushed, so the

@@ -83,6 +83,7 @@
 #include "callables/image_check.h"
 #include "child/backend.h"
 #include "child/cuda_api.h"
+#include "child/cuda_hostreg.h"
 #include "child/kernel_cuda_header.h"
 #include "lanes/error.h"
 #include "lanes/spin.h"
@@ -173,6 +174,9 @@ typedef struct cuda_device {
   uint64_t spare_bytes[CUDA_SPARE_BUFFERS];
   uint32_t n_spare;
   uint64_t spare_total;
+  // A run dropped a host registration since the last flush (cuda_after_run; run lane only):
+  // runs without mapped tensors outside the region skip the flush and its context switch.
+  bool hostreg_dropped;
   // Unloads queued by the register lane; the run lane and close take them.
   pthread_mutex_t unload_mu;
   unload_item_t *unloads;
@@ -342,6 +346,7 @@ static void cuda_close(void *device) {
     }
     if (d->stop_in_device && d->stop_dev) (void)d->api->cuMemFree(d->stop_dev);
     spares_free(d);
+    lw__cuda_hostreg_forget(d->api, d);
     if (d->region_state == REGION_MAPPED) (void)d->api->cuMemHostUnregister(d->region_base);
     if (d->stop_host) (void)d->api->cuMemFreeHost((void *)d->stop_host);
     if (d->ev_start) (void)d->api->cuEventDestroy(d->ev_start);
@@ -940,7 +945,8 @@ typedef struct run_tensors {
   bool allocated[LW_MAX_TENSORS];   // copy: ptr is a device buffer (buffer_take)
   uint64_t buffer_bytes[LW_MAX_TENSORS];  // and its size, at least bytes
   bool copied_in;                         // a copy in was queued before the launch
-  bool registered[LW_MAX_TENSORS];  // mapped: host was registered by this run
+  // mapped: the registration this run holds a reference on (cuda_hostreg.h), or NULL
+  void *reg_base[LW_MAX_TENSORS];
   uint32_t n;
 } run_tensors_t;
 
@@ -989,10 +995,15 @@ static void buffer_give(cuda_device_t *d, lw_cu_deviceptr_t p, uint64_t bytes) {
   }
 }
 
+// The run's device buffers go back to the spares; its host registrations are released, and
+// unregistered once its handle finished (cuda_after_run), not before.
 static void tensors_release(cuda_device_t *d, run_tensors_t *t) {
   for (uint32_t i = 0; i < t->n; ++i) {
     if (t->allocated[i]) buffer_give(d, t->ptr[i], t->buffer_bytes[i]);
-    if (t->registered[i]) (void)d->api->cuMemHostUnregister(t->host[i]);
+    if (t->reg_base[i]) {
+      lw__cuda_hostreg_drop(t->reg_base[i]);
+      d->hostreg_dropped = true;
+    }
   }
   t->n = 0;
 }
@@ -1038,14 +1049,9 @@ static lw_cu_result_t tensor_add(cuda_device_t *d, run_tensors_t *t, void *host,
       t->ptr[k] = d->region_dev + (lw_cu_deviceptr_t)((uint8_t *)host - d->region_base);
       return LW_CU_SUCCESS;
     }
-    lw_cu_result_t r = api->cuMemHostRegister(
-        host, (size_t)bytes, LW_CU_MEMHOSTREGISTER_DEVICEMAP | LW_CU_MEMHOSTREGISTER_PORTABLE);
-    // Memory another tensor of this run (or the program) registered already is mapped too.
-    if (r == LW_CU_SUCCESS) {
-      t->registered[k] = true;
-    } else if (r != LW_CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
-      return r;
-    }
+    // Memory another tensor or run (or the program) registered already is mapped too.
+    lw_cu_result_t r = lw__cuda_hostreg_take(api, d, host, bytes, &t->reg_base[k]);
+    if (r != LW_CU_SUCCESS) return r;
     return api->cuMemHostGetDevicePointer(&t->ptr[k], host, 0);
   }
   lw_cu_result_t r = buffer_take(d, bytes, &t->ptr[k], &t->buffer_bytes[k]);
@@ -1147,7 +1153,8 @@ static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
     // In device memory the word is set only once the chip's stream is past this run's reset,
     // where one was queued (ev_start follows it): a copy on another stream is not ordered
     // after it, and landing first, it would be undone.
-    if (!stopped && lw__cancel_is_requested(run->cancel_word, run->generation) &&
+    bool requested = lw__cancel_is_requested(run->cancel_word, run->generation);
+    if (!stopped && requested &&
         (!reset_queued || d->api->cuEventQuery(d->ev_start) != LW_CU_ERROR_NOT_READY)) {
       if (d->stop_in_device) {
         // Beside the kernel, on a stream of its own. Failed, the kernel runs to its end (or
@@ -1167,7 +1174,13 @@ static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
       if (slack < 0 && (slack = prctl(PR_GET_TIMERSLACK)) >= 0) {
         (void)prctl(PR_SET_TIMERSLACK, CUDA_NAP_SLACK_NS);
       }
-      nap(CUDA_NAP_NS);
+      // Until the cancel comes, it ends the nap (lw__cancel_request wakes it): the stop is
+      // sent at once rather than after up to a nap. After it, a plain nap.
+      if (requested) {
+        nap(CUDA_NAP_NS);
+      } else {
+        lw__cancel_nap(run->cancel_word, run->generation, CUDA_NAP_NS);
+      }
     }
   }
   if (slack >= 0) (void)prctl(PR_SET_TIMERSLACK, slack);
@@ -1317,6 +1330,17 @@ static lw_status_t cuda_launch(void *device, void *module, const lw_kernel_args_
   return st;
 }
 
+// After a run's handle finished: the host registrations runs released are unregistered now.
+static void cuda_after_run(void *device) {
+  cuda_device_t *d = device;
+  if (!d->hostreg_dropped) return;
+  lw_cu_context_t prev = NULL;
+  if (ctx_enter(d, &prev) != LW_CU_SUCCESS) return;  // tried again after the next run
+  d->hostreg_dropped = false;
+  lw__cuda_hostreg_flush(d->api);
+  ctx_restore(d, prev);
+}
+
 static void cuda_host_region(void *device, void *base, uint64_t bytes) {
   cuda_device_t *d = device;
   if (bytes > CUDA_REGION_MAX_BYTES) return;
@@ -1339,6 +1363,7 @@ const lw_backend_ops_t lw__backend_cuda = {
     .load = cuda_load,
     .unload = cuda_unload,
     .launch = cuda_launch,
+    .after_run = cuda_after_run,
     .device_lost = cuda_device_lost,
     .host_region = cuda_host_region,
 };

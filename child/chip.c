@@ -335,7 +335,8 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
     st = lw__error_set(&err, LW_TASK_FAILED, dev, op->run_id,
                        "chip %d: kernel %s returned %d", dev, op->pin.name, res.kernel_rc);
   }
-  run_finish(op, st, &err, t_start, res.kernel_wall_ns, res.end_ns);
+  run_finish(op, st, &err, t_start, res.kernel_wall_ns, res.end_ns);  // op may be gone
+  if (chip->backend->after_run) chip->backend->after_run(chip->device);
 }
 
 lw_status_t lw__chip_run_prepare(lw_chip_t *chip, lw_callable_handle_t h,

@@ -218,8 +218,9 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
   w->describe(b.ws, stdout);
   printf("  p50 %.1f us, p99 %.1f us, min %.1f us, max %.1f us", p50, p99, lo, hi);
   if (w->target_p50_us > 0) {
-    printf(" (target p50 <= %.0f ms: %s)", w->target_p50_us / 1e3,
-           p50 <= w->target_p50_us ? "holds" : "missed");
+    bool in_ms = w->target_p50_us >= 1e3;  // a 100 us target is not "0 ms"
+    printf(" (target p50 <= %.0f %s: %s)", in_ms ? w->target_p50_us / 1e3 : w->target_p50_us,
+           in_ms ? "ms" : "us", p50 <= w->target_p50_us ? "holds" : "missed");
   }
   printf("\n");
   if (escalate) {

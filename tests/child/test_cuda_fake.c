@@ -143,6 +143,52 @@ Test(cuda_fake, vector_add_results_are_exact_with_mapped_tensors) {
   run_vadd(k, 4097);
 }
 
+// Mapped tensors outside an arena are registered per run; the unregister is the run lane's
+// work after the handle finished (child/cuda_hostreg.h): a run whose unregister is held still
+// finishes, and the next run of the same memory registers it again rather than reusing it.
+Test(cuda_fake, a_mapped_runs_handle_finishes_before_its_memory_is_unregistered) {
+  reopen_chip_with("LW_CUDA_TENSORS", "mapped");
+  lw_callable_handle_t k = reg("vadd", CT_SOURCE_ALL, "vector_add", 4, ct_vadd_dirs, NULL);
+  void (*hold)(int) = (void (*)(int))fake_symbol("lw_fake_cuda_hold_unregisters");
+  int registers = ct_count("host_register"), unregisters = ct_count("host_unregister");
+  enum { N = 1024 };
+  float *a = calloc(N, sizeof(float)), *b = calloc(N, sizeof(float)), *c = calloc(N, sizeof(float));
+  for (int i = 0; i < N; ++i) a[i] = (float)i, b[i] = 2.0f;
+  lw_args_t args;
+  lw_args_init(&args);
+  LW_ASSERT_OK(lw_args_add_tensor(&args, a, sizeof(float) * N, LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&args, b, sizeof(float) * N, LW_TAG_INPUT));
+  LW_ASSERT_OK(lw_args_add_tensor(&args, c, sizeof(float) * N, LW_TAG_OUTPUT));
+  LW_ASSERT_OK(lw_args_add_scalar(&args, N));
+  uint64_t global[3] = {N, 0, 0};
+  LW_ASSERT_OK(lw_args_set_launch(&args, 1, global, NULL));
+
+  hold(1);
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_chip_run_async(chip, k, &args, NULL, &h));
+  lw_status_t st = lw_handle_wait(h, 10ll * 1000 * 1000 * 1000);
+  cr_assert_eq(st, LW_OK, "the run finished while its unregister waited: %s", lw_status_name(st));
+  lw_handle_release(h);
+  cr_assert_eq(ct_count("host_register"), registers + 3, "a, b and c were registered");
+  cr_assert_eq(ct_count("host_unregister"), unregisters, "none unregistered yet (held)");
+  for (int i = 0; i < N; ++i) cr_assert_eq(c[i], a[i] + 2.0f);
+  hold(0);
+
+  // The same memory again: registered afresh, and the kernel reaches all of it (the fake
+  // fails a kernel touching unregistered memory with an illegal address).
+  memset(c, 0, sizeof(float) * N);
+  LW_ASSERT_OK(lw_chip_run(chip, k, &args, NULL, NULL));
+  for (int i = 0; i < N; ++i) cr_assert_eq(c[i], a[i] + 2.0f);
+  cr_assert_eq(ct_count("host_register"), registers + 6, "never reused once released");
+  lw_chip_close(chip);
+  chip = NULL;
+  cr_assert_eq(ct_count("host_unregister"), unregisters + 6, "every registration released");
+  cr_assert_eq(ct_count("illegal_address"), 0);
+  free(a);
+  free(b);
+  free(c);
+}
+
 Test(cuda_fake, an_unknown_tensor_mode_fails_open_naming_it) {
   assert_open_refuses("LW_CUDA_TENSORS", "zero-copy", "LW_CUDA_TENSORS=zero-copy");
 }

@@ -1,6 +1,12 @@
 // tests/lanes/test_cancel.c — the seed 000 cancel-word protocol.
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "lanes/cancel.h"
 #include "lanework/kernel.h"
@@ -94,4 +100,54 @@ Test(cancel, exactly_one_of_many_racing_cancellers_wins, .timeout = 10) {
   pthread_barrier_destroy(&barrier);
   cr_assert_eq(winners, 1);
   cr_assert(lw__cancel_is_requested(&word, g));
+}
+
+typedef struct nap_arg {
+  lw_cancel_word_t *word;
+  uint64_t gen;
+  _Atomic pid_t tid;
+} nap_arg_t;
+
+static void *nap_a_minute(void *p) {
+  nap_arg_t *a = p;
+  atomic_store(&a->tid, (pid_t)syscall(SYS_gettid));
+  // A signal or a spurious wake may end a nap early: nap until the word says cancelled.
+  while (!lw__cancel_is_requested(a->word, a->gen)) {
+    lw__cancel_nap(a->word, a->gen, 60ll * 1000 * 1000 * 1000);
+  }
+  return NULL;
+}
+
+// The nap of a run lane waiting on a device: a request ends it (the test's timeout is far
+// below the nap's minute), from this process or, through the shared futex, from another.
+Test(cancel, a_request_ends_a_nap_on_the_word, .timeout = 10) {
+  static lw_cancel_word_t word;
+  nap_arg_t a = {.word = &word, .gen = lw__cancel_begin(&word)};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, nap_a_minute, &a), 0);
+  while (!atomic_load(&a.tid)) sched_yield();
+  // Asleep ('S': the nap is the thread's only sleep) before the request, so the wake is what
+  // ends it rather than the word's change seen before it slept.
+  char path[64], stat[256];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)atomic_load(&a.tid));
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *state = strrchr(stat, ')');
+    if (state && state[1] == ' ' && state[2] == 'S') break;
+    sched_yield();
+  }
+  cr_assert(lw__cancel_request(&word, a.gen));
+  cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
+Test(cancel, a_nap_on_a_cancelled_run_returns_at_once, .timeout = 10) {
+  static lw_cancel_word_t word;
+  uint64_t gen = lw__cancel_begin(&word);
+  cr_assert(lw__cancel_request(&word, gen));
+  lw__cancel_nap(&word, gen, 60ll * 1000 * 1000 * 1000);
+  lw__cancel_nap(&word, lw__cancel_begin(&word) - 2, 60ll * 1000 * 1000 * 1000);  // stale
 }

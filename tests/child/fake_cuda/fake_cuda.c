@@ -27,6 +27,7 @@ enum {
   OK = 0,
   E_INVALID_VALUE = 1,
   E_NOT_INITIALIZED = 3,
+  E_OUT_OF_MEMORY = 2,
   E_INVALID_DEVICE = 101,
   E_NO_BINARY_FOR_GPU = 209,
   E_INVALID_IMAGE = 200,
@@ -129,17 +130,34 @@ static uint64_t threads_of(const launch_t *l) {
 
 static void k_empty(launch_t *l) { (void)l; }
 
+// Whether [p, p + bytes) is memory a kernel may touch: a cuMemAlloc buffer or registered host
+// memory (defined with the driver calls below). A kernel that reads or writes anything else
+// makes its context's error sticky (700), as an access of unmapped memory does on a GPU.
+static bool reachable(uintptr_t p, size_t bytes);
+static bool touch(launch_t *l, uintptr_t p, size_t bytes) {
+  if (reachable(p, bytes)) return true;
+  lw_fake_cuda_log("illegal_address", "%zu", bytes);
+  atomic_store(&l->ctx->sticky, E_ILLEGAL_ADDRESS);
+  return false;
+}
+
 static void k_vector_add(launch_t *l) {
   float *a = (float *)(uintptr_t)u64_param(l, 0);
   float *b = (float *)(uintptr_t)u64_param(l, 1);
   float *c = (float *)(uintptr_t)u64_param(l, 2);
   uint64_t n = u64_param(l, 3), threads = threads_of(l);
-  for (uint64_t i = 0; i < threads && i < n; ++i) c[i] = a[i] + b[i];
+  uint64_t m = threads < n ? threads : n;
+  if (!touch(l, (uintptr_t)a, m * 4) || !touch(l, (uintptr_t)b, m * 4) ||
+      !touch(l, (uintptr_t)c, m * 4)) {
+    return;
+  }
+  for (uint64_t i = 0; i < m; ++i) c[i] = a[i] + b[i];
 }
 
 static void k_pack_probe(launch_t *l) {
   uint64_t *out = (uint64_t *)(uintptr_t)u64_param(l, 0);
   const uint64_t *in = (const uint64_t *)(uintptr_t)u64_param(l, 2);
+  if (!touch(l, (uintptr_t)out, 32) || !touch(l, (uintptr_t)in, 8)) return;
   uint32_t fbits;
   memcpy(&fbits, l->params[3], 4);
   out[0] = u64_param(l, 1);
@@ -319,6 +337,8 @@ static const char *err_name(CUresult e) {
     case OK: return "CUDA_SUCCESS";
     case E_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
     case E_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case E_OUT_OF_MEMORY:
+      return "CUDA_ERROR_OUT_OF_MEMORY";
     case E_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case E_NO_BINARY_FOR_GPU: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
     case E_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
@@ -520,10 +540,28 @@ API CUresult cuEventElapsedTime_v2(float *ms, event_t *a, event_t *b) {
   return OK;
 }
 
+// Device buffers (cuMemAlloc), for reachable.
+#define MAX_ALLOCS 256
+static pthread_mutex_t g_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { uintptr_t lo, hi; } g_alloc[MAX_ALLOCS];
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
   NEED_CTX("cuMemAlloc_v2");
   lw_fake_cuda_log("mem_alloc", "%zu", bytes);
   void *m = calloc(1, bytes ? bytes : 1);
+  if (!m) return E_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_alloc_mu);
+  int i = 0;
+  while (i < MAX_ALLOCS && g_alloc[i].hi) ++i;
+  if (i < MAX_ALLOCS) {
+    g_alloc[i].lo = (uintptr_t)m;
+    g_alloc[i].hi = (uintptr_t)m + bytes;
+  }
+  pthread_mutex_unlock(&g_alloc_mu);
+  if (i == MAX_ALLOCS) {
+    free(m);
+    return E_OUT_OF_MEMORY;
+  }
   *p = (CUdeviceptr)(uintptr_t)m;
   return OK;
 }
@@ -531,6 +569,11 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
 API CUresult cuMemFree_v2(CUdeviceptr p) {
   NEED_CTX("cuMemFree_v2");
   lw_fake_cuda_log("mem_free", "%s", "");
+  pthread_mutex_lock(&g_alloc_mu);
+  for (int i = 0; i < MAX_ALLOCS; ++i) {
+    if (g_alloc[i].hi && g_alloc[i].lo == (uintptr_t)p) g_alloc[i].lo = g_alloc[i].hi = 0;
+  }
+  pthread_mutex_unlock(&g_alloc_mu);
   free((void *)(uintptr_t)p);
   return OK;
 }
@@ -618,7 +661,16 @@ out:
   return r;
 }
 
+// lw_fake_cuda_hold_unregisters: while set, cuMemHostUnregister waits before it unregisters.
+static _Atomic int g_hold_unregisters;
+
+API void lw_fake_cuda_hold_unregisters(int on) { atomic_store(&g_hold_unregisters, on); }
+
 API CUresult cuMemHostUnregister(void *p) {
+  while (atomic_load(&g_hold_unregisters)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
   lw_fake_cuda_log("host_unregister", "%s", "");
   CUresult r = E_HOST_MEMORY_NOT_REGISTERED;
   pthread_mutex_lock(&g_reg_mu);
@@ -630,6 +682,21 @@ API CUresult cuMemHostUnregister(void *p) {
   }
   pthread_mutex_unlock(&g_reg_mu);
   return r;
+}
+
+static bool reachable(uintptr_t p, size_t bytes) {
+  bool ok = false;
+  pthread_mutex_lock(&g_alloc_mu);
+  for (int i = 0; i < MAX_ALLOCS && !ok; ++i) {
+    ok = g_alloc[i].hi && g_alloc[i].lo <= p && p + bytes <= g_alloc[i].hi;
+  }
+  pthread_mutex_unlock(&g_alloc_mu);
+  pthread_mutex_lock(&g_reg_mu);
+  for (int i = 0; i < MAX_REGISTERED && !ok; ++i) {
+    ok = g_reg[i].hi && g_reg[i].lo <= p && p + bytes <= g_reg[i].hi;
+  }
+  pthread_mutex_unlock(&g_reg_mu);
+  return ok;
 }
 
 API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *out, void *p, unsigned flags) {

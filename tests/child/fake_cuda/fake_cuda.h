@@ -1,6 +1,7 @@
 // tests/child/fake_cuda/fake_cuda.h — what the fake CUDA driver (libfake_cuda.so), the fake
-// NVRTC (libfake_nvrtc.so), the fake nvJitLink (libfake_nvjitlink.so) and the tests share. A test double only: built for the tests, never
-// installed, loaded by the cuda backend through LW_CUDA_LIBRARY / LW_NVRTC_LIBRARY.
+// NVRTC (libfake_nvrtc.so), the fake nvJitLink (libfake_nvjitlink.so) and the tests share. A test
+// double only: built for the tests, never installed, loaded by the cuda backend through
+// LW_CUDA_LIBRARY / LW_NVRTC_LIBRARY.
 //
 // The fake runs "kernels" on one CPU thread per stream. A module is either the fake NVRTC's
 // output (FAKE_CUBIN_MAGIC, then the compile's arch and options, then the source text) or an
@@ -26,8 +27,9 @@
 // module_load (detail: the kernels' names), module_unload, launch (detail: the kernel), compile
 // (the fake NVRTC; detail: its options), link (the fake nvJitLink; detail: its options),
 // htod_async (detail: bytes), event_record, mem_alloc (detail: bytes), mem_free,
-// host_register (detail: bytes), host_unregister, stream_sync, no_context (a call that
-// needed a context found none; detail: the call).
+// host_register (detail: bytes), host_unregister, illegal_address (a kernel touched memory
+// neither allocated nor registered: the context's error turns sticky, 700; detail: bytes),
+// stream_sync, no_context (a call that needed a context found none; detail: the call).
 #ifndef LANEWORK_TESTS_FAKE_CUDA_H_
 #define LANEWORK_TESTS_FAKE_CUDA_H_
 
@@ -47,6 +49,8 @@ int lw_fake_cuda_context_current(void);
 // For the tests: while on is non-zero, a stream that reaches a 4-byte host-to-device copy of
 // the value 0 (a stop word's reset) waits there; 0 lets it go.
 void lw_fake_cuda_hold_zero_word_copies(int on);
+// For the tests: while on is non-zero, cuMemHostUnregister waits before it unregisters.
+void lw_fake_cuda_hold_unregisters(int on);
 void lw_fake_cuda_log(const char *event, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
