@@ -10,6 +10,22 @@
 // 0 until set: lw__spin_budget_ns then answers the minimum.
 static _Atomic int64_t budget_ns;
 static _Atomic int64_t wake_ns;
+_Atomic int64_t lw__spin_pause_value = LW_SPIN_PAUSE_NS;
+
+// A non-negative count of ns from the environment variable name, or -1 (unset or not one).
+static int64_t env_ns(const char *name) {
+  const char *env = getenv(name);
+  if (!env || !*env) return -1;
+  char *end = NULL;
+  long long v = strtoll(env, &end, 10);
+  return end && *end == '\0' && v >= 0 ? v : -1;
+}
+
+// The environment's LW_SPIN_PAUSE_NS, where set (comparisons).
+static void read_knobs(void) {
+  int64_t v = env_ns("LW_SPIN_PAUSE_NS");
+  if (v >= 0) atomic_store_explicit(&lw__spin_pause_value, v, memory_order_relaxed);
+}
 
 int64_t lw__spin_budget_ns(void) {
   int64_t b = atomic_load_explicit(&budget_ns, memory_order_relaxed);
@@ -25,6 +41,7 @@ static int64_t bounded(int64_t ns) {
 }
 
 int64_t lw__spin_set_budget_ns(int64_t ns) {
+  read_knobs();
   int64_t b = bounded(ns);
   atomic_store_explicit(&budget_ns, b, memory_order_relaxed);
   return b;
@@ -75,6 +92,7 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 static void calibrate_once(void) {
+  read_knobs();
   const char *env = getenv("LW_SPIN_BUDGET_NS");
   if (env && *env) {
     char *end = NULL;

@@ -6,14 +6,18 @@
 //
 // The shape (after seed 001 and CUDA.jl's spinning synchronization): rounds of one cpu pause
 // for about LW_SPIN_PAUSE_NS (at least LW_SPIN_PAUSES of them; the clock is read every 16),
-// for hand-offs that complete within a few microseconds, a process round trip included; then
+// for hand-offs that complete within microseconds, a process round trip included and an L3
+// round trip to a GPU (an empty CUDA kernel's, ~12 us on an H100's host); then
 // rounds of sched_yield, which let the thread we wait for run on a busy CPU while staying ready
 // to go on at once, for as long as the spin's time budget; then block. The caller checks its
 // condition after each round. The pause phase is time, not a count: a pause
 // takes 25 ns on one CPU (AMD EPYC) and 40-70 ns on another (recent Intel Xeons), and 32 of
 // them, the count this policy once used, ended the pauses 0.8 us into a wait, before an L3
 // round trip's completion could come back, so the waiter paid a sched_yield system call (and
-// noticed the completion only when it returned) in most round trips.
+// noticed the completion only when it returned) in most round trips. The same at 4 us for a
+// CUDA kernel's round trip: on an H100's host an L3 empty run took 0.2-1.6 us more than the L3
+// sim run plus the driver's launch+sync floor in each of 6 runs with 4 us of pauses, and
+// 0.3-0.8 us less in 2 of 2 with 20 us (issue 22's target, bench dispatch --backend cuda).
 //
 // The budget is time, not a count of yields (a yield takes 0.2 us on one machine and 2 us on
 // another): what a block costs, measured where it runs. lw__spin_calibrate times futex wakes
@@ -61,7 +65,7 @@ extern "C" {
 // have passed since round LW_SPIN_PAUSE_CLOCK_AT (its first clock read; the first few rounds,
 // where most waits end, read no clock), looked at every LW_SPIN_PAUSE_CLOCK_EVERY rounds.
 #define LW_SPIN_PAUSES 32
-#define LW_SPIN_PAUSE_NS 4000
+#define LW_SPIN_PAUSE_NS 20000
 #define LW_SPIN_PAUSE_CLOCK_AT 8
 #define LW_SPIN_PAUSE_CLOCK_EVERY 16
 // The yield phase's budget: LW_SPIN_WAKE_FACTOR x the measured wake, within these bounds.
@@ -94,10 +98,10 @@ typedef struct lw__spin {
   int64_t budget_ns;       // the yield phase's length; 0: lw__spin_budget_ns() (tests set it)
   int64_t slow_yield_ns;   // LW_SPIN_SLOW_YIELD_NS; tests change it
   int64_t pause_start_ns;  // the pause phase's clock read at round LW_SPIN_PAUSE_CLOCK_AT
-  int64_t pause_ns;        // LW_SPIN_PAUSE_NS; tests change it
+  int64_t pause_ns;        // lw__spin_pause_ns(): LW_SPIN_PAUSE_NS; tests change it
 } lw__spin_t;
 
-#define LW__SPIN_INIT {0, 0, 0, LW_SPIN_SLOW_YIELD_NS, 0, LW_SPIN_PAUSE_NS}
+#define LW__SPIN_INIT {0, 0, 0, LW_SPIN_SLOW_YIELD_NS, 0, lw__spin_pause_ns()}
 // The round number that means "spent".
 #define LW__SPIN_SPENT UINT32_MAX
 
@@ -113,6 +117,14 @@ int64_t lw__spin_set_budget_ns(int64_t ns);
 int64_t lw__spin_calibrate(void);
 // The wake cost the calibration measured, in ns (0: not measured).
 int64_t lw__spin_wake_ns(void);
+
+// The pause phase's length for this process: LW_SPIN_PAUSE_NS, or, for comparisons, the
+// environment's LW_SPIN_PAUSE_NS=<ns>, read by lw__spin_calibrate and lw__spin_set_budget_ns
+// (a chip child inherits its parent's environment).
+extern _Atomic int64_t lw__spin_pause_value;
+static inline int64_t lw__spin_pause_ns(void) {
+  return atomic_load_explicit(&lw__spin_pause_value, memory_order_relaxed);
+}
 
 static inline void lw__spin_reset(lw__spin_t *s) {
   s->round = 0;

@@ -115,3 +115,17 @@ Test(spin, calibration_measures_a_wake_and_bounds_the_budget, .timeout = 30) {
   cr_assert_eq(lw__spin_budget_ns(), LW_SPIN_MAX_BUDGET_NS);
   (void)lw__spin_set_budget_ns(b);
 }
+
+// LW_SPIN_PAUSE_NS in the environment sets the pause phase of the spins that start after it was
+// read (a chip child reads it when it takes its parent's budget), for comparisons.
+Test(spin, the_environment_sets_the_pause_phase_for_comparisons) {
+  setenv("LW_SPIN_PAUSE_NS", "1234", 1);
+  (void)lw__spin_set_budget_ns(LW_SPIN_MIN_BUDGET_NS);
+  lw__spin_t s = LW__SPIN_INIT;
+  cr_assert_eq(s.pause_ns, 1234);
+  setenv("LW_SPIN_PAUSE_NS", "not a number", 1);
+  (void)lw__spin_set_budget_ns(LW_SPIN_MIN_BUDGET_NS);
+  lw__spin_t t = LW__SPIN_INIT;
+  cr_assert_eq(t.pause_ns, 1234, "a bad value changes nothing");
+  unsetenv("LW_SPIN_PAUSE_NS");
+}
