@@ -945,8 +945,8 @@ typedef struct run_tensors {
   bool allocated[LW_MAX_TENSORS];   // copy: ptr is a device buffer (buffer_take)
   uint64_t buffer_bytes[LW_MAX_TENSORS];  // and its size, at least bytes
   bool copied_in;                         // a copy in was queued before the launch
-  // mapped: the registration this run holds a reference on (cuda_hostreg.h), or NULL
-  void *reg_base[LW_MAX_TENSORS];
+  // mapped: the registration this run holds a reference on (cuda_hostreg.h), or 0
+  uint64_t reg_ref[LW_MAX_TENSORS];
   uint32_t n;
 } run_tensors_t;
 
@@ -1000,8 +1000,8 @@ static void buffer_give(cuda_device_t *d, lw_cu_deviceptr_t p, uint64_t bytes) {
 static void tensors_release(cuda_device_t *d, run_tensors_t *t) {
   for (uint32_t i = 0; i < t->n; ++i) {
     if (t->allocated[i]) buffer_give(d, t->ptr[i], t->buffer_bytes[i]);
-    if (t->reg_base[i]) {
-      lw__cuda_hostreg_drop(t->reg_base[i]);
+    if (t->reg_ref[i]) {
+      lw__cuda_hostreg_drop(t->reg_ref[i]);
       d->hostreg_dropped = true;
     }
   }
@@ -1050,7 +1050,7 @@ static lw_cu_result_t tensor_add(cuda_device_t *d, run_tensors_t *t, void *host,
       return LW_CU_SUCCESS;
     }
     // Memory another tensor or run (or the program) registered already is mapped too.
-    lw_cu_result_t r = lw__cuda_hostreg_take(api, d, host, bytes, &t->reg_base[k]);
+    lw_cu_result_t r = lw__cuda_hostreg_take(api, d, host, bytes, &t->reg_ref[k]);
     if (r != LW_CU_SUCCESS) return r;
     return api->cuMemHostGetDevicePointer(&t->ptr[k], host, 0);
   }

@@ -20,9 +20,10 @@
 // the range again.
 //
 // Threads: every function locks the table; driver calls are made under the lock with the
-// calling thread's context current (the run lane's, or close's). Registrations die with the
-// context that made them (the driver's rule), so lw__cuda_hostreg_forget drops a closing
-// device's entries from the table.
+// calling thread's context current (the run lane's, or close's), so one chip's flush delays
+// another chip's take by the unregisters it makes. Registrations die with the context that
+// made them (the driver's rule), so lw__cuda_hostreg_forget takes a closing device's entries
+// out of the table once no run holds them.
 #ifndef LANEWORK_CHILD_CUDA_HOSTREG_H_
 #define LANEWORK_CHILD_CUDA_HOSTREG_H_
 
@@ -35,26 +36,27 @@
 extern "C" {
 #endif
 
-// Makes [host, host + bytes) mapped for a run of the device owner. On success *out_base is the
-// base of the registration the run now holds a reference on (drop it with
-// lw__cuda_hostreg_drop), or NULL when the pages were registered by someone else (the program,
-// or a registration this table holds that overlaps without covering the range): mapped as the
-// driver has them, with no reference taken. Returns the driver's answer of the registration
-// (LW_CU_SUCCESS also when no reference was taken).
+// Makes [host, host + bytes) mapped for a run of the device owner. On success *out_ref names
+// the registration the run now holds a reference on (drop it with lw__cuda_hostreg_drop), or
+// is 0 when the pages were registered by the program: mapped as the driver has them, with no
+// reference taken. Fails with LW_CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED when a registration a
+// run holds covers part of the range but not all of it (the driver would map only that part),
+// else with the driver's answer.
 lw_cu_result_t lw__cuda_hostreg_take(const lw_cuda_driver_t *api, const void *owner, void *host,
-                                     uint64_t bytes, void **out_base);
+                                     uint64_t bytes, uint64_t *out_ref);
 
-// Drops the reference a take returned (base non-NULL). Never calls the driver.
-void lw__cuda_hostreg_drop(void *base);
+// Drops the reference a take returned (ref non-zero). Never calls the driver.
+void lw__cuda_hostreg_drop(uint64_t ref);
 
 // Unregisters every registration without references, whichever device made it (any context
 // may unregister while the registering one lives, and forget takes a closing device's out of
-// the table first). The run lane after a run.
+// the table first); one whose unregister fails stays for the next flush. The run lane after a
+// run.
 void lw__cuda_hostreg_flush(const lw_cuda_driver_t *api);
 
-// Forgets owner's entries (its context is being destroyed, which ends its registrations):
-// unregisters those without references and drops the others from the table. Close only, after
-// the device's last run.
+// Takes owner's entries out of the table before its context is destroyed (which ends its
+// registrations): waits until no run holds any of them (another chip's run may: two chips on
+// one buffer), unregisters them and forgets them. Close only, after the device's last run.
 void lw__cuda_hostreg_forget(const lw_cuda_driver_t *api, const void *owner);
 
 // The number of registrations the table holds, referenced or not (tests).

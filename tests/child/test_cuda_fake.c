@@ -145,7 +145,8 @@ Test(cuda_fake, vector_add_results_are_exact_with_mapped_tensors) {
 
 // Mapped tensors outside an arena are registered per run; the unregister is the run lane's
 // work after the handle finished (child/cuda_hostreg.h): a run whose unregister is held still
-// finishes, and the next run of the same memory registers it again rather than reusing it.
+// finishes, and the next run of the same memory registers it again (the table's rules are
+// tests/child/test_cuda_hostreg.c's).
 Test(cuda_fake, a_mapped_runs_handle_finishes_before_its_memory_is_unregistered) {
   reopen_chip_with("LW_CUDA_TENSORS", "mapped");
   lw_callable_handle_t k = reg("vadd", CT_SOURCE_ALL, "vector_add", 4, ct_vadd_dirs, NULL);
@@ -179,7 +180,7 @@ Test(cuda_fake, a_mapped_runs_handle_finishes_before_its_memory_is_unregistered)
   memset(c, 0, sizeof(float) * N);
   LW_ASSERT_OK(lw_chip_run(chip, k, &args, NULL, NULL));
   for (int i = 0; i < N; ++i) cr_assert_eq(c[i], a[i] + 2.0f);
-  cr_assert_eq(ct_count("host_register"), registers + 6, "never reused once released");
+  cr_assert_eq(ct_count("host_register"), registers + 6, "the second run registered them again");
   lw_chip_close(chip);
   chip = NULL;
   cr_assert_eq(ct_count("host_unregister"), unregisters + 6, "every registration released");
