@@ -3,14 +3,16 @@
 // ready queues, and what happens when a task reaches a terminal state (poisoning, groups,
 // retirement); contract in parent/dag.h. Nothing here knows the worker: what the DAG needs
 // from it comes through lw_dag_hooks_t.
+#include "parent/dag.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lanes/counter.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
-#include "parent/dag.h"
 #include "parent/task_reports.h"
 #include "parent/tmap.h"
 
@@ -116,7 +118,7 @@ static void retire(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
   t->run = NULL;
   t->ep = NULL;
   d->free_tasks[d->n_free_tasks++] = t->index;
-  atomic_fetch_add_explicit(&d->n_retired, 1, memory_order_relaxed);  // a counter only
+  lw__counter_add_one_writer(&d->n_retired, 1);  // a counter only, the owner its writer
   give_slots_back(d, 1);
   run->n_terminal++;
   settle_if_done(run, finished);
@@ -229,8 +231,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
   // the child's queue depth).
   if (t->ep && d->hooks.task_done) d->hooks.task_done(d->hooks.ctx, t, st);
   if (!t->ep || st == LW_POISONED) {
-    atomic_fetch_add_explicit(st == LW_POISONED ? &d->n_poisoned : &d->n_skipped, 1,
-                              memory_order_relaxed);
+    lw__counter_add_one_writer(st == LW_POISONED ? &d->n_poisoned : &d->n_skipped, 1);
   }
   lw_run_t *run = t->run;
   if (st == LW_OK) {
@@ -520,7 +521,7 @@ void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd) {
 static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_t *desc,
                              lw_group_t *group, lw_run_t **finished) {
   lw_task_t *t = &d->tasks[d->free_tasks[--d->n_free_tasks]];
-  atomic_fetch_add_explicit(&d->n_built, 1, memory_order_relaxed);  // a counter only
+  lw__counter_add_one_writer(&d->n_built, 1);  // a counter only, the owner its writer
   t->state = LW_TS_BUILDING;
   t->n_pending = 0;
   t->launched_chip = -1;

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lanes/counter.h"
 #include "lanes/trace.h"
 #include "lanework/status.h"
 #include "mailbox/mailbox.h"
@@ -46,10 +47,11 @@ typedef enum lw_ep_state {
 } lw_ep_state_t;
 
 // What happened on one child, for lw_worker_stats (parent/stats.c reads them from any thread at
-// any time). Each is bumped once where its event happens, with a relaxed atomic add: they
-// order nothing and are only ever read as a snapshot. The task counters and posted are written
-// in a pass, the DAG owner's token held (a post, the DAG's finish), so queue_depth_max, a plain
-// maximum kept at each post, has one writer at a time.
+// any time). Each is bumped once where its event happens: they order nothing and are only ever
+// read as a snapshot. The task counters and posted are written in a pass, the DAG owner's token
+// held (a post, the DAG's finish): one writer at a time, so a load and a store
+// (lanes/counter.h), with no locked add in the pass; so is queue_depth_max, a plain maximum
+// kept at each post. The others (deaths, escalations, ...) take a relaxed atomic add.
 typedef struct lw_ep_stats {
   _Atomic uint64_t tasks_run, tasks_failed, tasks_cancelled;  // finished after a post here
   // Posted here and ended POISONED without starting (wait elision); they count as the
@@ -188,7 +190,7 @@ static inline uint32_t lw__ep_stats_queue_depth(const lw_endpoint_t *ep) {
 }
 // Counts a task posted to ep's child and keeps the depth's maximum (in a pass: one writer).
 static inline void lw__ep_stats_note_post(lw_endpoint_t *ep) {
-  atomic_fetch_add_explicit(&ep->stats.posted, 1, memory_order_relaxed);
+  lw__counter_add_one_writer(&ep->stats.posted, 1);
   uint32_t depth = lw__ep_stats_queue_depth(ep);
   if (depth > atomic_load_explicit(&ep->stats.queue_depth_max, memory_order_relaxed)) {
     atomic_store_explicit(&ep->stats.queue_depth_max, depth, memory_order_relaxed);

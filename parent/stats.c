@@ -22,7 +22,7 @@ void lw__stats_task_done(void *ctx, const lw_task_t *t, lw_status_t st) {
                         : st == LW_CANCELLED ? &ep->stats.tasks_cancelled
                         : st == LW_POISONED  ? &ep->stats.tasks_poisoned
                                              : &ep->stats.tasks_failed;
-  atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+  lw__counter_add_one_writer(c, 1);  // in a pass: one writer (parent/endpoint.h)
 }
 
 static void child_stats(const lw_stats_sources_t *src, const lw_endpoint_t *ep,
