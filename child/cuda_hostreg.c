@@ -14,7 +14,7 @@ typedef struct hostreg {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;  // a reference was dropped
-static hostreg_t *g_reg;  // g_n entries, room for g_cap
+static hostreg_t *g_reg;                                // g_n entries, room for g_cap
 static uint32_t g_n, g_cap;
 static uint64_t g_next_id = 1;
 
@@ -101,24 +101,13 @@ void lw__cuda_hostreg_drop(uint64_t ref) {
   pthread_mutex_unlock(&g_mu);
 }
 
-// Unregisters the unreferenced entries of owner (NULL: of every device).
-static void release(const lw_cuda_driver_t *api, const void *owner) {
-  for (uint32_t i = 0; i < g_n;) {
-    const hostreg_t *r = &g_reg[i];
-    uint32_t n = g_n;
-    if ((!owner || r->owner == owner) && r->refs == 0) (void)unregister_at(api, i);
-    if (g_n == n) ++i;  // kept: look at the next (a removal moved the last entry to i)
-  }
-  if (g_n == 0) {
-    free(g_reg);
-    g_reg = NULL;
-    g_cap = 0;
-  }
-}
-
 void lw__cuda_hostreg_flush(const lw_cuda_driver_t *api) {
   pthread_mutex_lock(&g_mu);
-  release(api, NULL);
+  for (uint32_t i = 0; i < g_n;) {
+    uint32_t n = g_n;
+    if (g_reg[i].refs == 0) (void)unregister_at(api, i);
+    if (g_n == n) ++i;  // kept: look at the next (a removal moved the last entry to i)
+  }
   pthread_mutex_unlock(&g_mu);
 }
 
@@ -135,15 +124,17 @@ void lw__cuda_hostreg_forget(const lw_cuda_driver_t *api, const void *owner) {
   // Another chip's run may still use a registration this device made: it ends with this
   // device's context, so close waits for that run to drop it.
   while (held_by_a_run(owner)) pthread_cond_wait(&g_cv, &g_mu);
-  release(api, owner);
-  // What would not unregister goes with the context all the same.
   for (uint32_t i = 0; i < g_n;) {
     if (g_reg[i].owner == owner) {
+      // One that will not unregister goes with the context all the same.
+      (void)api->cuMemHostUnregister(g_reg[i].base);
       remove_at(i);
     } else {
       ++i;
     }
   }
+  // The table's room is kept between runs (a flush leaves it), and given back once empty at a
+  // close.
   if (g_n == 0) {
     free(g_reg);
     g_reg = NULL;

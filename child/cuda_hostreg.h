@@ -9,10 +9,10 @@
 //
 // Why released late: registering and unregistering cost ~90 us at 4 KiB on an H100, more with
 // more pages, and the unregister is work the run's result need not wait for: once its stream
-// is done the device is done with the pages (docs/cuda.md, "Tensors", has the figures). A
+// is done the device is done with the pages (docs/cuda.md, "Memory", has the figures). A
 // registration whose last reference was dropped is therefore unregistered by
-// lw__cuda_hostreg_flush, which the run lane calls after the run's handle finished (ops.after_run),
-// and at close.
+// lw__cuda_hostreg_flush, which the run lane calls after the run's handle finished
+// (ops.after_run); a closing device's go at lw__cuda_hostreg_forget.
 //
 // Never reused once unreferenced: after a run's handle finished the program may free that
 // memory and get other pages at the same address, which an old registration does not map. A
