@@ -1168,7 +1168,10 @@ static lw_cu_result_t wait_stream(cuda_device_t *d, const lw_backend_run_t *run,
         __atomic_store_n(&d->stop_host[0], 1u, __ATOMIC_RELEASE);
       }
       stopped = true;
-      lw__spin_reset(&spin);  // the kernel should end within microseconds now
+      // The kernel's end is due within its poll interval now: spin for it (as the handle's
+      // waiter does, lanes/spin.h) rather than nap after the usual budget.
+      lw__spin_reset(&spin);
+      spin.budget_ns = LW_SPIN_CANCEL_BUDGET_NS;
     }
     if (lw__spin_step(&spin) == LW__SPIN_BLOCK) {
       if (slack < 0 && (slack = prctl(PR_GET_TIMERSLACK)) >= 0) {

@@ -7,11 +7,11 @@
 // Released or invalid handles: public functions check h->magic and fail INVALID_ARGUMENT
 // ("released or invalid handle"). This is best effort only: a handle whose memory was freed
 // may hold anything, so the check catches mistakes early but is not a safety guarantee.
-#include "lanes/handle_impl.h"
-
 #include <string.h>
 
 #include "lanes/error.h"
+#include "lanes/handle_impl.h"
+#include "lanes/spin.h"
 #include "lanes/sys.h"
 
 static bool handle_ok(const lw_handle_t *h) { return h != NULL && h->magic == LW_HANDLE_MAGIC; }
@@ -99,7 +99,13 @@ lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
   // Fast path: a finished handle costs one acquire load and no syscall.
   if (!lw__timeline_reached(&h->done, 1)) {
     if (timeout_ns == 0) return LW_DEADLINE_EXCEEDED;  // poll
-    lw_status_t st = lw__timeline_wait(&h->done, 1, lw__deadline_after(timeout_ns));
+    int64_t deadline = lw__deadline_after(timeout_ns);
+    // A cancelled op's end is due soon (lanes/spin.h, LW_SPIN_CANCEL_BUDGET_NS).
+    int64_t budget = atomic_load_explicit(&h->cancel_requested, memory_order_relaxed)
+                         ? LW_SPIN_CANCEL_BUDGET_NS
+                         : 0;
+    if (h->ops->wait_assist != NULL) h->ops->wait_assist(h, deadline, budget);
+    lw_status_t st = lw__timeline_wait_spin(&h->done, 1, deadline, budget);
     if (st != LW_OK) {
       return lw__fail(LW_DEADLINE_EXCEEDED, "lw_handle_wait: not done after %lld ns",
                       (long long)timeout_ns);

@@ -74,6 +74,13 @@ extern "C" {
 #define LW_SPIN_MAX_BUDGET_NS 1000000
 // A yield slower than this ends the spin (see above).
 #define LW_SPIN_SLOW_YIELD_NS 50000
+// The yield budget of a wait for an operation whose cancel was requested (lw_handle_wait):
+// its end is due within the kernel's poll interval (tens of microseconds on a GPU; DESIGN
+// §4.2), not at an unknown time, so the waiter spins up to a millisecond rather than block
+// after a few wakes' worth and pay the wakes of the completion's way back (two at L3: the
+// scheduler's, then the waiter's). Bounded: a kernel that ignores the cancel costs it 1 ms
+// of CPU once, then it blocks.
+#define LW_SPIN_CANCEL_BUDGET_NS 1000000
 
 typedef enum lw__spin_step {
   LW__SPIN_PAUSED = 0,   // this round paused the cpu once; check the condition again

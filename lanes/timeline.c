@@ -63,10 +63,16 @@ static bool reached_or_failed(const void *ctx) {
 }
 
 lw_status_t lw__timeline_wait(lw_timeline_t *t, uint64_t target, int64_t deadline_ns) {
+  return lw__timeline_wait_spin(t, target, deadline_ns, 0);
+}
+
+lw_status_t lw__timeline_wait_spin(lw_timeline_t *t, uint64_t target, int64_t deadline_ns,
+                                   int64_t budget_ns) {
   // Fast path: one acquire load, no syscall.
   if (lw__timeline_reached(t, target)) return LW_OK;
   wait_ctx_t ctx = {t, target};
-  lw_status_t st = lw__waitword_wait(&t->word, reached_or_failed, &ctx, deadline_ns, is_shared(t));
+  lw_status_t st = lw__waitword_wait_spin(&t->word, reached_or_failed, &ctx, deadline_ns,
+                                          is_shared(t), NULL, budget_ns);
   // Check the value before the failure: a target reached before the timeline failed stays
   // reached (completed work stays completed).
   if (lw__timeline_reached(t, target)) return LW_OK;

@@ -58,11 +58,18 @@ lw_status_t lw__waitword_wait(lw_waitword_t *w, lw_wait_cond_fn cond, const void
 lw_status_t lw__waitword_wait_partner(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
                                      int64_t deadline_ns, bool shared,
                                      lw_wait_partner_fn partner) {
+  return lw__waitword_wait_spin(w, cond, ctx, deadline_ns, shared, partner, 0);
+}
+
+lw_status_t lw__waitword_wait_spin(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                                   int64_t deadline_ns, bool shared, lw_wait_partner_fn partner,
+                                   int64_t budget_ns) {
   // Do a cheap check first: a true condition costs one call and no syscall.
   if (cond(ctx)) return LW_OK;
   if (deadline_passed(deadline_ns)) return LW_DEADLINE_EXCEEDED;
 
   lw__spin_t spin = LW__SPIN_INIT;
+  spin.budget_ns = budget_ns;
   for (lw__spin_step_t step;
        (step = lw__spin_step_for(&spin, partner ? partner(ctx) : LW__PARTNER_UNKNOWN)) !=
        LW__SPIN_BLOCK;) {

@@ -50,6 +50,12 @@ lw_status_t lw__waitword_wait_partner(lw_waitword_t *w, lw_wait_cond_fn cond, co
                                      int64_t deadline_ns, bool shared,
                                      lw_wait_partner_fn partner);
 
+// lw__waitword_wait_partner whose spin's yield phase lasts budget_ns (0: the process's,
+// lw__spin_budget_ns()).
+lw_status_t lw__waitword_wait_spin(lw_waitword_t *w, lw_wait_cond_fn cond, const void *ctx,
+                                   int64_t deadline_ns, bool shared, lw_wait_partner_fn partner,
+                                   int64_t budget_ns);
+
 // The same wait without the spin: a thread that knows another thread is already spinning for
 // the same event (a chip child's mailbox loop while the run lane takes posts) sleeps at once
 // instead of taking a CPU from it.

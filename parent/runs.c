@@ -1,6 +1,9 @@
 // parent/runs.c — runs: run handles and their reports, the FIFO run queue, the list of
 // unfinished runs whose handles finish in submission order, and the orchestrator thread that
 // calls orch functions (or a sync lw_worker_run inline); contract in parent/runs.h.
+#include "parent/runs.h"
+
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +13,11 @@
 #include "lanes/spin.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
+#include "parent/callables.h"
 #include "parent/dag.h"
 #include "parent/orch_guard.h"
-#include "parent/runs.h"
 #include "parent/task_reports.h"
 #include "parent/thread.h"
-#include "parent/callables.h"
 
 // ---------------------------------------------------------------------------------------------
 // Lifecycle
@@ -27,6 +29,10 @@ void lw__runs_initialize(lw_runs_t *runs, const lw_runs_links_t *links) {
   lw__cond_init_monotonic(&runs->cv);
   runs->links = *links;
   runs->initialized = true;
+}
+
+void lw__runs_wait_no_waiters(lw_runs_t *runs) {
+  while (atomic_load(&runs->waiters) != 0) sched_yield();
 }
 
 void lw__runs_deinitialize(lw_runs_t *runs) {
@@ -51,7 +57,41 @@ static void run_destroy(lw_handle_t *h) {
   lw__task_reports_free((lw_run_t *)h);
   free(h);
 }
-static const lw_handle_ops_t run_ops = {.cancel = run_cancel, .destroy = run_destroy};
+
+#define RUN_GATE_CLOSED 0x80000000u
+
+// lw_handle_wait's assist: the waiter drains the children's rings while it spins (the
+// before_wait hook), so the run's last completion need not wake the scheduler and then the
+// scheduler this thread. Only through the open gate (lw_run_t.wait_gate): once the run's handle
+// finished, the worker may be destroyed under this thread, and only run memory (the caller's
+// reference) may be touched.
+static void run_wait_assist(lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns) {
+  lw_run_t *run = (lw_run_t *)h;
+  // seq_cst: pairs with the finish's closing exchange (either it sees this count and waits for
+  // it, or this sees the gate closed).
+  if (atomic_fetch_add(&run->wait_gate, 1) & RUN_GATE_CLOSED) {
+    atomic_fetch_sub(&run->wait_gate, 1);
+    return;
+  }
+  lw_runs_t *runs = run->runs;
+  atomic_fetch_add(&runs->waiters, 1);
+  atomic_fetch_sub(&run->wait_gate, 1);
+  if (runs->links.before_wait) runs->links.before_wait(runs->links.ctx, h, deadline_ns, budget_ns);
+  atomic_fetch_sub(&runs->waiters, 1);
+}
+
+// Closes the gate after the handle finished: a waiter caught between its count and joining
+// runs->waiters holds the gate for two atomic operations, never across a drain.
+static void run_close_wait_gate(lw_run_t *run) {
+  uint32_t g = atomic_fetch_or(&run->wait_gate, RUN_GATE_CLOSED);
+  while ((g & ~RUN_GATE_CLOSED) != 0) {
+    sched_yield();
+    g = atomic_load(&run->wait_gate);
+  }
+}
+
+static const lw_handle_ops_t run_ops = {
+    .cancel = run_cancel, .destroy = run_destroy, .wait_assist = run_wait_assist};
 
 // Builds the report of a run that just settled (its last task ended now), before its handle
 // may have to wait for earlier runs: wall_ns stays the run's own time.
@@ -85,6 +125,7 @@ static void run_finish_handle(lw_run_t *run) {
                                                         : &runs->n_failed,
                             1, memory_order_relaxed);
   (void)lw__handle_finish(&run->handle, r->status, r->status == LW_OK ? NULL : &r->error);
+  run_close_wait_gate(run);
   if (runs->links.live) runs->links.live(runs->links.ctx, -1);
   lw__handle_unref(&run->handle);
 }
@@ -194,7 +235,6 @@ lw_status_t lw__runs_start(lw_runs_t *runs, lw_orch_fn fn, void *user, bool sync
   lw_run_t *run = NULL;
   LW_RETURN_IF_ERROR(run_create(runs, fn, user, &run, err));
   if (!sync || !lw__orch_try_inline(runs, run)) run_enqueue(runs, run);
-  if (sync && runs->links.before_wait) runs->links.before_wait(runs->links.ctx, &run->handle);
   *out = &run->handle;
   return LW_OK;
 }

@@ -80,6 +80,11 @@ struct lw_run {
   lw_task_report_t *task_reports;
   uint32_t task_reports_cap;
   bool task_reports_lost;
+  // The gate of waiters' drains (lw_handle_wait's wait_assist): a waiter holds it open (the
+  // count, the low bits) only while it joins runs->waiters, which pins the worker; the run's
+  // finish closes it (RUN_GATE_CLOSED) and waits for the count to drop, so a waiter that finds
+  // it closed touches nothing of the worker, which may be gone.
+  _Atomic uint32_t wait_gate;
 };
 
 struct lw_orch {
@@ -111,8 +116,9 @@ typedef struct lw_runs_links {
   // waits for none).
   void (*live)(void *ctx, int delta);
   void (*notify)(void *ctx, lw_handle_t *h);  // a run's handle finished (the user's event fd)
-  // What a sync run does before it waits for its handle (the scheduler's drain).
-  void (*before_wait)(void *ctx, lw_handle_t *h);
+  // What a thread does before it waits for a run's handle (lw_handle_wait: the scheduler's
+  // drain, lw__sched_wait_draining).
+  void (*before_wait)(void *ctx, lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns);
   // Around an orch function (its thread drains the rings in a pass after each submit).
   void (*drainer_enter)(void *ctx);
   void (*drainer_leave)(void *ctx);
@@ -153,6 +159,10 @@ struct lw_runs {
   // Counters for lw_worker_stats (relaxed atomics, read by any thread as a snapshot): orch
   // functions started, and run handles finished by their status.
   _Atomic uint64_t n_started, n_ok, n_failed, n_cancelled;
+  // Threads draining for a run's handle in lw_handle_wait (they passed an open wait_gate):
+  // lw_worker_destroy waits for none before it takes the scheduler apart
+  // (lw__runs_wait_no_waiters).
+  _Atomic uint32_t waiters;
 };
 
 // Sets up an empty run queue with its lock and condvar, and the hooks.
@@ -168,12 +178,16 @@ void lw__run_orch_drainer_take(lw_runs_t *runs);
 bool lw__run_orch_drainer_drop(lw_runs_t *runs);
 
 // Creates a run of fn(user) (lw_worker_run / lw_worker_run_async, worker.c): sync runs it
-// inline when it can (lw__orch_try_inline), else queues it, and does the before_wait hook;
-// *out is its handle, with the caller's reference, to wait on. A call from the thread that
-// holds the token is checked first (a sync run from inside an orch function is refused; an
+// inline when it can (lw__orch_try_inline), else queues it; *out is its handle, with the
+// caller's reference, to wait on (lw_handle_wait does the before_wait hook). A call from the thread
+// that holds the token is checked first (a sync run from inside an orch function is refused; an
 // orch function left by a longjmp is ended, and the call fails saying so).
 LW_MUST_USE lw_status_t lw__runs_start(lw_runs_t *runs, lw_orch_fn fn, void *user, bool sync,
                                        lw_handle_t **out, lw_error_t *err);
+// Returns once no thread drains for a run's handle (runs->waiters is 0): lw_worker_destroy,
+// after every run's handle finished, before the scheduler is taken apart. Such a drain ends
+// within its spin once its handle is done.
+void lw__runs_wait_no_waiters(lw_runs_t *runs);
 // Starts the orchestrator thread (lw_worker_create).
 LW_MUST_USE lw_status_t lw__orch_start(lw_runs_t *runs, lw_error_t *err);
 // lw_worker_run's fast path: runs run's orch function on the caller's thread when no run is

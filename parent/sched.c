@@ -1116,14 +1116,24 @@ void lw__sched_drainer_leave(lw_sched_t *sched) {
 
 static bool handle_done(void *ctx) { return lw_handle_done(ctx); }
 
-void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h) {
-  (void)lw__sched_drain_until(sched, handle_done, h);
+static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t deadline_ns,
+                  int64_t budget_ns);
+
+void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
+                             int64_t budget_ns) {
+  (void)drain(sched, handle_done, h, deadline_ns, budget_ns);
 }
 
 bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx) {
+  return drain(sched, done, ctx, LW_DEADLINE_NEVER, 0);
+}
+
+static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t deadline_ns,
+                  int64_t budget_ns) {
   if (!caller_drains()) return done(ctx);
   drainer_enter(sched);
   lw__spin_t spin = LW__SPIN_INIT;
+  spin.budget_ns = budget_ns;
   bool ok;
   while (!(ok = done(ctx))) {
     bool progress = false;
@@ -1141,7 +1151,13 @@ bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx
       lw__spin_reset(&spin);
       continue;
     }
-    if (lw__spin_step_for(&spin, drain_partner(sched)) == LW__SPIN_BLOCK) break;
+    lw__spin_step_t step = lw__spin_step_for(&spin, drain_partner(sched));
+    if (step == LW__SPIN_BLOCK) break;
+    // Pauses take nanoseconds: the clock is read after yields only.
+    if (step == LW__SPIN_YIELDED && deadline_ns != LW_DEADLINE_NEVER &&
+        lw__now_ns() >= deadline_ns) {
+      break;
+    }
   }
   drainer_leave(sched);
   return ok;

@@ -170,13 +170,15 @@ bool lw__sched_assist(lw_sched_t *sched);
 void lw__sched_drainer_enter(lw_sched_t *sched);
 void lw__sched_drainer_leave(lw_sched_t *sched);
 
-// Called by a thread about to wait for h (a sync lw_worker_run): while it would spin anyway
-// (lanes/spin.h), it drains the children's completion rings itself and runs the owner's pass
-// they lead to, so the run's end does not wait for the scheduler thread to get a CPU (one
-// thread hop fewer per round trip). Returns when h is done or the spin budget is spent; the
-// caller then waits for h as usual. Never blocks on the token (try). Any thread but the
-// scheduler's, holding no worker lock.
-void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h);
+// Called by a thread about to wait for h (lw_handle_wait on a run's handle, a sync
+// lw_worker_run's included): while it would spin anyway (lanes/spin.h), it drains the
+// children's completion rings itself and runs the owner's pass they lead to, so the run's end
+// does not wait for the scheduler thread to get a CPU (one thread hop fewer per round trip).
+// Returns when h is done, the spin is spent (its yields last budget_ns, 0: the process's
+// budget) or the absolute deadline_ns passed; the caller then waits for h as usual. Never
+// blocks on the token (try). Any thread but the scheduler's, holding no worker lock.
+void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
+                             int64_t budget_ns);
 // The same drain until done(ctx) returns true (it may take what it checks, e.g. task-ring
 // slots) or the spin budget is spent; returns done's last answer. The orch function's wait
 // for room in a full task ring.

@@ -39,6 +39,7 @@ typedef struct lw_bench_opts {
   long stages;         // overlap --backend opencl: big_program's -DSTAGES (0: its default)
   long register_ms;    // overlap --register-ms: C2's register at least (-1: the workload's)
   long threads;        // cancel --threads (cuda): the cancel kernel's launch (0: one per element)
+  long poll_us;        // cancel --poll-us (sim): the spin kernel's poll interval (0: 100 us)
   bool serial;         // overlap: register C2 only after C1 finished (negative control)
   bool stall_control;  // overlap: the sim device lock test hook on (negative control)
   int load;            // dispatch: measure again with this many busy-loop processes running

@@ -38,6 +38,7 @@ enum {
   K_CHIPS,
   K_TASK_US,
   K_THREADS,
+  K_POLL_US,
 };
 
 #define OPT_JSON                                                                     \
@@ -125,18 +126,47 @@ static const lw_cli_opt_t idle_opts[] = {
 };
 
 static const lw_cli_opt_t cancel_opts[] = {
-    OPT_JSON, OPT_QUIET, OPT_BACKEND,
-    {.name = "trials", .kind = LW_CLI_INT, .min = 1, .max = LW_BENCH_MAX_TRIALS, .metavar = "N",
-     .def = "20", .key = K_TRIALS, .help = "cancelled runs"},
-    {.name = "level", .kind = LW_CLI_INT, .min = 2, .max = 3, .metavar = "N", .def = "3",
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_BACKEND,
+    {.name = "trials",
+     .kind = LW_CLI_INT,
+     .min = 1,
+     .max = LW_BENCH_MAX_TRIALS,
+     .metavar = "N",
+     .def = "20",
+     .key = K_TRIALS,
+     .help = "cancelled runs"},
+    {.name = "level",
+     .kind = LW_CLI_INT,
+     .min = 2,
+     .max = 3,
+     .metavar = "N",
+     .def = "3",
      .key = K_LEVEL,
      .help = "2: direct chip worker, 3: L3 worker (forked chip\nchild; escalation measured "
              "too)"},
     OPT_PIN,
-    {.name = "threads", .kind = LW_CLI_INT, .min = 0, .max = 1 << 21, .metavar = "N",
-     .def = "0", .key = K_THREADS, .only_with = "cuda",
+    {.name = "threads",
+     .kind = LW_CLI_INT,
+     .min = 0,
+     .max = 1 << 21,
+     .metavar = "N",
+     .def = "0",
+     .key = K_THREADS,
+     .only_with = "cuda",
      .help = "launch the cancel kernel with N threads, each\nlooping over 2^21 / N elements "
              "(fewer blocks\npoll the stop word); 0: one per element"},
+    {.name = "poll-us",
+     .kind = LW_CLI_INT,
+     .min = 1,
+     .max = 1000000,
+     .metavar = "US",
+     .def = "100",
+     .key = K_POLL_US,
+     .only_with = "sim",
+     .help = "the cancel kernel polls its cancel word every US\nmicroseconds (1: what is left is "
+             "the runtime's\npath)"},
     OPT_END,
 };
 
@@ -305,6 +335,9 @@ static int bench_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_
     case K_STAGES: o->stages = v->n; break;
     case K_REGISTER_MS: o->register_ms = v->n; break;
     case K_THREADS: o->threads = v->n; break;
+    case K_POLL_US:
+      o->poll_us = v->n;
+      break;
     case K_SERIAL: o->serial = true; break;
     case K_STALL: o->stall_control = true; break;
     case K_LOAD: o->load = (int)v->n; break;

@@ -161,6 +161,7 @@ static const lw_overlap_workload_t kOverlapSim = {
 enum {
   kSpinUs = 60 * 1000 * 1000,  // long enough never to end by itself during a trial
   kPollUs = 100,               // the cooperative kernel's block: one cancel poll per 100 us
+                               // (--poll-us changes it)
   kMarks = 64,                 // marks in a ring: a mark is reused only long after its run
 };
 
@@ -174,15 +175,22 @@ typedef struct cancel_sim {
   start_mark_t *marks;  // kMarks, in the chip's memory
   unsigned next;
   start_mark_t *armed;  // the mark of the run armed last
+  long poll_us;         // the spin kernel's poll interval (kPollUs, or --poll-us)
 } cancel_sim_t;
 
 static lw_status_t ca_open(void **out) {
   cancel_sim_t *s = calloc(1, sizeof(*s));
   if (!s) return LW_RESOURCE_EXHAUSTED;
   *out = s;
+  s->poll_us = kPollUs;
   s->spin_loaded = lw__bench_load_kernel("spin", &s->spin);
   s->hang_loaded = s->spin_loaded && lw__bench_load_kernel("hang", &s->hang);
   return s->hang_loaded ? LW_OK : LW_NOT_FOUND;
+}
+
+static void ca_configure(void *p, const lw_bench_opts_t *o) {
+  cancel_sim_t *s = p;
+  if (o->poll_us > 0) s->poll_us = o->poll_us;
 }
 
 static lw_status_t ca_setup(void *p, lw_bench_chip_t *d) {
@@ -206,7 +214,7 @@ static lw_status_t ca_arm(void *p, lw_callable_handle_t *h, lw_args_t *a) {
   *h = s->spin_h;
   LW_RETURN_IF_ERROR(mark_args(s, a));
   LW_RETURN_IF_ERROR(lw_args_add_scalar(a, kSpinUs));
-  return lw_args_add_scalar(a, kPollUs);
+  return lw_args_add_scalar(a, (uint64_t)s->poll_us);
 }
 
 static lw_status_t ca_arm_hang(void *p, lw_callable_handle_t *h, lw_args_t *a) {
@@ -246,14 +254,16 @@ static bool ca_stopped_early(void *p, char *why, size_t n) {
 }
 
 static void ca_describe(void *p, FILE *f) {
-  (void)p;
-  fprintf(f, "  kernel: spin, polling its cancel word every %d us (a start mark shows it runs); "
-             "escalation: hang, which never polls\n", kPollUs);
+  const cancel_sim_t *s = p;
+  fprintf(f,
+          "  kernel: spin, polling its cancel word every %ld us (a start mark shows it runs); "
+          "escalation: hang, which never polls\n",
+          s->poll_us);
 }
 
 static void ca_json(void *p, lw_json_t *j) {
-  (void)p;
-  lw__json_kv_int(j, "poll_us", kPollUs);
+  const cancel_sim_t *s = p;
+  lw__json_kv_int(j, "poll_us", s->poll_us);
 }
 
 static void ca_close(void *p, lw_bench_chip_t *d) {
@@ -270,6 +280,7 @@ static const lw_cancel_workload_t kCancelSim = {
     .max_pause_us = 0,
     .target_p50_us = 0,
     .open = ca_open,
+    .configure = ca_configure,
     .setup = ca_setup,
     .arm = ca_arm,
     .seen = ca_seen,

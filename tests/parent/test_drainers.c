@@ -3,6 +3,7 @@
 // the scheduler does not spin. What finishes meanwhile must still move on: a task on another
 // chip that waits for a finished producer is dispatched while the orch function computes
 // between submits, without a submit or a wait of the caller to drain the rings.
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "lanework/orch.h"
@@ -79,4 +80,97 @@ Test(drainers, a_drainer_arriving_while_the_scheduler_sleeps_long_kicks_it, .tim
     lw__sched_drainer_leave(&w->sched);
   }
   destroy_and_check();
+}
+
+typedef struct gate_job {
+  lw_callable_handle_t gate;
+  shared_state_t *s;
+} gate_job_t;
+
+// One task: the gate kernel on s->gate, marking s->entered when it starts.
+static lw_status_t submit_gate(lw_orch_t *o, void *user) {
+  gate_job_t *j = user;
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, &j->s->gate, sizeof(j->s->gate), LW_TAG_NO_DEP));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, &j->s->entered, sizeof(j->s->entered), LW_TAG_NO_DEP));
+  return lw_orch_submit_next_level(o, j->gate, &a, NULL, 0);
+}
+
+// lw_handle_wait on an async run's handle drains the rings itself while it spins, as a sync
+// lw_worker_run does (parent/sched.h, lw__sched_wait_draining): seen by the drainer's kick of
+// a scheduler in its long sleep (nothing else kicks an idle worker whose one task runs), and
+// the wait's timeout bounds the drain.
+Test(drainers, a_wait_on_an_async_runs_handle_drains_within_its_timeout, .timeout = 60) {
+  make_worker(1, 0);
+  gate_job_t j = {.gate = wreg("gate"), .s = new_shared()};
+  for (int round = 0; round < 3; ++round) {
+    atomic_store(&j.s->gate, 0);
+    atomic_store(&j.s->entered, 0);
+    lw_handle_t *h = NULL;
+    LW_ASSERT_OK(lw_worker_run_async(w, submit_gate, &j, &h));
+    while (atomic_load(&j.s->entered) == 0) lw_test_sleep_us(100);
+    // The orchestrator's drain after the function ends is over, and the scheduler idles.
+    while (atomic_load(&w->sched.long_sleep) == 0 || atomic_load(&w->sched.drainers) != 0) {
+      lw_test_sleep_us(200);
+    }
+    uint64_t kicks = atomic_load(&w->sched.kick_seq);
+    cr_assert_eq(lw_handle_wait(h, 2 * 1000 * 1000), LW_DEADLINE_EXCEEDED, "round %d", round);
+    cr_assert_gt(atomic_load(&w->sched.kick_seq), kicks, "round %d: the wait did not drain", round);
+    cr_assert_eq(atomic_load(&w->sched.drainers), 0u, "round %d: the drain outlived the wait",
+                 round);
+    atomic_store(&j.s->gate, 1);
+    LW_ASSERT_OK(lw_handle_wait(h, LW_WAIT_FOREVER));
+    lw_handle_release(h);
+  }
+  lw_worker_free(w, j.s);
+  destroy_and_check();
+}
+
+typedef struct waiter {
+  lw_handle_t *h;
+  bool cancel;  // cancel first: the wait then spins up to LW_SPIN_CANCEL_BUDGET_NS
+  lw_status_t st;
+} waiter_t;
+
+static void *wait_thread(void *arg) {
+  waiter_t *wt = arg;
+  if (wt->cancel) (void)lw_handle_cancel(wt->h);
+  wt->st = lw_handle_wait(wt->h, LW_WAIT_FOREVER);
+  return NULL;
+}
+
+// Threads that wait for runs' handles, draining the worker's rings (some after a cancel, so
+// their spin is the long one), while another thread destroys the worker: each wait returns
+// with its run finished (destroy finishes every handle), without a hang and without leaving a
+// child or an fd. A drain that outlived the worker would be a use after free; the window is
+// narrow (a drain ends at its next look once its handle is done, and destroy has children to
+// reap before it frees), so this loop rarely reaches it: the guard is the run's wait gate and
+// destroy's wait for the drainers (parent/runs.h), and ASan and TSan runs of it are the check.
+Test(drainers, waiters_draining_while_the_worker_is_destroyed_return_and_touch_nothing_after,
+     .timeout = 120) {
+  for (int round = 0; round < 12; ++round) {
+    make_worker(1, 0);
+    gate_job_t j = {.gate = wreg("gate"), .s = new_shared()};
+    enum { N = 3 };
+    waiter_t wt[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; ++i) {
+      wt[i] = (waiter_t){.cancel = (round + i) % 2 == 0};
+      LW_ASSERT_OK(lw_worker_run_async(w, submit_gate, &j, &wt[i].h));
+    }
+    for (int i = 0; i < N; ++i) cr_assert_eq(pthread_create(&th[i], NULL, wait_thread, &wt[i]), 0);
+    // Destroy at a different point of the waits each round: before, during or after their spins.
+    lw_test_sleep_us((round % 4) * 300);
+    // The runs hold the gate task, which stops when cancelled (destroy cancels it): the shared
+    // words may go with the worker.
+    destroy_and_check();
+    for (int i = 0; i < N; ++i) {
+      pthread_join(th[i], NULL);
+      cr_assert(wt[i].st == LW_CANCELLED || wt[i].st == LW_UNAVAILABLE, "round %d waiter %d: %s",
+                round, i, lw_status_name(wt[i].st));
+      cr_assert(lw_handle_done(wt[i].h));
+      lw_handle_release(wt[i].h);
+    }
+  }
 }

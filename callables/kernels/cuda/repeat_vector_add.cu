@@ -9,13 +9,15 @@
 // repetitions and returns once it is set, so n * reps sets the run time and a cancel ends a
 // long run within about one chunk. c[i] is written once, when element i is done: after a
 // stopped run the elements written are those that finished (c given as a live tensor shows
-// them in host memory). Build option -DLW_POLL_STEPS=k changes the chunk (default 64 steps:
+// them in host memory). Build option -DLW_POLL_STEPS=k changes the chunk (default 16 steps:
 // on an H100 a step took ~0.6 us with every SM full, ~8 ns in 16 blocks, so a chunk is at
-// most ~40 us and a stop lands well within 100 us; 2,048 steps had made it ~1.2 ms).
+// most ~10 us, ~5 us waited at the median before a stop is seen; 64 steps made that ~20 us
+// of a ~120 us cancel at L3, and 2,048 steps ~1.2 ms). A poll is one read of the word by one
+// thread and two barriers per block, among the ~16 steps of every thread of the block.
 #include "lanework/kernel_cuda.h"
 
 #ifndef LW_POLL_STEPS
-#define LW_POLL_STEPS 64ull
+#define LW_POLL_STEPS 16ull
 #endif
 
 extern "C" __global__ void lw_kernel_main(const unsigned int *a, const unsigned int *b,
