@@ -100,11 +100,14 @@ lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns) {
   if (!lw__timeline_reached(&h->done, 1)) {
     if (timeout_ns == 0) return LW_DEADLINE_EXCEEDED;  // poll
     int64_t deadline = lw__deadline_after(timeout_ns);
-    // A cancelled op's end is due soon (lanes/spin.h, LW_SPIN_CANCEL_BUDGET_NS).
-    int64_t budget = atomic_load_explicit(&h->cancel_requested, memory_order_relaxed)
+    // A cancelled run's end is due within its kernel's poll interval (lanes/spin.h,
+    // LW_SPIN_CANCEL_BUDGET_NS); not a register's (a compile) nor an L4 run's (other hosts).
+    bool run = h->kind == LW_HANDLE_RUN || h->kind == LW_HANDLE_WORKER_RUN;
+    int64_t budget = run && atomic_load_explicit(&h->cancel_requested, memory_order_relaxed) != 0
                          ? LW_SPIN_CANCEL_BUDGET_NS
                          : 0;
-    if (h->ops->wait_assist != NULL) h->ops->wait_assist(h, deadline, budget);
+    // An assist that spun leaves the wait to block at once: one spin per wait.
+    if (h->ops->wait_assist != NULL && h->ops->wait_assist(h, deadline, budget)) budget = -1;
     lw_status_t st = lw__timeline_wait_spin(&h->done, 1, deadline, budget);
     if (st != LW_OK) {
       return lw__fail(LW_DEADLINE_EXCEEDED, "lw_handle_wait: not done after %lld ns",

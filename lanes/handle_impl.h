@@ -44,9 +44,11 @@ typedef struct lw_handle_ops {
   // thread would otherwise be woken for (an L3 run's completions, which the scheduler takes)
   // does that work here while it spins, for at most budget_ns of yields (0: the process's
   // budget, lanes/spin.h) and until the absolute deadline_ns. It may return with the handle
-  // unfinished (the wait then blocks as usual), and must cope with the op finishing, and the
-  // object behind it going away, meanwhile (the caller's reference keeps only the handle).
-  void (*wait_assist)(lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns);
+  // unfinished (the wait then goes on as usual: true says it spun, and the wait blocks at
+  // once; false, that it did not, and the wait spins first), and must cope with the op
+  // finishing, and the object behind it going away, meanwhile (the caller's reference keeps
+  // only the handle).
+  bool (*wait_assist)(lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns);
 } lw_handle_ops_t;
 
 // Called once, on the finishing thread, right after the handle became done.

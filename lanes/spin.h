@@ -78,8 +78,9 @@ extern "C" {
 // its end is due within the kernel's poll interval (tens of microseconds on a GPU; DESIGN
 // §4.2), not at an unknown time, so the waiter spins up to a millisecond rather than block
 // after a few wakes' worth and pay the wakes of the completion's way back (two at L3: the
-// scheduler's, then the waiter's). Bounded: a kernel that ignores the cancel costs it 1 ms
-// of CPU once, then it blocks.
+// scheduler's, then the waiter's). Bounded: a wait for a kernel that ignores the cancel
+// spins 1 ms, then blocks (each such wait: a caller polling with short timeouts pays it per
+// call). Runs only (an L2 run, an L3 run): not a register, not an L4 run.
 #define LW_SPIN_CANCEL_BUDGET_NS 1000000
 
 typedef enum lw__spin_step {

@@ -71,8 +71,11 @@ lw_status_t lw__timeline_wait_spin(lw_timeline_t *t, uint64_t target, int64_t de
   // Fast path: one acquire load, no syscall.
   if (lw__timeline_reached(t, target)) return LW_OK;
   wait_ctx_t ctx = {t, target};
-  lw_status_t st = lw__waitword_wait_spin(&t->word, reached_or_failed, &ctx, deadline_ns,
-                                          is_shared(t), NULL, budget_ns);
+  lw_status_t st =
+      budget_ns < 0
+          ? lw__waitword_block(&t->word, reached_or_failed, &ctx, deadline_ns, is_shared(t))
+          : lw__waitword_wait_spin(&t->word, reached_or_failed, &ctx, deadline_ns, is_shared(t),
+                                   NULL, budget_ns);
   // Check the value before the failure: a target reached before the timeline failed stays
   // reached (completed work stays completed).
   if (lw__timeline_reached(t, target)) return LW_OK;

@@ -59,7 +59,8 @@ static inline bool lw__timeline_reached(const lw_timeline_t *t, uint64_t target)
 // failure: work that completed stays completed.
 lw_status_t lw__timeline_wait(lw_timeline_t *t, uint64_t target, int64_t deadline_ns);
 
-// lw__timeline_wait whose spin's yield phase lasts budget_ns (0: the process's budget).
+// lw__timeline_wait whose spin's yield phase lasts budget_ns (0: the process's budget;
+// negative: no spin, it blocks at once, for a waiter that has just spun).
 lw_status_t lw__timeline_wait_spin(lw_timeline_t *t, uint64_t target, int64_t deadline_ns,
                                    int64_t budget_ns);
 

@@ -62,22 +62,24 @@ static void run_destroy(lw_handle_t *h) {
 
 // lw_handle_wait's assist: the waiter drains the children's rings while it spins (the
 // before_wait hook), so the run's last completion need not wake the scheduler and then the
-// scheduler this thread. Only through the open gate (lw_run_t.wait_gate): once the run's handle
-// finished, the worker may be destroyed under this thread, and only run memory (the caller's
-// reference) may be touched.
-static void run_wait_assist(lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns) {
+// scheduler this thread. True when it spun (the wait then blocks without a second spin). Only
+// through the open gate (lw_run_t.wait_gate): once the run's handle finished, the worker may be
+// destroyed under this thread, and only run memory (the caller's reference) may be touched.
+static bool run_wait_assist(lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns) {
   lw_run_t *run = (lw_run_t *)h;
   // seq_cst: pairs with the finish's closing exchange (either it sees this count and waits for
   // it, or this sees the gate closed).
   if (atomic_fetch_add(&run->wait_gate, 1) & RUN_GATE_CLOSED) {
     atomic_fetch_sub(&run->wait_gate, 1);
-    return;
+    return false;
   }
   lw_runs_t *runs = run->runs;
   atomic_fetch_add(&runs->waiters, 1);
   atomic_fetch_sub(&run->wait_gate, 1);
-  if (runs->links.before_wait) runs->links.before_wait(runs->links.ctx, h, deadline_ns, budget_ns);
+  bool spun = runs->links.before_wait &&
+              runs->links.before_wait(runs->links.ctx, h, deadline_ns, budget_ns);
   atomic_fetch_sub(&runs->waiters, 1);
+  return spun;
 }
 
 // Closes the gate after the handle finished: a waiter caught between its count and joining

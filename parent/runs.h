@@ -117,8 +117,8 @@ typedef struct lw_runs_links {
   void (*live)(void *ctx, int delta);
   void (*notify)(void *ctx, lw_handle_t *h);  // a run's handle finished (the user's event fd)
   // What a thread does before it waits for a run's handle (lw_handle_wait: the scheduler's
-  // drain, lw__sched_wait_draining).
-  void (*before_wait)(void *ctx, lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns);
+  // drain, lw__sched_wait_draining); true when it spun.
+  bool (*before_wait)(void *ctx, lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns);
   // Around an orch function (its thread drains the rings in a pass after each submit).
   void (*drainer_enter)(void *ctx);
   void (*drainer_leave)(void *ctx);

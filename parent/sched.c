@@ -752,8 +752,15 @@ static void set_sleeping(lw_sched_t *sched, uint32_t v) {
   atomic_store(&sched->sleeping, v);
 }
 
+// The scheduler whose token this thread holds (NULL: none): a wait on a run's handle from
+// such a thread must not drain (the token is not recursive; lw__sched_wait_draining).
+static _Thread_local const lw_sched_t *tls_token_held;
+// The scheduler whose thread this is (set by sched_main).
+static _Thread_local const lw_sched_t *tls_scheduler_of;
+
 static void *sched_main(void *arg) {
   lw_sched_t *sched = arg;
+  tls_scheduler_of = sched;
   lw__trace_role("scheduler", -1);
   pending_work_t pw;
   memset(&pw, 0, sizeof(pw));
@@ -925,9 +932,16 @@ void lw__sched_deinitialize(lw_sched_t *sched) {
 // ---------------------------------------------------------------------------------------------
 // The DAG owner's token
 
-bool lw__sched_pass_try(lw_sched_t *sched) { return pthread_mutex_trylock(&sched->pass_mu) == 0; }
+bool lw__sched_pass_try(lw_sched_t *sched) {
+  if (pthread_mutex_trylock(&sched->pass_mu) != 0) return false;
+  tls_token_held = sched;
+  return true;
+}
 
-void lw__sched_pass_lock(lw_sched_t *sched) { pthread_mutex_lock(&sched->pass_mu); }
+void lw__sched_pass_lock(lw_sched_t *sched) {
+  pthread_mutex_lock(&sched->pass_mu);
+  tls_token_held = sched;
+}
 
 void lw__sched_pass_hold_calls(lw_sched_t *sched) {
   if (sched->calls_held) return;
@@ -940,6 +954,7 @@ void lw__sched_pass_unlock(lw_sched_t *sched) {
     sched->calls_held = false;
     pthread_mutex_unlock(&sched->links.calls->mu);
   }
+  tls_token_held = NULL;
   pthread_mutex_unlock(&sched->pass_mu);
 }
 
@@ -1119,9 +1134,13 @@ static bool handle_done(void *ctx) { return lw_handle_done(ctx); }
 static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t deadline_ns,
                   int64_t budget_ns);
 
-void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
+bool lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
                              int64_t budget_ns) {
+  // Not on the scheduler's thread (its passes are the drain; it never waits for a handle
+  // today), nor on one that holds the token: drainer_enter would wait for it forever.
+  if (tls_token_held == sched || tls_scheduler_of == sched) return false;
   (void)drain(sched, handle_done, h, deadline_ns, budget_ns);
+  return caller_drains();
 }
 
 bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx) {
@@ -1136,6 +1155,9 @@ static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t
   spin.budget_ns = budget_ns;
   bool ok;
   while (!(ok = done(ctx))) {
+    // A timed wait: no pass starts once its time is up (one that made progress resets the
+    // spin below, so the spin's own end would not come while work keeps arriving).
+    if (deadline_ns != LW_DEADLINE_NEVER && lw__now_ns() >= deadline_ns) break;
     bool progress = false;
     pending_work_t pw;
     if (assist_pass(sched, true, &progress, &pw)) {
@@ -1151,13 +1173,7 @@ static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t
       lw__spin_reset(&spin);
       continue;
     }
-    lw__spin_step_t step = lw__spin_step_for(&spin, drain_partner(sched));
-    if (step == LW__SPIN_BLOCK) break;
-    // Pauses take nanoseconds: the clock is read after yields only.
-    if (step == LW__SPIN_YIELDED && deadline_ns != LW_DEADLINE_NEVER &&
-        lw__now_ns() >= deadline_ns) {
-      break;
-    }
+    if (lw__spin_step_for(&spin, drain_partner(sched)) == LW__SPIN_BLOCK) break;
   }
   drainer_leave(sched);
   return ok;

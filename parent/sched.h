@@ -175,9 +175,13 @@ void lw__sched_drainer_leave(lw_sched_t *sched);
 // children's completion rings itself and runs the owner's pass they lead to, so the run's end
 // does not wait for the scheduler thread to get a CPU (one thread hop fewer per round trip).
 // Returns when h is done, the spin is spent (its yields last budget_ns, 0: the process's
-// budget) or the absolute deadline_ns passed; the caller then waits for h as usual. Never
-// blocks on the token (try). Any thread but the scheduler's, holding no worker lock.
-void lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
+// budget) or the absolute deadline_ns passed (no pass starts after it; one under way and what
+// it hands back are finished first); the caller then waits for h as usual, without a spin of
+// its own when this returned true (it spun). Its passes try the token; arriving and leaving
+// as a drainer take it (a short wait for a pass under way). On the scheduler's thread, or on
+// a thread that holds the token (the token is not recursive), it does nothing and returns
+// false. Hold no other worker lock (calls->mu comes after the token).
+bool lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
                              int64_t budget_ns);
 // The same drain until done(ctx) returns true (it may take what it checks, e.g. task-ring
 // slots) or the spin budget is spent; returns done's last answer. The orch function's wait

@@ -209,8 +209,8 @@ static void runs_live(void *ctx, int delta) {
   pthread_mutex_unlock(&w->idle_mu);
 }
 
-static void runs_before_wait(void *ctx, lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns) {
-  lw__sched_wait_draining(&((lw_worker_t *)ctx)->sched, h, deadline_ns, budget_ns);
+static bool runs_before_wait(void *ctx, lw_handle_t *h, int64_t deadline_ns, int64_t budget_ns) {
+  return lw__sched_wait_draining(&((lw_worker_t *)ctx)->sched, h, deadline_ns, budget_ns);
 }
 static void runs_drainer_enter(void *ctx) { lw__sched_drainer_enter(&((lw_worker_t *)ctx)->sched); }
 static void runs_drainer_leave(void *ctx) { lw__sched_drainer_leave(&((lw_worker_t *)ctx)->sched); }
@@ -769,7 +769,8 @@ void lw_worker_destroy(lw_worker_t *w) {
   // 4. No thread of this worker is left: whatever run is still unfinished is finished now.
   finish_leftover_runs(w);
   // Every run's handle is finished: a thread that still drains for one (lw_handle_wait) leaves
-  // within its spin, and none can start again (the runs' wait gates are closed).
+  // at its next look at the handle, once the pass or flush it is in returns, and none can start
+  // again (the runs' wait gates are closed).
   lw__runs_wait_no_waiters(&w->runs);
   lw__forkserver_stop(w->fs);
   lw__forkserver_stop(w->fs_subs);

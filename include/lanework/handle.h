@@ -56,7 +56,8 @@ LW_API bool lw_handle_done(const lw_handle_t *h);
 // Waits spin briefly, then yield, then sleep on a futex with an absolute deadline. The wait on
 // an L3 run's handle drains the worker's completion rings itself while it spins, so a run
 // that ends then costs no thread a wake-up. After lw_handle_cancel the spin lasts up to a
-// millisecond (a cancelled run's end is due within its kernel's poll interval), then it sleeps.
+// millisecond on a run's handle (a cancelled run's end is due within its kernel's poll
+// interval), then it sleeps.
 LW_API lw_status_t lw_handle_wait(lw_handle_t *h, int64_t timeout_ns);
 
 // Requests cancellation. LW_OK: the operation will finish (CANCELLED if it had not started or

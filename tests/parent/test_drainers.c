@@ -174,3 +174,22 @@ Test(drainers, waiters_draining_while_the_worker_is_destroyed_return_and_touch_n
     }
   }
 }
+
+// A wait on a run's handle from a thread that holds the DAG owner's token (not something the
+// public API does today; an internal caller might) must not try to become a drainer, which
+// takes the token: the token is not recursive, and the wait would never return.
+Test(drainers, a_wait_from_the_token_holder_does_not_drain, .timeout = 60) {
+  make_worker(1, 0);
+  gate_job_t j = {.gate = wreg("gate"), .s = new_shared()};
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, submit_gate, &j, &h));
+  while (atomic_load(&j.s->entered) == 0) lw_test_sleep_us(100);
+  lw__sched_pass_lock(&w->sched);
+  cr_assert_eq(lw_handle_wait(h, 1000 * 1000), LW_DEADLINE_EXCEEDED);
+  lw__sched_pass_unlock(&w->sched);
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(h, LW_WAIT_FOREVER));
+  lw_handle_release(h);
+  lw_worker_free(w, j.s);
+  destroy_and_check();
+}
