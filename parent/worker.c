@@ -165,11 +165,13 @@ static void dag_ring(void *ctx) {
 }
 
 // A stop (cancel, failure): the scheduler is always woken, since the stop may start clocks
-// (a cancel's grace before its escalation) that only the scheduler watches.
+// (a cancel's grace before its escalation) that only the scheduler watches. The pass first,
+// where no pass is under way: it writes the cancel words of the run's kernels in flight at
+// once, before the kick's system call (and before the woken scheduler takes the token).
 static void dag_stop(void *ctx) {
   lw_worker_t *w = ctx;
-  lw__worker_kick(w);
   (void)lw__sched_assist(&w->sched);
+  lw__worker_kick(w);
 }
 
 // The kick hook of the endpoints (a protocol violation found outside the scheduler: it owns
