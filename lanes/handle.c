@@ -7,10 +7,11 @@
 // Released or invalid handles: public functions check h->magic and fail INVALID_ARGUMENT
 // ("released or invalid handle"). This is best effort only: a handle whose memory was freed
 // may hold anything, so the check catches mistakes early but is not a safety guarantee.
+#include "lanes/handle_impl.h"
+
 #include <string.h>
 
 #include "lanes/error.h"
-#include "lanes/handle_impl.h"
 #include "lanes/spin.h"
 #include "lanes/sys.h"
 
