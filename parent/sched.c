@@ -10,6 +10,8 @@
 // only then calls epoll_wait. A child pushes its completion (release) and then loads the
 // sleeping flag (seq_cst): either the scheduler's re-check sees the entry or the child sees
 // the flag and writes the eventfd. Threads that kick use kick_seq the same way.
+#include "parent/sched.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "lanes/counter.h"
 #include "lanes/error.h"
 #include "lanes/log.h"
 #include "lanes/spin.h"
@@ -25,12 +28,11 @@
 #include "lanes/trace.h"
 #include "parent/callables.h"
 #include "parent/dag.h"
-#include "parent/runs.h"
-#include "parent/sched.h"
-#include "parent/supervise.h"
-#include "parent/task_reports.h"
 #include "parent/endpoint.h"
 #include "parent/forkserver.h"
+#include "parent/runs.h"
+#include "parent/supervise.h"
+#include "parent/task_reports.h"
 
 #define TAG_WAKE 0xffffffffu
 #define TAG_FS 0xfffffffeu
@@ -872,6 +874,7 @@ static void *sched_main(void *arg) {
     }
     int n = epoll_wait(sched->epoll_fd, ev, 16, timeout_ms);
     atomic_store(&sched->long_sleep, 0);
+    lw__counter_add_one_writer(&sched->n_wakes, 1);
     set_sleeping(sched, 0);
     wait_for_lock = true;
     // A timeout with nothing to do goes straight back to sleep: no new spin phase.

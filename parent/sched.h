@@ -118,6 +118,9 @@ typedef struct lw_sched {
   // Callers spinning in lw__sched_wait_draining: while there is one, the scheduler sleeps as
   // soon as a pass finds nothing to do instead of spinning beside it.
   _Atomic uint32_t drainers;
+  // Sleeps the scheduler has come back from (epoll_wait returned), for tests and debugging;
+  // written by the scheduler's thread alone.
+  _Atomic uint64_t n_wakes;
 } lw_sched_t;
 
 // The links and the per-child records (lw_worker_create, before any child takes work);
