@@ -93,14 +93,10 @@ static int cmp_i64(const void *a, const void *b) {
 
 static void calibrate_once(void) {
   read_knobs();
-  const char *env = getenv("LW_SPIN_BUDGET_NS");
-  if (env && *env) {
-    char *end = NULL;
-    long long v = strtoll(env, &end, 10);
-    if (end && *end == '\0' && v > 0) {
-      atomic_store_explicit(&budget_ns, v, memory_order_relaxed);  // as given: a comparison
-      return;
-    }
+  int64_t v = env_ns("LW_SPIN_BUDGET_NS");
+  if (v > 0) {
+    atomic_store_explicit(&budget_ns, v, memory_order_relaxed);  // as given: a comparison
+    return;
   }
   pingpong_t p;
   lw__waitword_initialize(&p.word);

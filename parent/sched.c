@@ -1135,22 +1135,6 @@ void lw__sched_drainer_leave(lw_sched_t *sched) {
 static bool handle_done(void *ctx) { return lw_handle_done(ctx); }
 
 static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t deadline_ns,
-                  int64_t budget_ns);
-
-bool lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
-                             int64_t budget_ns) {
-  // Not on the scheduler's thread (its passes are the drain; it never waits for a handle
-  // today), nor on one that holds the token: drainer_enter would wait for it forever.
-  if (tls_token_held == sched || tls_scheduler_of == sched) return false;
-  (void)drain(sched, handle_done, h, deadline_ns, budget_ns);
-  return caller_drains();
-}
-
-bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx) {
-  return drain(sched, done, ctx, LW_DEADLINE_NEVER, 0);
-}
-
-static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t deadline_ns,
                   int64_t budget_ns) {
   if (!caller_drains()) return done(ctx);
   drainer_enter(sched);
@@ -1180,4 +1164,17 @@ static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t
   }
   drainer_leave(sched);
   return ok;
+}
+
+bool lw__sched_wait_draining(lw_sched_t *sched, lw_handle_t *h, int64_t deadline_ns,
+                             int64_t budget_ns) {
+  // Not on the scheduler's thread (its passes are the drain; it never waits for a handle
+  // today), nor on one that holds the token: drainer_enter would wait for it forever.
+  if (tls_token_held == sched || tls_scheduler_of == sched) return false;
+  (void)drain(sched, handle_done, h, deadline_ns, budget_ns);
+  return caller_drains();
+}
+
+bool lw__sched_drain_until(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx) {
+  return drain(sched, done, ctx, LW_DEADLINE_NEVER, 0);
 }
