@@ -52,7 +52,11 @@ bool lw__dag_run_failed(const lw_run_t *run) {
 
 void lw__dag_note_stop(lw_dag_t *d) {
   atomic_fetch_add(&d->stop_seq, 1);
-  (d->hooks.stop ? d->hooks.stop : d->hooks.ring)(d->hooks.ctx);
+  if (d->hooks.stop) {
+    d->hooks.stop(d->hooks.ctx);
+  } else {
+    d->hooks.ring(d->hooks.ctx, 0);
+  }
 }
 
 static const char *callable_name(lw_dag_t *d, const lw_task_t *t) {
@@ -495,8 +499,9 @@ void lw__dag_unreserve(lw_dag_t *d, uint32_t n) { give_slots_back(d, n); }
 // The inbox (any thread)
 
 lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_tasks) {
-  lw_dag_cmd_t *c = calloc(1, sizeof(*c) + (size_t)n_tasks * sizeof(lw_dag_task_desc_t));
+  lw_dag_cmd_t *c = malloc(sizeof(*c) + (size_t)n_tasks * sizeof(lw_dag_task_desc_t));
   if (!c) return NULL;
+  memset(c, 0, sizeof(*c));  // the descriptions are the maker's to fill (dag.h)
   c->kind = kind;
   c->run = run;
   c->n_tasks = n_tasks;
@@ -504,12 +509,15 @@ lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_
 }
 
 void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd) {
+  // Read before the post: from then on cmd is the owner's (and may be freed).
+  bool tasks = cmd->kind == LW_DAG_CMD_SUBMIT || cmd->kind == LW_DAG_CMD_GROUP;
+  int64_t now_ns = tasks && cmd->n_tasks > 0 ? cmd->task[cmd->n_tasks - 1].submit_ns : 0;
   lw_dag_cmd_t *head = atomic_load_explicit(&d->inbox, memory_order_relaxed);
   do {
     cmd->next = head;
   } while (!atomic_compare_exchange_weak_explicit(&d->inbox, &head, cmd, memory_order_release,
                                                   memory_order_relaxed));
-  d->hooks.ring(d->hooks.ctx);
+  d->hooks.ring(d->hooks.ctx, now_ns);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,10 +841,11 @@ lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32_t n_chips,
   return LW_OK;
 }
 
-void lw__dag_set_owner(lw_dag_t *d) {
+void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns) {
   d->owner = pthread_self();
   d->has_owner = true;
-  d->clock_uses = 0;
+  d->clock_ns = now_ns;
+  d->clock_uses = now_ns > 0 ? LW_DAG_CLOCK_USES : 0;
 }
 
 int64_t lw__dag_now(lw_dag_t *d) {

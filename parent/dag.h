@@ -142,7 +142,10 @@ typedef struct lw_dag_hooks {
   const char *(*callable_name)(void *ctx, uint32_t wc, uint64_t wc_id);
   // Wakes the owner: there is work in the inbox (ring), or a run to sweep (stop: a stop
   // may start clocks, e.g. a cancel's grace, that only the scheduler watches). Any thread.
-  void (*ring)(void *ctx);
+  // now_ns: a read of the monotonic clock the posting thread made just before the post (a
+  // submit's time), or 0; a pass the ringing thread runs itself may use it as its clock
+  // (lw__dag_set_owner) instead of reading the clock again.
+  void (*ring)(void *ctx, int64_t now_ns);
   void (*stop)(void *ctx);
   // Counts a task that reached a child (t->ep set) and is finishing with its final status st,
   // once per task (may be NULL: nothing counted).
@@ -250,12 +253,16 @@ void lw__dag_deinitialize(lw_dag_t *d);
 // The calling thread becomes the owner (it must hold whatever serializes passes: in the
 // worker, the DAG owner's token, parent/sched.h). lw__dag_step aborts on any other thread: a broken
 // contract.
-void lw__dag_set_owner(lw_dag_t *d);
+// now_ns: 0, or a read of the monotonic clock this thread made just before (see below).
+void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns);
 
 // The owner's clock for per-task reports (the time a task was posted, the time it ended): one
 // read of the monotonic clock serves up to LW_DAG_CLOCK_USES uses, and every pass starts with
 // a fresh read (lw__dag_set_owner), so a report's time is late by at most what the pass did
-// since the read (a few tasks' handling, ~1 us) instead of costing a clock read per use.
+// since the read (a few tasks' handling, ~1 us) instead of costing a clock read per use. A pass
+// that a submitter runs right after its post starts from the time of that submit (its
+// lw_dag_task_desc_t.submit_ns, read a few hundred nanoseconds before): the inline path reads
+// the clock once per task, not twice.
 #define LW_DAG_CLOCK_USES 8u
 int64_t lw__dag_now(lw_dag_t *d);
 
@@ -269,7 +276,9 @@ LW_MUST_USE lw_status_t lw__dag_reserve(lw_dag_t *d, uint32_t n, lw_error_t *err
 // Takes n slots if they are free now, without waiting: true when it did.
 bool lw__dag_try_reserve(lw_dag_t *d, uint32_t n);
 void lw__dag_unreserve(lw_dag_t *d, uint32_t n);
-// A command with room for n_tasks task descriptions (zeroed), or NULL when out of memory.
+// A command with room for n_tasks task descriptions, or NULL when out of memory. The header is
+// zeroed; the descriptions are not (a submit's ~1 KB, zeroed for nothing on every submit): the
+// maker fills each one whole (parent/orch.c describe) before the post.
 lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_tasks);
 // Hands cmd to the owner and rings the doorbell. SUBMIT/GROUP: the submitter reserved one slot
 // per task and pinned each task's callable (the DAG drops the pins). The run stays alive at

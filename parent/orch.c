@@ -18,7 +18,8 @@
 #include "parent/dag.h"
 #include "parent/runs.h"
 
-// Checks one task and fills its description (all but the callable). No lock is taken.
+// Checks one task and fills its description whole, all but the callable (lw__dag_cmd_new leaves
+// it unset). No lock is taken.
 static lw_status_t describe(lw_orch_t *o, lw_mb_task_kind_t kind, int32_t worker,
                             const lw_args_t *args, int64_t timeout_ns, lw_dag_task_desc_t *out,
                             lw_error_t *err) {

@@ -793,7 +793,7 @@ static void *sched_main(void *arg) {
     uint64_t kick = atomic_load(&sched->kick_seq);
     uint32_t cancel_seq = atomic_load(sched->links.cancel_all_seq);
     // A submitter may have run the last pass (lw__sched_assist).
-    lw__dag_set_owner(sched->links.dag);
+    lw__dag_set_owner(sched->links.dag, 0);
     // The DAG's inbox first (submits, scopes, runs' ends), in posting order, before the
     // completions: a run's orch error is recorded before the results drained in this pass, so
     // a task still in flight when its orch function failed counts as stopped. This thread is
@@ -1033,7 +1033,8 @@ void lw__sched_stop(lw_sched_t *sched) {
 // submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
 // anything. What it leaves to do outside the token (runs to complete, ops to complete, unregisters
 // to post) is left in *out for the caller to flush.
-static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
+// now_ns: the pass's clock (lw__dag_set_owner), 0 for a fresh read.
+static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, bool *progress,
                         pending_work_t *out) {
   memset(out, 0, sizeof(*out));
   if (progress) *progress = false;
@@ -1044,7 +1045,7 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
     lw__sched_pass_unlock(sched);
     return false;
   }
-  lw__dag_set_owner(sched->links.dag);
+  lw__dag_set_owner(sched->links.dag, now_ns);
   bool did = lw__dag_step(sched->links.dag, &out->finished);
   for (uint32_t s = 0; s < sched->n_children; ++s) {
     lw_endpoint_t *ep = &sched->links.eps[s];
@@ -1064,9 +1065,9 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, bool *progress,
 // under way, instead of waiting for the scheduler to get a CPU. Holding the token for the pass
 // makes this thread the DAG's one owner until it returns; the scheduler takes ownership back
 // at the start of its next pass.
-bool lw__sched_assist(lw_sched_t *sched) {
+bool lw__sched_assist(lw_sched_t *sched, int64_t now_ns) {
   pending_work_t pw;
-  if (!assist_pass(sched, false, NULL, &pw)) return false;
+  if (!assist_pass(sched, false, now_ns, NULL, &pw)) return false;
   flush(sched, &pw);
   return true;
 }
@@ -1147,7 +1148,7 @@ static bool drain(lw_sched_t *sched, bool (*done)(void *ctx), void *ctx, int64_t
     if (deadline_ns != LW_DEADLINE_NEVER && lw__now_ns() >= deadline_ns) break;
     bool progress = false;
     pending_work_t pw;
-    if (assist_pass(sched, true, &progress, &pw)) {
+    if (assist_pass(sched, true, 0, &progress, &pw)) {
       // Completing callable ops and posting unregisters may block on a control round trip:
       // not as a drainer, or the scheduler, asleep and not rung meanwhile, would leave other
       // runs' completions to its timeout.

@@ -158,8 +158,9 @@ void lw__sched_stop(lw_sched_t *sched);
 // rings, sweeps, dispatches. Saves the hand-off to the scheduler thread (and waking it) when
 // the caller can do the work itself. Returns false, having done nothing, when a pass was under
 // way (the token busy) or the scheduler is stopping: the caller then kicks the scheduler. No lock
-// held on entry.
-bool lw__sched_assist(lw_sched_t *sched);
+// held on entry. now_ns: 0, or the submit's read of the monotonic clock, the pass's clock
+// (lw__dag_set_owner).
+bool lw__sched_assist(lw_sched_t *sched, int64_t now_ns);
 
 // A thread that will drain the children's rings itself for a while, in its own passes: a waiting
 // caller (lw__sched_wait_draining) and an orch function's thread, which runs a pass after each

@@ -156,12 +156,12 @@ static const char *dag_callable_name(void *ctx, uint32_t wc, uint64_t wc_id) {
 // The DAG's doorbell (a post; never rung with the token or the callables' lock held): one owner's
 // pass right here when none is under way (lw__sched_assist), so a submitter does not wait for the
 // scheduler to get a CPU before its task is dispatched, nor wakes it for nothing.
-static void dag_ring(void *ctx) {
+static void dag_ring(void *ctx, int64_t now_ns) {
   // A pass run here applied the post: the scheduler need not be woken for it (a completion
   // wakes it, through the children's rings, if nobody drains them). A pass under way
   // elsewhere may have missed the post: the kick makes the scheduler look again.
   lw_worker_t *w = ctx;
-  if (!lw__sched_assist(&w->sched)) lw__worker_kick(w);
+  if (!lw__sched_assist(&w->sched, now_ns)) lw__worker_kick(w);
 }
 
 // A stop (cancel, failure): the scheduler is always woken, since the stop may start clocks
@@ -170,7 +170,7 @@ static void dag_ring(void *ctx) {
 // once, before the kick's system call (and before the woken scheduler takes the token).
 static void dag_stop(void *ctx) {
   lw_worker_t *w = ctx;
-  (void)lw__sched_assist(&w->sched);
+  (void)lw__sched_assist(&w->sched, 0);
   lw__worker_kick(w);
 }
 
@@ -686,7 +686,7 @@ static void describe_leftover(void *ctx, const lw_task_t *t, lw_error_t *err) {
 // and the callables' lock for the DAG's hooks and describe_leftover. A worker whose scheduler
 // was never initialized ran no thread: nothing to exclude.
 static void dag_own(lw_worker_t *w) {
-  lw__dag_set_owner(&w->dag);
+  lw__dag_set_owner(&w->dag, 0);
   if (!w->sched.initialized) return;
   lw__sched_pass_lock(&w->sched);
   lw__sched_pass_hold_calls(&w->sched);

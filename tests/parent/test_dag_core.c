@@ -53,7 +53,8 @@ static const char *hook_name(void *ctx, uint32_t wc, uint64_t wc_id) {
   return name;
 }
 
-static void hook_ring(void *ctx) {
+static void hook_ring(void *ctx, int64_t now_ns) {
+  (void)now_ns;
   (void)ctx;
   atomic_fetch_add(&rings, 1);
   pthread_mutex_lock(&bell_mu);
@@ -95,7 +96,7 @@ static void make_dag(uint32_t n_tasks, uint32_t n_chips, int64_t submit_timeout_
   cr_assert_eq(lw__dag_initialize(&d, n_tasks, n_chips, submit_timeout_ns, &hooks, NULL, &err),
                LW_OK, "%s", err.message);
   d_live = true;
-  lw__dag_set_owner(&d);
+  lw__dag_set_owner(&d, 0);
 }
 
 // The tensor map's allocations: the next one fails while fail_next_alloc is set.
@@ -115,7 +116,7 @@ static void make_gated_dag(uint32_t n_tasks, uint32_t n_chips) {
   cr_assert_eq(lw__dag_initialize(&d, n_tasks, n_chips, -1, &hooks, &o, &err), LW_OK, "%s",
                err.message);
   d_live = true;
-  lw__dag_set_owner(&d);
+  lw__dag_set_owner(&d, 0);
 }
 
 static void setup(void) {
@@ -160,6 +161,7 @@ enum { X = 0x1000, Y = 0x2000, Z = 0x3000 };
 static void fill_desc(lw_dag_task_desc_t *t, lw_mb_task_kind_t kind, int32_t worker, uint32_t wc,
                       uint32_t n, const acc_t *a) {
   cr_assert_leq(n, LW_MAX_TENSORS);
+  memset(t, 0, sizeof(*t));  // lw__dag_cmd_new leaves it to the maker
   t->kind = kind;
   t->worker = worker;
   t->wc = wc;
@@ -1150,7 +1152,7 @@ Test(dag_core, deinitialize_gives_back_the_pins_of_commands_never_applied) {
 
 static void *become_owner(void *arg) {
   (void)arg;
-  lw__dag_set_owner(&d);
+  lw__dag_set_owner(&d, 0);
   return NULL;
 }
 
@@ -1174,7 +1176,7 @@ Test(dag_core, a_step_on_a_thread_other_than_the_owner_aborts, .timeout = 10) {
   cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT,
             "the non-owner step ended the child with status 0x%x, expected SIGABRT", ws);
   // The owner (here: the thread that owned it is gone, so take it back) still applies it.
-  lw__dag_set_owner(&d);
+  lw__dag_set_owner(&d, 0);
   step();
   EXPECT_QUEUE(&d.chip_q[0], r, 1);
 }
