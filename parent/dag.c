@@ -95,6 +95,12 @@ static void settle_if_done(lw_run_t *run, lw_run_t **finished) {
   }
 }
 
+// Every task state change goes through here, which keeps the count of PENDING tasks.
+static void set_state(lw_dag_t *d, lw_task_t *t, lw_task_state_t s) {
+  d->n_waiting += (uint32_t)(s == LW_TS_PENDING) - (uint32_t)(t->state == LW_TS_PENDING);
+  t->state = s;
+}
+
 static void give_slots_back(lw_dag_t *d, int64_t n) {
   atomic_fetch_add(&d->slots_free, n);
   // seq_cst, paired with lw__dag_reserve: either the waiter sees the new count or this sees
@@ -117,7 +123,7 @@ static void retire(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
     }
   }
   t->n_consumers = 0;
-  t->state = LW_TS_FREE;
+  set_state(d, t, LW_TS_FREE);
   t->gen++;
   t->run = NULL;
   t->ep = NULL;
@@ -228,7 +234,7 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
                   (unsigned long long)t->task_id, lw_status_name(st));
     err = &plain;
   }
-  t->state = st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED;
+  set_state(d, t, st == LW_OK ? LW_TS_COMPLETED : LW_TS_FAILED);
   // Counted here, past the one claim and with the final status, so each task counts once.
   // A POISONED task never started, even one posted to a child (wait elision): it counts with
   // the worker's poisoned tasks, not with a child's outcomes (the hook still hears of it, for
@@ -311,7 +317,7 @@ static void make_ready(lw_dag_t *d, lw_task_t *t, lw_run_t **finished) {
     lw__task_skip(d, t, finished);
     return;
   }
-  t->state = LW_TS_READY;
+  set_state(d, t, LW_TS_READY);
   if (t->group) {
     lw_group_t *g = t->group;
     if (++g->n_ready == g->n) {
@@ -367,7 +373,7 @@ static void maybe_elide(lw_dag_t *d, lw_task_t *c, lw_run_t **finished) {
 }
 
 void lw__dag_task_launch_on(lw_dag_t *d, lw_task_t *t, int32_t chip, lw_run_t **finished) {
-  t->state = LW_TS_RUNNING;
+  set_state(d, t, LW_TS_RUNNING);
   t->launched_chip = chip;
   for (uint32_t i = 0; i < t->n_consumers; ++i) {
     lw_task_t *c = &d->tasks[t->consumers[i].index];
@@ -530,7 +536,7 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
                              lw_group_t *group, lw_run_t **finished) {
   lw_task_t *t = &d->tasks[d->free_tasks[--d->n_free_tasks]];
   lw__counter_add_one_writer(&d->n_built, 1);  // a counter only, the owner its writer
-  t->state = LW_TS_BUILDING;
+  set_state(d, t, LW_TS_BUILDING);
   t->n_pending = 0;
   t->launched_chip = -1;
   t->n_unlaunched = 0;
@@ -564,7 +570,7 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
     // The map skips NO_DEP tensors and NULL data: they are neither looked up nor recorded.
     if (lw__tmap_use(d->tmap, desc->key[i], desc->tag[i], (lw_tmap_ref_t){t->index, t->gen},
                      tmap_edge, &edge_ctx) != LW_OK) {
-      t->state = LW_TS_PENDING;
+      set_state(d, t, LW_TS_PENDING);
       lw_error_t err;
       lw__error_set(&err, LW_RESOURCE_EXHAUSTED, -1, t->task_id,
                     "orch: out of memory while building task %llu of run %llu",
@@ -573,7 +579,7 @@ static lw_task_t *build_task(lw_dag_t *d, lw_run_t *run, const lw_dag_task_desc_
       return NULL;
     }
   }
-  t->state = LW_TS_PENDING;
+  set_state(d, t, LW_TS_PENDING);
   return t;
 }
 
@@ -847,6 +853,8 @@ void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns) {
   d->clock_ns = now_ns;
   d->clock_uses = now_ns > 0 ? LW_DAG_CLOCK_USES : 0;
 }
+
+uint32_t lw__dag_n_waiting(const lw_dag_t *d) { return d->n_waiting; }
 
 int64_t lw__dag_now(lw_dag_t *d) {
   if (d->clock_uses == 0) {

@@ -222,6 +222,7 @@ typedef struct lw_dag {
   uint32_t n_tasks_cap;
   uint32_t *free_tasks;        // stack of free slot indices
   uint32_t n_free_tasks;
+  uint32_t n_waiting;          // tasks PENDING: waiting for producers (or their group)
   lw_task_queue_t chip_q[LW_MAX_CHIPS];
   lw_task_queue_t any_q;
   lw_task_queue_t sub_q;
@@ -255,6 +256,9 @@ void lw__dag_deinitialize(lw_dag_t *d);
 // contract.
 // now_ns: 0, or a read of the monotonic clock this thread made just before (see below).
 void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns);
+// How many tasks wait (PENDING) for a producer to end, or for the rest of their group: while
+// none does, no completion can make a task ready (the owner's).
+uint32_t lw__dag_n_waiting(const lw_dag_t *d);
 
 // The owner's clock for per-task reports (the time a task was posted, the time it ended): one
 // read of the monotonic clock serves up to LW_DAG_CLOCK_USES uses, and every pass starts with

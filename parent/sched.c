@@ -799,6 +799,7 @@ static void *sched_main(void *arg) {
     // a task still in flight when its orch function failed counts as stopped. This thread is
     // the DAG's owner.
     progress |= lw__dag_step(sched->links.dag, &pw.finished);
+    sched->drains_deferred = 0;  // drained below
     for (uint32_t s = 0; s < sched->n_children; ++s) {
       lw_endpoint_t *ep = &sched->links.eps[s];
       bool ready = atomic_load(&ep->state) == LW_EP_READY;
@@ -1033,7 +1034,34 @@ void lw__sched_stop(lw_sched_t *sched) {
 // submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
 // anything. What it leaves to do outside the token (runs to complete, ops to complete, unregisters
 // to post) is left in *out for the caller to flush.
-// now_ns: the pass's clock (lw__dag_set_owner), 0 for a fresh read.
+// Every child's ring (the token held).
+static bool drain_all(lw_sched_t *sched, pending_work_t *pw) {
+  bool did = false;
+  sched->drains_deferred = 0;
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    lw_endpoint_t *ep = &sched->links.eps[s];
+    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || sched->child[s].broken) {
+      continue;
+    }
+    did |= drain_endpoint(sched, ep, pw);
+  }
+  return did;
+}
+
+// Whether a submitter's pass may leave the completion rings to a later pass (sched.h,
+// LW_SCHED_DRAIN_EVERY). The token held, the DAG just stepped.
+static bool may_defer_drain(const lw_sched_t *sched) {
+  if (sched->drains_deferred + 1 >= LW_SCHED_DRAIN_EVERY) return false;
+  if (sched->links.n_chips != 1 || sched->links.n_subs > 1) return false;
+  if (lw__dag_n_waiting(sched->links.dag) != 0) return false;
+  for (uint32_t s = 0; s < sched->n_children; ++s) {
+    if (sched->child[s].busy >= LW_MB_TASK_FRAMES / 4 * 3) return false;
+  }
+  return true;
+}
+
+// now_ns: the pass's clock (lw__dag_set_owner), 0 for a fresh read; > 0 also says the pass
+// follows a submit (may_defer_drain).
 static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, bool *progress,
                         pending_work_t *out) {
   memset(out, 0, sizeof(*out));
@@ -1047,12 +1075,10 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, b
   }
   lw__dag_set_owner(sched->links.dag, now_ns);
   bool did = lw__dag_step(sched->links.dag, &out->finished);
-  for (uint32_t s = 0; s < sched->n_children; ++s) {
-    lw_endpoint_t *ep = &sched->links.eps[s];
-    if (atomic_load(&ep->state) != LW_EP_READY || !ep->accepting || sched->child[s].broken) {
-      continue;
-    }
-    did |= drain_endpoint(sched, ep, out);
+  if (now_ns > 0 && may_defer_drain(sched)) {
+    sched->drains_deferred++;
+  } else {
+    did |= drain_all(sched, out);
   }
   did |= sweep_dispatch_cancel(sched, out);
   take_due_unregisters(sched, out);

@@ -108,6 +108,9 @@ typedef struct lw_sched {
   // that arrives then kicks it (drainer_enter).
   _Atomic uint32_t long_sleep;
   uint32_t cancel_all_seen;
+  // Submitters' passes in a row that left the completion rings alone (may_defer_drain in
+  // parent/sched.c; the token held). Below LW_SCHED_DRAIN_EVERY.
+  uint32_t drains_deferred;
   // The DAG's stop_seq when the passes last looked for kernels to cancel (the token held).
   uint32_t cancel_stop_seen;
   // Dispatch's copy of a ready group's members (the token held): too large for a submitter's stack.
@@ -161,6 +164,18 @@ void lw__sched_stop(lw_sched_t *sched);
 // held on entry. now_ns: 0, or the submit's read of the monotonic clock, the pass's clock
 // (lw__dag_set_owner).
 bool lw__sched_assist(lw_sched_t *sched, int64_t now_ns);
+
+// A submitter's pass (lw__sched_assist with now_ns > 0) leaves the children's completion rings
+// to a later pass when nothing it decides could depend on them: no task waits for a producer
+// (lw__dag_n_waiting), the worker has one chip and at most one sub child (no placement compares
+// children's loads, and elision's "another chip is free" has no other chip to ask about), every
+// child has a quarter of its task frames free or more, and fewer than LW_SCHED_DRAIN_EVERY - 1
+// passes in a row left them. A completion then waits at most that many submits (or for the
+// scheduler's look, or the caller's wait, which always drain), and the entries are read
+// together, their cache-line transfers overlapping, instead of one transfer waited for after
+// every submit. A task's end (its report's host time, a failure stopping the run) is seen when
+// it is drained.
+#define LW_SCHED_DRAIN_EVERY 8u
 
 // A thread that will drain the children's rings itself for a while, in its own passes: a waiting
 // caller (lw__sched_wait_draining) and an orch function's thread, which runs a pass after each

@@ -109,7 +109,9 @@ typedef struct lw_run_report {
 // dispatched (POISONED, skipped or cancelled before dispatch, failed at once because its chip
 // was down) has worker_id -1, wait_ns from its submit to the moment it was given up, and
 // queue_ns, kernel_ns and host_ns 0. A task whose child died before it reported has queue_ns
-// and kernel_ns 0 (the child never handed them back) and host_ns up to the death.
+// and kernel_ns 0 (the child never handed them back) and host_ns up to the death. On a worker of
+// one chip, an orch function submitting in a stream may leave completions in their ring for up
+// to 8 submits before it reads them together: host_ns then includes that wait.
 typedef enum lw_task_kind {
   LW_TASK_CHIP = 1,  // lw_orch_submit_next_level(_group): a chip kernel
   LW_TASK_SUB = 2,   // lw_orch_submit_sub: a sub function

@@ -130,7 +130,10 @@ static void setup(void) {
   n_runs = 0;
 }
 
+static void check_waiting(void);
+
 static void teardown(void) {
+  if (d_live) check_waiting();  // after whatever the test did last
   if (d_live) lw__dag_deinitialize(&d);
   d_live = false;
   for (uint32_t i = 0; i < n_runs; ++i) {
@@ -219,7 +222,20 @@ static void post_orch_done(lw_run_t *run, lw_status_t st, const char *msg) {
   lw__dag_post(&d, c);
 }
 
-static void step(void) { (void)lw__dag_step(&d, &finished); }
+// The DAG's count of waiting tasks (lw__dag_n_waiting: what lets a submitter's pass leave the
+// completions for later, parent/sched.h) is the number of PENDING tasks in its ring.
+static void check_waiting(void) {
+  uint32_t pending = 0;
+  for (uint32_t i = 0; i < d.n_tasks_cap; ++i) pending += d.tasks[i].state == LW_TS_PENDING;
+  cr_assert_eq(lw__dag_n_waiting(&d), pending, "the DAG counts %u waiting tasks; %u are PENDING",
+               lw__dag_n_waiting(&d), pending);
+}
+
+// Every step checks the waiting count after it (the tests' other owner calls: check_waiting).
+static void step(void) {
+  (void)lw__dag_step(&d, &finished);
+  check_waiting();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Looking at tasks

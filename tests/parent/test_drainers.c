@@ -210,3 +210,74 @@ Test(drainers, a_wait_from_the_token_holder_does_not_drain, .timeout = 60) {
   lw_worker_free(w, j.s);
   destroy_and_check();
 }
+
+// On a worker of one chip, the orch function's passes after its submits may leave the children's
+// completions in their rings for later (parent/sched.h, LW_SCHED_DRAIN_EVERY), for no more than
+// that many passes: once a task's completion is in the ring, it is drained (the chip's tasks_run
+// counts it) within LW_SCHED_DRAIN_EVERY further submits. An attempt in which a submit's pass did
+// not run on the orch thread (the token was busy, so the submit kicked the scheduler: kick_seq
+// moved) is inconclusive: the scheduler's pass then decides when the ring is read.
+typedef struct bound_job {
+  lw_callable_handle_t record;
+  shared_state_t *s;
+  uint8_t *bufs;  // 64-byte buffers, one for each task of a run
+  uint64_t kicks_before, kicks_after;
+  uint64_t run_before, run_after;  // the chip's tasks_run: at the start, after the submits
+} bound_job_t;
+
+static lw_status_t submit_alone(lw_orch_t *o, const bound_job_t *j, int64_t value, int k) {
+  lw_args_t a;
+  lw_args_init(&a);
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)value));
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
+  // A buffer of its own: no task of the run waits for another (lw__dag_n_waiting stays 0).
+  LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->bufs + 64 * k, 64, LW_TAG_OUTPUT));
+  return lw_orch_submit_next_level(o, j->record, &a, NULL, 0);
+}
+
+static uint64_t chip0_tasks_run(void) {
+  lw_worker_stats_t st = {.struct_size = sizeof(st)};
+  LW_ASSERT_OK(lw_worker_stats(w, &st));
+  return st.child[0].tasks_run;
+}
+
+static lw_status_t complete_one_then_submit(lw_orch_t *o, void *user) {
+  bound_job_t *j = user;
+  j->run_before = chip0_tasks_run();
+  LW_RETURN_IF_ERROR(submit_alone(o, j, 1, 0));
+  LW_RETURN_IF_ERROR(submit_alone(o, j, 2, 1));
+  // The chip runs its tasks in order and pushes a task's completion before it takes the next:
+  // task 2 recorded, so task 1's completion is in the ring.
+  wait_logged(j->s, 2);
+  j->kicks_before = atomic_load(&w->sched.kick_seq);
+  for (int k = 0; k < (int)LW_SCHED_DRAIN_EVERY; ++k) {
+    LW_RETURN_IF_ERROR(submit_alone(o, j, 3 + k, 2 + k));
+  }
+  j->run_after = chip0_tasks_run();
+  j->kicks_after = atomic_load(&w->sched.kick_seq);
+  return LW_OK;
+}
+
+Test(drainers, a_completion_in_the_ring_is_drained_within_the_submits_that_may_defer_it,
+     .timeout = 60) {
+  make_worker(1, 0);
+  bound_job_t j = {.record = wreg("record"), .s = new_shared()};
+  j.bufs = lw_worker_alloc(w, 64 * (2 + LW_SCHED_DRAIN_EVERY));
+  cr_assert_not_null(j.bufs);
+  int conclusive = 0;
+  for (int attempt = 0; attempt < 40 && conclusive < 5; ++attempt) {
+    memset(j.s->log, 0, sizeof(j.s->log));
+    lw_run_report_t rep;
+    LW_ASSERT_OK(lw_worker_run(w, complete_one_then_submit, &j, &rep));
+    cr_assert_eq(rep.n_completed, 2 + LW_SCHED_DRAIN_EVERY);
+    if (j.kicks_after != j.kicks_before) continue;  // a pass was the scheduler's
+    conclusive++;
+    cr_assert_geq(j.run_after, j.run_before + 1,
+                  "attempt %d: task 1's completion was still in the ring after %u submits", attempt,
+                  LW_SCHED_DRAIN_EVERY);
+  }
+  cr_assert_gt(conclusive, 0, "no attempt without a kick of the scheduler");
+  lw_worker_free(w, j.s);
+  lw_worker_free(w, j.bufs);
+  destroy_and_check();
+}
