@@ -514,10 +514,7 @@ lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_
   return c;
 }
 
-void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd) {
-  // Read before the post: from then on cmd is the owner's (and may be freed).
-  bool tasks = cmd->kind == LW_DAG_CMD_SUBMIT || cmd->kind == LW_DAG_CMD_GROUP;
-  int64_t now_ns = tasks && cmd->n_tasks > 0 ? cmd->task[cmd->n_tasks - 1].submit_ns : 0;
+void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd, int64_t now_ns) {
   lw_dag_cmd_t *head = atomic_load_explicit(&d->inbox, memory_order_relaxed);
   do {
     cmd->next = head;
@@ -855,6 +852,14 @@ void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns) {
 }
 
 uint32_t lw__dag_n_waiting(const lw_dag_t *d) { return d->n_waiting; }
+
+bool lw__dag_holds_ready(const lw_dag_t *d) {
+  if (d->any_q.n != 0 || d->sub_q.n != 0 || d->groups_head != NULL) return true;
+  for (uint32_t c = 0; c < d->n_chips; ++c) {
+    if (d->chip_q[c].n != 0) return true;
+  }
+  return false;
+}
 
 int64_t lw__dag_now(lw_dag_t *d) {
   if (d->clock_uses == 0) {

@@ -142,9 +142,9 @@ typedef struct lw_dag_hooks {
   const char *(*callable_name)(void *ctx, uint32_t wc, uint64_t wc_id);
   // Wakes the owner: there is work in the inbox (ring), or a run to sweep (stop: a stop
   // may start clocks, e.g. a cancel's grace, that only the scheduler watches). Any thread.
-  // now_ns: a read of the monotonic clock the posting thread made just before the post (a
-  // submit's time), or 0; a pass the ringing thread runs itself may use it as its clock
-  // (lw__dag_set_owner) instead of reading the clock again.
+  // now_ns: lw__dag_post's (a clock read just before the post, or 0); a pass the ringing thread
+  // runs itself may use it as its clock (lw__dag_set_owner) instead of reading the clock again.
+  // Non-zero only for a post of tasks (a submit).
   void (*ring)(void *ctx, int64_t now_ns);
   void (*stop)(void *ctx);
   // Counts a task that reached a child (t->ep set) and is finishing with its final status st,
@@ -222,7 +222,7 @@ typedef struct lw_dag {
   uint32_t n_tasks_cap;
   uint32_t *free_tasks;        // stack of free slot indices
   uint32_t n_free_tasks;
-  uint32_t n_waiting;          // tasks PENDING: waiting for producers (or their group)
+  uint32_t n_waiting;          // tasks PENDING: waiting for producers
   lw_task_queue_t chip_q[LW_MAX_CHIPS];
   lw_task_queue_t any_q;
   lw_task_queue_t sub_q;
@@ -256,17 +256,21 @@ void lw__dag_deinitialize(lw_dag_t *d);
 // contract.
 // now_ns: 0, or a read of the monotonic clock this thread made just before (see below).
 void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns);
-// How many tasks wait (PENDING) for a producer to end, or for the rest of their group: while
-// none does, no completion can make a task ready (the owner's).
+// How many tasks wait (PENDING) for a producer to end: while none does, no completion can
+// make a task ready (the owner's).
 uint32_t lw__dag_n_waiting(const lw_dag_t *d);
+// Whether a READY task or group is still queued (after a dispatch: one waiting for a task frame,
+// which a completion may free). The owner's.
+bool lw__dag_holds_ready(const lw_dag_t *d);
 
 // The owner's clock for per-task reports (the time a task was posted, the time it ended): one
 // read of the monotonic clock serves up to LW_DAG_CLOCK_USES uses, and every pass starts with
 // a fresh read (lw__dag_set_owner), so a report's time is late by at most what the pass did
 // since the read (a few tasks' handling, ~1 us) instead of costing a clock read per use. A pass
 // that a submitter runs right after its post starts from the time of that submit (its
-// lw_dag_task_desc_t.submit_ns, read a few hundred nanoseconds before): the inline path reads
-// the clock once per task, not twice.
+// lw_dag_task_desc_t.submit_ns, read a few hundred nanoseconds before; not when the submit
+// waited for ring slots, parent/orch.c hand_over): the inline path reads the clock once per
+// task, not twice.
 #define LW_DAG_CLOCK_USES 8u
 int64_t lw__dag_now(lw_dag_t *d);
 
@@ -286,8 +290,10 @@ void lw__dag_unreserve(lw_dag_t *d, uint32_t n);
 lw_dag_cmd_t *lw__dag_cmd_new(lw_dag_cmd_kind_t kind, lw_run_t *run, uint32_t n_tasks);
 // Hands cmd to the owner and rings the doorbell. SUBMIT/GROUP: the submitter reserved one slot
 // per task and pinned each task's callable (the DAG drops the pins). The run stays alive at
-// least until its ORCH_DONE is applied.
-void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd);
+// least until its ORCH_DONE is applied. now_ns: 0, or a read of the monotonic clock this
+// thread made just before (a submit's own time, when nothing waited between it and the post),
+// handed to the doorbell (hooks.ring) for a pass it runs.
+void lw__dag_post(lw_dag_t *d, lw_dag_cmd_t *cmd, int64_t now_ns);
 // Whether the run failed (acquire: run->error is then complete and never changes).
 bool lw__dag_run_failed(const lw_run_t *run);
 // Bumps stop_seq and rings: a run stopped (a cancel request); the owner sweeps its queued tasks.

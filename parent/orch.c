@@ -120,14 +120,19 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
     }
   }
   slots_wait_t want = {runs->links.dag, cmd->n_tasks};
-  if (st == LW_OK && !lw__dag_try_reserve(runs->links.dag, cmd->n_tasks) &&
-      !(runs->links.drain_until && runs->links.drain_until(runs->links.ctx, slots_free, &want))) {
-    // The ring is full: slots come back as tasks retire, which needs their completions
-    // drained. This thread drained them itself while it spun (drain_until); now it sleeps, so
-    // it hands the rings back to the scheduler meanwhile (its drainer role).
-    bool held = lw__run_orch_drainer_drop(runs);
-    st = lw__dag_reserve(runs->links.dag, cmd->n_tasks, err);
-    if (held) lw__run_orch_drainer_take(runs);
+  // The submit's time serves as the clock of the pass after the post (lw__dag_post) unless the
+  // submit waited for slots: then it is old (and the wait belongs in the task's wait_ns).
+  int64_t post_ns = cmd->task[cmd->n_tasks - 1].submit_ns;
+  if (st == LW_OK && !lw__dag_try_reserve(runs->links.dag, cmd->n_tasks)) {
+    post_ns = 0;
+    if (!(runs->links.drain_until && runs->links.drain_until(runs->links.ctx, slots_free, &want))) {
+      // The ring is full: slots come back as tasks retire, which needs their completions
+      // drained. This thread drained them itself while it spun (drain_until); now it sleeps, so
+      // it hands the rings back to the scheduler meanwhile (its drainer role).
+      bool held = lw__run_orch_drainer_drop(runs);
+      st = lw__dag_reserve(runs->links.dag, cmd->n_tasks, err);
+      if (held) lw__run_orch_drainer_take(runs);
+    }
   }
   if (st != LW_OK) {
     unpin_all(runs->links.calls, wc, cmd->n_tasks);
@@ -150,7 +155,7 @@ static lw_status_t hand_over(lw_orch_t *o, lw_dag_cmd_t *cmd, lw_callable_handle
   bool traced = lw__trace_on();
   // Cut to the trace's name size (the precision says so, for gcc's truncation check too).
   if (traced) snprintf(name, sizeof(name), "%.*s", (int)sizeof(name) - 1, callable->name);
-  lw__dag_post(runs->links.dag, cmd);
+  lw__dag_post(runs->links.dag, cmd, post_ns);
   if (traced) {
     int64_t t1 = lw__now_ns();
     for (uint32_t i = 0; i < n; ++i) {
@@ -247,7 +252,7 @@ uint64_t lw_orch_last_task(const lw_orch_t *o) { return o ? o->last_task : 0; }
 static lw_status_t post_scope(lw_orch_t *o, lw_dag_cmd_kind_t kind, lw_error_t *err) {
   lw_dag_cmd_t *cmd = lw__dag_cmd_new(kind, o->run, 0);
   if (!cmd) return lw__error_set(err, LW_RESOURCE_EXHAUSTED, -1, 0, "orch: out of memory");
-  lw__dag_post(o->runs->links.dag, cmd);
+  lw__dag_post(o->runs->links.dag, cmd, 0);
   return LW_OK;
 }
 

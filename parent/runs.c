@@ -325,7 +325,7 @@ static void execute_run(lw_runs_t *runs, lw_run_t *run) {
                   "run %llu: orch function returned %s: %s", (unsigned long long)run->run_id,
                   lw_status_name(st), last.code == st ? last.message : "");
   }
-  lw__dag_post(runs->links.dag, done);
+  lw__dag_post(runs->links.dag, done, 0);
 }
 
 // Takes the token for run (runs->mu held) on this thread.
@@ -463,7 +463,7 @@ static void orch_frame_gone(lw_runs_t *runs) {
                   "run %llu: its orch function never returned (a longjmp out of it?); the run "
                   "was stopped (docs/api.md, \"Exceptions and longjmp\")",
                   (unsigned long long)run->run_id);
-    lw__dag_post(runs->links.dag, done);
+    lw__dag_post(runs->links.dag, done, 0);
   }
   release_token(runs);
   lw__handle_unref(&run->handle);

@@ -1048,12 +1048,21 @@ static bool drain_all(lw_sched_t *sched, pending_work_t *pw) {
   return did;
 }
 
-// Whether a submitter's pass may leave the completion rings to a later pass (sched.h,
-// LW_SCHED_DRAIN_EVERY). The token held, the DAG just stepped.
+// A stop (a cancel, a run's failure, cancel_all) the passes have not acted on yet: its pass
+// drains first, so a task that already ended is not taken for one still running.
+static bool stop_pending(const lw_sched_t *sched) {
+  return atomic_load(sched->links.cancel_all_seq) != sched->cancel_all_seen ||
+         atomic_load(&sched->links.dag->stop_seq) != sched->cancel_stop_seen;
+}
+
+// Whether a submitter's pass, having dispatched, may leave the completion rings to a later pass
+// (sched.h, LW_SCHED_DRAIN_EVERY). The token held.
 static bool may_defer_drain(const lw_sched_t *sched) {
   if (sched->drains_deferred + 1 >= LW_SCHED_DRAIN_EVERY) return false;
   if (sched->links.n_chips != 1 || sched->links.n_subs > 1) return false;
-  if (lw__dag_n_waiting(sched->links.dag) != 0) return false;
+  if (lw__dag_n_waiting(sched->links.dag) != 0 || lw__dag_holds_ready(sched->links.dag)) {
+    return false;
+  }
   for (uint32_t s = 0; s < sched->n_children; ++s) {
     if (sched->child[s].busy >= LW_MB_TASK_FRAMES / 4 * 3) return false;
   }
@@ -1075,12 +1084,18 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, b
   }
   lw__dag_set_owner(sched->links.dag, now_ns);
   bool did = lw__dag_step(sched->links.dag, &out->finished);
-  if (now_ns > 0 && may_defer_drain(sched)) {
-    sched->drains_deferred++;
-  } else {
-    did |= drain_all(sched, out);
+  // A submitter's pass (now_ns > 0) with no stop to act on dispatches what its post made ready,
+  // then reads the rings only when the DAG still holds work a completion could move.
+  bool drain = now_ns == 0 || stop_pending(sched);
+  if (!drain) {
+    did |= sweep_dispatch_cancel(sched, out);
+    drain = !may_defer_drain(sched);
+    if (!drain) sched->drains_deferred++;
   }
-  did |= sweep_dispatch_cancel(sched, out);
+  if (drain) {
+    did |= drain_all(sched, out);
+    did |= sweep_dispatch_cancel(sched, out);
+  }
   take_due_unregisters(sched, out);
   lw__sched_pass_unlock(sched);
   if (progress) *progress = did;

@@ -3,13 +3,13 @@
 // (pass_mu), its epoll set (epoll_fd: the wake eventfd, every child's pidfd, the fork servers'
 // sockets), the sleep handshake with the children and the kicking threads (kick_seq, sleeping, the
 // mailboxes' sleeping flags), and what its passes remember (cancel_all_seen). Its thread is
-// the DAG's owner (parent/dag.h). Each pass drains every child's completion ring, applies the
-// DAG's inbox (lw__dag_step), sweeps the queued tasks of stopped runs, dispatches ready tasks
-// into free task frames (its per-child records, lw_sched_child_t), writes cancel
-// words and escalates kernels that ignore them, watches heartbeats, and notices a child's
-// death: it fails the dead child's work and hands the endpoint to the supervisor
-// (parent/supervise.h). Work found in a pass (settled runs, complete ops, due unregisters)
-// is handed on once the lock is dropped.
+// the DAG's owner (parent/dag.h). Each pass drains every child's completion ring (a
+// submitter's pass may leave them for later: LW_SCHED_DRAIN_EVERY), applies the DAG's inbox
+// (lw__dag_step), sweeps the queued tasks of stopped runs, dispatches ready tasks into free task
+// frames (its per-child records, lw_sched_child_t), writes cancel words and escalates kernels that
+// ignore them, watches heartbeats, and notices a child's death: it fails the dead child's work and
+// hands the endpoint to the supervisor (parent/supervise.h). Work found in a pass (settled runs,
+// complete ops, due unregisters) is handed on once the lock is dropped.
 // Lifecycle: lw__sched_initialize (lw_worker_create, before the DAG: the token, the records) ->
 // lw__sched_start (once the children are READY) -> lw__sched_stop (lw_worker_destroy, after
 // the children left or were killed: it sets exit, wakes the thread and joins it; the epoll fd
@@ -158,23 +158,25 @@ bool lw__sched_other_chip_free(lw_sched_t *sched, int32_t chip);
 void lw__sched_stop(lw_sched_t *sched);
 // Runs one owner's pass on the calling thread (a submitter, right after posting to the DAG's
 // inbox) when no pass is under way: applies the inbox, drains the children's completion
-// rings, sweeps, dispatches. Saves the hand-off to the scheduler thread (and waking it) when
-// the caller can do the work itself. Returns false, having done nothing, when a pass was under
-// way (the token busy) or the scheduler is stopping: the caller then kicks the scheduler. No lock
-// held on entry. now_ns: 0, or the submit's read of the monotonic clock, the pass's clock
-// (lw__dag_set_owner).
+// rings (with now_ns > 0 only when it must: LW_SCHED_DRAIN_EVERY), sweeps, dispatches. Saves the
+// hand-off to the scheduler thread (and waking it) when the caller can do the work itself. Returns
+// false, having done nothing, when a pass was under way (the token busy) or the scheduler is
+// stopping: the caller then kicks the scheduler. No lock held on entry. now_ns: 0, or the submit's
+// read of the monotonic clock (lw__dag_post's), the pass's clock (lw__dag_set_owner).
 bool lw__sched_assist(lw_sched_t *sched, int64_t now_ns);
 
-// A submitter's pass (lw__sched_assist with now_ns > 0) leaves the children's completion rings
-// to a later pass when nothing it decides could depend on them: no task waits for a producer
-// (lw__dag_n_waiting), the worker has one chip and at most one sub child (no placement compares
-// children's loads, and elision's "another chip is free" has no other chip to ask about), every
-// child has a quarter of its task frames free or more, and fewer than LW_SCHED_DRAIN_EVERY - 1
-// passes in a row left them. A completion then waits at most that many submits (or for the
-// scheduler's look, or the caller's wait, which always drain), and the entries are read
-// together, their cache-line transfers overlapping, instead of one transfer waited for after
-// every submit. A task's end (its report's host time, a failure stopping the run) is seen when
-// it is drained.
+// A submitter's pass (lw__sched_assist with now_ns > 0) with no stop to act on dispatches what
+// its post made ready, then leaves the children's completion rings to a later pass when no
+// decision could depend on them: no task waits for a producer (lw__dag_n_waiting) and none that
+// is ready waits for a frame (lw__dag_holds_ready), the worker has one chip and at most one sub
+// child (no placement compares children's loads, and elision's "another chip is free" has no
+// other chip to ask about), every child has more than a quarter of its task frames free, and
+// fewer than LW_SCHED_DRAIN_EVERY - 1 passes in a row left them. A completion in a ring then
+// waits for at most that many submits (or, when the orch function stops submitting, for the
+// scheduler's look once a millisecond or the caller's wait, which always drain), and the entries
+// are read together, their cache-line transfers overlapping, instead of one transfer waited
+// for after every submit. A task's end is seen when it is drained: its report's host_ns counts
+// up to then, and a failure stops the run (refusing further submits) from then.
 #define LW_SCHED_DRAIN_EVERY 8u
 
 // A thread that will drain the children's rings itself for a while, in its own passes: a waiting

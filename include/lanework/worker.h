@@ -111,7 +111,8 @@ typedef struct lw_run_report {
 // queue_ns, kernel_ns and host_ns 0. A task whose child died before it reported has queue_ns
 // and kernel_ns 0 (the child never handed them back) and host_ns up to the death. On a worker of
 // one chip, an orch function submitting in a stream may leave completions in their ring for up
-// to 8 submits before it reads them together: host_ns then includes that wait.
+// to 8 submits before it reads them together (or, when it stops submitting, up to ~1 ms):
+// host_ns then includes that wait.
 typedef enum lw_task_kind {
   LW_TASK_CHIP = 1,  // lw_orch_submit_next_level(_group): a chip kernel
   LW_TASK_SUB = 2,   // lw_orch_submit_sub: a sub function
@@ -127,7 +128,8 @@ typedef struct lw_task_report {
   lw_status_t status;   // LW_OK, or why it failed (TASK_FAILED, POISONED, CHILD_EXITED, ...)
   uint32_t reserved;
   uint64_t submit_ns;   // when the orch function submitted it (absolute)
-  uint64_t wait_ns;     // submit -> dispatch, in the parent: dependencies and free task frames
+  uint64_t wait_ns;     // submit -> dispatch, in the parent: dependencies, free task frames, a
+                        // full task ring
   uint64_t queue_ns;    // in the child: handed to its run lane -> kernel start (0 when the
                         // run lane, idle, took the task itself: it starts at once)
   uint64_t kernel_ns;   // kernel start -> end, measured by the child

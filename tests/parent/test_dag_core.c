@@ -186,7 +186,7 @@ static void post_task(lw_run_t *run, lw_mb_task_kind_t kind, int32_t worker, uin
   lw_dag_cmd_t *c = lw__dag_cmd_new(LW_DAG_CMD_SUBMIT, run, 1);
   cr_assert_not_null(c);
   fill_desc(&c->task[0], kind, worker, wc, n, a);
-  lw__dag_post(&d, c);
+  lw__dag_post(&d, c, 0);
 }
 
 #define NACC(...) ((uint32_t)(sizeof((acc_t[]){__VA_ARGS__}) / sizeof(acc_t)))
@@ -199,7 +199,7 @@ static void post_task(lw_run_t *run, lw_mb_task_kind_t kind, int32_t worker, uin
 static void post_simple(lw_dag_cmd_kind_t kind, lw_run_t *run) {
   lw_dag_cmd_t *c = lw__dag_cmd_new(kind, run, 0);
   cr_assert_not_null(c);
-  lw__dag_post(&d, c);
+  lw__dag_post(&d, c, 0);
 }
 
 // Reserves n slots and posts a group of n kernels (chips 0, 1, 0, ...), one buffer each.
@@ -211,7 +211,7 @@ static void post_group(lw_run_t *run, uint32_t n, const uint32_t *wc, const acc_
   for (uint32_t i = 0; i < n; ++i) {
     fill_desc(&c->task[i], LW_MB_TASK_KERNEL, (int32_t)(i % 2), wc[i], 1, &acc[i]);
   }
-  lw__dag_post(&d, c);
+  lw__dag_post(&d, c, 0);
 }
 
 static void post_orch_done(lw_run_t *run, lw_status_t st, const char *msg) {
@@ -219,7 +219,7 @@ static void post_orch_done(lw_run_t *run, lw_status_t st, const char *msg) {
   cr_assert_not_null(c);
   c->status = st;
   if (st != LW_OK) lw__error_set(&c->error, st, -1, 0, "%s", msg);
-  lw__dag_post(&d, c);
+  lw__dag_post(&d, c, 0);
 }
 
 // The DAG's count of waiting tasks (lw__dag_n_waiting: what lets a submitter's pass leave the
@@ -1089,11 +1089,11 @@ static void *submitter(void *arg) {
     acc_t a = {0x100000u + (uintptr_t)i * 64u, LW_TAG_OUTPUT};
     fill_desc(&c->task[0], sub ? LW_MB_TASK_SUB : LW_MB_TASK_KERNEL, sub ? -1 : (int32_t)(i % 3),
               1 + i % 3, 1, &a);
-    lw__dag_post(&d, c);
+    lw__dag_post(&d, c, 0);
   }
   lw_dag_cmd_t *done = lw__dag_cmd_new(LW_DAG_CMD_ORCH_DONE, run, 0);
   if (!done) abort();
-  lw__dag_post(&d, done);
+  lw__dag_post(&d, done, 0);
   return NULL;
 }
 

@@ -214,25 +214,33 @@ Test(drainers, a_wait_from_the_token_holder_does_not_drain, .timeout = 60) {
 // On a worker of one chip, the orch function's passes after its submits may leave the children's
 // completions in their rings for later (parent/sched.h, LW_SCHED_DRAIN_EVERY), for no more than
 // that many passes: once a task's completion is in the ring, it is drained (the chip's tasks_run
-// counts it) within LW_SCHED_DRAIN_EVERY further submits. An attempt in which a submit's pass did
-// not run on the orch thread (the token was busy, so the submit kicked the scheduler: kick_seq
-// moved) is inconclusive: the scheduler's pass then decides when the ring is read.
+// counts it) within LW_SCHED_DRAIN_EVERY further submits. An attempt proves nothing, and is
+// not counted, when the completion was drained before those submits (by the scheduler's look,
+// or a pass of the orch thread's own), or when a submit's pass did not run on the orch thread
+// (the token was busy, so the submit kicked the scheduler: kick_seq moved).
 typedef struct bound_job {
-  lw_callable_handle_t record;
+  lw_callable_handle_t record, gate;
   shared_state_t *s;
   uint8_t *bufs;  // 64-byte buffers, one for each task of a run
   uint64_t kicks_before, kicks_after;
-  uint64_t run_before, run_after;  // the chip's tasks_run: at the start, after the submits
+  uint64_t wakes_before, wakes_after;  // the scheduler's (frame_test)
+  // The chip's tasks_run: at the start, before the submits that may defer, after them.
+  uint64_t run_start, run_before, run_after;
 } bound_job_t;
 
-static lw_status_t submit_alone(lw_orch_t *o, const bound_job_t *j, int64_t value, int k) {
+static lw_status_t submit_alone_on(lw_orch_t *o, const bound_job_t *j, int64_t value, int k,
+                                   int32_t chip) {
   lw_args_t a;
   lw_args_init(&a);
   LW_RETURN_IF_ERROR(lw_args_add_scalar(&a, (uint64_t)value));
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->s->log, sizeof(j->s->log), LW_TAG_NO_DEP));
   // A buffer of its own: no task of the run waits for another (lw__dag_n_waiting stays 0).
   LW_RETURN_IF_ERROR(lw_args_add_tensor(&a, j->bufs + 64 * k, 64, LW_TAG_OUTPUT));
-  return lw_orch_submit_next_level(o, j->record, &a, NULL, 0);
+  return lw_orch_submit_next_level(o, j->record, &a, NULL, chip);
+}
+
+static lw_status_t submit_alone(lw_orch_t *o, const bound_job_t *j, int64_t value, int k) {
+  return submit_alone_on(o, j, value, k, 0);
 }
 
 static uint64_t chip0_tasks_run(void) {
@@ -243,13 +251,14 @@ static uint64_t chip0_tasks_run(void) {
 
 static lw_status_t complete_one_then_submit(lw_orch_t *o, void *user) {
   bound_job_t *j = user;
-  j->run_before = chip0_tasks_run();
+  j->run_start = chip0_tasks_run();
   LW_RETURN_IF_ERROR(submit_alone(o, j, 1, 0));
   LW_RETURN_IF_ERROR(submit_alone(o, j, 2, 1));
   // The chip runs its tasks in order and pushes a task's completion before it takes the next:
   // task 2 recorded, so task 1's completion is in the ring.
   wait_logged(j->s, 2);
   j->kicks_before = atomic_load(&w->sched.kick_seq);
+  j->run_before = chip0_tasks_run();
   for (int k = 0; k < (int)LW_SCHED_DRAIN_EVERY; ++k) {
     LW_RETURN_IF_ERROR(submit_alone(o, j, 3 + k, 2 + k));
   }
@@ -270,13 +279,73 @@ Test(drainers, a_completion_in_the_ring_is_drained_within_the_submits_that_may_d
     lw_run_report_t rep;
     LW_ASSERT_OK(lw_worker_run(w, complete_one_then_submit, &j, &rep));
     cr_assert_eq(rep.n_completed, 2 + LW_SCHED_DRAIN_EVERY);
-    if (j.kicks_after != j.kicks_before) continue;  // a pass was the scheduler's
+    // Task 1 drained already, or a pass was the scheduler's.
+    if (j.run_before != j.run_start || j.kicks_after != j.kicks_before) continue;
     conclusive++;
-    cr_assert_geq(j.run_after, j.run_before + 1,
+    cr_assert_geq(j.run_after, j.run_start + 1,
                   "attempt %d: task 1's completion was still in the ring after %u submits", attempt,
                   LW_SCHED_DRAIN_EVERY);
   }
-  cr_assert_gt(conclusive, 0, "no attempt without a kick of the scheduler");
+  cr_assert_gt(conclusive, 0, "no attempt left task 1 in the ring without a kick");
+  lw_worker_free(w, j.s);
+  lw_worker_free(w, j.bufs);
+  destroy_and_check();
+}
+
+// A ready task that waits for a task frame is a reason to read the rings: a submitter's pass
+// that finds one queued after its dispatch drains, which may free the frame, and dispatches
+// again. Here an LW_ANY_CHIP task waits because the one chip holds 16 tasks (a gate and 15
+// records behind it); the gate opens and those end, but nobody drains (the orch function waits,
+// submitting nothing); then one more submit: its pass must post the waiting task. An attempt
+// counts only when nothing was drained before that submit (so the waiting task was still
+// queued) and the scheduler neither woke nor was kicked from that submit until the task ran
+// (so the submit's pass posted it); without the drain for it, only the scheduler's look posts
+// it and no attempt counts.
+// Records behind the gate: with it, the 16 tasks on the chip an LW_ANY_CHIP task waits behind.
+#define FRAME_TEST_HELD 15
+
+static lw_status_t ready_task_waits_for_a_frame(lw_orch_t *o, void *user) {
+  bound_job_t *j = user;
+  j->run_start = chip0_tasks_run();
+  LW_RETURN_IF_ERROR(lw_test_submit_gate(o, j->gate, &j->s->gate, &j->s->entered, NULL, 0));
+  for (int k = 0; k < FRAME_TEST_HELD; ++k) {
+    LW_RETURN_IF_ERROR(submit_alone(o, j, 100 + k, k));
+  }
+  LW_RETURN_IF_ERROR(submit_alone_on(o, j, 1, FRAME_TEST_HELD, LW_ANY_CHIP));
+  atomic_store(&j->s->gate, 1);
+  wait_logged(j->s, 100 + FRAME_TEST_HELD - 1);
+  j->run_before = chip0_tasks_run();
+  j->kicks_before = atomic_load(&w->sched.kick_seq);
+  j->wakes_before = atomic_load(&w->sched.n_wakes);
+  LW_RETURN_IF_ERROR(submit_alone(o, j, 2, FRAME_TEST_HELD + 1));
+  wait_logged(j->s, 1);
+  j->wakes_after = atomic_load(&w->sched.n_wakes);
+  j->kicks_after = atomic_load(&w->sched.kick_seq);
+  return LW_OK;
+}
+
+Test(drainers, a_submits_pass_drains_when_a_ready_task_waits_for_a_frame, .timeout = 60) {
+  make_worker(1, 0);
+  bound_job_t j = {.record = wreg("record"), .gate = wreg("gate"), .s = new_shared()};
+  j.bufs = lw_worker_alloc(w, 64 * (FRAME_TEST_HELD + 2));
+  cr_assert_not_null(j.bufs);
+  int conclusive = 0;
+  for (int attempt = 0; attempt < 40 && conclusive < 3; ++attempt) {
+    memset(j.s->log, 0, sizeof(j.s->log));
+    atomic_store(&j.s->gate, 0);
+    atomic_store(&j.s->entered, 0);
+    lw_run_report_t rep;
+    LW_ASSERT_OK(lw_worker_run(w, ready_task_waits_for_a_frame, &j, &rep));
+    cr_assert_eq(rep.n_completed, FRAME_TEST_HELD + 3);
+    cr_assert_gt(log_pos(j.s, 1), log_pos(j.s, 100 + FRAME_TEST_HELD - 1),
+                 "the waiting task ran before the ones ahead of it");
+    if (j.run_before == j.run_start && j.kicks_after == j.kicks_before &&
+        j.wakes_after == j.wakes_before) {
+      conclusive++;
+    }
+  }
+  cr_assert_gt(conclusive, 0,
+               "in no attempt did the next submit's pass post the task waiting for a frame");
   lw_worker_free(w, j.s);
   lw_worker_free(w, j.bufs);
   destroy_and_check();
