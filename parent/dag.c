@@ -847,9 +847,18 @@ lw_status_t lw__dag_initialize(lw_dag_t *d, uint32_t n_tasks, uint32_t n_chips,
 void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns) {
   d->owner = pthread_self();
   d->has_owner = true;
-  d->clock_ns = now_ns;
-  d->clock_uses = now_ns > 0 ? LW_DAG_CLOCK_USES : 0;
+  // A time read before this thread took the token may be older than one a pass before used:
+  // then it is not taken, so the clock the passes use never goes back (a task's end is never
+  // stamped before its post).
+  if (now_ns > 0 && now_ns >= d->clock_ns) {
+    d->clock_ns = now_ns;
+    d->clock_uses = LW_DAG_CLOCK_USES;
+  } else {
+    d->clock_uses = 0;  // clock_ns keeps the last time used, for the check above
+  }
 }
+
+void lw__dag_clock_expire(lw_dag_t *d) { d->clock_uses = 0; }
 
 uint32_t lw__dag_n_waiting(const lw_dag_t *d) { return d->n_waiting; }
 

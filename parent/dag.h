@@ -256,6 +256,9 @@ void lw__dag_deinitialize(lw_dag_t *d);
 // contract.
 // now_ns: 0, or a read of the monotonic clock this thread made just before (see below).
 void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns);
+// The next lw__dag_now reads the clock (a pass that posted tasks and is about to drain: a task
+// that ends that soon must not read as ended when it was posted). The owner's.
+void lw__dag_clock_expire(lw_dag_t *d);
 // How many tasks wait (PENDING) for a producer to end: while none does, no completion can
 // make a task ready (the owner's).
 uint32_t lw__dag_n_waiting(const lw_dag_t *d);
@@ -269,8 +272,8 @@ bool lw__dag_holds_ready(const lw_dag_t *d);
 // since the read (a few tasks' handling, ~1 us) instead of costing a clock read per use. A pass
 // that a submitter runs right after its post starts from the time of that submit (its
 // lw_dag_task_desc_t.submit_ns, read a few hundred nanoseconds before; not when the submit
-// waited for ring slots, parent/orch.c hand_over): the inline path reads the clock once per
-// task, not twice.
+// waited for ring slots, parent/orch.c hand_over, nor when a pass since used a later time): the
+// inline path reads the clock once per task, not twice. The passes' clock never goes back.
 #define LW_DAG_CLOCK_USES 8u
 int64_t lw__dag_now(lw_dag_t *d);
 

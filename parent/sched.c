@@ -1055,11 +1055,17 @@ static bool stop_pending(const lw_sched_t *sched) {
          atomic_load(&sched->links.dag->stop_seq) != sched->cancel_stop_seen;
 }
 
+// Whether the worker's shape lets a submitter's pass leave the rings (sched.h,
+// LW_SCHED_DRAIN_EVERY): one chip, at most one sub child. Otherwise its passes drain first, as
+// every other pass does.
+static bool worker_may_defer_drains(const lw_sched_t *sched) {
+  return sched->links.n_chips == 1 && sched->links.n_subs <= 1;
+}
+
 // Whether a submitter's pass, having dispatched, may leave the completion rings to a later pass
 // (sched.h, LW_SCHED_DRAIN_EVERY). The token held.
 static bool may_defer_drain(const lw_sched_t *sched) {
   if (sched->drains_deferred + 1 >= LW_SCHED_DRAIN_EVERY) return false;
-  if (sched->links.n_chips != 1 || sched->links.n_subs > 1) return false;
   if (lw__dag_n_waiting(sched->links.dag) != 0 || lw__dag_holds_ready(sched->links.dag)) {
     return false;
   }
@@ -1086,10 +1092,11 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, b
   bool did = lw__dag_step(sched->links.dag, &out->finished);
   // A submitter's pass (now_ns > 0) with no stop to act on dispatches what its post made ready,
   // then reads the rings only when the DAG still holds work a completion could move.
-  bool drain = now_ns == 0 || stop_pending(sched);
+  bool drain = now_ns == 0 || !worker_may_defer_drains(sched) || stop_pending(sched);
   if (!drain) {
     did |= sweep_dispatch_cancel(sched, out);
     drain = !may_defer_drain(sched);
+    if (drain) lw__dag_clock_expire(sched->links.dag);  // it may have posted: see dag.h
     if (!drain) sched->drains_deferred++;
   }
   if (drain) {

@@ -394,3 +394,55 @@ Test(task_reports, a_task_whose_child_was_killed_reports_child_exited_on_its_chi
   lw_handle_release(h);
   destroy_and_check();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Back-pressure
+
+// A task whose submit waited for a slot of the task ring counts that wait in its wait_ns: its
+// dispatch (submit_ns + wait_ns) is no earlier than the moment a slot could come back. Here the
+// ring holds 2 tasks, a gate the test holds and a record behind it on the one chip; the third
+// submit waits until the gate opens and the first task retires. (The submit's own clock read
+// serves the pass after its post only when it did not wait.)
+static lw_status_t third_waits_for_a_slot(lw_orch_t *o, void *user) {
+  job_t *j = user;
+  LW_RETURN_IF_ERROR(submit_gate(o, j, 0));
+  LW_RETURN_IF_ERROR(submit_record(o, j, 2, 0, 0, j->x, LW_TAG_OUTPUT));
+  atomic_store(&j->submitted, 1);  // the next submit waits for a slot
+  LW_RETURN_IF_ERROR(submit_record(o, j, 3, 0, 0, j->y, LW_TAG_OUTPUT));
+  return LW_OK;
+}
+
+static int64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+Test(task_reports, a_submit_that_waited_for_a_ring_slot_counts_the_wait_in_wait_ns, .timeout = 60) {
+  lw_worker_config_t cfg;
+  wt_config(&cfg, 1, 0);
+  cfg.task_ring = 2;
+  wt_create(&cfg);
+  job_t j = new_job();
+  j.gate = wreg("gate");
+  lw_handle_t *h = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, third_waits_for_a_slot, &j, &h));
+  lw_test_wait_nonzero(&j.submitted);
+  lw_test_sleep_us(20000);  // the third submit is most likely waiting by now (not relied on)
+  int64_t opened_at = monotonic_ns();
+  atomic_store(&j.s->gate, 1);
+  LW_ASSERT_OK(lw_handle_wait(h, LW_WAIT_FOREVER));
+  size_t n = 0;
+  lw_task_report_t r[3];
+  LW_ASSERT_OK(lw_handle_run_tasks(h, r, 3, &n));
+  lw_handle_release(h);
+  cr_assert_eq(n, 3);
+  cr_assert_eq(r[2].status, LW_OK);
+  cr_assert_geq((int64_t)(r[2].submit_ns + r[2].wait_ns), opened_at,
+                "task 3 reads dispatched %lld ns before the gate opened, which freed its slot",
+                (long long)(opened_at - (int64_t)(r[2].submit_ns + r[2].wait_ns)));
+  lw_worker_free(w, j.x);
+  lw_worker_free(w, j.y);
+  lw_worker_free(w, j.s);
+  destroy_and_check();
+}
