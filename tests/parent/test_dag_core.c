@@ -1435,3 +1435,17 @@ Test(dag_core, an_elided_consumer_of_a_cancelled_producer_ends_cancelled) {
   cr_assert_eq(report_status(r, 2), LW_CANCELLED, "%s", lw_status_name(report_status(r, 2)));
   cr_assert_eq(r->n_completed, 0);
 }
+
+// The owner's clock (lw__dag_now) never goes back: a pass seeded with a time read before it took
+// the token (a submit's) uses it only when no pass since used a later time.
+Test(dag_core, the_owners_clock_never_goes_back_for_an_older_seed) {
+  make_dag(8, 1, -1);
+  lw__dag_set_owner(&d, 0);
+  int64_t first = lw__dag_now(&d);
+  cr_assert_gt(first, 0);
+  lw__dag_set_owner(&d, first - 1000);  // read before the pass above: not taken
+  int64_t second = lw__dag_now(&d);
+  cr_assert_geq(second, first);
+  lw__dag_set_owner(&d, second + 1);  // newer than any time used: taken as is
+  cr_assert_eq(lw__dag_now(&d), second + 1);
+}
