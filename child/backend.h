@@ -67,6 +67,10 @@ typedef struct lw_backend_run {
   uint64_t trace_run;   // the run span's run and task ids (lanes/trace.h)
   uint64_t trace_task;
   int32_t chip;         // the chip's id in messages and trace events
+  // The run lane's read of the monotonic clock as it started the run, just before the launch
+  // (0: none): a backend that times the kernel on the host may take it as the kernel's start
+  // instead of reading the clock again.
+  int64_t start_ns;
 } lw_backend_run_t;
 
 // Bit for format f in lw_backend_ops_t.formats.

@@ -244,7 +244,8 @@ static lw_status_t sim_launch(void *device, void *module, const lw_kernel_args_t
   ctx.launch = args->launch;
   ctx.fail_text = out->fail_text;
   ctx.fail_bytes = sizeof(out->fail_text);
-  int64_t t0 = lw__now_ns();
+  // The run lane's start, read a few stores before: one clock read per run fewer.
+  int64_t t0 = run->start_ns > 0 ? run->start_ns : lw__now_ns();
   out->kernel_rc = m->image.main(&ctx, args);
   out->end_ns = lw__now_ns();
   out->kernel_wall_ns = (uint64_t)(out->end_ns - t0);
