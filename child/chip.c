@@ -293,8 +293,12 @@ static void run_lane_fn(lw_lane_item_t *item, bool cancelled) {
   if (op->timeout_ns > 0) watchdog_arm(chip, op->cancel_word, gen, op->timeout_ns);
 
   lw_backend_launch_result_t res = {.kernel_rc = 0, .end_ns = 0, .fail_text = ""};
-  lw_backend_run_t brun = {
-      .cancel_word = op->cancel_word, .generation = gen, .chip = dev, .start_ns = t_start};
+  // The start stands for the kernel's only when nothing slow came since: a timed run's watchdog
+  // arm may wake the watchdog's thread (the backend then reads its own).
+  lw_backend_run_t brun = {.cancel_word = op->cancel_word,
+                           .generation = gen,
+                           .chip = dev,
+                           .start_ns = op->timeout_ns > 0 ? 0 : t_start};
   trace_ids(op, &brun.trace_run, &brun.trace_task);
   // A backend may record slices or stalls during launch: name this thread's track the run
   // lane's before the first of them (run_finish names it too, for runs that record nothing).

@@ -256,8 +256,10 @@ void lw__dag_deinitialize(lw_dag_t *d);
 // contract.
 // now_ns: 0, or a read of the monotonic clock this thread made just before (see below).
 void lw__dag_set_owner(lw_dag_t *d, int64_t now_ns);
-// The next lw__dag_now reads the clock (a pass that posted tasks and is about to drain: a task
-// that ends that soon must not read as ended when it was posted). The owner's.
+// The next lw__dag_now reads the clock: a pass whose clock is a submit's time (read before the
+// pass) does this before it drains, so a completion it finds is not stamped with a time from
+// before the parent saw it (nor a task that ended that soon as ended when it was posted).
+// The owner's.
 void lw__dag_clock_expire(lw_dag_t *d);
 // How many tasks wait (PENDING) for a producer to end: while none does, no completion can
 // make a task ready (the owner's).

@@ -453,11 +453,18 @@ static void apply_cancels(lw_sched_t *sched) {
 }
 
 // The owner's part of a pass once the inbox is applied: sweep the stopped runs out of the ready
-// queues, dispatch, write the cancel words of stopped runs' tasks in flight (the token held; the
-// scheduler's pass and a submitter's assist alike). True when it did something.
-static bool sweep_dispatch_cancel(lw_sched_t *sched, pending_work_t *pw) {
+// queues and dispatch (the token held). True when it did something.
+static bool sweep_dispatch(lw_sched_t *sched, pending_work_t *pw) {
   bool progress = lw__dag_sweep_stopped(sched->links.dag, &pw->finished);
   progress |= dispatch(sched, pw);
+  return progress;
+}
+
+// The same, then write the cancel words of stopped runs' tasks in flight: after the rings were
+// drained, so a task whose completion is there is not taken for one still running (the
+// scheduler's pass and a submitter's assist alike).
+static bool sweep_dispatch_cancel(lw_sched_t *sched, pending_work_t *pw) {
+  bool progress = sweep_dispatch(sched, pw);
   apply_cancels(sched);
   return progress;
 }
@@ -1094,12 +1101,16 @@ static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, b
   // then reads the rings only when the DAG still holds work a completion could move.
   bool drain = now_ns == 0 || !worker_may_defer_drains(sched) || stop_pending(sched);
   if (!drain) {
-    did |= sweep_dispatch_cancel(sched, out);
-    drain = !may_defer_drain(sched);
-    if (drain) lw__dag_clock_expire(sched->links.dag);  // it may have posted: see dag.h
+    // No cancel words here: a stop that came meanwhile (a cancel, or a failure this dispatch
+    // raised) is acted on after a drain, below or in the pass its kick brings.
+    did |= sweep_dispatch(sched, out);
+    drain = stop_pending(sched) || !may_defer_drain(sched);
     if (!drain) sched->drains_deferred++;
   }
   if (drain) {
+    // The submit's time is older than the completions found now: their ends get a fresh one
+    // (a task's end is never stamped before the parent saw it; see dag.h).
+    if (now_ns > 0) lw__dag_clock_expire(sched->links.dag);
     did |= drain_all(sched, out);
     did |= sweep_dispatch_cancel(sched, out);
   }

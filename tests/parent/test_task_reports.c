@@ -401,8 +401,9 @@ Test(task_reports, a_task_whose_child_was_killed_reports_child_exited_on_its_chi
 // A task whose submit waited for a slot of the task ring counts that wait in its wait_ns: its
 // dispatch (submit_ns + wait_ns) is no earlier than the moment a slot could come back. Here the
 // ring holds 2 tasks, a gate the test holds and a record behind it on the one chip; the third
-// submit waits until the gate opens and the first task retires. (The submit's own clock read
-// serves the pass after its post only when it did not wait.)
+// submit waits until the gate opens and the first task retires. (Two things keep the submit's
+// own, old clock read from serving as the time of the post: hand_over passes none after a wait
+// for slots, and a pass takes no seed older than a time a pass used; this fails with both gone.)
 static lw_status_t third_waits_for_a_slot(lw_orch_t *o, void *user) {
   job_t *j = user;
   LW_RETURN_IF_ERROR(submit_gate(o, j, 0));
