@@ -494,6 +494,13 @@ void lw__wop_complete(lw_wop_t *op) {
     wc_release(calls, &calls->table[op->wc]);
     ops_gone(calls);
     pthread_mutex_unlock(&calls->mu);
+    lw_wop_t *reg = op->undoes;
+    if (reg) {
+      // Whatever the rollback's own outcome (a chip that died meanwhile has nothing left): the
+      // register's failure stands.
+      (void)lw__handle_finish(&reg->handle, reg->status, &reg->error);
+      lw__handle_unref(&reg->handle);
+    }
     lw__handle_unref(&op->handle);
     return;
   }
@@ -533,6 +540,7 @@ void lw__wop_complete(lw_wop_t *op) {
         memcpy(rollback->gen, op->gen, sizeof(op->gen));
         rollback->next_pending = calls->ops;
         calls->ops = rollback;
+        rollback->undoes = op;  // finishes op's handle; takes op's producer reference
         atomic_fetch_add(&calls->live_ops, 1);
         // No caller holds a rollback's handle: the caller reference is dropped once it has
         // been posted, so that a chip death completing it meanwhile cannot free it under
@@ -547,8 +555,10 @@ void lw__wop_complete(lw_wop_t *op) {
   }
   ops_gone(calls);
   pthread_mutex_unlock(&calls->mu);
-  (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
-  lw__handle_unref(&op->handle);
+  if (!rollback) {
+    (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
+    lw__handle_unref(&op->handle);
+  }
   if (rollback) {
     wop_post(rollback);
     lw__handle_unref(&rollback->handle);
@@ -893,6 +903,10 @@ void lw__callables_fail_ops(lw_callables_t *calls, const lw_error_t *error) {
     }
     if (op->kind != LW_WOP_ROLLBACK) {
       (void)lw__handle_finish(&op->handle, op->status, &op->error);
+    } else if (op->undoes) {
+      // The failed register it was undoing ends with its own failure.
+      (void)lw__handle_finish(&op->undoes->handle, op->undoes->status, &op->undoes->error);
+      lw__handle_unref(&op->undoes->handle);
     }
     lw__handle_unref(&op->handle);
   }

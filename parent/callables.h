@@ -142,6 +142,11 @@ struct lw_wop {
   // run anywhere, so a replay does not give it to a new child (and takes no pin on it), and it
   // is never queued twice.
   bool due;
+  // A rollback: the failed register it undoes, whose handle it finishes when it completes (its
+  // producer reference held until then), so the register's caller sees the failure only once
+  // nothing of it is left on any chip (a same-digest register right after it is not refused
+  // "pending unregister"). NULL otherwise.
+  lw_wop_t *undoes;
 };
 
 // Pins taken ahead for the orch function that holds the worker's orchestrator token

@@ -177,7 +177,9 @@ LW_API uint32_t lw_worker_process_ids(const lw_worker_t *w, int32_t *out, uint32
 LW_API void lw_worker_destroy(lw_worker_t *w);
 
 // Chip callables: registered on every chip child, all-or-nothing (a failure rolls back the
-// children that succeeded and the error names the failing child).
+// children that succeeded and the error names the failing child). A failed register returns,
+// and its handle finishes, once the rollback is done: the same callable may be registered
+// again at once.
 LW_API LW_MUST_USE lw_status_t lw_worker_register(lw_worker_t *w, const lw_callable_t *c,
                                                   lw_callable_handle_t *out);
 LW_API LW_MUST_USE lw_status_t lw_worker_register_async(lw_worker_t *w, const lw_callable_t *c,

@@ -94,6 +94,59 @@ Test(child_death, kill_during_a_register_fails_it_naming_the_chip, .timeout = 60
   fx_destroy(&f);
 }
 
+// A register that failed on one chip (its child killed while the register's prepare is held)
+// and succeeded on another is rolled back there; its handle finishes with the failure only once
+// the rollback is done (no op of the worker's is left when the wait returns), so the same image
+// registers again at once: not refused "pending unregister" by a chip that has tombstoned the
+// callable and not yet freed it (kill_during_a_register_fails_it_naming_the_chip met that now
+// and then).
+Test(child_death, a_failed_register_is_rolled_back_before_its_handle_finishes, .timeout = 60) {
+  char dir[] = "/tmp/lw-rollback-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char entered[64], open_path[64], name[64];
+  snprintf(entered, sizeof(entered), "%s/entered", dir);
+  snprintf(open_path, sizeof(open_path), "%s/open", dir);
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 2, 0);
+  fx_create(&f, &cfg);
+  for (int round = 0; round < 3; ++round) {
+    // Held on both chips until open exists (a name of its own each round: a new callable).
+    unlink(entered);
+    unlink(open_path);
+    lw_callable_t held = lw_test_kernel("prepare_hold");
+    free((void *)held.name);
+    snprintf(name, sizeof(name), "prepare_hold:%s", dir);
+    held.name = strdup(name);
+    cr_assert_not_null(held.name);
+    lw_handle_t *reg = NULL;
+    LW_ASSERT_OK(lw_worker_register_async(f.w, &held, &reg));
+    while (access(entered, F_OK) != 0) lw_test_sleep_us(100);
+    cr_assert_eq(kill(fx_pid(&f, 1), SIGKILL), 0);
+    fx_wait_respawned(&f, 1, (uint32_t)round + 1);
+    cr_assert_not(lw_handle_done(reg), "round %d: chip 0 still holds the register", round);
+    FILE *o = fopen(open_path, "w");
+    cr_assert_not_null(o);
+    fclose(o);
+    lw_status_t st = lw_handle_wait(reg, LW_WAIT_FOREVER);
+    cr_assert_eq(st, LW_CHILD_EXITED, "round %d: %s: %s", round, lw_status_name(st),
+                 lw_handle_error(reg)->message);
+    ASSERT_MSG_HAS(lw_handle_error(reg)->message, "chip 1");
+    // The rollback on chip 0 was an op of the worker's: none is left.
+    cr_assert_eq(atomic_load(&f.w->calls.live_ops), 0,
+                 "round %d: the register finished while its rollback was still under way", round);
+    lw_handle_release(reg);
+    // Right away: nothing of the failed register is left on chip 0.
+    lw_callable_handle_t h;
+    LW_ASSERT_OK(lw_worker_register(f.w, &held, &h));
+    LW_ASSERT_OK(lw_worker_unregister(f.w, h));
+    lw_callable_free_loaded(&held);
+  }
+  fx_destroy(&f);
+  unlink(entered);
+  unlink(open_path);
+  rmdir(dir);
+}
+
 Test(child_death, kill_during_a_deferred_unregister_finishes_it, .timeout = 60) {
   lw_worker_config_t cfg;
   fx_config(&cfg, 1, 0);
