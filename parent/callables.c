@@ -558,8 +558,7 @@ void lw__wop_complete(lw_wop_t *op) {
   if (!rollback) {
     (void)lw__handle_finish(&op->handle, op->status, op->status == LW_OK ? NULL : &op->error);
     lw__handle_unref(&op->handle);
-  }
-  if (rollback) {
+  } else {
     wop_post(rollback);
     lw__handle_unref(&rollback->handle);
   }

@@ -1031,16 +1031,6 @@ void lw__sched_stop(lw_sched_t *sched) {
   // lw__sched_deinitialize closes it (lw_worker_destroy, once the supervisor has stopped).
 }
 
-// One owner's pass on a thread other than the scheduler's (the token taken with trylock, so it
-// never waits for a pass under way): applies the DAG's inbox, drains the completion rings of
-// the children it may read, sweeps and dispatches. Deaths, kills, escalations and liveness stay
-// the scheduler's. A child whose death this thread has not seen may be in its respawn, its
-// mailbox being reset by the supervisor: under the token, accepting says its death was not handled
-// yet, so its respawn has not begun, and its ring may be read. only_if_rings: run the pass only
-// when a ring holds something (a waiting caller's polls: the rest is the scheduler's and the
-// submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
-// anything. What it leaves to do outside the token (runs to complete, ops to complete, unregisters
-// to post) is left in *out for the caller to flush.
 // Every child's ring (the token held).
 static bool drain_all(lw_sched_t *sched, pending_work_t *pw) {
   bool did = false;
@@ -1082,6 +1072,16 @@ static bool may_defer_drain(const lw_sched_t *sched) {
   return true;
 }
 
+// One owner's pass on a thread other than the scheduler's (the token taken with trylock, so it
+// never waits for a pass under way): applies the DAG's inbox, drains the completion rings of
+// the children it may read, sweeps and dispatches. Deaths, kills, escalations and liveness stay
+// the scheduler's. A child whose death this thread has not seen may be in its respawn, its
+// mailbox being reset by the supervisor: under the token, accepting says its death was not handled
+// yet, so its respawn has not begun, and its ring may be read. only_if_rings: run the pass only
+// when a ring holds something (a waiting caller's polls: the rest is the scheduler's and the
+// submitters'). Returns whether it ran the pass; *progress (may be NULL) whether it did
+// anything. What it leaves to do outside the token (runs to complete, ops to complete, unregisters
+// to post) is left in *out for the caller to flush.
 // now_ns: the pass's clock (lw__dag_set_owner), 0 for a fresh read; > 0 also says the pass
 // follows a submit (may_defer_drain).
 static bool assist_pass(lw_sched_t *sched, bool only_if_rings, int64_t now_ns, bool *progress,
