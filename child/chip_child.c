@@ -75,8 +75,34 @@ static void pending_remove(control_ctx_t *cc) {
   pthread_mutex_unlock(&pending_mu);
 }
 
-// Binds this process to the chip's NUMA node. Returns the node, -1 when NUMA is unavailable
-// (then nothing is bound), or -2 with err set when the configured node does not exist.
+// Runs this process on the node's CPUs among those it may use now: the mask it inherited from
+// the thread that created the worker (a taskset, a program's own affinity) is never widened.
+// When none of the node's CPUs is allowed the mask stays as it is. numa_run_on_node would
+// replace the mask with the node's CPUs: every chip child of a program run under `taskset -c
+// 0,1` ran on all of a one-node machine's CPUs. Returns whether the node's CPUs could be read.
+static bool run_on_node_within_mask(int node) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  struct bitmask *cpus = numa_allocate_cpumask();
+  if (!cpus) return false;
+  bool ok = numa_node_to_cpus(node, cpus) == 0;
+  if (ok) {
+    cpu_set_t want;
+    CPU_ZERO(&want);
+    for (unsigned i = 0; i < cpus->size && i < CPU_SETSIZE; ++i) {
+      if (numa_bitmask_isbitset(cpus, i) && CPU_ISSET(i, &allowed)) CPU_SET(i, &want);
+    }
+    if (CPU_COUNT(&want) > 0 && !CPU_EQUAL(&want, &allowed)) {
+      (void)sched_setaffinity(0, sizeof(want), &want);
+    }
+  }
+  numa_free_cpumask(cpus);
+  return ok;
+}
+
+// Binds this process to the chip's NUMA node (its CPUs within the inherited mask, its memory).
+// Returns the node, -1 when NUMA is unavailable (then nothing is bound), or -2 with err set
+// when the configured node does not exist.
 static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *err) {
   if (numa_available() < 0) return -1;
   int max = numa_max_node();
@@ -86,7 +112,7 @@ static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *
                   "chip %d: NUMA node %d does not exist (max %d)", cfg->device_id, node, max);
     return -2;
   }
-  if (numa_run_on_node(node) != 0) return -1;
+  if (!run_on_node_within_mask(node)) return -1;
   numa_set_preferred(node);
   // The parent gives each mailbox its own pages (LW_MAILBOX_STRIDE), so this binds no one else's.
   numa_tonode_memory(mb, (sizeof(*mb) + 4095) & ~(size_t)4095, node);
