@@ -9,6 +9,7 @@
 
 #include "child/chip_impl.h"
 #include "child/child_common.h"
+#include "child/placement.h"
 #include "lanes/error.h"
 #include "lanes/sys.h"
 #include "lanes/trace.h"
@@ -420,33 +421,38 @@ static lw__partner_t run_lane_partner(const void *ctx) {
   return poster >= 0 && poster == lw__sys_cpu() ? LW__PARTNER_SAME_CPU : LW__PARTNER_UNKNOWN;
 }
 
-// Placement. A thread woken from a sleep is placed by the kernel; on a VM whose idle vCPUs
-// halt (Firecracker, KVM), a halted vCPU does not count as idle, so a run lane woken by a post
-// lands on the poster's CPU, and the two then take turns on one CPU while the others idle:
-// every hand-off is a yield and a context switch (the empty L3 round trip read 5.3-7.2 us here
-// that way, 2.2-3.0 split). A run lane that takes RUN_LANE_MOVE_AFTER posts in a row on the
-// poster's CPU moves off it once: it leaves that CPU out of its mask for a moment (the kernel
-// moves it to another allowed CPU), then takes its whole mask back, so the kernel stays free to
-// place it anywhere later. Two syscalls per move; a move the kernel undoes costs them again
-// only after as many posts. Not when that CPU is the only one allowed (a pinned chip, a
-// taskset of one). LW_RUN_LANE_MOVE=0 turns it off (for comparisons), =N moves after N posts.
-// Posts taken without a wait (the parent ahead) are looked at one in RUN_LANE_PLACE_EVERY,
-// counting for that many: the look reads the doorbell's line, which the parent writes at every
-// post, and the two can share a CPU that way too (the parent posts ahead while the run lane
-// waits for the CPU, which then finds every post there).
-#define RUN_LANE_MOVE_AFTER 64
+// Placement (child/placement.h, which has the rule): a run lane that takes posts on the
+// poster's CPU moves off it when another CPU has room for it. The move: it leaves that CPU out
+// of its mask for a moment (the kernel moves it to another allowed CPU), then takes its whole
+// mask back, so the kernel stays free to place it anywhere later. Two syscalls per move; a
+// move the kernel undoes costs them again only after as many posts. LW_RUN_LANE_MOVE=0 turns
+// it off (for comparisons), =N looks after N posts. Posts taken without a wait (the parent
+// ahead) are looked at one in RUN_LANE_PLACE_EVERY, counting for that many: the look reads the
+// doorbell's line, which the parent writes at every post, and the two can share a CPU that way
+// too (the parent posts ahead while the run lane waits for the CPU, which then finds every
+// post there). Each look is a trace instant (LW_TRACE_PLACEMENT) on the run lane's track.
 #define RUN_LANE_PLACE_EVERY 8
 
-static int move_after = -1;   // run lane thread only; -1: not read yet
-static int same_cpu_posts;    // run lane thread only
-static uint32_t unplaced_takes;  // run lane thread only: posts taken without a wait, unlooked
+static bool placement_ready;      // run lane thread only
+static lw_placement_t placement;  // run lane thread only
+static uint32_t unplaced_takes;   // run lane thread only: posts taken without a wait, unlooked
 
-static void move_off_cpu(int cpu) {
+// Looks at the machine and moves the calling thread off cpu if the look says so.
+static void look_and_move(int cpu, int32_t dev) {
   cpu_set_t all, without;
   if (sched_getaffinity(0, sizeof(all), &all) != 0) return;
   without = all;
   CPU_CLR(cpu, &without);
-  if (CPU_COUNT(&without) == 0) return;
+  int allowed = CPU_COUNT(&all);
+  int runnable = CPU_COUNT(&without) > 0 ? lw__sys_runnable_threads() : -1;
+  lw_placement_verdict_t v = lw__placement_decide(&placement, runnable, allowed);
+  if (lw__trace_on()) {
+    char detail[LW_TRACE_NAME_BYTES];
+    snprintf(detail, sizeof(detail), "cpu %d: %s, %d/%d", cpu, lw__placement_verdict_name(v),
+             runnable, allowed);
+    lw__trace_instant(LW_TRACE_PLACEMENT, dev, 0, 0, detail);
+  }
+  if (!lw__placement_moves(v)) return;
   if (sched_setaffinity(0, sizeof(without), &without) != 0) return;
   // The mask back; a second try if the first failed (a cpuset change in between): a run lane
   // must not stay shut out of a CPU it was allowed.
@@ -455,23 +461,15 @@ static void move_off_cpu(int cpu) {
 
 // Called by the run lane for the posts it takes: n of them (one, or RUN_LANE_PLACE_EVERY taken
 // without a wait).
-static void place_run_lane(const lw_mailbox_t *mb, int n) {
-  if (move_after < 0) {
+static void place_run_lane(const lw_mailbox_t *mb, int n, int32_t dev) {
+  if (!placement_ready) {
     const char *e = getenv("LW_RUN_LANE_MOVE");
-    move_after = e && *e ? atoi(e) : RUN_LANE_MOVE_AFTER;
-    if (move_after < 0) move_after = 0;
+    lw__placement_init(&placement, e && *e ? atoi(e) : LW_PLACEMENT_MOVE_AFTER);
+    placement_ready = true;
   }
-  if (move_after == 0) return;
   int me = lw__sys_cpu();
   int poster = atomic_load_explicit(&mb->doorbell.poster_cpu, memory_order_relaxed);
-  if (me < 0 || me != poster) {
-    same_cpu_posts = 0;
-    return;
-  }
-  same_cpu_posts += n;
-  if (same_cpu_posts < move_after) return;
-  same_cpu_posts = 0;
-  move_off_cpu(me);
+  if (lw__placement_count(&placement, me, poster, n)) look_and_move(me, dev);
 }
 
 typedef struct run_lane_hook {
@@ -512,7 +510,7 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
         h->c->mb, seq, atomic_load_explicit(&next_frame_hint, memory_order_relaxed));
     if (ahead && ++unplaced_takes == RUN_LANE_PLACE_EVERY) {
       unplaced_takes = 0;
-      place_run_lane(h->c->mb, RUN_LANE_PLACE_EVERY);
+      place_run_lane(h->c->mb, RUN_LANE_PLACE_EVERY, h->chip->cfg.device_id);
     }
     if (!ahead) {
       // A bounded sleep: the mailbox loop wakes the doorbell when it leaves, this only bounds
@@ -523,7 +521,7 @@ static bool run_lane_idle(void *ctx, lw_lane_t *lane) {
       if (atomic_load_explicit(&h->c->mb->doorbell.post_seq, memory_order_acquire) < seq) {
         continue;
       }
-      place_run_lane(h->c->mb, 1);
+      place_run_lane(h->c->mb, 1, h->chip->cfg.device_id);
     }
     pthread_mutex_lock(&take_mu);
     serve_post_locked(h->c, h->chip, seq);

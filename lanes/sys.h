@@ -74,11 +74,18 @@ pid_t lw__sys_clone_quiet(void);
 // lists its threads right after a create finds every lanework thread named lw-*.
 int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), void *arg);
 
-// One CPU relax instruction (pause on x86, yield on arm).
+// How many threads of the whole machine are runnable now (running or waiting for a CPU; the
+// caller included): the fourth field of /proc/loadavg, "runnable/total". -1 when it cannot be
+// read. Three system calls (a few microseconds): for decisions taken now and then, not per
+// task. It counts every CPU's run queue, those outside the caller's affinity mask (another
+// cpuset's) too, so it over-states the load on the CPUs the caller may use, never under-states it.
+int lw__sys_runnable_threads(void);
+
 // The CPU the calling thread runs on now (sched_getcpu: a load from the thread's rseq area
 // with a recent glibc), or -1. A hint: the thread may move at any time.
 int lw__sys_cpu(void);
 
+// One CPU relax instruction (pause on x86, yield on arm).
 static inline void lw__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

@@ -3,6 +3,7 @@
 #include "lanes/sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -138,3 +139,20 @@ int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), 
 }
 
 int lw__sys_cpu(void) { return sched_getcpu(); }
+
+int lw__sys_runnable_threads(void) {
+  // "0.52 0.58 0.59 3/412 12345": the runnable count is the number before the '/'.
+  int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  double a, b, c;
+  int runnable, total;
+  if (sscanf(buf, "%lf %lf %lf %d/%d", &a, &b, &c, &runnable, &total) != 5 || runnable < 0) {
+    return -1;
+  }
+  return runnable;
+}

@@ -72,7 +72,11 @@ typedef enum lw_trace_kind {
   // needed the module.
   LW_TRACE_COMPILE = 20,
   LW_TRACE_LOAD = 21,
-  LW_TRACE_KIND_COUNT_ = 22,
+  // An instant again: a chip child's run lane looked at where it runs (child/placement.h):
+  // "cpu 3: moved off (a cpu idle), 2/2" (the verdict, the machine's runnable threads / the
+  // CPUs it may use).
+  LW_TRACE_PLACEMENT = 22,
+  LW_TRACE_KIND_COUNT_ = 23,
 } lw_trace_kind_t;
 
 #define LW_TRACE_NAME_BYTES 48

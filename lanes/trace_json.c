@@ -38,6 +38,7 @@ static const char *kind_cat(uint16_t k) {
     case LW_TRACE_PROTOCOL: return "protocol violation";
     case LW_TRACE_COMPILE: return "compile";
     case LW_TRACE_LOAD: return "load";
+    case LW_TRACE_PLACEMENT: return "placement";
   }
   return "event";
 }
@@ -255,7 +256,8 @@ static void write_event(lw_json_t *j, const writer_t *w, size_t i) {
   bool span = is_span(e->kind);
   lw__json_begin_object(j);
   lw__json_kv_string(j, "ph", span ? "X" : "i");
-  lw__json_kv_string(j, "cat", span ? kind_cat(e->kind) : "fault");
+  // Instants are faults but for a run lane's look at its placement, which is not one.
+  lw__json_kv_string(j, "cat", span || e->kind == LW_TRACE_PLACEMENT ? kind_cat(e->kind) : "fault");
   if (span) {
     lw__json_kv_string(j, "name", e->name[0] ? e->name : kind_cat(e->kind));
   } else {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -99,4 +100,31 @@ Test(sys, clone_quiet_child_is_invisible_to_wait_and_sends_no_sigchld, .timeout 
   cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 42, "status 0x%x", ws);
   cr_assert_eq(g_sigchld_seen, 0, "a quiet clone must send no SIGCHLD");
   sigaction(SIGCHLD, &old, NULL);
+}
+
+// A thread that spins until told to stop: runnable all the time (running or waiting for a CPU).
+typedef struct spinner {
+  _Atomic int started;
+  _Atomic int stop;
+} spinner_t;
+
+static void *spin_until_stopped(void *arg) {
+  spinner_t *s = arg;
+  atomic_fetch_add(&s->started, 1);
+  while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+  }
+  return NULL;
+}
+
+// The count is the machine's runnable threads: the caller and three threads that never stop
+// running are among them, whatever else the machine runs.
+Test(sys, runnable_threads_counts_the_caller_and_busy_threads, .timeout = 30) {
+  spinner_t s = {0, 0};
+  pthread_t t[3];
+  for (int i = 0; i < 3; ++i) cr_assert_eq(pthread_create(&t[i], NULL, spin_until_stopped, &s), 0);
+  while (atomic_load(&s.started) < 3) sched_yield();
+  int n = lw__sys_runnable_threads();
+  atomic_store(&s.stop, 1);
+  for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
+  cr_assert_geq(n, 4, "runnable threads %d: the caller and 3 spinners at least", n);
 }

@@ -6,6 +6,7 @@
 // And LW_TRACE=path: a program run with it writes the file at exit, from its own process only.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -435,4 +436,58 @@ Test(trace_l3, a_worker_destroyed_during_a_session_keeps_its_events_and_leaves_n
   lw_trace_summary_t sum;
   cr_assert_eq(lw_trace_stop(&sum), LW_OK, "%s", lw_last_error()->message);
   cr_assert_eq(sum.events, 0);
+}
+
+typedef struct many_job {
+  lw_callable_handle_t k;
+  int n;
+} many_job_t;
+
+static lw_status_t many_orch(lw_orch_t *o, void *user) {
+  many_job_t *j = user;
+  for (int i = 0; i < j->n; ++i) LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->k, NULL, NULL, 0));
+  return LW_OK;
+}
+
+// A chip child's run lane that may use one CPU, its poster's (the worker made by a thread
+// allowed that CPU only, whose processes and threads inherit it): after 64 posts in a row on
+// the poster's CPU it looks at where it runs and stays, a placement instant on its own track;
+// none says it moved (child/placement.h).
+Test(trace_l3, a_run_lane_allowed_one_cpu_looks_at_its_placement_and_stays, .timeout = 120) {
+  cpu_set_t before, one;
+  cr_assert_eq(sched_getaffinity(0, sizeof(before), &before), 0);
+  int cpu = sched_getcpu();
+  cr_assert_geq(cpu, 0);
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+  cr_assert_eq(lw_trace_start(path), LW_OK, "%s", lw_last_error()->message);
+  lw_worker_config_t cfg;
+  fx_config(&cfg, 1, 0);
+  fx_create(&f, &cfg);
+  many_job_t j = {.k = fx_reg(&f, "noop"), .n = 300};
+  LW_ASSERT_OK(lw_worker_run(f.w, many_orch, &j, NULL));
+  pid_t chip0 = fx_pid(&f, 0);
+  fx_destroy(&f);
+  cr_assert_eq(lw_trace_stop(NULL), LW_OK, "%s", lw_last_error()->message);
+  cr_assert_eq(sched_setaffinity(0, sizeof(before), &before), 0);
+
+  json_t *doc = tt_load(path);
+  tt_assert_all_named(doc);
+  char want[64];
+  snprintf(want, sizeof(want), "cpu %d: stays on (one cpu allowed), -1/1", cpu);
+  int looks = 0;
+  size_t i;
+  json_t *ev;
+  json_array_foreach(tt_events(doc), i, ev) {
+    if (!tt_is(ev, "i") || strcmp(tt_str(ev, "cat"), "placement") != 0) continue;
+    cr_assert_eq(tt_int(ev, "pid"), chip0);
+    cr_assert_str_eq(tt_thread_name(doc, chip0, tt_int(ev, "tid")), "run lane");
+    cr_assert_str_eq(tt_str(ev, "name"), "placement");
+    cr_assert_str_eq(tt_arg_str(ev, "detail"), want);
+    cr_assert_eq(tt_arg_int(ev, "chip", -1), 0);
+    looks++;
+  }
+  cr_assert_geq(looks, 1, "no placement look in 300 posts on the poster's CPU");
+  json_decref(doc);
 }
