@@ -184,6 +184,39 @@ void lw__task_finish(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t
   d->finishing = false;
 }
 
+// Marks c, an elided consumer posted or queued behind a producer that ended without a result,
+// and the elided consumers queued behind c, and theirs: each waits on its chip for a producer
+// that will never give it a result (failed_id names the task that failed). Transitively, and
+// now, not as each producer ends: the child may report them in any order (a cancel withdraws a
+// queued task before the run lane reports the one ahead of it), and one reported before its
+// producer ended must already know. Iterative over d->mark_stack, so a chain of any length
+// needs no stack; out of memory for it, only c is marked (its own end marks the next).
+static void mark_upstream_failed(lw_dag_t *d, lw_task_t *c, uint64_t failed_id) {
+  c->upstream_failed = failed_id;
+  uint32_t n = 0;
+  lw_task_t *x = c;
+  for (;;) {
+    for (uint32_t i = 0; i < x->n_consumers; ++i) {
+      lw_task_t *y = &d->tasks[x->consumers[i].index];
+      if (y->gen != x->consumers[i].gen || y->state == LW_TS_PENDING || !y->elided ||
+          y->upstream_failed) {
+        continue;
+      }
+      if (n == d->cap_mark) {
+        uint32_t cap = d->cap_mark ? d->cap_mark * 2 : 64;
+        lw_task_t **p = realloc(d->mark_stack, cap * sizeof(*p));
+        if (!p) continue;
+        d->mark_stack = p;
+        d->cap_mark = cap;
+      }
+      y->upstream_failed = failed_id;
+      d->mark_stack[n++] = y;
+    }
+    if (n == 0) return;
+    x = d->mark_stack[--n];
+  }
+}
+
 static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t *err,
                             lw_run_t **finished) {
   if (t->state == LW_TS_FREE || t->state == LW_TS_COMPLETED || t->state == LW_TS_FAILED) {
@@ -256,7 +289,9 @@ static void task_finish_one(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_
     if (c->gen != t->consumers[i].gen) continue;
     if (c->state != LW_TS_PENDING) {
       // An elided consumer is READY or posted already: whatever it ends with, it ends POISONED.
-      if (st != LW_OK && c->elided && !c->upstream_failed) c->upstream_failed = t->task_id;
+      if (st != LW_OK && c->elided && !c->upstream_failed) {
+        mark_upstream_failed(d, c, t->upstream_failed ? t->upstream_failed : t->task_id);
+      }
       continue;
     }
     if (st != LW_OK) {
@@ -896,6 +931,7 @@ void lw__dag_deinitialize(lw_dag_t *d) {
   free(d->tasks);
   free(d->free_tasks);
   free(d->finish_stack);
+  free(d->mark_stack);
   if (d->tmap) lw__tmap_destroy(d->tmap);
   pthread_mutex_destroy(&d->space_mu);
   pthread_cond_destroy(&d->space_cv);

@@ -231,6 +231,8 @@ typedef struct lw_dag {
   // lw__task_finish's work list: the tasks a finish in progress also finishes.
   struct lw_finish_item *finish_stack;
   uint32_t n_finish, cap_finish;
+  lw_task_t **mark_stack;  // mark_upstream_failed's worklist (dag.c)
+  uint32_t cap_mark;
   bool finishing;
 
   // Counters for lw_worker_stats: written by the owner, read by any thread (relaxed; a

@@ -1414,6 +1414,34 @@ Test(dag_core, an_elided_consumer_whose_producer_fails_ends_poisoned_whatever_it
   cr_assert_eq(r->error.code, LW_TASK_FAILED, "the first error stays the producer's");
 }
 
+// A chain 1 -> 2 -> 3 on chip 0, 2 and 3 elided behind 1. Task 1 fails; the child may report 3
+// before 2 (a cancel withdraws queued task 3 while the run lane reports task 2): task 3 ends
+// POISONED all the same, naming task 1, and so does task 2 after it.
+Test(dag_core, an_elided_chain_behind_a_failed_producer_ends_poisoned_in_any_report_order) {
+  make_dag(16, 1, -1);
+  d.elision = true;
+  lw_run_t *r = run_new(1);
+  KERNEL(r, 0, 1, {X, LW_TAG_OUTPUT});
+  KERNEL(r, 0, 2, {X, LW_TAG_INPUT}, {Y, LW_TAG_OUTPUT});
+  KERNEL(r, 0, 3, {Y, LW_TAG_INPUT});
+  step();
+  lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
+  lw_task_t *b = pop_launch_on(&d.chip_q[0], r, 2, 0);
+  lw_task_t *c = pop_launch_on(&d.chip_q[0], r, 3, 0);
+  cr_assert(b->elided && c->elided);
+  finish_failed(a, "kernel returned 7");
+  lw_error_t err;
+  lw__error_set(&err, LW_CANCELLED, 0, 3, "task 3 cancelled before it started");
+  lw__task_finish(&d, c, LW_CANCELLED, &err, &finished);
+  cr_assert_eq(report_status(r, 3), LW_POISONED, "%s", lw_status_name(report_status(r, 3)));
+  finish_ok(b);
+  cr_assert_eq(report_status(r, 1), LW_TASK_FAILED);
+  cr_assert_eq(report_status(r, 2), LW_POISONED);
+  cr_assert_eq(r->n_completed, 0);
+  cr_assert_eq(r->n_failed, 3);
+  cr_assert_eq(r->error.code, LW_TASK_FAILED, "the first error stays the producer's");
+}
+
 Test(dag_core, with_elision_off_a_consumer_waits_in_the_parent) {
   lw_run_t *r = producer_and_consumer(false, 0);
   lw_task_t *a = pop_launch_on(&d.chip_q[0], r, 1, 0);
