@@ -1,4 +1,5 @@
 // child/chip_child.c — the chip-child process loop. See child.h.
+#include <limits.h>
 #include <numa.h>
 #include <sched.h>
 #include <stdio.h>
@@ -80,24 +81,31 @@ static void pending_remove(control_ctx_t *cc) {
 // the thread that created the worker (a taskset, a program's own affinity) is never widened.
 // When none of the node's CPUs is allowed the mask stays as it is. numa_run_on_node would
 // replace the mask with the node's CPUs: every chip child of a program run under `taskset -c
-// 0,1` ran on all of a one-node machine's CPUs. Returns whether the node's CPUs could be read.
+// 0,1` ran on all of a one-node machine's CPUs. libnuma's masks, sized for the machine (a
+// cpu_set_t holds 1024 CPUs). Returns whether the masks could be read.
 static bool run_on_node_within_mask(int node) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  struct bitmask *allowed = numa_allocate_cpumask();
   struct bitmask *cpus = numa_allocate_cpumask();
-  if (!cpus) return false;
-  bool ok = numa_node_to_cpus(node, cpus) == 0;
+  struct bitmask *want = numa_allocate_cpumask();
+  bool ok = allowed && cpus && want && numa_sched_getaffinity(0, allowed) >= 0 &&
+            numa_node_to_cpus(node, cpus) == 0;
   if (ok) {
-    cpu_set_t want;
-    CPU_ZERO(&want);
-    for (unsigned i = 0; i < cpus->size && i < CPU_SETSIZE; ++i) {
-      if (numa_bitmask_isbitset(cpus, i) && CPU_ISSET(i, &allowed)) CPU_SET(i, &want);
+    unsigned n_want = 0;
+    bool same = true;
+    for (unsigned i = 0; i < allowed->size; ++i) {
+      bool in =
+          numa_bitmask_isbitset(allowed, i) && i < cpus->size && numa_bitmask_isbitset(cpus, i);
+      if (in) {
+        numa_bitmask_setbit(want, i);
+        n_want++;
+      }
+      if (in != (bool)numa_bitmask_isbitset(allowed, i)) same = false;
     }
-    if (CPU_COUNT(&want) > 0 && !CPU_EQUAL(&want, &allowed)) {
-      (void)sched_setaffinity(0, sizeof(want), &want);
-    }
+    if (n_want > 0 && !same) (void)numa_sched_setaffinity(0, want);
   }
-  numa_free_cpumask(cpus);
+  if (allowed) numa_free_cpumask(allowed);
+  if (cpus) numa_free_cpumask(cpus);
+  if (want) numa_free_cpumask(want);
   return ok;
 }
 
@@ -113,7 +121,8 @@ static int bind_numa(const lw_chip_config_t *cfg, lw_mailbox_t *mb, lw_error_t *
                   "chip %d: NUMA node %d does not exist (max %d)", cfg->device_id, node, max);
     return -2;
   }
-  if (!run_on_node_within_mask(node)) return -1;
+  // The CPUs may stay as they are (masks unreadable): the memory is bound all the same.
+  (void)run_on_node_within_mask(node);
   numa_set_preferred(node);
   // The parent gives each mailbox its own pages (LW_MAILBOX_STRIDE), so this binds no one else's.
   numa_tonode_memory(mb, (sizeof(*mb) + 4095) & ~(size_t)4095, node);
@@ -435,6 +444,7 @@ static lw__partner_t run_lane_partner(const void *ctx) {
 
 static bool placement_ready;      // run lane thread only
 static lw_placement_t placement;  // run lane thread only
+static int machine_cpus;          // run lane thread only: the online CPUs, read once
 static uint32_t unplaced_takes;   // run lane thread only: posts taken without a wait, unlooked
 
 // Looks at the machine and moves the calling thread off cpu if the look says so.
@@ -445,7 +455,7 @@ static void look_and_move(int cpu, int32_t dev) {
   CPU_CLR(cpu, &without);
   int allowed = CPU_COUNT(&all);
   int runnable = CPU_COUNT(&without) > 0 ? lw__sys_runnable_threads() : -1;
-  lw_placement_verdict_t v = lw__placement_decide(&placement, runnable, allowed);
+  lw_placement_verdict_t v = lw__placement_decide(&placement, runnable, allowed, machine_cpus);
   if (lw__trace_on()) {
     char detail[LW_TRACE_NAME_BYTES];
     snprintf(detail, sizeof(detail), "cpu %d: %s, %d/%d", cpu, lw__placement_verdict_name(v),
@@ -464,7 +474,15 @@ static void look_and_move(int cpu, int32_t dev) {
 static void place_run_lane(const lw_mailbox_t *mb, int n, int32_t dev) {
   if (!placement_ready) {
     const char *e = getenv("LW_RUN_LANE_MOVE");
-    lw__placement_init(&placement, e && *e ? atoi(e) : LW_PLACEMENT_MOVE_AFTER);
+    long after = LW_PLACEMENT_MOVE_AFTER;
+    if (e && *e) {
+      after = strtol(e, NULL, 10);  // out of range: LONG_MIN/MAX, clamped by init
+      if (after > INT_MAX) after = INT_MAX;
+      if (after < 0) after = 0;
+    }
+    lw__placement_init(&placement, (int)after);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    machine_cpus = online > 0 && online < INT_MAX ? (int)online : -1;
     placement_ready = true;
   }
   int me = lw__sys_cpu();

@@ -76,9 +76,9 @@ int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), 
 
 // How many threads of the whole machine are runnable now (running or waiting for a CPU; the
 // caller included): the fourth field of /proc/loadavg, "runnable/total". -1 when it cannot be
-// read. Three system calls (a few microseconds): for decisions taken now and then, not per
-// task. It counts every CPU's run queue, those outside the caller's affinity mask (another
-// cpuset's) too, so it over-states the load on the CPUs the caller may use, never under-states it.
+// read, or reads below 1 (a sandbox that prints 0/0). Three system calls (a few microseconds):
+// for decisions taken now and then, not per task. Every CPU's run queue counts, those outside
+// the caller's affinity mask too: compare it with the machine's CPUs, not the caller's.
 int lw__sys_runnable_threads(void);
 
 // The CPU the calling thread runs on now (sched_getcpu: a load from the thread's rseq area

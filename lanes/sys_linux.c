@@ -149,10 +149,9 @@ int lw__sys_runnable_threads(void) {
   close(fd);
   if (n <= 0) return -1;
   buf[n] = '\0';
-  double a, b, c;
+  // The load averages are skipped as words, not read as numbers (%lf follows LC_NUMERIC). A
+  // count below 1 is none (the caller is runnable): some sandboxes (gVisor) print 0/0.
   int runnable, total;
-  if (sscanf(buf, "%lf %lf %lf %d/%d", &a, &b, &c, &runnable, &total) != 5 || runnable < 0) {
-    return -1;
-  }
+  if (sscanf(buf, "%*s %*s %*s %d/%d", &runnable, &total) != 2 || runnable < 1) return -1;
   return runnable;
 }

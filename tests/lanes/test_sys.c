@@ -117,14 +117,21 @@ static void *spin_until_stopped(void *arg) {
 }
 
 // The count is the machine's runnable threads: the caller and three threads that never stop
-// running are among them, whatever else the machine runs.
+// running are among them, whatever else the machine runs. The most of reads spread over 200 ms:
+// a CPU quota (a CI container's) takes throttled threads off the run queues for part of each
+// period, never for all of it.
 Test(sys, runnable_threads_counts_the_caller_and_busy_threads, .timeout = 30) {
   spinner_t s = {0, 0};
   pthread_t t[3];
   for (int i = 0; i < 3; ++i) cr_assert_eq(pthread_create(&t[i], NULL, spin_until_stopped, &s), 0);
   while (atomic_load(&s.started) < 3) sched_yield();
-  int n = lw__sys_runnable_threads();
+  int most = -1;
+  for (int i = 0; i < 40; ++i) {
+    int n = lw__sys_runnable_threads();
+    if (n > most) most = n;
+    usleep(5000);
+  }
   atomic_store(&s.stop, 1);
   for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
-  cr_assert_geq(n, 4, "runnable threads %d: the caller and 3 spinners at least", n);
+  cr_assert_geq(most, 4, "runnable threads at most %d: the caller and 3 spinners at least", most);
 }

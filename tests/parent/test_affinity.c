@@ -2,6 +2,8 @@
 // created the worker may use (a program run under `taskset`, or one that set its own affinity):
 // binding a chip child to its NUMA node never widens that mask (child/chip_child.c,
 // run_on_node_within_mask). Every thread of every chip child is checked, the run lane included.
+// Where libnuma finds no NUMA support the child binds nothing and the inherited mask is what
+// is checked; on a machine of one CPU the mask checked is that CPU.
 #include <dirent.h>
 #include <sched.h>
 #include <stdlib.h>

@@ -461,6 +461,9 @@ Test(trace_l3, a_run_lane_allowed_one_cpu_looks_at_its_placement_and_stays, .tim
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
   cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+  // The knobs that turn the looks off, or leave posts to the mailbox loop: the defaults here.
+  unsetenv("LW_RUN_LANE_MOVE");
+  unsetenv("LW_RUN_LANE_POSTS");
   cr_assert_eq(lw_trace_start(path), LW_OK, "%s", lw_last_error()->message);
   lw_worker_config_t cfg;
   fx_config(&cfg, 1, 0);
