@@ -74,6 +74,11 @@ pid_t lw__sys_clone_quiet(void);
 // lists its threads right after a create finds every lanework thread named lw-*.
 int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), void *arg);
 
+// Reads a small file (a /proc or /sys one) whole into buf, NUL-terminated: open, one read,
+// close; no stdio, no allocation. Returns the bytes read (> 0), or -1 when it cannot be opened
+// or read nothing. A file longer than bytes - 1 is cut there.
+ssize_t lw__sys_read_small_file(const char *path, char *buf, size_t bytes);
+
 // How many threads of the whole machine are runnable now (running or waiting for a CPU; the
 // caller included): the fourth field of /proc/loadavg, "runnable/total". -1 when it cannot be
 // read, or reads below 1 (a sandbox that prints 0/0). Three system calls (a few microseconds):

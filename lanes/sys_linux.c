@@ -140,15 +140,21 @@ int lw__sys_thread_start(pthread_t *out, const char *name, void *(*fn)(void *), 
 
 int lw__sys_cpu(void) { return sched_getcpu(); }
 
-int lw__sys_runnable_threads(void) {
-  // "0.52 0.58 0.59 3/412 12345": the runnable count is the number before the '/'.
-  int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+ssize_t lw__sys_read_small_file(const char *path, char *buf, size_t bytes) {
+  if (bytes < 2) return -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  char buf[128];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  ssize_t n = read(fd, buf, bytes - 1);
   close(fd);
   if (n <= 0) return -1;
   buf[n] = '\0';
+  return n;
+}
+
+int lw__sys_runnable_threads(void) {
+  // "0.52 0.58 0.59 3/412 12345": the runnable count is the number before the '/'.
+  char buf[128];
+  if (lw__sys_read_small_file("/proc/loadavg", buf, sizeof(buf)) < 0) return -1;
   // The load averages are skipped as words, not read as numbers (%lf follows LC_NUMERIC). A
   // count below 1 is none (the caller is runnable): some sandboxes (gVisor) print 0/0.
   int runnable, total;

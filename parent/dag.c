@@ -190,7 +190,8 @@ void lw__task_finish(lw_dag_t *d, lw_task_t *t, lw_status_t st, const lw_error_t
 // now, not as each producer ends: the child may report them in any order (a cancel withdraws a
 // queued task before the run lane reports the one ahead of it), and one reported before its
 // producer ended must already know. Iterative over d->mark_stack, so a chain of any length
-// needs no stack; out of memory for it, only c is marked (its own end marks the next).
+// needs no stack; out of memory for it, a consumer it could not hold is left unmarked, for its
+// producer's own end to mark (as before the walk).
 static void mark_upstream_failed(lw_dag_t *d, lw_task_t *c, uint64_t failed_id) {
   c->upstream_failed = failed_id;
   uint32_t n = 0;

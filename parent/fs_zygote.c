@@ -3,7 +3,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
 #include <poll.h>
 #include <pthread.h>
@@ -96,13 +95,8 @@ pid_t lw__forkserver_zygote_pid(void) {
 
 // "Threads:" of /proc/self/status; -1 if unknown.
 static int process_threads(void) {
-  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
   char buf[4096];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
+  if (lw__sys_read_small_file("/proc/self/status", buf, sizeof(buf)) < 0) return -1;
   const char *p = strstr(buf, "\nThreads:");
   if (p == NULL) return -1;
   return atoi(p + strlen("\nThreads:"));

@@ -445,7 +445,9 @@ typedef struct many_job {
 
 static lw_status_t many_orch(lw_orch_t *o, void *user) {
   many_job_t *j = user;
-  for (int i = 0; i < j->n; ++i) LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->k, NULL, NULL, 0));
+  for (int i = 0; i < j->n; ++i) {
+    LW_RETURN_IF_ERROR(lw_orch_submit_next_level(o, j->k, NULL, NULL, 0));
+  }
   return LW_OK;
 }
 
