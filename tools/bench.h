@@ -47,6 +47,8 @@ typedef struct lw_bench_opts {
   const char *trace_dir;  // overlap --trace DIR: keep one trial's trace and picture there
   int chips;             // parallel --chips: one worker size (0: both 2 and 4)
   long task_us;          // parallel --task-us: every task's length
+  long run_ms;           // fault --run-ms: the other chip's kernel
+  long fault_ms;         // fault --fault-ms: when the faulting kernel faults
 } lw_bench_opts_t;
 
 // Median of n doubles (sorts a copy).

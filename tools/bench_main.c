@@ -37,6 +37,8 @@ enum {
   K_TRACE,
   K_CHIPS,
   K_TASK_US,
+  K_RUN_MS,
+  K_FAULT_MS,
   K_THREADS,
   K_POLL_US,
 };
@@ -115,6 +117,18 @@ static const lw_cli_opt_t tensors_opts[] = {
     OPT_JSON, OPT_QUIET,
     {.name = "trials", .kind = LW_CLI_INT, .min = 1, .max = 100, .metavar = "N", .def = "10",
      .key = K_TRIALS, .help = "timed runs of each size in each mode"},
+    OPT_END,
+};
+
+static const lw_cli_opt_t fault_opts[] = {
+    OPT_JSON, OPT_QUIET,
+    {.name = "trials", .kind = LW_CLI_INT, .min = 1, .max = 100, .metavar = "N", .def = "3",
+     .key = K_TRIALS, .help = "faults measured (each replaces chip 1's child)"},
+    {.name = "run-ms", .kind = LW_CLI_INT, .min = 2, .max = 60000, .metavar = "MS",
+     .def = "400", .key = K_RUN_MS, .help = "the other chip's kernel runs this long"},
+    {.name = "fault-ms", .kind = LW_CLI_INT, .min = 0, .max = 59999, .metavar = "MS",
+     .def = "100", .key = K_FAULT_MS,
+     .help = "the faulting kernel faults this long after it\nstarts (below --run-ms)"},
     OPT_END,
 };
 
@@ -264,6 +278,13 @@ static const bench_spec_t g_benches[] = {
                "(docs/cuda.md, \"Memory\"). Needs a CUDA device and NVRTC.",
                tensors_opts),
      "cuda tensors copied against mapped (cuda only)", B_SIM_ONLY, lw__bench_tensors, 2},
+    {BENCH_CMD("fault",
+               "A kernel's illegal address on one of two cuda chips sharing a GPU while the\n"
+               "other runs a long kernel (L3): the faulting task fails naming the CUDA error,\n"
+               "its chip child is replaced, the other chip's run finishes (docs/cuda.md,\n"
+               "\"Sticky errors\"). Needs a CUDA device and NVRTC.",
+               fault_opts),
+     "a device fault beside a run on the same GPU (cuda only)", B_SIM_ONLY, lw__bench_fault, 3},
 };
 #define N_BENCHES (sizeof(g_benches) / sizeof(g_benches[0]))
 
@@ -345,6 +366,8 @@ static int bench_on_opt(void *user, const lw_cli_opt_t *opt, const lw_cli_value_
     case K_TRACE: o->trace_dir = v->text; break;
     case K_CHIPS: o->chips = (int)v->n; break;
     case K_TASK_US: o->task_us = v->n; break;
+    case K_RUN_MS: o->run_ms = v->n; break;
+    case K_FAULT_MS: o->fault_ms = v->n; break;
     default: return lw__cli_error(s->cmd, "--%s: no such option key %d", opt->name, opt->key);
   }
   return LW_CLI_OK;
@@ -416,7 +439,8 @@ int lw__tool_bench(int argc, char **argv) {
     return 2;
   }
   lw_bench_opts_t o = {.trials = 5,       .level = b->default_level, .pin = -1,
-                       .register_ms = -1, .backend = "sim",           .task_us = 2000};
+                       .register_ms = -1, .backend = "sim",           .task_us = 2000,
+                       .run_ms = 400,     .fault_ms = 100};
   parse_state_t s = {.cmd = &b->cmd, .o = &o};
   // A re-exec (lw__bench_reexec_with_env) needs the words as given; getopt_long reorders its
   // argv, so it parses a copy.

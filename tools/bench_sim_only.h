@@ -13,5 +13,6 @@ int lw__bench_crash(const lw_bench_opts_t *o);  // bench_crash.c
 int lw__bench_trace(const lw_bench_opts_t *o);  // bench_trace.c
 int lw__bench_parallel(const lw_bench_opts_t *o);  // bench_parallel.c
 int lw__bench_tensors(const lw_bench_opts_t *o);   // bench_tensors.c (cuda only)
+int lw__bench_fault(const lw_bench_opts_t *o);     // bench_fault.c (cuda only)
 
 #endif  // LANEWORK_TOOLS_BENCH_SIM_ONLY_H_

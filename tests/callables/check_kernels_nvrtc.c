@@ -2,10 +2,10 @@
 // compiled by the real NVRTC where the machine has one (no GPU needed): each compiles as the
 // cuda backend compiles it (NVRTC through child/cuda_api.h, lanework/kernel_cuda.h handed to
 // NVRTC in memory from the library's copy with no include folder, a CUBIN for sm_90), and the
-// CUBIN is detected as one and passes its
-// check, defines the entry lw_kernel_main and the stop word lw__cuda_stop the backend looks up
-// (and, for the big program at -DKERNELS=8, its eight extra kernels). Without NVRTC it prints
-// "SKIP: ..." and exits 0; ctest reports the test skipped (SKIP_REGULAR_EXPRESSION).
+// CUBIN is detected as one and passes its check, defines its entry (lw_kernel_main, or the
+// file's name) and the stop word lw__cuda_stop the backend looks up (and, for the big program at
+// -DKERNELS=8, its eight extra kernels). Without NVRTC it prints "SKIP: ..." and exits 0; ctest
+// reports the test skipped (SKIP_REGULAR_EXPRESSION).
 //
 //   check_kernels_nvrtc KERNEL_DIR
 #include <elf.h>
@@ -73,7 +73,7 @@ static int count_symbols(const uint8_t *p, size_t n, const char *name, bool pref
 }
 
 static void check_kernel(const lw_cuda_nvrtc_t *rtc, const char *dir, const char *name,
-                         const char *define, int extra_kernels) {
+                         const char *entry, const char *define, int extra_kernels) {
   char path[4096];
   snprintf(path, sizeof path, "%s/cuda/%s.cu", dir, name);
   size_t bytes = 0;
@@ -116,8 +116,10 @@ static void check_kernel(const lw_cuda_nvrtc_t *rtc, const char *dir, const char
       } else if (lw__image_check_cubin(cubin, n, name, &err) != LW_OK) {
         fail(name, err.message);
       } else {
-        if (count_symbols(cubin, n, "lw_kernel_main", false, STT_FUNC) != 1) {
-          fail(name, "its CUBIN has no kernel lw_kernel_main");
+        if (count_symbols(cubin, n, entry, false, STT_FUNC) != 1) {
+          char what[160];
+          snprintf(what, sizeof what, "its CUBIN has no kernel %s", entry);
+          fail(name, what);
         }
         if (count_symbols(cubin, n, LW_CUDA_STOP_SYMBOL, false, STT_OBJECT) != 1) {
           fail(name, "its CUBIN has no " LW_CUDA_STOP_SYMBOL);
@@ -128,7 +130,7 @@ static void check_kernel(const lw_cuda_nvrtc_t *rtc, const char *dir, const char
                   extra, extra_kernels);
           ++failures;
         }
-        printf("%s: a %zu-byte CUBIN for sm_90 with lw_kernel_main and lw__cuda_stop\n", name, n);
+        printf("%s: a %zu-byte CUBIN for sm_90 with %s and lw__cuda_stop\n", name, n, entry);
       }
     }
     free(cubin);
@@ -152,11 +154,13 @@ int main(int argc, char **argv) {
   int major = 0, minor = 0;
   rtc->nvrtcVersion(&major, &minor);
   printf("NVRTC %d.%d (%s)\n", major, minor, where ? where : "?");
-  check_kernel(rtc, argv[1], "vector_add", NULL, 0);
-  check_kernel(rtc, argv[1], "repeat_vector_add", NULL, 0);
-  check_kernel(rtc, argv[1], "empty", NULL, 0);
-  check_kernel(rtc, argv[1], "hang", NULL, 0);
-  check_kernel(rtc, argv[1], "big_program", "-DKERNELS=8", 8);
+  check_kernel(rtc, argv[1], "vector_add", "lw_kernel_main", NULL, 0);
+  check_kernel(rtc, argv[1], "repeat_vector_add", "lw_kernel_main", NULL, 0);
+  check_kernel(rtc, argv[1], "empty", "lw_kernel_main", NULL, 0);
+  check_kernel(rtc, argv[1], "hang", "lw_kernel_main", NULL, 0);
+  check_kernel(rtc, argv[1], "big_program", "lw_kernel_main", "-DKERNELS=8", 8);
+  check_kernel(rtc, argv[1], "sleep_ms", "sleep_ms", NULL, 0);
+  check_kernel(rtc, argv[1], "fault_after_ms", "fault_after_ms", NULL, 0);
   if (failures) {
     fprintf(stderr, "check_kernels_nvrtc: %d failure(s)\n", failures);
     return 1;

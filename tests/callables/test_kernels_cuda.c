@@ -2,8 +2,9 @@
 // they can be checked without a CUDA compiler (tests/headers/check_kernel_cuda.cmake compiles
 // them against a stand-in of CUDA's built-ins; a device compile needs NVRTC): each file in the
 // kernel folder's cuda/ is taken for CUDA C by AUTO and passes its check, includes
-// lanework/kernel_cuda.h, defines the extern "C" __global__ entry lw_kernel_main the benches
-// register, and polls the stop word where it loops; the big program holds its ~200 kernels; the
+// lanework/kernel_cuda.h, defines the extern "C" __global__ entry the benches register
+// (lw_kernel_main, or the file's name for the two `bench fault` kernels), and polls the stop
+// word where it loops; the big program holds its ~200 kernels; the
 // copy of kernel_cuda.h beside them is the public header.
 #include "callables/image.h"
 #include "callables_test_util.h"
@@ -45,10 +46,17 @@ static size_t count(const char *text, const char *needle) {
 
 static const struct {
   const char *name;
-  bool loops;  // polls the stop word
+  const char *entry;
+  const char *poll;  // how it polls the stop word where it loops; NULL: it does not loop
 } k_kernels[] = {
-    {"vector_add", false}, {"repeat_vector_add", true}, {"empty", false},
-    {"big_program", false}, {"hang", false},
+    {"vector_add", "lw_kernel_main", NULL},
+    {"repeat_vector_add", "lw_kernel_main", "lw_cuda_block_should_stop()"},
+    {"empty", "lw_kernel_main", NULL},
+    {"big_program", "lw_kernel_main", NULL},
+    {"hang", "lw_kernel_main", NULL},
+    // One thread each: the thread's own poll.
+    {"sleep_ms", "sleep_ms", "lw_cuda_should_stop()"},
+    {"fault_after_ms", "fault_after_ms", "lw_cuda_should_stop()"},
 };
 
 Test(kernels_cuda, every_kernel_is_cuda_c_with_the_entry_the_benches_register) {
@@ -68,11 +76,16 @@ Test(kernels_cuda, every_kernel_is_cuda_c_with_the_entry_the_benches_register) {
     lw__image_bytes_release(&out);
     cr_assert_not_null(strstr(src, "#include \"lanework/kernel_cuda.h\"\n"),
                        "%s.cu does not include lanework/kernel_cuda.h", name);
-    cr_assert_eq(count(src, "extern \"C\" __global__ void lw_kernel_main("), 1,
-                 "%s.cu does not define the entry lw_kernel_main once", name);
-    if (k_kernels[i].loops) {
-      cr_assert_not_null(strstr(src, "lw_cuda_block_should_stop()"),
-                         "%s.cu loops without polling the stop word", name);
+    char entry[128];
+    snprintf(entry, sizeof entry, "extern \"C\" __global__ void %s(", k_kernels[i].entry);
+    cr_assert_eq(count(src, entry), 1, "%s.cu does not define the entry %s once", name,
+                 k_kernels[i].entry);
+    if (strcmp(name, "big_program") != 0) {
+      cr_assert_eq(count(src, "__global__"), 1, "%s.cu holds one kernel", name);
+    }
+    if (k_kernels[i].poll) {
+      cr_assert_not_null(strstr(src, k_kernels[i].poll),
+                         "%s.cu loops without polling the stop word (%s)", name, k_kernels[i].poll);
     }
     free(src);
   }

@@ -509,6 +509,46 @@ Test(cli, info_lists_the_cuda_devices_and_how_chips_share_them, .timeout = 60) {
   unsetenv("LW_CUDA_LIBRARY");
 }
 
+// bench fault over the test double of the driver and NVRTC: chip 1's kernel faults while chip
+// 0's runs on the same device; the faulting task fails naming the error, chip 1's child is
+// replaced and runs again, chip 0's run finishes whole. What a GPU run of gpu-check measures
+// (bench_fault_cuda), here through the fake's fault_after_ms and sleep_ms.
+Test(cli, bench_fault_fails_only_the_faulting_chip_over_the_fake_driver, .timeout = 120) {
+  const char *dir = lw_test_path("LW_TEST_FAKE_CUDA_DIR", LW_FAKE_CUDA_DIR);
+  char path[512];
+  snprintf(path, sizeof(path), "%s/libfake_cuda.so", dir);
+  setenv("LW_CUDA_LIBRARY", path, 1);
+  snprintf(path, sizeof(path), "%s/libfake_nvrtc.so", dir);
+  setenv("LW_NVRTC_LIBRARY", path, 1);
+  setenv("LW_NVJITLINK_LIBRARY", "/nonexistent/libnvJitLink.so", 1);
+  result_t r = run(ARGS("bench", "fault", "--json", "--quiet", "--trials", "2", "--run-ms", "300",
+                        "--fault-ms", "50"));
+  cr_assert_eq(r.code, 0, "exit %d; stderr: %s", r.code, r.err);
+  json_t *v = parse_line(last_line(r.out));
+  cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.bench.fault.cuda");
+  cr_assert_eq(json_integer_value(json_object_get(v, "trials")), 2);
+  cr_assert_str_eq(json_string_value(json_object_get(v, "fault_error")),
+                   "CUDA_ERROR_ILLEGAL_ADDRESS");
+  static const char *const checks[] = {"fault_named", "other_chip_ok", "own_chip_only",
+                                       "chip_back", "target_holds"};
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; ++i) {
+    cr_assert(json_is_true(json_object_get(v, checks[i])), "%s: %s", checks[i], r.out);
+  }
+  cr_assert_geq(json_real_value(json_object_get(v, "other_kernel_ms")), 270.0, "%s", r.out);
+  cr_assert(json_real_value(json_object_get(v, "respawn_ms")) > 0.0, "%s", r.out);
+  cr_assert(json_is_null(json_object_get(v, "missed")), "%s", r.out);
+  json_decref(v);
+  result_free(&r);
+  // The fault must come while the other chip runs: refused before anything opens.
+  r = run(ARGS("bench", "fault", "--quiet", "--run-ms", "100", "--fault-ms", "100"));
+  cr_assert_eq(r.code, 2, "exit %d; stderr: %s", r.code, r.err);
+  cr_assert_not_null(strstr(r.err, "--fault-ms 100 must be below --run-ms 100"), "%s", r.err);
+  result_free(&r);
+  unsetenv("LW_CUDA_LIBRARY");
+  unsetenv("LW_NVRTC_LIBRARY");
+  unsetenv("LW_NVJITLINK_LIBRARY");
+}
+
 // The cuda benches are built on every machine; where the driver cannot be loaded each says so,
 // naming the library, and exits 1 (no figure, no crash).
 Test(cli, the_cuda_benches_without_a_driver_name_it_and_exit_1, .timeout = 120) {
@@ -518,6 +558,7 @@ Test(cli, the_cuda_benches_without_a_driver_name_it_and_exit_1, .timeout = 120) 
       {"bench", "overlap", "--backend", "cuda", "--quiet", NULL},
       {"bench", "cancel", "--backend", "cuda", "--quiet", NULL},
       {"bench", "tensors", "--quiet", NULL},
+      {"bench", "fault", "--quiet", NULL},
   };
   for (size_t i = 0; i < sizeof benches / sizeof benches[0]; ++i) {
     result_t r = run(benches[i]);

@@ -187,6 +187,14 @@ static void k_sleep_ms(launch_t *l) {
 
 static void k_illegal_address(launch_t *l) { atomic_store(&l->ctx->sticky, E_ILLEGAL_ADDRESS); }
 
+// callables/kernels/cuda/fault_after_ms.cu: runs ms milliseconds, then touches an address no
+// allocation holds.
+static void k_fault_after_ms(launch_t *l) {
+  k_sleep_ms(l);
+  lw_fake_cuda_log("illegal_address", "%s", "fault_after_ms");
+  atomic_store(&l->ctx->sticky, E_ILLEGAL_ADDRESS);
+}
+
 static const builtin_t kBuiltins[] = {
     {"empty", 0, {0}, k_empty},
     {"vector_add", 4, {8, 8, 8, 8}, k_vector_add},
@@ -194,6 +202,7 @@ static const builtin_t kBuiltins[] = {
     {"poll_stop", 0, {0}, k_poll_stop},
     {"sleep_ms", 1, {8}, k_sleep_ms},
     {"illegal_address", 0, {0}, k_illegal_address},
+    {"fault_after_ms", 1, {8}, k_fault_after_ms},
 };
 #define N_BUILTINS (sizeof(kBuiltins) / sizeof(kBuiltins[0]))
 _Static_assert(N_BUILTINS <= 8, "module_t.has_kernel");

@@ -17,6 +17,7 @@
 //   poll_stop()                                  spins until *lw__cuda_stop != 0 (at most 30 s)
 //   sleep_ms(u64 ms)                             sleeps ms, ignoring the stop word
 //   illegal_address()                            makes its context's error sticky (700)
+//   fault_after_ms(u64 ms)                       sleeps ms, then as illegal_address
 // Markers in the source text: FAKE_COMPILE_ERROR fails the compile with a log naming it;
 // FAKE_LOAD_FAIL fails cuModuleLoadData with CUDA_ERROR_NO_BINARY_FOR_GPU (209).
 //
