@@ -24,6 +24,9 @@ static void usage(FILE *f) {
           "  trace svg TRACE.json -o OUT.svg\n"
           "                                swimlane picture of a trace: lanes per chip over\n"
           "                                time\n"
+          "  targets [--json] GPU_CHECK_JSON\n"
+          "                                the open issues' targets, each held, missed or not\n"
+          "                                measured, from a scripts/gpu-check run\n"
           "  help                          this text\n"
           "\n"
           "Every command takes --help: `lanework <command> --help` lists its options with\n"
@@ -40,6 +43,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "pack") == 0) return lw__tool_pack(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return lw__tool_bench(argc - 1, argv + 1);
   if (strcmp(cmd, "trace") == 0) return lw__tool_trace(argc - 1, argv + 1);
+  if (strcmp(cmd, "targets") == 0) return lw__tool_targets(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     usage(stdout);
     return 0;

@@ -16,6 +16,7 @@ int lw__tool_info(int argc, char **argv);  // tools/info.c
 int lw__tool_pack(int argc, char **argv);
 int lw__tool_bench(int argc, char **argv);
 int lw__tool_trace(int argc, char **argv);  // tools/trace_svg.c: `trace svg`
+int lw__tool_targets(int argc, char **argv);  // tools/targets.c
 
 // The folder holding the kernel images (tools/kernel_dir.c): $LW_KERNEL_DIR, else the build
 // tree's folder for the build tree's binary, else the installed folder found relative to the

@@ -73,8 +73,11 @@ LW_GPU_CHECK_TIMEOUT_SCALE=3 \
   LW_GPU_CHECK_STEPS=info,info_json,unit_opencl_l3,bench_cancel_opencl_l2 \
   "$b/gpu-check" run "$b" "$tmp/out" || fail "gpu-check run failed: see the log above"
 "$check_summary" "$tmp/out/gpu-check.json" true info=passed info_json=passed \
-  unit_opencl_l3=passed bench_cancel_opencl_l2=passed
+  unit_opencl_l3=passed bench_cancel_opencl_l2=passed \
+  "target:cuda_cancel_l2=not_measured%step bench_cancel_cuda_l2 did not run"
 grep -q "^==> bench_cancel_opencl_l2" "$tmp/out/gpu-check.log" || fail "the log lacks the steps"
+grep -q "^0 hold, 0 missed, 10 not measured" "$tmp/out/gpu-check.log" ||
+  fail "the log lacks the targets' table"
 
 # A library that is no ICD: the loader finds no platform, so an opencl bench fails.
 rc=0
@@ -91,6 +94,7 @@ LW_CUDA_LIBRARY="$tmp/none/libcuda.so.1" LW_GPU_CHECK_STEPS=info,bench_dispatch_
   "$b/gpu-check" run "$b" "$tmp/out-no-cuda" || rc=$?
 [ "$rc" -eq 1 ] || fail "a run with a skipped cuda step exited $rc, not 1"
 "$check_summary" "$tmp/out-no-cuda/gpu-check.json" false info=passed \
-  bench_dispatch_cuda=skipped "bench_dispatch_cuda@no CUDA device: cannot load the CUDA driver"
+  bench_dispatch_cuda=skipped "bench_dispatch_cuda@no CUDA device: cannot load the CUDA driver" \
+  "target:cuda_l2_dispatch=not_measured%step bench_dispatch_cuda skipped: no CUDA device"
 grep -q '"ready": false' "$tmp/out-no-cuda/gpu-check.json" || fail "machine.cuda.ready is not false"
 echo "check_bundle: as expected"

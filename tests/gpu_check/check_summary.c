@@ -9,6 +9,9 @@
 //                exactly these steps
 //   NAME~TEXT    the step's stderr_tail contains TEXT
 //   NAME@TEXT    the step's reason (a skipped step's) contains TEXT
+//   target:ID=VERDICT%TEXT
+//                the target ID of the summary's "targets" (lanework targets) has that verdict
+//                (holds, missed, not_measured) and its "measured" contains TEXT
 //
 // Every step must carry its name, kind, command, exit code (null only when skipped) and
 // seconds; a skipped step its reason; a passed test step its Criterion counts (all passing,
@@ -16,8 +19,9 @@
 // backend (bench_<bench>_opencl..., bench_<bench>_cuda...) that backend's; a step that did not
 // pass the end of its output; a step that ran left none of the bundle's programs running
 // (left_behind 0). The counts must match the steps. The machine says whether the
-// cuda steps could run (machine.cuda.ready) and, when not, why. Prints what differs and exits
-// 1; exits 0 when all holds.
+// cuda steps could run (machine.cuda.ready) and, when not, why. The targets are lanework
+// targets' object: every one with an issue, an id, a verdict and what was measured, and counts
+// that match. Prints what differs and exits 1; exits 0 when all holds.
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -151,11 +155,59 @@ int main(int argc, char **argv) {
     fail("no steps array");
     return 1;
   }
+  const json_t *targets = json_object_get(doc, "targets");
+  const json_t *tlist = json_object_get(targets, "targets");
+  if (!json_is_object(targets) || !str_of(targets, "schema") ||
+      strcmp(str_of(targets, "schema"), "lanework.targets") != 0 || !json_is_array(tlist) ||
+      json_array_size(tlist) == 0) {
+    fail("targets: not a lanework.targets object with a list of targets");
+  } else {
+    json_int_t by[3] = {0};  // holds, missed, not_measured
+    static const char *const verdicts[3] = {"holds", "missed", "not_measured"};
+    for (size_t k = 0; k < json_array_size(tlist); ++k) {
+      const json_t *t = json_array_get(tlist, k);
+      const char *v = str_of(t, "verdict");
+      int which = -1;
+      for (int c = 0; c < 3 && v; ++c) which = strcmp(v, verdicts[c]) == 0 ? c : which;
+      if (int_of(t, "issue") <= 0 || !str_of(t, "id") || which < 0 || !str_of(t, "measured")) {
+        fail("targets[%zu]: no issue, id, known verdict or measured", k);
+      } else {
+        by[which]++;
+      }
+    }
+    for (int c = 0; c < 3; ++c) {
+      if (int_of(targets, verdicts[c]) != by[c]) fail("targets.%s differs", verdicts[c]);
+    }
+  }
+
   size_t n = 0;
   json_int_t counted[4] = {0};  // passed, failed, timed_out, skipped
   const char *names[4] = {"passed", "failed", "timed_out", "skipped"};
   for (int i = 3; i < argc; ++i) {
     char name[128];
+    if (strncmp(argv[i], "target:", 7) == 0) {
+      // target:ID=VERDICT%TEXT
+      const char *id = argv[i] + 7, *eq = strchr(id, '='), *pct = eq ? strchr(eq, '%') : NULL;
+      if (!eq || !pct || (size_t)(eq - id) >= sizeof(name)) {
+        fprintf(stderr, "check_summary: %s: not target:ID=VERDICT%%TEXT\n", argv[i]);
+        return 2;
+      }
+      memcpy(name, id, (size_t)(eq - id));
+      name[eq - id] = '\0';
+      const json_t *found = NULL;
+      for (size_t k = 0; k < json_array_size(tlist); ++k) {
+        const char *tid = str_of(json_array_get(tlist, k), "id");
+        if (tid && strcmp(tid, name) == 0) found = json_array_get(tlist, k);
+      }
+      const char *v = found ? str_of(found, "verdict") : NULL;
+      const char *m = found ? str_of(found, "measured") : NULL;
+      if (!v || strncmp(v, eq + 1, (size_t)(pct - eq - 1)) != 0 || v[pct - eq - 1] != '\0' || !m ||
+          !strstr(m, pct + 1)) {
+        fail("target %s: verdict %s, measured '%s'; expected %.*s and '%s'", name, v ? v : "none",
+             m ? m : "", (int)(pct - eq - 1), eq + 1, pct + 1);
+      }
+      continue;
+    }
     const char *sep = strpbrk(argv[i], "=~@");
     if (!sep || (size_t)(sep - argv[i]) >= sizeof(name)) {
       fprintf(stderr, "check_summary: %s: not NAME=STATUS, NAME~TEXT or NAME@TEXT\n", argv[i]);

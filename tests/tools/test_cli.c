@@ -3,7 +3,8 @@
 // stderr), `--x v` and `--x=v` alike, every bad value named with its option, quoted and given
 // its range (exit 2, nothing on stdout), options of another bench or backend refused by name,
 // progress on stderr only (and none with --quiet), and `info` with and without --json,
-// including a kernel folder that does not exist. Each test runs the built program and reads
+// including a kernel folder that does not exist; `bench fault` over the fake CUDA driver;
+// `targets` on gpu-check summaries written here. Each test runs the built program and reads
 // its exit status, stdout and stderr.
 #include <errno.h>
 #include <fcntl.h>
@@ -575,4 +576,146 @@ Test(cli, the_cuda_benches_without_a_driver_name_it_and_exit_1, .timeout = 120) 
                      r.err);
   result_free(&r);
   unsetenv("LW_CUDA_LIBRARY");
+}
+
+// ---------------------------------------------------------------------------------------------
+// lanework targets: verdicts read off a gpu-check summary written here, step by step.
+
+// One bench dispatch --load 2 run: per task (quiet and loaded) and the most sleeps of a role.
+static json_t *dispatch_run(double quiet_us, double loaded_us, double sleeps) {
+  json_t *where =
+      json_pack("{s:f, s:{s:f}, s:{s:f}}", "mean_us", quiet_us, "caller", "sleeps_per_1000_tasks",
+                0.5, "run_lane", "sleeps_per_1000_tasks", sleeps);
+  json_t *phase = json_pack("{s:f, s:f, s:f, s:f, s:o}", "l3_per_task_us", loaded_us,
+                            "l3_chain_per_task_us", loaded_us, "l2_empty_run_p50_us", 0.5,
+                            "l2_empty_run_p99_us", 0.9, "l3_per_task_where", json_deep_copy(where));
+  return json_pack("{s:s, s:f, s:f, s:f, s:f, s:o, s:o}", "schema", "lanework.bench.dispatch",
+                   "l3_per_task_us", quiet_us, "l3_chain_per_task_us", quiet_us,
+                   "l2_empty_run_p50_us", 0.4, "l2_empty_run_p99_us", 0.8, "l3_per_task_where",
+                   where, "loaded", phase);
+}
+
+static json_t *step(const char *name, const char *status, json_t *result) {
+  json_t *s = json_pack("{s:s, s:s}", "name", name, "status", status);
+  if (result) json_object_set_new(s, "result", result);
+  if (strcmp(status, "skipped") == 0) {
+    json_object_set_new(s, "reason", json_string("no CUDA device: cannot load the CUDA driver"));
+  }
+  return s;
+}
+
+// A summary whose every target holds, but for: cancel_l3_p50 (the L3 cancel's p50), the runs
+// of which `met` meet issue 21's dispatch targets out of 10, and the fault step's status.
+static char *write_summary(const char *dir, double cancel_l3_p50, int met,
+                           const char *fault_status) {
+  json_t *runs = json_array();
+  for (int i = 0; i < 10; ++i) {
+    json_array_append_new(runs, i < met ? dispatch_run(0.8, 0.9, 2) : dispatch_run(0.8, 1.3, 2));
+  }
+  json_t *overlap = json_pack("{s:f, s:f, s:i, s:f}", "hidden_by_events", 0.99, "run_stretch", 1.01,
+                              "max_diff", 0, "register_c2_us", 600000.0);
+  json_t *steps = json_pack(
+      "[o, o, o, o, o, o, o, o, o]",
+      step("bench_dispatch_sim", "passed",
+           json_pack("{s:s, s:i, s:o}", "schema", "lanework.gpu_check.dispatch_runs", "n_runs", 10,
+                     "runs", runs)),
+      step("bench_parallel_sim", "passed",
+           json_pack("{s:[{s:s, s:i, s:f}, {s:s, s:i, s:f}]}", "rows", "shape", "chain", "chips", 2,
+                     "efficiency", 0.96, "shape", "fan-out", "chips", 4, "efficiency", 0.97)),
+      step("bench_dispatch_cuda", "passed",
+           json_pack("{s:f, s:f, s:f, s:f}", "l2_empty_run_p50_us", 10.0, "floor_p50_us", 9.0,
+                     "l3_empty_run_p50_us", 12.0, "l3_sim_empty_run_p50_us", 3.5)),
+      step("bench_overlap_cuda_l2", "passed", json_deep_copy(overlap)),
+      step("bench_overlap_cuda_l3", "passed", overlap),
+      step("bench_cancel_cuda_l2", "passed",
+           json_pack("{s:f, s:f}", "cancel_p50_us", 80.0, "cancel_p99_us", 150.0)),
+      step("bench_cancel_cuda_l3", "passed",
+           json_pack("{s:f, s:f, s:f, s:f}", "cancel_p50_us", cancel_l3_p50, "cancel_p99_us", 190.0,
+                     "escalation_ms", 1102.5, "grace_ms", 1000.0)),
+      step("bench_fault_cuda", fault_status,
+           strcmp(fault_status, "passed") == 0
+               ? json_pack("{s:s, s:i, s:f, s:b}", "fault_error", "CUDA_ERROR_ILLEGAL_ADDRESS",
+                           "trials", 3, "respawn_ms", 700.0, "target_holds", 1)
+               : NULL),
+      step("info", "passed", NULL));
+  json_t *doc =
+      json_pack("{s:s, s:i, s:{s:s, s:s}, s:{s:s, s:i}, s:o}", "schema", "lanework.gpu_check",
+                "schema_version", 1, "bundle", "lanework_version", "0.2.0", "commit", "abc1234",
+                "machine", "hostname", "gpu-host", "cpus", 16, "steps", steps);
+  cr_assert_not_null(doc);
+  static int n;
+  char *path = malloc(600);
+  snprintf(path, 600, "%s/summary-%d.json", dir, n++);
+  cr_assert_eq(json_dump_file(doc, path, 0), 0);
+  json_decref(doc);
+  return path;
+}
+
+Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60) {
+  char dir[] = "/tmp/lw-targets-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  // Everything measured and met: every target holds, exit 0.
+  char *all = write_summary(dir, 90.0, 8, "passed");
+  result_t r = run(ARGS("targets", all));
+  cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+  cr_assert_not_null(strstr(r.out, "10 hold, 0 missed, 0 not measured"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "holds: 8 of 10 runs met them"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "lanework 0.2.0 at abc1234, on gpu-host, 16 CPUs"), "%s", r.out);
+  result_free(&r);
+  // The L3 cancel at 120 us, 7 runs of 10, no fault step (skipped): two missed, one not
+  // measured naming why; exit 1. --json says the same.
+  char *some = write_summary(dir, 120.0, 7, "skipped");
+  r = run(ARGS("targets", some));
+  cr_assert_eq(r.code, 1, "exit %d\n%s%s", r.code, r.out, r.err);
+  cr_assert_not_null(strstr(r.out, "missed: p50 120.0 us (p99 190.0)"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "missed: 7 of 10 runs met them"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "not measured: step bench_fault_cuda skipped: no CUDA device"),
+                     "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "7 hold, 2 missed, 1 not measured"), "%s", r.out);
+  result_free(&r);
+  r = run(ARGS("targets", "--json", some));
+  cr_assert_eq(r.code, 1, "%s", r.err);
+  json_t *v = parse_line(last_line(r.out));
+  cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.targets");
+  cr_assert_eq(json_integer_value(json_object_get(v, "missed")), 2);
+  cr_assert_eq(json_integer_value(json_object_get(v, "not_measured")), 1);
+  json_t *t;
+  size_t i;
+  int seen = 0;
+  json_array_foreach(json_object_get(v, "targets"), i, t) {
+    const char *id = json_string_value(json_object_get(t, "id"));
+    const char *verdict = json_string_value(json_object_get(t, "verdict"));
+    if (strcmp(id, "cuda_cancel_l3") == 0) {
+      cr_assert_str_eq(verdict, "missed");
+      cr_assert_eq(json_integer_value(json_object_get(t, "issue")), 22);
+      ++seen;
+    } else if (strcmp(id, "cuda_fault") == 0) {
+      cr_assert_str_eq(verdict, "not_measured");
+      ++seen;
+    }
+  }
+  cr_assert_eq(seen, 2);
+  json_decref(v);
+  result_free(&r);
+  // Not a gpu-check summary: exit 2, naming what it is.
+  char other[600];
+  snprintf(other, sizeof(other), "%s/other.json", dir);
+  FILE *f = fopen(other, "w");
+  cr_assert_not_null(f);
+  fputs("{\"schema\": \"lanework.bench.dispatch\"}\n", f);
+  fclose(f);
+  r = run(ARGS("targets", other));
+  cr_assert_eq(r.code, 2, "%s", r.err);
+  cr_assert_not_null(
+      strstr(r.err, "is not a gpu-check summary (schema \"lanework.bench.dispatch\""), "%s", r.err);
+  result_free(&r);
+  r = run(ARGS("targets"));
+  cr_assert_eq(r.code, 2, "%s", r.err);
+  result_free(&r);
+  cr_assert_eq(unlink(all), 0);
+  cr_assert_eq(unlink(some), 0);
+  cr_assert_eq(unlink(other), 0);
+  cr_assert_eq(rmdir(dir), 0);
+  free(all);
+  free(some);
 }
