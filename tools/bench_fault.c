@@ -260,7 +260,7 @@ int lw__bench_fault(const lw_bench_opts_t *o) {
   lw__bench_progress("fault: two cuda chips on one device");
   lw_status_t st = lw_worker_create(&cfg, &w);
   if (st != LW_OK) return lw__bench_fail("fault: worker of two cuda chips", st);
-  if (st == LW_OK) st = reg(w, "sleep_ms", &job.sleep);
+  st = reg(w, "sleep_ms", &job.sleep);
   if (st == LW_OK) st = reg(w, "fault_after_ms", &job.fault);
   if (st != LW_OK) {
     int rc = lw__bench_fail("fault: register", st);
