@@ -159,7 +159,10 @@ static int one_trial(lw_worker_t *w, const fault_job_t *job, int i, trial_t *t) 
   }
   // The faulting chip's child is replaced while the other run still runs: its respawn is
   // watched from here (the stats' count), since the faulting run's handle finishes only after
-  // the other's (a worker's run handles finish in order).
+  // the other's (a worker's run handles finish in order), and the child's exit (a process with
+  // a CUDA context, or one under a sanitizer, can take a while) may come after that. The watch
+  // ends at the respawn, or once the faulting run ended without a failure (no fault came), or
+  // after kRespawnWaitUs.
   double t_respawn_us = 0;
   double t0 = lw__bench_now_us();
   for (;;) {
@@ -168,8 +171,7 @@ static int one_trial(lw_worker_t *w, const fault_job_t *job, int i, trial_t *t) 
       t_respawn_us = lw__bench_now_us();
       break;
     }
-    // No fault came (the faulting run ended and its child lives), or none in time.
-    if ((lw_handle_done(h_bad) && d1[FAULT_CHIP] == d0[FAULT_CHIP]) ||
+    if ((lw_handle_done(h_bad) && lw_handle_wait(h_bad, 0) == LW_OK) ||
         lw__bench_now_us() - t0 > kRespawnWaitUs) {
       break;
     }
