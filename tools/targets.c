@@ -300,6 +300,15 @@ static void parallel(json_t *root, outcome_t *o) {
       shape, chips, json_array_size(rows));
 }
 
+static void idle(json_t *root, outcome_t *o) {
+  const char *step = "bench_idle_sim";
+  json_t *r = step_result(root, step, o);
+  if (!r || !HAVE(r, step, o, "idle_cpu_percent")) return;
+  double pct = num(r, "idle_cpu_percent");
+  say(o, pct < 1.0 ? V_HOLDS : V_MISSED, "%.2f%% of a core over %lld s", pct,
+      (long long)json_integer_value(json_object_get(r, "seconds")));
+}
+
 // ---------------------------------------------------------------------------------------------
 
 typedef struct target {
@@ -315,6 +324,7 @@ static const target_t kTargets[] = {
      "L2 p50 <= 1 us, p99 <= 3 us, quiet and --load 2, in 8 of 10 runs",
      dispatch_runs},
     {21, "parallel_sim", "bench parallel >= 0.95 on every shape at 2 and 4 chips", parallel},
+    {21, "idle_sim", "an idle worker and its children use < 1% of a core", idle},
     {22, "cuda_l2_dispatch", "L2 empty run <= 1.2 x the launch+sync floor", cuda_l2_dispatch},
     {22, "cuda_l3_dispatch", "L3 empty run <= L3 sim + the floor", cuda_l3_dispatch},
     {22, "cuda_overlap_l2",

@@ -615,7 +615,7 @@ static char *write_summary(const char *dir, double cancel_l3_p50, int met,
   json_t *overlap = json_pack("{s:f, s:f, s:i, s:f}", "hidden_by_events", 0.99, "run_stretch", 1.01,
                               "max_diff", 0, "register_c2_us", 600000.0);
   json_t *steps = json_pack(
-      "[o, o, o, o, o, o, o, o, o]",
+      "[o, o, o, o, o, o, o, o, o, o]",
       step("bench_dispatch_sim", "passed",
            json_pack("{s:s, s:i, s:o}", "schema", "lanework.gpu_check.dispatch_runs", "n_runs", 10,
                      "runs", runs)),
@@ -637,6 +637,8 @@ static char *write_summary(const char *dir, double cancel_l3_p50, int met,
                ? json_pack("{s:s, s:i, s:f, s:b}", "fault_error", "CUDA_ERROR_ILLEGAL_ADDRESS",
                            "trials", 3, "respawn_ms", 700.0, "target_holds", 1)
                : NULL),
+      step("bench_idle_sim", "passed",
+           json_pack("{s:i, s:f}", "seconds", 3, "idle_cpu_percent", 0.05)),
       step("info", "passed", NULL));
   json_t *doc =
       json_pack("{s:s, s:i, s:{s:s, s:s}, s:{s:s, s:i}, s:o}", "schema", "lanework.gpu_check",
@@ -658,7 +660,7 @@ Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60
   char *all = write_summary(dir, 90.0, 8, "passed");
   result_t r = run(ARGS("targets", all));
   cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
-  cr_assert_not_null(strstr(r.out, "10 hold, 0 missed, 0 not measured"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "11 hold, 0 missed, 0 not measured"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "holds: 8 of 10 runs met them"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "lanework 0.2.0 at abc1234, on gpu-host, 16 CPUs"), "%s", r.out);
   result_free(&r);
@@ -671,7 +673,7 @@ Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60
   cr_assert_not_null(strstr(r.out, "missed: 7 of 10 runs met them"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "not measured: step bench_fault_cuda skipped: no CUDA device"),
                      "%s", r.out);
-  cr_assert_not_null(strstr(r.out, "7 hold, 2 missed, 1 not measured"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "8 hold, 2 missed, 1 not measured"), "%s", r.out);
   result_free(&r);
   r = run(ARGS("targets", "--json", some));
   cr_assert_eq(r.code, 1, "%s", r.err);
