@@ -1,6 +1,8 @@
 // tools/bench_idle.c — `lanework bench idle`: CPU used by an idle worker (parent threads, fork
-// server and children) once every spin phase has ended. Reads utime + stime of every thread of
-// this process and of its descendants from /proc, twice, --seconds apart.
+// servers, zygote and children) once every spin phase has ended. Reads utime + stime of this
+// process and of each process lanework runs for the worker (lw_worker_process_ids: none of them
+// is a child of the program, so a walk of this process's descendants finds none of them) and
+// their descendants from /proc, twice, --seconds apart.
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,18 @@ static unsigned long long tree_ticks(pid_t pid) {
   return total;
 }
 
+// Clock ticks used by this process and every process lanework runs for w (and theirs).
+static unsigned long long worker_ticks(const lw_worker_t *w) {
+  int32_t pids[LW_MAX_CHIPS + LW_MAX_SUBS + 3];
+  uint32_t n = lw_worker_process_ids(w, pids, sizeof(pids) / sizeof(pids[0]));
+  if (n > sizeof(pids) / sizeof(pids[0])) n = sizeof(pids) / sizeof(pids[0]);
+  unsigned long long total = tree_ticks(getpid());
+  for (uint32_t i = 0; i < n; ++i) {
+    if (pids[i] > 0) total += tree_ticks(pids[i]);
+  }
+  return total;
+}
+
 typedef struct idle_job {
   lw_callable_handle_t noop;
 } idle_job_t;
@@ -73,15 +87,16 @@ int lw__bench_idle(const lw_bench_opts_t *o) {
   struct timespec settle = {1, 0};
   nanosleep(&settle, NULL);
   long hz = sysconf(_SC_CLK_TCK);
-  unsigned long long t0 = tree_ticks(getpid());
+  unsigned long long t0 = worker_ticks(w);
   struct timespec span = {seconds, 0};
   nanosleep(&span, NULL);
-  unsigned long long t1 = tree_ticks(getpid());
+  unsigned long long t1 = worker_ticks(w);
   double pct = 100.0 * (double)(t1 - t0) / (double)hz / (double)seconds;
   lw__bench_progress_end();
-  printf("idle worker (2 chips, 1 sub, after 100 runs): %.2f%% of one core over %ld s "
-         "(parent threads + fork server + children, from /proc/<pid>/stat)\n",
-         pct, seconds);
+  printf(
+      "idle worker (2 chips, 1 sub, after 100 runs): %.2f%% of one core over %ld s "
+      "(parent threads, fork servers, zygote and children, from /proc/<pid>/stat)\n",
+      pct, seconds);
   int rc = 0;
   if (o->json) {
     lw_json_t json;

@@ -70,6 +70,20 @@ static const char *str_or(const json_t *o, const char *key, const char *otherwis
   return s != NULL ? s : otherwise;
 }
 
+// The JSON result a failed step left, or NULL: a bench that exits 1 on a wrong result (bench
+// overlap on a max_diff other than 0) prints its object first.
+static json_t *failed_result(json_t *root, const char *name) {
+  json_t *steps = json_object_get(root, "steps");
+  size_t i;
+  json_t *s;
+  json_array_foreach(steps, i, s) {
+    if (strcmp(str_or(s, "name", ""), name) != 0) continue;
+    json_t *r = json_object_get(s, "result");
+    return strcmp(str_or(s, "status", ""), "failed") == 0 && json_is_object(r) ? r : NULL;
+  }
+  return NULL;
+}
+
 // The result of step name when it passed; else NULL with o saying why nothing was measured.
 static json_t *step_result(json_t *root, const char *name, outcome_t *o) {
   json_t *steps = json_object_get(root, "steps");
@@ -142,6 +156,14 @@ static void cuda_l3_dispatch(json_t *root, outcome_t *o) {
 
 static void cuda_overlap(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
+  // bench overlap exits 1 when a result differs from the reference (max_diff not 0): its
+  // object is still there, and that is a miss, not a step that measured nothing.
+  json_t *wrong = r ? NULL : failed_result(root, step);
+  if (wrong && num(wrong, "max_diff") > 0.0) {
+    say(o, V_MISSED, "max_diff %g: the results differ from the reference (the step failed)",
+        num(wrong, "max_diff"));
+    return;
+  }
   if (!r || !HAVE(r, step, o, "hidden_by_events", "run_stretch", "max_diff", "register_c2_us")) {
     return;
   }
@@ -285,7 +307,12 @@ static void parallel(json_t *root, outcome_t *o) {
   json_t *row;
   json_array_foreach(rows, i, row) {
     double e = num(row, "efficiency");
-    if (isnan(e)) continue;
+    if (isnan(e)) {
+      say(o, V_UNKNOWN, "row %zu (%s, %lld chips) of step %s has no efficiency", i + 1,
+          str_or(row, "shape", "?"), (long long)json_integer_value(json_object_get(row, "chips")),
+          step);
+      return;
+    }
     if (isnan(least) || e < least) {
       least = e;
       shape = str_or(row, "shape", "?");
@@ -293,7 +320,7 @@ static void parallel(json_t *root, outcome_t *o) {
     }
   }
   if (isnan(least)) {
-    say(o, V_UNKNOWN, "step %s's result has no rows with an efficiency", step);
+    say(o, V_UNKNOWN, "step %s's result has no rows", step);
     return;
   }
   say(o, least >= 0.95 ? V_HOLDS : V_MISSED, "least %.3f (%s, %ld chips) of %zu shapes", least,
@@ -412,6 +439,7 @@ int lw__tool_targets(int argc, char **argv) {
   int counts[3] = {0, 0, 0};
   for (size_t i = 0; i < N_TARGETS; ++i) {
     memset(&out[i], 0, sizeof(out[i]));
+    out[i].verdict = V_UNKNOWN;  // a judge that returns without a verdict measured nothing
     kTargets[i].judge(root, &out[i]);
     counts[out[i].verdict]++;
   }

@@ -1,13 +1,14 @@
-// sleep: sleeps scalar[0] microseconds of CLOCK_MONOTONIC without using a CPU, waking at least
-// every millisecond to poll for cancellation. A task of fixed length whose wall time does not
-// depend on how many CPUs the machine has (`lanework bench parallel`). Its thread's timer slack
-// is 1 ns while it sleeps (Linux's default, 50 us, would add up to that to every task: 2.5% of
-// a 2 ms task) and goes back to what it was before the kernel returns. The last SPIN_TAIL_NS
-// are spun on the clock instead: a timer's wake comes late by the machine's wake latency (on
-// the 2-vCPU build VM, a Firecracker guest, 37-40 us at the median over 960 tasks of 2 ms: 2%
-// of every task, which `bench parallel` would count as the runtime's), and a wake that ends
-// the sleep that much early lets the spin end the task on time. The spin is at most 2.5% of a
-// 4 ms task or longer, and none of a task shorter than two tails, which only spins.
+// sleep: waits scalar[0] microseconds of CLOCK_MONOTONIC, sleeping (no CPU used) but for the
+// last SPIN_TAIL_NS, which it spins on the clock; it polls for cancellation at least every
+// millisecond while it sleeps and at every clock read while it spins. A task of fixed length
+// whose wall time does not depend on how many CPUs the machine has (`lanework bench
+// parallel`). Its thread's timer slack is 1 ns while it sleeps (Linux's default, 50 us, would
+// add up to that to every task: 2.5% of a 2 ms task) and goes back to what it was before the
+// kernel returns. Why the spun tail: a timer's wake comes late by the machine's wake latency
+// (on the 2-vCPU build VM, a Firecracker guest, 37-40 us at the median over 960 tasks of 2 ms:
+// 2% of every task, which `bench parallel` would count as the runtime's); a sleep that ends
+// that much early lets the spin end the task on time. The tail is 5% of a 2 ms task's time on
+// a CPU; a task shorter than two tails is spun whole.
 #include <errno.h>
 #include <sys/prctl.h>
 #include <time.h>

@@ -19,6 +19,12 @@ fail() {
   exit 1
 }
 
+# The steps' limits sum to at most the default budget, so every step starts even if all hang.
+limits="$(awk '/^steps_table\(\)/ {on = 1} on && $1 == "step" {sum += $4} on && /^}/ {exit} END {print sum + 0}' "$gpu_check")"
+budget="$(sed -n 's/^  budget="${LW_GPU_CHECK_BUDGET:-\([0-9]*\)}"$/\1/p' "$gpu_check")"
+[ -n "$budget" ] && [ "$limits" -gt 0 ] && [ "$limits" -le "$budget" ] ||
+  fail "the steps' limits sum to $limits s, over the default budget (${budget:-unknown} s)"
+
 LW_PACK_BUILD="$pack_build" "$gpu_check" pack "$tmp/packed"
 mkdir -p "$tmp/else where" "$tmp/cwd"
 mv "$tmp/packed" "$tmp/else where/bundle"
@@ -97,4 +103,31 @@ LW_CUDA_LIBRARY="$tmp/none/libcuda.so.1" LW_GPU_CHECK_STEPS=info,bench_dispatch_
   bench_dispatch_cuda=skipped "bench_dispatch_cuda@no CUDA device: cannot load the CUDA driver" \
   "target:cuda_l2_dispatch=not_measured%step bench_dispatch_cuda skipped: no CUDA device"
 grep -q '"ready": false' "$tmp/out-no-cuda/gpu-check.json" || fail "machine.cuda.ready is not false"
+
+# A missed target does not end the run (lanework targets exits 1 then; the script runs under
+# set -e): a copy of the bundle whose lanework prints a bench parallel that misses its target
+# (its SHA256SUMS made again, so the bundle stays intact) still writes the targets into the
+# summary and ends as every run does.
+cp -a "$b" "$tmp/missed"
+m="$tmp/missed"
+mv "$m/bin/lanework" "$m/bin/lanework.real"
+cat >"$m/bin/lanework" <<'WRAP'
+#!/usr/bin/env bash
+if [ "${1:-} ${2:-}" = "bench parallel" ]; then
+  echo '{"schema": "lanework.bench.parallel", "rows": [{"shape": "chain", "chips": 2, "efficiency": 0.5}]}'
+  exit 0
+fi
+exec "$(dirname "$0")/lanework.real" "$@"
+WRAP
+chmod +x "$m/bin/lanework"
+(cd "$m" && awk '{print $2}' SHA256SUMS >"$tmp/sums" && echo bin/lanework.real >>"$tmp/sums" &&
+  xargs sha256sum <"$tmp/sums" >SHA256SUMS.new && mv SHA256SUMS.new SHA256SUMS)
+LW_GPU_CHECK_STEPS=info,bench_parallel_sim "$m/gpu-check" run "$m" "$tmp/out-missed" ||
+  fail "a run whose steps passed but a target missed did not pass"
+"$check_summary" "$tmp/out-missed/gpu-check.json" true info=passed bench_parallel_sim=passed \
+  "target:parallel_sim=missed%least 0.500"
+grep -q "^0 hold, 1 missed, 10 not measured" "$tmp/out-missed/gpu-check.log" ||
+  fail "the missed run's log lacks its targets' table"
+grep -q "^gpu-check: .* steps: 2, passed 2" "$tmp/out-missed/gpu-check.log" ||
+  fail "the missed run stopped before its last lines"
 echo "check_bundle: as expected"

@@ -595,6 +595,13 @@ static json_t *dispatch_run(double quiet_us, double loaded_us, double sleeps) {
                    where, "loaded", phase);
 }
 
+// A copy of an overlap result with the right results (max_diff 0).
+static json_t *right_overlap(const json_t *overlap) {
+  json_t *c = json_deep_copy(overlap);
+  json_object_set_new(c, "max_diff", json_real(0.0));
+  return c;
+}
+
 static json_t *step(const char *name, const char *status, json_t *result) {
   json_t *s = json_pack("{s:s, s:s}", "name", name, "status", status);
   if (result) json_object_set_new(s, "result", result);
@@ -605,15 +612,17 @@ static json_t *step(const char *name, const char *status, json_t *result) {
 }
 
 // A summary whose every target holds, but for: cancel_l3_p50 (the L3 cancel's p50), the runs
-// of which `met` meet issue 21's dispatch targets out of 10, and the fault step's status.
-static char *write_summary(const char *dir, double cancel_l3_p50, int met,
-                           const char *fault_status) {
+// of which `met` meet issue 21's dispatch targets out of 10, the fault step's status, and an L3
+// overlap whose results were wrong.
+static char *write_summary(const char *dir, double cancel_l3_p50, int met, const char *fault_status,
+                           bool overlap_wrong) {
   json_t *runs = json_array();
   for (int i = 0; i < 10; ++i) {
     json_array_append_new(runs, i < met ? dispatch_run(0.8, 0.9, 2) : dispatch_run(0.8, 1.3, 2));
   }
-  json_t *overlap = json_pack("{s:f, s:f, s:i, s:f}", "hidden_by_events", 0.99, "run_stretch", 1.01,
-                              "max_diff", 0, "register_c2_us", 600000.0);
+  // A wrong result: bench overlap prints its object, then exits 1 (the step failed).
+  json_t *overlap = json_pack("{s:f, s:f, s:f, s:f}", "hidden_by_events", 0.99, "run_stretch", 1.01,
+                              "max_diff", overlap_wrong ? 2.0 : 0.0, "register_c2_us", 600000.0);
   json_t *steps = json_pack(
       "[o, o, o, o, o, o, o, o, o, o]",
       step("bench_dispatch_sim", "passed",
@@ -625,8 +634,8 @@ static char *write_summary(const char *dir, double cancel_l3_p50, int met,
       step("bench_dispatch_cuda", "passed",
            json_pack("{s:f, s:f, s:f, s:f}", "l2_empty_run_p50_us", 10.0, "floor_p50_us", 9.0,
                      "l3_empty_run_p50_us", 12.0, "l3_sim_empty_run_p50_us", 3.5)),
-      step("bench_overlap_cuda_l2", "passed", json_deep_copy(overlap)),
-      step("bench_overlap_cuda_l3", "passed", overlap),
+      step("bench_overlap_cuda_l2", "passed", right_overlap(overlap)),
+      step("bench_overlap_cuda_l3", overlap_wrong ? "failed" : "passed", overlap),
       step("bench_cancel_cuda_l2", "passed",
            json_pack("{s:f, s:f}", "cancel_p50_us", 80.0, "cancel_p99_us", 150.0)),
       step("bench_cancel_cuda_l3", "passed",
@@ -657,29 +666,30 @@ Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60
   char dir[] = "/tmp/lw-targets-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
   // Everything measured and met: every target holds, exit 0.
-  char *all = write_summary(dir, 90.0, 8, "passed");
+  char *all = write_summary(dir, 90.0, 8, "passed", false);
   result_t r = run(ARGS("targets", all));
   cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
   cr_assert_not_null(strstr(r.out, "11 hold, 0 missed, 0 not measured"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "holds: 8 of 10 runs met them"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "lanework 0.2.0 at abc1234, on gpu-host, 16 CPUs"), "%s", r.out);
   result_free(&r);
-  // The L3 cancel at 120 us, 7 runs of 10, no fault step (skipped): two missed, one not
-  // measured naming why; exit 1. --json says the same.
-  char *some = write_summary(dir, 120.0, 7, "skipped");
+  // The L3 cancel at 120 us, 7 runs of 10, no fault step (skipped), a wrong L3 overlap result:
+  // three missed, one not measured naming why; exit 1. --json says the same.
+  char *some = write_summary(dir, 120.0, 7, "skipped", true);
   r = run(ARGS("targets", some));
   cr_assert_eq(r.code, 1, "exit %d\n%s%s", r.code, r.out, r.err);
   cr_assert_not_null(strstr(r.out, "missed: p50 120.0 us (p99 190.0)"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "missed: 7 of 10 runs met them"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "not measured: step bench_fault_cuda skipped: no CUDA device"),
                      "%s", r.out);
-  cr_assert_not_null(strstr(r.out, "8 hold, 2 missed, 1 not measured"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "missed: max_diff 2: the results differ"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "7 hold, 3 missed, 1 not measured"), "%s", r.out);
   result_free(&r);
   r = run(ARGS("targets", "--json", some));
   cr_assert_eq(r.code, 1, "%s", r.err);
   json_t *v = parse_line(last_line(r.out));
   cr_assert_str_eq(json_string_value(json_object_get(v, "schema")), "lanework.targets");
-  cr_assert_eq(json_integer_value(json_object_get(v, "missed")), 2);
+  cr_assert_eq(json_integer_value(json_object_get(v, "missed")), 3);
   cr_assert_eq(json_integer_value(json_object_get(v, "not_measured")), 1);
   json_t *t;
   size_t i;
