@@ -1,9 +1,8 @@
 // tools/bench_idle.c — `lanework bench idle`: CPU used by an idle worker (parent threads, fork
-// servers, zygote and children) once every spin phase has ended. Reads utime + stime of this
-// process and of each process lanework runs for the worker (lw_worker_process_ids: none of them
-// is a child of the program, so a walk of this process's descendants finds none of them) and
-// their descendants from /proc, twice, --seconds apart.
-#include <dirent.h>
+// servers, zygote and children) once every spin phase has ended: the CPU time of this process's
+// threads and of the lw-* threads of each process lanework runs for the worker and their
+// descendants (tools/thread_times.h, with lw_worker_process_ids as roots: none of them is the
+// program's child), two snapshots --seconds apart.
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,46 +11,16 @@
 #include "lanework/orch.h"
 #include "lanework/worker.h"
 #include "tools/bench_sim_only.h"
+#include "tools/thread_times.h"
 
-// Clock ticks used by pid and every descendant (recursively).
-static unsigned long long tree_ticks(pid_t pid) {
-  unsigned long long total = 0;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f) {
-    char buf[1024];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    // Fields after the command (which may hold spaces) start after the last ')'.
-    char *p = strrchr(buf, ')');
-    unsigned long long utime = 0, stime = 0;
-    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
-                    &stime) == 2) {
-      total += utime + stime;
-    }
-  }
-  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-  f = fopen(path, "r");
-  if (f) {
-    int child;
-    while (fscanf(f, "%d", &child) == 1) total += tree_ticks(child);
-    fclose(f);
-  }
-  return total;
-}
-
-// Clock ticks used by this process and every process lanework runs for w (and theirs).
-static unsigned long long worker_ticks(const lw_worker_t *w) {
-  int32_t pids[LW_MAX_CHIPS + LW_MAX_SUBS + 3];
-  uint32_t n = lw_worker_process_ids(w, pids, sizeof(pids) / sizeof(pids[0]));
-  if (n > sizeof(pids) / sizeof(pids[0])) n = sizeof(pids) / sizeof(pids[0]);
-  unsigned long long total = tree_ticks(getpid());
-  for (uint32_t i = 0; i < n; ++i) {
-    if (pids[i] > 0) total += tree_ticks(pids[i]);
-  }
-  return total;
+// A snapshot of the threads counted: this process's and the worker's processes'.
+static bool snapshot(const lw_worker_t *w, bool caller_first, lw_bench_times_t *out) {
+  int32_t ids[LW_MAX_CHIPS + LW_MAX_SUBS + 3];
+  pid_t roots[LW_MAX_CHIPS + LW_MAX_SUBS + 3];
+  uint32_t n = lw_worker_process_ids(w, ids, LW_MAX_CHIPS + LW_MAX_SUBS + 3);
+  if (n > LW_MAX_CHIPS + LW_MAX_SUBS + 3) n = LW_MAX_CHIPS + LW_MAX_SUBS + 3;
+  for (uint32_t i = 0; i < n; ++i) roots[i] = ids[i];
+  return lw__bench_times_read_with(gettid(), caller_first, roots, n, out);
 }
 
 typedef struct idle_job {
@@ -86,16 +55,28 @@ int lw__bench_idle(const lw_bench_opts_t *o) {
   // Let every spin phase run out.
   struct timespec settle = {1, 0};
   nanosleep(&settle, NULL);
-  long hz = sysconf(_SC_CLK_TCK);
-  unsigned long long t0 = worker_ticks(w);
+  lw_bench_times_t before, after;
+  bool ok = snapshot(w, false, &before);
   struct timespec span = {seconds, 0};
   nanosleep(&span, NULL);
-  unsigned long long t1 = worker_ticks(w);
-  double pct = 100.0 * (double)(t1 - t0) / (double)hz / (double)seconds;
+  ok &= snapshot(w, true, &after);
+  lw_bench_role_times_t spent;
+  lw__bench_times_diff(&after, &before, &spent);
+  lw__bench_times_free(&before);
+  lw__bench_times_free(&after);
+  if (!ok) {
+    lw_worker_destroy(w);
+    lw_callable_free_loaded(&noop);
+    fprintf(stderr, "lanework bench idle: the threads' CPU times could not be read from /proc\n");
+    return 1;
+  }
+  int64_t cpu_ns = 0;
+  for (int r = 0; r < LW_BENCH_ROLE_COUNT; ++r) cpu_ns += spent.cpu_ns[r];
+  double pct = 100.0 * (double)cpu_ns / 1e9 / (double)seconds;
   lw__bench_progress_end();
   printf(
       "idle worker (2 chips, 1 sub, after 100 runs): %.2f%% of one core over %ld s "
-      "(parent threads, fork servers, zygote and children, from /proc/<pid>/stat)\n",
+      "(parent threads, fork servers, zygote and children)\n",
       pct, seconds);
   int rc = 0;
   if (o->json) {

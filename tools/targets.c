@@ -134,8 +134,7 @@ static bool have(const json_t *r, const char *step, outcome_t *o, const char *co
 // ---------------------------------------------------------------------------------------------
 // Issue 22: the cuda backend on an NVIDIA GPU
 
-static void cuda_l2_dispatch(json_t *root, outcome_t *o) {
-  const char *step = "bench_dispatch_cuda";
+static void cuda_l2_dispatch(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r || !HAVE(r, step, o, "l2_empty_run_p50_us", "floor_p50_us")) return;
   double ratio = num(r, "l2_empty_run_p50_us") / num(r, "floor_p50_us");
@@ -143,8 +142,7 @@ static void cuda_l2_dispatch(json_t *root, outcome_t *o) {
       num(r, "l2_empty_run_p50_us"), num(r, "floor_p50_us"), ratio);
 }
 
-static void cuda_l3_dispatch(json_t *root, outcome_t *o) {
-  const char *step = "bench_dispatch_cuda";
+static void cuda_l3_dispatch(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r || !HAVE(r, step, o, "l3_empty_run_p50_us", "l3_sim_empty_run_p50_us", "floor_p50_us")) {
     return;
@@ -175,14 +173,6 @@ static void cuda_overlap(json_t *root, const char *step, outcome_t *o) {
       stretch, diff);
 }
 
-static void cuda_overlap_l2(json_t *root, outcome_t *o) {
-  cuda_overlap(root, "bench_overlap_cuda_l2", o);
-}
-
-static void cuda_overlap_l3(json_t *root, outcome_t *o) {
-  cuda_overlap(root, "bench_overlap_cuda_l3", o);
-}
-
 static void cuda_cancel(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r || !HAVE(r, step, o, "cancel_p50_us", "cancel_p99_us")) return;
@@ -190,18 +180,9 @@ static void cuda_cancel(json_t *root, const char *step, outcome_t *o) {
   say(o, p50 <= 100.0 ? V_HOLDS : V_MISSED, "p50 %.1f us (p99 %.1f)", p50, num(r, "cancel_p99_us"));
 }
 
-static void cuda_cancel_l2(json_t *root, outcome_t *o) {
-  cuda_cancel(root, "bench_cancel_cuda_l2", o);
-}
-
-static void cuda_cancel_l3(json_t *root, outcome_t *o) {
-  cuda_cancel(root, "bench_cancel_cuda_l3", o);
-}
-
 // escalation_ms runs from the cancel to the run's end: the grace, then the kill and its
 // handling (the bench checks each time that the chip runs a task again afterwards).
-static void cuda_escalation(json_t *root, outcome_t *o) {
-  const char *step = "bench_cancel_cuda_l3";
+static void cuda_escalation(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r || !HAVE(r, step, o, "escalation_ms", "grace_ms")) return;
   double after = num(r, "escalation_ms") - num(r, "grace_ms");
@@ -209,8 +190,7 @@ static void cuda_escalation(json_t *root, outcome_t *o) {
       num(r, "grace_ms"));
 }
 
-static void cuda_fault(json_t *root, outcome_t *o) {
-  const char *step = "bench_fault_cuda";
+static void cuda_fault(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r) return;
   json_t *holds = json_object_get(r, "target_holds");
@@ -253,8 +233,7 @@ static bool phase_meets(const json_t *p, bool *complete) {
 
 // Issue 21 asks for its targets in 8 of 10 runs of bench dispatch --load 2 (gpu-check's step
 // runs it up to 10 times; a summary from before that holds one run, its result itself).
-static void dispatch_runs(json_t *root, outcome_t *o) {
-  const char *step = "bench_dispatch_sim";
+static void dispatch_runs(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r) return;
   json_t *runs = json_object_get(r, "runs"), *one = NULL;
@@ -295,8 +274,7 @@ static void dispatch_runs(json_t *root, outcome_t *o) {
       n < 10 ? " (of the 10 asked)" : "", n ? tasks : "none");
 }
 
-static void parallel(json_t *root, outcome_t *o) {
-  const char *step = "bench_parallel_sim";
+static void parallel(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r) return;
   json_t *rows = json_object_get(r, "rows");
@@ -327,8 +305,7 @@ static void parallel(json_t *root, outcome_t *o) {
       shape, chips, json_array_size(rows));
 }
 
-static void idle(json_t *root, outcome_t *o) {
-  const char *step = "bench_idle_sim";
+static void idle(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r || !HAVE(r, step, o, "idle_cpu_percent")) return;
   double pct = num(r, "idle_cpu_percent");
@@ -342,34 +319,40 @@ typedef struct target {
   int issue;
   const char *id;
   const char *text;  // what it asks
-  void (*judge)(json_t *root, outcome_t *o);
+  const char *step;  // the gpu-check step whose result it reads
+  void (*judge)(json_t *root, const char *step, outcome_t *o);
 } target_t;
 
 static const target_t kTargets[] = {
     {21, "dispatch_sim",
      "L3 per task and chain <= 1.0 us, <= 10 sleeps/1000 tasks a role, "
      "L2 p50 <= 1 us, p99 <= 3 us, quiet and --load 2, in 8 of 10 runs",
-     dispatch_runs},
-    {21, "parallel_sim", "bench parallel >= 0.95 on every shape at 2 and 4 chips", parallel},
-    {21, "idle_sim", "an idle worker and its children use < 1% of a core", idle},
-    {22, "cuda_l2_dispatch", "L2 empty run <= 1.2 x the launch+sync floor", cuda_l2_dispatch},
-    {22, "cuda_l3_dispatch", "L3 empty run <= L3 sim + the floor", cuda_l3_dispatch},
+     "bench_dispatch_sim", dispatch_runs},
+    {21, "parallel_sim", "bench parallel >= 0.95 on every shape at 2 and 4 chips",
+     "bench_parallel_sim", parallel},
+    {21, "idle_sim", "an idle worker and its children use < 1% of a core", "bench_idle_sim", idle},
+    {22, "cuda_l2_dispatch", "L2 empty run <= 1.2 x the launch+sync floor", "bench_dispatch_cuda",
+     cuda_l2_dispatch},
+    {22, "cuda_l3_dispatch", "L3 empty run <= L3 sim + the floor", "bench_dispatch_cuda",
+     cuda_l3_dispatch},
     {22, "cuda_overlap_l2",
      "overlap at L2, register >= 500 ms: hidden_by_events >= 0.95, "
      "run_stretch <= 1.05, max_diff 0",
-     cuda_overlap_l2},
+     "bench_overlap_cuda_l2", cuda_overlap},
     {22, "cuda_overlap_l3",
      "overlap at L3, register >= 500 ms: hidden_by_events >= 0.95, run_stretch <= 1.05, "
      "max_diff 0",
-     cuda_overlap_l3},
-    {22, "cuda_cancel_l2", "cancel of a running kernel at L2, p50 <= 100 us", cuda_cancel_l2},
-    {22, "cuda_cancel_l3", "cancel of a running kernel at L3, p50 <= 100 us", cuda_cancel_l3},
+     "bench_overlap_cuda_l3", cuda_overlap},
+    {22, "cuda_cancel_l2", "cancel of a running kernel at L2, p50 <= 100 us",
+     "bench_cancel_cuda_l2", cuda_cancel},
+    {22, "cuda_cancel_l3", "cancel of a running kernel at L3, p50 <= 100 us",
+     "bench_cancel_cuda_l3", cuda_cancel},
     {22, "cuda_escalation", "a kernel that ignores the cancel killed, its chip back within 1 s",
-     cuda_escalation},
+     "bench_cancel_cuda_l3", cuda_escalation},
     {22, "cuda_fault",
      "an illegal address fails only its own task and chip; the other chip's "
      "run finishes",
-     cuda_fault},
+     "bench_fault_cuda", cuda_fault},
 };
 #define N_TARGETS (sizeof(kTargets) / sizeof(kTargets[0]))
 
@@ -440,7 +423,7 @@ int lw__tool_targets(int argc, char **argv) {
   for (size_t i = 0; i < N_TARGETS; ++i) {
     memset(&out[i], 0, sizeof(out[i]));
     out[i].verdict = V_UNKNOWN;  // a judge that returns without a verdict measured nothing
-    kTargets[i].judge(root, &out[i]);
+    kTargets[i].judge(root, kTargets[i].step, &out[i]);
     counts[out[i].verdict]++;
   }
   if (as_json) {
