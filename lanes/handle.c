@@ -182,7 +182,9 @@ lw_status_t lw_handle_timing(const lw_handle_t *h, lw_run_timing_t *out) {
   lw_error_t err;
   lw_status_t st = result_ready(h, out, LW_HANDLE_RUN, "lw_handle_timing", &err);
   if (err.code != LW_OK) return lw__last_error_store(&err);
-  if (st == LW_OK) *out = h->timing;
+  // A failed or cancelled run has times too (how long it queued, how long its kernel ran before
+  // it stopped): filled for every finished run, as an L3 task's report is.
+  if (lw__timeline_reached(&h->done, 1)) *out = h->timing;
   return st;
 }
 

@@ -60,15 +60,41 @@ static int wait_running(bench_t *b, lw_handle_t *h, const char *what, int index)
 
 typedef struct trial {
   double us;       // lw_handle_cancel to the handle finishing
+  // Where us went, split at the run's end as the runtime saw it (see end_seen_us): to_end_us
+  // from the cancel to there (the stop's way to the kernel, the kernel's reaction, and at L3
+  // the completion's way back), after_end_us from there to the waiter's return (finishing the
+  // run and the handle, waking the waiter). NAN when the handle gave no times.
+  double to_end_us, after_end_us;
   lw_status_t st;  // how the run finished
   char message[LW_ERROR_MESSAGE_BYTES];
 } trial_t;
+
+// When the finished run h, submitted at submit_us (lw__bench_now_us), ended as the runtime saw
+// it: L2, the kernel's end on the chip's clock (the run was accepted at the submit call; then
+// its queue and kernel times; a cuda kernel timed by the host clock ends where the run lane's
+// query saw it end: docs/cuda.md, LW_CUDA_KERNEL_TIME); L3, the task's completion as the
+// parent took it (its submit, wait and round trip: lw_task_report_t). NAN when h has no times.
+static double end_seen_us(const lw_handle_t *h, double submit_us) {
+  if (lw_handle_kind(h) == LW_HANDLE_WORKER_RUN) {
+    lw_task_report_t t;
+    size_t n = 0;
+    if (lw_handle_run_tasks(h, &t, 1, &n) != LW_OK || n != 1 || t.host_ns == 0) return NAN;
+    return (double)(t.submit_ns + t.wait_ns + t.host_ns) / 1e3;
+  }
+  lw_run_timing_t t = {0};
+  lw_status_t st = lw_handle_timing(h, &t);  // the run's status; the times are filled anyway
+  if (st == LW_FAILED_PRECONDITION || st == LW_INVALID_ARGUMENT || t.host_wall_ns == 0) {
+    return NAN;
+  }
+  return submit_us + (double)(t.queue_ns + t.kernel_wall_ns) / 1e3;
+}
 
 // Submits the armed run, waits until its kernel runs, pauses (cooperative trials), cancels it
 // and waits for the handle. 0, or the exit code after saying what went wrong.
 static int trial(bench_t *b, lw_callable_handle_t h, const lw_args_t *a, bool pause,
                  const char *what, int index, trial_t *out) {
   lw_handle_t *run = NULL;
+  double submit_us = lw__bench_now_us();
   lw_status_t st = b->d->run_async(b->d, h, a, &run);
   if (st != LW_OK) return lw__bench_fail(what, st);
   if (wait_running(b, run, what, index) != 0) return 1;
@@ -81,7 +107,11 @@ static int trial(bench_t *b, lw_callable_handle_t h, const lw_args_t *a, bool pa
   double t0 = lw__bench_now_us();
   st = lw_handle_cancel(run);
   out->st = lw_handle_wait(run, LW_WAIT_FOREVER);
-  out->us = lw__bench_now_us() - t0;
+  double t1 = lw__bench_now_us();
+  out->us = t1 - t0;
+  double end_us = end_seen_us(run, submit_us);
+  out->to_end_us = end_us - t0;
+  out->after_end_us = t1 - end_us;
   const lw_error_t *e = lw_handle_error(run);
   snprintf(out->message, sizeof(out->message), "%s", e ? e->message : "");
   lw_handle_release(run);
@@ -156,10 +186,21 @@ static int escalations(bench_t *b, double *ms) {
   return 0;
 }
 
+// The median of the trials' parts; NAN when any trial had no times (a part of some trials only
+// would not be the same trials' median as the total's).
+static double split_median(double *v, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (isnan(v[i])) return NAN;
+  }
+  return lw__bench_median(v, (size_t)n);
+}
+
 int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
   bench_t b = {.o = o, .w = w, .seed = 12345};
   int n = o->trials_given ? o->trials : 20;
-  double *us = calloc((size_t)n, sizeof(double));
+  // Each trial's total, and its two parts (trial_t), in three rows of n.
+  double *us = calloc(3 * (size_t)n, sizeof(double));
+  double *to_end = us + n, *after_end = us + 2 * n;
   double esc_ms[ESCALATIONS];
   bool escalate = o->level == 3 && w->arm_hang != NULL;
   int rc = 1;
@@ -193,6 +234,8 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
     lw__bench_progress("cancel %d/%d", i + 1, n);
     if ((rc = cooperative(&b, "cooperative", i, &t)) != 0) goto out;
     us[i] = t.us;
+    to_end[i] = t.to_end_us;
+    after_end[i] = t.after_end_us;
   }
   if ((rc = stats(&b, &s1)) != 0) goto out;
   if (s1.deaths != s0.deaths) {
@@ -210,6 +253,7 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
   double p50 = lw__bench_quantile(us, (size_t)n, 0.5), p99 = lw__bench_quantile(us, (size_t)n,
                                                                                 0.99);
   double lo = us[0], hi = us[n - 1];  // sorted by the quantile
+  double to_end_p50 = split_median(to_end, n), after_end_p50 = split_median(after_end, n);
   double esc = escalate ? lw__bench_median(esc_ms, ESCALATIONS) : 0;
   long long grace_ms = (long long)(b.d->cancel_grace_ns / 1000000);
   lw__bench_progress_end();
@@ -223,6 +267,14 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
            in_ms ? "ms" : "us", p50 <= w->target_p50_us ? "holds" : "missed");
   }
   printf("\n");
+  const char *end =
+      o->level == 3 ? "the task's completion taken by the parent" : "the kernel's end on the chip";
+  if (isnan(to_end_p50) || isnan(after_end_p50)) {
+    printf("  split at the run's end (%s): not available (a run gave no times)\n", end);
+  } else {
+    printf("  split at the run's end (%s): p50 %.1f us to it, %.1f us after it\n", end, to_end_p50,
+           after_end_p50);
+  }
   if (escalate) {
     printf("cancel of a kernel that ignores it (grace %lld ms, child killed and replaced): "
            "%.1f ms (median of %d)\n", grace_ms, esc, ESCALATIONS);
@@ -242,6 +294,8 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
     lw__json_kv_fixed(&j, "cancel_p99_us", p99, 1);
     lw__json_kv_fixed(&j, "cancel_min_us", lo, 1);
     lw__json_kv_fixed(&j, "cancel_max_us", hi, 1);
+    lw__json_kv_fixed(&j, "cancel_to_end_p50_us", to_end_p50, 1);
+    lw__json_kv_fixed(&j, "cancel_after_end_p50_us", after_end_p50, 1);
     if (w->target_p50_us > 0) lw__json_kv_bool(&j, "target_holds", p50 <= w->target_p50_us);
     lw__json_kv_int(&j, "grace_ms", grace_ms);
     lw__json_kv_fixed(&j, "escalation_ms", escalate ? esc : NAN, 1);

@@ -78,7 +78,11 @@ LW_API lw_handle_kind_t lw_handle_kind(const lw_handle_t *h);
 // the register's own status if it failed; INVALID_ARGUMENT for other kinds.
 LW_API LW_MUST_USE lw_status_t lw_handle_callable(const lw_handle_t *h, lw_callable_handle_t *out);
 
-// For a finished L2 run handle: its timing. Same errors as lw_handle_callable.
+// For a finished L2 run handle: its timing, filled for every finished run, a failed or
+// cancelled one too (its queue time, and how long its kernel ran before it failed or stopped;
+// 0 for what did not happen: a run cancelled before it started has kernel_wall_ns 0). Returns
+// the run's own status (LW_OK, or why it failed: LW_CANCELLED, ...); FAILED_PRECONDITION, out
+// untouched, while it runs; INVALID_ARGUMENT for other kinds or a NULL out.
 LW_API LW_MUST_USE lw_status_t lw_handle_timing(const lw_handle_t *h, lw_run_timing_t *out);
 
 // Drops the caller's reference. NULL is ignored.

@@ -237,6 +237,11 @@ Test(chip, cancel_of_running_repeat_vector_add_finishes_cancelled_and_chip_stays
             lw_handle_error(h)->message);
   cr_assert_eq(lw_handle_cancel(h), LW_NOT_FOUND, "cancel after completion must be NOT_FOUND");
   cr_assert_eq(lw_handle_wait(h, 0), LW_CANCELLED, "a finished handle keeps its status");
+  // A cancelled run has its times: the kernel ran until it saw the stop.
+  lw_run_timing_t t = {0};
+  cr_assert_eq(lw_handle_timing(h, &t), LW_CANCELLED, "the timing call returns the run's status");
+  cr_assert_gt(t.kernel_wall_ns, 0, "the kernel ran before it stopped");
+  cr_assert_geq(t.host_wall_ns, t.queue_ns + t.kernel_wall_ns);
   lw_handle_release(h);
 
   // The next run is correct: exact results.
@@ -268,6 +273,10 @@ Test(chip, cancel_of_queued_run_finishes_cancelled_without_running) {
             lw_handle_error(queued)->message);
   cr_assert_not(lw_handle_done(gate_run), "the gate run is still running");
   cr_assert_eq(lw_handle_cancel(queued), LW_NOT_FOUND, "a second cancel finds it finished");
+  lw_run_timing_t t = {.queue_ns = 1, .kernel_wall_ns = 1};
+  cr_assert_eq(lw_handle_timing(queued, &t), LW_CANCELLED);
+  cr_assert_eq(t.queue_ns, 0, "it never started");
+  cr_assert_eq(t.kernel_wall_ns, 0, "it never ran");
   atomic_store(&g.open, 1);
   LW_ASSERT_OK(lw_handle_wait(gate_run, LW_WAIT_FOREVER));
   cr_assert_eq(log[0], 0, "a cancelled queued run must not execute");

@@ -350,6 +350,24 @@ Test(handle, callable_is_returned_only_by_a_finished_successful_register_handle)
   cr_assert_eq(destroyed, 3);
 }
 
+// A run that failed or was cancelled has times too (lw_handle_timing), with its own status.
+Test(handle, timing_of_a_cancelled_run_is_filled_and_returns_its_status) {
+  _Atomic uint32_t destroyed = 0;
+  test_op_t *stopped = op_create(LW_HANDLE_RUN, &destroyed);
+  stopped->handle.timing =
+      (lw_run_timing_t){.host_wall_ns = 30, .queue_ns = 10, .kernel_wall_ns = 15};
+  lw_run_timing_t t = {0};
+  cr_assert_eq(lw_handle_timing(&stopped->handle, &t), LW_FAILED_PRECONDITION, "still running");
+  cr_assert_eq(t.host_wall_ns, 0, "out untouched while it runs");
+  cr_assert(lw__handle_finish(&stopped->handle, LW_CANCELLED, NULL));
+  cr_assert_eq(lw_handle_timing(&stopped->handle, &t), LW_CANCELLED);
+  cr_assert_eq(t.host_wall_ns, 30);
+  cr_assert_eq(t.queue_ns, 10);
+  cr_assert_eq(t.kernel_wall_ns, 15);
+  op_drop_all(stopped);
+  cr_assert_eq(destroyed, 1);
+}
+
 typedef struct notify_log {
   int calls;
   bool saw_done;

@@ -637,7 +637,8 @@ static char *write_summary(const char *dir, double cancel_l3_p50, int met, const
       step("bench_overlap_cuda_l2", "passed", right_overlap(overlap)),
       step("bench_overlap_cuda_l3", overlap_wrong ? "failed" : "passed", overlap),
       step("bench_cancel_cuda_l2", "passed",
-           json_pack("{s:f, s:f}", "cancel_p50_us", 80.0, "cancel_p99_us", 150.0)),
+           json_pack("{s:f, s:f, s:f, s:f}", "cancel_p50_us", 80.0, "cancel_p99_us", 150.0,
+                     "cancel_to_end_p50_us", 70.0, "cancel_after_end_p50_us", 2.5)),
       step("bench_cancel_cuda_l3", "passed",
            json_pack("{s:f, s:f, s:f, s:f}", "cancel_p50_us", cancel_l3_p50, "cancel_p99_us", 190.0,
                      "escalation_ms", 1102.5, "grace_ms", 1000.0)),
@@ -671,6 +672,12 @@ Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60
   cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
   cr_assert_not_null(strstr(r.out, "11 hold, 0 missed, 0 not measured"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "holds: 8 of 10 runs met them"), "%s", r.out);
+  // The cancel's split where the bench gave it (L2 here; the L3 step has none: the total only).
+  cr_assert_not_null(strstr(r.out,
+                            "holds: p50 80.0 us (p99 150.0; to the run's end 70.0, after "
+                            "it 2.5)"),
+                     "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "holds: p50 90.0 us (p99 190.0)\n"), "%s", r.out);
   cr_assert_not_null(strstr(r.out, "lanework 0.2.0 at abc1234, on gpu-host, 16 CPUs"), "%s", r.out);
   result_free(&r);
   // The L3 cancel at 120 us, 7 runs of 10, no fault step (skipped), a wrong L3 overlap result:
