@@ -339,13 +339,18 @@ static void check_cancel(const char *level) {
     cr_assert_geq(number(v, "cancel_to_end_p50_us"), 0);
     cr_assert_geq(number(v, "cancel_after_end_p50_us"), 0);
   }
-  json_t *esc = json_object_get(v, "escalation_ms");
+  json_t *esc = json_object_get(v, "escalation_ms"),
+         *back = json_object_get(v, "escalation_back_ms");
   if (atoi(level) == 3) {
-    // Each escalation waits out the grace before the child is killed.
+    // Each escalation waits out the grace before the child is killed; the chip runs again on
+    // its new child after the run ended.
     cr_assert(json_is_number(esc) && json_number_value(esc) >= number(v, "grace_ms"),
               "escalation_ms");
+    cr_assert(json_is_number(back) && json_number_value(back) >= json_number_value(esc),
+              "escalation_back_ms");
   } else {
     cr_assert(json_is_null(esc), "an escalation at L2");
+    cr_assert(json_is_null(back), "a chip back after an escalation at L2");
   }
   json_decref(v);
 }
