@@ -29,6 +29,7 @@ typedef struct trial {
   double run_c1, reg_c2, run_c2, serial;
   double overlap, overlap_reg;
   double c1_done, reg_done;
+  double load_c2;   // C2's module load in its first run (overlapped arm; cuda), NAN: none
   uint32_t stalls;  // runs held at a poll in the overlapped arm (the sim device lock)
   bool proved;
   lw_overlap_proof_t proof;
@@ -39,6 +40,7 @@ enum {
   F_RUN_C1,
   F_REG_C2,
   F_RUN_C2,
+  F_LOAD_C2,
   F_SERIAL,
   F_OVERLAP,
   F_OVERLAP_REG,
@@ -46,7 +48,7 @@ enum {
   F_REG_DONE,
   F_HIDDEN,
   F_HIDDEN_REG,
-  F_BY_EVENTS,    // proved trials only, as the next two
+  F_BY_EVENTS,  // proved trials only, as the next two
   F_RUN_STRETCH,
   F_HIDDEN_BY_EVENTS,
   F_COUNT,
@@ -177,6 +179,7 @@ static lw_status_t one_trial(bench_t *b, long delay_ms, bool keep, trial_t *t) {
     LW_RETURN_IF_ERROR(serial_arm(b, &a1, &a2, t, &serial));
   }
   t->stalls = overlapped.stalls;
+  t->load_c2 = overlapped.load_ns >= 0 ? (double)overlapped.load_ns / 1e3 : NAN;
   t->proved = lw__overlap_proof(&serial, &overlapped, &t->proof);
   return LW_OK;
 }
@@ -296,6 +299,9 @@ static void row_of(const trial_t *t, int n, long delay_ms, row_t *r) {
         case F_RUN_C1: y = x->run_c1; break;
         case F_REG_C2: y = x->reg_c2; break;
         case F_RUN_C2: y = x->run_c2; break;
+        case F_LOAD_C2:
+          y = x->load_c2;
+          break;
         case F_SERIAL: y = x->serial; break;
         case F_OVERLAP: y = x->overlap; break;
         case F_OVERLAP_REG: y = x->overlap_reg; break;
@@ -361,6 +367,12 @@ static void print_table(const bench_t *b, const row_t *rows, int n_rows, long re
          "(medians, delay %ld ms)\n",
          f[F_RUN_C1].median / 1e3, f[F_REG_C2].median / 1e3, f[F_REG_C2].lo / 1e3,
          f[F_REG_C2].hi / 1e3, f[F_RUN_C2].median / 1e3, r0->delay_ms);
+  if (!isnan(f[F_LOAD_C2].median)) {
+    // The cuda backend loads C2's module on the run lane once C1's kernel ended (docs/cuda.md,
+    // "The stall"): a part of C2's first run, not of C1's.
+    printf("  C2's module load, in its first run after C1: %.3f ms (median; %.3f-%.3f)\n",
+           f[F_LOAD_C2].median / 1e3, f[F_LOAD_C2].lo / 1e3, f[F_LOAD_C2].hi / 1e3);
+  }
   if (target_us > 0) {
     printf("  C1 calibrated to %.1f ms: %.1f x register(C2), at least %.0f ms", target_us / 1e3,
            b->w->target_factor, b->w->target_floor_us / 1e3);
@@ -470,6 +482,7 @@ static int print_json(const bench_t *b, const row_t *rows, int n_rows, long repe
   lw__bench_json_spread(&j, "register_c2_us", f[F_REG_C2].median, f[F_REG_C2].lo,
                         f[F_REG_C2].hi, 1);
   lw__json_kv_fixed(&j, "run_c2_us", f[F_RUN_C2].median, 1);
+  lw__json_kv_fixed(&j, "load_c2_us", f[F_LOAD_C2].median, 1);
   json_row(&j, r);
   lw__json_kv_fixed(&j, "register_phase_serial_median_us",
                     f[F_RUN_C1].median + f[F_REG_C2].median, 1);

@@ -11,6 +11,7 @@ void lw__overlap_arm_read(const lw_trace_capture_t *c, const char *c1_name, cons
                           lw_overlap_arm_t *out) {
   memset(out, 0, sizeof(*out));
   out->by_events = -1;
+  out->load_ns = -1;
   bool run = false, reg = false;
   for (size_t i = 0; i < c->n; ++i) {
     const lw_trace_record_t *r = &c->rec[i];
@@ -30,6 +31,8 @@ void lw__overlap_arm_read(const lw_trace_capture_t *c, const char *c1_name, cons
       out->reg_chip = e->chip;
       out->by_events = lw__trace_register_covered(c, i);
       reg = true;
+    } else if (out->load_ns < 0 && e->kind == LW_TRACE_LOAD && named(e, c2_name)) {
+      out->load_ns = e->dur_ns;
     }
   }
 }

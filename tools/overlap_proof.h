@@ -36,6 +36,9 @@ typedef struct lw_overlap_arm {
   int32_t run_pid, run_chip, reg_pid, reg_chip;
   double by_events;  // lw__trace_register_covered of C2's register span; -1: none
   uint32_t stalls;
+  // C2's module load (its `load` span, LW_TRACE_LOAD: the cuda backend loads a registered
+  // module on the run lane before its first launch); -1: none recorded (other backends).
+  int64_t load_ns;
 } lw_overlap_arm_t;
 
 void lw__overlap_arm_read(const lw_trace_capture_t *c, const char *c1_name, const char *c2_name,

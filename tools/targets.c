@@ -168,9 +168,14 @@ static void cuda_overlap(json_t *root, const char *step, outcome_t *o) {
   double hidden = num(r, "hidden_by_events"), stretch = num(r, "run_stretch");
   double diff = num(r, "max_diff"), reg_ms = num(r, "register_c2_us") / 1000.0;
   bool ok = reg_ms >= 500.0 && hidden >= 0.95 && stretch <= 1.05 && diff == 0.0;
+  // C2's module load, which its first run pays after C1 ended (issue 22: ~1 ms, not the
+  // length of the running kernel); summaries before the bench reported it lack it.
+  double load_ms = num(r, "load_c2_us") / 1000.0;
+  char load[64] = "";
+  if (!isnan(load_ms)) snprintf(load, sizeof(load), "; C2's module load %.2f ms", load_ms);
   say(o, ok ? V_HOLDS : V_MISSED,
-      "register %.0f ms, hidden_by_events %.3f, run_stretch %.3f, max_diff %g", reg_ms, hidden,
-      stretch, diff);
+      "register %.0f ms, hidden_by_events %.3f, run_stretch %.3f, max_diff %g%s", reg_ms, hidden,
+      stretch, diff, load);
 }
 
 static void cuda_cancel(json_t *root, const char *step, outcome_t *o) {

@@ -621,8 +621,9 @@ static char *write_summary(const char *dir, double cancel_l3_p50, int met, const
     json_array_append_new(runs, i < met ? dispatch_run(0.8, 0.9, 2) : dispatch_run(0.8, 1.3, 2));
   }
   // A wrong result: bench overlap prints its object, then exits 1 (the step failed).
-  json_t *overlap = json_pack("{s:f, s:f, s:f, s:f}", "hidden_by_events", 0.99, "run_stretch", 1.01,
-                              "max_diff", overlap_wrong ? 2.0 : 0.0, "register_c2_us", 600000.0);
+  json_t *overlap = json_pack("{s:f, s:f, s:f, s:f, s:f}", "hidden_by_events", 0.99, "run_stretch",
+                              1.01, "max_diff", overlap_wrong ? 2.0 : 0.0, "register_c2_us",
+                              600000.0, "load_c2_us", 300.0);
   // A summary from before the bench timed the chip's return has no escalation_back_ms.
   json_t *cancel_l3 =
       json_pack("{s:f, s:f, s:f, s:f}", "cancel_p50_us", cancel_l3_p50, "cancel_p99_us", 190.0,
@@ -681,6 +682,8 @@ Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60
                             "it 2.5)"),
                      "%s", r.out);
   cr_assert_not_null(strstr(r.out, "holds: p50 90.0 us (p99 190.0)\n"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "run_stretch 1.010, max_diff 0; C2's module load 0.30 ms"), "%s",
+                     r.out);
   cr_assert_not_null(strstr(r.out,
                             "holds: the chip ran again 350.0 ms after the 1000 ms grace "
                             "(its run ended 102.5 ms after it)"),

@@ -130,6 +130,25 @@ Test(overlap_proof, the_arm_takes_c1s_first_run_and_c2s_register_by_name) {
   cr_assert_eq(a.reg_t1_ns, 700);
 }
 
+// The cuda backend's load of C2's module (a `load` span on the run lane, in C2's first run):
+// the arm keeps C2's first one; another callable's load, or none, leaves it at -1.
+Test(overlap_proof, the_arm_takes_c2s_first_module_load_and_none_is_minus_one) {
+  hand_t h;
+  hand_init(&h);
+  span(&h, LW_TRACE_RUN, C1, 0, 1000);
+  span(&h, LW_TRACE_REGISTER, C2, 100, 600);
+  span(&h, LW_TRACE_LOAD, "other", 1000, 1100);
+  span(&h, LW_TRACE_LOAD, C2, 1010, 1310);
+  span(&h, LW_TRACE_RUN, C2, 1005, 1400);
+  span(&h, LW_TRACE_LOAD, C2, 2000, 2900);
+  lw_overlap_arm_t a;
+  lw__overlap_arm_read(&h.c, C1, C2, &a);
+  cr_assert_eq(a.load_ns, 300);
+  lw_overlap_arm_t none;
+  serial_arm(&none);
+  cr_assert_eq(none.load_ns, -1, "no load span: -1");
+}
+
 Test(overlap_proof, a_name_longer_than_an_event_holds_still_matches) {
   char longname[100];
   memset(longname, 'k', sizeof(longname) - 1);
