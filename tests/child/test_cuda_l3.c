@@ -1,9 +1,11 @@
 // tests/child/test_cuda_l3.c — the cuda backend at L3 over the fake driver: a cuda chip child
 // compiles, loads and runs a task on arena tensors while the parent never calls into CUDA (the
-// fake records the process of every cuInit), and a sticky error fails its task naming the
-// error and ends the child, which the worker respawns with its callables replayed so that the
+// fake records the process of every cuInit); a sticky error fails its task naming the error
+// and ends the child, and a kernel that ignores its cancel is escalated (its child killed after
+// the grace): either way the worker respawns the child with its callables replayed, and the
 // next task on that chip runs.
 #include "cuda_test_util.h"
+#include "lanes/sys.h"
 #include "lanework/orch.h"
 #include "lanework/stats.h"
 #include "parent/worker_test_util.h"
@@ -116,6 +118,77 @@ Test(cuda_l3, mapped_tensors_in_the_arena_register_it_once_and_not_per_run) {
   for (int i = 0; i < 3; ++i) run_vadd_ok(&j);
   cr_assert_eq(ct_count("host_register"), 1, "the arena, once");
   cr_assert_eq(ct_count("host_unregister"), 0, "nothing unregistered while the child runs");
+  destroy_and_check();
+  unlink(ct_log_path);
+}
+
+typedef struct sleep_job {
+  lw_callable_handle_t k;
+  uint64_t ms;
+} sleep_job_t;
+
+static lw_status_t sleep_orch(lw_orch_t *o, void *user) {
+  const sleep_job_t *j = user;
+  lw_args_t args;
+  lw_args_init(&args);
+  LW_RETURN_IF_ERROR(lw_args_add_scalar(&args, j->ms));
+  return lw_orch_submit_next_level(o, j->k, &args, NULL, 0);
+}
+
+// The fake's log has a launch of the named kernel ("launch pid=N thread=T ctx=1 <kernel>").
+static bool launched(const char *kernel) {
+  char *log = ct_log();
+  bool found = false;
+  for (char *line = strtok(log, "\n"); line && !found; line = strtok(NULL, "\n")) {
+    size_t n = strlen(line), k = strlen(kernel);
+    found = strncmp(line, "launch ", 7) == 0 && n > k && line[n - k - 1] == ' ' &&
+            strcmp(line + n - k, kernel) == 0;
+  }
+  free(log);
+  return found;
+}
+
+// A cuda kernel that never reads its stop word (the fake's sleep_ms, as hang.cu on a GPU): its
+// cancel is escalated after the grace by killing the chip child, the run ends CANCELLED naming
+// the kernel that ignored it, and the respawned child (callables registered again, a new
+// context) runs the next task.
+Test(cuda_l3, a_kernel_ignoring_its_cancel_is_escalated_and_the_chip_runs_again) {
+  ct_use_fake(true);
+  lw_worker_config_t cfg;
+  wt_config(&cfg, 1, 0);
+  snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "cuda");
+  cfg.cancel_grace_ns = 200ll * 1000 * 1000;
+  wt_create(&cfg);
+  static const uint8_t scalar[1] = {LW_PARAM_SCALAR};
+  lw_callable_handle_t sleeper = wreg_cuda("sleeper", "sleep_ms", 1, scalar);
+  lw_callable_handle_t k = wreg_cuda("vadd", "vector_add", 4, ct_vadd_dirs);
+  sleep_job_t sj = {sleeper, 60ull * 1000};  // a minute unless killed
+  lw_handle_t *run = NULL;
+  LW_ASSERT_OK(lw_worker_run_async(w, sleep_orch, &sj, &run));
+  while (!launched("sleep_ms")) lw_test_sleep_us(500);
+  int64_t t0 = lw__now_ns();
+  LW_ASSERT_OK(lw_handle_cancel(run));
+  cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
+  int64_t waited = lw__now_ns() - t0;
+  cr_assert_geq(waited, cfg.cancel_grace_ns, "killed %lld ns after the cancel, within the grace",
+                (long long)waited);
+  const char *msg = lw_handle_error(run)->message;
+  cr_assert_not_null(strstr(msg, "ignored cancellation"), "%s", msg);
+  cr_assert_not_null(strstr(msg, "sleeper"), "the error names the callable: %s", msg);
+  lw_handle_release(run);
+  lw_worker_stats_t stats;
+  do {
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    LW_ASSERT_OK(lw_worker_stats(w, &stats));
+    if (stats.child[0].respawns == 0) usleep(500);
+  } while (stats.child[0].respawns == 0);
+  cr_assert_eq(stats.child[0].escalations, 1);
+  cr_assert_eq(stats.child[0].deaths, 1);
+  job_t j = new_vadd(k, 100);
+  run_vadd_ok(&j);
+  cr_assert_eq(assert_init_never_in_parent(), 2, "two chip processes, one cuInit each");
+  ct_assert_no_contextless_call();
   destroy_and_check();
   unlink(ct_log_path);
 }
