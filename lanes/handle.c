@@ -156,10 +156,12 @@ lw_handle_kind_t lw_handle_kind(const lw_handle_t *h) {
 
 // Shared checks of lw_handle_callable and lw_handle_timing. A bad argument fills err (the
 // caller stores it as the last error); a handle not done, or done with an error, returns its
-// status and leaves err clear.
+// status and leaves err clear. *done says whether the handle was found finished (one look: a
+// caller that fills its out only then cannot fill it while reporting "still running").
 static lw_status_t result_ready(const lw_handle_t *h, const void *out, lw_handle_kind_t kind,
-                                const char *fn, lw_error_t *err) {
+                                const char *fn, lw_error_t *err, bool *done) {
   err->code = LW_OK;  // the caller reads only the code when nothing failed
+  *done = false;
   if (!handle_ok(h)) return bad_handle(h, fn, err)->code;
   if (out == NULL) return lw__error_set(err, LW_INVALID_ARGUMENT, -1, 0, "%s: out is NULL", fn);
   if (h->kind != kind) {
@@ -167,12 +169,14 @@ static lw_status_t result_ready(const lw_handle_t *h, const void *out, lw_handle
                          fn, (int)h->kind, (int)kind);
   }
   if (!lw__timeline_reached(&h->done, 1)) return LW_FAILED_PRECONDITION;
+  *done = true;
   return h->status;
 }
 
 lw_status_t lw_handle_callable(const lw_handle_t *h, lw_callable_handle_t *out) {
   lw_error_t err;
-  lw_status_t st = result_ready(h, out, LW_HANDLE_REGISTER, "lw_handle_callable", &err);
+  bool done;
+  lw_status_t st = result_ready(h, out, LW_HANDLE_REGISTER, "lw_handle_callable", &err, &done);
   if (err.code != LW_OK) return lw__last_error_store(&err);
   if (st == LW_OK) *out = h->callable;
   return st;
@@ -180,11 +184,12 @@ lw_status_t lw_handle_callable(const lw_handle_t *h, lw_callable_handle_t *out) 
 
 lw_status_t lw_handle_timing(const lw_handle_t *h, lw_run_timing_t *out) {
   lw_error_t err;
-  lw_status_t st = result_ready(h, out, LW_HANDLE_RUN, "lw_handle_timing", &err);
+  bool done;
+  lw_status_t st = result_ready(h, out, LW_HANDLE_RUN, "lw_handle_timing", &err, &done);
   if (err.code != LW_OK) return lw__last_error_store(&err);
-  // A failed or cancelled run has times too (how long it queued, how long its kernel ran before
+  // A failed or cancelled run has times too (how long it waited, how long its kernel ran before
   // it stopped): filled for every finished run, as an L3 task's report is.
-  if (lw__timeline_reached(&h->done, 1)) *out = h->timing;
+  if (done) *out = h->timing;
   return st;
 }
 

@@ -1,8 +1,11 @@
 // tools/bench_cancel.c — the `lanework bench cancel` driver (see bench_cancel.h).
 //
 // cancel_p50_us: lw_handle_cancel on a run whose kernel runs, to the run handle finishing
-// CANCELLED. escalation_ms (L3, where the backend has a kernel that ignores cancellation): the
-// same, for a kernel that ignores it (its child is killed after the worker's cancel grace).
+// CANCELLED; cancel_to_end_p50_us and cancel_after_end_p50_us split each such time where the run
+// ended as the runtime saw it (end_seen_us). escalation_ms (L3, where the backend has a kernel
+// that ignores cancellation): the same, for a kernel that ignores it (its child is killed after
+// the worker's cancel grace); escalation_back_ms: that cancel to a short run finishing on the
+// chip's new child.
 //
 // What makes a trial valid: its kernel was seen running before the cancel (the workload's
 // probe), it finished CANCELLED, and the workload's check afterwards says the kernel was
@@ -71,10 +74,11 @@ typedef struct trial {
 } trial_t;
 
 // When the finished run h, submitted at submit_us (lw__bench_now_us), ended as the runtime saw
-// it: L2, the kernel's end on the chip's clock (the run was accepted at the submit call; then
-// its queue and kernel times; a cuda kernel timed by the host clock ends where the run lane's
-// query saw it end: docs/cuda.md, LW_CUDA_KERNEL_TIME); L3, the task's completion as the
-// parent took it (its submit, wait and round trip: lw_task_report_t). NAN when h has no times.
+// it: L2, the run's end on the chip's run lane (accepted at the submit call, then its
+// host_wall_ns: the kernel's end as the backend saw it and what the backend did after it, up to
+// the run's finish; not the kernel's own time, which on a device leaves out the copies and the
+// launch before it); L3, the task's completion as the parent took it (its submit, wait and
+// round trip: lw_task_report_t). NAN when h has no times.
 static double end_seen_us(const lw_handle_t *h, double submit_us) {
   if (lw_handle_kind(h) == LW_HANDLE_WORKER_RUN) {
     lw_task_report_t t;
@@ -83,11 +87,9 @@ static double end_seen_us(const lw_handle_t *h, double submit_us) {
     return (double)(t.submit_ns + t.wait_ns + t.host_ns) / 1e3;
   }
   lw_run_timing_t t = {0};
-  lw_status_t st = lw_handle_timing(h, &t);  // the run's status; the times are filled anyway
-  if (st == LW_FAILED_PRECONDITION || st == LW_INVALID_ARGUMENT || t.host_wall_ns == 0) {
-    return NAN;
-  }
-  return submit_us + (double)(t.queue_ns + t.kernel_wall_ns) / 1e3;
+  (void)lw_handle_timing(h, &t);  // the run's status; the times are filled for a finished run
+  if (t.host_wall_ns == 0) return NAN;
+  return submit_us + (double)t.host_wall_ns / 1e3;
 }
 
 // Submits the armed run, waits until its kernel runs, pauses (cooperative trials), cancels it
@@ -273,8 +275,8 @@ int lw__bench_cancel(const lw_bench_opts_t *o, const lw_cancel_workload_t *w) {
            in_ms ? "ms" : "us", p50 <= w->target_p50_us ? "holds" : "missed");
   }
   printf("\n");
-  const char *end =
-      o->level == 3 ? "the task's completion taken by the parent" : "the kernel's end on the chip";
+  const char *end = o->level == 3 ? "the task's completion taken by the parent"
+                                  : "the run's end on the chip's run lane";
   if (isnan(to_end_p50) || isnan(after_end_p50)) {
     printf("  split at the run's end (%s): not available (a run gave no times)\n", end);
   } else {

@@ -60,6 +60,7 @@ lw_status_t lw__overlap_events_end(lw_overlap_events_t *e, const char *c1_name,
   // A session that cannot be ended read nothing: no span, no containment.
   memset(arm, 0, sizeof(*arm));
   arm->by_events = -1;
+  arm->load_ns = -1;
   lw_status_t st = lw__trace_end(&cap, &sum, &err);
   if (st != LW_OK) {
     fprintf(stderr, "lanework bench overlap: %s\n", err.message);

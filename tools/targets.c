@@ -326,7 +326,7 @@ static void parallel(json_t *root, const char *step, outcome_t *o) {
     return;
   }
   if (least < 0.95) {
-    say(o, V_MISSED, "least %.3f (%s, %ld chips) of %zu shapes", least, shape, chips,
+    say(o, V_MISSED, "least %.3f (%s, %ld chips) of %zu rows", least, shape, chips,
         json_array_size(rows));
     return;
   }
@@ -347,7 +347,7 @@ static void parallel(json_t *root, const char *step, outcome_t *o) {
       }
     }
   }
-  say(o, V_HOLDS, "least %.3f (%s, %ld chips) of %zu shapes", least, shape, chips,
+  say(o, V_HOLDS, "least %.3f (%s, %ld chips) of %zu rows", least, shape, chips,
       json_array_size(rows));
 }
 

@@ -79,10 +79,13 @@ LW_API lw_handle_kind_t lw_handle_kind(const lw_handle_t *h);
 LW_API LW_MUST_USE lw_status_t lw_handle_callable(const lw_handle_t *h, lw_callable_handle_t *out);
 
 // For a finished L2 run handle: its timing, filled for every finished run, a failed or
-// cancelled one too (its queue time, and how long its kernel ran before it failed or stopped;
-// 0 for what did not happen: a run cancelled before it started has kernel_wall_ns 0). Returns
-// the run's own status (LW_OK, or why it failed: LW_CANCELLED, ...); FAILED_PRECONDITION, out
-// untouched, while it runs; INVALID_ARGUMENT for other kinds or a NULL out.
+// cancelled one too, and returns the run's own status (LW_OK, or why it failed: LW_CANCELLED,
+// ...). Times of what did not happen are 0: a run cancelled while still queued has queue_ns and
+// kernel_wall_ns 0 (its wait is in host_wall_ns), a run whose launch failed has kernel_wall_ns
+// 0; a kernel stopped by a cancel has the time it ran. While the run runs: FAILED_PRECONDITION,
+// out untouched. A bad call (NULL h or out, another kind of handle): INVALID_ARGUMENT, out
+// untouched, and the last error names it; a run may itself have failed INVALID_ARGUMENT (out
+// filled then), which lw_handle_done or lw_handle_status tells apart.
 LW_API LW_MUST_USE lw_status_t lw_handle_timing(const lw_handle_t *h, lw_run_timing_t *out);
 
 // Drops the caller's reference. NULL is ignored.

@@ -697,7 +697,7 @@ Test(cli, targets_reads_each_issue_target_off_a_gpu_check_summary, .timeout = 60
                             "(its run ended 102.5 ms after it)"),
                      "%s", r.out);
   cr_assert_not_null(strstr(r.out, "lanework 0.2.0 at abc1234, on gpu-host, 16 CPUs"), "%s", r.out);
-  cr_assert_not_null(strstr(r.out, "holds: least 0.960 (chain, 2 chips) of 8 shapes"), "%s", r.out);
+  cr_assert_not_null(strstr(r.out, "holds: least 0.960 (chain, 2 chips) of 8 rows"), "%s", r.out);
   result_free(&r);
   // bench parallel at 2 chips only: every row it has holds, but "every shape at 2 and 4 chips"
   // was not measured.
