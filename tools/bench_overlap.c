@@ -48,7 +48,7 @@ enum {
   F_REG_DONE,
   F_HIDDEN,
   F_HIDDEN_REG,
-  F_BY_EVENTS,  // proved trials only, as the next two
+  F_BY_EVENTS,    // proved trials only, as the next two
   F_RUN_STRETCH,
   F_HIDDEN_BY_EVENTS,
   F_COUNT,
@@ -299,9 +299,7 @@ static void row_of(const trial_t *t, int n, long delay_ms, row_t *r) {
         case F_RUN_C1: y = x->run_c1; break;
         case F_REG_C2: y = x->reg_c2; break;
         case F_RUN_C2: y = x->run_c2; break;
-        case F_LOAD_C2:
-          y = x->load_c2;
-          break;
+        case F_LOAD_C2: y = x->load_c2; break;
         case F_SERIAL: y = x->serial; break;
         case F_OVERLAP: y = x->overlap; break;
         case F_OVERLAP_REG: y = x->overlap_reg; break;

@@ -182,15 +182,14 @@ static void cuda_cancel(json_t *root, const char *step, outcome_t *o) {
   json_t *r = step_result(root, step, o);
   if (!r || !HAVE(r, step, o, "cancel_p50_us", "cancel_p99_us")) return;
   double p50 = num(r, "cancel_p50_us");
-  verdict_t v = p50 <= 100.0 ? V_HOLDS : V_MISSED;
   // Where the time went, where the bench split it (summaries before the split lack it).
   double to_end = num(r, "cancel_to_end_p50_us"), after = num(r, "cancel_after_end_p50_us");
-  if (isnan(to_end) || isnan(after)) {
-    say(o, v, "p50 %.1f us (p99 %.1f)", p50, num(r, "cancel_p99_us"));
-  } else {
-    say(o, v, "p50 %.1f us (p99 %.1f; to the run's end %.1f, after it %.1f)", p50,
-        num(r, "cancel_p99_us"), to_end, after);
+  char split[80] = "";
+  if (!isnan(to_end) && !isnan(after)) {
+    snprintf(split, sizeof(split), "; to the run's end %.1f, after it %.1f", to_end, after);
   }
+  say(o, p50 <= 100.0 ? V_HOLDS : V_MISSED, "p50 %.1f us (p99 %.1f%s)", p50,
+      num(r, "cancel_p99_us"), split);
 }
 
 // "Killed and its chip back within 1 s": escalation_back_ms runs from the cancel to a run

@@ -12,12 +12,28 @@
 
 TestSuite(cuda_l3, .timeout = 120);
 
-static void make_cuda_worker(void) {
+// A worker of one cuda chip over the fake driver; cancel_grace_ns 0 keeps the default grace.
+static void make_cuda_worker_with_grace(int64_t cancel_grace_ns) {
   ct_use_fake(true);
   lw_worker_config_t cfg;
   wt_config(&cfg, 1, 0);
   snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "cuda");
+  if (cancel_grace_ns > 0) cfg.cancel_grace_ns = cancel_grace_ns;
   wt_create(&cfg);
+}
+
+static void make_cuda_worker(void) { make_cuda_worker_with_grace(0); }
+
+// The worker's stats once chip 0's child has been respawned (polls until it has).
+static lw_worker_stats_t wait_chip0_respawned(void) {
+  lw_worker_stats_t stats;
+  do {
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    LW_ASSERT_OK(lw_worker_stats(w, &stats));
+    if (stats.child[0].respawns == 0) usleep(500);
+  } while (stats.child[0].respawns == 0);
+  return stats;
 }
 
 static lw_callable_handle_t wreg_cuda(const char *name, const char *entry, uint32_t n_params,
@@ -153,12 +169,8 @@ static bool launched(const char *kernel) {
 // the kernel that ignored it, and the respawned child (callables registered again, a new
 // context) runs the next task.
 Test(cuda_l3, a_kernel_ignoring_its_cancel_is_escalated_and_the_chip_runs_again) {
-  ct_use_fake(true);
-  lw_worker_config_t cfg;
-  wt_config(&cfg, 1, 0);
-  snprintf(cfg.chip.backend, sizeof(cfg.chip.backend), "cuda");
-  cfg.cancel_grace_ns = 200ll * 1000 * 1000;
-  wt_create(&cfg);
+  const int64_t grace_ns = 200ll * 1000 * 1000;
+  make_cuda_worker_with_grace(grace_ns);
   static const uint8_t scalar[1] = {LW_PARAM_SCALAR};
   lw_callable_handle_t sleeper = wreg_cuda("sleeper", "sleep_ms", 1, scalar);
   lw_callable_handle_t k = wreg_cuda("vadd", "vector_add", 4, ct_vadd_dirs);
@@ -170,19 +182,13 @@ Test(cuda_l3, a_kernel_ignoring_its_cancel_is_escalated_and_the_chip_runs_again)
   LW_ASSERT_OK(lw_handle_cancel(run));
   cr_assert_eq(lw_handle_wait(run, LW_WAIT_FOREVER), LW_CANCELLED);
   int64_t waited = lw__now_ns() - t0;
-  cr_assert_geq(waited, cfg.cancel_grace_ns, "killed %lld ns after the cancel, within the grace",
+  cr_assert_geq(waited, grace_ns, "killed %lld ns after the cancel, within the grace",
                 (long long)waited);
   const char *msg = lw_handle_error(run)->message;
   cr_assert_not_null(strstr(msg, "ignored cancellation"), "%s", msg);
   cr_assert_not_null(strstr(msg, "sleeper"), "the error names the callable: %s", msg);
   lw_handle_release(run);
-  lw_worker_stats_t stats;
-  do {
-    memset(&stats, 0, sizeof(stats));
-    stats.struct_size = sizeof(stats);
-    LW_ASSERT_OK(lw_worker_stats(w, &stats));
-    if (stats.child[0].respawns == 0) usleep(500);
-  } while (stats.child[0].respawns == 0);
+  lw_worker_stats_t stats = wait_chip0_respawned();
   cr_assert_eq(stats.child[0].escalations, 1);
   cr_assert_eq(stats.child[0].deaths, 1);
   job_t j = new_vadd(k, 100);
@@ -208,13 +214,7 @@ Test(cuda_l3, a_sticky_error_ends_the_child_which_is_respawned_and_the_next_task
   // so the test waits for the respawn: the worker starts a new child and replays both
   // callables (compiling again) before the chip takes work, and the next task on chip 0 runs
   // in the new process on a fresh context.
-  lw_worker_stats_t stats;
-  do {
-    memset(&stats, 0, sizeof(stats));
-    stats.struct_size = sizeof(stats);
-    LW_ASSERT_OK(lw_worker_stats(w, &stats));
-    if (stats.child[0].respawns == 0) usleep(500);
-  } while (stats.child[0].respawns == 0);
+  lw_worker_stats_t stats = wait_chip0_respawned();
   cr_assert_eq(stats.child[0].deaths, 1);
   job_t j = new_vadd(k, 100);
   run_vadd_ok(&j);
